@@ -1,0 +1,48 @@
+/**
+ * Runner wire protocol: op names and the daemon's error codes.
+ * Shared by the server end and the daemon; never change without updating both and the conformance suite.
+ */
+export const OPS = [
+  'create',
+  'get',
+  'destroy',
+  'list',
+  'suspend',
+  'resume',
+  'write_file',
+  'exec',
+  'spawn',
+  'stdin',
+  'stdin_close',
+  'detach',
+  'list_sessions',
+  'attach',
+] as const;
+export type Op = (typeof OPS)[number];
+
+/** `ping` exists only on the microVM guest link. */
+export const GUEST_OPS = [...OPS, 'ping'] as const;
+export type GuestOp = (typeof GUEST_OPS)[number];
+
+/** The six typed error codes a daemon sends; anything untyped goes out as `provider`. */
+export const WIRE_ERROR_CODES = [
+  'not_found',
+  'command_exited',
+  'not_supported',
+  'invalid',
+  'unavailable',
+  'write_failed',
+] as const;
+export type WireErrorCode = (typeof WIRE_ERROR_CODES)[number] | 'provider';
+
+/** WebSocket close codes the server uses. */
+export const CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  unsupportedData: 1003,
+  runnerDeleted: 4404,
+  alreadyConnected: 4409,
+} as const;
+
+/** Largest frame either end accepts (the daemon's read limit). */
+export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
