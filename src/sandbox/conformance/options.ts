@@ -1,0 +1,48 @@
+/**
+ * What an adapter supplies to plug into the conformance suite: itself, commands in its own
+ * vocabulary (fixtures), a name minter, and optional probes for transport failure and secrets.
+ */
+import type { SandboxAdapter } from '../adapter.ts';
+import type { Handle, SpawnOptions } from '../types.ts';
+
+export interface CommandFixture {
+  readonly cmd: string;
+  readonly args: readonly string[];
+}
+
+export interface ConformanceFixtures {
+  /** Exits 0 and prints `expectedStdout` (the output contains it). */
+  readonly execOk: CommandFixture & { readonly expectedStdout: string };
+  /** Exits with `nonzeroCode`. */
+  readonly execFail: CommandFixture & { readonly nonzeroCode: number };
+  /** Prints something to stdout and exits 0. */
+  readonly spawnOk: CommandFixture;
+  /** Its transport closes without an exit frame. Optional: not every adapter can provoke it. */
+  readonly spawnDrop?: CommandFixture;
+  /** Prints something first, echoes each stdin write to stdout, exits 0 on stdin EOF. */
+  readonly spawnStay: CommandFixture;
+}
+
+export interface ConformanceOptions {
+  /** A getter, because adapters are often built in `before`. */
+  readonly adapter: () => SandboxAdapter;
+  readonly fixtures: ConformanceFixtures;
+  /** Mints a fresh routable sandbox name; default `conformance-<n>`. */
+  readonly name?: () => string;
+  /** How long to wait for one frame; default 1000 ms. */
+  readonly timeoutMs?: number;
+  /** Merged into every spawn (e.g. `detachable: true`). */
+  readonly spawnOpts?: Partial<Omit<SpawnOptions, 'owner'>>;
+  readonly before?: () => Promise<void>;
+  readonly after?: () => Promise<void>;
+  /**
+   * An adapter whose transport is broken (endpoint down, socket gone): `get` on any name must
+   * come back transient, never `not_found`. Optional only for adapters with no transport (fake).
+   */
+  readonly brokenTransport?: () => Promise<{ adapter: SandboxAdapter; handle: Handle; cleanup?: () => Promise<void> }>;
+  /**
+   * A handle carrying a real secret in its private part, and that secret's text: it must never
+   * appear in util.inspect, JSON or any error an operation returns.
+   */
+  readonly secret?: () => Promise<{ handle: Handle; value: string }>;
+}
