@@ -55,6 +55,28 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       }
     });
 
+    check(ctx, 'stop_command only detaches: a detachable process keeps running and can be re-attached', async (t) => {
+      if (lacks(t, ctx, 'attach')) return;
+      const a = ctx.adapter;
+      const h = await ctx.created();
+      const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true, detachable: true });
+      await frames.nextStdout(command.ref, ctx.timeoutMs);
+      unwrap(await a.stopCommand(command), 'stop_command');
+      const sessions = unwrap(await a.listSessions(h), 'list_sessions');
+      assert.equal(sessions.length, 1, `the session outlives its local end: ${inspect(sessions)}`);
+      const again = new FrameCollector();
+      const attached = unwrap(await a.attach(h, sessions[0]!.id, { owner: again.sink, stdin: true }), 'attach after stop_command');
+      ctx.trackCommand(attached);
+      // Still alive: it echoes, and only EOF ends it, with exit 0 (a killed process would not echo).
+      unwrap(await a.writeStdin(attached, utf8('still-alive\n')), 'write_stdin after re-attach');
+      await again.waitForText(attached.ref, 'still-alive', ctx.timeoutMs);
+      unwrap(await a.closeStdin(attached), 'close_stdin');
+      const end = await again.terminal(attached.ref, ctx.timeoutMs);
+      assert.equal(end.type === 'exit' && end.code, 0, again.dump());
+      await again.expectSettled(attached.ref);
+      frames.assertWellFormed(command.ref);
+    });
+
     check(ctx, 'attach to an unknown session is not_found', async (t) => {
       if (lacks(t, ctx, 'attach')) return;
       const h = await ctx.created();
