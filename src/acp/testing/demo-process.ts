@@ -5,10 +5,10 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import type { RequestPermissionRequest, SessionNotification } from '@agentclientprotocol/sdk';
-import { ok } from '../../sandbox/index.ts';
+import type { PromptResponse, RequestPermissionRequest, SessionNotification } from '@agentclientprotocol/sdk';
+import { ok, type Result } from '../../sandbox/index.ts';
 import { AcpClient, type AcpClientHandler, type AttachOptions, type HeldPermission, type LineContext } from '../client.ts';
-import type { AcpProblem } from '../errors.ts';
+import type { AcpError, AcpProblem } from '../errors.ts';
 import type { AcpMessage } from '../message.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -79,7 +79,7 @@ export interface DemoProcess {
   readonly rec: Recorder;
   readonly exited: Promise<number | null>;
   /** Replaces the live client: feeds `journal` to a fresh client (attach replay), then tails live output into it. */
-  reattach(opts: AttachOptions, rec: Recorder, chunking?: (journal: Buffer) => Buffer[]): AcpClient;
+  reattach(opts: AttachOptions, rec: Recorder, chunking?: (journal: Buffer) => Buffer[]): { client: AcpClient; turn: Promise<Result<PromptResponse, AcpError>> };
   stop(): Promise<void>;
 }
 
@@ -114,7 +114,7 @@ export function startDemoAgent(opts: { home: string; cwd: string; via?: 'main' |
       if (!a.ok) throw new Error(a.error.message);
       proc.client = c;
       for (const piece of chunking(Buffer.concat(journal))) c.feed(piece);
-      return c;
+      return { client: c, turn: a.value.done };
     },
     async stop() {
       child.stdin.end();
