@@ -5,10 +5,11 @@
 import type { Command } from 'commander';
 import { homedir } from 'node:os';
 import { runDemoAgent } from '../acp/demo/agent.ts';
+import { DEMO_AGENT_SUBCOMMAND } from '../acp/demo/launch.ts';
 
 export function register(program: Command): void {
   program
-    .command('demo-agent', { hidden: true })
+    .command(DEMO_AGENT_SUBCOMMAND, { hidden: true })
     .description('run the demo ACP agent on stdin/stdout (memory in $HOME/.fountain-demo)')
     .action(async () => {
       await runDemoAgent({ home: homedir(), input: process.stdin, output: process.stdout });

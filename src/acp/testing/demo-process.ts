@@ -9,6 +9,7 @@ import type { PromptResponse, RequestPermissionRequest, SessionNotification } fr
 import { ok, type Result } from '../../sandbox/index.ts';
 import { AcpClient, type AcpClientHandler, type AttachOptions, type HeldPermission, type LineContext } from '../client.ts';
 import type { AcpError, AcpProblem } from '../errors.ts';
+import { localDemoAgentArgv } from '../demo/launch.ts';
 import type { AcpMessage } from '../message.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -88,7 +89,7 @@ export const silentLogger = pino({ level: 'silent' });
 export function startDemoAgent(opts: { home: string; cwd: string; via?: 'main' | 'cli' }): DemoProcess {
   const args =
     opts.via === 'cli'
-      ? [`${ROOT}bin/fountain.js`, 'demo-agent']
+      ? localDemoAgentArgv().slice(1)
       : // Resolved here: the child's cwd is a sandbox directory where `tsx` would not resolve.
         ['--import', import.meta.resolve('tsx'), `${ROOT}src/acp/demo/main.ts`];
   const child = spawn(process.execPath, args, {
