@@ -223,6 +223,39 @@ describe('process backend', () => {
     assert.equal(code(await backend.attach({ id: 78, op: 'attach', name: 'other', session_id: sid }, { requestId: 78, out: second })), 'not_found');
   });
 
+  it('a replay long enough to read asynchronously hands over to live output without a gap or a repeat', async () => {
+    const opened = openProcessBackend({ root: join(root, '..', 'big'), logger: captureLogger().logger, journalCapBytes: 64 * 1024 * 1024 });
+    assert.ok(opened.ok);
+    const big = opened.value;
+    try {
+      value(await big.create({ id: id(), op: 'create', name: 'big' }));
+      const lines = 40_000;
+      const script = `let i = 0; const pad = 'x'.repeat(90);
+        const tick = () => { let s = ''; for (let k = 0; k < 200 && i < ${lines}; k++) s += 'L' + (i++) + ' ' + pad + '\\n';
+          process.stdout.write(s, () => (i < ${lines} ? setTimeout(tick, 1) : undefined)); };
+        tick();`;
+      const first = new CollectingOut();
+      const r = await big.spawn({ id: 1, op: 'spawn', name: 'big', cmd: process.execPath, args: ['-e', script], env: [] }, { requestId: 1, out: first });
+      assert.ok(r.ok);
+      const sid = r.value.result.session_id;
+      r.value.followUp?.();
+      await until(() => first.bytes(sid).length > 1024 * 1024, '1 MiB of output');
+      first.open = false;
+      const slow = new CollectingOut();
+      slow.drained = () => new Promise((res) => setTimeout(res, 5));
+      const a = await big.attach({ id: 2, op: 'attach', name: 'big', session_id: sid }, { requestId: 2, out: slow });
+      assert.ok(a.ok);
+      a.value.followUp?.();
+      await until(() => slow.exitCode(sid) !== undefined, 'exit after the replay', 30_000);
+      const got = slow.bytes(sid).toString().split('\n').filter(Boolean).map((l) => Number(l.slice(1, l.indexOf(' '))));
+      assert.equal(got.length, lines);
+      assert.ok(got.every((n, i) => n === i), 'every line once, in order');
+      assert.ok(slow.frames.some((f) => f.replay_for === 2) && slow.frames.some((f) => f.replay_for === undefined && f.stream !== 'exit'));
+    } finally {
+      await big.stopAll();
+    }
+  });
+
   it('a capped journal drops its oldest bytes and the attach reply says how many with replay_from', async () => {
     await create('cap');
     const out = new CollectingOut();
