@@ -1,0 +1,224 @@
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, realpath } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { answerText, startDemoAgent, type DemoProcess } from './testing/demo-process.ts';
+
+const dirs: string[] = [];
+const tempDir = async (label: string): Promise<string> => {
+  const d = await realpath(await mkdtemp(join(tmpdir(), `fountain-acp-${label}-`)));
+  dirs.push(d);
+  return d;
+};
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+const unwrap = <T>(r: { ok: true; value: T } | { ok: false; error: { code: string; message: string } }): T => {
+  if (!r.ok) assert.fail(`${r.error.code}: ${r.error.message}`);
+  return r.value;
+};
+
+/** Starts the demo agent, initializes and opens a session. */
+async function started(home: string, cwd: string, via?: 'main' | 'cli'): Promise<DemoProcess & { sessionId: string }> {
+  const p = startDemoAgent({ home, cwd, via });
+  const init = unwrap(await p.client.initialize());
+  assert.equal(init.protocolVersion, 1);
+  assert.equal(init.agentCapabilities?.loadSession, true);
+  const s = unwrap(await p.client.newSession({ cwd }));
+  return Object.assign(p, { sessionId: s.sessionId });
+}
+
+async function turn(p: DemoProcess, text: string) {
+  const h = unwrap(p.client.prompt(text));
+  unwrap(await h.sent);
+  return h;
+}
+
+describe('AcpClient against the demo agent (real child process over stdio)', { timeout: 60_000 }, () => {
+  it('initializes, opens a session and streams a turn in several chunks, ending end_turn', async () => {
+    const home = await tempDir('home');
+    const p = await started(home, home);
+    try {
+      assert.equal(p.client.sessionId, p.sessionId);
+      const from = p.rec.notifications.length;
+      const h = await turn(p, 'hello there');
+      const done = unwrap(await h.done);
+      assert.equal(done.stopReason, 'end_turn');
+      const turnUpdates = p.rec.notifications.slice(from);
+      const chunks = turnUpdates.filter(({ n }) => n.update.sessionUpdate === 'agent_message_chunk');
+      assert.ok(chunks.length >= 3, `expected several chunks, got ${chunks.length}`);
+      assert.match(answerText(p.rec, from), /^You said: hello there\nI am the Fountain demo agent\./);
+      assert.equal(turnUpdates[0]?.n.update.sessionUpdate, 'agent_thought_chunk');
+      assert.ok(turnUpdates.every(({ ctx }) => ctx.during === 'session/prompt'));
+      // Verbatim: the raw lines handed to onMessage are exactly the agent's stdout, line by line.
+      assert.equal(p.rec.messages.map((m) => `${m.raw}\n`).join(''), Buffer.concat(p.journal).toString('utf8'));
+      assert.deepEqual(p.rec.messages.map((m) => m.ctx.seq), p.rec.messages.map((_, i) => i));
+      assert.deepEqual(p.rec.problems, []);
+      assert.equal(p.client.nextRequestId, 3);
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('asks permission before running a command; allowed, it runs in its cwd and reports the output', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    try {
+      const h = await turn(p, 'run: echo from-the-sandbox && pwd');
+      const req = await p.rec.nextPermission();
+      assert.deepEqual(req.params.options.map((o) => o.kind), ['allow_once', 'reject_once']);
+      assert.equal(req.params.toolCall.kind, 'execute');
+      assert.deepEqual(p.client.heldPermissions.map((x) => x.id), [req.id]);
+      unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
+      const second = await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' });
+      assert.equal(second.ok ? 'ok' : second.error.code, 'acp_unknown_request');
+      assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+      const statuses = p.rec.notifications.flatMap(({ n }) =>
+        n.update.sessionUpdate === 'tool_call' || n.update.sessionUpdate === 'tool_call_update' ? [n.update.status] : [],
+      );
+      assert.deepEqual(statuses, ['pending', 'in_progress', 'completed']);
+      const final = p.rec.notifications.at(-1 - p.rec.notifications.filter(({ n }) => n.update.sessionUpdate === 'agent_message_chunk').length);
+      assert.equal(final?.n.update.sessionUpdate, 'tool_call_update');
+      assert.match(answerText(p.rec), new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`));
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('does not run the command when permission is rejected', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    try {
+      const h = await turn(p, 'run: touch marker');
+      const req = await p.rec.nextPermission();
+      unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'reject_once' }));
+      assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+      assert.match(answerText(p.rec), /You did not allow it, so I did not run `touch marker`\./);
+      assert.equal(existsSync(join(cwd, 'marker')), false);
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('cancel while a permission request is held: the request is answered cancelled and the turn stops cancelled', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    try {
+      const h = await turn(p, 'run: touch marker');
+      const req = await p.rec.nextPermission();
+      const c = unwrap(await p.client.cancel());
+      assert.deepEqual(c.cancelledPermissions, [req.id]);
+      assert.equal(unwrap(await h.done).stopReason, 'cancelled');
+      assert.equal(existsSync(join(cwd, 'marker')), false);
+      // The conversation goes on after a cancelled turn.
+      const next = await turn(p, 'still there?');
+      assert.equal(unwrap(await next.done).stopReason, 'end_turn');
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('cancel while an allowed command runs: the command is killed and the turn stops cancelled', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    try {
+      const h = await turn(p, 'run: sleep 30; touch marker');
+      const req = await p.rec.nextPermission();
+      unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
+      await p.rec.waitForUpdate((n) => n.update.sessionUpdate === 'tool_call_update' && n.update.status === 'in_progress');
+      const c = unwrap(await p.client.cancel());
+      assert.deepEqual(c.cancelledPermissions, []);
+      assert.equal(unwrap(await h.done).stopReason, 'cancelled');
+      assert.equal(existsSync(join(cwd, 'marker')), false);
+    } finally {
+      await p.stop();
+    }
+  });
+
+  it('remembers across two agent processes sharing a HOME, and remembers nothing with a fresh HOME', async () => {
+    const home = await tempDir('home');
+    const a = await started(home, home);
+    try {
+      const h = await turn(a, 'remember: the build password is swordfish');
+      assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+      assert.equal(answerText(a.rec), 'I will remember that: the build password is swordfish');
+    } finally {
+      await a.stop();
+    }
+    const b = await started(home, home);
+    try {
+      const h = await turn(b, 'What do you remember?');
+      unwrap(await h.done);
+      assert.equal(answerText(b.rec), 'I remember:\n- the build password is swordfish');
+    } finally {
+      await b.stop();
+    }
+    const freshHome = await tempDir('home');
+    const c = await started(freshHome, freshHome);
+    try {
+      const h = await turn(c, 'recall');
+      unwrap(await h.done);
+      assert.equal(answerText(c.rec), 'I remember nothing.');
+    } finally {
+      await c.stop();
+    }
+  });
+
+  it('session/load in a new process replays the history before its reply, then the session takes prompts', async () => {
+    const home = await tempDir('home');
+    const a = await started(home, home);
+    try {
+      unwrap(await (await turn(a, 'remember: blue')).done);
+      unwrap(await (await turn(a, 'hello')).done);
+    } finally {
+      await a.stop();
+    }
+    const b = startDemoAgent({ home, cwd: home });
+    try {
+      unwrap(await b.client.initialize());
+      const missing = await b.client.loadSession({ sessionId: 'no-such-session', cwd: home });
+      assert.equal(missing.ok ? 'ok' : missing.error.code, 'acp_rpc_error');
+      assert.equal(missing.ok ? 0 : missing.error.rpc?.code, -32002);
+      unwrap(await b.client.loadSession({ sessionId: a.sessionId, cwd: home }));
+      const replay = b.rec.notifications.filter(({ ctx }) => ctx.during === 'session/load');
+      const texts = replay.map(({ n }) => {
+        const u = n.update;
+        const text = (u.sessionUpdate === 'user_message_chunk' || u.sessionUpdate === 'agent_message_chunk') && u.content.type === 'text' ? u.content.text : '';
+        return `${u.sessionUpdate}:${text}`;
+      });
+      assert.deepEqual(texts, [
+        'user_message_chunk:remember: blue',
+        'agent_message_chunk:I will remember that: blue',
+        'user_message_chunk:hello',
+        `agent_message_chunk:You said: hello\nI am the Fountain demo agent. I have no model; try \`run: <command>\`, \`remember: <text>\` or \`recall\`.`,
+      ]);
+      assert.equal(b.client.sessionId, a.sessionId);
+      const from = b.rec.notifications.length;
+      unwrap(await (await turn(b, 'recall')).done);
+      assert.equal(answerText(b.rec, from), 'I remember:\n- blue');
+    } finally {
+      await b.stop();
+    }
+  });
+
+  it('runs as `fountain demo-agent`, refuses overlapping requests, and fails a waiting request when stdout ends', async () => {
+    const home = await tempDir('home');
+    const p = await started(home, home, 'cli');
+    const h = await turn(p, 'run: true');
+    await p.rec.nextPermission();
+    const busy = await p.client.newSession({ cwd: home });
+    assert.equal(busy.ok ? 'ok' : busy.error.code, 'acp_busy');
+    await p.stop();
+    const r = await h.done;
+    assert.equal(r.ok ? 'ok' : r.error.code, 'acp_closed');
+    assert.equal(p.client.closed, true);
+    assert.deepEqual(p.client.heldPermissions, []);
+  });
+});
