@@ -20,6 +20,7 @@ const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
   () => import('./agents.ts'),
   () => import('./chat.ts'),
   () => import('./conversations.ts'),
+  () => import('./runner.ts'),
 ];
 for (const load of modules) (await load()).register(program);
 
