@@ -31,13 +31,16 @@ import type { DaytonaOptions, ResolvedConfig } from './config.ts';
 import { resolveConfig } from './config.ts';
 import type { SandboxDto } from './schemas.ts';
 import {
+  SHIM_GONE,
   STDIN_CLOSED,
   STDIN_EXITED,
   appendStdinScript,
   closeStdinScript,
   commandArgv,
   execScript,
+  hasNul,
   quote,
+  shimAliveScript,
   spawnCommand,
   visibleCommand,
   wrapForExecute,
@@ -258,6 +261,7 @@ export class DaytonaAdapter implements SandboxAdapter {
 
   exec(handle: Handle, cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
     return this.#guard('exec', async () => {
+      if (hasNul([cmd, ...args, ...(opts.env ?? []).flat()])) return fail('invalid', 'exec: NUL byte in the command');
       const loc = await this.#locate(handle);
       if (!loc.ok) return loc;
       const script = execScript(commandArgv(cmd, args, opts.env), opts.dir, opts.stderrToStdout === true);
@@ -273,6 +277,7 @@ export class DaytonaAdapter implements SandboxAdapter {
   spawn(handle: Handle, cmd: string, args: readonly string[], opts: SpawnOptions): Promise<SandboxResult<Command>> {
     return this.#guard('spawn', async () => {
       if (opts.tty) return fail('not_supported', 'tty');
+      if (hasNul([cmd, ...args, ...(opts.env ?? []).flat()])) return fail('invalid', 'spawn: NUL byte in the command');
       const loc = await this.#locate(handle);
       if (!loc.ok) return loc;
       const l = loc.value;
@@ -549,6 +554,12 @@ export class DaytonaAdapter implements SandboxAdapter {
           return l.ok ? ok(l.value.toolbox) : l;
         },
         invalidate: () => this.#forget(sandboxName),
+        shimAlive: async () => {
+          const l = await this.#locateByName(sandboxName);
+          if (!l.ok) return l;
+          const r = await this.#shell(l.value, shimAliveScript(priv.stateDir), 30);
+          return r.ok ? ok(r.value.exitCode !== SHIM_GONE) : r;
+        },
         sessionId: priv.sessionId,
         cmdId: priv.cmdId,
         stateDir: priv.stateDir,

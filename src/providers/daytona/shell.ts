@@ -110,3 +110,14 @@ export function closeStdinScript(stateDir: string): string {
 
 export const STDIN_EXITED = 3;
 export const STDIN_CLOSED = 4;
+
+/** Exit 0 while the shim runs or has finished properly; 9 when it is gone without a sentinel. */
+export function shimAliveScript(stateDir: string): string {
+  const d = quote(stateDir);
+  return `[ -e ${d}/exit ] && exit 0; p=$(cat ${d}/started 2>/dev/null) || exit 0; kill -0 "$p" 2>/dev/null && exit 0; exit ${SHIM_GONE}`;
+}
+
+export const SHIM_GONE = 9;
+
+/** NUL cannot travel through a shell word or a JSON command line into a process argv. */
+export const hasNul = (parts: readonly string[]): boolean => parts.some((p) => p.includes('\0'));

@@ -19,6 +19,11 @@ export interface PollerOptions {
   readonly intervalMs: number;
   /** Consecutive failed polls before the stream ends with `error`. */
   readonly maxFailures: number;
+  /**
+   * Whether the shim process is still alive (`false` = gone without a sentinel). Daytona may never
+   * record an exit code, so a shim killed before it wrote the sentinel is only noticed this way.
+   */
+  readonly shimAlive: () => Promise<SandboxResult<boolean>>;
   /** Called once, after the terminal frame. */
   readonly onEnd: (how: 'exit' | 'error') => void;
 }
@@ -28,6 +33,8 @@ const DRAIN_STABLE_TICKS = 2;
 const DRAIN_MAX_TICKS = 10;
 /** Ticks the API claims an exit without a sentinel before the API field is believed. */
 const FALLBACK_TICKS = 3;
+/** Every this many quiet ticks the shim's liveness is probed (one extra exec). */
+const LIVENESS_EVERY = 10;
 
 export class JournalPoller {
   readonly #o: PollerOptions;
@@ -61,7 +68,9 @@ export class JournalPoller {
 
   async #run(): Promise<void> {
     let fallbackTicks = 0;
+    let tick = 0;
     while (!this.#stopped) {
+      tick++;
       const tb = await this.#o.toolbox();
       if (!tb.ok) {
         if (this.#failed(tb.error)) return;
@@ -100,6 +109,23 @@ export class JournalPoller {
         if (++fallbackTicks >= FALLBACK_TICKS) {
           await this.#drainThenExit(toolbox, record.value.exitCode);
           return;
+        }
+      }
+      if (tick % LIVENESS_EVERY === 0) {
+        const alive = await this.#o.shimAlive();
+        if (alive.ok && !alive.value) {
+          // Re-read: the shim may have written the sentinel just before it went away.
+          const last = await readExitSentinel(toolbox, this.#o.stateDir);
+          if (last.ok && last.value !== null) {
+            await this.#drainThenExit(toolbox, last.value);
+            return;
+          }
+          if (last.ok) {
+            const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
+            if (logs.ok && logs.value.kind === 'journal') this.#emit(logs.value.bytes, true);
+            this.#terminal({ kind: 'error', error: sandboxError('closed_before_exit', 'shim_gone_without_exit') });
+            return;
+          }
         }
       }
       this.#failures = 0;

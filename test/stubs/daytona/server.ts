@@ -573,7 +573,17 @@ export class DaytonaStub {
   }
 
   #runInSession(s: StubSandbox, cmd: StubCommand): void {
-    const proc = spawn('sh', ['-c', cmd.command], { cwd: s.home, env: this.#env(s), detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    let proc: ChildProcess;
+    try {
+      proc = spawn('sh', ['-c', cmd.command], { cwd: s.home, env: this.#env(s), detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    } catch (e) {
+      // The session shell could not even be handed the line (e.g. a NUL byte): the command fails.
+      appendLines(cmd, STDERR, Buffer.from(`${String(e)}\n`));
+      cmd.finished = true;
+      cmd.exitCode = -1;
+      cmd.resolveDone();
+      return;
+    }
     cmd.proc = proc;
     proc.stdin?.on('error', () => undefined);
     // The daemon labels output with a `read -r line` loop: lines appear only when complete,
