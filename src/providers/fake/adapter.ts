@@ -50,7 +50,7 @@ export interface FakeAdapterOptions {
 const SESSION_ID = /^[A-Za-z0-9_-]{1,256}$/;
 const TERMINATE_KEYS = new Set(['timeoutMs', 'mode']);
 const enc = new TextEncoder();
-const CLOSED_BEFORE_EXIT = (): SandboxError => sandboxError('unavailable', 'closed_before_exit');
+const CLOSED_BEFORE_EXIT = (): SandboxError => sandboxError('closed_before_exit');
 
 const deliver = (sink: FrameSink, frame: StreamFrame): void => {
   try {

@@ -81,11 +81,11 @@ describe('fake adapter only', () => {
     assert.deepEqual(policy(h.name), { allow: ['api.example.com'] });
   });
 
-  it('exec on drop is unavailable(closed_before_exit), not partial output', async () => {
+  it('exec on drop is the closed_before_exit error, not partial output', async () => {
     const h = await fresh();
     const r = await adapter.exec(h, 'x', ['out:partial', 'drop']);
     assert.ok(!r.ok);
-    assert.deepEqual(r.error, { code: 'unavailable', detail: 'closed_before_exit' });
+    assert.deepEqual(r.error, { code: 'closed_before_exit' });
     assert.equal(isTransient(r.error), true);
   });
 
@@ -104,7 +104,7 @@ describe('fake adapter only', () => {
     assert.equal(text(out.data), 'one');
     const end = await second.terminal(att.value.ref, T);
     assert.equal(end.type, 'error');
-    assert.ok(end.type === 'error' && end.error.detail === 'closed_before_exit');
+    assert.ok(end.type === 'error' && end.error.code === 'closed_before_exit');
     await second.expectSettled(att.value.ref, (f) => f.type === 'exit', 'an exit');
   });
 
