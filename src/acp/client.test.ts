@@ -1,7 +1,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, realpath } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { answerText, startDemoAgent, type DemoProcess } from './testing/demo-process.ts';
@@ -208,6 +208,33 @@ describe('AcpClient against several demo agent processes', { timeout: 60_000 }, 
     } finally {
       await b.stop();
     }
+  });
+
+  it('kills the commands it started (their own process group) when it is stopped with SIGTERM', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    const pidFile = join(cwd, 'pid');
+    await turn(p, 'run: echo $$ > pid; sleep 60');
+    const req = await p.rec.nextPermission();
+    unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const until = async (cond: () => boolean): Promise<void> => {
+      while (!cond()) await new Promise((r) => setTimeout(r, 20));
+    };
+    await until(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '');
+    const group = Number(readFileSync(pidFile, 'utf8').trim());
+    assert.ok(alive(-group));
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 143);
+    await until(() => !alive(-group));
   });
 
   it('runs as `fountain demo-agent`, refuses overlapping requests, and fails a waiting request when stdout ends', async () => {
