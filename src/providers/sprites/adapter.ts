@@ -33,6 +33,7 @@ import { resolveSpritesConfig, type ResolvedSpritesConfig, type SpritesOptions }
 import { ExecSocket, type ExecEvent } from './exec-socket.ts';
 import {
   NO_JOURNAL_EXIT,
+  displayCommand,
   exitReadArgv,
   isReplayer,
   journalRef,
@@ -580,7 +581,7 @@ const rawOf = (s: Sprite): Record<string, unknown> => {
 
 const toSession = (s: RawSession): Session => ({
   id: String(s.id),
-  command: s.command ?? null,
+  command: s.command ? displayCommand(s.command) : null,
   createdAt: toDate(s.created) ?? new Date(0),
   lastActivityAt: toDate(s.last_activity),
   tty: s.tty ?? false,

@@ -74,3 +74,9 @@ export const exitReadArgv = (ref: string): string[] => ['sh', '-c', EXIT_READ_SC
 
 /** Whether a session is one of the adapter's own replayers, which callers never need to see. */
 export const isReplayer = (command: string | null | undefined): boolean => !!command && command.includes(REPLAY_TAG);
+
+/** A shimmed session's command line without the shim: what the caller spawned. */
+export function displayCommand(command: string): string {
+  const m = new RegExp(`${SHIM_TAG} [0-9a-f]{32} `).exec(command);
+  return m ? command.slice(m.index + m[0].length) : command;
+}
