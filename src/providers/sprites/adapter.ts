@@ -303,7 +303,7 @@ export class SpritesAdapter implements SandboxAdapter {
     if (outcome.type === 'exit') return ok({ output: Buffer.concat(chunks), exitCode: outcome.code });
     if (outcome.type === 'lost') {
       // A stream that closed without an exit is never a success with partial output.
-      return err(outcome.error.code === 'closed_before_exit' ? sandboxError('unavailable', 'closed_before_exit') : outcome.error);
+      return err(outcome.error);
     }
     return err(internal());
   }
@@ -514,7 +514,7 @@ export class SpritesAdapter implements SandboxAdapter {
       const code = r.ok && r.value.exitCode === 0 ? Number.parseInt(Buffer.from(r.value.output).toString('utf8').trim(), 10) : Number.NaN;
       if (Number.isInteger(code) && code >= 0 && code <= 255) this.#terminal(state, { type: 'exit', ref: state.ref, code });
       else if (!r.ok && r.error.code !== 'unavailable') this.#terminal(state, { type: 'error', ref: state.ref, error: r.error });
-      else this.#terminal(state, { type: 'error', ref: state.ref, error: sandboxError('closed_before_exit', 'closed_before_exit') });
+      else this.#terminal(state, { type: 'error', ref: state.ref, error: sandboxError('closed_before_exit') });
     } catch {
       this.#terminal(state, { type: 'error', ref: state.ref, error: internal() });
     }

@@ -94,5 +94,3 @@ export function fromTransport(e: unknown): SandboxError {
 /** A reply that arrived but does not have the shape Sprites documents. */
 export const badReply = (what: string): SandboxError =>
   sandboxError('provider', `bad_reply_${what}`, { provider: PROVIDER });
-
-export const closedBeforeExit = (): SandboxError => sandboxError('closed_before_exit', 'closed_before_exit');

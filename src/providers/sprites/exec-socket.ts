@@ -143,7 +143,7 @@ export class ExecSocket {
       });
       ws.on('close', () => {
         if (!settled) failEarly(sandboxError('unavailable', 'closed_before_ack'));
-        else terminal({ type: 'lost', error: sandboxError('closed_before_exit', 'closed_before_exit') });
+        else terminal({ type: 'lost', error: sandboxError('closed_before_exit') });
       });
       ws.on('message', (data, isBinary) => {
         if (!isBinary) {

@@ -505,9 +505,15 @@ export class SpritesStub {
         }
       }
       const frame = Buffer.concat([Buffer.of(stream), data]);
-      for (const c of session.clients) send(c, frame);
       const marker = this.faults.dropOnOutput;
-      if (marker && data.includes(marker)) for (const c of [...session.clients]) c.terminate();
+      const sever = !!marker && data.includes(marker);
+      for (const c of [...session.clients]) {
+        if (c.readyState !== WebSocket.OPEN) continue;
+        // The output reaches the client; then the connection dies with no exit frame.
+        c.send(frame, { binary: true }, () => {
+          if (sever) c.terminate();
+        });
+      }
     };
     child.stdout?.on('data', output(1));
     child.stderr?.on('data', output(2));
