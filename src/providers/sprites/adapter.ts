@@ -51,6 +51,7 @@ interface SpritesPrivate {
 interface CommandState {
   readonly ref: string;
   readonly sprite: string;
+  readonly token: Private<string>;
   readonly owner: FrameSink;
   sessionId: string;
   /** Carries stdin (the spawn socket itself, or the native attach socket). */
@@ -317,7 +318,7 @@ export class SpritesAdapter implements SandboxAdapter {
       const argv = withEnv(cmd, args, opts.env);
       if (!argv.ok) return argv;
       const stdin = opts.stdin ?? true;
-      const state = this.#newState(handle.name, opts.owner);
+      const state = this.#newState(handle.name, token.value, opts.owner);
       const sock = await ExecSocket.open({
         url: this.#execUrl(handle.name, shimArgv(newJournalKey(), argv.value), {
           stdin,
@@ -338,8 +339,8 @@ export class SpritesAdapter implements SandboxAdapter {
     });
   }
 
-  #newState(sprite: string, owner: FrameSink): CommandState {
-    return { ref: randomUUID(), sprite, owner, sessionId: '', stdinSocket: null, sockets: [], held: [], done: false, stopped: false };
+  #newState(sprite: string, token: Private<string>, owner: FrameSink): CommandState {
+    return { ref: randomUUID(), sprite, token, owner, sessionId: '', stdinSocket: null, sockets: [], held: [], done: false, stopped: false };
   }
 
   /** Hands the Command out; frames that arrived meanwhile are released after the caller resumes. */
@@ -414,8 +415,7 @@ export class SpritesAdapter implements SandboxAdapter {
     for (const s of state.sockets) s.close();
     this.#commands.delete(state.ref);
     if (state.replaySessionId) {
-      const token = this.#token();
-      if (token.ok) void this.#api.killSession(token.value, state.sprite, state.replaySessionId, 'KILL', 5000).catch(() => undefined);
+      void this.#api.killSession(state.token, state.sprite, state.replaySessionId, 'KILL', 5000).catch(() => undefined);
     }
   }
 
@@ -457,7 +457,7 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!session || isReplayer(session.command)) return err(sandboxError('not_found'));
       const journal = journalRef(sessionId, session.command);
       if (!journal) return err(sandboxError('not_supported', 'session_not_journaled'));
-      const state = this.#newState(handle.name, opts.owner);
+      const state = this.#newState(handle.name, token.value, opts.owner);
       state.sessionId = sessionId;
 
       if (opts.stdin) {
