@@ -1,7 +1,7 @@
-import { describe, it, after } from 'node:test';
+import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, realpath } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { answerText, startDemoAgent, type DemoProcess } from './testing/demo-process.ts';
@@ -37,11 +37,24 @@ async function turn(p: DemoProcess, text: string) {
   return h;
 }
 
-describe('AcpClient against the demo agent (real child process over stdio)', { timeout: 60_000 }, () => {
+describe('AcpClient against one demo agent process (real child process over stdio)', { timeout: 60_000 }, () => {
+  // One process for these tests (a spawn costs about a second of CPU); each test opens its own session.
+  let p: DemoProcess & { sessionId: string };
+  let home: string;
+  before(async () => {
+    home = await tempDir('home');
+    p = await started(home, home);
+  });
+  after(async () => {
+    await p.stop();
+  });
+  const session = async (cwd: string): Promise<{ permissions: number; notifications: number }> => {
+    unwrap(await p.client.newSession({ cwd }));
+    return { permissions: p.rec.permissions.length, notifications: p.rec.notifications.length };
+  };
+
   it('initializes, opens a session and streams a turn in several chunks, ending end_turn', async () => {
-    const home = await tempDir('home');
-    const p = await started(home, home);
-    try {
+    {
       assert.equal(p.client.sessionId, p.sessionId);
       const from = p.rec.notifications.length;
       const h = await turn(p, 'hello there');
@@ -58,18 +71,15 @@ describe('AcpClient against the demo agent (real child process over stdio)', { t
       assert.deepEqual(p.rec.messages.map((m) => m.ctx.seq), p.rec.messages.map((_, i) => i));
       assert.deepEqual(p.rec.problems, []);
       assert.equal(p.client.nextRequestId, 3);
-    } finally {
-      await p.stop();
     }
   });
 
   it('asks permission before running a command; allowed, it runs in its cwd and reports the output', async () => {
-    const home = await tempDir('home');
     const cwd = await tempDir('cwd');
-    const p = await started(home, cwd);
-    try {
+    const at = await session(cwd);
+    {
       const h = await turn(p, 'run: echo from-the-sandbox && pwd');
-      const req = await p.rec.nextPermission();
+      const req = await p.rec.nextPermission(at.permissions);
       assert.deepEqual(req.params.options.map((o) => o.kind), ['allow_once', 'reject_once']);
       assert.equal(req.params.toolCall.kind, 'execute');
       assert.deepEqual(p.client.heldPermissions.map((x) => x.id), [req.id]);
@@ -77,41 +87,37 @@ describe('AcpClient against the demo agent (real child process over stdio)', { t
       const second = await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' });
       assert.equal(second.ok ? 'ok' : second.error.code, 'acp_unknown_request');
       assert.equal(unwrap(await h.done).stopReason, 'end_turn');
-      const statuses = p.rec.notifications.flatMap(({ n }) =>
+      const statuses = p.rec.notifications.slice(at.notifications).flatMap(({ n }) =>
         n.update.sessionUpdate === 'tool_call' || n.update.sessionUpdate === 'tool_call_update' ? [n.update.status] : [],
       );
       assert.deepEqual(statuses, ['pending', 'in_progress', 'completed']);
-      const final = p.rec.notifications.at(-1 - p.rec.notifications.filter(({ n }) => n.update.sessionUpdate === 'agent_message_chunk').length);
-      assert.equal(final?.n.update.sessionUpdate, 'tool_call_update');
-      assert.match(answerText(p.rec), new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`));
-    } finally {
-      await p.stop();
+      const mine = p.rec.notifications.slice(at.notifications).map(({ n }) => n.update.sessionUpdate);
+      // The answer streams after the tool call is done.
+      assert.equal(mine[mine.indexOf('agent_message_chunk') - 1], 'tool_call_update');
+      assert.deepEqual(mine.slice(mine.indexOf('agent_message_chunk')).filter((u) => u !== 'agent_message_chunk'), []);
+      assert.match(answerText(p.rec, at.notifications), new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`));
     }
   });
 
   it('does not run the command when permission is rejected', async () => {
-    const home = await tempDir('home');
     const cwd = await tempDir('cwd');
-    const p = await started(home, cwd);
-    try {
+    const at = await session(cwd);
+    {
       const h = await turn(p, 'run: touch marker');
-      const req = await p.rec.nextPermission();
+      const req = await p.rec.nextPermission(at.permissions);
       unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'reject_once' }));
       assert.equal(unwrap(await h.done).stopReason, 'end_turn');
-      assert.match(answerText(p.rec), /You did not allow it, so I did not run `touch marker`\./);
+      assert.match(answerText(p.rec, at.notifications), /You did not allow it, so I did not run `touch marker`\./);
       assert.equal(existsSync(join(cwd, 'marker')), false);
-    } finally {
-      await p.stop();
     }
   });
 
   it('cancel while a permission request is held: the request is answered cancelled and the turn stops cancelled', async () => {
-    const home = await tempDir('home');
     const cwd = await tempDir('cwd');
-    const p = await started(home, cwd);
-    try {
+    const at = await session(cwd);
+    {
       const h = await turn(p, 'run: touch marker');
-      const req = await p.rec.nextPermission();
+      const req = await p.rec.nextPermission(at.permissions);
       const c = unwrap(await p.client.cancel());
       assert.deepEqual(c.cancelledPermissions, [req.id]);
       assert.equal(unwrap(await h.done).stopReason, 'cancelled');
@@ -119,30 +125,35 @@ describe('AcpClient against the demo agent (real child process over stdio)', { t
       // The conversation goes on after a cancelled turn.
       const next = await turn(p, 'still there?');
       assert.equal(unwrap(await next.done).stopReason, 'end_turn');
-    } finally {
-      await p.stop();
     }
   });
 
   it('cancel while an allowed command runs: the command is killed and the turn stops cancelled', async () => {
-    const home = await tempDir('home');
     const cwd = await tempDir('cwd');
-    const p = await started(home, cwd);
-    try {
+    const at = await session(cwd);
+    {
       const h = await turn(p, 'run: sleep 30; touch marker');
-      const req = await p.rec.nextPermission();
+      const req = await p.rec.nextPermission(at.permissions);
       unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
-      await p.rec.waitForUpdate((n) => n.update.sessionUpdate === 'tool_call_update' && n.update.status === 'in_progress');
+      await p.rec.waitForUpdate((n) => n.sessionId === p.client.sessionId && n.update.sessionUpdate === 'tool_call_update' && n.update.status === 'in_progress');
       const c = unwrap(await p.client.cancel());
       assert.deepEqual(c.cancelledPermissions, []);
       assert.equal(unwrap(await h.done).stopReason, 'cancelled');
+      const last = p.rec.notifications.slice(at.notifications).map(({ n }) => n.update).filter((u) => u.sessionUpdate === 'tool_call_update').at(-1);
+      assert.deepEqual(last && 'rawOutput' in last ? [last.status, (last.rawOutput as { exitCode: unknown }).exitCode] : null, ['failed', null], 'killed, not finished');
       assert.equal(existsSync(join(cwd, 'marker')), false);
-    } finally {
-      await p.stop();
     }
   });
 
-  it('remembers across two agent processes sharing a HOME, and remembers nothing with a fresh HOME', async () => {
+  it('remembers nothing with a fresh HOME', async () => {
+    const at = await session(home);
+    unwrap(await (await turn(p, 'recall')).done);
+    assert.equal(answerText(p.rec, at.notifications), 'I remember nothing.');
+  });
+});
+
+describe('AcpClient against several demo agent processes', { timeout: 60_000 }, () => {
+  it('remembers across two agent processes sharing a HOME', async () => {
     const home = await tempDir('home');
     const a = await started(home, home);
     try {
@@ -159,15 +170,6 @@ describe('AcpClient against the demo agent (real child process over stdio)', { t
       assert.equal(answerText(b.rec), 'I remember:\n- the build password is swordfish');
     } finally {
       await b.stop();
-    }
-    const freshHome = await tempDir('home');
-    const c = await started(freshHome, freshHome);
-    try {
-      const h = await turn(c, 'recall');
-      unwrap(await h.done);
-      assert.equal(answerText(c.rec), 'I remember nothing.');
-    } finally {
-      await c.stop();
     }
   });
 
@@ -206,6 +208,33 @@ describe('AcpClient against the demo agent (real child process over stdio)', { t
     } finally {
       await b.stop();
     }
+  });
+
+  it('kills the commands it started (their own process group) when it is stopped with SIGTERM', async () => {
+    const home = await tempDir('home');
+    const cwd = await tempDir('cwd');
+    const p = await started(home, cwd);
+    const pidFile = join(cwd, 'pid');
+    await turn(p, 'run: echo $$ > pid; sleep 60');
+    const req = await p.rec.nextPermission();
+    unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const until = async (cond: () => boolean): Promise<void> => {
+      while (!cond()) await new Promise((r) => setTimeout(r, 20));
+    };
+    await until(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '');
+    const group = Number(readFileSync(pidFile, 'utf8').trim());
+    assert.ok(alive(-group));
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 143);
+    await until(() => !alive(-group));
   });
 
   it('runs as `fountain demo-agent`, refuses overlapping requests, and fails a waiting request when stdout ends', async () => {

@@ -13,6 +13,5 @@ export function register(program: Command): void {
     .description('run the demo ACP agent on stdin/stdout (memory in $HOME/.fountain-demo)')
     .action(async () => {
       await runDemoAgent({ home: homedir(), input: process.stdin, output: process.stdout });
-      process.exit(0);
     });
 }

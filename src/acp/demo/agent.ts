@@ -7,7 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import type { AgentContext, ContentBlock, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
 import { DemoStore } from './store.ts';
-import { runShell } from './shell.ts';
+import { killAllShells, runShell } from './shell.ts';
 
 export const DEMO_AGENT_VERSION = '1.0.0';
 const WORDS_PER_CHUNK = 4;
@@ -206,12 +206,23 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     });
 }
 
-/** Serves one ACP connection over the given byte streams (stdin/stdout) until the client closes its end. */
-export async function runDemoAgent(opts: DemoAgentOptions & { readonly input: NodeJS.ReadableStream; readonly output: NodeJS.WritableStream }): Promise<void> {
+/**
+ * The demo agent as a process: serves one ACP connection on stdin/stdout until the client closes its end,
+ * then exits. Commands it started run in their own process groups, so every way out kills them first.
+ */
+export async function runDemoAgent(opts: DemoAgentOptions & { readonly input: NodeJS.ReadableStream; readonly output: NodeJS.WritableStream }): Promise<never> {
+  for (const [sig, code] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+    process.once(sig, () => {
+      killAllShells();
+      process.exit(code);
+    });
+  }
   const stream = acp.ndJsonStream(
     Writable.toWeb(opts.output as Writable) as WritableStream<Uint8Array>,
     Readable.toWeb(opts.input as Readable) as ReadableStream<Uint8Array>,
   );
   const connection = demoAgentApp(opts).connect(stream);
   await connection.closed;
+  killAllShells();
+  process.exit(0);
 }

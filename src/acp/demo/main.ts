@@ -6,4 +6,3 @@ import { homedir } from 'node:os';
 import { runDemoAgent } from './agent.ts';
 
 await runDemoAgent({ home: homedir(), input: process.stdin, output: process.stdout });
-process.exit(0);

@@ -6,6 +6,23 @@ import { spawn } from 'node:child_process';
 
 export const OUTPUT_CAP = 64 * 1024;
 
+/** Process groups of commands still running: they live in their own group, so the agent's exit must end them. */
+const running = new Set<number>();
+
+const killGroup = (pid: number): void => {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+};
+
+/** Kills every command still running; called when the agent shuts down. */
+export function killAllShells(): void {
+  for (const pid of running) killGroup(pid);
+  running.clear();
+}
+
 export interface ShellResult {
   /** Exit code, or null when the command was killed or could not start. */
   readonly exitCode: number | null;
@@ -30,14 +47,12 @@ export function runShell(command: string, cwd: string, signal: AbortSignal): Pro
       size += part.length;
     };
     const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const pid = child.pid;
+    if (pid !== undefined) running.add(pid);
     const kill = (): void => {
-      if (child.pid === undefined) return;
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
+      if (pid !== undefined) killGroup(pid);
     };
+    if (signal.aborted) kill();
     signal.addEventListener('abort', kill, { once: true });
     child.stdout.on('data', take);
     child.stderr.on('data', take);
@@ -46,6 +61,7 @@ export function runShell(command: string, cwd: string, signal: AbortSignal): Pro
       resolve({ exitCode: null, output: `could not start the command: ${e.message}`, truncated: false, aborted: signal.aborted });
     });
     child.on('close', (code) => {
+      if (pid !== undefined) running.delete(pid);
       signal.removeEventListener('abort', kill);
       resolve({ exitCode: code, output: Buffer.concat(chunks).toString('utf8'), truncated, aborted: signal.aborted });
     });
