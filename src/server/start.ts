@@ -15,6 +15,8 @@ import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
 import { openDatabase, type Database } from './store/db.ts';
+import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
+import type { SandboxAdapter } from '../sandbox/index.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -32,6 +34,12 @@ export interface StartServerOptions {
   /** Version reported in the OpenAPI document. */
   readonly version?: string;
   readonly acceptRunnerSocket: AcceptRunnerSocket;
+  /** Hosted sandbox adapters to register beside the runner adapter (wired by the CLI). */
+  readonly adapters?: readonly SandboxAdapter[];
+  /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
+  readonly engine?: Partial<EngineConfig>;
+  /** SSE heartbeat interval; default 15 s. */
+  readonly sseHeartbeatMs?: number;
 }
 
 export interface RunningServer {
@@ -47,6 +55,7 @@ export interface RunningServer {
   readonly database: Database;
   readonly host: RunnerHost;
   readonly bus: EventBus;
+  readonly engine: ConversationEngine;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -58,11 +67,22 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
 
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
+  let engine: ConversationEngine | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
     const host = createRunnerHost({ db: database.db, bus, logger });
+    const wired = createEngine({
+      db: database.db,
+      logger,
+      host,
+      env: opts.env ?? process.env,
+      ...(opts.adapters ? { adapters: opts.adapters } : {}),
+      ...(opts.engine ? { config: opts.engine } : {}),
+    });
+    engine = wired.engine;
+    await engine.start();
     const app = createApp({
       db: database.db,
       logger,
@@ -70,6 +90,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
+      engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
@@ -98,6 +119,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const stop = () =>
       (stopping ??= (async () => {
         upgrade.close();
+        // Detach from agent processes and flush queued events while the database is still open.
+        await engine!.stop();
         for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
         await new Promise<void>((resolve) => {
           srv.close(() => resolve());
@@ -116,10 +139,12 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       database,
       host,
       bus,
+      engine: engine!,
       stop,
     };
   } catch (e) {
     server?.close();
+    await engine?.stop();
     await database.close();
     throw e;
   }
