@@ -88,7 +88,7 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
       heartbeat: (info) => heartbeats.push(info),
       presence: (info, state) => presence.push({ state, stillRegistered: host.whereis(info.runnerId) !== undefined }),
     });
-    hub = await startRunnerTestHub({ logger, host, heartbeatMs: 25, callTimeoutMs: 300 });
+    hub = await startRunnerTestHub({ logger, host, heartbeatMs: 25 });
     daemon = await startFakeDaemon({ runnerId: RUNNER_ID, name: 'conformance', hub, logger });
     adapter = new RunnerAdapter(host, { logger });
     handle = value(await adapter.create(mint()));
@@ -310,7 +310,7 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
 describe('runner adapter against misbehaving daemons', () => {
   let hub: RunnerTestHub;
   before(async () => {
-    hub = await startRunnerTestHub({ logger, callTimeoutMs: 200 });
+    hub = await startRunnerTestHub({ logger, callTimeoutMs: 1000 });
   });
   after(async () => {
     await hub.close();
@@ -467,14 +467,16 @@ describe('the server end of the socket refuses bad frames', () => {
 describe('a silent runner socket', () => {
   it('is dropped after the idle timeout when it answers no pings', async () => {
     const host = new LocalRunnerHost();
-    const hub = await startRunnerTestHub({ logger, host, heartbeatMs: 10, idleTimeoutMs: 60 });
+    const hub = await startRunnerTestHub({ logger, host, heartbeatMs: 20, idleTimeoutMs: 150 });
     try {
       hub.enroll('mute', RUNNER_ID);
       const ws = new WebSocket(`${hub.url}?name=mute`, { autoPong: false });
       const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
-      await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-      assert.ok(host.whereis(RUNNER_ID));
+      ws.on('error', () => {});
+      // Under load the server may drop it before the client even sees `open`: assert on the hub's side.
       assert.equal(await closed, 1006);
+      assert.equal(hub.accepted.length, 1);
+      assert.ok(hub.accepted[0], 'the socket was accepted and registered first');
       assert.equal(host.whereis(RUNNER_ID), undefined);
     } finally {
       await hub.close();
