@@ -139,7 +139,7 @@ export class E2BAdapter implements SandboxAdapter {
     const sandboxUrl = this.#o.sandboxUrl ?? `https://sandbox.${t.domain ?? domainOf(this.#o.baseUrl)}`;
     return new Envd(
       { sandboxId: t.sandboxId, accessToken: t.accessToken, sandboxUrl },
-      { ...(this.#o.user ? { user: this.#o.user } : {}), timeoutMs: this.#o.requestTimeoutMs, keepaliveS: this.#o.keepaliveS },
+      { ...(this.#o.user ? { user: this.#o.user } : {}), timeoutMs: this.#o.requestTimeoutMs, keepaliveS: this.#o.keepaliveS, secrets: [this.#o.apiKey] },
     );
   }
 
@@ -294,6 +294,11 @@ export class E2BAdapter implements SandboxAdapter {
         },
         closed: (how: StreamClose) => {
           const end = ended as EndEvent | null;
+          // envd ends the process at the deadline and says so in the end-stream, after the end event.
+          if (how.kind === 'end_stream' && how.error?.detail?.includes('deadline_exceeded')) {
+            resolve(fail('unavailable', 'timeout'));
+            return;
+          }
           if (end) {
             const code = exitCodeOf(end);
             if (code !== undefined) {
@@ -302,8 +307,7 @@ export class E2BAdapter implements SandboxAdapter {
             }
           }
           if (how.kind === 'end_stream' && how.error) {
-            // envd ends the process at the deadline and says so in the end-stream.
-            resolve(err(how.error.detail?.includes('deadline_exceeded') ? sandboxError('unavailable', 'timeout') : how.error));
+            resolve(err(how.error));
             return;
           }
           resolve(err(closedBeforeExit(how.kind === 'dropped' ? how.detail : end ? end.status : 'no end event')));

@@ -34,6 +34,8 @@ export interface EnvdOptions {
   readonly timeoutMs: number;
   /** Seconds between envd keepalive events on a stream, so idle streams stay distinguishable from dead ones. */
   readonly keepaliveS: number;
+  /** Other secrets to scrub from anything envd sends back (the API key). */
+  readonly secrets?: readonly string[];
 }
 
 export type ProcessSelector = { readonly pid: number } | { readonly tag: string };
@@ -106,7 +108,7 @@ export class Envd {
   }
 
   get #secrets() {
-    return [this.#t.accessToken];
+    return [this.#t.accessToken, ...(this.#o.secrets ?? [])];
   }
 
   #headers(extra: Record<string, string>): Record<string, string> {

@@ -288,6 +288,7 @@ export class E2BStub {
     else res.destroy();
   }
 
+  /** `path` is the request's path and query, so a fault can target one page of a listing. */
   #fault(server: 'api' | 'envd', req: IncomingMessage, path: string): Fault | null {
     const i = this.#faults.findIndex((f) => f.server === server && f.path.test(path) && (!f.method || f.method === req.method));
     if (i < 0) return null;
@@ -308,7 +309,7 @@ export class E2BStub {
       return json(res, 400, { code: 400, message: 'invalid JSON body' });
     }
     this.requests.push({ server: 'api', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body });
-    const fault = this.#fault('api', req, url.pathname);
+    const fault = this.#fault('api', req, url.pathname + url.search);
     if (fault) return json(res, fault.status, fault.body ?? { code: fault.status, message: 'injected' }, fault.headers);
     if (req.headers['x-api-key'] !== this.#o.apiKey) return json(res, 401, { code: 401, message: 'Invalid API key' });
 
@@ -502,7 +503,7 @@ export class E2BStub {
     const url = new URL(req.url ?? '/', 'http://stub');
     const raw = await readBody(req);
     this.requests.push({ server: 'envd', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body: raw.length < 4096 ? raw.toString('utf8') : `<${raw.length} bytes>` });
-    const fault = this.#fault('envd', req, url.pathname);
+    const fault = this.#fault('envd', req, url.pathname + url.search);
     if (fault) return json(res, fault.status, fault.body ?? { code: 'unavailable', message: 'injected' }, fault.headers);
     const id = req.headers['e2b-sandbox-id'];
     const s = typeof id === 'string' ? this.#sandboxes.get(id) : undefined;
