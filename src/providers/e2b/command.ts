@@ -19,8 +19,8 @@ const SIGNALS: Readonly<Record<string, number>> = {
   terminated: 15,
 };
 
-export const closedBeforeExit = (why?: string): SandboxError =>
-  sandboxError('unavailable', why ? `closed_before_exit: ${why}` : 'closed_before_exit');
+/** The contract's own code for a stream that closed without a verdict (transient for retry). */
+export const closedBeforeExit = (why?: string): SandboxError => sandboxError('closed_before_exit', why);
 
 /**
  * The exit code an `end` event proves. proto3 JSON omits a zero, so an absent `exitCode` is 0

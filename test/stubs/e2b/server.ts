@@ -713,8 +713,9 @@ export class E2BStub {
         }
         this.#send(sb, { event: { data: { [kind]: data.toString('base64') } } });
         if (this.#o.dropMarker && chunk.includes(this.#o.dropMarker) && !sb.queue) {
+          // Flush what was written, then close the connection with no end event and no end-stream.
           proc.subscribers.delete(sb);
-          sb.res.destroy();
+          sb.res.socket?.end();
         }
       }
     };
