@@ -154,17 +154,29 @@ export class Envd {
    * enforces (0 = none): always explicit, never a client library's short default.
    */
   async start(req: StartRequest, lifetimeMs: number, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
-    const context = 'envd Start';
+    return this.#stream('Start', req, { 'connect-timeout-ms': String(Math.max(0, Math.floor(lifetimeMs))) }, sink);
+  }
+
+  /**
+   * Subscribes to a running process. envd replays nothing here and drops output nobody was
+   * subscribed to, which is why the adapter attaches through the journal instead.
+   */
+  async connect(process: ProcessSelector, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
+    return this.#stream('Connect', { process }, {}, sink);
+  }
+
+  async #stream(method: 'Start' | 'Connect', body: unknown, extra: Record<string, string>, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
+    const context = `envd ${method}`;
     const opened = await openStream({
       method: 'POST',
-      url: this.#url('process.Process/Start'),
+      url: this.#url(`process.Process/${method}`),
       headers: this.#headers({
         'content-type': STREAM_CONTENT_TYPE,
         'connect-protocol-version': '1',
-        'connect-timeout-ms': String(Math.max(0, Math.floor(lifetimeMs))),
         'keepalive-ping-interval': String(this.#o.keepaliveS),
+        ...extra,
       }),
-      body: encodeEnvelope(req),
+      body: encodeEnvelope(body),
       timeoutMs: this.#o.timeoutMs,
       secrets: this.#secrets,
       context,
