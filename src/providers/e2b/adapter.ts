@@ -384,8 +384,10 @@ export class E2BAdapter implements SandboxAdapter {
       live.stop();
       return err(ack.error);
     }
-    this.#live.add(live);
-    if (live.live) stopBeat = this.#heartbeat(t.sandboxId);
+    if (live.live) {
+      this.#live.add(live);
+      stopBeat = this.#heartbeat(t.sandboxId);
+    }
     live.release();
     return ok({ provider: this.provider, ref: live.ref, private: new Private(live) });
   }
@@ -394,6 +396,8 @@ export class E2BAdapter implements SandboxAdapter {
     return this.#guard('spawn', async () => {
       if (typeof cmd !== 'string' || cmd === '' || !Array.isArray(args)) return fail('invalid', 'spawn: bad command');
       if (!opts || typeof opts.owner !== 'function') return fail('invalid', 'spawn: owner required');
+      // `tty` is not advertised: envd's PTY mode merges the streams and needs 0x04 for EOF.
+      if (opts.tty) return fail('not_supported', 'tty');
       const t = await this.#target(handle);
       if (!t.ok) return t;
       const session = `fountain-s-${randomBytes(8).toString('hex')}`;

@@ -208,11 +208,11 @@ describe('e2b quirk: pause drops every open stream', () => {
 });
 
 describe('e2b quirk: a sandbox expires (and parks) unless kept alive', () => {
-  const ctx = withStub({}, { sandboxTimeoutS: 1 });
+  const ctx = withStub({}, { sandboxTimeoutS: 2 });
   it('quirk (TTL expiry parks a live turn): a running command heartbeats /timeout and finishes', async () => {
     const h = await ctx.handle();
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'sleep 2.5; echo done'], { owner: f.sink });
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'sleep 3; echo done'], { owner: f.sink });
     assert.ok(c.ok, inspect(c));
     const end = await f.terminal();
     assert.deepEqual(end, { type: 'exit', ref: c.value.ref, code: 0 }, f.dump());
