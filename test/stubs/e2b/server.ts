@@ -62,6 +62,8 @@ interface Subscriber {
   stdoutBudget: number;
   readonly isStart: boolean;
   deadlineExceeded: boolean;
+  /** The marker went out while events were still held: cut the stream right after the flush. */
+  dropAfterFlush?: boolean;
 }
 
 interface Proc {
@@ -625,6 +627,11 @@ export class E2BStub {
     else if (!sub.res.destroyed) sub.res.write(envelope(event));
   }
 
+  /** Flush what was written, then close the connection with no end event and no end-stream. */
+  #drop(sub: Subscriber): void {
+    sub.res.socket?.end();
+  }
+
   #finish(sub: Subscriber, error?: { code: string; message: string }): void {
     if (sub.res.destroyed) return;
     sub.res.end(envelope(error ? { error } : {}, 0x02));
@@ -712,10 +719,10 @@ export class E2BStub {
           if (data.length === 0) continue;
         }
         this.#send(sb, { event: { data: { [kind]: data.toString('base64') } } });
-        if (this.#o.dropMarker && chunk.includes(this.#o.dropMarker) && !sb.queue) {
-          // Flush what was written, then close the connection with no end event and no end-stream.
+        if (this.#o.dropMarker && chunk.includes(this.#o.dropMarker)) {
           proc.subscribers.delete(sb);
-          sb.res.socket?.end();
+          if (sb.queue) sb.dropAfterFlush = true;
+          else this.#drop(sb);
         }
       }
     };
@@ -745,6 +752,7 @@ export class E2BStub {
       if (res.destroyed) return;
       res.write(envelope({ event: { start: { pid: proc.pid } } }));
       for (const e of queued) res.write(envelope(e));
+      if (sub.dropAfterFlush) return this.#drop(sub);
       if (proc.exited) this.#finish(sub, sub.deadlineExceeded ? { code: 'deadline_exceeded', message: 'process lifetime exceeded' } : undefined);
     }, this.#o.startDelayMs);
   }
