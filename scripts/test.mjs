@@ -1,7 +1,7 @@
 // Runs every *.test.ts under src/ and test/ with node's test runner through tsx.
 // Node 20's --test takes no globs, so the files are collected here.
 // Usage: node scripts/test.mjs [path-filter...]
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
@@ -16,7 +16,7 @@ const walk = (dir) => {
     else if (entry.endsWith('.test.ts') || entry.endsWith('.test.tsx')) files.push(full);
   }
 };
-for (const root of roots) walk(root);
+for (const root of roots) if (existsSync(root)) walk(root);
 const selected = filters.length ? files.filter((f) => filters.some((x) => f.includes(x))) : files;
 selected.sort();
 if (selected.length === 0) {

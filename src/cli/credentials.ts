@@ -39,7 +39,9 @@ export function parseCredentials(text: string, source: string): Record<string, P
     }
     const kv = /^([a-z_]+)\s*=\s*(.*)$/.exec(line);
     if (!kv || !current) throw new CredentialsError(`${source}:${i + 1}: expected [profile] or key = value`);
-    current[kv[1]!] = kv[2]!;
+    // Values are written double-quoted; unquoted values from hand edits are accepted too.
+    const value = kv[2]!.trim();
+    current[kv[1]!] = /^"(.*)"$/.test(value) ? JSON.parse(value) : value;
   });
   const out: Record<string, Profile> = {};
   for (const [name, raw] of Object.entries(profiles)) {
@@ -61,11 +63,14 @@ export function readCredentials(path = credentialsPath()): Record<string, Profil
 export function saveProfile(profile: string, values: Profile, path = credentialsPath()): void {
   const all = readCredentials(path);
   all[profile] = { ...all[profile], ...values };
-  const text = Object.entries(all)
+  // `default` first, then the others sorted, so the file diffs cleanly.
+  const names = Object.keys(all).sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
+  const text = names
+    .map((name) => [name, all[name]!] as const)
     .map(([name, p]) => {
       const lines = Object.entries(p)
         .filter(([, v]) => v !== undefined)
-        .map(([k, v]) => `${k} = ${v}`);
+        .map(([k, v]) => `${k} = ${JSON.stringify(v)}`);
       return `[${name}]\n${lines.join('\n')}\n`;
     })
     .join('\n');
@@ -92,7 +97,7 @@ export function resolveCredentials(
   const stored = readCredentials(path)[profile] ?? {};
   return {
     profile,
-    baseUrl: nonBlank(env.FOUNTAIN_BASE_URL) ?? stored.base_url ?? DEFAULT_BASE_URL,
+    baseUrl: (nonBlank(env.FOUNTAIN_BASE_URL) ?? stored.base_url ?? DEFAULT_BASE_URL).replace(/\/+$/, ''),
     apiKey: nonBlank(env.FOUNTAIN_API_KEY) ?? stored.api_key,
   };
 }

@@ -17,6 +17,11 @@ const program = new Command('fountain')
 
 // Each subcommand module exports register(program); add new ones to this list.
 const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
+  () => import('./agents.ts'),
+  () => import('./chat.ts'),
+  () => import('./conversations.ts'),
+  () => import('./runner.ts'),
+  () => import('./demo-agent.ts'),
 ];
 for (const load of modules) (await load()).register(program);
 

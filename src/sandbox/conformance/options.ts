@@ -29,7 +29,7 @@ export interface ConformanceOptions {
   readonly fixtures: ConformanceFixtures;
   /** Mints a fresh routable sandbox name; default `conformance-<n>`. */
   readonly name?: () => string;
-  /** How long to wait for one frame; default 1000 ms. */
+  /** How long to wait for one frame or result; a hang guard only. Default 5000 ms. */
   readonly timeoutMs?: number;
   /** Merged into every spawn (e.g. `detachable: true`). */
   readonly spawnOpts?: Partial<Omit<SpawnOptions, 'owner'>>;
@@ -45,4 +45,15 @@ export interface ConformanceOptions {
    * appear in util.inspect, JSON or any error an operation returns.
    */
   readonly secret?: () => Promise<{ handle: Handle; value: string }>;
+  /**
+   * Where the suite may write files inside a sandbox; default `/home/sprite` (the path every
+   * provider maps to the sandbox user's home).
+   */
+  readonly scratchDir?: string;
+  /**
+   * Reads a file back out of a sandbox (from its disk, or by running `cat`), so the suite can
+   * check that suspend/resume keeps it. `null` means the file does not exist. Optional: without
+   * it the suite only checks that the writes succeed.
+   */
+  readonly readFile?: (handle: Handle, path: string) => Promise<Uint8Array | null>;
 }

@@ -1,0 +1,76 @@
+/**
+ * `fountain conversations list|show|terminate`: read and end conversations.
+ * `show` prints the conversation, its turns and its transcript.
+ */
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { EventRenderer } from './render.ts';
+import { conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
+import type { Conversation } from './schemas.ts';
+import { action, apiFor, printJson, printTable } from './session.ts';
+
+export const where = (c: Conversation): string => {
+  const s = c.sandbox;
+  if (!s) return '';
+  if (s.runner) return `on ${s.runner.name}${s.runner.online ? '' : ' (offline)'}${s.runner.path ? ` · ${s.runner.path}` : ''}`;
+  return s.provider ?? '';
+};
+
+export function register(program: Command): void {
+  const conv = program.command('conversations').alias('conv').description('list, show and terminate conversations');
+
+  conv
+    .command('list')
+    .description('list your conversations')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (opts: { json?: boolean }, cmd: Command) => {
+        const { data: list } = await apiFor(cmd).request('GET', '/api/conversations', data(z.array(conversationSchema)));
+        if (opts.json) return printJson(list);
+        printTable(
+          ['ID', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX'],
+          list.map((c) => [c.id, c.status, String(c.turn_count ?? ''), c.title ?? '', where(c)]),
+        );
+      }),
+    );
+
+  conv
+    .command('show <id>')
+    .description('show a conversation, its turns and its transcript')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
+        const api = apiFor(cmd);
+        const { data: c } = await api.request('GET', `/api/conversations/${encodeURIComponent(id)}`, data(conversationSchema));
+        const { data: turns } = await api.request('GET', `/api/conversations/${c.id}/turns`, data(z.array(turnSchema)));
+        const events: z.infer<typeof logEventSchema>[] = [];
+        for (let after = 0; ; ) {
+          const page = await api.request(
+            'GET',
+            `/api/conversations/${c.id}/events?after=${after}&limit=1000`,
+            z.object({ data: z.array(logEventSchema.extend({ id: z.number() })), meta: z.object({ next_cursor: z.number().nullable(), has_more: z.boolean().optional() }).loose() }),
+          );
+          events.push(...page.data);
+          if (!page.meta.has_more || page.meta.next_cursor === null) break;
+          after = page.meta.next_cursor;
+        }
+        if (opts.json) return printJson({ conversation: c, turns, events });
+        process.stdout.write(`${c.id}  ${c.status}  ${c.title ?? ''}  ${where(c)}\n`);
+        for (const t of turns) process.stdout.write(`  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}\n`);
+        process.stdout.write('\n');
+        const r = new EventRenderer((s) => process.stdout.write(s));
+        for (const ev of events) r.render(ev);
+        r.newline();
+      }),
+    );
+
+  conv
+    .command('terminate <id>')
+    .description('terminate a conversation and destroy its sandbox')
+    .action(
+      action(async (id: string, _opts: unknown, cmd: Command) => {
+        await apiFor(cmd).request('POST', `/api/conversations/${encodeURIComponent(id)}/terminate`, z.unknown());
+        process.stdout.write(`terminated ${id}\n`);
+      }),
+    );
+}

@@ -1,0 +1,103 @@
+/**
+ * `fountain runner`: serve sandboxes on this machine to Fountain over one outbound WebSocket.
+ * Wires credentials, flags, the logger and a backend into the daemon and owns the process's signals.
+ */
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { openProcessBackend } from '../runner/backends/process/index.ts';
+import { runDaemon } from '../runner/daemon.ts';
+import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
+import { CredentialsError, resolveCredentials } from './credentials.ts';
+import { LOG_LEVELS, createLogger } from './log.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+const flagsSchema = z.object({
+  name: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, '--name must be 1-63 of a-z 0-9 . _ - and start with a letter or digit')
+    .optional(),
+  root: z.string().min(1).optional(),
+  backend: z.enum(['process'], { message: '--backend must be "process" (the namespace and firecracker backends are not built yet)' }),
+  logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
+  journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
+  profile: z.string().optional(),
+});
+
+/** A plain message and exit code 2: the invocation is wrong, not the world. */
+function usage(message: string): never {
+  process.stderr.write(`fountain runner: ${message}\n`);
+  process.exit(2);
+}
+
+export function register(program: Command): void {
+  program
+    .command('runner')
+    .description('Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions')
+    .option('--name <name>', "runner name (default: this machine's hostname, sanitised)")
+    .option('--root <dir>', 'sandbox directory (default: ~/.fountain/runners/<name>/sandboxes)')
+    .option('--backend <backend>', 'what a sandbox is: process (a directory)', 'process')
+    .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
+    .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
+    .action(async (_opts: unknown, cmd: Command) => {
+      const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
+      if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
+      const flags = parsed.data;
+
+      let creds;
+      try {
+        creds = resolveCredentials({ profile: flags.profile });
+      } catch (e) {
+        usage(e instanceof CredentialsError ? e.message : String(e));
+      }
+      if (!creds.apiKey) {
+        usage(`no API key for profile "${creds.profile}": run \`fountain auth login\` or set FOUNTAIN_API_KEY (a full-scope key)`);
+      }
+
+      const name = flags.name ?? defaultRunnerName(hostname());
+      const root = flags.root ? resolve(flags.root) : defaultRoot(name);
+      const logger = createLogger(flags.logLevel, 'fountain-runner');
+      const opened = openProcessBackend({ root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 });
+      if (!opened.ok) {
+        process.stderr.write(`fountain runner: ${opened.error}\n`);
+        process.exit(1);
+      }
+      logger.info({ name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
+
+      const daemon = runDaemon({
+        name,
+        root,
+        backend: opened.value,
+        baseUrl: creds.baseUrl,
+        apiKey: creds.apiKey,
+        logger,
+        version: pkg.version,
+      });
+      let signalled = false;
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (signalled) {
+          // A second Ctrl-C does not wait for the grace period.
+          process.exit(130);
+        }
+        signalled = true;
+        logger.info({ signal }, 'runner: stopping sessions');
+        void daemon.stop();
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+
+      const exit = await daemon.done;
+      await daemon.stop();
+      logger.flush();
+      if (exit.kind === 'gave_up') {
+        process.stderr.write(`fountain runner: ${exit.message}\n`);
+        process.exit(1);
+      }
+      logger.info('runner: stopped');
+      logger.flush();
+      process.exit(0);
+    });
+}

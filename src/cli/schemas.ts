@@ -1,0 +1,59 @@
+/**
+ * The shapes the CLI reads from the public API: only the fields it uses, the rest passes through.
+ * Kept loose on purpose so a newer server with more fields still works with an older CLI.
+ */
+import { z } from 'zod';
+
+export const agentSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    runtime: z.string(),
+    model: z.string().nullish(),
+    sandbox_provider: z.string().nullish(),
+  })
+  .loose();
+export type Agent = z.infer<typeof agentSchema>;
+
+export const runnerRefSchema = z
+  .object({ id: z.string(), name: z.string(), hostname: z.string().nullish(), online: z.boolean(), path: z.string().nullish() })
+  .loose();
+
+export const conversationSchema = z
+  .object({
+    id: z.string(),
+    title: z.string().nullish(),
+    agent_id: z.string().nullish(),
+    status: z.string(),
+    turn_count: z.number().optional(),
+    sandbox: z
+      .object({ provider: z.string().nullish(), status: z.string().nullish(), runner: runnerRefSchema.nullish() })
+      .loose()
+      .nullish(),
+    inserted_at: z.string().optional(),
+  })
+  .loose();
+export type Conversation = z.infer<typeof conversationSchema>;
+
+export const turnSchema = z
+  .object({ id: z.string(), turn_number: z.number(), prompt: z.string().nullish(), status: z.string() })
+  .loose();
+
+export const logEventSchema = z
+  .object({
+    kind: z.string(),
+    stream: z.string().nullish(),
+    data: z.string().nullish(),
+    stage: z.string().nullish(),
+    state: z.string().nullish(),
+    turn_id: z.string().nullish(),
+  })
+  .loose();
+export type LogEvent = z.infer<typeof logEventSchema>;
+
+export const permissionOptionSchema = z.object({ optionId: z.string(), name: z.string(), kind: z.string().optional() }).loose();
+export const requestStartedSchema = z
+  .object({ request_id: z.string(), tool: z.string().nullish(), options: z.array(permissionOptionSchema) })
+  .loose();
+
+export const data = <S extends z.ZodType>(s: S) => z.object({ data: s }).loose();

@@ -1,0 +1,123 @@
+/**
+ * The shell text the adapter sends into a Daytona sandbox: quoting, the exec wrapper, and the
+ * spawn shim that gives a command a stdin it can hold open (fed by `tail`) and an exit sentinel file.
+ */
+import type { EnvPairs } from '../../sandbox/index.ts';
+
+/** POSIX single-quote quoting: safe for any byte string without NUL. */
+export const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+export const quoteArgv = (argv: readonly string[]): string => argv.map(quote).join(' ');
+
+/** `env K=V ... cmd args` so the environment reaches exactly this command. */
+export function commandArgv(cmd: string, args: readonly string[], env: EnvPairs | undefined): string[] {
+  const pairs = (env ?? []).map(([k, v]) => `${k}=${v}`);
+  return pairs.length > 0 ? ['env', ...pairs, cmd, ...args] : [cmd, ...args];
+}
+
+/**
+ * `/process/execute` splits its command into words and runs them without a shell, so anything
+ * needing a shell is shipped as base64 and evaluated by `sh`; base64 needs no quoting at all.
+ */
+export function wrapForExecute(script: string): string {
+  const b64 = Buffer.from(script, 'utf8').toString('base64');
+  return `sh -c 'eval "$(printf %s ${b64} | base64 -d)"'`;
+}
+
+/** The exec script: stderr is merged or dropped, because Daytona merges it into `result` anyway. */
+export function execScript(argv: readonly string[], dir: string | undefined, stderrToStdout: boolean): string {
+  const cd = dir ? `cd ${quote(dir)} && ` : '';
+  return `{ ${cd}exec ${quoteArgv(argv)}; } ${stderrToStdout ? '2>&1' : '2>/dev/null'}`;
+}
+
+/**
+ * The spawn shim (bash, for process substitution and its `$!`). Arguments: state dir, working
+ * dir (empty = none), stdin mode (`pipe` | `null`), then the command's argv.
+ *
+ * Daytona's input endpoint appends a newline and, on many daemons, ends the pipe after each
+ * write; so stdin is a file in the sandbox that `tail -f` feeds in, and close_stdin kills that
+ * `tail` for a real EOF. Daytona's exit codes are unreliable, so the shim writes the real one
+ * to `<dir>/exit` (atomically, via rename). `<dir>/started` is the start acknowledgement spawn waits for.
+ */
+export const SHIM = [
+  'd=$1; w=$2; m=$3; shift 3',
+  'mkdir -p "$d" || exit 125',
+  'if [ "$m" = pipe ]; then : >> "$d/in"; exec 3< <(exec tail -s 0.2 -c +1 -f "$d/in" 2>/dev/null); echo $! > "$d/feeder"; else exec 3</dev/null; fi',
+  'echo $$ > "$d/started"',
+  'if [ -n "$w" ] && ! cd -- "$w"; then c=1; else "$@" <&3 3<&-; c=$?; fi',
+  'exec 3<&-',
+  'if [ -f "$d/feeder" ]; then kill "$(cat "$d/feeder")" 2>/dev/null; fi',
+  'printf "%s\\n" "$c" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"',
+  'exit "$c"',
+].join('\n');
+
+/** The line handed to the session shell; the caller's argv stays readable at its end for list_sessions. */
+export function spawnCommand(stateDir: string, workDir: string | undefined, stdin: boolean, argv: readonly string[]): string {
+  return `bash -c ${quote(SHIM)} fountain-shim ${quote(stateDir)} ${quote(workDir ?? '')} ${stdin ? 'pipe' : 'null'} ${quoteArgv(argv)}`;
+}
+
+/** The caller-visible command of a spawned session, recovered from the session command line. */
+export function visibleCommand(line: string): string {
+  const at = line.indexOf(`${quote(SHIM)} fountain-shim `);
+  if (at < 0) return line;
+  // state dir, work dir and mode are three quoted/simple words after the marker; the rest is argv.
+  const rest = line.slice(at + quote(SHIM).length + ' fountain-shim '.length);
+  const words = splitQuoted(rest);
+  return words.slice(3).map(quote).join(' ');
+}
+
+/** Splits the output of `quoteArgv` (and bare words) back into words. */
+export function splitQuoted(s: string): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let inWord = false;
+  for (let i = 0; i < s.length; i++) {
+    const ch = s[i]!;
+    if (ch === "'") {
+      inWord = true;
+      const end = s.indexOf("'", i + 1);
+      const stop = end < 0 ? s.length : end;
+      cur += s.slice(i + 1, stop);
+      i = stop;
+    } else if (ch === '\\' && i + 1 < s.length) {
+      inWord = true;
+      cur += s[++i];
+    } else if (ch === ' ') {
+      if (inWord) out.push(cur);
+      cur = '';
+      inWord = false;
+    } else {
+      inWord = true;
+      cur += ch;
+    }
+  }
+  if (inWord) out.push(cur);
+  return out;
+}
+
+/** Appends one stdin chunk to the stdin file; exit 3 = the command already exited, 4 = stdin closed. */
+export function appendStdinScript(stateDir: string, chunk: Uint8Array): string {
+  const d = quote(stateDir);
+  const b64 = Buffer.from(chunk).toString('base64');
+  return `[ -e ${d}/exit ] && exit 3; [ -e ${d}/closed ] && exit 4; printf %s ${b64} | base64 -d >> ${d}/in`;
+}
+
+/** Ends the feeder for a real EOF; exit 3 = the command already exited. */
+export function closeStdinScript(stateDir: string): string {
+  const d = quote(stateDir);
+  return `[ -e ${d}/exit ] && exit 3; : > ${d}/closed; if [ -f ${d}/feeder ]; then kill "$(cat ${d}/feeder)" 2>/dev/null; fi; exit 0`;
+}
+
+export const STDIN_EXITED = 3;
+export const STDIN_CLOSED = 4;
+
+/** Exit 0 while the shim runs or has finished properly; 9 when it is gone without a sentinel. */
+export function shimAliveScript(stateDir: string): string {
+  const d = quote(stateDir);
+  return `[ -e ${d}/exit ] && exit 0; p=$(cat ${d}/started 2>/dev/null) || exit 0; kill -0 "$p" 2>/dev/null && exit 0; exit ${SHIM_GONE}`;
+}
+
+export const SHIM_GONE = 9;
+
+/** NUL cannot travel through a shell word or a JSON command line into a process argv. */
+export const hasNul = (parts: readonly string[]): boolean => parts.some((p) => p.includes('\0'));

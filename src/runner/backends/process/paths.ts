@@ -1,0 +1,62 @@
+/**
+ * Sandbox names and the /home/sprite mapping of the process backend (runner-protocol.md §9.2).
+ * Pure functions; the only file-system touch is checking that a directory exists.
+ */
+import { statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+
+export const SPRITE_HOME = '/home/sprite';
+
+/** Null when the name is usable as a directory under the root, else why not. */
+export function badSandboxName(name: string): string | null {
+  if (name === '' || name.includes('/') || name.includes('\\') || name.includes('\0') || name.startsWith('.')) {
+    return 'bad sandbox name';
+  }
+  return null;
+}
+
+/** Maps a sandbox-side path to the host: /home/sprite, ~ and relative paths land in the sandbox dir. */
+export function mapPath(dir: string, path: string | undefined): string {
+  const p = path ?? '';
+  if (p === '' || p === SPRITE_HOME || p === '~') return dir;
+  if (p.startsWith(`${SPRITE_HOME}/`)) return join(dir, p.slice(SPRITE_HOME.length + 1));
+  if (p.startsWith('~/')) return join(dir, p.slice(2));
+  if (!isAbsolute(p)) return join(dir, p);
+  return p;
+}
+
+/** Every literal /home/sprite in a command or argument becomes the sandbox directory. */
+export const mapArg = (dir: string, arg: string): string => arg.split(SPRITE_HOME).join(dir);
+
+/** The working directory: the mapped `dir` when it is an existing directory, else the sandbox. */
+export function mapCwd(dir: string, requested: string | undefined): string {
+  const mapped = mapPath(dir, requested);
+  try {
+    if (statSync(mapped).isDirectory()) return mapped;
+  } catch {
+    // missing or unreadable: fall back to the sandbox itself
+  }
+  return dir;
+}
+
+const inside = (parent: string, child: string): boolean => {
+  const rel = relative(parent, child);
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+};
+
+/**
+ * Where write_file may land: inside the sandbox, or in the machine's shared temp directory
+ * (the agents' /tmp workspaces live there) but never in the runner root, where the other
+ * sandboxes and the journals are. Anything else is an escape and is refused.
+ */
+export function writablePath(root: string, dir: string, path: string): string | null {
+  const target = resolve(mapPath(dir, path));
+  if (target === dir) return null;
+  if (inside(dir, target)) return target;
+  if (inside(root, target)) return null;
+  for (const shared of new Set(['/tmp', resolve(tmpdir())])) {
+    if (target !== shared && inside(shared, target)) return target;
+  }
+  return null;
+}

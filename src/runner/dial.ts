@@ -1,0 +1,77 @@
+/**
+ * The daemon's dial rules (runner-protocol.md §2, §7): the WebSocket URL and query, how an HTTP
+ * refusal of the upgrade or a close code is classified (give up, retry, clean), and the backoff.
+ */
+import { CLOSE } from '../wire/index.ts';
+
+export interface RunnerIdentity {
+  readonly name: string;
+  readonly hostname: string;
+  readonly os: string;
+  readonly arch: string;
+  readonly version: string;
+  readonly root: string;
+}
+
+/** `<base>/api/runners/ws?name=…` with http→ws, https→wss; null when the base URL is not http(s). */
+export function runnerSocketUrl(baseUrl: string, id: RunnerIdentity): URL | null {
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/api/runners/ws`;
+  url.search = '';
+  url.hash = '';
+  for (const [k, v] of Object.entries(id)) url.searchParams.set(k, v);
+  return url;
+}
+
+/** How one connection attempt ended. */
+export type Outcome =
+  /** Never retry: the operator must change something. */
+  | { readonly kind: 'give_up'; readonly message: string }
+  /** 1000/1001: reconnect with the backoff counter reset. */
+  | { readonly kind: 'clean'; readonly reason: string }
+  /** Anything else: reconnect with the counter incremented. */
+  | { readonly kind: 'retry'; readonly reason: string }
+  /** The daemon was asked to stop. */
+  | { readonly kind: 'stopped' };
+
+const snippet = (body: string): string => {
+  const t = body.trim();
+  return t.length > 500 ? `${t.slice(0, 500)}…` : t;
+};
+
+export function classifyRefusal(status: number, body: string): Outcome {
+  const detail = snippet(body);
+  const withBody = detail ? `: ${detail}` : '';
+  if (status === 401 || status === 403) {
+    return { kind: 'give_up', message: `API key refused (HTTP ${status}${withBody}); run \`fountain auth login\` with a full-scope key` };
+  }
+  if (status === 404) return { kind: 'give_up', message: 'self-hosted runners are disabled on this instance (HTTP 404)' };
+  if (status === 400) return { kind: 'give_up', message: `runner rejected (HTTP 400${withBody})` };
+  if (status === 409) return { kind: 'retry', reason: 'a runner with this name is already connected (HTTP 409)' };
+  return { kind: 'retry', reason: `unexpected HTTP ${status}${withBody}` };
+}
+
+export function classifyClose(code: number, reason: string): Outcome {
+  if (code === CLOSE.normal || code === CLOSE.goingAway) return { kind: 'clean', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
+  if (code === CLOSE.alreadyConnected) return { kind: 'retry', reason: `a runner with this name is already connected (${code})` };
+  if (code === CLOSE.runnerDeleted) return { kind: 'retry', reason: `runner deleted; registering again (${code})` };
+  return { kind: 'retry', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
+}
+
+export interface BackoffTimings {
+  readonly baseMs: number;
+  readonly capMs: number;
+}
+
+/** delay(attempt) = base << (attempt − 1), capped; attempt 0 (after a clean close) waits `base`. */
+export function backoffDelay(attempt: number, t: BackoffTimings): number {
+  if (attempt <= 1) return Math.min(t.baseMs, t.capMs);
+  return Math.min(t.capMs, t.baseMs * 2 ** Math.min(attempt - 1, 30));
+}
