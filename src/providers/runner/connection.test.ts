@@ -484,6 +484,53 @@ describe('a silent runner socket', () => {
   });
 });
 
+describe('hooks and owners that fail', () => {
+  it('a throwing or rejecting host hook and a throwing owner disturb nothing', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => {
+      unhandled.push(e);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    let beats = 0;
+    const host = new LocalRunnerHost({
+      heartbeat: async () => {
+        beats += 1;
+        throw new Error('database down');
+      },
+      presence: () => {
+        throw new Error('bus down');
+      },
+    });
+    const hub = await startRunnerTestHub({ logger, host, heartbeatMs: 10 });
+    const daemon = await startFakeDaemon({ runnerId: RUNNER_ID, name: 'fragile', hub, logger });
+    try {
+      const adapter = new RunnerAdapter(host, { logger });
+      const h = value(await adapter.create(mint()));
+      const good = new Frames();
+      const cmd = value(
+        await adapter.spawn(h, 'x', ['out:a', 'stay'], {
+          owner: () => {
+            throw new Error('owner bug');
+          },
+          stdin: true,
+        }),
+      );
+      const sid = (cmd.private?.reveal() as { sessionId: string }).sessionId;
+      value(await adapter.attach(h, sid, { owner: good.sink }));
+      value(await adapter.writeStdin(cmd, Buffer.from('b')));
+      await good.next(isStdout('echo:b'));
+      await until(() => beats >= 2, 'heartbeats');
+      value(await adapter.get(h));
+    } finally {
+      await daemon.stop();
+      await hub.close();
+      await settle(20);
+      process.off('unhandledRejection', onUnhandled);
+    }
+    assert.deepEqual(unhandled, []);
+  });
+});
+
 describe('pure helpers', () => {
   it('maps /home/sprite paths the way the process backend does', () => {
     const d = '/r/runner-x';
