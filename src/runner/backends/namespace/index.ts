@@ -2,12 +2,12 @@
  * The namespace backend (`fountain runner --backend namespace`): the process backend's sandboxes,
  * sessions and journals, with every command confined by bubblewrap, cgroups and an egress policy.
  */
-import { accessSync, constants, statSync } from 'node:fs';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter } from 'node:path';
 import type { Result } from '../../../sandbox/result.ts';
 import { err, ok } from '../../../sandbox/result.ts';
+import { findExecutable } from '../process/env.ts';
 import { ProcessBackend, prepareRoot } from '../process/index.ts';
 import type { ProcessBackendOptions } from '../process/index.ts';
 import { cgroupV1Problem } from './cgroups.ts';
@@ -37,21 +37,7 @@ export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'co
 
 const defaultLookup: Lookup = async (name) => (await dnsLookup(name, { all: true, family: 4 })).map((a) => a.address);
 
-function findTool(tool: string, path: string): string | null {
-  for (const d of path.split(delimiter)) {
-    if (!d) continue;
-    const candidate = join(d, tool);
-    try {
-      if (statSync(candidate).isFile()) {
-        accessSync(candidate, constants.X_OK);
-        return candidate;
-      }
-    } catch {
-      // keep looking
-    }
-  }
-  return null;
-}
+const findTool = findExecutable;
 
 /** Why this machine cannot run the namespace backend, or null when it can. Shared by the daemon and the tests' skip reason. */
 export function namespaceSupportProblem(opts: { path?: string; cgroupMount?: string } = {}): string | null {
