@@ -1,0 +1,509 @@
+/**
+ * The ACP client the conversation engine drives over a sandbox command's stdin/stdout: it parses the agent's
+ * NDJSON itself (so a replayed byte journal can rebuild a turn), validates with the SDK's schemas, and never throws.
+ */
+import type { Logger } from 'pino';
+import {
+  PROTOCOL_VERSION,
+  type AgentCapabilities,
+  type ContentBlock,
+  type InitializeResponse,
+  type LoadSessionResponse,
+  type McpServer,
+  type NewSessionResponse,
+  type PromptResponse,
+  type RequestPermissionOutcome,
+  type RequestPermissionRequest,
+  type ResumeSessionResponse,
+  type SessionNotification,
+} from '@agentclientprotocol/sdk';
+import { describeError, err, ok, type Result, type SandboxError } from '../sandbox/index.ts';
+import { acpError, type AcpError, type AcpErrorCode, type AcpProblem } from './errors.ts';
+import { LineSplitter, MAX_LINE_BYTES, decodeLine, isBlank } from './lines.ts';
+import { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
+import {
+  zInitializeResponse,
+  zLoadSessionResponse,
+  zNewSessionResponse,
+  zPromptResponse,
+  zRequestPermissionRequest,
+  zResumeSessionResponse,
+  zSessionNotification,
+  type Schema,
+} from './schemas.ts';
+import { JournalSkipper } from './skipper.ts';
+
+/** Where a line sits in the agent's stdout and what was going on when it arrived. */
+export interface LineContext {
+  /** Ordinal of the line among the non-blank lines of this command's stdout, counted from byte zero. */
+  readonly seq: number;
+  /** Method of the client request that was waiting for its reply when the line arrived (null: none). */
+  readonly during: string | null;
+}
+
+/** A `session/request_permission` the client holds until the engine answers it (or cancel does). */
+export interface HeldPermission {
+  readonly id: JsonRpcId;
+  /** Null only for a permission restored by attachPrompt whose request line the replay did not (yet) show. */
+  readonly params: RequestPermissionRequest | null;
+}
+
+export interface AcpClientHandler {
+  /** Every JSON-RPC message from the agent, verbatim (the line without its newline), in arrival order. */
+  onMessage?(raw: string, message: AcpMessage, ctx: LineContext): void;
+  /** A `session/update` that passed the SDK schema (called after onMessage for the same line). */
+  onNotification?(notification: SessionNotification, ctx: LineContext): void;
+  /**
+   * A new permission request, now held; answer it later with `answerPermission(request.id, ...)`.
+   * Without this hook the client answers `cancelled` at once.
+   */
+  onPermissionRequest?(request: HeldPermission, ctx: LineContext): void;
+  /** Something wrong in the agent's output (non-JSON stdout, oversized line, bad params, ...). */
+  onProblem?(problem: AcpProblem): void;
+}
+
+export interface AcpClientOptions {
+  /** Writes bytes to the agent's stdin (e.g. the sandbox adapter's writeStdin for the agent's command). */
+  readonly write: (bytes: Uint8Array) => Promise<Result<void, SandboxError>>;
+  readonly handler: AcpClientHandler;
+  readonly logger: Logger;
+  readonly clientInfo?: { readonly name: string; readonly version: string };
+  /**
+   * Id of the first request this client sends. Ids are consecutive per agent process; a client that takes
+   * over a process after its earlier requests (but without attachPrompt) must continue the numbering.
+   */
+  readonly firstRequestId?: number;
+  readonly maxLineBytes?: number;
+}
+
+export interface AttachOptions {
+  readonly sessionId: string;
+  /** The JSON-RPC id of the already-sent `session/prompt` (the turn's acp_prompt_id). */
+  readonly promptId: number;
+  /** The turn's pending permission request id, if one was waiting when the connection dropped. */
+  readonly pendingPermissionId?: JsonRpcId;
+  /**
+   * The seq (LineContext.seq) of the last line already delivered and stored before the drop. Lines up to it
+   * rebuild state (replies, held permissions) but reach no hook, so each line is stored exactly once.
+   * Only meaningful when the replay starts at byte zero of the command's output.
+   */
+  readonly replayThrough?: number;
+  /** Drop the journal's earlier turns (§11.4). Default true; false when the fed bytes start at the active turn. */
+  readonly skipEarlierTurns?: boolean;
+}
+
+/** A request on its way: `sent` when written to stdin, `done` with the agent's reply. */
+export interface Call<T> {
+  readonly id: number;
+  /** Resolves when the request was written to the agent's stdin (or failed to be). */
+  readonly sent: Promise<Result<void, AcpError>>;
+  readonly done: Promise<Result<T, AcpError>>;
+}
+
+/** The id is the turn's acp_prompt_id: persist it once `sent` succeeds. The reply's stop reason ends the turn. */
+export type PromptHandle = Call<PromptResponse>;
+
+export interface SessionParams {
+  readonly cwd: string;
+  readonly mcpServers?: McpServer[];
+}
+
+interface Waiting {
+  readonly id: number;
+  readonly method: string;
+  readonly schema: Schema<unknown>;
+  /** session/load may answer null (acp.md §5). */
+  readonly nullAsEmpty: boolean;
+  readonly resolve: (r: Result<unknown, AcpError>) => void;
+}
+
+interface Held {
+  id: JsonRpcId;
+  params: RequestPermissionRequest | null;
+}
+
+const encoder = new TextEncoder();
+const keyOf = (id: JsonRpcId): string => `${typeof id}:${String(id)}`;
+
+export class AcpClient {
+  private readonly splitter: LineSplitter;
+  private readonly maxLineBytes: number;
+  private nextId: number;
+  private waiting: Waiting | null = null;
+  private readonly held = new Map<string, Held>();
+  private writeChain: Promise<unknown> = Promise.resolve();
+  private seq = 0;
+  private fed = false;
+  private closedReason: string | null = null;
+  private skipper: JournalSkipper | null = null;
+  private replayThrough = -1;
+  private restoredPermission: string | null = null;
+  private session: string | null = null;
+  private capabilities: AgentCapabilities | null = null;
+
+  constructor(private readonly opts: AcpClientOptions) {
+    this.maxLineBytes = opts.maxLineBytes ?? MAX_LINE_BYTES;
+    this.splitter = new LineSplitter(this.maxLineBytes);
+    this.nextId = opts.firstRequestId ?? 0;
+  }
+
+  /** The id the next request will carry; persist it to continue the numbering in a later client. */
+  get nextRequestId(): number {
+    return this.nextId;
+  }
+  get sessionId(): string | null {
+    return this.session;
+  }
+  get agentCapabilities(): AgentCapabilities | null {
+    return this.capabilities;
+  }
+  /** In attach mode: whether the §11.4 boundary was crossed. The caller times out waiting for it (10 s). */
+  get boundarySeen(): boolean {
+    return this.skipper ? this.skipper.boundarySeen : true;
+  }
+  /** The seq the next line will get: the number of lines seen since byte zero. */
+  get linesSeen(): number {
+    return this.seq;
+  }
+  get closed(): boolean {
+    return this.closedReason !== null;
+  }
+  /** Permission requests waiting for an answer, oldest first. */
+  get heldPermissions(): HeldPermission[] {
+    return [...this.held.values()].map((h) => ({ id: h.id, params: h.params }));
+  }
+
+  initialize(): Promise<Result<InitializeResponse, AcpError>> {
+    const call = this.call<InitializeResponse>(
+      'initialize',
+      {
+        protocolVersion: PROTOCOL_VERSION,
+        // Fountain serves no files or terminals to agents: they act inside their own sandbox.
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: this.opts.clientInfo ?? { name: 'fountain', version: '0' },
+      },
+      zInitializeResponse,
+    );
+    if (!call.ok) return Promise.resolve(call);
+    return call.value.done.then((r) => {
+      if (!r.ok) return r;
+      if (r.value.protocolVersion !== PROTOCOL_VERSION) {
+        return err(
+          acpError('acp_unsupported_protocol', `agent speaks ACP protocol ${r.value.protocolVersion}, this client ${PROTOCOL_VERSION}`),
+        );
+      }
+      this.capabilities = r.value.agentCapabilities ?? {};
+      return r;
+    });
+  }
+
+  newSession(p: SessionParams): Promise<Result<NewSessionResponse, AcpError>> {
+    const call = this.call<NewSessionResponse>('session/new', { cwd: p.cwd, mcpServers: p.mcpServers ?? [] }, zNewSessionResponse);
+    if (!call.ok) return Promise.resolve(call);
+    return call.value.done.then((r) => {
+      if (r.ok) this.session = r.value.sessionId;
+      return r;
+    });
+  }
+
+  /** The agent replays the session's history as updates before it answers; they reach the hooks with `during: "session/load"`. */
+  loadSession(p: SessionParams & { readonly sessionId: string }): Promise<Result<LoadSessionResponse, AcpError>> {
+    if (this.capabilities && !this.capabilities.loadSession) {
+      return Promise.resolve(err(acpError('acp_not_supported', 'the agent does not advertise loadSession')));
+    }
+    const call = this.call<LoadSessionResponse>(
+      'session/load',
+      { sessionId: p.sessionId, cwd: p.cwd, mcpServers: p.mcpServers ?? [] },
+      zLoadSessionResponse,
+      true,
+    );
+    if (!call.ok) return Promise.resolve(call);
+    this.session = p.sessionId;
+    return call.value.done;
+  }
+
+  resumeSession(p: SessionParams & { readonly sessionId: string }): Promise<Result<ResumeSessionResponse, AcpError>> {
+    if (this.capabilities && !this.capabilities.sessionCapabilities?.resume) {
+      return Promise.resolve(err(acpError('acp_not_supported', 'the agent does not advertise session resume')));
+    }
+    const call = this.call<ResumeSessionResponse>(
+      'session/resume',
+      { sessionId: p.sessionId, cwd: p.cwd, mcpServers: p.mcpServers ?? [] },
+      zResumeSessionResponse,
+      true,
+    );
+    if (!call.ok) return Promise.resolve(call);
+    this.session = p.sessionId;
+    return call.value.done;
+  }
+
+  /** Sends `session/prompt`. Text is sent as one text block. */
+  prompt(content: string | ContentBlock[]): Result<PromptHandle, AcpError> {
+    if (this.session === null) return err(acpError('acp_no_session', 'prompt needs a session: call newSession or loadSession first'));
+    const prompt: ContentBlock[] = typeof content === 'string' ? [{ type: 'text', text: content }] : content;
+    return this.call<PromptResponse>('session/prompt', { sessionId: this.session, prompt }, zPromptResponse);
+  }
+
+  /**
+   * Recovery: continue a prompt that was sent before the connection dropped, over the replayed journal.
+   * Call before the first feed; then feed the attach replay from byte zero and the live tail after it.
+   * Earlier turns are skipped (§11.4); the prompt's reply resolves `done`; the pending permission is held again.
+   */
+  attachPrompt(a: AttachOptions): Result<Omit<PromptHandle, 'sent'>, AcpError> {
+    if (this.fed || this.waiting || this.closedReason !== null) {
+      return err(acpError('acp_invalid_state', 'attachPrompt must come first, before any output is fed'));
+    }
+    this.session = a.sessionId;
+    this.nextId = a.promptId + 1;
+    if (a.skipEarlierTurns ?? true) this.skipper = new JournalSkipper(a.promptId - 1, this.maxLineBytes);
+    this.replayThrough = a.replayThrough ?? -1;
+    if (a.pendingPermissionId !== undefined) {
+      this.restoredPermission = keyOf(a.pendingPermissionId);
+      this.held.set(this.restoredPermission, { id: a.pendingPermissionId, params: null });
+    }
+    let resolve!: (r: Result<unknown, AcpError>) => void;
+    const done = new Promise<Result<unknown, AcpError>>((r) => (resolve = r));
+    this.waiting = { id: a.promptId, method: 'session/prompt', schema: zPromptResponse, nullAsEmpty: false, resolve };
+    return ok({ id: a.promptId, done: done as Promise<Result<PromptResponse, AcpError>> });
+  }
+
+  /** Answers a held permission request. The first answer wins; a second gets `acp_unknown_request`. */
+  answerPermission(id: JsonRpcId, outcome: RequestPermissionOutcome): Promise<Result<void, AcpError>> {
+    const h = this.held.get(keyOf(id));
+    if (!h) return Promise.resolve(err(acpError('acp_unknown_request', `no held permission request with id ${JSON.stringify(id)}`)));
+    this.held.delete(keyOf(id));
+    return this.send({ jsonrpc: '2.0', id, result: { outcome } });
+  }
+
+  /**
+   * Interrupt: sends `session/cancel`, then answers every held permission request `cancelled` (acp.md §5).
+   * The running prompt then resolves, normally with stop reason `cancelled`.
+   */
+  async cancel(): Promise<Result<{ cancelledPermissions: JsonRpcId[] }, AcpError>> {
+    if (this.session === null) return err(acpError('acp_no_session', 'nothing to cancel: no session'));
+    const sent = await this.send({ jsonrpc: '2.0', method: 'session/cancel', params: { sessionId: this.session } });
+    if (!sent.ok) return sent;
+    const cancelled: JsonRpcId[] = [];
+    for (const h of [...this.held.values()]) {
+      const r = await this.answerPermission(h.id, { outcome: 'cancelled' });
+      if (!r.ok && r.error.code !== 'acp_unknown_request') return r;
+      if (r.ok) cancelled.push(h.id);
+    }
+    return ok({ cancelledPermissions: cancelled });
+  }
+
+  /** Feeds bytes of the agent's stdout (live, or an attach replay followed by the live tail). Never throws. */
+  feed(chunk: Uint8Array): void {
+    if (this.closedReason !== null) return;
+    this.fed = true;
+    let bytes = chunk;
+    if (this.skipper && !this.skipper.boundarySeen) {
+      const r = this.skipper.push(chunk);
+      if (!r.ok) {
+        this.fail('runner_replay_line_too_large', r.error.message);
+        return;
+      }
+      if (!this.skipper.boundarySeen) return;
+      this.seq = this.skipper.discardedLines;
+      bytes = r.value;
+    }
+    for (const item of this.splitter.push(bytes)) {
+      if (item.kind === 'too_large') {
+        const seq = this.seq++;
+        if (seq > this.replayThrough) {
+          this.problem({
+            code: 'acp_line_too_large',
+            message: `a line from the agent exceeds ${this.maxLineBytes} bytes; it was dropped`,
+            raw: decodeLine(item.prefix).lossy,
+            seq,
+          });
+        }
+        continue;
+      }
+      this.line(item.bytes);
+    }
+  }
+
+  /** The agent's stdout ended (its command exited): a last unterminated line is still read, then the client closes. */
+  endOfInput(reason = 'the agent closed its stdout'): void {
+    if (this.closedReason !== null) return;
+    const rest = this.skipper && !this.skipper.boundarySeen ? null : this.splitter.flush();
+    if (rest) this.line(rest);
+    this.close(reason);
+  }
+
+  /** Stops the client: a waiting request resolves `acp_closed`, held permissions are dropped. Idempotent. */
+  close(reason = 'the ACP client was closed'): void {
+    if (this.closedReason !== null) return;
+    this.closedReason = reason;
+    this.held.clear();
+    const w = this.waiting;
+    this.waiting = null;
+    w?.resolve(err(acpError('acp_closed', `${w.method}: ${reason}`)));
+  }
+
+  private fail(code: AcpErrorCode, message: string): void {
+    this.opts.logger.warn({ code }, message);
+    const w = this.waiting;
+    this.waiting = null;
+    w?.resolve(err(acpError(code, message)));
+    this.close(message);
+  }
+
+  private call<T>(method: string, params: unknown, schema: Schema<T>, nullAsEmpty = false): Result<Call<T>, AcpError> {
+    if (this.closedReason !== null) return err(acpError('acp_closed', `${method}: ${this.closedReason}`));
+    if (this.waiting) {
+      // Strictly one request at a time: the journal boundary of §11.4 depends on it.
+      return err(acpError('acp_busy', `${method} while ${this.waiting.method} (id ${this.waiting.id}) awaits its reply`));
+    }
+    const id = this.nextId++;
+    let resolve!: (r: Result<unknown, AcpError>) => void;
+    const done = new Promise<Result<unknown, AcpError>>((r) => (resolve = r));
+    const entry: Waiting = { id, method, schema: schema as Schema<unknown>, nullAsEmpty, resolve };
+    this.waiting = entry;
+    const sent = this.send({ jsonrpc: '2.0', id, method, params }).then((r) => {
+      if (!r.ok && this.waiting === entry) {
+        this.waiting = null;
+        entry.resolve(r);
+      }
+      return r;
+    });
+    return ok({ id, sent, done: done as Promise<Result<T, AcpError>> });
+  }
+
+  private send(message: object): Promise<Result<void, AcpError>> {
+    const bytes = encoder.encode(`${JSON.stringify(message)}\n`);
+    const write = this.opts.write;
+    // Chained so bytes reach stdin in call order even when the transport's writes overlap.
+    const p = this.writeChain.then(async (): Promise<Result<void, AcpError>> => {
+      try {
+        const r = await write(bytes);
+        return r.ok ? ok(undefined) : err(acpError('acp_write_failed', `writing to the agent failed: ${describeError(r.error)}`, { cause: r.error }));
+      } catch (e) {
+        return err(acpError('acp_write_failed', `writing to the agent failed: ${e instanceof Error ? e.message : String(e)}`));
+      }
+    });
+    this.writeChain = p;
+    return p;
+  }
+
+  private line(bytes: Uint8Array): void {
+    if (isBlank(bytes)) return;
+    const seq = this.seq++;
+    const live = seq > this.replayThrough;
+    const { text, lossy } = decodeLine(bytes);
+    if (text === null) {
+      if (live) this.problem({ code: 'acp_invalid_utf8', message: 'a line from the agent is not UTF-8', raw: lossy, seq });
+      return;
+    }
+    const c = classifyLine(text);
+    if (!c.ok) {
+      if (live) this.problem({ code: c.code, message: c.message, raw: text, seq });
+      return;
+    }
+    const ctx: LineContext = { seq, during: this.waiting?.method ?? null };
+    if (live) this.hook(() => this.opts.handler.onMessage?.(text, c.message, ctx));
+    this.dispatch(c.message, text, ctx, live);
+  }
+
+  private dispatch(m: AcpMessage, raw: string, ctx: LineContext, live: boolean): void {
+    switch (m.kind) {
+      case 'result':
+      case 'error':
+        return this.reply(m, raw, ctx, live);
+      case 'notification': {
+        if (m.method !== 'session/update') return;
+        const n = zSessionNotification.safeParse(m.params);
+        if (!n.success) {
+          if (live) this.problem({ code: 'acp_invalid_message', message: `session/update: ${n.error.message}`, raw, seq: ctx.seq });
+          return;
+        }
+        if (live) this.hook(() => this.opts.handler.onNotification?.(n.data, ctx));
+        return;
+      }
+      case 'request':
+        return this.request(m, raw, ctx, live);
+    }
+  }
+
+  private reply(m: Extract<AcpMessage, { kind: 'result' | 'error' }>, raw: string, ctx: LineContext, live: boolean): void {
+    const w = this.waiting;
+    if (!w || m.id !== w.id) {
+      if (live) this.problem({ code: 'acp_unexpected_response', message: `a reply to id ${JSON.stringify(m.id)}, which no request awaits`, raw, seq: ctx.seq });
+      return;
+    }
+    this.waiting = null;
+    if (w.method === 'session/prompt') this.withdrawPermissions(live, ctx.seq);
+    if (m.kind === 'error') {
+      w.resolve(err(acpError('acp_rpc_error', `${w.method} failed: ${m.error.message} (${m.error.code})`, { rpc: m.error })));
+      return;
+    }
+    if (w.nullAsEmpty && m.result === null) {
+      w.resolve(ok({}));
+      return;
+    }
+    const r = w.schema.safeParse(m.result);
+    w.resolve(r.success ? ok(r.data) : err(acpError('acp_invalid_response', `${w.method}: the agent's result does not match the ACP schema: ${r.error.message}`)));
+  }
+
+  private request(m: Extract<AcpMessage, { kind: 'request' }>, raw: string, ctx: LineContext, live: boolean): void {
+    if (m.method !== 'session/request_permission') {
+      // Only live lines are answered: a replayed one was answered by the client that saw it first.
+      if (!live) return;
+      this.problem({ code: 'acp_request_refused', message: `refused ${m.method}: this client offers no such capability`, raw, seq: ctx.seq });
+      void this.send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `Method not found: ${m.method}` } });
+      return;
+    }
+    const p = zRequestPermissionRequest.safeParse(m.params);
+    if (!p.success) {
+      if (!live) return;
+      this.problem({ code: 'acp_invalid_message', message: `session/request_permission: ${p.error.message}`, raw, seq: ctx.seq });
+      void this.send({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: 'Invalid params' } });
+      return;
+    }
+    const key = keyOf(m.id);
+    if (key === this.restoredPermission) {
+      // The request the engine already holds (its deadline keeps running): fill in the params, ask nobody again.
+      const h = this.held.get(key);
+      if (h) h.params = p.data;
+      return;
+    }
+    // A replayed request that is not the restored one was answered before the drop.
+    if (!live) return;
+    const handler = this.opts.handler.onPermissionRequest;
+    if (!handler) {
+      void this.send({ jsonrpc: '2.0', id: m.id, result: { outcome: { outcome: 'cancelled' } } });
+      return;
+    }
+    this.held.set(key, { id: m.id, params: p.data });
+    this.hook(() => handler.call(this.opts.handler, { id: m.id, params: p.data }, ctx));
+  }
+
+  private withdrawPermissions(live: boolean, seq: number): void {
+    for (const h of this.held.values()) {
+      if (live) {
+        this.problem({
+          code: 'acp_permission_withdrawn',
+          message: `permission request ${JSON.stringify(h.id)} was still unanswered when the prompt ended`,
+          seq,
+        });
+      }
+    }
+    this.held.clear();
+    this.restoredPermission = null;
+  }
+
+  private problem(p: AcpProblem): void {
+    this.opts.logger.debug({ code: p.code, seq: p.seq }, p.message);
+    this.hook(() => this.opts.handler.onProblem?.(p));
+  }
+
+  private hook(f: () => void): void {
+    try {
+      f();
+    } catch (e) {
+      // An engine bug must not break the byte stream for the lines that follow.
+      this.opts.logger.error({ err: e }, 'ACP client hook threw');
+    }
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The `demo` runtime: a real ACP agent built on the SDK's agent side, with no model and no network.
+ * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`, else an echo.
+ */
+import { randomUUID } from 'node:crypto';
+import { Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
+import type { AgentContext, ContentBlock, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
+import { DemoStore } from './store.ts';
+import { killAllShells, runShell } from './shell.ts';
+
+export const DEMO_AGENT_VERSION = '1.0.0';
+const WORDS_PER_CHUNK = 4;
+
+export interface DemoAgentOptions {
+  /** Where memory and session history live (the agent's HOME). */
+  readonly home: string;
+  /** Diagnostics go here, never to stdout (stdout carries only ACP). */
+  readonly log?: (line: string) => void;
+}
+
+interface DemoSession {
+  readonly cwd: string;
+  abort: AbortController | null;
+}
+
+type Intent =
+  | { readonly kind: 'run'; readonly command: string }
+  | { readonly kind: 'remember'; readonly text: string }
+  | { readonly kind: 'recall' }
+  | { readonly kind: 'echo'; readonly text: string };
+
+export function parseIntent(text: string): Intent {
+  const t = text.trim();
+  const run = /^run:\s*([\s\S]+)$/i.exec(t);
+  if (run?.[1]) return { kind: 'run', command: run[1].trim() };
+  const remember = /^remember:\s*([\s\S]+)$/i.exec(t);
+  if (remember?.[1]) return { kind: 'remember', text: remember[1].trim() };
+  if (/^recall\b/i.test(t) || /what do you remember/i.test(t)) return { kind: 'recall' };
+  return { kind: 'echo', text: t };
+}
+
+const promptText = (blocks: ContentBlock[]): string =>
+  blocks
+    .map((b) => (b.type === 'text' ? b.text : b.type === 'resource_link' ? b.uri : ''))
+    .filter((s) => s !== '')
+    .join('\n');
+
+/** Splits an answer into word groups that concatenate back to exactly the answer. */
+export function chunkText(text: string, wordsPerChunk = WORDS_PER_CHUNK): string[] {
+  const pieces = text.match(/\S+\s*|\s+/g) ?? [];
+  const out: string[] = [];
+  for (let i = 0; i < pieces.length; i += wordsPerChunk) out.push(pieces.slice(i, i + wordsPerChunk).join(''));
+  return out.length > 0 ? out : [text];
+}
+
+export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
+  const store = new DemoStore(opts.home);
+  const sessions = new Map<string, DemoSession>();
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  let toolCalls = 0;
+
+  const update = (client: AgentContext, sessionId: string, u: SessionUpdate): Promise<void> =>
+    client.notify(acp.methods.client.session.update, { sessionId, update: u });
+
+  /** Streams `text` as several agent_message_chunk updates; false when cancelled midway. */
+  const say = async (client: AgentContext, sessionId: string, text: string, signal: AbortSignal): Promise<boolean> => {
+    const messageId = randomUUID();
+    for (const piece of chunkText(text)) {
+      if (signal.aborted) return false;
+      await update(client, sessionId, { sessionUpdate: 'agent_message_chunk', messageId, content: { type: 'text', text: piece } });
+    }
+    return true;
+  };
+
+  const runCommand = async (
+    client: AgentContext,
+    sessionId: string,
+    session: DemoSession,
+    command: string,
+    signal: AbortSignal,
+  ): Promise<{ stop: StopReason; answer: string }> => {
+    const toolCallId = `run-${++toolCalls}`;
+    const title = `Run \`${command}\``;
+    await update(client, sessionId, { sessionUpdate: 'tool_call', toolCallId, title, kind: 'execute', status: 'pending', rawInput: { command } });
+    const decision = await client.request(acp.methods.client.session.requestPermission, {
+      sessionId,
+      toolCall: { toolCallId, title, kind: 'execute', status: 'pending', rawInput: { command } },
+      options: [
+        { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+        { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+      ],
+    });
+    if (decision.outcome.outcome === 'cancelled' || signal.aborted) {
+      await update(client, sessionId, { sessionUpdate: 'tool_call_update', toolCallId, status: 'failed' });
+      return { stop: 'cancelled', answer: '' };
+    }
+    if (decision.outcome.optionId !== 'allow_once') {
+      await update(client, sessionId, {
+        sessionUpdate: 'tool_call_update',
+        toolCallId,
+        status: 'failed',
+        content: [{ type: 'content', content: { type: 'text', text: 'Permission was not granted.' } }],
+      });
+      return { stop: 'end_turn', answer: `You did not allow it, so I did not run \`${command}\`.` };
+    }
+    await update(client, sessionId, { sessionUpdate: 'tool_call_update', toolCallId, status: 'in_progress' });
+    const r = await runShell(command, session.cwd, signal);
+    const output = r.truncated ? `${r.output}\n[output truncated]` : r.output;
+    await update(client, sessionId, {
+      sessionUpdate: 'tool_call_update',
+      toolCallId,
+      status: r.exitCode === 0 ? 'completed' : 'failed',
+      content: [{ type: 'content', content: { type: 'text', text: output } }],
+      rawOutput: { exitCode: r.exitCode, output },
+    });
+    if (r.aborted) return { stop: 'cancelled', answer: '' };
+    const status = r.exitCode === null ? 'did not finish' : `exited with code ${r.exitCode}`;
+    const shown = output.trim() === '' ? 'It printed nothing.' : `Its output:\n${output.trimEnd()}`;
+    return { stop: 'end_turn', answer: `I ran \`${command}\`; it ${status}. ${shown}` };
+  };
+
+  const answerFor = async (
+    client: AgentContext,
+    sessionId: string,
+    session: DemoSession,
+    intent: Intent,
+    signal: AbortSignal,
+  ): Promise<{ stop: StopReason; answer: string }> => {
+    switch (intent.kind) {
+      case 'run':
+        return runCommand(client, sessionId, session, intent.command, signal);
+      case 'remember':
+        await store.remember(intent.text);
+        return { stop: 'end_turn', answer: `I will remember that: ${intent.text}` };
+      case 'recall': {
+        const items = await store.recall();
+        const answer = items.length === 0 ? 'I remember nothing.' : `I remember:\n${items.map((i) => `- ${i}`).join('\n')}`;
+        return { stop: 'end_turn', answer };
+      }
+      case 'echo':
+        return {
+          stop: 'end_turn',
+          answer:
+            `You said: ${intent.text}\n` +
+            'I am the Fountain demo agent. I have no model; try `run: <command>`, `remember: <text>` or `recall`.',
+        };
+    }
+  };
+
+  return acp
+    .agent({ name: 'fountain-demo' })
+    .onRequest(acp.methods.agent.initialize, () => ({
+      protocolVersion: acp.PROTOCOL_VERSION,
+      agentCapabilities: { loadSession: true, promptCapabilities: { image: false, audio: false, embeddedContext: false } },
+      agentInfo: { name: 'fountain-demo', title: 'Fountain demo agent', version: DEMO_AGENT_VERSION },
+      authMethods: [],
+    }))
+    .onRequest(acp.methods.agent.session.new, async ({ params }) => {
+      const sessionId = randomUUID();
+      await store.createHistory(sessionId);
+      sessions.set(sessionId, { cwd: params.cwd, abort: null });
+      return { sessionId };
+    })
+    .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
+      const history = await store.readHistory(params.sessionId);
+      if (history === null) throw acp.RequestError.resourceNotFound(params.sessionId);
+      sessions.set(params.sessionId, { cwd: params.cwd, abort: null });
+      // The protocol wants the whole history replayed before the load reply.
+      for (const u of history) await update(client, params.sessionId, u);
+      return {};
+    })
+    .onRequest(acp.methods.agent.session.prompt, async ({ params, client, signal: requestSignal }) => {
+      const session = sessions.get(params.sessionId);
+      if (!session) throw acp.RequestError.sessionNotFound(params.sessionId);
+      const abort = new AbortController();
+      session.abort = abort;
+      const stopOnRequestAbort = (): void => abort.abort();
+      requestSignal.addEventListener('abort', stopOnRequestAbort, { once: true });
+      try {
+        const text = promptText(params.prompt);
+        const intent = parseIntent(text);
+        await update(client, params.sessionId, {
+          sessionUpdate: 'agent_thought_chunk',
+          content: { type: 'text', text: `The request reads as "${intent.kind}". No model here: I follow my script.` },
+        });
+        const { stop, answer } = await answerFor(client, params.sessionId, session, intent, abort.signal);
+        if (stop === 'cancelled' || abort.signal.aborted) return { stopReason: 'cancelled' };
+        if (!(await say(client, params.sessionId, answer, abort.signal))) return { stopReason: 'cancelled' };
+        await store.appendHistory(params.sessionId, [
+          { sessionUpdate: 'user_message_chunk', content: { type: 'text', text } },
+          { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: answer } },
+        ]);
+        return { stopReason: 'end_turn' };
+      } catch (e) {
+        if (e instanceof acp.RequestError) throw e;
+        log(`demo agent: prompt failed: ${e instanceof Error ? e.message : String(e)}`);
+        throw acp.RequestError.internalError(undefined, e instanceof Error ? e.message : String(e));
+      } finally {
+        requestSignal.removeEventListener('abort', stopOnRequestAbort);
+        if (session.abort === abort) session.abort = null;
+      }
+    })
+    .onNotification(acp.methods.agent.session.cancel, ({ params }) => {
+      sessions.get(params.sessionId)?.abort?.abort();
+    });
+}
+
+/**
+ * The demo agent as a process: serves one ACP connection on stdin/stdout until the client closes its end,
+ * then exits. Commands it started run in their own process groups, so every way out kills them first.
+ */
+export async function runDemoAgent(opts: DemoAgentOptions & { readonly input: NodeJS.ReadableStream; readonly output: NodeJS.WritableStream }): Promise<never> {
+  for (const [sig, code] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+    process.once(sig, () => {
+      killAllShells();
+      process.exit(code);
+    });
+  }
+  const stream = acp.ndJsonStream(
+    Writable.toWeb(opts.output as Writable) as WritableStream<Uint8Array>,
+    Readable.toWeb(opts.input as Readable) as ReadableStream<Uint8Array>,
+  );
+  const connection = demoAgentApp(opts).connect(stream);
+  await connection.closed;
+  killAllShells();
+  process.exit(0);
+}

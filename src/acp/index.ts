@@ -1,0 +1,20 @@
+/**
+ * ACP for the conversation engine: the journal-replayable client, the §11.4 skipper, and their value types.
+ * The demo agent lives in ./demo (launch it with `fountain demo-agent`; see demo/launch.ts).
+ */
+export { AcpClient } from './client.ts';
+export type {
+  AcpClientHandler,
+  AcpClientOptions,
+  AttachOptions,
+  Call,
+  HeldPermission,
+  LineContext,
+  PromptHandle,
+  SessionParams,
+} from './client.ts';
+export type { AcpError, AcpErrorCode, AcpProblem, AcpProblemCode } from './errors.ts';
+export { JournalSkipper, type ReplayError } from './skipper.ts';
+export { MAX_LINE_BYTES } from './lines.ts';
+export { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
+export { DEMO_AGENT_SUBCOMMAND, localDemoAgentArgv } from './demo/launch.ts';

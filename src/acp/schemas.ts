@@ -1,0 +1,43 @@
+/**
+ * The SDK's own zod schemas for the ACP messages the client validates, plus the JSON-RPC envelope.
+ * The SDK does not export its generated schemas, so they are loaded from the module file beside its entry point.
+ */
+import { z } from 'zod';
+import type {
+  InitializeResponse,
+  LoadSessionResponse,
+  NewSessionResponse,
+  PromptResponse,
+  RequestPermissionRequest,
+  ResumeSessionResponse,
+  SessionNotification,
+} from '@agentclientprotocol/sdk';
+
+/** The slice of a zod schema this module relies on; keeps the SDK's 600 KB of generated types out of tsc. */
+export interface Schema<T> {
+  safeParse(value: unknown): { success: true; data: T } | { success: false; error: { message: string } };
+}
+
+// The generated schemas live in dist/v1/schema/zod.gen.js, next to the stable entry point's folder.
+// A file URL import bypasses the package's export map; the file is part of the published package.
+const entry = import.meta.resolve('@agentclientprotocol/sdk');
+const generated = (await import(new URL('../schema/zod.gen.js', entry).href)) as Record<string, unknown>;
+
+const pick = <T>(name: string): Schema<T> => {
+  const s = generated[name] as { safeParse?: unknown } | undefined;
+  if (!s || typeof s.safeParse !== 'function') {
+    throw new Error(`@agentclientprotocol/sdk no longer ships the schema ${name} in dist/v1/schema/zod.gen.js`);
+  }
+  return s as Schema<T>;
+};
+
+export const zInitializeResponse = pick<InitializeResponse>('zInitializeResponse');
+export const zNewSessionResponse = pick<NewSessionResponse>('zNewSessionResponse');
+export const zLoadSessionResponse = pick<LoadSessionResponse>('zLoadSessionResponse');
+export const zResumeSessionResponse = pick<ResumeSessionResponse>('zResumeSessionResponse');
+export const zPromptResponse = pick<PromptResponse>('zPromptResponse');
+export const zSessionNotification = pick<SessionNotification>('zSessionNotification');
+export const zRequestPermissionRequest = pick<RequestPermissionRequest>('zRequestPermissionRequest');
+
+export const zJsonRpcId = z.union([z.string(), z.number(), z.null()]);
+export const zRpcError = z.object({ code: z.number(), message: z.string(), data: z.unknown().optional() });
