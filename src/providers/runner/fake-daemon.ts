@@ -127,7 +127,12 @@ export class FakeDaemon {
     return this.hub.host.whereis(this.runnerId);
   }
 
-  /** Dials until the server has registered this runner (hang guard: `timeoutMs`). */
+  /** True while the socket is up and the server has this runner registered. */
+  get online(): boolean {
+    return this.connection() !== undefined && this.#ws?.readyState === WebSocket.OPEN;
+  }
+
+  /** Waits until the server has (re-)registered this runner, e.g. after a drop (hang guard: `timeoutMs`). */
   async waitOnline(timeoutMs = 5000): Promise<RunnerConnection> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
