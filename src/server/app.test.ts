@@ -223,6 +223,16 @@ describe('server HTTP API (PostgreSQL)', () => {
     assert.ok(r.body.components.securitySchemes.bearer);
   });
 
+  it('every /api route has a spec entry', async () => {
+    const doc = (await api('GET', '/api/openapi.json')).body;
+    const routes = srv.app.routes.filter((r) => r.path.startsWith('/api/') && r.method !== 'ALL' && r.path !== '/api/openapi.json');
+    assert.ok(routes.length >= 8);
+    for (const r of routes) {
+      const path = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+      assert.ok(doc.paths[path]?.[r.method.toLowerCase()], `${r.method} ${r.path} has no OpenAPI entry`);
+    }
+  });
+
 });
 
 describe('default store: embedded PGlite under the data dir', () => {

@@ -47,6 +47,8 @@ export interface RunningServer {
   readonly database: Database;
   readonly host: RunnerHost;
   readonly bus: EventBus;
+  /** The Hono app, for tests that inspect its routes. */
+  readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -116,6 +118,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       database,
       host,
       bus,
+      app,
       stop,
     };
   } catch (e) {
