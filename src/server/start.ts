@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import pino, { type Logger } from 'pino';
+import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './app.ts';
@@ -31,7 +32,8 @@ export interface StartServerOptions {
   readonly databaseSchema?: string;
   /** Version reported in the OpenAPI document. */
   readonly version?: string;
-  readonly acceptRunnerSocket: AcceptRunnerSocket;
+  /** Default: the real server end of the runner socket (providers/runner/connection.ts). */
+  readonly acceptRunnerSocket?: AcceptRunnerSocket;
 }
 
 export interface RunningServer {
@@ -78,7 +80,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       logger,
       host,
       runnersEnabled: config.runnersEnabled,
-      accept: opts.acceptRunnerSocket,
+      accept: opts.acceptRunnerSocket ?? acceptRunnerSocket,
       heartbeatMs: config.runnerHeartbeatMs,
       callTimeoutMs: config.runnerCallTimeoutMs,
     });
