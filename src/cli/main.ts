@@ -21,6 +21,7 @@ const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
   () => import('./chat.ts'),
   () => import('./conversations.ts'),
   () => import('./runner.ts'),
+  () => import('./runner-guest.ts'),
 ];
 for (const load of modules) (await load()).register(program);
 
