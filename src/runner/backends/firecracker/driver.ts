@@ -22,6 +22,8 @@ export type VmState = 'running' | 'paused' | 'other';
 export interface RunningVm {
   /** False once the VMM process has exited. */
   readonly alive: boolean;
+  /** The VMM's process id (its process group), for logs and operators. */
+  readonly pid: number | undefined;
   readonly exited: Promise<void>;
   state(timeoutMs: number): Promise<Result<VmState, string>>;
   pause(timeoutMs: number): Promise<Result<void, string>>;

@@ -69,6 +69,7 @@ export class FirecrackerDriver implements VmmDriver {
       get alive() {
         return vmm.alive();
       },
+      pid: vmm.child.pid,
       exited: vmm.exited,
       async state(timeoutMs: number): Promise<Result<VmState, string>> {
         const info = await api.info(timeoutMs);

@@ -228,9 +228,10 @@ export class VmBackend implements Backend {
     await Promise.all(vms.map(([name, vm]) => this.#stopVm(name, vm)));
   }
 
-  /** Whether a sandbox has a live VMM process (for tests and logs). */
-  running(name: string): boolean {
-    return this.#vms.get(name)?.handle.alive ?? false;
+  /** The live VMM's process id for a sandbox, if any (for operators and tests). */
+  vmmPid(name: string): number | undefined {
+    const vm = this.#vms.get(name);
+    return vm?.handle.alive ? vm.handle.pid : undefined;
   }
 
   #gated(name: string, value: { vm: Vm; reply: CallReply }, ctx: OpContext): OpResult<{ session_id: string; replay_from?: number }> {
