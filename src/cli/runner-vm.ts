@@ -21,6 +21,7 @@ export function addVmOptions(cmd: Command): Command {
     .option('--fc-initrd <path>', 'with --backend firecracker: initramfs the kernel needs to mount the ext4 root, if any')
     .option('--fc-bin <path>', 'with --backend firecracker: the firecracker executable', 'firecracker')
     .option('--qemu-bin <path>', 'with --vmm qemu: the QEMU executable', 'qemu-system-x86_64')
+    .option('--qemu-machine <type>', 'with --vmm qemu: microvm (virtio-mmio) or q35 (virtio-pci)', 'microvm')
     .option('--fc-vcpus <n>', 'with --backend firecracker: vCPUs per microVM', '2')
     .option('--fc-memory-mib <n>', 'with --backend firecracker: memory per microVM in MiB', '2048')
     .option('--fc-boot-timeout <seconds>', 'with --backend firecracker: how long a booted microVM has for its agent to answer', '60');
@@ -43,6 +44,7 @@ const vmFlagsSchema = z.object({
   fcInitrd: absolute('--fc-initrd'),
   fcBin: z.string().min(1),
   qemuBin: z.string().min(1),
+  qemuMachine: z.enum(['microvm', 'q35'], { message: '--qemu-machine must be "microvm" or "q35"' }),
   fcVcpus: z.coerce.number({ message: '--fc-vcpus must be a number' }).int().min(1).max(32),
   fcMemoryMib: z.coerce.number({ message: '--fc-memory-mib must be a number' }).int().min(128).max(1024 * 1024),
   fcBootTimeout: z.coerce.number({ message: '--fc-boot-timeout must be a number of seconds' }).positive().max(3600),
@@ -63,6 +65,7 @@ export async function openVmFromFlags(opts: unknown, root: string, logger: Logge
     initrd: f.fcInitrd,
     firecrackerBin: f.fcBin,
     qemuBin: f.qemuBin,
+    qemuMachine: f.qemuMachine,
     vcpus: f.fcVcpus,
     memoryMib: f.fcMemoryMib,
     bootTimeoutMs: f.fcBootTimeout * 1000,

@@ -22,6 +22,7 @@ export interface OpenVmOptions {
   readonly initrd: string | undefined;
   readonly firecrackerBin: string;
   readonly qemuBin: string;
+  readonly qemuMachine?: 'microvm' | 'q35';
   readonly vcpus: number;
   readonly memoryMib: number;
   readonly bootTimeoutMs: number;
@@ -44,7 +45,7 @@ export async function openVmBackend(o: OpenVmOptions): Promise<Result<VmBackend,
   });
   if (!checked.ok) return checked;
   if (!subnet.ok || !o.kernel || !o.rootfs) return err('unreachable: checks passed without a subnet, kernel or rootfs');
-  const driver = o.vmm === 'firecracker' ? new FirecrackerDriver(bin) : new QemuDriver(bin);
+  const driver = o.vmm === 'firecracker' ? new FirecrackerDriver(bin) : new QemuDriver(bin, o.qemuMachine ?? 'microvm');
   return ok(
     new VmBackend({
       root: o.root,

@@ -23,20 +23,24 @@ const QMP_READY_MS = 10_000;
 
 const statusSchema = z.object({ status: z.string(), running: z.boolean().optional() });
 
-export function qemuArgs(spec: VmSpec, accel = 'tcg'): string[] {
+export type QemuMachine = 'microvm' | 'q35';
+
+export function qemuArgs(spec: VmSpec, machine: QemuMachine = 'microvm', accel = 'tcg'): string[] {
+  // microvm puts virtio on MMIO; q35 on PCI. Everything else is the same.
+  const bus = machine === 'microvm' ? 'device' : 'pci';
   const append = ['console=ttyS0 panic=-1 loglevel=4 reboot=t root=/dev/vda rw fountain.link=serial', spec.net?.kernelArg].filter(Boolean).join(' ');
   return [
     ...['-accel', accel, '-cpu', accel === 'tcg' ? 'max' : 'host', '-m', String(spec.memoryMib), '-smp', String(spec.vcpus)],
     ...['-display', 'none', '-monitor', 'none', '-nodefaults', '-no-reboot'],
     // Never -serial stdio: with stdin at EOF a run can hang.
     ...['-serial', `file:${join(spec.dir, CONSOLE_LOG)}`],
-    ...['-M', 'microvm', '-kernel', spec.kernel, ...(spec.initrd ? ['-initrd', spec.initrd] : []), '-append', append],
-    ...['-drive', `id=root,file=${spec.disk},format=raw,if=none,cache=writeback`, '-device', 'virtio-blk-device,drive=root'],
+    ...['-M', machine, '-kernel', spec.kernel, ...(spec.initrd ? ['-initrd', spec.initrd] : []), '-append', append],
+    ...['-drive', `id=root,file=${spec.disk},format=raw,if=none,cache=writeback`, '-device', `virtio-blk-${bus},drive=root`],
     ...['-chardev', `socket,id=agent,path=${join(spec.dir, AGENT_SOCKET)},server=on,wait=off`],
-    ...['-device', 'virtio-serial-device', '-device', `virtserialport,chardev=agent,name=${PORT_NAME}`],
+    ...['-device', `virtio-serial-${bus}`, '-device', `virtserialport,chardev=agent,name=${PORT_NAME}`],
     ...['-qmp', `unix:${join(spec.dir, QMP_SOCKET)},server=on,wait=off`],
     ...(spec.net
-      ? ['-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`, '-device', `virtio-net-device,netdev=net0,mac=${spec.net.mac}`]
+      ? ['-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`, '-device', `virtio-net-${bus},netdev=net0,mac=${spec.net.mac}`]
       : []),
   ];
 }
@@ -62,9 +66,11 @@ function connectUnix(path: string, timeoutMs: number): Promise<Result<Socket, st
 export class QemuDriver implements VmmDriver {
   readonly kind = 'qemu' as const;
   readonly #bin: string;
+  readonly #machine: QemuMachine;
 
-  constructor(bin: string) {
+  constructor(bin: string, machine: QemuMachine = 'microvm') {
     this.#bin = bin;
+    this.#machine = machine;
   }
 
   async boot(spec: VmSpec): Promise<Result<RunningVm, string>> {
@@ -72,7 +78,7 @@ export class QemuDriver implements VmmDriver {
     const agentSock = join(spec.dir, AGENT_SOCKET);
     // A killed QEMU leaves its socket files; a stale path refuses connections.
     await removeStale([qmpSock, agentSock]);
-    const vmm = await startVmm(this.#bin, qemuArgs(spec), join(spec.dir, QEMU_LOG));
+    const vmm = await startVmm(this.#bin, qemuArgs(spec, this.#machine), join(spec.dir, QEMU_LOG));
     if (vmm instanceof Error) return err(vmm.message);
     const deadline = Date.now() + QMP_READY_MS;
     for (;;) {
