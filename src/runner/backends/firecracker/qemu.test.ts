@@ -59,7 +59,7 @@ async function call(server: ProtocolServer, wire: Wire, req: Record<string, unkn
 }
 const out = (r: Reply) => (r.ok ? Buffer.from(String(r.result.output), 'base64').toString() : `error ${r.error}: ${r.detail}`);
 
-describe('microVM backend with real VMs (QEMU microvm, software emulation)', { skip, timeout: 600_000 }, () => {
+describe('microVM backend with real VMs (QEMU, software emulation)', { skip, timeout: 600_000 }, () => {
   let dir: string;
   const backends: VmBackend[] = [];
   const subnet = parseSubnet('10.61.0.0/24');
