@@ -24,6 +24,7 @@ const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
   () => import('./conversations.ts'),
   () => import('./runner.ts'),
   () => import('./demo-agent.ts'),
+  () => import('./runner-guest.ts'),
 ];
 for (const load of modules) (await load()).register(program);
 
