@@ -89,7 +89,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       provisionFailed = ev.data ?? 'provisioning failed';
       turnEnd?.('failed');
     }
-    if (ev.stage === 'request' && ev.state === 'started') questions = questions.then(() => ask(ev));
+    if ((ev.stage === 'permission' || ev.stage === 'request') && ev.state === 'started') questions = questions.then(() => ask(ev));
     if ((ev.stage === 'turn' || ev.stage === 'terminate') && ev.state && TERMINAL_TURN_STATES.has(ev.state)) {
       const id = ev.turn_id ?? '';
       endedTurns.set(id, ev.state);
