@@ -1,0 +1,10 @@
+/**
+ * Every benchmark, in the order `npm run bench` runs them.
+ * Names are what the command line accepts.
+ */
+import type { Benchmark } from '../lib/bench.ts';
+import { execBenchmark } from './exec.ts';
+import { replayBenchmark } from './replay.ts';
+import { streamBenchmark } from './stream.ts';
+
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark];
