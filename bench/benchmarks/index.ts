@@ -3,8 +3,9 @@
  * Names are what the command line accepts.
  */
 import type { Benchmark } from '../lib/bench.ts';
+import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
 import { replayBenchmark } from './replay.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, connectionsBenchmark];
