@@ -1,0 +1,82 @@
+/**
+ * The journaling shim run around every spawned command, and its tail replayer: Sprites only
+ * replays a partial scrollback tail on attach, so the sprite itself keeps each stream from byte zero.
+ */
+import { randomBytes } from 'node:crypto';
+import { err, ok, sandboxError, type EnvPairs, type SandboxResult } from '../../sandbox/index.ts';
+
+/** `$0` of the shim; list_sessions shows it in the command line, followed by the journal key. */
+export const SHIM_TAG = 'fountain-shim';
+export const REPLAY_TAG = 'fountain-replay';
+/** The replayer's exit code when there is no journal for the key (a TTY or foreign session). */
+export const NO_JOURNAL_EXIT = 86;
+
+// $1 is the journal key; the rest is the command. The exit file is written last and renamed into
+// place, so a reader that finds it also finds complete output files.
+const SHIM_SCRIPT = [
+  'd="$HOME/.fountain/sessions/$1"; shift',
+  'mkdir -p "$d" || exit 125',
+  'echo $$ > "$d/pid"',
+  'ln -sfn "$d" "$HOME/.fountain/sessions/pid-$$" 2>/dev/null',
+  'rm -f "$d/o" "$d/e"',
+  'mkfifo "$d/o" "$d/e" || exit 125',
+  'tee "$d/out" < "$d/o" &',
+  'tee "$d/err" < "$d/e" >&2 &',
+  '"$@" > "$d/o" 2> "$d/e"',
+  'c=$?',
+  'wait',
+  'echo "$c" > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"',
+  'exit "$c"',
+].join('\n');
+
+// `tail --pid` stops following once the shim is gone, after reading what was left.
+const REPLAY_SCRIPT = [
+  'd="$HOME/.fountain/sessions/$1"',
+  `[ -f "$d/pid" ] || exit ${NO_JOURNAL_EXIT}`,
+  'p=$(cat "$d/pid")',
+  'tail -s 0.2 -c +1 --pid="$p" -f "$d/out" &',
+  'tail -s 0.2 -c +1 --pid="$p" -f "$d/err" >&2 &',
+  'wait',
+].join('\n');
+
+const EXIT_READ_SCRIPT = 'cat "$HOME/.fountain/sessions/$1/exit"';
+
+export const newJournalKey = (): string => randomBytes(16).toString('hex');
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Sprites' `env=` query parameter replaces the whole default environment (HOME, PATH, USER go),
+ * so variables are applied with `env NAME=value cmd`, which adds to the sprite's environment.
+ */
+export function withEnv(cmd: string, args: readonly string[], env: EnvPairs | undefined): SandboxResult<string[]> {
+  if (!cmd || cmd.includes('\0') || args.some((a) => a.includes('\0'))) return err(sandboxError('invalid', 'command'));
+  if (!env || env.length === 0) return ok([cmd, ...args]);
+  const assignments: string[] = [];
+  for (const [k, v] of env) {
+    if (!ENV_NAME.test(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
+    assignments.push(`${k}=${v}`);
+  }
+  return ok(['env', ...assignments, cmd, ...args]);
+}
+
+export const shimArgv = (key: string, argv: readonly string[]): string[] => ['sh', '-c', SHIM_SCRIPT, SHIM_TAG, key, ...argv];
+
+/** The journal a session writes, from its command line (key) or else its id (the shim's PID). */
+export function journalRef(sessionId: string, command: string | null | undefined): string | null {
+  const m = command ? new RegExp(`${SHIM_TAG} ([0-9a-f]{32})`).exec(command) : null;
+  if (m?.[1]) return m[1];
+  return /^[0-9]+$/.test(sessionId) ? `pid-${sessionId}` : null;
+}
+
+export const replayArgv = (ref: string): string[] => ['sh', '-c', REPLAY_SCRIPT, REPLAY_TAG, ref];
+export const exitReadArgv = (ref: string): string[] => ['sh', '-c', EXIT_READ_SCRIPT, 'fountain-exit', ref];
+
+/** Whether a session is one of the adapter's own replayers, which callers never need to see. */
+export const isReplayer = (command: string | null | undefined): boolean => !!command && command.includes(REPLAY_TAG);
+
+/** A shimmed session's command line without the shim: what the caller spawned. */
+export function displayCommand(command: string): string {
+  const m = new RegExp(`${SHIM_TAG} [0-9a-f]{32} `).exec(command);
+  return m ? command.slice(m.index + m[0].length) : command;
+}
