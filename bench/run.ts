@@ -12,6 +12,8 @@ import { machineEnd, machineStart, writeResult } from './lib/result.ts';
 import { readHistory } from './lib/history.ts';
 import { profileSelf, topFunctions } from './lib/profile.ts';
 import { BENCHMARKS } from './benchmarks/index.ts';
+import { startRunnerRig } from './lib/rig.ts';
+import type { RunnerRig } from './lib/rig.ts';
 
 const RESULTS = join(import.meta.dirname, 'results');
 
@@ -38,6 +40,9 @@ async function main(): Promise<number> {
   const cpuProfDir = cpuProf ? join(RESULTS, 'profiles') : null;
   if (cpuProfDir) mkdirSync(cpuProfDir, { recursive: true });
   const logger = pino({ level: 'warn' }, pino.destination(2));
+  const shared: { rig: Promise<RunnerRig> | null } = { rig: null };
+  // Big enough for the full stream benchmark's 1 GiB: the journal is part of the real path.
+  const rig = () => (shared.rig ??= startRunnerRig({ logger, cpuProfDir, journalCapMib: 1100 }));
   const summaries: string[] = [];
   let failed = 0;
   const t0 = process.hrtime.bigint();
@@ -49,7 +54,7 @@ async function main(): Promise<number> {
     const before = new Set(cpuProfDir ? readdirSync(cpuProfDir) : []);
     const stopProfile = cpuProfDir ? await profileSelf(join(cpuProfDir, `bench-${b.name}-${Date.now()}.cpuprofile`)) : null;
     try {
-      const measured = await b.run({ quick, cpuProfDir, logger, progress: (m) => process.stderr.write(`  ${m}\n`) });
+      const measured = await b.run({ quick, cpuProfDir, logger, rig, progress: (m) => process.stderr.write(`  ${m}\n`) });
       const path = join(RESULTS, `${b.name}.json`);
       const result = {
         name: b.name,
@@ -75,6 +80,7 @@ async function main(): Promise<number> {
       process.stderr.write(`${line}\n`);
     }
   }
+  if (shared.rig) await (await shared.rig.catch(() => null))?.stop();
   process.stdout.write(`\n--- summary (${Math.round(msSince(t0) / 1000)} s, results in bench/results/) ---\n${summaries.join('\n')}\n`);
   return failed > 0 ? 1 : 0;
 }

@@ -5,7 +5,9 @@
 import type { Benchmark } from '../lib/bench.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
+import { ingestBenchmark } from './ingest.ts';
+import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, connectionsBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, connectionsBenchmark];

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Benchmark } from '../lib/bench.ts';
 import { msSince } from '../lib/bench.ts';
 import { verdict } from '../lib/result.ts';
-import { SETUP_RUNNER, SETUP_SERVER, startRunnerRig } from '../lib/rig.ts';
+import { SETUP_RUNNER, SETUP_SERVER } from '../lib/rig.ts';
 import { countingSink } from '../lib/sessions.ts';
 import { cpuMeter } from '../lib/cpu.ts';
 import { mbPerSecond, median, ratio, round } from '../lib/stats.ts';
@@ -50,8 +50,8 @@ export const replayBenchmark: Benchmark = {
   title: 'attach with replay from byte zero of a 100 MB journal, through the runner socket',
   async run(ctx) {
     const rounds = ctx.quick ? 1 : 5;
-    const rig = await startRunnerRig({ logger: ctx.logger, cpuProfDir: ctx.cpuProfDir });
-    try {
+    const rig = await ctx.rig();
+    {
       const handle = await rig.sandbox();
       ctx.progress('replay: writing a 100 MB journal');
       const sessionId = await journaledSession(rig, handle);
@@ -99,8 +99,6 @@ export const replayBenchmark: Benchmark = {
         ],
         summary: `replay     ${rate} MB/s (median of ${rounds}) vs reading the journal files ${disk} MB/s → ${round(ratio(rate, disk) * 100)}% (target ≥${TARGET_MBPS} MB/s: ${verdict(met)}); CPU ms/MB server ${serverCpuMsPerMB} runner ${runnerCpuMsPerMB}`,
       };
-    } finally {
-      await rig.stop();
     }
   },
 };

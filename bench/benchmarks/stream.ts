@@ -5,7 +5,7 @@
 import type { Benchmark } from '../lib/bench.ts';
 import { msSince } from '../lib/bench.ts';
 import { verdict } from '../lib/result.ts';
-import { SETUP_RUNNER, SETUP_SERVER, startRunnerRig } from '../lib/rig.ts';
+import { SETUP_RUNNER, SETUP_SERVER } from '../lib/rig.ts';
 import { countingSink, rawPipe } from '../lib/sessions.ts';
 import { mbPerSecond, ratio, round } from '../lib/stats.ts';
 import { cpuMeter } from '../lib/cpu.ts';
@@ -19,8 +19,8 @@ export const streamBenchmark: Benchmark = {
     const bytes = ctx.quick ? 64 * MiB : 1024 * MiB;
     const args = ['-c', String(bytes), '/dev/zero'];
     // The journal keeps every byte on disk too: that is part of the real path.
-    const rig = await startRunnerRig({ logger: ctx.logger, cpuProfDir: ctx.cpuProfDir, journalCapMib: Math.ceil(bytes / MiB) + 16 });
-    try {
+    const rig = await ctx.rig();
+    {
       const handle = await rig.sandbox();
       ctx.progress(`stream: raw pipe, ${bytes / MiB} MiB`);
       let t0 = process.hrtime.bigint();
@@ -54,8 +54,6 @@ export const streamBenchmark: Benchmark = {
         notes: [],
         summary: `stream     ${fRate} MB/s vs raw pipe ${pRate} MB/s → ${Math.round(share * 1000) / 10}% (${bytes / MiB} MiB; target ≥25%: ${verdict(met)}); CPU ms/MB server ${serverCpuMsPerMB} runner ${runnerCpuMsPerMB}`,
       };
-    } finally {
-      await rig.stop();
     }
   },
 };

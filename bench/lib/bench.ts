@@ -4,12 +4,15 @@
  */
 import type { Logger } from 'pino';
 import type { BenchResult } from './result.ts';
+import type { RunnerRig } from './rig.ts';
 
 export interface BenchContext {
   readonly quick: boolean;
   /** Directory for V8 CPU profiles, or null when not profiling. */
   readonly cpuProfDir: string | null;
   readonly logger: Logger;
+  /** The shared server + runner, started on first use and stopped when every benchmark is done. */
+  rig(): Promise<RunnerRig>;
   /** Progress for the operator, on stderr. */
   progress(message: string): void;
 }

@@ -1,6 +1,6 @@
 /**
- * A real server end and a real runner on loopback: the runner hub's upgrade route with
- * acceptRunnerSocket in this process, and `fountain runner` (bin/fountain.js) as a child process.
+ * A real server and a real runner on loopback: startServer (embedded PGlite, the runner upgrade
+ * route, the engine) in this process, and `fountain runner` (bin/fountain.js) as a child process.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -9,10 +9,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { RunnerAdapter } from '../../src/providers/runner/index.ts';
+import { RunnerAdapter, acceptRunnerSocket } from '../../src/providers/runner/index.ts';
 import type { RunnerHost } from '../../src/providers/runner/index.ts';
-import { startRunnerTestHub } from '../../src/providers/runner/test-hub.ts';
-import type { RunnerTestHub } from '../../src/providers/runner/test-hub.ts';
+import { startServer } from '../../src/server/start.ts';
+import type { RunningServer } from '../../src/server/start.ts';
 import { mintRunnerName } from '../../src/sandbox/index.ts';
 import type { Handle } from '../../src/sandbox/index.ts';
 
@@ -24,9 +24,14 @@ export interface RigOptions {
   /** When set, the runner child writes a V8 CPU profile there when it exits. */
   readonly cpuProfDir?: string | null;
   readonly journalCapMib?: number;
+  /** Server environment (e.g. FOUNTAIN_RUNNER_HEARTBEAT_MS). */
+  readonly env?: Record<string, string>;
 }
 
 export interface RunnerRig {
+  readonly server: RunningServer;
+  /** The owner's full-scope key. */
+  readonly apiKey: string;
   readonly adapter: RunnerAdapter;
   readonly host: RunnerHost;
   readonly runnerId: string;
@@ -38,7 +43,7 @@ export interface RunnerRig {
   stop(): Promise<void>;
 }
 
-export const SETUP_SERVER = 'runner hub upgrade route + acceptRunnerSocket + RunnerAdapter (this process, 127.0.0.1)';
+export const SETUP_SERVER = 'startServer (Hono on node http, embedded PGlite, runner upgrade route, acceptRunnerSocket) in the bench process on 127.0.0.1; RunnerAdapter over its runner host';
 export const SETUP_RUNNER = '`fountain runner --backend process` child process (bin/fountain.js), dialing the hub over one WebSocket';
 
 async function until<T>(check: () => T | undefined | null | false, what: string, timeoutMs = 30_000): Promise<T> {
@@ -56,19 +61,18 @@ export function exited(child: ChildProcess): Promise<void> {
 }
 
 export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
-  const hub: RunnerTestHub = await startRunnerTestHub({ logger: opts.logger });
-  const name = `bench-${randomUUID().slice(0, 8)}`;
-  const runnerId = randomUUID();
-  hub.enroll(name, runnerId);
   const home = mkdtempSync(join(tmpdir(), 'fountain-bench-'));
+  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket });
+  const apiKey = server.bootstrapKey;
+  if (!apiKey) throw new Error('the server minted no bootstrap key');
+  const name = `bench-${randomUUID().slice(0, 8)}`;
   const root = join(home, 'sandboxes');
-  const baseUrl = hub.url.replace(/^ws:/, 'http:').replace(/\/api\/runners\/ws$/, '');
   const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
   const child = spawn(
     process.execPath,
     [...nodeFlags, FOUNTAIN_BIN, 'runner', '--name', name, '--root', root, '--log-level', 'warn', '--journal-cap-mib', String(opts.journalCapMib ?? 512)],
     {
-      env: { ...process.env, HOME: home, FOUNTAIN_API_KEY: 'bench-key', FOUNTAIN_BASE_URL: baseUrl, FOUNTAIN_PROFILE: '' },
+      env: { ...process.env, HOME: home, FOUNTAIN_API_KEY: apiKey, FOUNTAIN_BASE_URL: server.url, FOUNTAIN_PROFILE: '' },
       stdio: ['ignore', 'ignore', 'inherit'],
     },
   );
@@ -79,19 +83,26 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
       await exited(child);
       clearTimeout(t);
     }
-    await hub.close();
+    await server.stop();
     rmSync(home, { recursive: true, force: true });
   };
+  let runnerId: string;
   try {
-    await until(() => hub.host.whereis(runnerId) ?? (child.exitCode !== null ? (() => { throw new Error(`runner exited with ${child.exitCode}`); })() : null), 'the runner to connect');
+    const info = await until(
+      () => server.host.online().find((r) => r.name === name) ?? (child.exitCode !== null ? (() => { throw new Error(`runner exited with ${child.exitCode}`); })() : null),
+      'the runner to connect',
+    );
+    runnerId = info.runnerId;
   } catch (e) {
     await cleanup();
     throw e;
   }
-  const adapter = new RunnerAdapter(hub.host, { logger: opts.logger });
+  const adapter = new RunnerAdapter(server.host, { logger: opts.logger });
   return {
+    server,
+    apiKey,
     adapter,
-    host: hub.host,
+    host: server.host,
     runnerId,
     root,
     runnerPid: child.pid!,
