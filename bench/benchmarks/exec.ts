@@ -25,7 +25,7 @@ export const execBenchmark: Benchmark = {
   name: 'exec',
   title: 'exec round trip (server → runner socket → process backend → back) vs child_process.spawn',
   async run(ctx) {
-    const runs = ctx.quick ? 40 : 500;
+    const runs = ctx.quick ? 30 : 500;
     // A floor taken before this process holds the server (its size slows its own forks), when it goes first.
     const early: number[] = [];
     for (let i = 0; i < runs / 2; i++) {
