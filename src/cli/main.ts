@@ -23,6 +23,7 @@ const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
   () => import('./chat.ts'),
   () => import('./conversations.ts'),
   () => import('./runner.ts'),
+  () => import('./up.ts'),
   () => import('./demo-agent.ts'),
   () => import('./runner-guest.ts'),
 ];
