@@ -12,7 +12,7 @@ import { runDaemon } from '../runner/daemon.ts';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
 import { FountainApi } from './api.ts';
-import { credentialsPath, readCredentials, saveProfile } from './credentials.ts';
+import { credentialsPath, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 import { agentSchema, data } from './schemas.ts';
 
@@ -110,7 +110,7 @@ export function register(program: Command): void {
 
       // Save the profile so `fountain chat demo` works from another terminal, unless the user
       // already keeps a different server's key under it.
-      const profile = flags.profile ?? process.env.FOUNTAIN_PROFILE ?? 'default';
+      const profile = resolveCredentials({ profile: flags.profile }).profile;
       let saved = false;
       try {
         const existing = readCredentials()[profile];
