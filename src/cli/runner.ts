@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
@@ -21,7 +22,8 @@ const flagsSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, '--name must be 1-63 of a-z 0-9 . _ - and start with a letter or digit')
     .optional(),
   root: z.string().min(1).optional(),
-  backend: z.enum(['process'], { message: '--backend must be "process" (the namespace and firecracker backends are not built yet)' }),
+  backend: z.enum(['process', 'namespace'], { message: '--backend must be "process" or "namespace"' }),
+  nsSubnet: z.string().optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
   profile: z.string().optional(),
@@ -39,7 +41,8 @@ export function register(program: Command): void {
     .description('Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions')
     .option('--name <name>', "runner name (default: this machine's hostname, sanitised)")
     .option('--root <dir>', 'sandbox directory (default: ~/.fountain/runners/<name>/sandboxes)')
-    .option('--backend <backend>', 'what a sandbox is: process (a directory)', 'process')
+    .option('--backend <backend>', 'what a sandbox is: process (a directory) or namespace (bubblewrap, cgroups, egress policy; root)', 'process')
+    .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
     .action(async (_opts: unknown, cmd: Command) => {
@@ -60,7 +63,8 @@ export function register(program: Command): void {
       const name = flags.name ?? defaultRunnerName(hostname());
       const root = flags.root ? resolve(flags.root) : defaultRoot(name);
       const logger = createLogger(flags.logLevel, 'fountain-runner');
-      const opened = openProcessBackend({ root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 });
+      const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
+      const opened = flags.backend === 'namespace' ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet }) : openProcessBackend(common);
       if (!opened.ok) {
         process.stderr.write(`fountain runner: ${opened.error}\n`);
         process.exit(1);

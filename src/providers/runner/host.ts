@@ -3,7 +3,7 @@
  * a registry of connections keyed by runner id, plus the heartbeat and presence hooks.
  */
 import type { SandboxResult } from '../../sandbox/index.ts';
-import type { Request } from '../../wire/index.ts';
+import type { Request, RunnerCapability } from '../../wire/index.ts';
 
 /** What the provider knows about a connected runner. */
 export interface RunnerInfo {
@@ -11,6 +11,8 @@ export interface RunnerInfo {
   readonly accountId: string;
   readonly name: string;
   readonly connectedAt: Date;
+  /** What the daemon advertised in its dial (`capabilities=`); absent: the upstream set, suspend and attach. */
+  readonly capabilities?: readonly RunnerCapability[];
 }
 
 /** A request without its id: the connection numbers requests itself. */

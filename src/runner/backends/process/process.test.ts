@@ -233,9 +233,11 @@ describe('process backend', () => {
       const script = `let i = 0; const pad = 'x'.repeat(90);
         const tick = () => { let s = ''; for (let k = 0; k < 200 && i < ${lines}; k++) s += 'L' + (i++) + ' ' + pad + '\\n';
           process.stdout.write(s, () => (i < ${lines} ? setTimeout(tick, 1) : undefined)); };
-        tick();`;
+        tick();
+        process.stdin.on('data', (d) => process.stdout.write(d));
+        process.stdin.on('end', () => process.exit(0));`;
       const first = new CollectingOut();
-      const r = await big.spawn({ id: 1, op: 'spawn', name: 'big', cmd: process.execPath, args: ['-e', script], env: [] }, { requestId: 1, out: first });
+      const r = await big.spawn({ id: 1, op: 'spawn', name: 'big', cmd: process.execPath, args: ['-e', script], env: [], stdin: true }, { requestId: 1, out: first });
       assert.ok(r.ok);
       const sid = r.value.result.session_id;
       r.value.followUp?.();
@@ -246,9 +248,15 @@ describe('process backend', () => {
       const a = await big.attach({ id: 2, op: 'attach', name: 'big', session_id: sid }, { requestId: 2, out: slow });
       assert.ok(a.ok);
       a.value.followUp?.();
+      // Under load the child may finish writing before the replay ends; a line sent after the
+      // whole output arrived is live output for certain, so the hand-over is always exercised.
+      await until(() => slow.bytes(sid).toString().includes(`L${lines - 1} `), 'all lines through the replay', 30_000);
+      const tail = Buffer.from(`L${lines} tail\n`).toString('base64');
+      assert.ok((await big.stdin({ id: 3, op: 'stdin', session_id: sid, data: tail })).ok);
+      assert.ok((await big.stdinClose({ id: 4, op: 'stdin_close', session_id: sid })).ok);
       await until(() => slow.exitCode(sid) !== undefined, 'exit after the replay', 30_000);
       const got = slow.bytes(sid).toString().split('\n').filter(Boolean).map((l) => Number(l.slice(1, l.indexOf(' '))));
-      assert.equal(got.length, lines);
+      assert.equal(got.length, lines + 1);
       assert.ok(got.every((n, i) => n === i), 'every line once, in order');
       assert.ok(slow.frames.some((f) => f.replay_for === 2) && slow.frames.some((f) => f.replay_for === undefined && f.stream !== 'exit'));
     } finally {

@@ -1,0 +1,171 @@
+/**
+ * One live spawned or attached command: turns envd process events into contract frames, holds them
+ * until spawn has seen envd's `start`, and guarantees exactly one terminal frame after all output.
+ */
+import type { FrameSink, SandboxError, StreamFrame } from '../../sandbox/index.ts';
+import { sandboxError } from '../../sandbox/index.ts';
+import type { EndEvent, ProcessEventSink, ProcessStream, StreamClose } from './envd.ts';
+
+/** Go's names for the signals a process most often dies of, as envd reports them in `status`. */
+const SIGNALS: Readonly<Record<string, number>> = {
+  hangup: 1,
+  interrupt: 2,
+  quit: 3,
+  aborted: 6,
+  killed: 9,
+  'user defined signal 1': 10,
+  'user defined signal 2': 12,
+  'broken pipe': 13,
+  terminated: 15,
+};
+
+/** The contract's own code for a stream that closed without a verdict (transient for retry). */
+export const closedBeforeExit = (why?: string): SandboxError => sandboxError('closed_before_exit', why);
+
+/**
+ * The exit code an `end` event proves. proto3 JSON omits a zero, so an absent `exitCode` is 0
+ * only when `exited` says the process exited normally; a signal death is 128 + signal.
+ * `undefined` when the event proves nothing.
+ */
+export function exitCodeOf(e: EndEvent): number | undefined {
+  if (e.exited) return e.exitCode ?? 0;
+  const m = /^signal: (.+)$/.exec(e.status);
+  const sig = m?.[1] ? SIGNALS[m[1]] : undefined;
+  return sig === undefined ? undefined : 128 + sig;
+}
+
+export type CommandKind = 'spawn' | 'replay';
+
+export interface LiveCommandInit {
+  readonly ref: string;
+  readonly owner: FrameSink;
+  readonly kind: CommandKind;
+  /** The envd tag stdin goes to (the session's shim); null when stdin was not asked for. */
+  readonly stdinTag: string | null;
+  /** Asks the sandbox for the journaled exit code after a dropped stream (spawn only). */
+  readonly recoverExit: () => Promise<number | undefined>;
+  /** Called once when the command ends locally (terminal frame sent, or stopped). */
+  readonly onDone: () => void;
+}
+
+export class LiveCommand implements ProcessEventSink {
+  readonly ref: string;
+  readonly kind: CommandKind;
+  readonly stdinTag: string | null;
+  readonly #owner: FrameSink;
+  readonly #recoverExit: () => Promise<number | undefined>;
+  readonly #onDone: () => void;
+  #held: StreamFrame[] | null = [];
+  #terminal = false;
+  #stopped = false;
+  #stream: ProcessStream | null = null;
+  #pid: number | null = null;
+  #ack: { resolve: (r: { ok: true; pid: number } | { ok: false; error: SandboxError }) => void } | null = null;
+  readonly acked: Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }>;
+
+  constructor(init: LiveCommandInit) {
+    this.ref = init.ref;
+    this.kind = init.kind;
+    this.stdinTag = init.stdinTag;
+    this.#owner = init.owner;
+    this.#recoverExit = init.recoverExit;
+    this.#onDone = init.onDone;
+    this.acked = new Promise((resolve) => {
+      this.#ack = { resolve };
+    });
+  }
+
+  /** Whether stdin writes can still reach the process as far as this end knows. */
+  get live(): boolean {
+    return !this.#terminal && !this.#stopped;
+  }
+
+  attachStream(s: ProcessStream): void {
+    this.#stream = s;
+    if (this.#stopped) s.abort();
+  }
+
+  /** Spawn has returned: release held frames in order, then deliver live. */
+  release(): void {
+    const held = this.#held ?? [];
+    this.#held = null;
+    for (const f of held) this.#deliver(f);
+  }
+
+  /** Tears down the local end only; the remote process keeps running. Sends no more frames. */
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#stream?.abort();
+    this.#settleAck({ ok: false, error: sandboxError('unavailable', 'stopped before start') });
+    if (!this.#terminal) this.#onDone();
+  }
+
+  #settleAck(r: { ok: true; pid: number } | { ok: false; error: SandboxError }): void {
+    const a = this.#ack;
+    this.#ack = null;
+    a?.resolve(r);
+  }
+
+  #deliver(f: StreamFrame): void {
+    if (this.#stopped) return;
+    try {
+      this.#owner(f);
+    } catch {
+      // A throwing owner must not take the stream down with it.
+    }
+  }
+
+  #emit(f: StreamFrame): void {
+    if (this.#terminal || this.#stopped) return;
+    if (f.type === 'exit' || f.type === 'error') {
+      this.#terminal = true;
+      this.#onDone();
+    }
+    if (this.#held) this.#held.push(f);
+    else this.#deliver(f);
+  }
+
+  start(pid: number): void {
+    this.#pid = pid;
+    this.#settleAck({ ok: true, pid });
+  }
+
+  stdout(data: Buffer): void {
+    if (data.length) this.#emit({ type: 'stdout', ref: this.ref, data: new Uint8Array(data) });
+  }
+
+  stderr(data: Buffer): void {
+    if (data.length) this.#emit({ type: 'stderr', ref: this.ref, data: new Uint8Array(data) });
+  }
+
+  end(e: EndEvent): void {
+    const code = exitCodeOf(e);
+    // The replayer kills itself when the journal holds no verdict: that is a close without exit.
+    if (code !== undefined && !(this.kind === 'replay' && !e.exited)) this.#emit({ type: 'exit', ref: this.ref, code });
+    else this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(e.status || e.error || 'no exit code') });
+  }
+
+  closed(how: StreamClose): void {
+    if (this.#pid === null) {
+      const error = how.kind === 'end_stream' && how.error ? how.error : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start');
+      this.#settleAck({ ok: false, error });
+      this.#terminal = true;
+      return;
+    }
+    if (this.#terminal || this.#stopped) return;
+    const why = how.kind === 'dropped' ? how.detail : (how.error?.detail ?? 'end-stream without end');
+    if (this.kind === 'replay') {
+      this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
+      return;
+    }
+    // The stream is gone but the shim may have journaled the real verdict: send that, never a guess.
+    void this.#recoverExit().then(
+      (code) => {
+        if (code !== undefined) this.#emit({ type: 'exit', ref: this.ref, code });
+        else this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
+      },
+      () => this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) }),
+    );
+  }
+}
