@@ -14,6 +14,10 @@ import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { errorResponses, type RouteDeps } from './routes/common.ts';
 import { runnerRoutes } from './routes/runners.ts';
+import { agentRoutes } from './routes/agents.ts';
+import { conversationRoutes } from './routes/conversations.ts';
+import type { ConversationEngine } from './engine/index.ts';
+import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
 
 export interface AppDeps {
@@ -26,6 +30,8 @@ export interface AppDeps {
   readonly runnersEnabled: boolean;
   /** Shown in the OpenAPI document. */
   readonly version?: string;
+  /** The conversation engine; without it the agent and conversation routes are not mounted. */
+  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -78,6 +84,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
+  if (deps.engine) {
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+  }
 
   app.doc('/api/openapi.json', {
     openapi: '3.0.0',

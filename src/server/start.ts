@@ -16,6 +16,8 @@ import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
 import { openDatabase, type Database } from './store/db.ts';
+import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
+import type { SandboxAdapter } from '../sandbox/index.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -34,6 +36,12 @@ export interface StartServerOptions {
   readonly version?: string;
   /** Default: the real server end of the runner socket (providers/runner/connection.ts). */
   readonly acceptRunnerSocket?: AcceptRunnerSocket;
+  /** Hosted sandbox adapters to register beside the runner adapter (wired by the CLI). */
+  readonly adapters?: readonly SandboxAdapter[];
+  /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
+  readonly engine?: Partial<EngineConfig>;
+  /** SSE heartbeat interval; default 15 s. */
+  readonly sseHeartbeatMs?: number;
 }
 
 export interface RunningServer {
@@ -49,6 +57,7 @@ export interface RunningServer {
   readonly database: Database;
   readonly host: RunnerHost;
   readonly bus: EventBus;
+  readonly engine: ConversationEngine;
   /** The Hono app, for tests that inspect its routes. */
   readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
@@ -62,11 +71,22 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
 
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
+  let engine: ConversationEngine | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
     const host = createRunnerHost({ db: database.db, bus, logger });
+    const wired = createEngine({
+      db: database.db,
+      logger,
+      host,
+      env: opts.env ?? process.env,
+      ...(opts.adapters ? { adapters: opts.adapters } : {}),
+      ...(opts.engine ? { config: opts.engine } : {}),
+    });
+    engine = wired.engine;
+    await engine.start();
     const app = createApp({
       db: database.db,
       logger,
@@ -74,6 +94,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
+      engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
@@ -102,6 +123,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const stop = () =>
       (stopping ??= (async () => {
         upgrade.close();
+        // Detach from agent processes and flush queued events while the database is still open.
+        await engine!.stop();
         for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
         await new Promise<void>((resolve) => {
           srv.close(() => resolve());
@@ -120,11 +143,13 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       database,
       host,
       bus,
+      engine: engine!,
       app,
       stop,
     };
   } catch (e) {
     server?.close();
+    await engine?.stop();
     await database.close();
     throw e;
   }

@@ -353,11 +353,16 @@ export class RunnerAdapter implements SandboxAdapter {
   /** Turns connection callbacks into owner frames, guaranteeing exactly one terminal frame. */
   #listener(ref: string, owner: FrameSink, onEnd: () => void): SessionListener {
     let done = false;
+    const report = (e: unknown): void => {
+      this.#log?.warn({ err: e instanceof Error ? e.message : String(e), ref }, 'command owner failed on a frame');
+    };
     const emit = (frame: StreamFrame): void => {
       try {
-        owner(frame);
+        // An async owner is allowed by the type; its rejection must not become an unhandled one.
+        const r: unknown = owner(frame);
+        if (r instanceof Promise) r.catch(report);
       } catch (e) {
-        this.#log?.warn({ err: e instanceof Error ? e.message : String(e), ref }, 'command owner threw on a frame');
+        report(e);
       }
     };
     const end = (frame: StreamFrame): void => {

@@ -401,6 +401,39 @@ describe('runner adapter against misbehaving daemons', () => {
   });
 });
 
+describe('call budgets and replay_from', () => {
+  it('exec without a timeout outlives the call timeout; replay_from reaches Command.replayFrom', async () => {
+    const hub = await startRunnerTestHub({ logger, callTimeoutMs: 100 });
+    const daemon = await startFakeDaemon({
+      runnerId: RUNNER_ID,
+      name: 'budget',
+      hub,
+      logger,
+      reconnect: false,
+      intercept: (req) => {
+        if (req.op === 'exec') return null;
+        if (req.op === 'attach') return `{"id":${req.id},"ok":true,"result":{"session_id":"${req.session_id}","replay_from":42}}`;
+        return undefined;
+      },
+    });
+    try {
+      const adapter = new RunnerAdapter(hub.host, { logger });
+      const h = value(await adapter.create(mint()));
+      const attached = value(await adapter.attach(h, 's-any', { owner: () => {} }));
+      assert.equal(attached.replayFrom, 42);
+      const exec = adapter.exec(h, 'sleep', ['forever']);
+      // Well past the 100 ms call timeout: an exec without its own timeout has no call timeout either.
+      await settle(400);
+      daemon.drop();
+      const r = await exec;
+      assert.ok(!r.ok && r.error.detail === 'runner_disconnected', inspect(r));
+    } finally {
+      await daemon.stop();
+      await hub.close();
+    }
+  });
+});
+
 describe('the server end of the socket refuses bad frames', () => {
   let hub: RunnerTestHub;
   const announced: string[] = [];
@@ -481,6 +514,53 @@ describe('a silent runner socket', () => {
     } finally {
       await hub.close();
     }
+  });
+});
+
+describe('hooks and owners that fail', () => {
+  it('a throwing or rejecting host hook and a throwing owner disturb nothing', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown): void => {
+      unhandled.push(e);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    let beats = 0;
+    const host = new LocalRunnerHost({
+      heartbeat: async () => {
+        beats += 1;
+        throw new Error('database down');
+      },
+      presence: () => {
+        throw new Error('bus down');
+      },
+    });
+    const hub = await startRunnerTestHub({ logger, host, heartbeatMs: 10 });
+    const daemon = await startFakeDaemon({ runnerId: RUNNER_ID, name: 'fragile', hub, logger });
+    try {
+      const adapter = new RunnerAdapter(host, { logger });
+      const h = value(await adapter.create(mint()));
+      const good = new Frames();
+      const cmd = value(
+        await adapter.spawn(h, 'x', ['out:a', 'stay'], {
+          owner: () => {
+            throw new Error('owner bug');
+          },
+          stdin: true,
+        }),
+      );
+      const sid = (cmd.private?.reveal() as { sessionId: string }).sessionId;
+      value(await adapter.attach(h, sid, { owner: good.sink }));
+      value(await adapter.writeStdin(cmd, Buffer.from('b')));
+      await good.next(isStdout('echo:b'));
+      await until(() => beats >= 2, 'heartbeats');
+      value(await adapter.get(h));
+    } finally {
+      await daemon.stop();
+      await hub.close();
+      await settle(20);
+      process.off('unhandledRejection', onUnhandled);
+    }
+    assert.deepEqual(unhandled, []);
   });
 });
 

@@ -52,9 +52,12 @@ export interface RunnerHost {
   whereis(runnerId: string): RunnerConnection | undefined;
   /** Online runners, most recently connected first, then by name; optionally for one account. */
   online(accountId?: string): RunnerInfo[];
-  /** Called every heartbeat interval while the socket is up; the platform stamps last_seen_at. */
+  /**
+   * Called every heartbeat interval while the socket is up; the platform stamps last_seen_at.
+   * May be async (typed void so any hook fits): the connection catches and logs a rejection.
+   */
   heartbeat(info: RunnerInfo): void;
-  /** Called after register (online) and after unregister (offline). */
+  /** Called after register (online) and after unregister (offline). May be async, like heartbeat. */
   presence(info: RunnerInfo, state: 'online' | 'offline'): void;
 }
 
@@ -93,11 +96,12 @@ export class LocalRunnerHost implements RunnerHost {
       .sort((a, b) => b.connectedAt.getTime() - a.connectedAt.getTime() || a.name.localeCompare(b.name));
   }
 
+  /** Passes an async hook's promise through, so the connection can catch its rejection. */
   heartbeat(info: RunnerInfo): void {
-    this.#hooks.heartbeat?.(info);
+    return this.#hooks.heartbeat?.(info);
   }
 
   presence(info: RunnerInfo, state: 'online' | 'offline'): void {
-    this.#hooks.presence?.(info, state);
+    return this.#hooks.presence?.(info, state);
   }
 }
