@@ -153,7 +153,7 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
         await page.waitForLoadState('load');
         const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         assert.ok(overflow <= 1, `${p} at ${width}px is ${overflow}px wider than the screen`);
-        await page.screenshot({ path: join(ARTIFACTS, `${width}${p.replace(/[^a-z0-9]+/gi, '_') || '_home'}.png`), fullPage: true });
+        await page.screenshot({ path: join(ARTIFACTS, `${width}${p === convHref ? '_conversation' : p.replace(/[^a-z0-9]+/gi, '_')}.png`), fullPage: true });
       }
     }
     assert.deepEqual(consoleErrors, []);
