@@ -19,6 +19,10 @@ import { conversationRoutes } from './routes/conversations.ts';
 import type { ConversationEngine } from './engine/index.ts';
 import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
+import { runnersTopic } from './events.ts';
+import { CLOSE } from '../wire/index.ts';
+import { createWebApp } from './web/app.tsx';
+import { loadDocs } from './web/docs.tsx';
 
 export interface AppDeps {
   readonly db: Db;
@@ -32,6 +36,8 @@ export interface AppDeps {
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
   readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  /** The web UI (pages and /docs); mounted only together with the engine. */
+  readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -87,6 +93,26 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    if (deps.web) {
+      const { engine, registry, defaultProvider } = deps.engine;
+      app.route(
+        '/',
+        createWebApp({
+          db: deps.db,
+          engine,
+          registry,
+          defaultProvider,
+          runnerHost: deps.host,
+          watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
+          disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
+          runnersEnabled: deps.runnersEnabled,
+          sessionSecret: deps.web.sessionSecret,
+          secureCookies: deps.web.secureCookies ?? false,
+          docs: loadDocs(),
+          logger: deps.logger,
+        }),
+      );
+    }
   }
 
   app.doc('/api/openapi.json', {

@@ -18,6 +18,7 @@ import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from 
 import { openDatabase, type Database } from './store/db.ts';
 import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
+import { sessionSecretFrom } from './web/session.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -95,6 +96,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
       engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      web: { sessionSecret: sessionSecretFrom(opts.env ?? process.env, opts.dataDir) },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
