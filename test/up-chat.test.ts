@@ -37,6 +37,7 @@ test('fountain up, then fountain chat demo: stages, a permission answered, the s
   try {
     await until(() => up.out().includes('Ctrl-C stops everything'), `fountain up (${up.err()})`);
     assert.match(up.out(), /demo agent: created/);
+    assert.match(up.out(), /signin\/link\?token=/);
     assert.ok(existsSync(join(home, 'credentials')));
 
     const chat = run(['chat', 'demo'], env, 'run: echo permission-works\n1\nremember: the sky is green\nrecall\n');

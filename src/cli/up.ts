@@ -11,6 +11,7 @@ import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
+import { mintSignInLink } from '../server/web/session.ts';
 import { FountainApi } from './api.ts';
 import { credentialsPath, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
@@ -108,6 +109,14 @@ export function register(program: Command): void {
         }
       }
 
+      let signInLink: string | null = null;
+      try {
+        const me = await api.request('GET', '/api/auth/me', data(z.object({ id: z.string() }).loose()));
+        signInLink = await mintSignInLink(server.database.db, me.data.id, server.url);
+      } catch (e) {
+        logger.warn({ err: e }, 'could not mint a sign-in link');
+      }
+
       // Save the profile so `fountain chat demo` works from another terminal, unless the user
       // already keeps a different server's key under it.
       const profile = resolveCredentials({ profile: flags.profile }).profile;
@@ -125,6 +134,7 @@ export function register(program: Command): void {
       process.stdout.write(
         [
           `Fountain is up at ${server.url}`,
+          signInLink ? `  open in a browser (signs you in once, valid 15 minutes): ${signInLink}` : '',
           `  owner API key: ${key}`,
           saved ? `  saved as profile "${profile}" in ${credentialsPath()}` : `  profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY`,
           `  local runner: ${runnerRoot}`,
