@@ -41,9 +41,15 @@ export interface EngineWiring {
   readonly config?: Partial<EngineConfig>;
 }
 
-/** SANDBOX_PROVIDER: default `runner`; anything unknown or not enabled stops the boot. */
+/**
+ * SANDBOX_PROVIDER: an explicit value that is unknown or not enabled stops the boot. Unset, it is
+ * `runner`, or the first enabled provider when runners are switched off (none enabled: `runner`,
+ * and launches are refused as sandbox_provider_disabled rather than the server refusing to boot).
+ */
 export function defaultProviderFrom(env: EngineWiring['env'], registry: ProviderRegistry): KnownProvider {
-  const raw = env.SANDBOX_PROVIDER?.trim() || 'runner';
+  const explicit = env.SANDBOX_PROVIDER?.trim();
+  if (!explicit) return registry.isEnabled('runner') ? 'runner' : (registry.enabled()[0] ?? 'runner');
+  const raw = explicit;
   if (!isKnownProvider(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `unknown provider ${JSON.stringify(raw)}`);
   if (!registry.isEnabled(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `provider ${raw} is not enabled (missing credential or adapter)`);
   return raw;
