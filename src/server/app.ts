@@ -1,0 +1,88 @@
+/**
+ * The Hono application: every /api route, the generated OpenAPI document, and the single
+ * place where thrown errors become `{error, message}` responses.
+ */
+import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import { sql } from 'drizzle-orm';
+import { bodyLimit } from 'hono/body-limit';
+import type { Logger } from 'pino';
+import type { RunnerHost } from '../providers/runner/host.ts';
+import type { AppEnv } from './auth.ts';
+import { ApiError, errorResponse, toApiError } from './errors.ts';
+import type { EventBus } from './events.ts';
+import { adminRoutes } from './routes/admin.ts';
+import { authRoutes } from './routes/auth.ts';
+import { errorResponses, type RouteDeps } from './routes/common.ts';
+import { runnerRoutes } from './routes/runners.ts';
+import type { Db } from './store/db.ts';
+
+export interface AppDeps {
+  readonly db: Db;
+  readonly logger: Logger;
+  /** The live runner registry (`online`, and closing a deleted runner's socket). */
+  readonly host: RunnerHost;
+  readonly bus: EventBus;
+  /** SANDBOX_RUNNERS_ENABLED */
+  readonly runnersEnabled: boolean;
+  /** Shown in the OpenAPI document. */
+  readonly version?: string;
+}
+
+/** JSON bodies beyond this are refused with 413 before parsing. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>();
+  const routeDeps: RouteDeps = deps;
+
+  app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
+  app.notFound((c) => errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
+  app.use(
+    '/api/*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        // The unread rest of the body makes the connection unusable for another request.
+        throw new ApiError(413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`, {}, { connection: 'close' });
+      },
+    }),
+  );
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API key: ftn_ followed by 64 lowercase hex digits',
+  });
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/health',
+      summary: 'Liveness and database reachability (no auth)',
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } },
+        ...errorResponses(503),
+      },
+    }),
+    async (c) => {
+      try {
+        await deps.db.execute(sql`SELECT 1`);
+      } catch (err) {
+        deps.logger.warn({ err }, 'health check: database unreachable');
+        throw new ApiError(503, 'database_unavailable', 'the database does not answer');
+      }
+      return c.json({ status: 'ok' as const }, 200);
+    },
+  );
+
+  app.route('/', authRoutes(routeDeps));
+  app.route('/', adminRoutes(routeDeps));
+  app.route('/', runnerRoutes(routeDeps));
+
+  app.doc('/api/openapi.json', {
+    openapi: '3.0.0',
+    info: { title: 'Fountain API', version: deps.version ?? '0.0.0' },
+  });
+
+  return app;
+}

@@ -1,0 +1,126 @@
+/**
+ * Starts a whole server in this process: store, migrations, bootstrap, the Hono app on node's
+ * http server, and the runner WebSocket upgrade. Used by `fountain server` and by end-to-end tests.
+ */
+import { mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createAdaptorServer } from '@hono/node-server';
+import pino, { type Logger } from 'pino';
+import type { RunnerHost } from '../providers/runner/host.ts';
+import { CLOSE } from '../wire/index.ts';
+import { createApp } from './app.ts';
+import { bootstrap } from './bootstrap.ts';
+import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
+import { EventBus } from './events.ts';
+import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
+import { openDatabase, type Database } from './store/db.ts';
+
+export interface StartServerOptions {
+  /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
+  readonly dataDir: string;
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** Default 4000; 0 picks a free port (see `url`). */
+  readonly port?: number;
+  /** The environment to configure from; default process.env. */
+  readonly env?: Env;
+  /** Default: a disabled logger. */
+  readonly logger?: Logger;
+  /** With FOUNTAIN_DATABASE_URL: a schema of its own (created if missing), so tests can share one database. */
+  readonly databaseSchema?: string;
+  /** Version reported in the OpenAPI document. */
+  readonly version?: string;
+  readonly acceptRunnerSocket: AcceptRunnerSocket;
+}
+
+export interface RunningServer {
+  /** `http://<host>:<port>` with the real port. */
+  readonly url: string;
+  readonly port: number;
+  /** The owner's first key (from this start or the bootstrap-key file), null if neither has it. */
+  readonly bootstrapKey: string | null;
+  /** True when this start created the owner account. */
+  readonly bootstrapCreated: boolean;
+  readonly bootstrapKeyFile: string;
+  readonly config: ServerConfig;
+  readonly database: Database;
+  readonly host: RunnerHost;
+  readonly bus: EventBus;
+  /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
+  const config = parseServerConfig(opts.env ?? process.env);
+  const logger = opts.logger ?? pino({ enabled: false });
+  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+
+  const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
+  let server: Server | undefined;
+  try {
+    if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
+    const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
+    const bus = new EventBus();
+    const host = createRunnerHost({ db: database.db, bus, logger });
+    const app = createApp({
+      db: database.db,
+      logger,
+      host,
+      bus,
+      runnersEnabled: config.runnersEnabled,
+      ...(opts.version ? { version: opts.version } : {}),
+    });
+    const upgrade = createUpgradeHandler({
+      db: database.db,
+      logger,
+      host,
+      runnersEnabled: config.runnersEnabled,
+      accept: opts.acceptRunnerSocket,
+      heartbeatMs: config.runnerHeartbeatMs,
+      callTimeoutMs: config.runnerCallTimeoutMs,
+    });
+    const srv = createAdaptorServer({ fetch: app.fetch }) as Server;
+    server = srv;
+    srv.on('upgrade', upgrade);
+    const hostname = opts.host ?? '127.0.0.1';
+    await new Promise<void>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(opts.port ?? 4000, hostname, () => {
+        srv.off('error', reject);
+        resolve();
+      });
+    });
+    const port = (srv.address() as AddressInfo).port;
+    const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
+
+    let stopping: Promise<void> | undefined;
+    const stop = () =>
+      (stopping ??= (async () => {
+        upgrade.close();
+        for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
+        await new Promise<void>((resolve) => {
+          srv.close(() => resolve());
+          srv.closeAllConnections();
+        });
+        await database.close();
+      })());
+
+    return {
+      url: `http://${urlHost}:${port}`,
+      port,
+      bootstrapKey: boot.key,
+      bootstrapCreated: boot.created,
+      bootstrapKeyFile: boot.keyFile,
+      config,
+      database,
+      host,
+      bus,
+      stop,
+    };
+  } catch (e) {
+    server?.close();
+    await database.close();
+    throw e;
+  }
+}

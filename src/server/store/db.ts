@@ -1,0 +1,98 @@
+/**
+ * Opens the store: embedded PGlite under the data directory by default, a real PostgreSQL
+ * server when a URL is given. Both yield the same Drizzle database type, so queries are shared.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import { migrate, type SqlClient } from './migrate.ts';
+import { schema, type Schema } from './schema.ts';
+
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+
+export interface Database {
+  readonly db: Db;
+  readonly kind: 'pglite' | 'postgres';
+  /** Migrations applied by this open (empty when the database was up to date). */
+  readonly migrated: string[];
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** A postgres:// URL; when absent, PGlite under `dataDir`. */
+  url?: string | undefined;
+  /** Where PGlite keeps its files (`<dataDir>/pgdata`). Required without `url`. */
+  dataDir?: string | undefined;
+  /**
+   * PostgreSQL only: a schema to create and put first on the search path. Lets parallel test
+   * runs share one database without colliding.
+   */
+  schema?: string | undefined;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
+  return opts.url ? openPostgres(opts.url, opts.schema) : openPglite(opts.dataDir);
+}
+
+async function openPglite(dataDir: string | undefined): Promise<Database> {
+  if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
+  const dir = join(dataDir, 'pgdata');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const client = await PGlite.create(dir);
+  const sqlClient: SqlClient = {
+    exec: async (text) => {
+      await client.exec(text);
+    },
+    query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
+      (await client.query<T>(text, params)).rows,
+  };
+  try {
+    const migrated = await migrate(sqlClient);
+    const db: Db = drizzlePglite({ client, schema });
+    return { db, kind: 'pglite', migrated, close: () => client.close() };
+  } catch (e) {
+    await client.close();
+    throw e;
+  }
+}
+
+async function openPostgres(url: string, searchSchema: string | undefined): Promise<Database> {
+  if (searchSchema !== undefined && !SCHEMA_NAME.test(searchSchema)) {
+    throw new Error(`openDatabase: schema ${JSON.stringify(searchSchema)} must match ${SCHEMA_NAME}`);
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    ...(searchSchema ? { options: `-c search_path=${searchSchema}` } : {}),
+  });
+  // An idle client losing its server must not crash the process; the next query reports it.
+  pool.on('error', () => {});
+  try {
+    const conn = await pool.connect();
+    let migrated: string[];
+    try {
+      migrated = await migrate(
+        {
+        exec: async (text) => {
+          await conn.query(text);
+        },
+        query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
+          (await conn.query<T>(text, params)).rows,
+        },
+        searchSchema ? { prelude: `CREATE SCHEMA IF NOT EXISTS "${searchSchema}"` } : {},
+      );
+    } finally {
+      conn.release();
+    }
+    const db: Db = drizzlePg({ client: pool, schema });
+    return { db, kind: 'postgres', migrated, close: () => pool.end() };
+  } catch (e) {
+    await pool.end();
+    throw e;
+  }
+}

@@ -1,0 +1,146 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import pg from 'pg';
+import { openDatabase } from './db.ts';
+import { createAccount, findAccount, findOwner } from './accounts.ts';
+import { createApiKey, findKeyByPlaintext, hashApiKey, listApiKeys, mintApiKey, revokeApiKey, API_KEY_PATTERN } from './keys.ts';
+import { deleteRunner, listRunners, touchRunner, upsertRunner } from './runners.ts';
+import { audit, listAudit } from './audit.ts';
+import { apiKeys } from './schema.ts';
+import { dropSchema, openTestDatabase, TEST_POSTGRES_URL, uniqueSchemaName, type TestDatabase, type TestDriver } from './testing.ts';
+
+for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
+  describe(`store on ${driver}`, () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await openTestDatabase(driver);
+    });
+    after(async () => {
+      await t?.dispose();
+    });
+
+    it('applies the migrations on first open', () => {
+      assert.equal(t.database.kind, driver);
+      assert.deepEqual(t.database.migrated, ['0001_init.sql']);
+    });
+
+    it('stores only the hash of a key and finds it by the plaintext', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'alice', email: `alice-${driver}@example.test`, role: 'owner' });
+      const { key, row } = await createApiKey(db, { accountId: acct.id, name: 'k1', scopes: ['full'] });
+      assert.match(key, API_KEY_PATTERN);
+      assert.equal(row.keyHash, hashApiKey(key));
+      assert.equal(row.prefix, key.slice(0, 12));
+      const stored = await db.select().from(apiKeys);
+      assert.ok(stored.every((r) => !Object.values(r).includes(key)), 'plaintext must not be stored');
+      const found = await findKeyByPlaintext(db, key);
+      assert.equal(found?.key.id, row.id);
+      assert.equal(found?.account.id, acct.id);
+      assert.deepEqual(found?.key.scopes, ['full']);
+      assert.equal(await findKeyByPlaintext(db, mintApiKey()), undefined);
+      assert.equal((await findOwner(db))?.id, acct.id);
+    });
+
+    it('revokes only the account’s own live keys', async () => {
+      const { db } = t.database;
+      const a = await createAccount(db, { name: 'a', role: 'user' });
+      const b = await createAccount(db, { name: 'b', role: 'user' });
+      const ka = await createApiKey(db, { accountId: a.id, name: 'ka', scopes: ['sandbox'] });
+      assert.equal(await revokeApiKey(db, b.id, ka.row.id), false);
+      assert.equal((await listApiKeys(db, a.id)).length, 1);
+      assert.equal(await revokeApiKey(db, a.id, ka.row.id), true);
+      assert.equal(await revokeApiKey(db, a.id, ka.row.id), false);
+      assert.equal((await listApiKeys(db, a.id)).length, 0);
+      assert.ok((await findKeyByPlaintext(db, ka.key))?.key.revokedAt instanceof Date);
+    });
+
+    it('upserts runners by (account, name), tells insert from update, orders by connection', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'r', role: 'user' });
+      const other = await createAccount(db, { name: 'o', role: 'user' });
+      const t0 = new Date('2030-01-01T00:00:00Z');
+      const first = await upsertRunner(db, acct.id, { name: 'box', hostname: 'box.local', os: 'linux' }, t0);
+      assert.equal(first.inserted, true);
+      assert.equal(first.runner.connectedAt?.toISOString(), t0.toISOString());
+      const t1 = new Date('2030-01-01T00:01:00Z');
+      const again = await upsertRunner(db, acct.id, { name: 'box', arch: 'amd64' }, t1);
+      assert.equal(again.inserted, false);
+      assert.equal(again.runner.id, first.runner.id);
+      assert.equal(again.runner.arch, 'amd64');
+      assert.equal(again.runner.hostname, null);
+      const sameNameElsewhere = await upsertRunner(db, other.id, { name: 'box' }, t0);
+      assert.equal(sameNameElsewhere.inserted, true);
+      assert.notEqual(sameNameElsewhere.runner.id, first.runner.id);
+
+      await upsertRunner(db, acct.id, { name: 'alpha' }, t0);
+      await upsertRunner(db, acct.id, { name: 'beta' }, t0);
+      assert.deepEqual((await listRunners(db, acct.id)).map((r) => r.name), ['box', 'alpha', 'beta']);
+
+      const t2 = new Date('2030-01-01T00:02:00Z');
+      await touchRunner(db, first.runner.id, t2);
+      const listed = await listRunners(db, acct.id);
+      assert.equal(listed[0]?.lastSeenAt?.toISOString(), t2.toISOString());
+
+      assert.equal(await deleteRunner(db, other.id, first.runner.id), undefined, 'another account cannot delete it');
+      assert.equal((await deleteRunner(db, acct.id, first.runner.id))?.id, first.runner.id);
+      assert.deepEqual((await listRunners(db, acct.id)).map((r) => r.name), ['alpha', 'beta']);
+    });
+
+    it('refuses a runner name outside the pattern at the database too', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'n', role: 'user' });
+      await assert.rejects(upsertRunner(db, acct.id, { name: 'Bad Name' }));
+    });
+
+    it('writes and lists audit entries newest first', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'au', role: 'user' });
+      await audit(db, { accountId: acct.id, actor: 'api', action: 'runner.registered', subjectId: 'x', data: { name: 'n' } });
+      await audit(db, { accountId: acct.id, actor: 'system', action: 'api_key.created' });
+      const all = await listAudit(db, acct.id);
+      assert.deepEqual(all.map((e) => e.action), ['api_key.created', 'runner.registered']);
+      assert.deepEqual((await listAudit(db, acct.id, 'runner.registered'))[0]?.data, { name: 'n' });
+      assert.ok(await findAccount(db, acct.id));
+    });
+  });
+}
+
+describe('migrations', () => {
+  it('are applied once: reopening PostgreSQL applies nothing and keeps the data', async () => {
+    const schema = uniqueSchemaName();
+    try {
+      const first = await openDatabase({ url: TEST_POSTGRES_URL, schema });
+      await createAccount(first.db, { name: 'keep', role: 'owner' });
+      await first.close();
+      const second = await openDatabase({ url: TEST_POSTGRES_URL, schema });
+      assert.deepEqual(second.migrated, []);
+      assert.equal((await findOwner(second.db))?.name, 'keep');
+      await second.close();
+      // The tables live in the run's own schema, not in public.
+      const c = new pg.Client({ connectionString: TEST_POSTGRES_URL });
+      await c.connect();
+      const { rows } = await c.query('SELECT table_schema FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2', [
+        'runners',
+        schema,
+      ]);
+      await c.end();
+      assert.equal(rows.length, 1);
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+
+  it('two concurrent opens of one fresh schema both succeed and apply each migration once', async () => {
+    const schema = uniqueSchemaName();
+    try {
+      const [a, b] = await Promise.all([
+        openDatabase({ url: TEST_POSTGRES_URL, schema }),
+        openDatabase({ url: TEST_POSTGRES_URL, schema }),
+      ]);
+      assert.deepEqual([...a.migrated, ...b.migrated], ['0001_init.sql']);
+      await Promise.all([a.close(), b.close()]);
+    } finally {
+      await dropSchema(schema);
+    }
+  });
+});
