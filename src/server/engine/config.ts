@@ -1,0 +1,63 @@
+/**
+ * The engine's tunables with their defaults (platform-api.md §9, §16), read from the server env.
+ * Tests shrink the timeouts here instead of waiting for real ones.
+ */
+import { z } from 'zod';
+
+export interface EngineConfig {
+  /** Idle time after which a sandbox is parked; 0 turns parking off. */
+  readonly idleTimeoutMs: number;
+  /** How often the idle sweep runs. */
+  readonly sweepIntervalMs: number;
+  /** How long an `ask` permission request waits for an answer before it is denied. */
+  readonly askTimeoutMs: number;
+  /** The event writer flushes after this long or this many queued events, whichever comes first. */
+  readonly eventFlushMs: number;
+  readonly eventFlushMax: number;
+  /** How long initialize / session/new / session/load may take before the launch fails. */
+  readonly acpCallTimeoutMs: number;
+  /** Adapter install (npm) budget (§13: 180 s). */
+  readonly installTimeoutMs: number;
+  /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
+  readonly publicUrl: string | null;
+  /** The demo runtime's argv (absolute paths on the runner's machine). */
+  readonly demoAgentArgv: readonly string[];
+}
+
+export const ENGINE_DEFAULTS = {
+  idleTimeoutMs: 60 * 60_000,
+  sweepIntervalMs: 60_000,
+  askTimeoutMs: 300_000,
+  eventFlushMs: 5,
+  eventFlushMax: 200,
+  acpCallTimeoutMs: 30_000,
+  installTimeoutMs: 180_000,
+} as const;
+
+const minutes = z.coerce.number().int().min(0).max(525_600);
+const seconds = z.coerce.number().int().min(1).max(86_400);
+
+export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'> } | { ok: false; message: string };
+
+/** Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS, PUBLIC_URL. */
+export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
+  const blank = (v: string | undefined) => v === undefined || v.trim() === '';
+  const idle = blank(env.SANDBOX_IDLE_TIMEOUT_MINUTES) ? { success: true as const, data: 60 } : minutes.safeParse(env.SANDBOX_IDLE_TIMEOUT_MINUTES);
+  if (!idle.success) return { ok: false, message: 'SANDBOX_IDLE_TIMEOUT_MINUTES must be a whole number of minutes (0 = off)' };
+  const sweep = blank(env.FOUNTAIN_IDLE_SWEEP_SECONDS) ? { success: true as const, data: 60 } : seconds.safeParse(env.FOUNTAIN_IDLE_SWEEP_SECONDS);
+  if (!sweep.success) return { ok: false, message: 'FOUNTAIN_IDLE_SWEEP_SECONDS must be a whole number of seconds (1..86400)' };
+  const ask = blank(env.FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS)
+    ? { success: true as const, data: 300 }
+    : seconds.safeParse(env.FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS);
+  if (!ask.success) return { ok: false, message: 'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  return {
+    ok: true,
+    value: {
+      ...ENGINE_DEFAULTS,
+      idleTimeoutMs: idle.data * 60_000,
+      sweepIntervalMs: sweep.data * 1000,
+      askTimeoutMs: ask.data * 1000,
+      publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
+    },
+  };
+}

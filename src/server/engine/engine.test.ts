@@ -1,0 +1,152 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { localDemoAgentArgv } from '../../acp/index.ts';
+import { LocalRunnerHost, RunnerAdapter } from '../../providers/runner/index.ts';
+import { startRunnerTestHub, type RunnerTestHub } from '../../providers/runner/test-hub.ts';
+import { ProviderRegistry, parseRunnerName } from '../../sandbox/index.ts';
+import { createAccount } from '../store/accounts.ts';
+import { insertAgent } from '../store/agents.ts';
+import { listTurns } from '../store/conversations.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
+import { ENGINE_DEFAULTS } from './config.ts';
+import { ConversationEngine } from './engine.ts';
+import { allEvents, answerText, startRunnerChild, until, waitForStage, type RunnerChild } from './testing.ts';
+
+const KEY = `ftn_${'ab'.repeat(32)}`;
+const RUNNER_ID = '6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab';
+
+describe('ConversationEngine on a real runner with the demo agent', () => {
+  let tdb: TestDatabase;
+  let db: EngineDb;
+  let hub: RunnerTestHub;
+  let runner: RunnerChild;
+  let engine: ConversationEngine;
+  let accountId: string;
+  let tmp: string;
+  const root = () => join(tmp, 'sandboxes');
+
+  before(async () => {
+    tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-engine-')));
+    tdb = await openTestDatabase('pglite');
+    db = tdb.database.db as unknown as EngineDb;
+    accountId = (await createAccount(tdb.database.db, { name: 'owner', role: 'owner' })).id;
+    const logger = pino({ level: 'silent' });
+    const host = new LocalRunnerHost();
+    hub = await startRunnerTestHub({ logger, host });
+    hub.enroll('t', RUNNER_ID, accountId);
+    runner = startRunnerChild({ name: 't', root: root(), baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: KEY, home: tmp });
+    await until(() => host.whereis(RUNNER_ID), 'the runner to connect');
+    engine = new ConversationEngine({
+      db,
+      registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
+      runnerHost: host,
+      runners: { find: async (_a, id) => (id === RUNNER_ID ? { id, name: 't', hostname: 'test', root: root() } : undefined) },
+      logger,
+      config: { ...ENGINE_DEFAULTS, idleTimeoutMs: 200, sweepIntervalMs: 60_000, askTimeoutMs: 1500, publicUrl: null, demoAgentArgv: localDemoAgentArgv() },
+      defaultProvider: 'runner',
+    });
+    await engine.start();
+  });
+
+  after(async () => {
+    await engine?.stop();
+    await runner?.stop();
+    await hub?.close();
+    await tdb?.dispose();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('runs a turn, a permission, the idle park, a wake that remembers, and terminate', async () => {
+    const agent = await insertAgent(db, accountId, {
+      name: 'demo',
+      description: '',
+      system: 'Be brief.',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandboxProvider: null,
+      permissionPolicy: { execute: 'ask' },
+      metadata: {},
+    });
+    assert.ok(agent.ok);
+    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'remember: the answer is 42' });
+    assert.ok(created.ok, JSON.stringify(created));
+    const conv = created.value;
+    assert.equal(conv.sandbox?.provider, 'runner');
+    assert.equal(conv.sandbox?.runner?.id, RUNNER_ID);
+    assert.equal(conv.sandbox?.runner?.online, true);
+    const dir = join(root(), conv.sandbox!.name);
+    assert.equal(parseRunnerName(conv.sandbox!.name).ok, true);
+
+    await waitForStage(db, conv.id, 'provision', 'done');
+    const t1 = await waitForStage(db, conv.id, 'turn', 'done');
+    assert.ok(existsSync(join(dir, 'AGENTS.md')), 'instructions file written');
+    assert.match(answerText(await allEvents(db, conv.id), t1.turnId!), /I will remember that: the answer is 42/);
+
+    // A permission request: asked, answered, the command runs.
+    const p = await engine.prompt(accountId, conv.id, 'run: echo hello-from-sandbox');
+    assert.ok(p.ok);
+    const asked = await waitForStage(db, conv.id, 'permission', 'started');
+    const req = JSON.parse(asked.data) as { request_id: string; options: Array<{ option_id: string }> };
+    assert.equal((await engine.prompt(accountId, conv.id, 'again')).ok, false, 'busy while the turn runs');
+    const bad = await engine.answerPermission(accountId, conv.id, req.request_id, 'nope');
+    assert.equal(!bad.ok && bad.error.code, 'unknown_option');
+    const good = await engine.answerPermission(accountId, conv.id, req.request_id, 'allow_once');
+    assert.ok(good.ok);
+    const late = await engine.answerPermission(accountId, conv.id, req.request_id, 'allow_once');
+    assert.equal(!late.ok && late.error.code, 'permission_request_resolved');
+    const t2 = await waitForStage(db, conv.id, 'turn', 'done', asked.id);
+    assert.match(answerText(await allEvents(db, conv.id), t2.turnId!), /hello-from-sandbox/);
+
+    // Idle park: the runner suspends the sandbox.
+    await until(async () => (await engine.sweep()) > 0 || null, 'the sweep to park the sandbox');
+    await waitForStage(db, conv.id, 'sandbox', 'done');
+    assert.ok(existsSync(join(dir, '.fountain-suspended')), 'suspended marker on the runner');
+    const parked = await engine.get(accountId, conv.id);
+    assert.ok(parked.ok && parked.value.status === 'idle' && parked.value.sandbox?.status === 'suspended');
+
+    // Wake: resume, respawn, session/load, and recall what turn 1 stored.
+    const mark = (await allEvents(db, conv.id)).at(-1)!.id;
+    const p3 = await engine.prompt(accountId, conv.id, 'recall');
+    assert.ok(p3.ok, JSON.stringify(p3));
+    assert.ok(!existsSync(join(dir, '.fountain-suspended')), 'resumed');
+    const t3 = await waitForStage(db, conv.id, 'turn', 'done', mark);
+    assert.match(answerText(await allEvents(db, conv.id), t3.turnId!), /the answer is 42/);
+    const turns = await listTurns(db, conv.id);
+    assert.deepEqual(turns.map((t) => t.status), ['completed', 'completed', 'completed']);
+    assert.ok(turns.every((t) => typeof t.acpPromptId === 'number'));
+
+    // Terminate destroys the sandbox directory; a second terminate is fine; prompts get 410.
+    assert.ok((await engine.terminate(accountId, conv.id)).ok);
+    assert.ok(!existsSync(dir), 'sandbox directory removed');
+    assert.ok((await engine.terminate(accountId, conv.id)).ok);
+    const gone = await engine.prompt(accountId, conv.id, 'hello');
+    assert.equal(!gone.ok && gone.error.code, 'conversation_terminated');
+  });
+
+  it('denies an unanswered permission request after the ask timeout', async () => {
+    const agent = await insertAgent(db, accountId, {
+      name: 'asker',
+      description: '',
+      system: '',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandboxProvider: null,
+      permissionPolicy: { default: 'ask' },
+      metadata: {},
+    });
+    assert.ok(agent.ok);
+    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'run: echo never' });
+    assert.ok(created.ok);
+    const asked = await waitForStage(db, created.value.id, 'permission', 'started');
+    const done = await waitForStage(db, created.value.id, 'permission', 'done', asked.id);
+    assert.equal((JSON.parse(done.data) as { outcome: string }).outcome, 'timeout');
+    const turn = await waitForStage(db, created.value.id, 'turn', 'done', asked.id);
+    assert.match(answerText(await allEvents(db, created.value.id), turn.turnId!), /did not allow it/);
+    assert.ok((await engine.terminate(accountId, created.value.id)).ok);
+  });
+});

@@ -1,0 +1,805 @@
+/**
+ * The conversation engine: provisions a sandbox per conversation, drives its ACP agent turn by turn,
+ * holds permission requests, parks idle sandboxes and wakes them on the next prompt.
+ */
+import { randomBytes } from 'node:crypto';
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import type { PermissionOption, RequestPermissionRequest } from '@agentclientprotocol/sdk';
+import type { Logger } from 'pino';
+import type { HeldPermission, JsonRpcId, LineContext } from '../../acp/index.ts';
+import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner } from '../../providers/runner/index.ts';
+import type { RunnerHost } from '../../providers/runner/index.ts';
+import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
+import { describeError, idleAction, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
+import { getAgent } from '../store/agents.ts';
+import { conversations, events } from '../store/conversation-schema.ts';
+import type { Agent, Conversation, PendingPermission, PermissionPolicy, SandboxRow, Turn, Verdict } from '../store/conversation-schema.ts';
+import {
+  deleteConversationRows,
+  getConversation,
+  getConversationById,
+  idleCandidates,
+  insertConversation,
+  insertSandbox,
+  insertTurn,
+  listConversations,
+  openTurns,
+  updateConversation,
+  updateSandbox,
+  updateTurn,
+  type ConversationWithSandbox,
+} from '../store/conversations.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { AgentProcess } from './agent-process.ts';
+import type { EngineConfig } from './config.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import { EventLog } from './event-log.ts';
+import { KeyedLock } from './lock.ts';
+import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
+import { prepareSandbox } from './provision.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from './runtimes.ts';
+import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
+
+/** How the engine reads runner rows (name, hostname, root); the server's store implements it. */
+export interface RunnerDirectory {
+  find(accountId: string, runnerId: string): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
+}
+
+export interface EngineDeps {
+  readonly db: EngineDb;
+  readonly registry: ProviderRegistry;
+  /** Live runner sockets; null when runners are not served by this node. */
+  readonly runnerHost: RunnerHost | null;
+  readonly runners: RunnerDirectory;
+  readonly logger: Logger;
+  readonly config: EngineConfig;
+  /** The instance default provider (SANDBOX_PROVIDER), used when an agent pins none. */
+  readonly defaultProvider: KnownProvider;
+}
+
+export interface CreateConversationInput {
+  readonly agentId: string;
+  readonly title?: string | undefined;
+  readonly prompt?: string | undefined;
+  readonly permissionPolicy?: PermissionPolicy | undefined;
+}
+
+interface HeldAsk {
+  readonly requestId: string;
+  readonly acpId: JsonRpcId;
+  readonly options: readonly PermissionOption[];
+  readonly timer: NodeJS.Timeout;
+}
+
+interface ActiveTurn {
+  readonly id: string;
+  readonly number: number;
+  readonly startedAt: number;
+  interrupted: boolean;
+  ask: HeldAsk | null;
+  interruptTimer: NodeJS.Timeout | null;
+}
+
+/** A conversation whose agent process this node runs. */
+interface Live {
+  readonly conversationId: string;
+  readonly accountId: string;
+  readonly sandboxId: string;
+  readonly handle: Handle;
+  readonly adapter: SandboxAdapter;
+  readonly policy: PermissionPolicy;
+  proc: AgentProcess | null;
+  turn: ActiveTurn | null;
+  /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
+  readonly resolved: Set<string>;
+}
+
+const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
+/** Interrupt: how long the agent gets to answer the cancelled prompt before its process is stopped. */
+const INTERRUPT_GRACE_MS = 10_000;
+
+const isRunnerOffline = (e: SandboxError): boolean =>
+  e.code === 'unavailable' && (e.detail === RUNNER_OFFLINE || e.detail === RUNNER_DISCONNECTED);
+
+function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(onTimeout()), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+export class ConversationEngine {
+  readonly events: EventLog;
+  readonly #d: EngineDeps;
+  readonly #log: Logger;
+  readonly #lock = new KeyedLock();
+  readonly #live = new Map<string, Live>();
+  /** Conversations whose first provisioning is running, with a flag terminate raises. */
+  readonly #provisioning = new Map<string, { cancelled: boolean; done: Promise<void> }>();
+  #sweepTimer: NodeJS.Timeout | null = null;
+  #stopped = false;
+
+  constructor(deps: EngineDeps) {
+    this.#d = deps;
+    this.#log = deps.logger.child({ component: 'engine' });
+    this.events = new EventLog(deps.db, this.#log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
+  }
+
+  /**
+   * Starts the idle sweep and settles what a previous process left open: its turns cannot be
+   * continued without re-attach (recovery), so they fail and their conversations take new prompts.
+   */
+  async start(): Promise<void> {
+    await this.#settleOrphans();
+    if (this.#d.config.idleTimeoutMs > 0) {
+      this.#sweepTimer = setInterval(() => void this.sweep().catch((e) => this.#log.error({ err: e }, 'idle sweep failed')), this.#d.config.sweepIntervalMs);
+      this.#sweepTimer.unref();
+    }
+  }
+
+  /** Stops timers and detaches from agent processes (they keep running on detachable providers). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#sweepTimer) clearInterval(this.#sweepTimer);
+    this.#sweepTimer = null;
+    await Promise.allSettled([...this.#provisioning.values()].map((p) => p.done));
+    for (const live of this.#live.values()) {
+      if (live.turn?.ask) clearTimeout(live.turn.ask.timer);
+      if (live.turn?.interruptTimer) clearTimeout(live.turn.interruptTimer);
+      const cmd = live.proc?.command;
+      if (cmd) await live.adapter.stopCommand(cmd);
+      live.proc?.client.close('the server is stopping');
+    }
+    this.#live.clear();
+    await this.events.close();
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  async view(row: ConversationWithSandbox): Promise<ConversationView> {
+    const s = row.sandbox;
+    return conversationView(row.conversation, s ? sandboxView(s, await this.#runnerSummary(row.conversation.accountId, s)) : null);
+  }
+
+  async #runnerSummary(accountId: string, s: SandboxRow): Promise<RunnerSummary | null> {
+    if (s.provider !== 'runner') return null;
+    const id = parseRunnerName(s.name);
+    if (!id.ok) return null;
+    const row = await this.#d.runners.find(accountId, id.value);
+    const online = this.#d.runnerHost?.whereis(id.value) !== undefined;
+    return { id: id.value, name: row?.name ?? '', hostname: row?.hostname ?? null, root: row?.root ?? null, online };
+  }
+
+  async get(accountId: string, id: string): Promise<EngineResult<ConversationView>> {
+    const row = await getConversation(this.#d.db, accountId, id);
+    return row ? accept(await this.view(row)) : refuse('not_found', 'conversation not found');
+  }
+
+  async list(accountId: string, filter: Parameters<typeof listConversations>[2]): Promise<ConversationView[]> {
+    const rows = await listConversations(this.#d.db, accountId, filter);
+    return Promise.all(rows.map((r) => this.view(r)));
+  }
+
+  /** True while this node holds a running turn or an open permission request for the conversation. */
+  busy(conversationId: string): boolean {
+    const live = this.#live.get(conversationId);
+    return !!live?.turn;
+  }
+
+  // ---------------------------------------------------------------- create
+
+  async create(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView>> {
+    const agent = await getAgent(this.#d.db, accountId, input.agentId);
+    if (!agent) return refuse('not_found', 'agent not found');
+    const provider = (agent.sandboxProvider as KnownProvider | null) ?? this.#d.defaultProvider;
+    if (!this.#d.registry.isEnabled(provider)) {
+      return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
+    }
+    const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
+    if (!policy.ok) return policy;
+    const name = this.#mintName(accountId, provider);
+    if (!name.ok) return name;
+
+    const row = await insertConversation(
+      this.#d.db,
+      {
+        accountId,
+        agentId: agent.id,
+        title: input.title ?? null,
+        firstPrompt: input.prompt ?? null,
+        status: 'pending',
+        runtime: agent.runtime,
+        permissionPolicy: policy.value,
+        source: 'api',
+        turnCount: input.prompt ? 1 : 0,
+      },
+      { provider, name: name.value, status: 'starting' },
+    );
+    const conv = row.conversation;
+    if (input.prompt) await insertTurn(this.#d.db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending' });
+    this.#startProvisioning(conv, row.sandbox!, agent);
+    return accept(await this.view(row));
+  }
+
+  #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
+    if (!launch) return accept(agentPolicy);
+    for (const [key, verdict] of Object.entries(launch)) {
+      const base = key === 'default' ? (agentPolicy.default ?? 'auto_allow') : verdictFor(agentPolicy, key, key);
+      if (STRICTNESS[verdict] < STRICTNESS[base]) {
+        return refuse('permission_policy_widens', `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`);
+      }
+    }
+    return accept({ ...agentPolicy, ...launch });
+  }
+
+  #mintName(accountId: string, provider: KnownProvider): EngineResult<string> {
+    // Placement is the one provider-specific decision: a runner sandbox's name routes to its runner.
+    if (provider === 'runner') {
+      if (!this.#d.runnerHost) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner`.');
+      const picked = pickRunner(this.#d.runnerHost, accountId);
+      if (!picked.ok) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner` on a machine you own.');
+      const n = mintRunnerName(picked.value.runnerId);
+      return n.ok ? accept(n.value) : refuse('no_runner_online', `runner id unusable: ${n.error}`);
+    }
+    const n = mintHostedName(accountId);
+    return n.ok ? accept(n.value) : refuse('not_found', n.error);
+  }
+
+  #startProvisioning(conv: Conversation, sandbox: SandboxRow, agent: Agent): void {
+    const state = { cancelled: false, done: Promise.resolve() };
+    state.done = this.#lock
+      .run(conv.id, () => this.#provision(conv, sandbox, agent, state))
+      .catch((e) => this.#log.error({ err: e, conversation: conv.id }, 'provisioning crashed'))
+      .finally(() => this.#provisioning.delete(conv.id));
+    this.#provisioning.set(conv.id, state);
+  }
+
+  /** The fresh provision of §14.1; a failure destroys what it created and fails the conversation. */
+  async #provision(conv: Conversation, sandbox: SandboxRow, agent: Agent, state: { cancelled: boolean }): Promise<void> {
+    const t0 = Date.now();
+    this.events.stage(conv.id, null, 'provision', 'started', { provider: sandbox.provider, name: sandbox.name });
+    const r = await this.#bringUp(conv, sandbox, agent, () => state.cancelled);
+    if (state.cancelled) {
+      if (r.ok) await this.#teardown(r.value);
+      return;
+    }
+    if (!r.ok) {
+      await updateSandbox(this.#d.db, sandbox.id, { status: 'failed' });
+      await updateConversation(this.#d.db, conv.id, { status: 'failed', failureReason: r.error });
+      this.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
+      for (const t of await openTurns(this.#d.db, conv.id)) {
+        await updateTurn(this.#d.db, t.id, { status: 'failed', reason: `provisioning failed: ${r.error}`, endedAt: new Date() });
+      }
+      return;
+    }
+    this.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
+    await updateConversation(this.#d.db, conv.id, { status: 'idle', lastActiveAt: new Date() });
+    const [queued] = await openTurns(this.#d.db, conv.id);
+    if (queued) await this.#runTurn(r.value, queued);
+  }
+
+  /**
+   * Create (adopt), prepare, launch the agent and open its ACP session. On failure the sandbox this
+   * call created is destroyed again.
+   */
+  async #bringUp(conv: Conversation, sandbox: SandboxRow, agent: Agent, cancelled: () => boolean): Promise<{ ok: true; value: Live } | { ok: false; error: string }> {
+    const adapter = this.#d.registry.adapterFor(sandbox.provider as KnownProvider);
+    const created = await adapter.create(sandbox.name);
+    if (!created.ok) return { ok: false, error: `creating the sandbox failed: ${describeError(created.error)}` };
+    const handle = created.value;
+    const destroy = async (error: string): Promise<{ ok: false; error: string }> => {
+      const d = await adapter.destroy(handle);
+      if (!d.ok) this.#log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
+      return { ok: false, error };
+    };
+    if (cancelled()) return destroy('terminated while provisioning');
+    const spec = RUNTIME_SPECS[conv.runtime];
+    const prep = await prepareSandbox(adapter, handle, spec, {
+      system: agent.system,
+      env: this.#sandboxEnv(conv.id),
+      installTimeoutMs: this.#d.config.installTimeoutMs,
+    });
+    if (!prep.ok) return destroy(prep.reason);
+    if (cancelled()) return destroy('terminated while provisioning');
+    const live = await this.#launch(conv, sandbox, adapter, handle, null);
+    if (!live.ok) return destroy(live.error);
+    await updateSandbox(this.#d.db, sandbox.id, { status: 'ready' });
+    return live;
+  }
+
+  #sandboxEnv(conversationId: string): Array<[string, string]> {
+    const env: Array<[string, string]> = [['FOUNTAIN_CONVERSATION_ID', conversationId]];
+    if (this.#d.config.publicUrl) env.push(['FOUNTAIN_BASE_URL', this.#d.config.publicUrl]);
+    return env;
+  }
+
+  #argv(spec: RuntimeSpec): readonly string[] {
+    return spec.id === 'demo' ? this.#d.config.demoAgentArgv : spec.launch;
+  }
+
+  /**
+   * Spawns the agent, `initialize`, then `session/load` of the stored session when the agent can
+   * (else `session/new`, announced as a session reset when a session existed). Registers the Live.
+   */
+  async #launch(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    adapter: SandboxAdapter,
+    handle: Handle,
+    resumeSessionId: string | null,
+  ): Promise<{ ok: true; value: Live } | { ok: false; error: string }> {
+    const spec = RUNTIME_SPECS[conv.runtime];
+    const live: Live = {
+      conversationId: conv.id,
+      accountId: conv.accountId,
+      sandboxId: sandbox.id,
+      handle,
+      adapter,
+      policy: conv.permissionPolicy,
+      proc: null,
+      turn: null,
+      resolved: new Set(),
+    };
+    const env: Array<[string, string]> = this.#sandboxEnv(conv.id);
+    if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
+    const launched = await AgentProcess.launch(
+      adapter,
+      handle,
+      { conversationId: conv.id, argv: this.#argv(spec), env, dir: spec.cwd },
+      {
+        acp: {
+          onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
+          onPermissionRequest: (held) => void this.#onPermission(live, held).catch((e) => this.#log.error({ err: e }, 'permission handling failed')),
+          onProblem: (p) => {
+            if (p.code === 'acp_not_json' && p.raw !== undefined) this.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', p.raw);
+          },
+        },
+        onStderr: (text) => this.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text),
+        onEnd: (reason) => this.#onProcessEnd(live, reason),
+      },
+      this.#log.child({ conversation: conv.id }),
+    );
+    if (!launched.ok) return launched;
+    const proc = launched.value;
+    live.proc = proc;
+    const fail = async (what: string): Promise<{ ok: false; error: string }> => {
+      await proc.stop();
+      return { ok: false, error: what };
+    };
+    const timeout = this.#d.config.acpCallTimeoutMs;
+    const timedOut = (method: string) => () => ({ ok: false as const, error: { code: 'acp_closed' as const, message: `${method} got no reply within ${timeout} ms` } });
+    const init = await withTimeout(proc.client.initialize(), timeout, timedOut('initialize'));
+    if (!init.ok) return fail(`ACP initialize failed: ${init.error.message}`);
+
+    const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
+    if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
+
+    let sessionId: string | null = null;
+    if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
+      const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId }), timeout, timedOut('session/load'));
+      if (loaded.ok) sessionId = resumeSessionId;
+      else this.#log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
+    }
+    if (!sessionId) {
+      const created = await withTimeout(proc.client.newSession({ cwd: cwd.value }), timeout, timedOut('session/new'));
+      if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
+      sessionId = created.value.sessionId;
+      if (resumeSessionId) {
+        this.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
+      }
+    }
+    const cmd = proc.command;
+    const priv = cmd?.private?.reveal();
+    const agentSessionId = priv && typeof priv === 'object' && typeof (priv as { sessionId?: unknown }).sessionId === 'string' ? (priv as { sessionId: string }).sessionId : null;
+    await updateConversation(this.#d.db, conv.id, { runtimeSessionId: sessionId, acpNextId: proc.client.nextRequestId });
+    await updateSandbox(this.#d.db, sandbox.id, { agentSessionId });
+    this.#live.set(conv.id, live);
+    return { ok: true, value: live };
+  }
+
+  // ---------------------------------------------------------------- ACP traffic
+
+  #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
+    // A session/load replays history the event log already holds; storing it again would duplicate it.
+    if (ctx.during === 'session/load') return;
+    this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw);
+  }
+
+  async #onPermission(live: Live, held: HeldPermission): Promise<void> {
+    const params = held.params as RequestPermissionRequest;
+    const title = params.toolCall.title ?? null;
+    const kind = params.toolCall.kind ?? null;
+    const verdict = verdictFor(live.policy, title, kind);
+    const requestId = `${String(held.id)}.${randomBytes(8).toString('hex')}`;
+    const turn = live.turn;
+    const proc = live.proc;
+    if (!proc) return;
+    if (verdict !== 'ask' || !turn) {
+      const outcome = verdict === 'auto_deny' || !turn ? denyOutcome(params.options) : allowOutcome(params.options);
+      await proc.client.answerPermission(held.id, outcome);
+      live.resolved.add(requestId);
+      this.events.stage(live.conversationId, turn?.id ?? null, 'permission', 'done', {
+        request_id: requestId,
+        tool: title ?? kind,
+        outcome: verdict === 'ask' ? 'turn_ended' : verdict,
+        option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
+      });
+      return;
+    }
+    const askedAt = new Date();
+    const pending: PendingPermission = {
+      request_id: requestId,
+      acp_id: held.id,
+      tool: title ?? kind ?? 'tool',
+      kind,
+      options: params.options.map((o) => ({ option_id: o.optionId, name: o.name, kind: o.kind })),
+      asked_at: askedAt.toISOString(),
+    };
+    const timer = setTimeout(() => void this.#resolveAsk(live, requestId, 'timeout').catch((e) => this.#log.error({ err: e }, 'permission timeout failed')), this.#d.config.askTimeoutMs);
+    turn.ask = { requestId, acpId: held.id, options: params.options, timer };
+    await updateTurn(this.#d.db, turn.id, { pendingPermission: pending });
+    this.events.stage(live.conversationId, turn.id, 'permission', 'started', {
+      request_id: requestId,
+      tool: pending.tool,
+      kind,
+      options: pending.options,
+      timeout_ms: this.#d.config.askTimeoutMs,
+    });
+  }
+
+  /** Resolves the held ask: answered with an option, timed out (denied), or cancelled by an interrupt. */
+  async #resolveAsk(live: Live, requestId: string, how: 'timeout' | 'cancelled' | { optionId: string }): Promise<boolean> {
+    const turn = live.turn;
+    const ask = turn?.ask;
+    if (!turn || !ask || ask.requestId !== requestId) return false;
+    clearTimeout(ask.timer);
+    turn.ask = null;
+    live.resolved.add(requestId);
+    const outcome = typeof how === 'object' ? { outcome: 'selected' as const, optionId: how.optionId } : how === 'timeout' ? denyOutcome(ask.options) : { outcome: 'cancelled' as const };
+    if (how !== 'cancelled') await live.proc?.client.answerPermission(ask.acpId, outcome);
+    await updateTurn(this.#d.db, turn.id, { pendingPermission: null });
+    this.events.stage(live.conversationId, turn.id, 'permission', 'done', {
+      request_id: requestId,
+      outcome: typeof how === 'object' ? 'answered' : how,
+      option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
+    });
+    await updateConversation(this.#d.db, live.conversationId, { lastActiveAt: new Date() });
+    return true;
+  }
+
+  #onProcessEnd(live: Live, reason: string): void {
+    this.#log.info({ conversation: live.conversationId, reason }, 'agent process ended');
+    live.proc = null;
+    // The running prompt (if any) resolves `acp_closed` through the client and ends its turn.
+    if (!live.turn && this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+    const first = await getConversation(this.#d.db, accountId, id);
+    if (!first) return refuse('not_found', 'conversation not found');
+    if (first.conversation.status === 'terminated' || first.conversation.status === 'failed') {
+      return refuse('conversation_terminated', `the conversation is ${first.conversation.status}; start a new one`);
+    }
+    if (this.#live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
+    return this.#lock.run(id, async () => {
+      const row = await getConversationById(this.#d.db, id);
+      if (!row) return refuse('not_found', 'conversation not found');
+      const conv = row.conversation;
+      if (conv.status === 'terminated' || conv.status === 'failed') {
+        return refuse('conversation_terminated', `the conversation is ${conv.status}; start a new one`);
+      }
+      if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
+      if (this.#live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is already running');
+      if ((await openTurns(this.#d.db, id)).length > 0) return refuse('conversation_busy', 'a prompt is already queued');
+      const awake = await this.#ensureAwake(row);
+      if (!awake.ok) return awake;
+      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'pending' });
+      await updateConversation(this.#d.db, id, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
+      await this.#runTurn(awake.value, turn);
+      return accept({ turnId: turn.id });
+    });
+  }
+
+  /** Makes sure an agent process serves the conversation: resume, probe, re-provision, respawn. */
+  async #ensureAwake(row: ConversationWithSandbox): Promise<EngineResult<Live>> {
+    const conv = row.conversation;
+    const existing = this.#live.get(conv.id);
+    if (existing?.proc?.alive) return accept(existing);
+    if (existing) this.#live.delete(conv.id);
+    const sandbox = row.sandbox;
+    const agent = conv.agentId ? await getAgent(this.#d.db, conv.accountId, conv.agentId) : undefined;
+    if (!agent) return refuse('no_agent', "the conversation's agent was deleted");
+    if (!sandbox || sandbox.status === 'terminated' || sandbox.status === 'failed') return this.#reprovision(conv, agent);
+
+    const provider = sandbox.provider as KnownProvider;
+    if (!this.#d.registry.isRegistered(provider)) return refuse('sandbox_probe_failed', `sandbox provider ${provider} is not available`);
+    const adapter = this.#d.registry.adapterFor(provider);
+    let handle = adapter.buildHandle(sandbox.name);
+    const probeFailed = (e: SandboxError): EngineResult<Live> =>
+      isRunnerOffline(e)
+        ? refuse('runner_offline', "The sandbox's runner is not connected; the conversation wakes when the runner reconnects.")
+        : refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
+
+    if (sandbox.status === 'suspended') {
+      const resumed = await adapter.resume(handle);
+      if (!resumed.ok) {
+        if (resumed.error.code === 'not_found') return this.#reprovision(conv, agent);
+        return probeFailed(resumed.error);
+      }
+      handle = resumed.value;
+      await updateSandbox(this.#d.db, sandbox.id, { status: 'ready', lastResumedAt: new Date() });
+      this.events.stage(conv.id, null, 'sandbox', 'done', { event: 'resumed' });
+    } else {
+      const probe = await adapter.get(handle);
+      if (!probe.ok) {
+        if (probe.error.code === 'not_found') return this.#reprovision(conv, agent);
+        return probeFailed(probe.error);
+      }
+    }
+    const launched = await this.#launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId);
+    if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
+    return accept(launched.value);
+  }
+
+  /** The disk is gone (or was reclaimed): a new sandbox, and the runtime session starts over. */
+  async #reprovision(conv: Conversation, agent: Agent): Promise<EngineResult<Live>> {
+    const provider = (agent.sandboxProvider as KnownProvider | null) ?? this.#d.defaultProvider;
+    if (!this.#d.registry.isEnabled(provider)) return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
+    const name = this.#mintName(conv.accountId, provider);
+    if (!name.ok) {
+      return name.error.code === 'no_runner_online'
+        ? refuse('runner_offline', 'No runner is connected; the conversation wakes when a runner connects.')
+        : name;
+    }
+    const sandbox = await insertSandbox(this.#d.db, { accountId: conv.accountId, provider, name: name.value, status: 'starting' });
+    await updateConversation(this.#d.db, conv.id, { sandboxId: sandbox.id });
+    const t0 = Date.now();
+    this.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
+    const r = await this.#bringUp(conv, sandbox, agent, () => false);
+    if (!r.ok) {
+      await updateSandbox(this.#d.db, sandbox.id, { status: 'failed' });
+      this.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
+      return refuse('sandbox_probe_failed', r.error);
+    }
+    this.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
+    if (conv.runtimeSessionId) {
+      this.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_sandbox', detail: 'the previous sandbox was gone' });
+    }
+    return accept(r.value);
+  }
+
+  /** Sends the prompt; its reply ends the turn asynchronously. */
+  async #runTurn(live: Live, turn: Turn): Promise<void> {
+    const proc = live.proc;
+    const startedAt = new Date();
+    const active: ActiveTurn = { id: turn.id, number: turn.turnNumber, startedAt: startedAt.getTime(), interrupted: false, ask: null, interruptTimer: null };
+    live.turn = active;
+    await updateTurn(this.#d.db, turn.id, { status: 'running', startedAt });
+    await updateConversation(this.#d.db, live.conversationId, { status: 'running', lastActiveAt: startedAt });
+    this.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
+    if (!proc) {
+      await this.#finishTurn(live, active, { ok: false, error: 'the agent process is not running' });
+      return;
+    }
+    const call = proc.client.prompt(turn.prompt);
+    if (!call.ok) {
+      await this.#finishTurn(live, active, { ok: false, error: call.error.message });
+      return;
+    }
+    const sent = await call.value.sent;
+    if (sent.ok) await updateTurn(this.#d.db, turn.id, { acpPromptId: call.value.id });
+    void call.value.done
+      .then((r) => this.#finishTurn(live, active, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: r.error.message }))
+      .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
+  }
+
+  async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string }): Promise<void> {
+    if (live.turn !== turn) return;
+    if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+    if (turn.ask) {
+      clearTimeout(turn.ask.timer);
+      live.resolved.add(turn.ask.requestId);
+      this.events.stage(live.conversationId, turn.id, 'permission', 'done', { request_id: turn.ask.requestId, outcome: 'turn_ended', option_id: null });
+      turn.ask = null;
+    }
+    live.turn = null;
+    const endedAt = new Date();
+    const base = { turn_id: turn.id, turn_number: turn.number };
+    const duration = endedAt.getTime() - turn.startedAt;
+    if (turn.interrupted) {
+      await updateTurn(this.#d.db, turn.id, { status: 'interrupted', stopReason: r.ok ? r.stopReason : null, endedAt, pendingPermission: null });
+      this.events.stage(live.conversationId, turn.id, 'turn', 'interrupted', { ...base, ...(r.ok ? { stop_reason: r.stopReason } : {}) }, duration);
+    } else if (r.ok && r.stopReason !== 'refusal' && r.stopReason !== 'cancelled') {
+      await updateTurn(this.#d.db, turn.id, { status: 'completed', stopReason: r.stopReason, endedAt, pendingPermission: null });
+      this.events.stage(live.conversationId, turn.id, 'turn', 'done', { ...base, stop_reason: r.stopReason }, duration);
+    } else {
+      const reason = r.ok ? `stop reason ${r.stopReason}` : r.error;
+      await updateTurn(this.#d.db, turn.id, { status: 'failed', stopReason: r.ok ? r.stopReason : null, reason, endedAt, pendingPermission: null });
+      this.events.stage(live.conversationId, turn.id, 'turn', 'failed', { ...base, reason }, duration);
+    }
+    const row = await getConversationById(this.#d.db, live.conversationId);
+    if (row && row.conversation.status === 'running') {
+      await updateConversation(this.#d.db, live.conversationId, { status: 'idle', lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null });
+    }
+    if (!live.proc?.alive && this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
+  }
+
+  async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.#d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    const live = this.#live.get(id);
+    const turn = live?.turn;
+    if (!live || !turn) return refuse('no_turn_running', 'no turn is running');
+    if (turn.interrupted) return accept(undefined);
+    turn.interrupted = true;
+    if (turn.ask) await this.#resolveAsk(live, turn.ask.requestId, 'cancelled');
+    const proc = live.proc;
+    if (!proc) {
+      await this.#finishTurn(live, turn, { ok: false, error: 'interrupted' });
+      return accept(undefined);
+    }
+    // session/cancel, and every held permission answered `cancelled` (acp.md §5).
+    await proc.client.cancel();
+    turn.interruptTimer = setTimeout(() => {
+      // The agent ignored the cancel: stop its process, which ends the turn.
+      if (live.turn === turn) void proc.stop().then(() => this.#finishTurn(live, turn, { ok: false, error: 'interrupted' }));
+    }, INTERRUPT_GRACE_MS);
+    return accept(undefined);
+  }
+
+  async answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.#d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    const live = this.#live.get(id);
+    const ask = live?.turn?.ask;
+    if (!live || !ask || ask.requestId !== requestId) {
+      if (live?.resolved.has(requestId) || (await this.#wasAsked(accountId, id, requestId))) {
+        return refuse('permission_request_resolved', 'the permission request was already answered, timed out, or its turn ended');
+      }
+      return refuse('not_found', 'permission request not found');
+    }
+    if (!ask.options.some((o) => o.optionId === optionId)) {
+      return refuse('unknown_option', `option_id must be one of: ${ask.options.map((o) => o.optionId).join(', ')}`);
+    }
+    const done = await this.#resolveAsk(live, requestId, { optionId });
+    return done ? accept(undefined) : refuse('permission_request_resolved', 'the permission request was already resolved');
+  }
+
+  /** Whether a request id was ever published for this conversation (it may predate this process). */
+  async #wasAsked(_accountId: string, id: string, requestId: string): Promise<boolean> {
+    const rows = await this.#d.db
+      .select({ id: events.id })
+      .from(events)
+      .where(and(eq(events.conversationId, id), eq(events.stage, 'permission'), sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`))
+      .limit(1);
+    return rows.length > 0;
+  }
+
+  // ---------------------------------------------------------------- terminate, delete
+
+  async terminate(accountId: string, id: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.#d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    if (row.conversation.status === 'terminated') return accept(undefined);
+    const prov = this.#provisioning.get(id);
+    if (prov) prov.cancelled = true;
+    // The lock waits for a running provisioning step; the cancelled flag makes it stop early.
+    await this.#lock.run(id, () => this.#terminateLocked(id));
+    return accept(undefined);
+  }
+
+  async #terminateLocked(id: string): Promise<void> {
+    const row = await getConversationById(this.#d.db, id);
+    if (!row || row.conversation.status === 'terminated') return;
+    const live = this.#live.get(id);
+    if (live?.turn) {
+      live.turn.interrupted = true;
+      await this.#finishTurn(live, live.turn, { ok: false, error: 'terminated' });
+    }
+    for (const t of await openTurns(this.#d.db, id)) {
+      await updateTurn(this.#d.db, t.id, { status: 'interrupted', reason: 'terminated', endedAt: new Date() });
+    }
+    if (live) await live.proc?.stop();
+    this.#live.delete(id);
+    const s = row.sandbox;
+    let destroyError: string | null = null;
+    if (s && s.status !== 'terminated' && this.#d.registry.isRegistered(s.provider as KnownProvider)) {
+      const adapter = this.#d.registry.adapterFor(s.provider as KnownProvider);
+      const d = await adapter.destroy(live?.handle ?? adapter.buildHandle(s.name));
+      if (!d.ok) destroyError = describeError(d.error);
+    }
+    const now = new Date();
+    if (s) await updateSandbox(this.#d.db, s.id, { status: 'terminated', terminatedAt: now });
+    await updateConversation(this.#d.db, id, { status: 'terminated', lastActiveAt: now });
+    this.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
+  }
+
+  /** Tears the sandbox down and deletes the rows (turns and events cascade). */
+  async delete(accountId: string, id: string): Promise<EngineResult<void>> {
+    const t = await this.terminate(accountId, id);
+    if (!t.ok) return t;
+    await this.events.flush();
+    const row = await getConversationById(this.#d.db, id);
+    if (row) await deleteConversationRows(this.#d.db, id, row.sandbox?.id ?? null);
+    return accept(undefined);
+  }
+
+  // ---------------------------------------------------------------- idle sweep
+
+  /** Parks every idle sandbox past the idle timeout: suspend where possible, else destroy. */
+  async sweep(now = new Date()): Promise<number> {
+    if (this.#stopped || this.#d.config.idleTimeoutMs <= 0) return 0;
+    const cutoff = new Date(now.getTime() - this.#d.config.idleTimeoutMs);
+    let parked = 0;
+    for (const row of await idleCandidates(this.#d.db, cutoff)) {
+      const id = row.conversation.id;
+      if (this.#live.get(id)?.turn) continue;
+      if (await this.#lock.run(id, () => this.#park(id, cutoff))) parked++;
+    }
+    return parked;
+  }
+
+  async #park(id: string, cutoff: Date): Promise<boolean> {
+    const row = await getConversationById(this.#d.db, id);
+    const s = row?.sandbox;
+    if (!row || !s || row.conversation.status !== 'idle' || s.status !== 'ready' || row.conversation.lastActiveAt >= cutoff) return false;
+    const live = this.#live.get(id);
+    // Nothing is parked while a turn or a permission request is open.
+    if (live?.turn) return false;
+    if (!this.#d.registry.isRegistered(s.provider as KnownProvider)) return false;
+    const adapter = this.#d.registry.adapterFor(s.provider as KnownProvider);
+    const handle = live?.handle ?? adapter.buildHandle(s.name);
+    if (live) {
+      await live.proc?.stop();
+      this.#live.delete(id);
+    }
+    if (idleAction(adapter.capabilities(handle)) === 'suspend') {
+      const r = await adapter.suspend(handle);
+      if (r.ok) {
+        await updateSandbox(this.#d.db, s.id, { status: 'suspended', agentSessionId: null });
+        this.events.stage(id, null, 'sandbox', 'done', { event: 'suspended', reason: 'idle', message: 'parked after the idle timeout; the next prompt wakes it' });
+        return true;
+      }
+      if (isRunnerOffline(r.error)) {
+        // An offline runner can neither suspend nor destroy; its disk stays, and so does the row.
+        this.#log.info({ conversation: id }, 'idle park deferred: runner offline');
+        return false;
+      }
+      this.#log.warn({ conversation: id, err: describeError(r.error) }, 'suspend failed; destroying instead');
+    }
+    const d = await adapter.destroy(handle);
+    if (!d.ok) {
+      this.#log.warn({ conversation: id, err: describeError(d.error) }, 'idle destroy failed');
+      return false;
+    }
+    await updateSandbox(this.#d.db, s.id, { status: 'terminated', terminatedAt: new Date(), agentSessionId: null });
+    this.events.stage(id, null, 'sandbox', 'done', { event: 'reclaimed', reason: 'idle', message: 'the sandbox was destroyed after the idle timeout; the next prompt starts a fresh one' });
+    return true;
+  }
+
+  async #settleOrphans(): Promise<void> {
+    const rows = await this.#d.db.select().from(conversations).where(inArray(conversations.status, ['pending', 'running']));
+    for (const c of rows) {
+      for (const t of await openTurns(this.#d.db, c.id)) {
+        await updateTurn(this.#d.db, t.id, { status: 'failed', reason: 'the server restarted during the turn', endedAt: new Date() });
+        this.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: 'the server restarted during the turn' });
+      }
+      if (c.status === 'pending') {
+        await updateConversation(this.#d.db, c.id, { status: 'failed', failureReason: 'the server restarted while provisioning' });
+        this.events.stage(c.id, null, 'provision', 'failed', { reason: 'the server restarted while provisioning' });
+      } else {
+        await updateConversation(this.#d.db, c.id, { status: 'idle' });
+      }
+    }
+  }
+
+  async #teardown(live: Live): Promise<void> {
+    await live.proc?.stop();
+    this.#live.delete(live.conversationId);
+    const d = await live.adapter.destroy(live.handle);
+    if (!d.ok) this.#log.warn({ err: describeError(d.error) }, 'could not destroy a cancelled sandbox');
+  }
+}

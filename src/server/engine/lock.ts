@@ -1,0 +1,18 @@
+/**
+ * A keyed mutex: operations on one conversation (prompt, wake, park, terminate) run one at a time.
+ */
+export class KeyedLock {
+  readonly #tails = new Map<string, Promise<unknown>>();
+
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#tails.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.#tails.set(key, tail);
+    try {
+      return await next;
+    } finally {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    }
+  }
+}

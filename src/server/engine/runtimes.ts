@@ -1,0 +1,125 @@
+/**
+ * The runtime table (platform-api.md §13): where each agent runtime lives in its sandbox, how its
+ * ACP adapter is installed and launched, and which model providers it accepts.
+ */
+import type { Runtime } from '../store/conversation-schema.ts';
+
+export const SANDBOX_HOME = '/home/sprite';
+/** The root-level temporary directory some runtimes use as HOME. */
+const ROOT_TMP = `/${'tmp'}`;
+
+export interface AdapterInstall {
+  readonly pkg: string;
+  readonly version: string;
+  readonly bin: string;
+}
+
+export interface RuntimeSpec {
+  readonly id: Runtime;
+  readonly home: string;
+  readonly instructionsFile: string;
+  /** The ACP cwd in sandbox terms (mapped through the provider's hostPath before session/new). */
+  readonly cwd: string;
+  /** A workspace that must exist (git-initialised) before launch; null when cwd is HOME. */
+  readonly workspace: string | null;
+  /** The launch argv; for `demo` the engine substitutes its configured argv. */
+  readonly launch: readonly string[];
+  /** An npm-installed ACP adapter pinned to a version; null when the runtime is native or built in. */
+  readonly install: AdapterInstall | null;
+  /** A native binary that must already be on the sandbox PATH. */
+  readonly requiresBin: string | null;
+  /** Accepted model providers (the part of `model` before the slash). */
+  readonly modelProviders: readonly string[];
+  readonly models: readonly string[];
+}
+
+export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
+  claude: {
+    id: 'claude',
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/CLAUDE.md`,
+    cwd: SANDBOX_HOME,
+    workspace: null,
+    launch: ['claude-agent-acp'],
+    install: { pkg: '@agentclientprotocol/claude-agent-acp', version: '0.66.0', bin: 'claude-agent-acp' },
+    requiresBin: null,
+    modelProviders: ['anthropic'],
+    models: ['anthropic/claude-sonnet-4-5', 'anthropic/claude-opus-4-1', 'anthropic/claude-haiku-4-5'],
+  },
+  codex: {
+    id: 'codex',
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    cwd: SANDBOX_HOME,
+    workspace: null,
+    launch: ['codex-acp'],
+    install: { pkg: '@agentclientprotocol/codex-acp', version: '1.1.14', bin: 'codex-acp' },
+    requiresBin: null,
+    modelProviders: ['openai'],
+    models: ['openai/gpt-5', 'openai/gpt-5-codex'],
+  },
+  gemini: {
+    id: 'gemini',
+    home: ROOT_TMP,
+    instructionsFile: `${ROOT_TMP}/GEMINI.md`,
+    cwd: `${ROOT_TMP}/gemini-workspace`,
+    workspace: `${ROOT_TMP}/gemini-workspace`,
+    launch: ['gemini', '--acp'],
+    install: null,
+    requiresBin: 'gemini',
+    modelProviders: ['google'],
+    models: ['google/gemini-2.5-pro', 'google/gemini-2.5-flash'],
+  },
+  opencode: {
+    id: 'opencode',
+    home: ROOT_TMP,
+    instructionsFile: `${ROOT_TMP}/AGENTS.md`,
+    cwd: `${ROOT_TMP}/opencode-workspace`,
+    workspace: `${ROOT_TMP}/opencode-workspace`,
+    launch: ['opencode', 'acp'],
+    install: null,
+    requiresBin: 'opencode',
+    modelProviders: ['anthropic', 'openai', 'google'],
+    models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5', 'google/gemini-2.5-pro'],
+  },
+  demo: {
+    id: 'demo',
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    cwd: SANDBOX_HOME,
+    workspace: null,
+    launch: [],
+    install: null,
+    requiresBin: null,
+    modelProviders: ['fountain'],
+    models: ['fountain/demo'],
+  },
+};
+
+export const MODEL_PATTERN = /^[a-z0-9_-]+\/[a-z0-9._-]+$/;
+
+/** Null when the model fits the runtime (§4: only the provider part is checked), else why not. */
+export function modelProblem(runtime: Runtime, model: string): string | null {
+  if (!MODEL_PATTERN.test(model)) return 'must look like provider/model_id (lowercase letters, digits, . _ -)';
+  const provider = model.slice(0, model.indexOf('/'));
+  const allowed = RUNTIME_SPECS[runtime].modelProviders;
+  return allowed.includes(provider) ? null : `provider must be ${allowed.join(' or ')} for runtime ${runtime}`;
+}
+
+/** `/home/sprite/.env`: KEY='value' lines with `'\''` escaping (§14.1 step 6). */
+export function dotenv(pairs: ReadonlyArray<readonly [string, string]>): string {
+  return pairs.map(([k, v]) => `${k}='${v.replace(/'/g, `'\\''`)}'\n`).join('');
+}
+
+/** The idempotent install script of §13: reinstall only when `<bin> --version` differs from the pin. */
+export function installScript(i: AdapterInstall): string {
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  return [
+    'set -e',
+    `mkdir -p "$HOME/.local/bin"`,
+    `current="$(${q(i.bin)} --version 2>/dev/null || true)"`,
+    `case "$current" in *${i.version}*) exit 0 ;; esac`,
+    `npm install -g --no-progress --silent ${q(`${i.pkg}@${i.version}`)}`,
+    `ln -sf "$(npm prefix -g)/bin/${i.bin}" "$HOME/.local/bin/${i.bin}"`,
+  ].join('\n');
+}

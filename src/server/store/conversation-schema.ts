@@ -1,0 +1,167 @@
+/**
+ * The Drizzle tables of the conversation engine: agents, sandboxes, conversations, turns and events.
+ * Mirrored by migrations/0010_conversations.sql, which also holds the foreign keys to accounts.
+ */
+import { sql } from 'drizzle-orm';
+import { bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode', 'demo'] as const;
+export type Runtime = (typeof RUNTIMES)[number];
+
+export const VERDICTS = ['auto_allow', 'ask', 'auto_deny'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+/** Key → verdict; keys are tool titles, ACP tool kinds, or `default`. */
+export type PermissionPolicy = Record<string, Verdict>;
+
+export const agents = pgTable(
+  'agents',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    accountId: uuid('account_id').notNull(),
+    name: text('name').notNull(),
+    description: text('description').notNull().default(''),
+    system: text('system').notNull().default(''),
+    runtime: text('runtime', { enum: RUNTIMES }).notNull(),
+    model: text('model').notNull(),
+    /** Null: the instance default (SANDBOX_PROVIDER). */
+    sandboxProvider: text('sandbox_provider'),
+    permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
+    metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    insertedAt: ts('inserted_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('agents_account_name_idx').on(t.accountId, t.name)],
+);
+
+export const SANDBOX_STATUSES = ['pending', 'starting', 'ready', 'suspended', 'terminated', 'failed'] as const;
+export type SandboxStatus = (typeof SANDBOX_STATUSES)[number];
+
+export const sandboxes = pgTable(
+  'sandboxes',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    accountId: uuid('account_id').notNull(),
+    provider: text('provider').notNull(),
+    /** The minted sandbox name (the contract's handle name). */
+    name: text('name').notNull(),
+    status: text('status', { enum: SANDBOX_STATUSES }).notNull().default('pending'),
+    /** The runner-side session id of the running agent process (for re-attach after a restart). */
+    agentSessionId: text('agent_session_id'),
+    lastResumedAt: ts('last_resumed_at'),
+    terminatedAt: ts('terminated_at'),
+    insertedAt: ts('inserted_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('sandboxes_provider_name_idx').on(t.provider, t.name)],
+);
+
+export const CONVERSATION_STATUSES = ['pending', 'running', 'idle', 'failed', 'terminated'] as const;
+export type ConversationStatus = (typeof CONVERSATION_STATUSES)[number];
+
+export const conversations = pgTable(
+  'conversations',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    accountId: uuid('account_id').notNull(),
+    /** Null once the agent was deleted (prompts then answer 422 no_agent). */
+    agentId: uuid('agent_id'),
+    sandboxId: uuid('sandbox_id'),
+    title: text('title'),
+    firstPrompt: text('first_prompt'),
+    status: text('status', { enum: CONVERSATION_STATUSES }).notNull().default('pending'),
+    runtime: text('runtime', { enum: RUNTIMES }).notNull(),
+    permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
+    /** The ACP sessionId from session/new, for session/load after a wake. */
+    runtimeSessionId: text('runtime_session_id'),
+    source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
+    failureReason: text('failure_reason'),
+    turnCount: integer('turn_count').notNull().default(0),
+    /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
+    acpNextId: integer('acp_next_id'),
+    lastActiveAt: ts('last_active_at').notNull().defaultNow(),
+    lastReadAt: ts('last_read_at'),
+    insertedAt: ts('inserted_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [index('conversations_account_idx').on(t.accountId, t.insertedAt)],
+);
+
+export const TURN_STATUSES = ['pending', 'running', 'completed', 'failed', 'interrupted'] as const;
+export type TurnStatus = (typeof TURN_STATUSES)[number];
+
+/** A permission request held for the user; `asked_at` fixes its deadline across restarts. */
+export interface PendingPermission {
+  readonly request_id: string;
+  /** The agent's JSON-RPC id of the session/request_permission. */
+  readonly acp_id: string | number | null;
+  readonly tool: string;
+  readonly kind: string | null;
+  readonly options: ReadonlyArray<{ readonly option_id: string; readonly name: string; readonly kind: string }>;
+  readonly asked_at: string;
+}
+
+export interface TurnUsage {
+  readonly input: number;
+  readonly output: number;
+  readonly cache_read?: number;
+  readonly cache_write?: number;
+}
+
+export const turns = pgTable(
+  'turns',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    conversationId: uuid('conversation_id').notNull(),
+    turnNumber: integer('turn_number').notNull(),
+    prompt: text('prompt').notNull(),
+    status: text('status', { enum: TURN_STATUSES }).notNull().default('pending'),
+    stopReason: text('stop_reason'),
+    reason: text('reason'),
+    exitCode: integer('exit_code'),
+    /** The JSON-RPC id of this turn's session/prompt: the journal boundary for re-attach. */
+    acpPromptId: integer('acp_prompt_id'),
+    pendingPermission: jsonb('pending_permission').$type<PendingPermission>(),
+    usage: jsonb('usage').$type<TurnUsage>(),
+    startedAt: ts('started_at'),
+    endedAt: ts('ended_at'),
+    insertedAt: ts('inserted_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('turns_conversation_number_idx').on(t.conversationId, t.turnNumber)],
+);
+
+export const EVENT_KINDS = ['output', 'stage'] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+export const EVENT_STREAMS = ['stdout', 'stderr', 'acp', ''] as const;
+export type EventStream = (typeof EVENT_STREAMS)[number];
+export const STAGE_STATES = ['started', 'done', 'failed', 'interrupted'] as const;
+export type StageState = (typeof STAGE_STATES)[number];
+
+export const events = pgTable(
+  'events',
+  {
+    /** Monotonic: the paging cursor and the SSE id. */
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: uuid('conversation_id').notNull(),
+    turnId: uuid('turn_id'),
+    kind: text('kind', { enum: EVENT_KINDS }).notNull(),
+    stream: text('stream', { enum: EVENT_STREAMS }).notNull().default(''),
+    /** Output bytes as text, or the JSON-encoded metadata of a stage event. */
+    data: text('data').notNull().default(''),
+    stage: text('stage'),
+    state: text('state', { enum: STAGE_STATES }),
+    durationMs: integer('duration_ms'),
+    ts: ts('ts').notNull().defaultNow(),
+  },
+  (t) => [index('events_conversation_idx').on(t.conversationId, t.id)],
+);
+
+export const conversationSchema = { agents, sandboxes, conversations, turns, events };
+
+export type Agent = typeof agents.$inferSelect;
+export type SandboxRow = typeof sandboxes.$inferSelect;
+export type Conversation = typeof conversations.$inferSelect;
+export type Turn = typeof turns.$inferSelect;
+export type EventRow = typeof events.$inferSelect;
+export type NewEvent = typeof events.$inferInsert;
