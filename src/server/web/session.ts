@@ -1,0 +1,101 @@
+/**
+ * Web sessions: an HMAC-signed, HttpOnly, SameSite=Lax cookie naming an account and the API key the
+ * session rests on (revoking that key ends the session), plus the one-time sign-in link for `fountain up`.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { and, eq, isNull } from 'drizzle-orm';
+import { z } from 'zod';
+import type { EngineDb } from '../store/engine-db.ts';
+import { accounts, apiKeys, type Account, type ApiKey } from '../store/schema.ts';
+import { consumeSigninToken, insertSigninToken } from '../store/signin-tokens.ts';
+
+export const SESSION_COOKIE = 'fountain_session';
+/** A session lasts this long from sign-in; the key behind it may end it sooner. */
+export const SESSION_TTL_S = 30 * 24 * 3600;
+/** How long a printed sign-in link stays valid. */
+export const SIGNIN_LINK_TTL_MS = 15 * 60_000;
+export const SIGNIN_PATH = '/signin/link';
+
+const payloadSchema = z.object({ a: z.string().uuid(), k: z.string().uuid(), e: z.number().int() });
+export type SessionPayload = z.infer<typeof payloadSchema>;
+
+const mac = (secret: string, body: string): Buffer => createHmac('sha256', secret).update(body).digest();
+
+export function sealSession(secret: string, payload: SessionPayload): string {
+  const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
+  return `${body}.${mac(secret, body).toString('base64url')}`;
+}
+
+/** The payload of a cookie value this secret signed and that has not expired; null otherwise. */
+export function openSession(secret: string, value: string | undefined, nowS = Math.floor(Date.now() / 1000)): SessionPayload | null {
+  if (!value) return null;
+  const dot = value.indexOf('.');
+  if (dot <= 0) return null;
+  const body = value.slice(0, dot);
+  const given = Buffer.from(value.slice(dot + 1), 'base64url');
+  const want = mac(secret, body);
+  if (given.length !== want.length || !timingSafeEqual(given, want)) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+  } catch {
+    return null;
+  }
+  const p = payloadSchema.safeParse(json);
+  if (!p.success || p.data.e <= nowS) return null;
+  return p.data;
+}
+
+export interface SessionUser {
+  readonly account: Account;
+  readonly key: ApiKey;
+  readonly expires: number;
+}
+
+/** Resolves a cookie to its account and key, refusing revoked, expired or non-full keys. */
+export async function resolveSession(db: EngineDb, secret: string, value: string | undefined): Promise<SessionUser | null> {
+  const p = openSession(secret, value);
+  if (!p) return null;
+  const [row] = await db
+    .select({ key: apiKeys, account: accounts })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(and(eq(apiKeys.id, p.k), eq(apiKeys.accountId, p.a), isNull(apiKeys.revokedAt)));
+  if (!row) return null;
+  if (row.key.expiresAt && row.key.expiresAt <= new Date()) return null;
+  if (!row.key.scopes.includes('full')) return null;
+  return { account: row.account, key: row.key, expires: p.e };
+}
+
+/**
+ * Mints a one-time sign-in link for an account: `<baseUrl>/signin/link?token=…`, valid 15 minutes,
+ * spent by its first use. `fountain up` prints it so a newcomer lands in a signed-in session.
+ */
+export async function mintSignInLink(db: EngineDb, accountId: string, baseUrl: string): Promise<string> {
+  const token = await insertSigninToken(db, accountId, SIGNIN_LINK_TTL_MS);
+  return `${baseUrl.replace(/\/+$/, '')}${SIGNIN_PATH}?token=${token}`;
+}
+
+export { consumeSigninToken };
+
+/**
+ * The cookie-signing secret: FOUNTAIN_SESSION_SECRET when set (every node of a cluster must share it),
+ * else a random one kept in `<dataDir>/session-secret` (mode 0600) so sessions survive restarts.
+ */
+export function sessionSecretFrom(env: Readonly<Record<string, string | undefined>>, dataDir: string): string {
+  const fromEnv = env.FOUNTAIN_SESSION_SECRET?.trim();
+  if (fromEnv) {
+    if (fromEnv.length < 32) throw new Error('FOUNTAIN_SESSION_SECRET must be at least 32 characters');
+    return fromEnv;
+  }
+  const file = join(dataDir, 'session-secret');
+  if (existsSync(file)) {
+    const s = readFileSync(file, 'utf8').trim();
+    if (s.length >= 32) return s;
+  }
+  const s = randomBytes(32).toString('hex');
+  writeFileSync(file, `${s}\n`, { mode: 0o600 });
+  return s;
+}
