@@ -14,7 +14,9 @@ import { bootstrap } from './bootstrap.ts';
 import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
+import { checkDefaultProvider, createProviderRegistry } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
+import type { ProviderRegistry } from '../sandbox/registry.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -46,13 +48,17 @@ export interface RunningServer {
   readonly config: ServerConfig;
   readonly database: Database;
   readonly host: RunnerHost;
+  /** The adapters this configuration turns on; SANDBOX_PROVIDER was checked against it at boot. */
+  readonly registry: ProviderRegistry;
   readonly bus: EventBus;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
   stop(): Promise<void>;
 }
 
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
-  const config = parseServerConfig(opts.env ?? process.env);
+  const env = opts.env ?? process.env;
+  const config = parseServerConfig(env);
+  checkDefaultProvider(config, env);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
 
@@ -63,6 +69,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
     const host = createRunnerHost({ db: database.db, bus, logger });
+    const registry = createProviderRegistry(config, env, { host, logger });
     const app = createApp({
       db: database.db,
       logger,
@@ -115,6 +122,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       config,
       database,
       host,
+      registry,
       bus,
       stop,
     };
