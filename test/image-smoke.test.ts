@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { accessSync, constants, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { openProcessBackend } from '../src/runner/backends/process/index.ts';
@@ -149,5 +150,33 @@ describe('image smoke through exec on a runner sandbox', () => {
     assert.equal(cmd, 'bash');
     assert.equal(args.length, 2);
     assert.ok(args[1]!.includes(`'${Buffer.from('echo hi\n').toString('base64')}'`));
+  });
+});
+
+describe('smoke-in.ts: the build scripts\' smoke in a new hosted sandbox (E2B stub)', () => {
+  it('creates a sandbox through the configured adapter, prints the verdict, and destroys the sandbox', async () => {
+    const { E2BStub } = await import('./stubs/e2b/server.ts');
+    const { execFile } = await import('node:child_process');
+    const key = 'e2b_smoke_key';
+    const stub = await E2BStub.start({ apiKey: key });
+    try {
+      const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', fileURLToPath(new URL('../scripts/sandbox-image/smoke-in.ts', import.meta.url)), 'e2b'],
+          { env: { ...process.env, E2B_API_KEY: key, E2B_BASE_URL: stub.apiUrl, E2B_SANDBOX_URL: stub.sandboxUrl, E2B_USER: 'sprite', SMOKE_EXPECT_USER: '' }, timeout: 600_000 },
+          (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === 'number' ? e.code : -1) : 0, stdout, stderr }),
+        ),
+      );
+      const { verdict, checks } = parseSmokeOutput(run.stdout);
+      const why = `\n${run.stdout}\n${run.stderr}`;
+      assert.match(run.stderr, /^created fountain-imgsmoke-[0-9a-f]{8} on e2b$/m, why);
+      assert.match(run.stderr, /^destroyed fountain-imgsmoke-[0-9a-f]{8}$/m, why);
+      for (const name of ['bash', 'git', 'node', 'npm']) assert.equal(checks.get(name)?.ok, true, `${name}${why}`);
+      assert.notEqual(verdict.kind, 'none', why);
+      assert.equal(run.code, verdict.kind === 'ok' ? 0 : 1, why);
+    } finally {
+      await stub.stop();
+    }
   });
 });
