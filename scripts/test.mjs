@@ -1,11 +1,11 @@
-// Runs every *.test.ts under src/ and test/ with node's test runner through tsx.
+// Runs every *.test.ts under src/, test/ and bench/ with node's test runner through tsx.
 // Node 20's --test takes no globs, so the files are collected here.
 // Usage: node scripts/test.mjs [path-filter...]
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 
-const roots = ['src', 'test'];
+const roots = ['src', 'test', 'bench'];
 const filters = process.argv.slice(2);
 const files = [];
 const walk = (dir) => {

@@ -61,15 +61,16 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
     if (!req.success) return;
     const { request_id, tool, options } = req.data;
     renderer.status(`permission requested${tool ? ` for ${tool}` : ''}:`);
-    options.forEach((o, i) => out(`  [${i + 1}] ${o.name}\n`));
+    options.forEach((o, i) => renderer.write(`  [${i + 1}] ${o.name}\n`));
     for (;;) {
-      out('  choose: ');
+      renderer.write('  choose: ');
       const line = await lines.next();
       if (line === null) return;
+      if (!process.stdin.isTTY) renderer.write(`${line}\n`);
       const n = Number(line.trim());
       const choice = options[n - 1] ?? options.find((o) => o.optionId === line.trim());
       if (!choice) {
-        out(`  type a number from 1 to ${options.length}\n`);
+        renderer.write(`  type a number from 1 to ${options.length}\n`);
         continue;
       }
       try {
@@ -89,7 +90,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       provisionFailed = ev.data ?? 'provisioning failed';
       turnEnd?.('failed');
     }
-    if (ev.stage === 'request' && ev.state === 'started') questions = questions.then(() => ask(ev));
+    if ((ev.stage === 'permission' || ev.stage === 'request') && ev.state === 'started') questions = questions.then(() => ask(ev));
     if ((ev.stage === 'turn' || ev.stage === 'terminate') && ev.state && TERMINAL_TURN_STATES.has(ev.state)) {
       const id = ev.turn_id ?? '';
       endedTurns.set(id, ev.state);

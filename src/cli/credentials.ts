@@ -61,6 +61,7 @@ export function readCredentials(path = credentialsPath()): Record<string, Profil
 
 /** Writes one profile, keeping the others; the file is replaced atomically with mode 0600. */
 export function saveProfile(profile: string, values: Profile, path = credentialsPath()): void {
+  if (!/^[A-Za-z0-9_.-]+$/.test(profile)) throw new CredentialsError(`profile names are letters, digits, . _ and -, not "${profile}"`);
   const all = readCredentials(path);
   all[profile] = { ...all[profile], ...values };
   // `default` first, then the others sorted, so the file diffs cleanly.

@@ -18,11 +18,14 @@ const program = new Command('fountain')
 // Each subcommand module exports register(program); add new ones to this list.
 const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
   () => import('./auth.ts'),
+  () => import('./server.ts'),
   () => import('./agents.ts'),
   () => import('./chat.ts'),
   () => import('./conversations.ts'),
   () => import('./runner.ts'),
+  () => import('./up.ts'),
   () => import('./demo-agent.ts'),
+  () => import('./runner-guest.ts'),
 ];
 for (const load of modules) (await load()).register(program);
 

@@ -39,6 +39,11 @@ export class EventRenderer {
     this.#out = out;
   }
 
+  /** Writes text as it is (a question, a list), keeping track of the open line. */
+  write(text: string): void {
+    this.#write(text);
+  }
+
   #write(text: string): void {
     if (text === '') return;
     this.#out(text);

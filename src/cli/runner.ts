@@ -7,10 +7,13 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
+import type { Backend } from '../runner/backend.ts';
 import { CredentialsError, resolveCredentials } from './credentials.ts';
+import { addVmOptions, openVmFromFlags } from './runner-vm.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -21,7 +24,8 @@ const flagsSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, '--name must be 1-63 of a-z 0-9 . _ - and start with a letter or digit')
     .optional(),
   root: z.string().min(1).optional(),
-  backend: z.enum(['process'], { message: '--backend must be "process" (the namespace and firecracker backends are not built yet)' }),
+  backend: z.enum(['process', 'namespace', 'firecracker'], { message: '--backend must be "process", "namespace" or "firecracker"' }),
+  nsSubnet: z.string().optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
   profile: z.string().optional(),
@@ -34,15 +38,16 @@ function usage(message: string): never {
 }
 
 export function register(program: Command): void {
-  program
+  const runner = program
     .command('runner')
     .description('Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions')
     .option('--name <name>', "runner name (default: this machine's hostname, sanitised)")
     .option('--root <dir>', 'sandbox directory (default: ~/.fountain/runners/<name>/sandboxes)')
-    .option('--backend <backend>', 'what a sandbox is: process (a directory)', 'process')
+    .option('--backend <backend>', 'what a sandbox is: process (a directory), namespace (bubblewrap, cgroups, egress policy; root) or firecracker (a microVM)', 'process')
+    .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
-    .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
-    .action(async (_opts: unknown, cmd: Command) => {
+    .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256');
+  addVmOptions(runner).action(async (_opts: unknown, cmd: Command) => {
       const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
       if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
       const flags = parsed.data;
@@ -60,7 +65,13 @@ export function register(program: Command): void {
       const name = flags.name ?? defaultRunnerName(hostname());
       const root = flags.root ? resolve(flags.root) : defaultRoot(name);
       const logger = createLogger(flags.logLevel, 'fountain-runner');
-      const opened = openProcessBackend({ root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 });
+      const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
+      const opened: { ok: true; value: Backend } | { ok: false; error: string } =
+        flags.backend === 'firecracker'
+          ? await openVmFromFlags(cmd.opts(), root, logger)
+          : flags.backend === 'namespace'
+            ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet })
+            : openProcessBackend(common);
       if (!opened.ok) {
         process.stderr.write(`fountain runner: ${opened.error}\n`);
         process.exit(1);

@@ -51,7 +51,11 @@ export const logEventSchema = z
   .loose();
 export type LogEvent = z.infer<typeof logEventSchema>;
 
-export const permissionOptionSchema = z.object({ optionId: z.string(), name: z.string(), kind: z.string().optional() }).loose();
+// The server sends `option_id`; ACP itself spells it `optionId`. Either is accepted.
+export const permissionOptionSchema = z
+  .object({ option_id: z.string().optional(), optionId: z.string().optional(), name: z.string(), kind: z.string().nullish() })
+  .refine((o) => o.option_id ?? o.optionId, 'an option needs an id')
+  .transform((o) => ({ optionId: (o.option_id ?? o.optionId)!, name: o.name, kind: o.kind ?? undefined }));
 export const requestStartedSchema = z
   .object({ request_id: z.string(), tool: z.string().nullish(), options: z.array(permissionOptionSchema) })
   .loose();

@@ -1,5 +1,5 @@
 /**
- * The Backend seam: the fourteen wire ops plus stopAll, independent of any transport.
+ * The Backend seam: the wire ops plus stopAll, independent of any transport.
  * The process backend implements it today; namespace and firecracker backends plug in the same way.
  */
 import type { Result } from '../sandbox/result.ts';
@@ -67,6 +67,10 @@ export interface Backend {
   detach(req: RequestOf<'detach'>): Promise<OpResult<Record<string, never>>>;
   listSessions(req: RequestOf<'list_sessions'>): Promise<OpResult<{ sessions: SessionInfo[] }>>;
   attach(req: RequestOf<'attach'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>>;
+  /** What the daemon advertises when it dials (`capabilities=`); absent means `suspend`, `attach`. */
+  capabilities?(): readonly string[];
+  /** Absent: the op is answered `not_supported`. */
+  applyNetworkPolicy?(req: RequestOf<'apply_network_policy'>): Promise<OpResult<Record<string, never>>>;
   /** Ends every live process this backend started: SIGTERM to each group, SIGKILL after a grace. */
   stopAll(): Promise<void>;
 }

@@ -10,6 +10,7 @@ import type { ConnectionTimings } from './connection.ts';
 import { backoffDelay, runnerSocketUrl } from './dial.ts';
 import type { BackoffTimings } from './dial.ts';
 import { goarch, goos } from './identity.ts';
+import { DEFAULT_RUNNER_CAPABILITIES } from '../wire/index.ts';
 
 export type DaemonTimings = ConnectionTimings & BackoffTimings;
 
@@ -69,6 +70,7 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
       arch: goarch(),
       version: opts.version,
       root: opts.root,
+      capabilities: (opts.backend.capabilities?.() ?? DEFAULT_RUNNER_CAPABILITIES).join(','),
     });
     if (url === null) return { kind: 'gave_up', message: `base URL must be http:// or https://, got ${JSON.stringify(opts.baseUrl)}` };
     let attempt = 0;

@@ -11,6 +11,8 @@ export interface RunnerIdentity {
   readonly arch: string;
   readonly version: string;
   readonly root: string;
+  /** Comma-separated backend capabilities; omitted from the query when undefined. */
+  readonly capabilities?: string;
 }
 
 /** `<base>/api/runners/ws?name=…` with http→ws, https→wss; null when the base URL is not http(s). */
@@ -26,7 +28,7 @@ export function runnerSocketUrl(baseUrl: string, id: RunnerIdentity): URL | null
   url.pathname = `${url.pathname.replace(/\/+$/, '')}/api/runners/ws`;
   url.search = '';
   url.hash = '';
-  for (const [k, v] of Object.entries(id)) url.searchParams.set(k, v);
+  for (const [k, v] of Object.entries(id)) if (v !== undefined) url.searchParams.set(k, v);
   return url;
 }
 

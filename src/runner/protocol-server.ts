@@ -112,6 +112,10 @@ export class ProtocolServer {
         return b.listSessions(req);
       case 'attach':
         return b.attach(req, ctx);
+      case 'apply_network_policy':
+        return b.applyNetworkPolicy
+          ? b.applyNetworkPolicy(req)
+          : Promise.resolve({ ok: false, error: { code: 'not_supported', detail: 'network_policy' } });
       case 'ping':
         return Promise.resolve(
           this.#opts.pingAgent === undefined

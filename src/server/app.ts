@@ -15,7 +15,15 @@ import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { errorResponses, type RouteDeps } from './routes/common.ts';
 import { runnerRoutes } from './routes/runners.ts';
+import { agentRoutes } from './routes/agents.ts';
+import { conversationRoutes } from './routes/conversations.ts';
+import type { ConversationEngine } from './engine/index.ts';
+import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
+import { runnersTopic } from './events.ts';
+import { CLOSE } from '../wire/index.ts';
+import { createWebApp } from './web/app.tsx';
+import { loadDocs } from './web/docs.tsx';
 
 export interface AppDeps {
   readonly db: Db;
@@ -27,6 +35,10 @@ export interface AppDeps {
   readonly runnersEnabled: boolean;
   /** Shown in the OpenAPI document. */
   readonly version?: string;
+  /** The conversation engine; without it the agent and conversation routes are not mounted. */
+  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  /** The web UI (pages and /docs); mounted only together with the engine. */
+  readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -80,6 +92,30 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
+  if (deps.engine) {
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    if (deps.web) {
+      const { engine, registry, defaultProvider } = deps.engine;
+      app.route(
+        '/',
+        createWebApp({
+          db: deps.db,
+          engine,
+          registry,
+          defaultProvider,
+          runnerHost: deps.host,
+          watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
+          disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
+          runnersEnabled: deps.runnersEnabled,
+          sessionSecret: deps.web.sessionSecret,
+          secureCookies: deps.web.secureCookies ?? false,
+          docs: loadDocs(),
+          logger: deps.logger,
+        }),
+      );
+    }
+  }
 
   app.doc('/api/openapi.json', {
     openapi: '3.0.0',

@@ -7,10 +7,11 @@ import pino from 'pino';
 import { LocalRunnerHost } from '../providers/runner/host.ts';
 import { KNOWN_PROVIDERS } from '../sandbox/providers.ts';
 import { ConfigError, parseServerConfig, type Env } from './config.ts';
-import { PROVIDER_WIRING, checkDefaultProvider, createProviderRegistry, plannedProviders } from './registry.ts';
+import { PROVIDER_WIRING, checkDefaultProvider, createProviderRegistry, hostedAdapters, plannedProviders } from './registry.ts';
 import { startServer } from './start.ts';
 
 const deps = { host: new LocalRunnerHost(), logger: pino({ enabled: false }) };
+const hostedOf = (env: Env) => hostedAdapters(parseServerConfig(env), deps).map((a) => a.provider);
 const registryFor = (env: Env) => createProviderRegistry(parseServerConfig(env), env, deps);
 const ALL_KEYS: Env = { E2B_API_KEY: 'k', DAYTONA_API_KEY: 'k', SPRITES_TOKEN: 't' };
 
@@ -32,6 +33,12 @@ describe('provider registry wiring', () => {
     for (const env of envs) assert.deepEqual(plannedProviders(parseServerConfig(env), env), registryFor(env).enabled(), JSON.stringify(env));
   });
 
+  it('hands the engine the hosted adapters whose credentials are set', () => {
+    assert.deepEqual(hostedOf({}), []);
+    assert.deepEqual(hostedOf(ALL_KEYS), ['e2b', 'daytona', 'sprites']);
+    assert.deepEqual(hostedOf({ SPRITES_TOKEN: 't', DAYTONA_API_KEY: '' }), ['sprites']);
+  });
+
   it('turns on only the runner without credentials', () => {
     const r = registryFor({});
     assert.deepEqual(r.enabled(), ['runner']);
@@ -48,8 +55,8 @@ describe('provider registry wiring', () => {
 });
 
 describe('SANDBOX_PROVIDER boot check', () => {
-  it('accepts an enabled default and an implicit one', () => {
-    for (const env of [{}, { SANDBOX_PROVIDER: 'runner' }, { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' }, { SANDBOX_RUNNERS_ENABLED: 'false' }]) {
+  it('accepts an enabled default, explicit or implicit', () => {
+    for (const env of [{}, { SANDBOX_PROVIDER: 'runner' }, { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' }, { SANDBOX_RUNNERS_ENABLED: 'false', SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't' }]) {
       checkDefaultProvider(parseServerConfig(env), env);
     }
   });
@@ -59,6 +66,8 @@ describe('SANDBOX_PROVIDER boot check', () => {
     bootRefusal({ SANDBOX_PROVIDER: 'daytona', DAYTONA_API_KEY: ' ' }, /DAYTONA_API_KEY is not set/);
     bootRefusal({ SANDBOX_PROVIDER: 'sprites', E2B_API_KEY: 'k' }, /SPRITES_TOKEN is not set\); enabled: runner, e2b$/);
     bootRefusal({ SANDBOX_PROVIDER: 'runner', SANDBOX_RUNNERS_ENABLED: 'off' }, /SANDBOX_RUNNERS_ENABLED is false\); enabled: none$/);
+    // Unset means runner, which must then be on too.
+    bootRefusal({ SANDBOX_RUNNERS_ENABLED: 'false', E2B_API_KEY: 'k' }, /"runner" is not enabled \(SANDBOX_RUNNERS_ENABLED is false\); enabled: e2b$/);
   });
 
   it('stops startServer before it listens, naming the variable', async () => {

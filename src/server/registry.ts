@@ -14,8 +14,11 @@ import { ProviderRegistry, credentialPresent, type Env } from '../sandbox/regist
 import { ConfigError, type ServerConfig } from './config.ts';
 
 export interface AdapterDeps {
-  readonly host: RunnerHost;
   readonly logger: Logger;
+}
+
+export interface RegistryDeps extends AdapterDeps {
+  readonly host: RunnerHost;
 }
 
 /**
@@ -26,12 +29,12 @@ export interface AdapterDeps {
 export const PROVIDER_WIRING: {
   readonly [P in KnownProvider]: {
     readonly registered: (config: ServerConfig) => boolean;
-    readonly build: (config: ServerConfig, deps: AdapterDeps) => SandboxAdapter;
+    readonly build: (config: ServerConfig, deps: P extends 'runner' ? RegistryDeps : AdapterDeps) => SandboxAdapter;
   };
 } = {
   runner: {
     registered: () => true,
-    build: (_config, deps) => new RunnerAdapter(deps.host, { logger: deps.logger.child({ provider: 'runner' }) }),
+    build: (_config, deps) => new RunnerAdapter(deps.host, { logger: deps.logger }),
   },
   e2b: {
     registered: (config) => config.providers.e2b !== null,
@@ -47,9 +50,18 @@ export const PROVIDER_WIRING: {
   },
 };
 
-export function createProviderRegistry(config: ServerConfig, env: Env, deps: AdapterDeps): ProviderRegistry {
+export function createProviderRegistry(config: ServerConfig, env: Env, deps: RegistryDeps): ProviderRegistry {
   const adapters = KNOWN_PROVIDERS.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps));
   return new ProviderRegistry(adapters, env);
+}
+
+/**
+ * The hosted adapters this configuration turns on, for the engine's wiring (createEngine), which
+ * adds the runner adapter over the live host itself.
+ */
+export function hostedAdapters(config: ServerConfig, deps: AdapterDeps): SandboxAdapter[] {
+  const hosted = KNOWN_PROVIDERS.filter((p): p is Exclude<KnownProvider, 'runner'> => p !== 'runner');
+  return hosted.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps));
 }
 
 /**
@@ -66,12 +78,12 @@ function switchOf(provider: KnownProvider): string {
 }
 
 /**
- * Refuses an explicit SANDBOX_PROVIDER that is not enabled (its value is already known: the config
- * refuses any other). An implicit default is left to the agent routes, which answer 422 for it.
+ * Refuses a SANDBOX_PROVIDER default that is not enabled, explicit or the implicit `runner` (its
+ * value is already known: the config refuses any other), naming the switch that is off.
  */
 export function checkDefaultProvider(config: ServerConfig, env: Env): void {
   const on = plannedProviders(config, env);
-  if (!config.sandboxProviderExplicit || on.includes(config.sandboxProvider)) return;
+  if (on.includes(config.sandboxProvider)) return;
   throw new ConfigError(
     'SANDBOX_PROVIDER',
     `"${config.sandboxProvider}" is not enabled (${switchOf(config.sandboxProvider)}); enabled: ${on.length ? on.join(', ') : 'none'}`,

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import pino, { type Logger } from 'pino';
+import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './app.ts';
@@ -14,9 +15,12 @@ import { bootstrap } from './bootstrap.ts';
 import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
-import { checkDefaultProvider, createProviderRegistry } from './registry.ts';
+import { checkDefaultProvider, hostedAdapters } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import type { ProviderRegistry } from '../sandbox/registry.ts';
+import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
+import type { SandboxAdapter } from '../sandbox/index.ts';
+import { sessionSecretFrom } from './web/session.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -33,7 +37,14 @@ export interface StartServerOptions {
   readonly databaseSchema?: string;
   /** Version reported in the OpenAPI document. */
   readonly version?: string;
-  readonly acceptRunnerSocket: AcceptRunnerSocket;
+  /** Default: the real server end of the runner socket (providers/runner/connection.ts). */
+  readonly acceptRunnerSocket?: AcceptRunnerSocket;
+  /** Hosted sandbox adapters to register beside the runner adapter; default: those the configuration turns on. */
+  readonly adapters?: readonly SandboxAdapter[];
+  /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
+  readonly engine?: Partial<EngineConfig>;
+  /** SSE heartbeat interval; default 15 s. */
+  readonly sseHeartbeatMs?: number;
 }
 
 export interface RunningServer {
@@ -51,6 +62,9 @@ export interface RunningServer {
   /** The adapters this configuration turns on; SANDBOX_PROVIDER was checked against it at boot. */
   readonly registry: ProviderRegistry;
   readonly bus: EventBus;
+  readonly engine: ConversationEngine;
+  /** The Hono app, for tests that inspect its routes. */
+  readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -58,18 +72,29 @@ export interface RunningServer {
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
   const env = opts.env ?? process.env;
   const config = parseServerConfig(env);
+  // Before the database opens, so a wrong default costs nothing.
   checkDefaultProvider(config, env);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
 
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
+  let engine: ConversationEngine | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
     const host = createRunnerHost({ db: database.db, bus, logger });
-    const registry = createProviderRegistry(config, env, { host, logger });
+    const wired = createEngine({
+      db: database.db,
+      logger,
+      host,
+      env,
+      adapters: opts.adapters ?? hostedAdapters(config, { logger }),
+      ...(opts.engine ? { config: opts.engine } : {}),
+    });
+    engine = wired.engine;
+    await engine.start();
     const app = createApp({
       db: database.db,
       logger,
@@ -77,13 +102,15 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
+      engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
       logger,
       host,
       runnersEnabled: config.runnersEnabled,
-      accept: opts.acceptRunnerSocket,
+      accept: opts.acceptRunnerSocket ?? acceptRunnerSocket,
       heartbeatMs: config.runnerHeartbeatMs,
       callTimeoutMs: config.runnerCallTimeoutMs,
     });
@@ -105,6 +132,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const stop = () =>
       (stopping ??= (async () => {
         upgrade.close();
+        // Detach from agent processes and flush queued events while the database is still open.
+        await engine!.stop();
         for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
         await new Promise<void>((resolve) => {
           srv.close(() => resolve());
@@ -122,12 +151,15 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       config,
       database,
       host,
-      registry,
+      registry: wired.registry,
       bus,
+      engine: engine!,
+      app,
       stop,
     };
   } catch (e) {
     server?.close();
+    await engine?.stop();
     await database.close();
     throw e;
   }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeBase64, decodeFrame, encodeFrame } from './index.ts';
+import { decodeBase64, decodeFrame, encodeBase64, encodeFrame, outputFrame } from './index.ts';
 
 test('requests decode by op and keep their fields', () => {
   const r = decodeFrame('{"id":7,"op":"spawn","name":"runner-x","cmd":"claude-agent-acp","args":[],"env":[["K","v"]],"dir":"/home/sprite","stdin":true,"detachable":true}');
@@ -29,4 +29,47 @@ test('replies and stream frames round-trip', () => {
   assert.deepEqual(decodeFrame(encodeFrame(frame)), { kind: 'stream', frame });
   assert.equal(decodeBase64('aGk=')?.toString(), 'hi');
   assert.equal(decodeBase64('aGk'), null);
+});
+
+test('decodeBase64 accepts exactly what the strict base64 grammar accepts', () => {
+  const strict = /^[A-Za-z0-9+/]*={0,2}$/;
+  const alphabet = ['A', 'z', '0', '+', '/', '=', '-', '_', ' ', '\n', 'Ł', 'Á', '\u0000', '"', 'é', '\u0141'];
+  let seed = 7;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed % n;
+  };
+  for (let i = 0; i < 20_000; i++) {
+    const len = rand(13);
+    let text = '';
+    for (let j = 0; j < len; j++) text += rand(3) === 0 ? alphabet[rand(alphabet.length)] : 'QUJD'[rand(4)];
+    const expected = text.length % 4 === 0 && strict.test(text);
+    const got = decodeBase64(text);
+    assert.equal(got !== null, expected, JSON.stringify(text));
+    if (got) assert.deepEqual(got, Buffer.from(text, 'base64'));
+  }
+  assert.deepEqual(decodeBase64(''), Buffer.alloc(0));
+  assert.equal(decodeBase64('QUJ\u0141'), null);
+  assert.equal(decodeBase64('ab==cd=='), null);
+});
+
+test('encodeBase64 encodes a view of a larger buffer without its neighbours', () => {
+  const whole = Buffer.from('xxhiyy');
+  assert.equal(encodeBase64(whole.subarray(2, 4)), 'aGk=');
+  assert.equal(encodeBase64(new Uint8Array(whole.buffer, whole.byteOffset + 2, 2)), 'aGk=');
+});
+
+test('output frames built from bytes encode to the same JSON as JSON.stringify', () => {
+  const bytes = Buffer.from('any "bytes" \\ \n\u0000 at all');
+  for (const replayFor of [undefined, 0, 42]) {
+    const frame = outputFrame('stderr', 's-"quoted"-1', bytes, replayFor);
+    const text = encodeFrame(frame);
+    assert.deepEqual(JSON.parse(text), JSON.parse(JSON.stringify(frame)));
+    const back = decodeFrame(text);
+    assert.equal(back.kind, 'stream');
+    if (back.kind === 'stream' && back.frame.stream !== 'exit') assert.deepEqual(decodeBase64(back.frame.data), bytes);
+  }
+  // A frame built by hand takes the general path, whatever its data holds.
+  const odd = { stream: 'stdout' as const, session_id: 's', data: 'not "base64"' };
+  assert.deepEqual(JSON.parse(encodeFrame(odd)), odd);
 });

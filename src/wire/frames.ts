@@ -54,6 +54,12 @@ export const requestSchemas = {
   list_sessions: z.object({ ...withName, op: z.literal('list_sessions') }),
   attach: z.object({ ...withName, op: z.literal('attach'), session_id: sessionId, stdin: z.boolean().optional() }),
   ping: z.object({ id, op: z.literal('ping') }),
+  /** Replaces the sandbox's egress policy; `allow: []` denies all egress. */
+  apply_network_policy: z.object({
+    ...withName,
+    op: z.literal('apply_network_policy'),
+    allow: z.array(z.string().min(1).max(253)).max(1000),
+  }),
 } as const;
 
 export const requestSchema = z.discriminatedUnion('op', [
@@ -72,6 +78,7 @@ export const requestSchema = z.discriminatedUnion('op', [
   requestSchemas.list_sessions,
   requestSchemas.attach,
   requestSchemas.ping,
+  requestSchemas.apply_network_policy,
 ]);
 export type Request = z.infer<typeof requestSchema>;
 export type RequestOf<O extends Request['op']> = Extract<Request, { op: O }>;

@@ -17,8 +17,24 @@ export const OPS = [
   'detach',
   'list_sessions',
   'attach',
+  'apply_network_policy',
 ] as const;
 export type Op = (typeof OPS)[number];
+
+/**
+ * What a daemon may advertise in the `capabilities` query parameter of its dial (comma-separated).
+ * A daemon that sends none has the upstream set, `suspend` and `attach`.
+ */
+export const RUNNER_CAPABILITIES = ['suspend', 'attach', 'network_policy'] as const;
+export type RunnerCapability = (typeof RUNNER_CAPABILITIES)[number];
+export const DEFAULT_RUNNER_CAPABILITIES: readonly RunnerCapability[] = ['suspend', 'attach'];
+
+/** The advertised list, known names only (a newer daemon may know more); absent means the default set. */
+export function parseRunnerCapabilities(param: string | null | undefined): RunnerCapability[] {
+  if (param === null || param === undefined) return [...DEFAULT_RUNNER_CAPABILITIES];
+  const known = new Set<string>(RUNNER_CAPABILITIES);
+  return [...new Set(param.split(',').map((c) => c.trim()).filter((c): c is RunnerCapability => known.has(c)))];
+}
 
 /** `ping` exists only on the microVM guest link. */
 export const GUEST_OPS = [...OPS, 'ping'] as const;

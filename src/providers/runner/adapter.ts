@@ -28,11 +28,12 @@ import type {
   WriteFileOptions,
 } from '../../sandbox/index.ts';
 import { Private, err, fail, ok, parseRunnerName, sandboxError } from '../../sandbox/index.ts';
-import { decodeBase64, encodeBase64, resultSchemas } from '../../wire/index.ts';
+import { DEFAULT_RUNNER_CAPABILITIES, decodeBase64, encodeBase64, resultSchemas } from '../../wire/index.ts';
 import { RUNNER_OFFLINE, malformed, providerError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
 
-const CAPS: ReadonlySet<Capability> = new Set<Capability>(['suspend', 'attach']);
+/** What the adapter assumes of a runner it cannot see (offline, or no handle): the upstream set. */
+const CAPS: ReadonlySet<Capability> = new Set<Capability>(DEFAULT_RUNNER_CAPABILITIES);
 /** The daemon gets the exec's own budget; the server waits this much longer for the reply. */
 export const EXEC_GRACE_MS = 10_000;
 const SANDBOX_HOME = '/home/sprite';
@@ -87,8 +88,15 @@ export class RunnerAdapter implements SandboxAdapter {
     this.#log = opts.logger;
   }
 
-  capabilities(): ReadonlySet<Capability> {
-    return CAPS;
+  /**
+   * With a handle, what the runner holding that sandbox advertised when it connected (a namespace
+   * runner has network_policy, a process runner does not); without one, or offline, the upstream set.
+   */
+  capabilities(handle?: Handle): ReadonlySet<Capability> {
+    if (handle === undefined) return CAPS;
+    const id = parseRunnerName(handle.name);
+    const info = id.ok ? this.#host.whereis(id.value)?.info : undefined;
+    return info?.capabilities ? new Set<Capability>(info.capabilities) : CAPS;
   }
 
   buildHandle(name: string, priv?: Private<unknown>): Handle {
@@ -293,8 +301,13 @@ export class RunnerAdapter implements SandboxAdapter {
     });
   }
 
-  async applyNetworkPolicy(_handle: Handle, _policy: NetworkPolicy): Promise<SandboxResult<void>> {
-    return fail('not_supported', 'network_policy');
+  applyNetworkPolicy(handle: Handle, policy: NetworkPolicy): Promise<SandboxResult<void>> {
+    return this.#total('apply_network_policy', async () => {
+      // Asked only of a runner that advertised it: an older daemon would answer an unknown op anyway.
+      if (!this.capabilities(handle).has('network_policy')) return fail('not_supported', 'network_policy');
+      const r = await this.#call(handle.name, { op: 'apply_network_policy', name: handle.name, allow: [...policy.allow] });
+      return r.ok ? ok(undefined) : r;
+    });
   }
 
   async publicUrl(_handle: Handle): Promise<SandboxResult<PublicUrl>> {
@@ -340,11 +353,16 @@ export class RunnerAdapter implements SandboxAdapter {
   /** Turns connection callbacks into owner frames, guaranteeing exactly one terminal frame. */
   #listener(ref: string, owner: FrameSink, onEnd: () => void): SessionListener {
     let done = false;
+    const report = (e: unknown): void => {
+      this.#log?.warn({ err: e instanceof Error ? e.message : String(e), ref }, 'command owner failed on a frame');
+    };
     const emit = (frame: StreamFrame): void => {
       try {
-        owner(frame);
+        // An async owner is allowed by the type; its rejection must not become an unhandled one.
+        const r: unknown = owner(frame);
+        if (r instanceof Promise) r.catch(report);
       } catch (e) {
-        this.#log?.warn({ err: e instanceof Error ? e.message : String(e), ref }, 'command owner threw on a frame');
+        report(e);
       }
     };
     const end = (frame: StreamFrame): void => {

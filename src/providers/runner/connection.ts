@@ -170,11 +170,16 @@ class SocketRunnerConnection implements RunnerConnection {
     this.#teardown();
   }
 
-  #guard(what: string, fn: () => void): void {
-    try {
-      fn();
-    } catch (e) {
+  /** Runs a hook or listener so that neither a throw nor a rejected promise (an async hook) escapes. */
+  #guard(what: string, fn: () => unknown): void {
+    const report = (e: unknown): void => {
       this.#log.error({ err: e instanceof Error ? e.message : String(e), what }, 'runner connection handler failed');
+    };
+    try {
+      const r = fn();
+      if (r instanceof Promise) r.catch(report);
+    } catch (e) {
+      report(e);
     }
   }
 

@@ -27,10 +27,14 @@ export interface FakeDaemonOptions {
    * stray frame); return undefined to handle it normally, or null to swallow it unanswered.
    */
   readonly intercept?: (request: Request) => string | string[] | null | undefined;
+  /** Sent as `capabilities=` in the dial; without it the dial carries none (an upstream daemon). */
+  readonly capabilities?: readonly string[];
 }
 
 interface FakeSandbox {
   status: 'running' | 'suspended';
+  /** The last applied allow list, verbatim; null until one is applied. */
+  policy: string[] | null;
   readonly files: Map<string, { data: Buffer; mode: number | null }>;
 }
 
@@ -87,6 +91,7 @@ export class FakeDaemon {
   readonly #reconnect: boolean;
   readonly #intercept: FakeDaemonOptions['intercept'];
   readonly #ownsHub: boolean;
+  readonly #capabilities: readonly string[] | undefined;
   #seq = 0;
   #ws: WebSocket | undefined;
   #stopping = false;
@@ -99,6 +104,12 @@ export class FakeDaemon {
     this.#log = opts.logger.child({ fake_daemon: this.name });
     this.#reconnect = opts.reconnect ?? true;
     this.#intercept = opts.intercept;
+    this.#capabilities = opts.capabilities;
+  }
+
+  /** The allow list last applied to a sandbox (null: none yet; undefined: no such sandbox). */
+  policy(sandbox: string): readonly string[] | null | undefined {
+    return this.#sandboxes.get(sandbox)?.policy;
   }
 
   /** The journal of one session (wire frames without `replay_for`). */
@@ -171,6 +182,7 @@ export class FakeDaemon {
     url.searchParams.set('arch', 'amd64');
     url.searchParams.set('version', 'fake-daemon');
     url.searchParams.set('root', FAKE_ROOT);
+    if (this.#capabilities) url.searchParams.set('capabilities', this.#capabilities.join(','));
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url);
       let opened = false;
@@ -248,7 +260,7 @@ export class FakeDaemon {
   #handle(req: Request): void {
     switch (req.op) {
       case 'create':
-        if (!this.#sandboxes.has(req.name)) this.#sandboxes.set(req.name, { status: 'running', files: new Map() });
+        if (!this.#sandboxes.has(req.name)) this.#sandboxes.set(req.name, { status: 'running', files: new Map(), policy: null });
         return this.#send(okReply(req.id));
       case 'get': {
         const sb = this.#sandboxes.get(req.name);
@@ -311,6 +323,13 @@ export class FakeDaemon {
         return this.#attach(req);
       case 'ping':
         return this.#send(errorReply(req.id, 'not_supported', 'ping'));
+      case 'apply_network_policy': {
+        if (!this.#capabilities?.includes('network_policy')) return this.#send(errorReply(req.id, 'not_supported', req.op));
+        const sb = this.#sandboxes.get(req.name);
+        if (!sb) return this.#send(errorReply(req.id, 'not_found', 'no such sandbox'));
+        sb.policy = [...req.allow];
+        return this.#send(okReply(req.id));
+      }
     }
   }
 

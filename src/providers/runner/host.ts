@@ -3,7 +3,7 @@
  * a registry of connections keyed by runner id, plus the heartbeat and presence hooks.
  */
 import type { SandboxResult } from '../../sandbox/index.ts';
-import type { Request } from '../../wire/index.ts';
+import type { Request, RunnerCapability } from '../../wire/index.ts';
 
 /** What the provider knows about a connected runner. */
 export interface RunnerInfo {
@@ -11,6 +11,8 @@ export interface RunnerInfo {
   readonly accountId: string;
   readonly name: string;
   readonly connectedAt: Date;
+  /** What the daemon advertised in its dial (`capabilities=`); absent: the upstream set, suspend and attach. */
+  readonly capabilities?: readonly RunnerCapability[];
 }
 
 /** A request without its id: the connection numbers requests itself. */
@@ -50,9 +52,12 @@ export interface RunnerHost {
   whereis(runnerId: string): RunnerConnection | undefined;
   /** Online runners, most recently connected first, then by name; optionally for one account. */
   online(accountId?: string): RunnerInfo[];
-  /** Called every heartbeat interval while the socket is up; the platform stamps last_seen_at. */
+  /**
+   * Called every heartbeat interval while the socket is up; the platform stamps last_seen_at.
+   * May be async (typed void so any hook fits): the connection catches and logs a rejection.
+   */
   heartbeat(info: RunnerInfo): void;
-  /** Called after register (online) and after unregister (offline). */
+  /** Called after register (online) and after unregister (offline). May be async, like heartbeat. */
   presence(info: RunnerInfo, state: 'online' | 'offline'): void;
 }
 
@@ -91,11 +96,12 @@ export class LocalRunnerHost implements RunnerHost {
       .sort((a, b) => b.connectedAt.getTime() - a.connectedAt.getTime() || a.name.localeCompare(b.name));
   }
 
+  /** Passes an async hook's promise through, so the connection can catch its rejection. */
   heartbeat(info: RunnerInfo): void {
-    this.#hooks.heartbeat?.(info);
+    return this.#hooks.heartbeat?.(info);
   }
 
   presence(info: RunnerInfo, state: 'online' | 'offline'): void {
-    this.#hooks.presence?.(info, state);
+    return this.#hooks.presence?.(info, state);
   }
 }

@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
-import { MAX_FRAME_BYTES } from '../../wire/index.ts';
+import { MAX_FRAME_BYTES, parseRunnerCapabilities } from '../../wire/index.ts';
 import { acceptRunnerSocket } from './connection.ts';
 import type { AcceptOptions } from './connection.ts';
 import { LocalRunnerHost } from './host.ts';
@@ -69,7 +69,8 @@ export async function startRunnerTestHub(opts: RunnerTestHubOptions): Promise<Ru
       return refuse(socket, 409, 'Conflict', { error: 'runner_already_connected' });
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
-      accepted.push(acceptRunnerSocket(ws, { runnerId, accountId, name, connectedAt: new Date() }, host, { ...opts, logger: opts.logger }));
+      const capabilities = parseRunnerCapabilities(url.searchParams.get('capabilities'));
+      accepted.push(acceptRunnerSocket(ws, { runnerId, accountId, name, connectedAt: new Date(), capabilities }, host, { ...opts, logger: opts.logger }));
     });
   });
 

@@ -149,4 +149,33 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     assert.match(answerText(await allEvents(db, created.value.id), turn.turnId!), /did not allow it/);
     assert.ok((await engine.terminate(accountId, created.value.id)).ok);
   });
+
+  it('interrupts a turn held at a permission request: session/cancel, turn interrupted, conversation idle', async () => {
+    const agent = await insertAgent(db, accountId, {
+      name: 'interruptible',
+      description: '',
+      system: '',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandboxProvider: null,
+      permissionPolicy: { execute: 'ask' },
+      metadata: {},
+    });
+    assert.ok(agent.ok);
+    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'run: echo interrupted' });
+    assert.ok(created.ok);
+    const id = created.value.id;
+    const asked = await waitForStage(db, id, 'permission', 'started');
+    assert.ok((await engine.interrupt(accountId, id)).ok);
+    const cancelled = await waitForStage(db, id, 'permission', 'done', asked.id);
+    assert.equal((JSON.parse(cancelled.data) as { outcome: string }).outcome, 'cancelled');
+    await waitForStage(db, id, 'turn', 'interrupted', asked.id);
+    const [turn] = await listTurns(db, id);
+    assert.equal(turn?.status, 'interrupted');
+    const conv = await engine.get(accountId, id);
+    assert.ok(conv.ok && conv.value.status === 'idle');
+    const again = await engine.interrupt(accountId, id);
+    assert.equal(!again.ok && again.error.code, 'no_turn_running');
+    assert.ok((await engine.terminate(accountId, id)).ok);
+  });
 });

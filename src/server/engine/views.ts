@@ -3,7 +3,7 @@
  * plus what only the live registry knows (is the sandbox's runner online?).
  */
 import { join } from 'node:path';
-import type { Conversation, EventRow, SandboxRow, Turn } from '../store/conversation-schema.ts';
+import type { Conversation, ConversationStatus, EventRow, SandboxRow, Turn } from '../store/conversation-schema.ts';
 
 /** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
 export interface RunnerSummary {
@@ -35,7 +35,7 @@ export interface ConversationView {
   permission_policy: Record<string, string>;
   runtime: string;
   acp: true;
-  status: string;
+  status: ConversationStatus;
   failure_reason: string | null;
   runtime_session_id: string | null;
   source: string;
@@ -130,7 +130,7 @@ export function turnView(t: Turn): TurnView {
 
 export interface EventView {
   id: number;
-  kind: string;
+  kind: EventRow['kind'];
   stream: string;
   data: string;
   stage: string | null;

@@ -93,20 +93,20 @@ export type TurnStatus = (typeof TURN_STATUSES)[number];
 
 /** A permission request held for the user; `asked_at` fixes its deadline across restarts. */
 export interface PendingPermission {
-  readonly request_id: string;
+  request_id: string;
   /** The agent's JSON-RPC id of the session/request_permission. */
-  readonly acp_id: string | number | null;
-  readonly tool: string;
-  readonly kind: string | null;
-  readonly options: ReadonlyArray<{ readonly option_id: string; readonly name: string; readonly kind: string }>;
-  readonly asked_at: string;
+  acp_id: string | number | null;
+  tool: string;
+  kind: string | null;
+  options: Array<{ option_id: string; name: string; kind: string }>;
+  asked_at: string;
 }
 
 export interface TurnUsage {
-  readonly input: number;
-  readonly output: number;
-  readonly cache_read?: number;
-  readonly cache_write?: number;
+  input: number;
+  output: number;
+  cache_read?: number;
+  cache_write?: number;
 }
 
 export const turns = pgTable(

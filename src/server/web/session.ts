@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { EngineDb } from '../store/engine-db.ts';
+import type { Db } from '../store/db.ts';
+import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../store/keys.ts';
 import { accounts, apiKeys, type Account, type ApiKey } from '../store/schema.ts';
 import { consumeSigninToken, insertSigninToken } from '../store/signin-tokens.ts';
 
@@ -98,4 +100,28 @@ export function sessionSecretFrom(env: Readonly<Record<string, string | undefine
   const s = randomBytes(32).toString('hex');
   writeFileSync(file, `${s}\n`, { mode: 0o600 });
   return s;
+}
+
+export type KeySignIn = { ok: true; account: Account; key: ApiKey } | { ok: false; message: string };
+
+/** Checks a pasted API key for the sign-in form; the refusal is a sentence for the page. */
+export async function checkKeyForSignIn(db: EngineDb, presented: string): Promise<KeySignIn> {
+  const key = presented.trim();
+  if (!API_KEY_PATTERN.test(key)) return { ok: false, message: 'An API key is ftn_ followed by 64 lowercase hex digits. Check that you pasted all of it.' };
+  const [row] = await db
+    .select({ key: apiKeys, account: accounts })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(eq(apiKeys.keyHash, hashApiKey(key)));
+  if (!row) return { ok: false, message: 'That API key is not known to this server.' };
+  if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one with `fountain keys create` or ask the owner.' };
+  if (row.key.expiresAt && row.key.expiresAt <= new Date()) return { ok: false, message: 'That API key has expired.' };
+  if (!row.key.scopes.includes('full')) return { ok: false, message: 'That key is a sandbox key; signing in needs a full-scope API key.' };
+  return { ok: true, account: row.account, key: row.key };
+}
+
+/** A key minted for a session opened by a sign-in link; its plaintext is never shown or kept. */
+export async function mintSessionKey(db: EngineDb, accountId: string): Promise<ApiKey> {
+  const created = await createApiKey(db as unknown as Db, { accountId, name: `Web session — ${new Date().toISOString().slice(0, 10)}`, scopes: ['full'] });
+  return created.row;
 }

@@ -38,9 +38,14 @@ export function childEnv(dir: string, pairs: readonly (readonly string[])[], inp
 /** A bare name becomes the first executable match on the child's PATH; otherwise it is kept as given. */
 export function resolveCommand(cmd: string, envPath: string | undefined): string {
   if (cmd.includes('/')) return cmd;
-  for (const d of (envPath ?? '').split(delimiter)) {
+  return findExecutable(cmd, envPath ?? '') ?? cmd;
+}
+
+/** The first regular, executable file named `name` in the directories of `path`, or null. */
+export function findExecutable(name: string, path: string): string | null {
+  for (const d of path.split(delimiter)) {
     if (d === '') continue;
-    const candidate = join(d, cmd);
+    const candidate = join(d, name);
     try {
       if (statSync(candidate).isFile()) {
         accessSync(candidate, constants.X_OK);
@@ -50,5 +55,5 @@ export function resolveCommand(cmd: string, envPath: string | undefined): string
       // not here; keep looking
     }
   }
-  return cmd;
+  return null;
 }

@@ -14,11 +14,12 @@ import type { Result } from '../../../sandbox/result.ts';
 import { decodeBase64, encodeBase64 } from '../../../wire/index.ts';
 import type { RequestOf, WireErrorCode } from '../../../wire/index.ts';
 import type { Backend, OpContext, OpResult, SessionInfo } from '../../backend.ts';
-import { childEnv, resolveCommand } from './env.ts';
+import { DirectoryConfinement } from './confinement.ts';
+import type { Confinement } from './confinement.ts';
 import { runExec } from './exec.ts';
 import { stopGroup } from './groups.ts';
 import { Journal, defaultSegmentBytes } from './journal.ts';
-import { badSandboxName, mapArg, mapCwd, writablePath } from './paths.ts';
+import { badSandboxName } from './paths.ts';
 import { Session } from './session.ts';
 
 export const SUSPENDED_MARKER = '.fountain-suspended';
@@ -40,6 +41,8 @@ export interface ProcessBackendOptions {
   /** The daemon environment children inherit; default process.env. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly realHome?: string;
+  /** How commands are confined; default none (trusted mode). The namespace backend supplies its own. */
+  readonly confinement?: Confinement;
 }
 
 const fail = (code: WireErrorCode, detail: string) => err({ code, detail });
@@ -48,16 +51,24 @@ const message = (e: unknown): string => (e instanceof Error ? e.message : String
 
 /** Creates the root (mode 0700) and clears journals left by an earlier daemon, whose sessions died with it. */
 export function openProcessBackend(opts: ProcessBackendOptions): Result<ProcessBackend, string> {
-  if (!isAbsolute(opts.root)) return err(`root must be an absolute path: ${opts.root}`);
-  try {
-    mkdirSync(opts.root, { recursive: true, mode: 0o700 });
-    if (!statSync(opts.root).isDirectory()) return err(`root is not a directory: ${opts.root}`);
-    rmSync(join(opts.root, JOURNALS_DIR), { recursive: true, force: true });
-  } catch (e) {
-    return err(`cannot use root ${opts.root}: ${message(e)}`);
-  }
-  return ok(new ProcessBackend(opts));
+  const made = prepareRoot(opts.root);
+  return made.ok ? ok(new ProcessBackend(opts)) : made;
 }
+
+/** The root every directory backend uses: absolute, a directory, mode 0700, no stale journals. */
+export function prepareRoot(root: string): Result<void, string> {
+  if (!isAbsolute(root)) return err(`root must be an absolute path: ${root}`);
+  try {
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+    if (!statSync(root).isDirectory()) return err(`root is not a directory: ${root}`);
+    rmSync(join(root, JOURNALS_DIR), { recursive: true, force: true });
+  } catch (e) {
+    return err(`cannot use root ${root}: ${message(e)}`);
+  }
+  return ok(undefined);
+}
+
+const BASE_CAPABILITIES = ['suspend', 'attach'] as const;
 
 export class ProcessBackend implements Backend {
   readonly #root: string;
@@ -66,8 +77,7 @@ export class ProcessBackend implements Backend {
   readonly #segment: number;
   readonly #maxFinished: number;
   readonly #grace: { destroy: number; suspend: number; stopAll: number };
-  readonly #env: Readonly<Record<string, string | undefined>>;
-  readonly #realHome: string;
+  readonly #confinement: Confinement;
   readonly #sessions = new Map<string, Session>();
   /** Leaders of running execs, so a shutdown reaches them too. */
   readonly #execs = new Map<number, { ended: Promise<void>; end: () => void }>();
@@ -80,12 +90,25 @@ export class ProcessBackend implements Backend {
     this.#segment = opts.journalSegmentBytes ?? defaultSegmentBytes(this.#cap);
     this.#maxFinished = opts.maxFinishedSessions ?? 100;
     this.#grace = { destroy: 5000, suspend: 5000, stopAll: 3000, ...opts.graceMs };
-    this.#env = opts.env ?? process.env;
-    this.#realHome = opts.realHome ?? safeRealHome();
+    this.#confinement =
+      opts.confinement ?? new DirectoryConfinement({ root: opts.root, env: opts.env ?? process.env, realHome: opts.realHome ?? safeRealHome() });
   }
 
   get root(): string {
     return this.#root;
+  }
+
+  capabilities(): readonly string[] {
+    return [...BASE_CAPABILITIES, ...this.#confinement.extraCapabilities];
+  }
+
+  async applyNetworkPolicy(req: RequestOf<'apply_network_policy'>): Promise<OpResult<Record<string, never>>> {
+    const dir = await this.#existing(req.name);
+    if (!dir.ok) return dir;
+    const apply = this.#confinement.applyNetworkPolicy;
+    if (!apply) return fail('not_supported', 'network_policy');
+    const r = await apply.call(this.#confinement, req.name, req.allow);
+    return r.ok ? done({}) : r;
   }
 
   async create(req: RequestOf<'create'>): Promise<OpResult<Record<string, never>>> {
@@ -93,10 +116,11 @@ export class ProcessBackend implements Backend {
     if (!dir.ok) return dir;
     try {
       await mkdir(dir.value, { recursive: true, mode: 0o700 });
-      return done({});
     } catch (e) {
       return fail('provider', `create: ${message(e)}`);
     }
+    const prepared = await this.#confinement.prepare(req.name, dir.value);
+    return prepared.ok ? done({}) : prepared;
   }
 
   async get(req: RequestOf<'get'>): Promise<OpResult<{ status: 'running' | 'suspended'; path: string }>> {
@@ -109,8 +133,11 @@ export class ProcessBackend implements Backend {
   async destroy(req: RequestOf<'destroy'>): Promise<OpResult<Record<string, never>>> {
     const dir = this.#dir(req.name);
     if (!dir.ok) return dir;
+    // Frozen processes cannot act on a SIGTERM; a destroy wakes them to end them.
+    await this.#confinement.thaw?.(req.name);
     await this.#stopSessions(req.name, this.#grace.destroy);
     for (const s of this.#of(req.name)) this.#forget(s);
+    await this.#confinement.release(req.name);
     try {
       await rm(join(this.#root, JOURNALS_DIR, req.name), { recursive: true, force: true });
       await rm(dir.value, { recursive: true, force: true });
@@ -133,7 +160,12 @@ export class ProcessBackend implements Backend {
   async suspend(req: RequestOf<'suspend'>): Promise<OpResult<Record<string, never>>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
-    await this.#stopSessions(req.name, this.#grace.suspend);
+    if (this.#confinement.freeze) {
+      const frozen = await this.#confinement.freeze(req.name);
+      if (!frozen.ok) return frozen;
+    } else {
+      await this.#stopSessions(req.name, this.#grace.suspend);
+    }
     try {
       const marker = join(dir.value, SUSPENDED_MARKER);
       await writeFile(marker, '', { mode: 0o600 });
@@ -147,6 +179,8 @@ export class ProcessBackend implements Backend {
   async resume(req: RequestOf<'resume'>): Promise<OpResult<Record<string, never>>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
+    const thawed = (await this.#confinement.thaw?.(req.name)) ?? ok(undefined);
+    if (!thawed.ok) return thawed;
     try {
       await rm(join(dir.value, SUSPENDED_MARKER), { force: true });
       return done({});
@@ -160,7 +194,7 @@ export class ProcessBackend implements Backend {
     if (!dir.ok) return dir;
     const data = decodeBase64(req.data);
     if (data === null) return fail('invalid', 'data is not base64');
-    const target = writablePath(this.#root, dir.value, req.path);
+    const target = this.#confinement.writablePath(req.name, dir.value, req.path);
     if (target === null) return fail('invalid', `path leaves the sandbox: ${req.path}`);
     const mode = req.mode ?? 0o644;
     try {
@@ -177,13 +211,10 @@ export class ProcessBackend implements Backend {
   async exec(req: RequestOf<'exec'>): Promise<OpResult<{ output: string; code: number }>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
-    const d = dir.value;
-    const env = childEnv(d, req.env, { base: this.#env, realHome: this.#realHome });
+    const ready = await this.#ready(req.name, dir.value);
+    if (!ready.ok) return ready;
     const outcome = await runExec({
-      file: resolveCommand(mapArg(d, req.cmd), env.PATH),
-      args: req.args.map((a) => mapArg(d, a)),
-      cwd: mapCwd(d, req.dir),
-      env,
+      ...this.#confinement.launch(req.name, dir.value, req),
       timeoutMs: req.timeout_ms ?? null,
       stderrToStdout: req.stderr_to_stdout ?? false,
       onStart: (pid) => {
@@ -202,7 +233,8 @@ export class ProcessBackend implements Backend {
   async spawn(req: RequestOf<'spawn'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
-    const d = dir.value;
+    const ready = await this.#ready(req.name, dir.value);
+    if (!ready.ok) return ready;
     this.#pruneFinished(req.name);
     const id = `s-${Math.floor(Date.now() / 1000)}-${++this.#seq}`;
     let journal: Journal;
@@ -214,12 +246,12 @@ export class ProcessBackend implements Backend {
     const session = new Session(id, req.name, [req.cmd, ...req.args].join(' '), journal, this.#log);
     this.#sessions.set(id, session);
 
-    const env = childEnv(d, req.env, { base: this.#env, realHome: this.#realHome });
+    const launch = this.#confinement.launch(req.name, dir.value, req);
     let child: ChildProcess | null = null;
     try {
-      child = spawn(resolveCommand(mapArg(d, req.cmd), env.PATH), req.args.map((a) => mapArg(d, a)), {
-        cwd: mapCwd(d, req.dir),
-        env,
+      child = spawn(launch.file, [...launch.args], {
+        cwd: launch.cwd,
+        env: launch.env,
         detached: true,
         stdio: [req.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
       });
@@ -288,6 +320,7 @@ export class ProcessBackend implements Backend {
 
   async stopAll(): Promise<void> {
     const g = this.#grace.stopAll;
+    for (const name of new Set([...this.#sessions.values()].map((s) => s.sandbox))) await this.#confinement.thaw?.(name);
     await Promise.all([
       ...[...this.#sessions.values()].filter((s) => s.live).map((s) => s.stop(g)),
       ...[...this.#execs.entries()].map(([pid, e]) => stopGroup(pid, e.ended, g)),
@@ -295,6 +328,19 @@ export class ProcessBackend implements Backend {
     for (const s of this.#sessions.values()) s.journal.seal();
     this.#sessions.clear();
     rmSync(join(this.#root, JOURNALS_DIR), { recursive: true, force: true });
+    await this.#confinement.close();
+  }
+
+  /** Before a command runs: the confinement is set up, and a parked sandbox wakes (a frozen group would hang it). */
+  async #ready(name: string, dir: string): Promise<Result<void, { code: WireErrorCode; detail: string }>> {
+    const prepared = await this.#confinement.prepare(name, dir);
+    if (!prepared.ok) return prepared;
+    if (this.#confinement.thaw) {
+      const thawed = await this.#confinement.thaw(name);
+      if (!thawed.ok) return thawed;
+      await rm(join(dir, SUSPENDED_MARKER), { force: true });
+    }
+    return ok(undefined);
   }
 
   /** Sessions of one sandbox, oldest first. */

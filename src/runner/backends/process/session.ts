@@ -4,7 +4,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
-import { encodeBase64 } from '../../../wire/index.ts';
+import { outputFrame } from '../../../wire/index.ts';
 import type { StreamFrame } from '../../../wire/index.ts';
 import type { SessionInfo, StreamOut } from '../../backend.ts';
 import { stopGroup } from './groups.ts';
@@ -110,7 +110,7 @@ export class Session {
     if (data.length === 0) return;
     this.lastActivityAt = new Date();
     this.journal.append(kind, data);
-    this.#emit({ stream: kind, session_id: this.id, data: encodeBase64(data) });
+    this.#emit(outputFrame(kind, this.id, data));
   }
 
   #end(code: number): void {
@@ -215,7 +215,7 @@ export class Session {
 
   #frame(r: JournalRecord, replayFor: number): StreamFrame {
     if (r.kind === 'exit') return { stream: 'exit', session_id: this.id, code: r.payload.readInt32BE(0), replay_for: replayFor };
-    return { stream: r.kind as Exclude<RecordKind, 'exit'>, session_id: this.id, data: encodeBase64(r.payload), replay_for: replayFor };
+    return outputFrame(r.kind as Exclude<RecordKind, 'exit'>, this.id, r.payload, replayFor);
   }
 
   /** Ends a live session's process group: SIGTERM, then SIGKILL after `graceMs`. */

@@ -1,0 +1,13 @@
+/**
+ * Every benchmark, in the order `npm run bench` runs them.
+ * Names are what the command line accepts.
+ */
+import type { Benchmark } from '../lib/bench.ts';
+import { connectionsBenchmark } from './connections.ts';
+import { execBenchmark } from './exec.ts';
+import { ingestBenchmark } from './ingest.ts';
+import { turnBenchmark } from './turn.ts';
+import { replayBenchmark } from './replay.ts';
+import { streamBenchmark } from './stream.ts';
+
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, connectionsBenchmark];

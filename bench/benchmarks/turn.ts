@@ -1,0 +1,114 @@
+/**
+ * turn overhead: a demo-agent turn through Fountain (POST prompt → `turn done` over SSE, events
+ * stored) against the same turn over a direct stdio ACP connection; plus cold start of a conversation.
+ */
+import type { Benchmark, BenchContext } from '../lib/bench.ts';
+import { msSince } from '../lib/bench.ts';
+import { Api, EventStream, isAnswerChunk, turnEnded } from '../lib/api.ts';
+import { DirectAgent } from '../lib/direct-acp.ts';
+import { verdict } from '../lib/result.ts';
+import { SETUP_RUNNER, SETUP_SERVER } from '../lib/rig.ts';
+import type { RunnerRig } from '../lib/rig.ts';
+import { ratio, round, roundSummary, summarize } from '../lib/stats.ts';
+
+const PROMPT = 'hello there, how are you today?';
+
+export interface Conversation {
+  readonly api: Api;
+  readonly id: string;
+  readonly stream: EventStream;
+}
+
+/** An agent with the demo runtime on the runner, shared by the turn and ingest benchmarks. */
+export async function demoAgent(rig: RunnerRig): Promise<{ api: Api; agentId: string }> {
+  const api = new Api(rig.server.url, rig.apiKey);
+  const agents = (await api.call('GET', '/api/agents')).data as Array<{ id: string; name: string }>;
+  const have = agents.find((a) => a.name === 'bench-demo');
+  if (have) return { api, agentId: have.id };
+  const created = (await api.call('POST', '/api/agents', { name: 'bench-demo', runtime: 'demo', model: 'fountain/demo', sandbox_provider: 'runner' })).data as { id: string };
+  return { api, agentId: created.id };
+}
+
+/** Sends a prompt and resolves when its turn ended, with the milliseconds from the POST. */
+export async function turn(c: Conversation, prompt: string): Promise<{ ms: number; turnId: string; state: string }> {
+  const t0 = process.hrtime.bigint();
+  const r = await c.api.call('POST', `/api/conversations/${c.id}/prompts`, { prompt });
+  const turnId = String(r.turn_id);
+  const end = await c.stream.next(turnEnded(turnId));
+  return { ms: msSince(t0), turnId, state: end.state ?? '' };
+}
+
+export async function openConversation(ctx: BenchContext, prompt: string): Promise<{ conv: Conversation; coldMs: number; firstTurnMs: number }> {
+  const rig = await ctx.rig();
+  const { api, agentId } = await demoAgent(rig);
+  const t0 = process.hrtime.bigint();
+  const created = (await api.call('POST', '/api/conversations', { agent_id: agentId, prompt })).data as { id: string };
+  const stream = await EventStream.open(api, created.id);
+  const first = await stream.next(isAnswerChunk);
+  const coldMs = Number(first.receivedAt - t0) / 1e6;
+  const ended = await stream.next((e) => e.kind === 'stage' && e.stage === 'turn' && (e.state === 'done' || e.state === 'failed'));
+  if (ended.state !== 'done') throw new Error(`the first turn ended ${ended.state}: ${ended.data.slice(0, 300)}`);
+  return { conv: { api, id: created.id, stream }, coldMs, firstTurnMs: Number(ended.receivedAt - t0) / 1e6 };
+}
+
+export const turnBenchmark: Benchmark = {
+  name: 'turn',
+  title: 'demo-agent turn through Fountain (prompt accepted → turn done over SSE) vs a direct stdio ACP connection',
+  async run(ctx) {
+    const turns = ctx.quick ? 6 : 40;
+    ctx.progress('turn: direct stdio ACP, cold start');
+    let t0 = process.hrtime.bigint();
+    let firstChunkMs = Number.NaN;
+    const { agent, sessionId } = await DirectAgent.start();
+    agent.onChunk = () => {
+      if (Number.isNaN(firstChunkMs)) firstChunkMs = msSince(t0);
+    };
+    await agent.prompt(sessionId, PROMPT);
+    const directColdMs = firstChunkMs;
+    agent.onChunk = () => {};
+
+    ctx.progress('turn: through Fountain, cold start (create conversation with a prompt → first answer chunk)');
+    const { conv, coldMs, firstTurnMs } = await openConversation(ctx, PROMPT);
+    const fountain: number[] = [];
+    const direct: number[] = [];
+    try {
+      ctx.progress(`turn: ${turns} warm turns each, interleaved`);
+      for (let i = 0; i < turns; i++) {
+        const r = await turn(conv, PROMPT);
+        if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
+        fountain.push(r.ms);
+        t0 = process.hrtime.bigint();
+        await agent.prompt(sessionId, PROMPT);
+        direct.push(msSince(t0));
+      }
+    } finally {
+      conv.stream.close();
+      await agent.stop();
+    }
+    const f = roundSummary(summarize(fountain));
+    const d = roundSummary(summarize(direct));
+    const r50 = ratio(f.p50, d.p50);
+    const met = r50 <= 2;
+    return {
+      setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, agent: 'runtime demo (fountain demo-agent) in a process-backend sandbox', prompt: PROMPT },
+      figures: {
+        turns,
+        fountainMs: { ...f },
+        p50Ms: f.p50,
+        p99Ms: f.p99,
+        ratioP50: r50,
+        ratioP99: ratio(f.p99, d.p99),
+        coldStartFirstAnswerMs: round(coldMs),
+        coldStartFirstTurnMs: round(firstTurnMs),
+      },
+      baseline: {
+        description: 'the same demo agent spawned in the bench process and driven with raw NDJSON JSON-RPC over its stdio (session/prompt → reply), interleaved',
+        figures: { directMs: { ...d }, p50Ms: d.p50, p99Ms: d.p99, coldStartFirstAnswerMs: round(directColdMs) },
+      },
+      ratio: { value: r50, meaning: 'fountain turn p50 / direct stdio turn p50 (lower is better)' },
+      target: { description: 'a turn within 2x of the same turn over a direct stdio ACP connection (DESIGN.md)', met },
+      notes: ['Fountain time runs from sending POST /prompts to receiving the turn `done` stage event on the SSE stream; the direct time from writing session/prompt to reading its reply.'],
+      summary: `turn       p50 ${f.p50} ms / p99 ${f.p99} ms vs direct stdio ${d.p50} / ${d.p99} ms → ${r50}x (target ≤2x: ${verdict(met)}); cold start to first answer ${round(coldMs)} ms vs ${round(directColdMs)} ms direct`,
+    };
+  },
+};

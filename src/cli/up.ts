@@ -1,0 +1,157 @@
+/**
+ * `fountain up`: everything on one machine in one process tree — the server on the embedded
+ * database, a local runner (process backend) and a demo agent — with the URL and key printed.
+ */
+import { readFileSync } from 'node:fs';
+import { homedir, hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { openProcessBackend } from '../runner/backends/process/index.ts';
+import { runDaemon } from '../runner/daemon.ts';
+import { ConfigError } from '../server/config.ts';
+import { startServer } from '../server/start.ts';
+import { FountainApi } from './api.ts';
+import { credentialsPath, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
+import { LOG_LEVELS, createLogger } from './log.ts';
+import { agentSchema, data } from './schemas.ts';
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+const fountainHome = (): string => process.env.FOUNTAIN_HOME ?? join(homedir(), '.fountain');
+
+const flagsSchema = z.object({
+  host: z.string().trim().min(1, '--host must not be empty'),
+  port: z.coerce.number({ message: '--port must be a number' }).int().min(0, '--port must be 0-65535').max(65535, '--port must be 0-65535'),
+  dataDir: z.string().trim().min(1).optional(),
+  runnerRoot: z.string().trim().min(1).optional(),
+  logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
+  demo: z.boolean(),
+  profile: z.string().optional(),
+});
+
+function fail(message: string, code = 1): never {
+  process.stderr.write(`fountain up: ${message}\n`);
+  process.exit(code);
+}
+
+/** Creates the demo agent unless one named `demo` exists; returns whether it was created. */
+async function ensureDemoAgent(api: FountainApi): Promise<boolean> {
+  const { data: agents } = await api.request('GET', '/api/agents', data(z.array(agentSchema)));
+  if (agents.some((a) => a.name === 'demo')) return false;
+  await api.request('POST', '/api/agents', data(agentSchema), {
+    name: 'demo',
+    runtime: 'demo',
+    model: 'fountain/demo',
+    system: 'You are the built-in demo agent: no model, no network.',
+    sandbox_provider: 'runner',
+    permission_policy: { default: 'ask' },
+  });
+  return true;
+}
+
+export function register(program: Command): void {
+  program
+    .command('up')
+    .description('Run Fountain on this machine: server (embedded database), a local runner and the demo agent')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0 picks a free one)', '4000')
+    .option('--data-dir <dir>', 'server data directory (default: ~/.fountain/server)')
+    .option('--runner-root <dir>', 'sandbox directory of the local runner (default: ~/.fountain/runners/local/sandboxes)')
+    .option('--no-demo', 'do not create the demo agent')
+    .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'warn')
+    .action(async (_opts: unknown, cmd: Command) => {
+      const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
+      if (!parsed.success) fail(parsed.error.issues[0]?.message ?? 'invalid flags', 2);
+      const flags = parsed.data;
+      const dataDir = resolve(flags.dataDir ?? join(fountainHome(), 'server'));
+      const runnerRoot = resolve(flags.runnerRoot ?? join(fountainHome(), 'runners', 'local', 'sandboxes'));
+      const logger = createLogger(flags.logLevel, 'fountain');
+
+      let server;
+      try {
+        server = await startServer({ dataDir, host: flags.host, port: flags.port, env: process.env, logger, version: pkg.version });
+      } catch (e) {
+        if (e instanceof ConfigError) fail(e.message, 2);
+        if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') fail(`${flags.host}:${flags.port} is already in use (try --port 0)`);
+        fail(e instanceof Error ? e.message : String(e));
+      }
+      const key = server.bootstrapKey;
+      if (!key) {
+        await server.stop();
+        fail(`the owner key is not in ${server.bootstrapKeyFile}; start with a fresh --data-dir or set FOUNTAIN_BOOTSTRAP_KEY`);
+      }
+
+      const backend = openProcessBackend({ root: runnerRoot, logger: logger.child({ part: 'runner' }), journalCapBytes: 256 * 1024 * 1024 });
+      if (!backend.ok) {
+        await server.stop();
+        fail(backend.error);
+      }
+      const daemon = runDaemon({
+        name: 'local',
+        root: runnerRoot,
+        backend: backend.value,
+        baseUrl: server.url,
+        apiKey: key,
+        logger: logger.child({ part: 'runner' }),
+        version: pkg.version,
+        hostname: hostname(),
+      });
+
+      const api = new FountainApi({ baseUrl: server.url, apiKey: key });
+      let demoCreated = false;
+      if (flags.demo) {
+        try {
+          demoCreated = await ensureDemoAgent(api);
+        } catch (e) {
+          logger.error({ err: e }, 'could not create the demo agent');
+        }
+      }
+
+      // Save the profile so `fountain chat demo` works from another terminal, unless the user
+      // already keeps a different server's key under it.
+      const profile = resolveCredentials({ profile: flags.profile }).profile;
+      let saved = false;
+      try {
+        const existing = readCredentials()[profile];
+        if (!existing?.api_key || existing.base_url === server.url) {
+          saveProfile(profile, { base_url: server.url, api_key: key });
+          saved = true;
+        }
+      } catch (e) {
+        logger.warn({ err: e }, 'could not save the credentials profile');
+      }
+
+      process.stdout.write(
+        [
+          `Fountain is up at ${server.url}`,
+          `  owner API key: ${key}`,
+          saved ? `  saved as profile "${profile}" in ${credentialsPath()}` : `  profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY`,
+          `  local runner: ${runnerRoot}`,
+          flags.demo ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — talk to it with: npx fountain chat demo` : '',
+          'Ctrl-C stops everything.',
+          '',
+        ]
+          .filter((l) => l !== '')
+          .join('\n') + '\n',
+      );
+
+      let stopping = false;
+      const stop = async (code: number) => {
+        if (stopping) process.exit(130);
+        stopping = true;
+        process.stdout.write('stopping…\n');
+        await daemon.stop();
+        await server.stop();
+        logger.flush();
+        process.exit(code);
+      };
+      process.on('SIGINT', () => void stop(0));
+      process.on('SIGTERM', () => void stop(0));
+      const exit = await daemon.done;
+      if (!stopping && exit.kind === 'gave_up') {
+        process.stderr.write(`fountain up: the local runner gave up: ${exit.message}\n`);
+        await stop(1);
+      }
+    });
+}

@@ -1,0 +1,341 @@
+/**
+ * The namespace confinement: each command runs under bubblewrap in the sandbox's network
+ * namespace and control groups, with the sandbox directory at /home/sprite and a private /tmp.
+ */
+import { createHash } from 'node:crypto';
+import type { Socket as UdpSocket } from 'node:dgram';
+import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { isAbsolute, join, posix, relative, sep } from 'node:path';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { Result } from '../../../sandbox/result.ts';
+import { err, ok } from '../../../sandbox/result.ts';
+import type { WireError } from '../../backend.ts';
+import type { CommandRequest, Confinement, LaunchSpec } from '../process/confinement.ts';
+import { childEnv } from '../process/env.ts';
+import { SPRITE_HOME } from '../process/paths.ts';
+import { SandboxCgroup } from './cgroups.ts';
+import type { CgroupLimits } from './cgroups.ts';
+import { startResolver } from './dns.ts';
+import { nsPath, setEgressPorts, setUpNetwork, slotAddresses, tearDownNetwork } from './netns.ts';
+import type { SandboxNet, Tools } from './netns.ts';
+import { allows, parseAllowList } from './policy.ts';
+import { EgressProxy } from './proxy.ts';
+import type { Lookup } from './proxy.ts';
+
+/** Per-sandbox state beside the sandboxes (dot-directories are neither listed nor valid names). */
+export const STATE_DIR = '.fountain-ns';
+const DNS_TTL_S = 5;
+
+/** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
+const JOIN_CGROUPS = 'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+/** The last step inside the sandbox: a shell exec gives 127 for a missing command, as the process backend does. */
+const EXEC_COMMAND = 'exec "$@"';
+
+const stateSchema = z.object({ slot: z.number().int().nonnegative(), allow: z.array(z.string()) });
+type SandboxState = z.infer<typeof stateSchema>;
+
+export interface NamespaceConfinementOptions {
+  readonly root: string;
+  readonly logger: Logger;
+  readonly tools: Tools & { readonly bwrap: string; readonly sh: string };
+  readonly subnet: { readonly base: number; readonly prefix: number };
+  readonly limits: CgroupLimits;
+  /** The ports the egress proxy serves (each sniffs TLS SNI or the HTTP Host header). */
+  readonly ports: readonly number[];
+  readonly lookup: Lookup;
+  readonly cgroupMount: string;
+  readonly cgroupParent: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Host directories the sandbox must not see (the daemon user's home, with its credentials). */
+  readonly hidden: readonly string[];
+}
+
+interface Live {
+  readonly net: SandboxNet;
+  readonly cgroup: SandboxCgroup;
+  readonly resolver: UdpSocket;
+  readonly proxy: EgressProxy;
+  /** Read by the resolver and the proxy on every query and connection. */
+  readonly policy: { allow: readonly string[] };
+}
+
+const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+const under = (parent: string, child: string): boolean => {
+  const rel = relative(parent, child);
+  return rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel);
+};
+
+export class NamespaceConfinement implements Confinement {
+  readonly extraCapabilities: readonly string[] = ['network_policy'];
+  readonly #o: NamespaceConfinementOptions;
+  readonly #live = new Map<string, Live>();
+  /** One setup or teardown at a time per sandbox. */
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #slots = new Set<number>();
+
+  constructor(opts: NamespaceConfinementOptions) {
+    this.#o = opts;
+    mkdirSync(join(opts.root, STATE_DIR), { recursive: true, mode: 0o700 });
+    for (const name of readdirSync(join(opts.root, STATE_DIR))) {
+      const s = this.#readState(name);
+      if (s) this.#slots.add(s.slot);
+    }
+  }
+
+  /** The live allow list of a prepared sandbox (tests and logs). */
+  allowList(name: string): readonly string[] | undefined {
+    return this.#live.get(name)?.policy.allow;
+  }
+
+  /** The gateway a prepared sandbox resolves and connects through. */
+  gateway(name: string): string | undefined {
+    return this.#live.get(name)?.net.gateway;
+  }
+
+  prepare(name: string, _dir: string): Promise<Result<void, WireError>> {
+    return this.#locked(name, async () => {
+      if (this.#live.has(name)) return ok(undefined);
+      const r = await this.#setUp(name);
+      return r.ok ? ok(undefined) : err({ code: 'unavailable', detail: r.error });
+    });
+  }
+
+  launch(name: string, dir: string, req: CommandRequest): LaunchSpec {
+    const o = this.#o;
+    const base: Record<string, string | undefined> = {};
+    // The daemon's own credentials stay outside; everything else is inherited as in trusted mode.
+    for (const [k, v] of Object.entries(o.env)) if (!k.startsWith('FOUNTAIN_')) base[k] = v;
+    const env = childEnv(SPRITE_HOME, req.env, { base, realHome: SPRITE_HOME });
+    const live = this.#live.get(name);
+    const bwrap = [
+      '--ro-bind', '/', '/',
+      '--dev', '/dev',
+      '--proc', '/proc',
+      '--tmpfs', '/run',
+      '--tmpfs', '/home',
+      '--bind', dir, SPRITE_HOME,
+      '--bind', this.#tmpDir(name), '/tmp',
+      ...this.#hiddenMounts(),
+      '--ro-bind', this.#resolvConf(name), '/etc/resolv.conf',
+      '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
+      '--hostname', 'sprite',
+      '--die-with-parent',
+      '--cap-drop', 'ALL',
+      '--chdir', this.#cwd(name, dir, req.dir),
+    ];
+    const cgroups = live?.cgroup.procsFiles ?? [];
+    return {
+      file: o.tools.sh,
+      args: [
+        '-c', JOIN_CGROUPS, 'fountain-cgroup', ...cgroups, '--',
+        o.tools.nsenter, `--net=${nsPath(live?.net.ns ?? this.#net(name, 0).ns)}`, '--',
+        o.tools.bwrap, ...bwrap, '--',
+        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', req.cmd, ...req.args,
+      ],
+      cwd: dir,
+      env,
+    };
+  }
+
+  /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
+  writablePath(name: string, dir: string, path: string): string | null {
+    const p = posix.resolve(SPRITE_HOME, path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path);
+    if (p.startsWith(`${SPRITE_HOME}/`)) return join(dir, p.slice(SPRITE_HOME.length + 1));
+    if (p.startsWith('/tmp/')) return join(this.#tmpDir(name), p.slice(5));
+    return null;
+  }
+
+  async freeze(name: string): Promise<Result<void, WireError>> {
+    const cg = this.#cgroup(name);
+    if (cg.state() === 'absent') return ok(undefined); // nothing runs: already parked
+    const r = await cg.freeze();
+    return r.ok ? ok(undefined) : err({ code: 'unavailable', detail: r.error });
+  }
+
+  async thaw(name: string): Promise<Result<void, WireError>> {
+    const r = await this.#cgroup(name).thaw();
+    return r.ok ? ok(undefined) : err({ code: 'unavailable', detail: r.error });
+  }
+
+  release(name: string): Promise<void> {
+    return this.#locked(name, async () => {
+      const slot = this.#readState(name)?.slot;
+      await this.#tearDown(name);
+      await rm(join(this.#o.root, STATE_DIR, name), { recursive: true, force: true });
+      if (slot !== undefined) this.#slots.delete(slot);
+    });
+  }
+
+  async applyNetworkPolicy(name: string, allow: readonly string[]): Promise<Result<void, WireError>> {
+    const parsed = parseAllowList(allow);
+    if (!parsed.ok) return err({ code: 'invalid', detail: parsed.error });
+    const prepared = await this.prepare(name, join(this.#o.root, name));
+    if (!prepared.ok) return prepared;
+    return this.#locked(name, async (): Promise<Result<void, WireError>> => {
+      const live = this.#live.get(name);
+      const state = this.#readState(name);
+      if (!live || !state) return err({ code: 'unavailable', detail: 'sandbox network is not set up' });
+      try {
+        await this.#writeState(name, { slot: state.slot, allow: [...parsed.value] });
+      } catch (e) {
+        return err({ code: 'write_failed', detail: `policy: ${message(e)}` });
+      }
+      live.policy.allow = parsed.value;
+      const ports = await setEgressPorts(this.#o.tools, live.net, parsed.value.length === 0 ? [] : this.#o.ports);
+      // Connections to names no longer allowed end now, not at their next request.
+      const revoked = live.proxy.revoke();
+      this.#o.logger.info({ sandbox: name, allow: parsed.value, revoked }, 'runner: network policy applied');
+      return ports.ok ? ok(undefined) : err({ code: 'unavailable', detail: ports.error });
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#live.keys()].map((name) => this.#locked(name, () => this.#tearDown(name))));
+  }
+
+  async #setUp(name: string): Promise<Result<void, string>> {
+    const o = this.#o;
+    let state = this.#readState(name);
+    if (!state) {
+      const slot = this.#freeSlot();
+      if (slot === null) return err('no free sandbox network left in the subnet');
+      state = { slot, allow: [] };
+    }
+    this.#slots.add(state.slot);
+    const net = this.#net(name, state.slot);
+    try {
+      await mkdir(this.#tmpDir(name), { recursive: true, mode: 0o1777 });
+      await writeFile(this.#resolvConf(name), `nameserver ${net.gateway}\noptions attempts:1 timeout:2\n`, { mode: 0o644 });
+      await this.#writeState(name, state);
+    } catch (e) {
+      return err(`sandbox state: ${message(e)}`);
+    }
+    const cgroup = this.#cgroup(name);
+    const cg = await cgroup.ensure(o.limits);
+    if (!cg.ok) return cg;
+    const netUp = await setUpNetwork(o.tools, net);
+    if (!netUp.ok) return netUp;
+    const ports = await setEgressPorts(o.tools, net, state.allow.length === 0 ? [] : o.ports);
+    if (!ports.ok) {
+      await tearDownNetwork(o.tools, net);
+      return ports;
+    }
+    const log = o.logger.child({ sandbox: name });
+    const policy = { allow: state.allow as readonly string[] };
+    const allowed = (n: string) => allows(policy.allow, n);
+    let resolver: UdpSocket | undefined;
+    try {
+      resolver = await startResolver(net.gateway, 53, (n) => (allowed(n) ? { kind: 'address', ipv4: net.gateway, ttl: DNS_TTL_S } : { kind: 'nxdomain' }), (e) =>
+        log.warn({ err: e.message }, 'runner: sandbox resolver error'),
+      );
+      const proxy = await EgressProxy.start({ address: net.gateway, ports: o.ports, allowed, lookup: o.lookup, logger: log });
+      this.#live.set(name, { net, cgroup, resolver, proxy, policy });
+      return ok(undefined);
+    } catch (e) {
+      resolver?.close();
+      await tearDownNetwork(o.tools, net);
+      return err(`egress listeners on ${net.gateway}: ${message(e)}`);
+    }
+  }
+
+  async #tearDown(name: string): Promise<void> {
+    const live = this.#live.get(name);
+    this.#live.delete(name);
+    if (live) {
+      live.resolver.close();
+      await live.proxy.close();
+    }
+    const removed = await this.#cgroup(name).remove();
+    if (!removed.ok) this.#o.logger.warn({ sandbox: name, err: removed.error }, 'runner: sandbox cgroups not removed');
+    const slot = live?.net ?? this.#net(name, this.#readState(name)?.slot ?? 0);
+    await tearDownNetwork(this.#o.tools, slot);
+  }
+
+  #locked<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.#locks.set(name, tail);
+    void tail.then(() => {
+      if (this.#locks.get(name) === tail) this.#locks.delete(name);
+    });
+    return next;
+  }
+
+  /** Short, stable identifiers per root and sandbox: interface names have 15 bytes. */
+  #id(name: string): string {
+    return createHash('sha256').update(`${this.#o.root}\0${name}`).digest('hex').slice(0, 12);
+  }
+
+  #net(name: string, slot: number): SandboxNet {
+    const id = this.#id(name);
+    const addrs = slotAddresses(this.#o.subnet, slot) ?? { gateway: '0.0.0.0', address: '0.0.0.0' };
+    return { ns: `fountain-${id}`, hostIf: `fh${id}`, peerIf: `fp${id}`, ...addrs, prefix: 30 };
+  }
+
+  #cgroup(name: string): SandboxCgroup {
+    return new SandboxCgroup(this.#o.cgroupMount, `${this.#o.cgroupParent}/${this.#id(name)}`);
+  }
+
+  #freeSlot(): number | null {
+    for (let slot = 0; slotAddresses(this.#o.subnet, slot) !== null; slot++) if (!this.#slots.has(slot)) return slot;
+    return null;
+  }
+
+  #stateDir(name: string): string {
+    return join(this.#o.root, STATE_DIR, name);
+  }
+  #tmpDir(name: string): string {
+    return join(this.#stateDir(name), 'tmp');
+  }
+  #resolvConf(name: string): string {
+    return join(this.#stateDir(name), 'resolv.conf');
+  }
+
+  #readState(name: string): SandboxState | null {
+    try {
+      const parsed = stateSchema.safeParse(JSON.parse(readFileSync(join(this.#stateDir(name), 'state.json'), 'utf8')));
+      return parsed.success ? parsed.data : null;
+    } catch {
+      return null;
+    }
+  }
+
+  async #writeState(name: string, state: SandboxState): Promise<void> {
+    await mkdir(this.#stateDir(name), { recursive: true, mode: 0o700 });
+    const file = join(this.#stateDir(name), 'state.json');
+    await writeFile(`${file}.partial`, JSON.stringify(state), { mode: 0o600 });
+    await rename(`${file}.partial`, file);
+  }
+
+  /** The runner root (every sandbox, every journal) and the daemon user's home are hidden, unless /tmp or /home already cover them. */
+  #hiddenMounts(): string[] {
+    const out: string[] = [];
+    for (const p of [this.#o.root, ...this.#o.hidden]) {
+      if (p === '/' || p === '/tmp' || p === '/home' || under('/tmp', p) || under('/home', p) || under('/run', p)) continue;
+      out.push('--tmpfs', p);
+    }
+    return out;
+  }
+
+  /** The working directory inside the sandbox: the requested one when it exists there, else /home/sprite. */
+  #cwd(name: string, dir: string, requested: string | undefined): string {
+    const r = requested ?? '';
+    const p = r === '' || r === '~' ? SPRITE_HOME : posix.resolve(SPRITE_HOME, r.startsWith('~/') ? `${SPRITE_HOME}/${r.slice(2)}` : r);
+    let host: string | null;
+    if (p === SPRITE_HOME) return p;
+    if (p.startsWith(`${SPRITE_HOME}/`)) host = join(dir, p.slice(SPRITE_HOME.length + 1));
+    else if (p === '/tmp' || p.startsWith('/tmp/')) host = join(this.#tmpDir(name), p.slice(4));
+    else if (p === '/home' || p.startsWith('/home/') || p === '/run' || p.startsWith('/run/')) host = null;
+    else if ([this.#o.root, ...this.#o.hidden].some((h) => p === h || under(h, p))) host = null;
+    else host = p;
+    try {
+      if (host !== null && statSync(host).isDirectory()) return p;
+    } catch {
+      // missing: fall back to the sandbox home
+    }
+    return SPRITE_HOME;
+  }
+}

@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { parseAgentForm } from './pages/agents.tsx';
+
+const base = { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandbox_provider: '' };
+
+describe('agent form validation', () => {
+  it('accepts a demo agent and builds its permission policy from the selects', () => {
+    const r = parseAgentForm({ ...base, policy_default: 'ask', policy_execute: 'auto_deny', policy_read: '' }, ['runner']);
+    assert.ok(r.ok);
+    assert.deepEqual(r.fields, { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandboxProvider: null, permissionPolicy: { default: 'ask', execute: 'auto_deny' } });
+  });
+
+  it('says what is wrong next to each field', () => {
+    const r = parseAgentForm({ ...base, name: '', runtime: 'claude', model: 'openai/gpt-5', sandbox_provider: 'sprites', policy_read: 'maybe' }, ['runner']);
+    assert.ok(!r.ok);
+    assert.match(r.errors.name!, /required/);
+    assert.match(r.errors.model!, /anthropic/);
+    assert.match(r.errors.sandbox_provider!, /not configured/);
+    assert.match(r.errors.permission_policy!, /auto_allow, ask, auto_deny/);
+    assert.equal(r.values.runtime, 'claude');
+  });
+
+  it('refuses an unknown runtime, a malformed model and an unenforceable opencode policy', () => {
+    assert.ok(!parseAgentForm({ ...base, runtime: 'bash' }, ['runner']).ok);
+    assert.ok(!parseAgentForm({ ...base, model: 'Fountain/Demo' }, ['runner']).ok);
+    const oc = parseAgentForm({ ...base, runtime: 'opencode', model: 'google/gemini-2.5-pro', policy_execute: 'ask' }, ['runner']);
+    assert.ok(!oc.ok && /opencode/.test(oc.errors.permission_policy!));
+  });
+});

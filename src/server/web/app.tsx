@@ -1,0 +1,91 @@
+/**
+ * The web UI as one Hono app the server mounts: static scripts, sign-in, the docs site, and the
+ * signed-in pages behind the session check. `app.route('/', createWebApp(deps))` in the server's app factory.
+ */
+import { readFileSync } from 'node:fs';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { getCookie } from 'hono/cookie';
+import type { WebDeps, WebEnv } from './context.ts';
+import { isHtmx } from './context.ts';
+import { docsRoutes } from './docs.tsx';
+import { STATIC_PREFIX } from './layout.tsx';
+import { agentRoutes } from './pages/agents.tsx';
+import { conversationRoutes } from './pages/conversation.tsx';
+import { keyRoutes } from './pages/keys.tsx';
+import { runnerRoutes } from './pages/runners.tsx';
+import { signinRoutes } from './pages/signin.tsx';
+import { teamRoutes } from './pages/team.tsx';
+import { resolveSession, SESSION_COOKIE } from './session.ts';
+
+const STATIC_FILES: Readonly<Record<string, string>> = {
+  'htmx.min.js': 'text/javascript; charset=utf-8',
+  'htmx-ext-sse.min.js': 'text/javascript; charset=utf-8',
+  'app.css': 'text/css; charset=utf-8',
+};
+const staticBody = new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
+
+/** Paths behind the session check; everything else (the API) is left to the server's other routes. */
+const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations/*', '/agents', '/agents/*', '/account/*'];
+
+export function createWebApp(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+
+  app.get(`${STATIC_PREFIX}/:file`, (c) => {
+    const file = c.req.param('file');
+    const body = staticBody.get(file);
+    if (!body) return c.text('not found', 404);
+    return c.body(new Uint8Array(body), 200, { 'content-type': STATIC_FILES[file]!, 'cache-control': 'public, max-age=3600' });
+  });
+
+  // State-changing requests must come from our own pages (SameSite=Lax already stops cross-site posts; this covers old browsers).
+  const sameOrigin: MiddlewareHandler = async (c, next) => {
+    if (c.req.method === 'POST') {
+      const origin = c.req.header('origin');
+      const host = c.req.header('host');
+      if (origin && host && origin !== 'null' && new URL(origin).host !== host) return c.text('cross-site request refused', 403);
+    }
+    await next();
+  };
+  for (const p of [...SIGNED_IN_PATHS, '/signin', '/signout']) app.use(p, sameOrigin);
+
+  app.route('/', signinRoutes(deps));
+
+  const currentUser = async (c: import('hono').Context) => {
+    const u = await resolveSession(deps.db, deps.sessionSecret, getCookie(c, SESSION_COOKIE));
+    return u ? { name: u.account.name } : null;
+  };
+  app.route('/', docsRoutes(deps.docs, currentUser));
+
+  const pages = new Hono<WebEnv>();
+  // Only the page paths: once mounted beside the API, a catch-all here would redirect API calls too.
+  const signedIn: MiddlewareHandler<WebEnv> = async (c, next) => {
+    const user = await resolveSession(deps.db, deps.sessionSecret, getCookie(c, SESSION_COOKIE));
+    if (!user) {
+      const to = `/signin?next=${encodeURIComponent(c.req.path)}`;
+      if (isHtmx(c)) {
+        c.header('HX-Redirect', to);
+        return c.body(null, 401);
+      }
+      if (c.req.header('accept')?.includes('text/event-stream')) return c.text('signed out', 401);
+      return c.redirect(to, 303);
+    }
+    c.set('user', user);
+    await next();
+  };
+  for (const p of SIGNED_IN_PATHS) pages.use(p, signedIn);
+  pages.route('/', teamRoutes(deps));
+  pages.route('/', conversationRoutes(deps));
+  pages.route('/', agentRoutes(deps));
+  pages.route('/', runnerRoutes(deps));
+  pages.route('/', keyRoutes(deps));
+  app.route('/', pages);
+
+  app.onError((e, c) => {
+    deps.logger.error({ err: e, path: c.req.path }, 'web page failed');
+    return c.html(
+      '<!doctype html><meta charset="utf-8"><title>Something went wrong · Fountain</title><main style="font-family:system-ui;padding:16px"><h1>Something went wrong</h1><p>The server could not show this page. The error is in the server log; try again, or go back to the <a href="/">Team page</a>.</p></main>',
+      500,
+    );
+  });
+  return app;
+}

@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EventRow } from '../store/conversation-schema.ts';
+import { interpret, ItemView } from './event-view.tsx';
+import { toHtml } from './live.ts';
+
+let n = 0;
+const row = (over: Partial<EventRow>): EventRow => ({ id: ++n, conversationId: 'c', turnId: 't', kind: 'output', stream: 'acp', data: '', stage: null, state: null, durationMs: null, ts: new Date(), ...over });
+const acp = (update: Record<string, unknown>) => row({ data: JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update } }) });
+
+describe('conversation events as items', () => {
+  it('maps ACP updates: text, thoughts, tool calls and terminal tool updates; drops the rest', () => {
+    assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'Hi ' } })), { kind: 'text', text: 'Hi ', turnId: 't' });
+    assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } })), { kind: 'thought', text: 'hmm' });
+    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), {
+      kind: 'tool', id: 'x', title: 'Run `ls`', status: 'pending', input: '{"command":"ls"}',
+    });
+    assert.equal(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'in_progress' })), null);
+    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'no' } }] })), {
+      kind: 'tool_result', id: 'x', status: 'failed', output: 'no',
+    });
+    assert.equal(interpret(acp({ sessionUpdate: 'plan', entries: [] })), null);
+    assert.equal(interpret(row({ data: 'not json' })), null);
+    assert.deepEqual(interpret(row({ stream: 'stderr', data: 'oops' })), { kind: 'output', stream: 'stderr', text: 'oops' });
+  });
+
+  it('maps stage events: permission requests with options, turns, failures', () => {
+    const perm = interpret(row({ kind: 'stage', stream: '', stage: 'permission', state: 'started', data: JSON.stringify({ request_id: '3.ab', tool: 'Run', options: [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }] }) }));
+    assert.deepEqual(perm, { kind: 'permission', requestId: '3.ab', tool: 'Run', options: [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }] });
+    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'turn', state: 'failed', data: '{"reason":"peer_down"}' })), { kind: 'turn', state: 'failed', turnId: 't', detail: 'reason: peer_down' });
+    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'provision', state: 'failed', data: '{"reason":"no disk"}' })), { kind: 'stage', stage: 'provision', state: 'failed', detail: 'reason: no disk', failed: true });
+  });
+
+  it('renders agent-controlled text escaped, and permission options as buttons', async () => {
+    const html = await toHtml(<ItemView item={{ kind: 'text', text: '<img src=x onerror=alert(1)>', turnId: null }} conversationId="c" />);
+    assert.equal(html, '<span class="chunk">&lt;img src=x onerror=alert(1)&gt;</span>');
+    const form = await toHtml(<ItemView item={{ kind: 'permission', requestId: '3.ab', tool: 'Run `rm`', options: [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }, { option_id: 'reject_once', name: 'Reject', kind: 'reject_once' }] }} conversationId="c" />);
+    assert.match(form, /hx-post="\/conversations\/c\/requests\/3.ab"/);
+    assert.match(form, /<button type="submit" name="option_id" value="allow_once" class="">Allow once<\/button>/);
+    assert.match(form, /value="reject_once" class="danger">Reject</);
+  });
+});

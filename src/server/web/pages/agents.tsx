@@ -1,0 +1,298 @@
+/**
+ * Agents: the list, and the create/edit form (runtime, model, system prompt, permission policy, and a
+ * sandbox-provider select that appears only when two or more providers are enabled, its options from the registry).
+ */
+import { Hono } from 'hono';
+import type { Child } from 'hono/jsx';
+import { z } from 'zod';
+import { getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../store/agents.ts';
+import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, type Verdict } from '../../store/conversation-schema.ts';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { userName } from '../context.ts';
+import { ErrorNote, Layout } from '../layout.tsx';
+
+/** Which model providers a runtime accepts (platform-api.md §4); demo takes its own. */
+const MODEL_PROVIDERS: Readonly<Record<Runtime, readonly string[]>> = {
+  claude: ['anthropic'],
+  codex: ['openai'],
+  gemini: ['google'],
+  opencode: ['anthropic', 'openai', 'google'],
+  demo: ['fountain'],
+};
+const MODEL_EXAMPLE: Readonly<Record<Runtime, string>> = {
+  claude: 'anthropic/claude-sonnet-4-5',
+  codex: 'openai/gpt-5',
+  gemini: 'google/gemini-2.5-pro',
+  opencode: 'anthropic/claude-sonnet-4-5',
+  demo: 'fountain/demo',
+};
+const POLICY_KEYS = ['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'] as const;
+
+type Errors = Partial<Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>>;
+
+interface FormValues {
+  name: string;
+  runtime: string;
+  model: string;
+  system: string;
+  sandbox_provider: string;
+  policy: Record<string, string>;
+}
+
+const fromAgent = (a: Agent | undefined): FormValues => ({
+  name: a?.name ?? '',
+  runtime: a?.runtime ?? 'demo',
+  model: a?.model ?? MODEL_EXAMPLE.demo,
+  system: a?.system ?? '',
+  sandbox_provider: a?.sandboxProvider ?? '',
+  policy: { ...(a?.permissionPolicy ?? {}) },
+});
+
+const verdict = z.enum(VERDICTS);
+
+/** Validates the posted form into agent fields, or the error to show beside each field. */
+export function parseAgentForm(body: Record<string, unknown>, enabled: readonly string[]): { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> } | { ok: false; errors: Errors; values: FormValues } {
+  const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
+  const values: FormValues = {
+    name: str('name').trim(),
+    runtime: str('runtime'),
+    model: str('model').trim(),
+    system: str('system'),
+    sandbox_provider: str('sandbox_provider'),
+    policy: Object.fromEntries(['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== '')),
+  };
+  const errors: Errors = {};
+  if (values.name.length < 1 || values.name.length > 200) errors.name = 'A name is required (at most 200 characters).';
+  const runtime = z.enum(RUNTIMES).safeParse(values.runtime);
+  if (!runtime.success) errors.runtime = `Pick a runtime: ${RUNTIMES.join(', ')}.`;
+  const m = /^([a-z0-9_-]+)\/[a-z0-9._-]+$/.exec(values.model);
+  if (!m) errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
+  else if (runtime.success && !MODEL_PROVIDERS[runtime.data].includes(m[1]!)) {
+    errors.model = `The ${runtime.data} runtime takes models from ${MODEL_PROVIDERS[runtime.data].join(' or ')}, e.g. ${MODEL_EXAMPLE[runtime.data]}.`;
+  }
+  if (values.system.length > 100_000) errors.system = 'The system prompt is limited to 100,000 characters.';
+  if (values.sandbox_provider !== '' && !enabled.includes(values.sandbox_provider)) {
+    errors.sandbox_provider = `${values.sandbox_provider} is not configured on this server.`;
+  }
+  const policy: PermissionPolicy = {};
+  for (const [k, v] of Object.entries(values.policy)) {
+    const p = verdict.safeParse(v);
+    if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
+    else policy[k] = p.data as Verdict;
+  }
+  if (runtime.success && runtime.data === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
+    errors.permission_policy = 'opencode never asks for permission, so only auto_allow can be enforced on it.';
+  }
+  if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
+  return {
+    ok: true,
+    fields: { name: values.name, runtime: runtime.data, model: values.model, system: values.system, sandboxProvider: values.sandbox_provider || null, permissionPolicy: policy },
+  };
+}
+
+function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
+  return (
+    <div class="field">
+      <label for={p.id}>{p.label}</label>
+      {p.children}
+      {p.hint ? (
+        <p class="muted small" id={`${p.id}_hint`}>
+          {p.hint}
+        </p>
+      ) : null}
+      <ErrorNote id={`${p.id}_error`} message={p.error} />
+    </div>
+  );
+}
+
+const described = (id: string, hint: boolean, error: string | undefined) => ({
+  'aria-describedby': [hint ? `${id}_hint` : '', error ? `${id}_error` : ''].filter(Boolean).join(' ') || undefined,
+  'aria-invalid': error ? 'true' : undefined,
+});
+
+function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string }) {
+  const v = p.values;
+  const e = p.errors;
+  return (
+    <form method="post" action={p.action} class="card" novalidate>
+      <ErrorNote message={e.form} />
+      <Field id="name" label="Name" error={e.name}>
+        <input id="name" name="name" type="text" value={v.name} required maxlength={200} {...described('name', false, e.name)} />
+      </Field>
+      <Field id="runtime" label="Runtime" error={e.runtime} hint="demo needs no model and no network.">
+        <select id="runtime" name="runtime" {...described('runtime', true, e.runtime)}>
+          {RUNTIMES.map((r) => (
+            <option value={r} selected={v.runtime === r}>
+              {r}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field id="model" label="Model" error={e.model} hint="provider/model — e.g. anthropic/claude-sonnet-4-5; the demo runtime uses fountain/demo.">
+        <input id="model" name="model" type="text" value={v.model} required {...described('model', true, e.model)} />
+      </Field>
+      {p.enabled.length >= 2 ? (
+        <Field id="sandbox_provider" label="Sandbox provider" error={e.sandbox_provider} hint="Where this agent's sandboxes run.">
+          <select id="sandbox_provider" name="sandbox_provider" {...described('sandbox_provider', true, e.sandbox_provider)}>
+            <option value="" selected={v.sandbox_provider === ''}>
+              Instance default ({p.defaultProvider})
+            </option>
+            {p.enabled.map((prov) => (
+              <option value={prov} selected={v.sandbox_provider === prov}>
+                {prov}
+              </option>
+            ))}
+          </select>
+        </Field>
+      ) : null}
+      <Field id="system" label="System prompt" error={e.system}>
+        <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
+          {v.system}
+        </textarea>
+      </Field>
+      <fieldset>
+        <legend>Permission policy</legend>
+        <p class="muted small">What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation.</p>
+        <ErrorNote id="permission_policy_error" message={e.permission_policy} />
+        <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
+          {['default', ...POLICY_KEYS].map((k) => (
+            <div>
+              <label for={`policy_${k}`}>{k === 'default' ? 'Default' : k}</label>
+              <select id={`policy_${k}`} name={`policy_${k}`}>
+                <option value="" selected={!v.policy[k]}>
+                  {k === 'default' ? '(auto_allow)' : '(default)'}
+                </option>
+                {VERDICTS.map((x) => (
+                  <option value={x} selected={v.policy[k] === x}>
+                    {x}
+                  </option>
+                ))}
+              </select>
+            </div>
+          ))}
+        </div>
+      </fieldset>
+      <p>
+        <button type="submit">{p.submit}</button>
+      </p>
+    </form>
+  );
+}
+
+export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+  const enabled = () => deps.registry.enabled();
+
+  app.get('/agents', async (c) => {
+    const user = c.get('user');
+    const agents = await listAgents(deps.db, user.account.id);
+    return c.html(
+      <Layout title="Agents" section="agents" user={userName(user)}>
+        <h1>Agents</h1>
+        <p>
+          <a class="button" href="/agents/new">
+            New agent
+          </a>
+        </p>
+        {agents.length === 0 ? (
+          <p class="muted">No agents yet.</p>
+        ) : (
+          <div class="table">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Runtime</th>
+                  <th scope="col">Model</th>
+                  <th scope="col">Provider</th>
+                  <th scope="col">
+                    <span class="muted">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {agents.map((a) => (
+                  <tr>
+                    <td>{a.name}</td>
+                    <td>{a.runtime}</td>
+                    <td>{a.model}</td>
+                    <td>{a.sandboxProvider ?? `default (${deps.defaultProvider})`}</td>
+                    <td>
+                      <a href={`/agents/${a.id}/edit`} aria-label={`Edit ${a.name}`}>
+                        Edit
+                      </a>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Layout>,
+    );
+  });
+
+  app.get('/agents/new', (c) =>
+    c.html(
+      <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
+        <h1>New agent</h1>
+        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" />
+      </Layout>,
+    ),
+  );
+
+  app.post('/agents', async (c) => {
+    const user = c.get('user');
+    const parsed = parseAgentForm(await c.req.parseBody(), enabled());
+    const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
+      c.html(
+        <Layout title="New agent" section="agents" user={userName(user)}>
+          <h1>New agent</h1>
+          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" />
+        </Layout>,
+        status,
+      );
+    if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
+    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {} });
+    if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
+    return c.redirect('/', 303);
+  });
+
+  app.get('/agents/:id/edit', async (c) => {
+    const user = c.get('user');
+    const agent = z.string().uuid().safeParse(c.req.param('id')).success ? await getAgent(deps.db, user.account.id, c.req.param('id')) : undefined;
+    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1><a href="/agents">All agents</a></Layout>, 404);
+    return c.html(
+      <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
+        <h1>Edit {agent.name}</h1>
+        <AgentForm action={`/agents/${agent.id}`} values={fromAgent(agent)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" />
+      </Layout>,
+    );
+  });
+
+  app.post('/agents/:id', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const agent = z.string().uuid().safeParse(id).success ? await getAgent(deps.db, user.account.id, id) : undefined;
+    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1></Layout>, 404);
+    // A provider the agent already pins stays valid even if it was turned off since ("validated only when changed").
+    const allowed = agent.sandboxProvider ? [...new Set([...enabled(), agent.sandboxProvider])] : enabled();
+    const parsed = parseAgentForm(await c.req.parseBody(), allowed);
+    const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
+      c.html(
+        <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
+          <h1>Edit {agent.name}</h1>
+          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" />
+        </Layout>,
+        status,
+      );
+    if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
+    // Without the select (one provider) the form posts no provider: keep what the agent has.
+    const fields = enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider };
+    const r = await updateAgent(deps.db, user.account.id, id, fields);
+    if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
+    return c.redirect('/agents', 303);
+  });
+
+  return app;
+}

@@ -1,0 +1,109 @@
+/**
+ * Account → API keys: create (the plaintext is shown once, on the response page), list, revoke.
+ */
+import { Hono } from 'hono';
+import { z } from 'zod';
+import type { Db } from '../../store/db.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from '../../store/keys.ts';
+import type { ApiKey } from '../../store/schema.ts';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { userName } from '../context.ts';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+
+const nameForm = z.object({ name: z.string().trim().min(1, 'Give the key a name, so you can tell it apart later.').max(200, 'At most 200 characters.') });
+
+function KeysPage(p: { user: { name: string }; keys: readonly ApiKey[]; currentKeyId: string; created?: { name: string; key: string }; error?: string; notice?: string }) {
+  return (
+    <Layout title="API keys" section="keys" user={p.user}>
+      <h1>API keys</h1>
+      {p.created ? (
+        <div class="card" role="status">
+          <p>
+            <strong>New key “{p.created.name}”.</strong> Copy it now: it is not shown again.
+          </p>
+          <pre class="key" id="new-key">{p.created.key}</pre>
+        </div>
+      ) : null}
+      {p.notice ? <p role="status">{p.notice}</p> : null}
+      <form method="post" action="/account/api-keys" class="card">
+        <label for="key-name">Name for a new key</label>
+        <input id="key-name" name="name" type="text" required maxlength={200} aria-describedby={p.error ? 'key-name-error' : undefined} aria-invalid={p.error ? 'true' : undefined} />
+        <ErrorNote id="key-name-error" message={p.error} />
+        <p>
+          <button type="submit">Create key</button>
+        </p>
+      </form>
+      <div class="table">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Prefix</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">
+                <span class="muted">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {p.keys.map((k) => (
+              <tr>
+                <td>
+                  {k.name}
+                  {k.id === p.currentKeyId ? <span class="muted small"> (this session)</span> : null}
+                </td>
+                <td>
+                  <code>{k.prefix}…</code>
+                </td>
+                <td>{when(k.createdAt)}</td>
+                <td>{when(k.lastUsedAt)}</td>
+                <td>
+                  <form method="post" action={`/account/api-keys/${k.id}/revoke`} class="inline">
+                    <button type="submit" class="danger" aria-label={`Revoke key ${k.name}`}>
+                      Revoke
+                    </button>
+                  </form>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </Layout>
+  );
+}
+
+export function keyRoutes(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+  const db = deps.db as unknown as Db;
+
+  app.get('/account/api-keys', async (c) => {
+    const user = c.get('user');
+    return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} />);
+  });
+
+  app.post('/account/api-keys', async (c) => {
+    const user = c.get('user');
+    const form = nameForm.safeParse(await c.req.parseBody());
+    if (!form.success) {
+      return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} error={form.error.issues[0]?.message} />, 422);
+    }
+    const created = await createApiKey(db, { accountId: user.account.id, name: form.data.name, scopes: ['full'] });
+    return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} created={{ name: form.data.name, key: created.key }} />, 201);
+  });
+
+  app.post('/account/api-keys/:id/revoke', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const done = z.string().uuid().safeParse(id).success && (await revokeApiKey(db, user.account.id, id));
+    // Revoking the key this session rests on ends the session: the next request signs out.
+    if (done && id === user.key.id) return c.redirect('/signin', 303);
+    const keys = await listApiKeys(db, user.account.id);
+    return done
+      ? c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} notice="Key revoked." />)
+      : c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} error="That key does not exist or was already revoked." />, 404);
+  });
+
+  return app;
+}

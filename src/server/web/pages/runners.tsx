@@ -1,0 +1,114 @@
+/**
+ * Account → Runners: every runner with live online status, hostname, version, root and last seen,
+ * updated over SSE when a runner connects or drops; delete closes its socket.
+ */
+import { Hono } from 'hono';
+import { z } from 'zod';
+import type { Db } from '../../store/db.ts';
+import { deleteRunner, listRunners } from '../../store/runners.ts';
+import type { Runner } from '../../store/schema.ts';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { isHtmx, userName } from '../context.ts';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+import { fragmentStream, toHtml } from '../live.ts';
+
+const db = (deps: WebDeps): Db => deps.db as unknown as Db;
+
+export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<string> }) {
+  if (p.runners.length === 0) {
+    return (
+      <tr>
+        <td colspan={7} class="muted">
+          No runners yet. Start one with <code>fountain runner</code> on a machine you own.
+        </td>
+      </tr>
+    );
+  }
+  return (
+    <>
+      {p.runners.map((r) => {
+        const on = p.online.has(r.id);
+        return (
+          <tr data-runner={r.name} data-online={on ? 'true' : 'false'}>
+            <td>{r.name}</td>
+            <td>
+              <span class={`badge ${on ? 'online' : 'offline'} runner-status`}>{on ? 'online' : 'offline'}</span>
+            </td>
+            <td>{r.hostname ?? '—'}</td>
+            <td>{r.version ?? '—'}</td>
+            <td class="key">{r.root ?? '—'}</td>
+            <td>{on ? 'now' : when(r.lastSeenAt)}</td>
+            <td>
+              <form method="post" action={`/account/runners/${r.id}/delete`} class="inline" hx-post={`/account/runners/${r.id}/delete`} hx-confirm={`Delete runner ${r.name}? Its connection is closed.`} hx-target="#runner-result">
+                <button type="submit" class="danger" aria-label={`Delete runner ${r.name}`}>
+                  Delete
+                </button>
+              </form>
+            </td>
+          </tr>
+        );
+      })}
+    </>
+  );
+}
+
+export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+  const online = (accountId: string) => new Set((deps.runnerHost?.online(accountId) ?? []).map((i) => i.runnerId));
+  const rows = async (accountId: string) => <RunnerRows runners={await listRunners(db(deps), accountId)} online={online(accountId)} />;
+
+  app.get('/account/runners', async (c) => {
+    const user = c.get('user');
+    return c.html(
+      <Layout title="Runners" section="runners" user={userName(user)} live>
+        <h1>Runners</h1>
+        {deps.runnersEnabled ? null : <p class="notice">Runners are disabled on this server (SANDBOX_RUNNERS_ENABLED=false): daemons cannot connect.</p>}
+        <div id="runner-result" aria-live="polite"></div>
+        <div class="table card" hx-ext="sse" sse-connect="/account/runners/stream">
+          <table>
+            <caption class="muted small" style="text-align:left">
+              Machines running <code>fountain runner</code> for your account. Status updates live.
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Status</th>
+                <th scope="col">Hostname</th>
+                <th scope="col">Version</th>
+                <th scope="col">Root</th>
+                <th scope="col">Last seen</th>
+                <th scope="col">
+                  <span class="muted">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody id="runner-rows" sse-swap="runners">
+              {await rows(user.account.id)}
+            </tbody>
+          </table>
+        </div>
+      </Layout>,
+    );
+  });
+
+  app.get('/account/runners/stream', (c) => {
+    const accountId = c.get('user').account.id;
+    return fragmentStream(c, {
+      refreshMs: deps.refreshMs ?? 5000,
+      onError: (e) => deps.logger.warn({ err: e }, 'runners stream failed'),
+      render: async () => new Map([['runners', await toHtml(await rows(accountId))]]),
+      watch: (changed) => deps.watchRunners(accountId, changed),
+    });
+  });
+
+  app.post('/account/runners/:id/delete', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const gone = z.string().uuid().safeParse(id).success ? await deleteRunner(db(deps), user.account.id, id) : undefined;
+    if (gone) deps.disconnectRunner?.(gone.id);
+    if (isHtmx(c)) return c.html(gone ? <p class="small">Runner {gone.name} deleted.</p> : <ErrorNote message="That runner no longer exists." />);
+    return gone ? c.redirect('/account/runners', 303) : c.html(<Layout title="Runners" section="runners" user={userName(user)}><ErrorNote message="That runner no longer exists." /></Layout>, 404);
+  });
+
+  return app;
+}

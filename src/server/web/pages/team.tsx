@@ -1,0 +1,122 @@
+/**
+ * The Team page: every agent as a teammate with its presence, what it is doing and where it runs,
+ * kept live by /team/stream, and a message box per teammate.
+ */
+import { Hono } from 'hono';
+import type { JSX } from 'hono/jsx/jsx-runtime';
+import { z } from 'zod';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { isHtmx, userName } from '../context.ts';
+import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
+import { fragmentStream, toHtml } from '../live.ts';
+import { buildRoster, currentConversation, type Teammate } from '../roster.ts';
+import { messageTeammate } from '../actions.ts';
+
+const messageForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
+
+export function MateStatus(p: { mate: Teammate }) {
+  const m = p.mate;
+  const c = m.conversation;
+  return (
+    <div class="mate-status" id={`mate-status-${m.agent.id}`} data-presence={m.presence.state}>
+      <PresenceBadge state={m.presence.state} label={m.presence.label} />
+      {m.where ? <p class="small muted where">{m.where}</p> : null}
+      {c ? (
+        <p class="small">
+          <span class="doing">{c.status === 'running' ? 'Working on a turn' : c.turn_count === 1 ? '1 turn' : `${c.turn_count} turns`}</span> ·{' '}
+          <a href={`/conversations/${c.id}`}>open conversation</a>
+        </p>
+      ) : (
+        <p class="small muted">No conversation yet: a message starts one.</p>
+      )}
+    </div>
+  );
+}
+
+function MateCard(p: { mate: Teammate }) {
+  const id = p.mate.agent.id;
+  return (
+    <section class="card mate" aria-labelledby={`mate-name-${id}`} data-agent-id={id}>
+      <h2 id={`mate-name-${id}`}>{p.mate.agent.name}</h2>
+      <p class="small muted">
+        {p.mate.agent.runtime} · {p.mate.agent.model}
+      </p>
+      <div sse-swap={`mate-${id}`}>
+        <MateStatus mate={p.mate} />
+      </div>
+      <form method="post" action={`/team/${id}/messages`} hx-post={`/team/${id}/messages`} hx-target={`#msg-result-${id}`} hx-swap="innerHTML">
+        <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
+        <textarea id={`msg-${id}`} name="prompt" rows={2} required></textarea>
+        <div class="row" style="margin-top:6px">
+          <button type="submit">Send</button>
+          <div id={`msg-result-${id}`} aria-live="polite"></div>
+        </div>
+      </form>
+    </section>
+  );
+}
+
+export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+
+  app.get('/', async (c) => {
+    const user = c.get('user');
+    const roster = await buildRoster(deps.db, deps.engine, user.account.id);
+    return c.html(
+      <Layout title="Team" section="team" user={userName(user)} live>
+        <h1>Team</h1>
+        {roster.length === 0 ? (
+          <p class="card">
+            No teammates yet. <a href="/agents/new">Create an agent</a> and it joins the team.
+          </p>
+        ) : (
+          <div class="grid" hx-ext="sse" sse-connect="/team/stream">
+            {roster.map((m) => (
+              <MateCard mate={m} />
+            ))}
+          </div>
+        )}
+      </Layout>,
+    );
+  });
+
+  app.get('/team/stream', (c) => {
+    const accountId = c.get('user').account.id;
+    let convIds: string[] = [];
+    return fragmentStream(c, {
+      refreshMs: deps.refreshMs ?? 2000,
+      onError: (e) => deps.logger.warn({ err: e }, 'team stream failed'),
+      render: async () => {
+        const roster = await buildRoster(deps.db, deps.engine, accountId);
+        convIds = roster.flatMap((m) => (m.conversation ? [m.conversation.id] : []));
+        const out = new Map<string, string>();
+        for (const m of roster) out.set(`mate-${m.agent.id}`, await toHtml(<MateStatus mate={m} />));
+        return out;
+      },
+      watch: (changed) => {
+        const offs = [deps.watchRunners(accountId, changed), ...convIds.map((id) => deps.engine.events.subscribe(id, changed))];
+        return () => offs.forEach((off) => off());
+      },
+    });
+  });
+
+  app.post('/team/:agentId/messages', async (c) => {
+    const user = c.get('user');
+    const agentId = c.req.param('agentId');
+    const form = messageForm.safeParse(await c.req.parseBody());
+    const reply = async (status: number, body: JSX.Element) => (isHtmx(c) ? c.html(body, 200) : c.html(<Layout title="Message" section="team" user={userName(user)}>{body}</Layout>, status as 400));
+    if (!form.success) return reply(400, <ErrorNote message={form.error.issues[0]?.message ?? 'The message is invalid.'} />);
+    const sent = await messageTeammate(deps, user.account.id, agentId, form.data.prompt);
+    if (!sent.ok) return reply(sent.status, <ErrorNote message={sent.message} />);
+    if (!isHtmx(c)) return c.redirect(`/conversations/${sent.conversationId}`, 303);
+    return c.html(
+      <span class="small">
+        Sent. <a href={`/conversations/${sent.conversationId}`}>Follow the conversation</a>
+      </span>,
+    );
+  });
+
+  return app;
+}
+
+export { currentConversation };

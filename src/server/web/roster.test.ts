@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ConversationView, SandboxView } from '../engine/views.ts';
+import { currentConversation, presenceOf, whereOf } from './roster.ts';
+
+const sandbox = (over: Partial<SandboxView>): SandboxView => ({ id: 's', provider: 'runner', name: 'n', sprite_name: 'n', status: 'ready', url: null, runner: null, ...over });
+const conv = (status: string, s: SandboxView | null, id = status): ConversationView =>
+  ({ id, status, sandbox: s, last_active_at: '2026-01-01T00:00:00Z' }) as unknown as ConversationView;
+const runner = (online: boolean) => ({ id: 'r', name: 'mac-mini', hostname: 'h', online, path: '/srv/sb/runner-x' });
+
+describe('presence (platform-api.md §10, first matching row wins)', () => {
+  const cases: Array<[ConversationView | null, string, string]> = [
+    [conv('running', sandbox({ runner: runner(false) })), 'working', 'working'],
+    [conv('pending', sandbox({ status: 'ready' })), 'online', 'ready · waiting for a turn'],
+    [conv('pending', sandbox({ status: 'starting' })), 'starting', 'starting computer'],
+    [conv('idle', sandbox({ runner: runner(false) })), 'machine_offline', 'machine offline · wakes when the runner reconnects'],
+    [conv('idle', sandbox({ runner: runner(true) })), 'online', 'online'],
+    [conv('idle', sandbox({ provider: 'daytona', status: 'suspended' })), 'asleep', 'asleep · wakes on message'],
+    [conv('idle', sandbox({ provider: 'daytona', status: 'terminated' })), 'away', 'away · wakes on message'],
+    [conv('idle', null), 'away', 'away · wakes on message'],
+    [conv('failed', null), 'failed', 'offline · failed'],
+    [conv('terminated', null), 'offline', 'offline · new computer on message'],
+    [null, 'offline', 'offline · new computer on message'],
+  ];
+  for (const [c, state, label] of cases) {
+    it(`${c?.status ?? 'no conversation'} / ${c?.sandbox?.status ?? '-'} → ${state}`, () => assert.deepEqual(presenceOf(c), { state, label }));
+  }
+
+  it('says where a teammate runs', () => {
+    assert.equal(whereOf(conv('idle', sandbox({ runner: runner(true) }))), 'on mac-mini · /srv/sb/runner-x');
+    assert.equal(whereOf(conv('idle', sandbox({ provider: 'sprites' }))), 'on sprites');
+    assert.equal(whereOf(null), null);
+  });
+
+  it('messages go to the newest live conversation, else the newest', () => {
+    assert.equal(currentConversation([conv('terminated', null, 'a'), conv('idle', null, 'b')])?.id, 'b');
+    assert.equal(currentConversation([conv('failed', null, 'a'), conv('terminated', null, 'b')])?.id, 'a');
+    assert.equal(currentConversation([]), null);
+  });
+});

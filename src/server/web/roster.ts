@@ -1,0 +1,76 @@
+/**
+ * The team roster as the web UI shows it, derived from the account's agents and each one's latest
+ * conversation (newest live, else newest finished), with presence by the table of platform-api.md §10.
+ */
+import type { ConversationEngine } from '../engine/engine.ts';
+import type { ConversationView } from '../engine/views.ts';
+import { listAgents } from '../store/agents.ts';
+import type { Agent } from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+
+export interface Presence {
+  readonly state: 'working' | 'online' | 'starting' | 'machine_offline' | 'asleep' | 'away' | 'failed' | 'offline';
+  readonly label: string;
+}
+
+export interface Teammate {
+  readonly agent: Agent;
+  readonly conversation: ConversationView | null;
+  readonly presence: Presence;
+  /** "on mac-mini · /srv/sandboxes/runner-…" for a runner sandbox, "on daytona" for a hosted one. */
+  readonly where: string | null;
+}
+
+/** First matching row wins (platform-api.md §10). */
+export function presenceOf(c: ConversationView | null): Presence {
+  if (!c) return { state: 'offline', label: 'offline · new computer on message' };
+  const s = c.sandbox;
+  switch (c.status) {
+    case 'running':
+      return { state: 'working', label: 'working' };
+    case 'pending':
+      return s?.status === 'ready' ? { state: 'online', label: 'ready · waiting for a turn' } : { state: 'starting', label: 'starting computer' };
+    case 'idle':
+      if (s?.provider === 'runner' && s.runner && !s.runner.online) return { state: 'machine_offline', label: 'machine offline · wakes when the runner reconnects' };
+      if (s?.status === 'ready' || s?.status === 'starting') return { state: 'online', label: 'online' };
+      if (s?.status === 'suspended') return { state: 'asleep', label: 'asleep · wakes on message' };
+      return { state: 'away', label: 'away · wakes on message' };
+    case 'failed':
+      return { state: 'failed', label: 'offline · failed' };
+    default:
+      return { state: 'offline', label: 'offline · new computer on message' };
+  }
+}
+
+export function whereOf(c: ConversationView | null): string | null {
+  const s = c?.sandbox;
+  if (!s) return null;
+  if (s.provider === 'runner') {
+    if (!s.runner) return 'on a runner';
+    return `on ${s.runner.name || s.runner.hostname || 'a runner'}${s.runner.path ? ` · ${s.runner.path}` : ''}`;
+  }
+  return `on ${s.provider}`;
+}
+
+const LIVE = new Set(['pending', 'running', 'idle']);
+
+/** The conversation a message to this agent goes to: the newest live one, else the newest. */
+export function currentConversation(convs: readonly ConversationView[]): ConversationView | null {
+  return convs.find((c) => LIVE.has(c.status)) ?? convs[0] ?? null;
+}
+
+/** Most recently active first; agents that never ran come last, by name. */
+export async function buildRoster(db: EngineDb, engine: ConversationEngine, accountId: string): Promise<Teammate[]> {
+  const agents = await listAgents(db, accountId);
+  const mates = await Promise.all(
+    agents.map(async (agent) => {
+      const conversation = currentConversation(await engine.list(accountId, { agentId: agent.id }));
+      return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation) };
+    }),
+  );
+  return mates.sort((a, b) => {
+    const ta = a.conversation?.last_active_at ?? '';
+    const tb = b.conversation?.last_active_at ?? '';
+    return ta === tb ? a.agent.name.localeCompare(b.agent.name) : tb.localeCompare(ta);
+  });
+}
