@@ -56,7 +56,7 @@ describe('provider registry wiring', () => {
 
 describe('SANDBOX_PROVIDER boot check', () => {
   it('accepts an enabled default, explicit or implicit', () => {
-    for (const env of [{}, { SANDBOX_PROVIDER: 'runner' }, { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' }, { SANDBOX_RUNNERS_ENABLED: 'false', SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't' }]) {
+    for (const env of [{}, { SANDBOX_PROVIDER: 'runner' }, { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' }, { SANDBOX_RUNNERS_ENABLED: 'false', SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't' }, { SANDBOX_RUNNERS_ENABLED: 'false' }]) {
       checkDefaultProvider(parseServerConfig(env), env);
     }
   });
@@ -66,8 +66,7 @@ describe('SANDBOX_PROVIDER boot check', () => {
     bootRefusal({ SANDBOX_PROVIDER: 'daytona', DAYTONA_API_KEY: ' ' }, /DAYTONA_API_KEY is not set/);
     bootRefusal({ SANDBOX_PROVIDER: 'sprites', E2B_API_KEY: 'k' }, /SPRITES_TOKEN is not set\); enabled: runner, e2b$/);
     bootRefusal({ SANDBOX_PROVIDER: 'runner', SANDBOX_RUNNERS_ENABLED: 'off' }, /SANDBOX_RUNNERS_ENABLED is false\); enabled: none$/);
-    // Unset means runner, which must then be on too.
-    bootRefusal({ SANDBOX_RUNNERS_ENABLED: 'false', E2B_API_KEY: 'k' }, /"runner" is not enabled \(SANDBOX_RUNNERS_ENABLED is false\); enabled: e2b$/);
+
   });
 
   it('stops startServer before it listens, naming the variable', async () => {

@@ -78,12 +78,13 @@ function switchOf(provider: KnownProvider): string {
 }
 
 /**
- * Refuses a SANDBOX_PROVIDER default that is not enabled, explicit or the implicit `runner` (its
- * value is already known: the config refuses any other), naming the switch that is off.
+ * Refuses an explicit SANDBOX_PROVIDER that is not enabled (its value is already known: the config
+ * refuses any other), naming the switch that is off. The implicit `runner` with runners disabled
+ * boots (platform-api.md §16: only an explicit default is held to its credential).
  */
 export function checkDefaultProvider(config: ServerConfig, env: Env): void {
   const on = plannedProviders(config, env);
-  if (on.includes(config.sandboxProvider)) return;
+  if (!config.sandboxProviderExplicit || on.includes(config.sandboxProvider)) return;
   throw new ConfigError(
     'SANDBOX_PROVIDER',
     `"${config.sandboxProvider}" is not enabled (${switchOf(config.sandboxProvider)}); enabled: ${on.length ? on.join(', ') : 'none'}`,

@@ -41,11 +41,16 @@ export interface EngineWiring {
   readonly config?: Partial<EngineConfig>;
 }
 
-/** SANDBOX_PROVIDER: default `runner`; anything unknown or not enabled stops the boot. */
+/**
+ * SANDBOX_PROVIDER: default `runner`; anything unknown, or an explicit default that is not enabled,
+ * stops the boot (platform-api.md §16). An implicit `runner` with runners disabled still boots: the
+ * Runners page says so, and agents without a provider are refused when they start.
+ */
 export function defaultProviderFrom(env: EngineWiring['env'], registry: ProviderRegistry): KnownProvider {
-  const raw = env.SANDBOX_PROVIDER?.trim() || 'runner';
+  const explicit = env.SANDBOX_PROVIDER?.trim();
+  const raw = explicit || 'runner';
   if (!isKnownProvider(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `unknown provider ${JSON.stringify(raw)}`);
-  if (!registry.isEnabled(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `provider ${raw} is not enabled (missing credential or adapter)`);
+  if (explicit && !registry.isEnabled(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `provider ${raw} is not enabled (missing credential or adapter)`);
   return raw;
 }
 
