@@ -10,6 +10,7 @@ import type { RunnerHost } from '../providers/runner/host.ts';
 import type { AppEnv } from './auth.ts';
 import { ApiError, errorResponse, toApiError } from './errors.ts';
 import type { EventBus } from './events.ts';
+import { healthRoutes } from './health.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { errorResponses, type RouteDeps } from './routes/common.ts';
@@ -87,6 +88,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     },
   );
 
+  app.route('/', healthRoutes(deps));
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));

@@ -1,8 +1,13 @@
 /**
- * The server's environment configuration, parsed once at boot with zod. A blank variable
- * counts as unset; a bad one stops the boot with an error naming it.
+ * The server's one configuration module: every environment variable the server reads, parsed once
+ * at boot with zod. A blank variable counts as unset; a bad one stops the boot with an error naming it.
  */
 import { z } from 'zod';
+import { daytonaOptionsFromEnv, type DaytonaOptions } from '../providers/daytona/config.ts';
+import { optionsFromEnv as e2bOptionsFromEnv, type E2BOptions } from '../providers/e2b/config.ts';
+import { spritesOptionsFromEnv, type SpritesOptions } from '../providers/sprites/config.ts';
+import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider } from '../sandbox/providers.ts';
+import { engineConfigFromEnv, type EngineConfig } from './engine/config.ts';
 import { API_KEY_PATTERN } from './store/keys.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -16,37 +21,108 @@ const bool = (fallback: boolean) =>
     .optional()
     .transform((v, ctx) => {
       if (v === undefined) return fallback;
-      const s = v.trim().toLowerCase();
+      const s = v.toLowerCase();
       if (TRUE.includes(s)) return true;
       if (FALSE.includes(s)) return false;
       ctx.addIssue({ code: 'custom', message: `must be one of ${[...TRUE, ...FALSE].join(', ')}` });
       return z.NEVER;
     });
 
-const positiveMs = (fallback: number) =>
+const wholeNumber = (fallback: number, min: number, max: number, unit: string) =>
   z
     .string()
     .optional()
     .transform((v, ctx) => {
       if (v === undefined) return fallback;
-      const n = Number(v.trim());
-      if (!Number.isInteger(n) || n <= 0) {
-        ctx.addIssue({ code: 'custom', message: 'must be a positive whole number of milliseconds' });
+      const n = /^[0-9]+$/.test(v) ? Number(v) : NaN;
+      if (!Number.isSafeInteger(n) || n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: `must be a whole number of ${unit} from ${min} to ${max}` });
         return z.NEVER;
       }
       return n;
     });
 
+const httpUrl = z
+  .string()
+  .refine((v) => /^https?:\/\/[^\s/]+/.test(v) && URL.canParse(v), 'must be an http:// or https:// URL')
+  .optional();
+
+const text = z.string().optional();
+
+/**
+ * Every variable, in the order docs/configuration.md lists them. The engine's and the providers'
+ * own mappers re-read some of these below; they see the same cleaned values.
+ */
 const envSchema = z.object({
-  SANDBOX_RUNNERS_ENABLED: bool(true),
+  // Server
   FOUNTAIN_DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a postgres:// or postgresql:// URL')
     .optional(),
   FOUNTAIN_BOOTSTRAP_KEY: z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits').optional(),
-  FOUNTAIN_RUNNER_HEARTBEAT_MS: positiveMs(20_000),
-  FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: positiveMs(30_000),
+  FOUNTAIN_SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  PUBLIC_URL: httpUrl,
+  // Sandboxes and conversations
+  SANDBOX_PROVIDER: z
+    .string()
+    .refine(isKnownProvider, `must be one of ${KNOWN_PROVIDERS.join(', ')}`)
+    .optional(),
+  SANDBOX_RUNNERS_ENABLED: bool(true),
+  SANDBOX_IDLE_TIMEOUT_MINUTES: wholeNumber(60, 0, 525_600, 'minutes (0 = off)'),
+  SANDBOX_MAX_LIFETIME_HOURS: wholeNumber(0, 0, 87_600, 'hours (0 = off)'),
+  FOUNTAIN_IDLE_SWEEP_SECONDS: wholeNumber(60, 1, 86_400, 'seconds'),
+  FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS: wholeNumber(300, 1, 86_400, 'seconds'),
+  // Runner hub
+  FOUNTAIN_RUNNER_HEARTBEAT_MS: wholeNumber(20_000, 1, 3_600_000, 'milliseconds'),
+  FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: wholeNumber(30_000, 1, 3_600_000, 'milliseconds'),
+  // E2B
+  E2B_API_KEY: text,
+  E2B_BASE_URL: httpUrl,
+  E2B_SANDBOX_URL: httpUrl,
+  E2B_TEMPLATE: text,
+  E2B_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'must be a Linux user name').optional(),
+  // Daytona
+  DAYTONA_API_KEY: text,
+  DAYTONA_API_URL: httpUrl,
+  DAYTONA_SNAPSHOT: text,
+  // Sprites
+  SPRITES_TOKEN: text,
+  SPRITES_BASE_URL: httpUrl,
+  SPRITES_TIMEOUT_MS: wholeNumber(30_000, 1, 600_000, 'milliseconds'),
+  // Credential brokerage
+  BROKER_ALLOW_UNENFORCED: bool(false),
 });
+
+export type ServerEnvVar = keyof typeof envSchema.shape;
+
+/** Every variable the server reads; docs/configuration.md, .env.example and .env.compose.example list each. */
+export const SERVER_ENV_VARS = Object.keys(envSchema.shape) as ServerEnvVar[];
+
+/** Where a variable belongs; the docs' sections follow these groups. */
+export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>> = {
+  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL'],
+  sandboxes: [
+    'SANDBOX_PROVIDER',
+    'SANDBOX_RUNNERS_ENABLED',
+    'SANDBOX_IDLE_TIMEOUT_MINUTES',
+    'SANDBOX_MAX_LIFETIME_HOURS',
+    'FOUNTAIN_IDLE_SWEEP_SECONDS',
+    'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS',
+    'FOUNTAIN_RUNNER_HEARTBEAT_MS',
+    'FOUNTAIN_RUNNER_CALL_TIMEOUT_MS',
+  ],
+  e2b: ['E2B_API_KEY', 'E2B_BASE_URL', 'E2B_SANDBOX_URL', 'E2B_TEMPLATE', 'E2B_USER'],
+  daytona: ['DAYTONA_API_KEY', 'DAYTONA_API_URL', 'DAYTONA_SNAPSHOT'],
+  sprites: ['SPRITES_TOKEN', 'SPRITES_BASE_URL', 'SPRITES_TIMEOUT_MS'],
+  brokerage: ['BROKER_ALLOW_UNENFORCED'],
+};
+
+/** The provider options each hosted adapter is built from; null when its credential is unset. */
+export interface HostedProviderOptions {
+  readonly e2b: E2BOptions | null;
+  readonly daytona: DaytonaOptions | null;
+  readonly sprites: SpritesOptions | null;
+}
 
 export interface ServerConfig {
   /** SANDBOX_RUNNERS_ENABLED: whether daemons may dial in at all. */
@@ -59,10 +135,22 @@ export interface ServerConfig {
   readonly runnerHeartbeatMs: number;
   /** FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: default deadline of one call to a runner. */
   readonly runnerCallTimeoutMs: number;
+  /** FOUNTAIN_SESSION_SECRET: signs web session cookies; unset = a secret kept in the data directory. */
+  readonly sessionSecret: string | undefined;
+  /** PUBLIC_URL without a trailing slash: the sandbox's FOUNTAIN_BASE_URL. */
+  readonly publicUrl: string | null;
+  /** SANDBOX_PROVIDER: the default for agents that pin none (`runner` when unset). */
+  readonly sandboxProvider: KnownProvider;
+  /** Whether SANDBOX_PROVIDER was set: only an explicit default is held to its credential at boot. */
+  readonly sandboxProviderExplicit: boolean;
+  /** SANDBOX_MAX_LIFETIME_HOURS in ms; 0 = off. */
+  readonly maxLifetimeMs: number;
+  /** The engine's tunables (idle, sweep, ask timeouts, PUBLIC_URL) as the engine's own mapper reads them. */
+  readonly engine: Omit<EngineConfig, 'demoAgentArgv'>;
+  readonly providers: HostedProviderOptions;
+  /** BROKER_ALLOW_UNENFORCED: lets a brokered launch run on a provider without network_policy (development only). */
+  readonly brokerAllowUnenforced: boolean;
 }
-
-/** The variables this file reads; docs/configuration.md documents each. */
-export const SERVER_ENV_VARS = Object.keys(envSchema.shape) as Array<keyof typeof envSchema.shape>;
 
 export class ConfigError extends Error {
   constructor(
@@ -74,23 +162,57 @@ export class ConfigError extends Error {
   }
 }
 
-export function parseServerConfig(env: Env): ServerConfig {
-  const picked: Record<string, string | undefined> = {};
+/** The environment with only our variables, trimmed, blanks removed: what every mapper below sees. */
+export function cleanEnv(env: Env): Record<ServerEnvVar, string | undefined> {
+  const picked = {} as Record<ServerEnvVar, string | undefined>;
   for (const name of SERVER_ENV_VARS) {
     const v = env[name];
     picked[name] = v === undefined || v.trim() === '' ? undefined : v.trim();
   }
+  return picked;
+}
+
+/** Names the first variable a mapper's message mentions, so its refusal still points somewhere. */
+function blame(message: string, candidates: readonly string[]): ConfigError {
+  const variable = candidates.find((v) => message.includes(v)) ?? candidates[0]!;
+  const detail = message.startsWith(variable) ? message.slice(variable.length).replace(/^[:\s]+/, '') : message;
+  return new ConfigError(variable, detail);
+}
+
+export function parseServerConfig(env: Env): ServerConfig {
+  const picked = cleanEnv(env);
   const parsed = envSchema.safeParse(picked);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new ConfigError(String(issue.path[0] ?? 'environment'), issue.message);
   }
   const c = parsed.data;
+
+  const engine = engineConfigFromEnv(picked);
+  if (!engine.ok) throw blame(engine.message, SERVER_ENV_GROUPS.sandboxes!);
+
+  const daytona = daytonaOptionsFromEnv(picked);
+  if (!daytona.ok && daytona.error.code !== 'missing_api_key') throw blame(daytona.error.message, SERVER_ENV_GROUPS.daytona!);
+  const sprites = spritesOptionsFromEnv(picked);
+  if (!sprites.ok) throw blame(sprites.error.detail, SERVER_ENV_GROUPS.sprites!);
+
   return {
     runnersEnabled: c.SANDBOX_RUNNERS_ENABLED,
     databaseUrl: c.FOUNTAIN_DATABASE_URL,
     bootstrapKey: c.FOUNTAIN_BOOTSTRAP_KEY,
     runnerHeartbeatMs: c.FOUNTAIN_RUNNER_HEARTBEAT_MS,
     runnerCallTimeoutMs: c.FOUNTAIN_RUNNER_CALL_TIMEOUT_MS,
+    sessionSecret: c.FOUNTAIN_SESSION_SECRET,
+    publicUrl: engine.value.publicUrl,
+    sandboxProvider: (c.SANDBOX_PROVIDER as KnownProvider | undefined) ?? 'runner',
+    sandboxProviderExplicit: c.SANDBOX_PROVIDER !== undefined,
+    maxLifetimeMs: c.SANDBOX_MAX_LIFETIME_HOURS * 3_600_000,
+    engine: engine.value,
+    providers: {
+      e2b: e2bOptionsFromEnv(picked),
+      daytona: daytona.ok ? daytona.value : null,
+      sprites: sprites.value.token === undefined ? null : sprites.value,
+    },
+    brokerAllowUnenforced: c.BROKER_ALLOW_UNENFORCED,
   };
 }

@@ -15,7 +15,9 @@ import { bootstrap } from './bootstrap.ts';
 import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
+import { checkDefaultProvider, hostedAdapters } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
+import type { ProviderRegistry } from '../sandbox/registry.ts';
 import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
 import { sessionSecretFrom } from './web/session.ts';
@@ -37,7 +39,7 @@ export interface StartServerOptions {
   readonly version?: string;
   /** Default: the real server end of the runner socket (providers/runner/connection.ts). */
   readonly acceptRunnerSocket?: AcceptRunnerSocket;
-  /** Hosted sandbox adapters to register beside the runner adapter (wired by the CLI). */
+  /** Hosted sandbox adapters to register beside the runner adapter; default: those the configuration turns on. */
   readonly adapters?: readonly SandboxAdapter[];
   /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
   readonly engine?: Partial<EngineConfig>;
@@ -57,6 +59,8 @@ export interface RunningServer {
   readonly config: ServerConfig;
   readonly database: Database;
   readonly host: RunnerHost;
+  /** The adapters this configuration turns on; SANDBOX_PROVIDER was checked against it at boot. */
+  readonly registry: ProviderRegistry;
   readonly bus: EventBus;
   readonly engine: ConversationEngine;
   /** The Hono app, for tests that inspect its routes. */
@@ -66,7 +70,10 @@ export interface RunningServer {
 }
 
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
-  const config = parseServerConfig(opts.env ?? process.env);
+  const env = opts.env ?? process.env;
+  const config = parseServerConfig(env);
+  // Before the database opens, so a wrong default costs nothing.
+  checkDefaultProvider(config, env);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
 
@@ -82,8 +89,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       db: database.db,
       logger,
       host,
-      env: opts.env ?? process.env,
-      ...(opts.adapters ? { adapters: opts.adapters } : {}),
+      env,
+      adapters: opts.adapters ?? hostedAdapters(config, { logger }),
       ...(opts.engine ? { config: opts.engine } : {}),
     });
     engine = wired.engine;
@@ -96,7 +103,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
       engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
-      web: { sessionSecret: sessionSecretFrom(opts.env ?? process.env, opts.dataDir) },
+      web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
@@ -144,6 +151,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       config,
       database,
       host,
+      registry: wired.registry,
       bus,
       engine: engine!,
       app,

@@ -42,16 +42,15 @@ export interface EngineWiring {
 }
 
 /**
- * SANDBOX_PROVIDER: an explicit value that is unknown or not enabled stops the boot. Unset, it is
- * `runner`, or the first enabled provider when runners are switched off (none enabled: `runner`,
- * and launches are refused as sandbox_provider_disabled rather than the server refusing to boot).
+ * SANDBOX_PROVIDER: default `runner`; anything unknown, or an explicit default that is not enabled,
+ * stops the boot (platform-api.md §16). An implicit `runner` with runners disabled still boots: the
+ * Runners page says so, and agents without a provider are refused when they start.
  */
 export function defaultProviderFrom(env: EngineWiring['env'], registry: ProviderRegistry): KnownProvider {
   const explicit = env.SANDBOX_PROVIDER?.trim();
-  if (!explicit) return registry.isEnabled('runner') ? 'runner' : (registry.enabled()[0] ?? 'runner');
-  const raw = explicit;
+  const raw = explicit || 'runner';
   if (!isKnownProvider(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `unknown provider ${JSON.stringify(raw)}`);
-  if (!registry.isEnabled(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `provider ${raw} is not enabled (missing credential or adapter)`);
+  if (explicit && !registry.isEnabled(raw)) throw new EngineConfigError('SANDBOX_PROVIDER', `provider ${raw} is not enabled (missing credential or adapter)`);
   return raw;
 }
 
