@@ -16,6 +16,9 @@ import { errorResponses, type RouteDeps } from './routes/common.ts';
 import { runnerRoutes } from './routes/runners.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { conversationRoutes } from './routes/conversations.ts';
+import { teamRoutes } from './routes/team.ts';
+import type { TeamService } from './engine/team.ts';
+import type { Scheduler } from './engine/scheduler.ts';
 import type { ConversationEngine } from './engine/index.ts';
 import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
@@ -32,6 +35,8 @@ export interface AppDeps {
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
   readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  /** The team and its scheduler; mounted with the engine. */
+  readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -87,6 +92,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    if (deps.team) app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
   }
 
   app.doc('/api/openapi.json', {

@@ -11,6 +11,9 @@ describe('server configuration', () => {
       bootstrapKey: undefined,
       runnerHeartbeatMs: 20_000,
       runnerCallTimeoutMs: 30_000,
+      scheduleTickMs: 60_000,
+      scheduleSnoozeMs: 30_000,
+      schedulePatienceMs: 1_800_000,
     });
   });
 
@@ -29,8 +32,20 @@ describe('server configuration', () => {
       FOUNTAIN_BOOTSTRAP_KEY: key,
       FOUNTAIN_RUNNER_HEARTBEAT_MS: '250',
       FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: '1000',
+      FOUNTAIN_SCHEDULE_TICK_MS: '100',
+      FOUNTAIN_SCHEDULE_SNOOZE_MS: '200',
+      FOUNTAIN_SCHEDULE_PATIENCE_MS: '5000',
     });
-    assert.deepEqual(c, { runnersEnabled: false, databaseUrl: 'postgres://u@h:5432/db', bootstrapKey: key, runnerHeartbeatMs: 250, runnerCallTimeoutMs: 1000 });
+    assert.deepEqual(c, {
+      runnersEnabled: false,
+      databaseUrl: 'postgres://u@h:5432/db',
+      bootstrapKey: key,
+      runnerHeartbeatMs: 250,
+      runnerCallTimeoutMs: 1000,
+      scheduleTickMs: 100,
+      scheduleSnoozeMs: 200,
+      schedulePatienceMs: 5000,
+    });
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: '0' }).runnersEnabled, false);
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: 'yes' }).runnersEnabled, true);
   });
@@ -42,6 +57,7 @@ describe('server configuration', () => {
       [{ FOUNTAIN_BOOTSTRAP_KEY: `ftn_${'AB'.repeat(32)}` }, 'FOUNTAIN_BOOTSTRAP_KEY'],
       [{ FOUNTAIN_RUNNER_HEARTBEAT_MS: '-5' }, 'FOUNTAIN_RUNNER_HEARTBEAT_MS'],
       [{ FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: '1.5' }, 'FOUNTAIN_RUNNER_CALL_TIMEOUT_MS'],
+      [{ FOUNTAIN_SCHEDULE_SNOOZE_MS: '0' }, 'FOUNTAIN_SCHEDULE_SNOOZE_MS'],
     ];
     for (const [env, name] of cases) {
       assert.throws(

@@ -46,6 +46,9 @@ const envSchema = z.object({
   FOUNTAIN_BOOTSTRAP_KEY: z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits').optional(),
   FOUNTAIN_RUNNER_HEARTBEAT_MS: positiveMs(20_000),
   FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: positiveMs(30_000),
+  FOUNTAIN_SCHEDULE_TICK_MS: positiveMs(60_000),
+  FOUNTAIN_SCHEDULE_SNOOZE_MS: positiveMs(30_000),
+  FOUNTAIN_SCHEDULE_PATIENCE_MS: positiveMs(30 * 60_000),
 });
 
 export interface ServerConfig {
@@ -59,6 +62,10 @@ export interface ServerConfig {
   readonly runnerHeartbeatMs: number;
   /** FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: default deadline of one call to a runner. */
   readonly runnerCallTimeoutMs: number;
+  /** FOUNTAIN_SCHEDULE_TICK_MS / _SNOOZE_MS / _PATIENCE_MS: the scheduler's claim interval, busy retry and give-up window. */
+  readonly scheduleTickMs: number;
+  readonly scheduleSnoozeMs: number;
+  readonly schedulePatienceMs: number;
 }
 
 /** The variables this file reads; docs/configuration.md documents each. */
@@ -92,5 +99,8 @@ export function parseServerConfig(env: Env): ServerConfig {
     bootstrapKey: c.FOUNTAIN_BOOTSTRAP_KEY,
     runnerHeartbeatMs: c.FOUNTAIN_RUNNER_HEARTBEAT_MS,
     runnerCallTimeoutMs: c.FOUNTAIN_RUNNER_CALL_TIMEOUT_MS,
+    scheduleTickMs: c.FOUNTAIN_SCHEDULE_TICK_MS,
+    scheduleSnoozeMs: c.FOUNTAIN_SCHEDULE_SNOOZE_MS,
+    schedulePatienceMs: c.FOUNTAIN_SCHEDULE_PATIENCE_MS,
   };
 }

@@ -18,6 +18,11 @@ import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from 
 import { openDatabase, type Database } from './store/db.ts';
 import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
+import { announceEvents, PgBusBridge } from './cluster.ts';
+import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './engine/scheduler.ts';
+import { TeamService } from './engine/team.ts';
+import { audit } from './store/audit.ts';
+import type { EngineDb } from './store/engine-db.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -42,6 +47,8 @@ export interface StartServerOptions {
   readonly engine?: Partial<EngineConfig>;
   /** SSE heartbeat interval; default 15 s. */
   readonly sseHeartbeatMs?: number;
+  /** Scheduler overrides on top of the environment (tests shorten the tick and the snooze). */
+  readonly scheduler?: Partial<SchedulerConfig>;
 }
 
 export interface RunningServer {
@@ -58,6 +65,10 @@ export interface RunningServer {
   readonly host: RunnerHost;
   readonly bus: EventBus;
   readonly engine: ConversationEngine;
+  readonly team: TeamService;
+  readonly scheduler: Scheduler;
+  /** The LISTEN/NOTIFY bridge of the event bus; null on PGlite (one process). */
+  readonly bridge: PgBusBridge | null;
   /** The Hono app, for tests that inspect its routes. */
   readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
@@ -72,10 +83,16 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
   let engine: ConversationEngine | undefined;
+  let scheduler: Scheduler | undefined;
+  let bridge: PgBusBridge | null = null;
+  let unannounce: (() => void) | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
+    if (database.kind === 'postgres' && config.databaseUrl) {
+      bridge = await PgBusBridge.start({ url: config.databaseUrl, schema: opts.databaseSchema, bus, logger });
+    }
     const host = createRunnerHost({ db: database.db, bus, logger });
     const wired = createEngine({
       db: database.db,
@@ -87,6 +104,24 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     engine = wired.engine;
     await engine.start();
+    unannounce = announceEvents(engine.events, bus);
+    const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
+      audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });
+    const team = new TeamService({ db: database.db as unknown as EngineDb, engine, bus, logger, audit: auditTeam });
+    scheduler = new Scheduler({
+      db: database.db as unknown as EngineDb,
+      team,
+      bus,
+      logger,
+      audit: auditTeam,
+      config: {
+        ...SCHEDULER_DEFAULTS,
+        tickMs: config.scheduleTickMs,
+        snoozeMs: config.scheduleSnoozeMs,
+        patienceMs: config.schedulePatienceMs,
+        ...opts.scheduler,
+      },
+    });
     const app = createApp({
       db: database.db,
       logger,
@@ -95,6 +130,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
       engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      team: { team, scheduler },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
@@ -117,12 +153,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       });
     });
     const port = (srv.address() as AddressInfo).port;
+    scheduler.start();
     const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
 
     let stopping: Promise<void> | undefined;
     const stop = () =>
       (stopping ??= (async () => {
         upgrade.close();
+        await scheduler!.stop();
         // Detach from agent processes and flush queued events while the database is still open.
         await engine!.stop();
         for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
@@ -130,6 +168,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
           srv.close(() => resolve());
           srv.closeAllConnections();
         });
+        unannounce?.();
+        await bridge?.stop();
         await database.close();
       })());
 
@@ -144,12 +184,18 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       engine: engine!,
+      team,
+      scheduler,
+      bridge,
       app,
       stop,
     };
   } catch (e) {
     server?.close();
+    await scheduler?.stop();
     await engine?.stop();
+    unannounce?.();
+    await bridge?.stop();
     await database.close();
     throw e;
   }
