@@ -62,6 +62,8 @@ export class PgBusBridge {
   #client: pg.Client | null = null;
   #stopped = false;
   #retry: NodeJS.Timeout | null = null;
+  /** NOTIFYs go out one at a time, in publish order, on the one connection. */
+  #sending: Promise<unknown> = Promise.resolve();
 
   private constructor(o: PgBusBridgeOptions) {
     this.#o = o;
@@ -138,7 +140,9 @@ export class PgBusBridge {
       return;
     }
     const payload = JSON.stringify({ n: this.node, t: topic, e: event });
-    client.query('SELECT pg_notify($1, $2)', [this.channel, payload]).catch((err: unknown) => this.#log.warn({ err, topic }, 'bus NOTIFY failed'));
+    this.#sending = this.#sending
+      .then(() => client.query('SELECT pg_notify($1, $2)', [this.channel, payload]))
+      .catch((err: unknown) => this.#log.warn({ err, topic }, 'bus NOTIFY failed'));
   }
 
   async stop(): Promise<void> {
@@ -147,6 +151,7 @@ export class PgBusBridge {
     if (this.#retry) clearTimeout(this.#retry);
     const client = this.#client;
     this.#client = null;
+    await this.#sending;
     await client?.end().catch(() => {});
   }
 }
