@@ -228,6 +228,15 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/runners',
       '/api/runners/ws',
       '/api/runners/{id}',
+      '/api/team',
+      '/api/team/schedules',
+      '/api/team/stream',
+      '/api/team/{agent_id}',
+      '/api/team/{agent_id}/conversations',
+      '/api/team/{agent_id}/messages',
+      '/api/team/{agent_id}/schedules',
+      '/api/team/{agent_id}/schedules/{id}',
+      '/api/team/{agent_id}/schedules/{id}/run',
     ]);
     const body = r.body.paths['/api/auth/api-keys'].post.requestBody.content['application/json'].schema;
     const schema = body.$ref ? r.body.components.schemas[body.$ref.split('/').pop()] : body;

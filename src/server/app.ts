@@ -17,6 +17,9 @@ import { errorResponses, type RouteDeps } from './routes/common.ts';
 import { runnerRoutes } from './routes/runners.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { conversationRoutes } from './routes/conversations.ts';
+import { teamRoutes } from './routes/team.ts';
+import type { TeamService } from './engine/team.ts';
+import type { Scheduler } from './engine/scheduler.ts';
 import type { ConversationEngine } from './engine/index.ts';
 import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
@@ -39,6 +42,8 @@ export interface AppDeps {
   readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
+  /** The team and its scheduler; mounted with the engine. */
+  readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -95,6 +100,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    if (deps.team) app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
     if (deps.web) {
       const { engine, registry, defaultProvider } = deps.engine;
       app.route(

@@ -62,6 +62,9 @@ describe('server configuration', () => {
       SPRITES_BASE_URL: 'http://127.0.0.1:9003',
       SPRITES_TIMEOUT_MS: '5000',
       BROKER_ALLOW_UNENFORCED: 'true',
+      FOUNTAIN_SCHEDULE_TICK_MS: '100',
+      FOUNTAIN_SCHEDULE_SNOOZE_MS: '200',
+      FOUNTAIN_SCHEDULE_PATIENCE_MS: '5000',
     });
     assert.equal(c.runnersEnabled, false);
     assert.equal(c.databaseUrl, 'postgres://u@h:5432/db');
@@ -90,6 +93,9 @@ describe('server configuration', () => {
     assert.equal(c.providers.sprites.baseUrl, 'http://127.0.0.1:9003');
     assert.equal(c.providers.sprites.timeoutMs, 5000);
     assert.equal(c.brokerAllowUnenforced, true);
+    assert.equal(c.scheduleTickMs, 100);
+    assert.equal(c.scheduleSnoozeMs, 200);
+    assert.equal(c.schedulePatienceMs, 5000);
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: '0' }).runnersEnabled, false);
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: 'yes' }).runnersEnabled, true);
   });
@@ -116,6 +122,9 @@ describe('server configuration', () => {
       [{ SPRITES_BASE_URL: 'ws://sprites' }, 'SPRITES_BASE_URL'],
       [{ SPRITES_TIMEOUT_MS: '700000' }, 'SPRITES_TIMEOUT_MS'],
       [{ BROKER_ALLOW_UNENFORCED: 'sometimes' }, 'BROKER_ALLOW_UNENFORCED'],
+      [{ FOUNTAIN_SCHEDULE_TICK_MS: '0' }, 'FOUNTAIN_SCHEDULE_TICK_MS'],
+      [{ FOUNTAIN_SCHEDULE_SNOOZE_MS: 'soon' }, 'FOUNTAIN_SCHEDULE_SNOOZE_MS'],
+      [{ FOUNTAIN_SCHEDULE_PATIENCE_MS: '-1' }, 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],
     ];
     for (const [env, name] of cases) refuses(env, name);
     // Every variable with a syntax has a refusal above.

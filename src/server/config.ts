@@ -91,6 +91,10 @@ const envSchema = z.object({
   SPRITES_TIMEOUT_MS: wholeNumber(30_000, 1, 600_000, 'milliseconds'),
   // Credential brokerage
   BROKER_ALLOW_UNENFORCED: bool(false),
+  // Team schedules
+  FOUNTAIN_SCHEDULE_TICK_MS: wholeNumber(60_000, 1, 86_400_000, 'milliseconds'),
+  FOUNTAIN_SCHEDULE_SNOOZE_MS: wholeNumber(30_000, 1, 86_400_000, 'milliseconds'),
+  FOUNTAIN_SCHEDULE_PATIENCE_MS: wholeNumber(30 * 60_000, 1, 7 * 86_400_000, 'milliseconds'),
 });
 
 export type ServerEnvVar = keyof typeof envSchema.shape;
@@ -150,6 +154,10 @@ export interface ServerConfig {
   readonly providers: HostedProviderOptions;
   /** BROKER_ALLOW_UNENFORCED: lets a brokered launch run on a provider without network_policy (development only). */
   readonly brokerAllowUnenforced: boolean;
+  /** FOUNTAIN_SCHEDULE_TICK_MS / _SNOOZE_MS / _PATIENCE_MS: the scheduler's claim interval, busy retry and give-up window. */
+  readonly scheduleTickMs: number;
+  readonly scheduleSnoozeMs: number;
+  readonly schedulePatienceMs: number;
 }
 
 export class ConfigError extends Error {
@@ -214,5 +222,8 @@ export function parseServerConfig(env: Env): ServerConfig {
       sprites: sprites.value.token === undefined ? null : sprites.value,
     },
     brokerAllowUnenforced: c.BROKER_ALLOW_UNENFORCED,
+    scheduleTickMs: c.FOUNTAIN_SCHEDULE_TICK_MS,
+    scheduleSnoozeMs: c.FOUNTAIN_SCHEDULE_SNOOZE_MS,
+    schedulePatienceMs: c.FOUNTAIN_SCHEDULE_PATIENCE_MS,
   };
 }

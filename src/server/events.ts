@@ -1,17 +1,32 @@
 /**
- * The in-process event bus: topics such as `runners:<account id>` carry small typed events
- * (runner presence now; the team stream and SSE subscribe to it later).
+ * The event bus: topics such as `runners:<account id>` carry small typed events (runner presence,
+ * team and schedule changes, event-log appends). With a forwarder set (PostgreSQL NOTIFY), every
+ * publish also reaches the other server nodes, which `deliver` it to their own subscribers.
  */
-export type BusEvent =
-  | { type: 'runner_online'; accountId: string; runnerId: string; name: string }
-  | { type: 'runner_offline'; accountId: string; runnerId: string; name: string };
+import { z } from 'zod';
+
+export const busEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('runner_online'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
+  z.object({ type: z.literal('runner_offline'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
+  /** The roster changed (add, remove, rename, rotate, a replacement conversation). */
+  z.object({ type: z.literal('team_changed'), accountId: z.string() }),
+  /** A schedule was created, updated, deleted or fired. */
+  z.object({ type: z.literal('schedule_changed'), accountId: z.string(), scheduleId: z.string() }),
+  /** Events of these conversations were stored (the tail of account-wide streams re-reads the store). */
+  z.object({ type: z.literal('events_appended'), conversationIds: z.array(z.string()) }),
+]);
+export type BusEvent = z.infer<typeof busEventSchema>;
 
 export type BusListener = (event: BusEvent) => void;
+export type BusForwarder = (topic: string, event: BusEvent) => void;
 
 export const runnersTopic = (accountId: string): string => `runners:${accountId}`;
+export const teamTopic = (accountId: string): string => `team:${accountId}`;
+export const EVENTS_TOPIC = 'events';
 
 export class EventBus {
   readonly #topics = new Map<string, Set<BusListener>>();
+  #forward: BusForwarder | null = null;
 
   /** Returns the unsubscribe function. */
   subscribe(topic: string, listener: BusListener): () => void {
@@ -24,8 +39,20 @@ export class EventBus {
     };
   }
 
-  /** Delivers synchronously; a throwing listener never stops the others or the publisher. */
+  /** Delivers here synchronously and hands the event to the forwarder (other nodes), if any. */
   publish(topic: string, event: BusEvent): void {
+    this.deliver(topic, event);
+    if (this.#forward) {
+      try {
+        this.#forward(topic, event);
+      } catch {
+        // Forwarding is best effort; this node's subscribers already have the event.
+      }
+    }
+  }
+
+  /** Local subscribers only: what a bridge calls for an event another node published. */
+  deliver(topic: string, event: BusEvent): void {
     for (const listener of [...(this.#topics.get(topic) ?? [])]) {
       try {
         listener(event);
@@ -33,5 +60,9 @@ export class EventBus {
         // A subscriber's bug is its own; presence must still reach the rest.
       }
     }
+  }
+
+  setForwarder(forward: BusForwarder | null): void {
+    this.#forward = forward;
   }
 }

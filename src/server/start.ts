@@ -21,6 +21,11 @@ import type { ProviderRegistry } from '../sandbox/registry.ts';
 import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
 import { sessionSecretFrom } from './web/session.ts';
+import { announceEvents, PgBusBridge } from './cluster.ts';
+import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './engine/scheduler.ts';
+import { TeamService } from './engine/team.ts';
+import { audit } from './store/audit.ts';
+import type { EngineDb } from './store/engine-db.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -45,6 +50,8 @@ export interface StartServerOptions {
   readonly engine?: Partial<EngineConfig>;
   /** SSE heartbeat interval; default 15 s. */
   readonly sseHeartbeatMs?: number;
+  /** Scheduler overrides on top of the environment (tests shorten the tick and the snooze). */
+  readonly scheduler?: Partial<SchedulerConfig>;
 }
 
 export interface RunningServer {
@@ -63,6 +70,10 @@ export interface RunningServer {
   readonly registry: ProviderRegistry;
   readonly bus: EventBus;
   readonly engine: ConversationEngine;
+  readonly team: TeamService;
+  readonly scheduler: Scheduler;
+  /** The LISTEN/NOTIFY bridge of the event bus; null on PGlite (one process). */
+  readonly bridge: PgBusBridge | null;
   /** The Hono app, for tests that inspect its routes. */
   readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
@@ -80,10 +91,16 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
   let engine: ConversationEngine | undefined;
+  let scheduler: Scheduler | undefined;
+  let bridge: PgBusBridge | null = null;
+  let unannounce: (() => void) | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
+    if (database.kind === 'postgres' && config.databaseUrl) {
+      bridge = await PgBusBridge.start({ url: config.databaseUrl, schema: opts.databaseSchema, bus, logger });
+    }
     const host = createRunnerHost({ db: database.db, bus, logger });
     const wired = createEngine({
       db: database.db,
@@ -95,6 +112,24 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     engine = wired.engine;
     await engine.start();
+    unannounce = announceEvents(engine.events, bus);
+    const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
+      audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });
+    const team = new TeamService({ db: database.db as unknown as EngineDb, engine, bus, logger, audit: auditTeam });
+    scheduler = new Scheduler({
+      db: database.db as unknown as EngineDb,
+      team,
+      bus,
+      logger,
+      audit: auditTeam,
+      config: {
+        ...SCHEDULER_DEFAULTS,
+        tickMs: config.scheduleTickMs,
+        snoozeMs: config.scheduleSnoozeMs,
+        patienceMs: config.schedulePatienceMs,
+        ...opts.scheduler,
+      },
+    });
     const app = createApp({
       db: database.db,
       logger,
@@ -104,6 +139,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       ...(opts.version ? { version: opts.version } : {}),
       engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
+      team: { team, scheduler },
     });
     const upgrade = createUpgradeHandler({
       db: database.db,
@@ -126,12 +162,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       });
     });
     const port = (srv.address() as AddressInfo).port;
+    scheduler.start();
     const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
 
     let stopping: Promise<void> | undefined;
     const stop = () =>
       (stopping ??= (async () => {
         upgrade.close();
+        await scheduler!.stop();
         // Detach from agent processes and flush queued events while the database is still open.
         await engine!.stop();
         for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
@@ -139,6 +177,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
           srv.close(() => resolve());
           srv.closeAllConnections();
         });
+        unannounce?.();
+        await bridge?.stop();
         await database.close();
       })());
 
@@ -154,12 +194,18 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       registry: wired.registry,
       bus,
       engine: engine!,
+      team,
+      scheduler,
+      bridge,
       app,
       stop,
     };
   } catch (e) {
     server?.close();
+    await scheduler?.stop();
     await engine?.stop();
+    unannounce?.();
+    await bridge?.stop();
     await database.close();
     throw e;
   }

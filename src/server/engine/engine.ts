@@ -62,6 +62,8 @@ export interface CreateConversationInput {
   readonly title?: string | undefined;
   readonly prompt?: string | undefined;
   readonly permissionPolicy?: PermissionPolicy | undefined;
+  /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
+  readonly channelId?: string | undefined;
 }
 
 interface HeldAsk {
@@ -212,6 +214,7 @@ export class ConversationEngine {
         runtime: agent.runtime,
         permissionPolicy: policy.value,
         source: 'api',
+        channelId: input.channelId ?? null,
         turnCount: input.prompt ? 1 : 0,
       },
       { provider, name: name.value, status: 'starting' },

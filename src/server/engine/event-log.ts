@@ -24,6 +24,8 @@ export class EventLog {
   /** The running flush; flushes never overlap, which keeps ids in queue order. */
   #flushing: Promise<void> = Promise.resolve();
   readonly #subs = new Map<string, Set<EventListener>>();
+  /** Listeners for every conversation's events (account-wide streams, cluster announcements). */
+  readonly #all = new Set<EventListener>();
 
   constructor(db: EngineDb, logger: Logger, opts: EventLogOptions) {
     this.#db = db;
@@ -76,6 +78,14 @@ export class EventLog {
     };
   }
 
+  /** Every stored event of every conversation, in id order. Returns the unsubscribe function. */
+  subscribeAll(fn: EventListener): () => void {
+    this.#all.add(fn);
+    return () => {
+      this.#all.delete(fn);
+    };
+  }
+
   async close(): Promise<void> {
     await this.flush();
   }
@@ -112,7 +122,7 @@ export class EventLog {
   }
 
   #publish(row: EventRow): void {
-    for (const fn of this.#subs.get(row.conversationId) ?? []) {
+    for (const fn of [...(this.#subs.get(row.conversationId) ?? []), ...this.#all]) {
       try {
         fn(row);
       } catch (e) {

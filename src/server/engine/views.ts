@@ -40,7 +40,7 @@ export interface ConversationView {
   runtime_session_id: string | null;
   source: string;
   parent_conversation_id: null;
-  channel_id: null;
+  channel_id: string | null;
   turn_count: number;
   last_active_at: string;
   last_read_at: string | null;
@@ -83,7 +83,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     runtime_session_id: c.runtimeSessionId,
     source: c.source,
     parent_conversation_id: null,
-    channel_id: null,
+    channel_id: c.channelId,
     turn_count: c.turnCount,
     last_active_at: c.lastActiveAt.toISOString(),
     last_read_at: iso(c.lastReadAt),

@@ -65,7 +65,7 @@ export const ConversationSchema = z
     runtime_session_id: z.string().nullable(),
     source: z.string(),
     parent_conversation_id: z.null(),
-    channel_id: z.null(),
+    channel_id: z.string().nullable(),
     turn_count: z.number().int(),
     last_active_at: z.string(),
     last_read_at: z.string().nullable(),

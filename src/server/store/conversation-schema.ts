@@ -76,6 +76,8 @@ export const conversations = pgTable(
     /** The ACP sessionId from session/new, for session/load after a wake. */
     runtimeSessionId: text('runtime_session_id'),
     source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
+    /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
+    channelId: text('channel_id'),
     failureReason: text('failure_reason'),
     turnCount: integer('turn_count').notNull().default(0),
     /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
