@@ -17,6 +17,8 @@ const program = new Command('fountain')
 
 // Each subcommand module exports register(program); add new ones to this list.
 const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
+  () => import('./auth.ts'),
+  () => import('./server.ts'),
   () => import('./agents.ts'),
   () => import('./chat.ts'),
   () => import('./conversations.ts'),

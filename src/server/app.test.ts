@@ -34,20 +34,29 @@ async function call(base: string, method: string, path: string, opts: { key?: st
   return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
 }
 
-describe('server HTTP API (PGlite)', () => {
+describe('server HTTP API (PostgreSQL)', () => {
   let dir: string;
+  let schema: string;
   let srv: RunningServer;
   let owner: string;
   const api = (method: string, path: string, opts?: Parameters<typeof call>[3]) => call(srv.url, method, path, opts);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fountain-server-'));
-    srv = await startServer({ dataDir: dir, port: 0, env: {}, acceptRunnerSocket: noSockets });
+    schema = uniqueSchemaName();
+    srv = await startServer({
+      dataDir: dir,
+      port: 0,
+      env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL },
+      databaseSchema: schema,
+      acceptRunnerSocket: noSockets,
+    });
     assert.ok(srv.bootstrapKey);
     owner = srv.bootstrapKey;
   });
   after(async () => {
     await srv?.stop();
+    await dropSchema(schema);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -226,6 +235,44 @@ describe('server HTTP API (PGlite)', () => {
     assert.ok(r.body.components.securitySchemes.bearer);
   });
 
+  it('every /api route has a spec entry', async () => {
+    const doc = (await api('GET', '/api/openapi.json')).body;
+    const routes = srv.app.routes.filter((r) => r.path.startsWith('/api/') && r.method !== 'ALL' && r.path !== '/api/openapi.json');
+    assert.ok(routes.length >= 8);
+    for (const r of routes) {
+      const path = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
+      assert.ok(doc.paths[path]?.[r.method.toLowerCase()], `${r.method} ${r.path} has no OpenAPI entry`);
+    }
+  });
+
+});
+
+describe('default store: embedded PGlite under the data dir', () => {
+  let dir: string;
+  let srv: RunningServer;
+  let owner: string;
+  const api = (method: string, path: string, opts?: Parameters<typeof call>[3]) => call(srv.url, method, path, opts);
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fountain-server-'));
+    srv = await startServer({ dataDir: dir, port: 0, env: {}, acceptRunnerSocket: noSockets });
+    owner = srv.bootstrapKey!;
+  });
+  after(async () => {
+    await srv?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('bootstraps the owner on PGlite: key file 0600, key works', async () => {
+    assert.equal(srv.database.kind, 'pglite');
+    assert.ok(statSync(join(dir, 'pgdata')).isDirectory());
+    assert.equal(srv.bootstrapCreated, true);
+    assert.equal(statSync(join(dir, 'bootstrap-key')).mode & 0o777, 0o600);
+    assert.equal((await api('GET', '/api/auth/me', { key: owner })).body.data.role, 'owner');
+    const made = await api('POST', '/api/auth/api-keys', { key: owner, body: { name: 'kept' } });
+    assert.equal(made.status, 201);
+  });
+
   it('a restart keeps the owner and reads the key back instead of minting another', async () => {
     // A second server on the same data dir must wait for the first to release PGlite.
     await srv.stop();
@@ -233,6 +280,8 @@ describe('server HTTP API (PGlite)', () => {
     assert.equal(srv.bootstrapCreated, false);
     assert.equal(srv.bootstrapKey, owner);
     assert.equal((await api('GET', '/api/auth/me', { key: owner })).body.data.role, 'owner');
+    const names = (await api('GET', '/api/auth/api-keys', { key: owner })).body.data.map((k: any) => k.name).sort();
+    assert.deepEqual(names, ['bootstrap', 'kept']);
   });
 });
 

@@ -114,7 +114,7 @@ export function createUpgradeHandler(opts: UpgradeOptions): UpgradeHandler {
         if (socket.destroyed) return;
         wss.handleUpgrade(req, socket, head, (ws) => {
           const conn = opts.accept(ws, info, opts.host, {
-            logger: log.child({ runner: info.name, runnerId: info.runnerId }),
+            logger: log,
             heartbeatMs: opts.heartbeatMs,
             callTimeoutMs: opts.callTimeoutMs,
           });

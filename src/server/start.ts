@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
 import pino, { type Logger } from 'pino';
+import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './app.ts';
@@ -33,7 +34,8 @@ export interface StartServerOptions {
   readonly databaseSchema?: string;
   /** Version reported in the OpenAPI document. */
   readonly version?: string;
-  readonly acceptRunnerSocket: AcceptRunnerSocket;
+  /** Default: the real server end of the runner socket (providers/runner/connection.ts). */
+  readonly acceptRunnerSocket?: AcceptRunnerSocket;
   /** Hosted sandbox adapters to register beside the runner adapter (wired by the CLI). */
   readonly adapters?: readonly SandboxAdapter[];
   /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
@@ -56,6 +58,8 @@ export interface RunningServer {
   readonly host: RunnerHost;
   readonly bus: EventBus;
   readonly engine: ConversationEngine;
+  /** The Hono app, for tests that inspect its routes. */
+  readonly app: ReturnType<typeof createApp>;
   /** Closes runner sockets (1001), the HTTP server and the database. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -97,7 +101,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       logger,
       host,
       runnersEnabled: config.runnersEnabled,
-      accept: opts.acceptRunnerSocket,
+      accept: opts.acceptRunnerSocket ?? acceptRunnerSocket,
       heartbeatMs: config.runnerHeartbeatMs,
       callTimeoutMs: config.runnerCallTimeoutMs,
     });
@@ -140,6 +144,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       engine: engine!,
+      app,
       stop,
     };
   } catch (e) {
