@@ -201,4 +201,119 @@ describe('turn recovery across runner drops and a server restart', { timeout: 24
     const next = await prompt(conv.id, 'recall');
     await until(async () => (await events(conv.id)).find((e) => e.stage === 'turn' && e.state === 'done' && data(e).turn_id === next), 'the next turn');
   });
+
+  it('a pending permission survives a cut: same request, same asked_at; answered after the reconnect, it reaches the agent', async () => {
+    const conv = await newConversation('hello');
+    const mark = await lastId(conv.id);
+    const turnId = await prompt(conv.id, 'run: echo perm-survived');
+    const asked = await stage(conv.id, 'permission', 'started', mark);
+    const requestId = data(asked).request_id as string;
+    const before = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission;
+    proxy.sever();
+    await stage(conv.id, 'connection', 'started', mark);
+    const early = await api('POST', `/api/conversations/${conv.id}/requests/${requestId}`, { option_id: 'allow_once' });
+    assert.deepEqual([early.status, early.body.error, early.headers.get('retry-after')], [503, 'runner_offline', '30']);
+    proxy.restore();
+    const reconnected = await stage(conv.id, 'connection', 'done', mark);
+    assert.equal(data(reconnected).outcome, 'session_attached');
+    const after = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission;
+    assert.deepEqual(after, before, 'the request and its asked_at (its deadline) are unchanged');
+    const yes = await api('POST', `/api/conversations/${conv.id}/requests/${requestId}`, { option_id: 'allow_once' });
+    assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
+    await stage(conv.id, 'turn', 'done', reconnected.id);
+    const all = await events(conv.id);
+    assert.match(answerText(all, turnId), /I ran `echo perm-survived`; it exited with code 0\. Its output:\nperm-survived/);
+    assert.equal(all.filter((e) => e.turnId === turnId && e.stage === 'permission' && e.state === 'started').length, 1, 'asked once, not again');
+    assertStoredOnce(all, turnId);
+  });
+
+  it('interrupt during recovery cancels it; after the runner returns the conversation takes a new prompt', async () => {
+    const conv = await newConversation('hello');
+    const mark = await lastId(conv.id);
+    const turnId = await prompt(conv.id, 'slow: 200 50ms');
+    await chunksStored(conv.id, turnId, 2);
+    proxy.sever();
+    await stage(conv.id, 'connection', 'started', mark);
+    const stop = await api('POST', `/api/conversations/${conv.id}/interrupt`);
+    assert.equal(stop.status, 204, JSON.stringify(stop.body));
+    const interrupted = await stage(conv.id, 'turn', 'interrupted', mark);
+    assert.equal(data(interrupted).turn_id, turnId);
+    const cancelled = await stage(conv.id, 'connection', 'done', mark);
+    assert.deepEqual(data(cancelled), { reason: 'runner_reconnect', outcome: 'cancelled' });
+    // Idle now, and its runner is away: a prompt gets 503 runner_offline with Retry-After.
+    const offline = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'recall' });
+    assert.deepEqual([offline.status, offline.body.error, offline.headers.get('retry-after')], [503, 'runner_offline', '30']);
+    proxy.restore();
+    await until(runnerOnline, 'the runner to return');
+    const next = await prompt(conv.id, 'remember: after the interrupt');
+    const done = await stage(conv.id, 'turn', 'done', interrupted.id);
+    assert.equal(data(done).turn_id, next);
+    assert.match(answerText(await events(conv.id), next), /I will remember that: after the interrupt/);
+    assert.equal((await events(conv.id)).filter((e) => e.stage === 'reattach').length, 0, 'recovery never reattached');
+  });
+
+  it('a server restart mid-turn: the new server reattaches at boot and the turn completes, every line stored once', async () => {
+    const conv = await newConversation('hello');
+    const turnId = await prompt(conv.id, 'slow: 40 100ms');
+    await chunksStored(conv.id, turnId, 3);
+    const t0 = Date.now();
+    await srv.stop();
+    srv = await boot(LONG);
+    proxy.upstreamPort = srv.port;
+    timings.restartMs = Date.now() - t0;
+    const started = await stage(conv.id, 'connection', 'started');
+    assert.deepEqual(data(started), { reason: 'runner_offline', turn_id: turnId, timeout_ms: 60_000 });
+    const attached = await stage(conv.id, 'reattach', 'done');
+    assert.equal(data(attached).acp_prompt_id, 3);
+    await stage(conv.id, 'turn', 'done', attached.id);
+    timings.restartToTurnDoneMs = Date.now() - t0;
+    const all = await events(conv.id);
+    assert.equal(answerText(all, turnId), slowAnswer(40).join(''));
+    assertStoredOnce(all, turnId);
+  });
+
+  it('past the window the turn fails with runner_reconnect_timeout and a new prompt works; a permission keeps its original deadline', async () => {
+    // A second restart with a short window and a short ask timeout.
+    await srv.stop();
+    srv = await boot({ ...LONG, recoveryWindowMs: 4000, askTimeoutMs: 1500 });
+    proxy.upstreamPort = srv.port;
+    await until(runnerOnline, 'the runner to reconnect', 60_000);
+
+    const conv = await newConversation('hello');
+    let mark = await lastId(conv.id);
+    const turnId = await prompt(conv.id, 'slow: 400 50ms');
+    await chunksStored(conv.id, turnId, 2);
+    const cutAt = Date.now();
+    proxy.sever();
+    const failed = await stage(conv.id, 'turn', 'failed', mark);
+    timings.windowToFailMs = Date.now() - cutAt;
+    assert.equal(data(failed).error, 'runner_reconnect_timeout');
+    assert.match(data(failed).reason, /^sprite connection lost: runner_reconnect_timeout/);
+    const ended = await stage(conv.id, 'connection', 'done', mark);
+    assert.deepEqual(data(ended), { reason: 'runner_reconnect', outcome: 'failed', error: 'runner_reconnect_timeout' });
+    const turns = (await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[];
+    assert.equal(turns.at(-1).status, 'failed');
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.status, 'idle');
+    proxy.restore();
+    await until(runnerOnline, 'the runner to return');
+    const next = await prompt(conv.id, 'recall');
+    const done = await stage(conv.id, 'turn', 'done', failed.id);
+    assert.equal(data(done).turn_id, next);
+
+    // The deadline runs on while the runner is away: a request whose time ran out is denied on restore.
+    mark = await lastId(conv.id);
+    const permTurn = await prompt(conv.id, 'run: echo never-runs');
+    const asked = await stage(conv.id, 'permission', 'started', mark);
+    const askedAt = Date.parse(((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission.asked_at);
+    proxy.sever();
+    await stage(conv.id, 'connection', 'started', mark);
+    // Wait (not measure) until the original deadline has passed, then let the runner back in inside the window.
+    await until(() => Date.now() > askedAt + 1600, 'the ask deadline to pass');
+    proxy.restore();
+    await stage(conv.id, 'reattach', 'done', mark);
+    const resolved = await stage(conv.id, 'permission', 'done', asked.id);
+    assert.equal(data(resolved).outcome, 'timeout');
+    await stage(conv.id, 'turn', 'done', resolved.id);
+    assert.match(answerText(await events(conv.id), permTurn), /You did not allow it, so I did not run `echo never-runs`\./);
+  });
 });
