@@ -275,7 +275,7 @@ describe('turn recovery across runner drops and a server restart', { timeout: 24
   it('past the window the turn fails with runner_reconnect_timeout and a new prompt works; a permission keeps its original deadline', async () => {
     // A second restart with a short window and a short ask timeout.
     await srv.stop();
-    srv = await boot({ ...LONG, recoveryWindowMs: 4000, askTimeoutMs: 1500 });
+    srv = await boot({ ...LONG, recoveryWindowMs: 8000, askTimeoutMs: 1500 });
     proxy.upstreamPort = srv.port;
     await until(runnerOnline, 'the runner to reconnect', 60_000);
 

@@ -58,7 +58,7 @@ export function startRunnerChild(opts: {
 }
 
 /** Polls until `check` yields a truthy value; the timeout is only a hang guard. */
-export async function until<T>(check: () => T | Promise<T>, what: string, timeoutMs = 20_000): Promise<NonNullable<T>> {
+export async function until<T>(check: () => T | Promise<T>, what: string, timeoutMs = 90_000): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check();
