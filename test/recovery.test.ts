@@ -82,7 +82,7 @@ class CutProxy {
   }
 }
 
-describe('turn recovery across runner drops and a server restart', { timeout: 240_000 }, () => {
+describe('turn recovery across runner drops and a server restart', { timeout: 900_000 }, () => {
   let tmp: string;
   let srv: RunningServer;
   let key: string;
