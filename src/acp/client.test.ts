@@ -4,7 +4,16 @@ import { mkdtemp, rm, realpath } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { slowAnswer } from './demo/agent.ts';
 import { answerText, startDemoAgent, type DemoProcess } from './testing/demo-process.ts';
+
+async function until(check: () => boolean): Promise<void> {
+  // A hang guard only; the test fails by timeout, never by a measured duration.
+  for (let i = 0; !check(); i++) {
+    if (i > 2000) assert.fail('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 const dirs: string[] = [];
 const tempDir = async (label: string): Promise<string> => {
@@ -143,6 +152,24 @@ describe('AcpClient against one demo agent process (real child process over stdi
       assert.deepEqual(last && 'rawOutput' in last ? [last.status, (last.rawOutput as { exitCode: unknown }).exitCode] : null, ['failed', null], 'killed, not finished');
       assert.equal(existsSync(join(cwd, 'marker')), false);
     }
+  });
+
+  it('slow: n streams n numbered lines, one chunk each; cancel stops it midway', async () => {
+    await session(await tempDir('slow'));
+    const from = p.rec.notifications.length;
+    const h = await turn(p, 'slow: 5 10ms');
+    assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+    const chunks = p.rec.notifications.slice(from).filter(({ n }) => n.update.sessionUpdate === 'agent_message_chunk');
+    assert.deepEqual(
+      chunks.map(({ n }) => (n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : '')),
+      slowAnswer(5),
+    );
+    const long = await turn(p, 'slow: 1000 20ms');
+    const mark = p.rec.notifications.length;
+    await until(() => p.rec.notifications.length > mark + 2);
+    unwrap(await p.client.cancel());
+    assert.equal(unwrap(await long.done).stopReason, 'cancelled');
+    assert.ok(p.rec.notifications.length - mark < 1000);
   });
 
   it('remembers nothing with a fresh HOME', async () => {

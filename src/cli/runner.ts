@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
@@ -29,6 +29,8 @@ const flagsSchema = z.object({
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
   profile: z.string().optional(),
+  reconnectBaseMs: z.coerce.number({ message: '--reconnect-base-ms must be a number' }).int().min(10).max(60_000).optional(),
+  reconnectCapMs: z.coerce.number({ message: '--reconnect-cap-ms must be a number' }).int().min(10).max(600_000).optional(),
 });
 
 /** A plain message and exit code 2: the invocation is wrong, not the world. */
@@ -46,7 +48,10 @@ export function register(program: Command): void {
     .option('--backend <backend>', 'what a sandbox is: process (a directory), namespace (bubblewrap, cgroups, egress policy; root) or firecracker (a microVM)', 'process')
     .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
-    .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256');
+    .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
+    // Tests shorten the reconnect backoff (1 s doubling to 30 s) so a cut connection returns quickly.
+    .addOption(new Option('--reconnect-base-ms <ms>', 'first reconnect delay').hideHelp())
+    .addOption(new Option('--reconnect-cap-ms <ms>', 'longest reconnect delay').hideHelp());
   addVmOptions(runner).action(async (_opts: unknown, cmd: Command) => {
       const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
       if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
@@ -86,6 +91,10 @@ export function register(program: Command): void {
         apiKey: creds.apiKey,
         logger,
         version: pkg.version,
+        timings: {
+          ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
+          ...(flags.reconnectCapMs === undefined ? {} : { capMs: flags.reconnectCapMs }),
+        },
       });
       let signalled = false;
       const onSignal = (signal: NodeJS.Signals) => {

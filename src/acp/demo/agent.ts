@@ -1,6 +1,7 @@
 /**
  * The `demo` runtime: a real ACP agent built on the SDK's agent side, with no model and no network.
- * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`, else an echo.
+ * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`,
+ * `slow: <n> [<ms>ms]` (n numbered lines, one chunk each, paced), else an echo.
  */
 import { randomUUID } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
@@ -11,6 +12,10 @@ import { killAllShells, runShell } from './shell.ts';
 
 export const DEMO_AGENT_VERSION = '1.0.0';
 const WORDS_PER_CHUNK = 4;
+/** `slow:` bounds: enough output to cut a connection in the middle of, never an endless turn. */
+const SLOW_MAX_CHUNKS = 10_000;
+const SLOW_MAX_EVERY_MS = 10_000;
+const SLOW_DEFAULT_EVERY_MS = 100;
 
 export interface DemoAgentOptions {
   /** Where memory and session history live (the agent's HOME). */
@@ -28,6 +33,7 @@ type Intent =
   | { readonly kind: 'run'; readonly command: string }
   | { readonly kind: 'remember'; readonly text: string }
   | { readonly kind: 'recall' }
+  | { readonly kind: 'slow'; readonly chunks: number; readonly everyMs: number }
   | { readonly kind: 'echo'; readonly text: string };
 
 export function parseIntent(text: string): Intent {
@@ -37,8 +43,31 @@ export function parseIntent(text: string): Intent {
   const remember = /^remember:\s*([\s\S]+)$/i.exec(t);
   if (remember?.[1]) return { kind: 'remember', text: remember[1].trim() };
   if (/^recall\b/i.test(t) || /what do you remember/i.test(t)) return { kind: 'recall' };
+  const slow = /^slow:\s*(\d{1,6})(?:\s+(\d{1,6})\s*ms)?$/i.exec(t);
+  if (slow?.[1]) {
+    const chunks = Math.min(Number(slow[1]), SLOW_MAX_CHUNKS);
+    const everyMs = Math.min(slow[2] === undefined ? SLOW_DEFAULT_EVERY_MS : Number(slow[2]), SLOW_MAX_EVERY_MS);
+    return { kind: 'slow', chunks, everyMs };
+  }
   return { kind: 'echo', text: t };
 }
+
+/** The exact answer of `slow: <n>`: line i reads `slow chunk i of n`. */
+export function slowAnswer(chunks: number): string[] {
+  return Array.from({ length: chunks }, (_, i) => `slow chunk ${i + 1} of ${chunks}\n`);
+}
+
+const pause = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 
 const promptText = (blocks: ContentBlock[]): string =>
   blocks
@@ -124,7 +153,7 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     client: AgentContext,
     sessionId: string,
     session: DemoSession,
-    intent: Intent,
+    intent: Exclude<Intent, { kind: 'slow' }>,
     signal: AbortSignal,
   ): Promise<{ stop: StopReason; answer: string }> => {
     switch (intent.kind) {
@@ -184,6 +213,21 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
           sessionUpdate: 'agent_thought_chunk',
           content: { type: 'text', text: `The request reads as "${intent.kind}". No model here: I follow my script.` },
         });
+        if (intent.kind === 'slow') {
+          // Each line is its own chunk with a pause before it, so a test can cut the connection mid-answer.
+          const messageId = randomUUID();
+          const lines = slowAnswer(intent.chunks);
+          for (const line of lines) {
+            await pause(intent.everyMs, abort.signal);
+            if (abort.signal.aborted) return { stopReason: 'cancelled' };
+            await update(client, params.sessionId, { sessionUpdate: 'agent_message_chunk', messageId, content: { type: 'text', text: line } });
+          }
+          await store.appendHistory(params.sessionId, [
+            { sessionUpdate: 'user_message_chunk', content: { type: 'text', text } },
+            { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: lines.join('') } },
+          ]);
+          return { stopReason: 'end_turn' };
+        }
         const { stop, answer } = await answerFor(client, params.sessionId, session, intent, abort.signal);
         if (stop === 'cancelled' || abort.signal.aborted) return { stopReason: 'cancelled' };
         if (!(await say(client, params.sessionId, answer, abort.signal))) return { stopReason: 'cancelled' };

@@ -3,8 +3,9 @@
  * conversation id, its stdout fed to an AcpClient, its stderr and exit reported to the owner.
  */
 import type { Logger } from 'pino';
-import { AcpClient, type AcpClientHandler } from '../../acp/index.ts';
-import type { Command, EnvPairs, Handle, SandboxAdapter, StreamFrame } from '../../sandbox/index.ts';
+import { AcpClient, type AcpClientHandler, type AcpError, type AttachOptions as AcpAttachOptions } from '../../acp/index.ts';
+import type { PromptResponse } from '@agentclientprotocol/sdk';
+import type { Command, EnvPairs, Handle, SandboxAdapter, SandboxError, StreamFrame } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 
 /**
@@ -20,9 +21,19 @@ export function taggedArgv(conversationId: string, argv: readonly string[]): { c
 
 export interface AgentProcessEvents {
   readonly acp: AcpClientHandler;
-  onStderr(text: string): void;
-  /** The process ended (exit code) or its stream broke (error); not called after stop(). */
-  onEnd(reason: string): void;
+  /** `ordinal`: the chunk's index among this command's stderr chunks since byte zero (stable across replays). */
+  onStderr(text: string, ordinal: number): void;
+  /** The process ended (exit code) or its stream broke (`error` set); not called after stop() or release(). */
+  onEnd(reason: string, error?: SandboxError): void;
+}
+
+/** The hooks, or a function building them for the process (when they need to know which process speaks). */
+export type EventsFor = AgentProcessEvents | ((proc: AgentProcess) => AgentProcessEvents);
+
+/** Re-attaching to a running agent process whose prompt was sent by an earlier client (recovery). */
+export interface ReattachSpec {
+  readonly sessionId: string;
+  readonly acp: AcpAttachOptions;
 }
 
 export interface LaunchSpec {
@@ -39,28 +50,29 @@ export class AgentProcess {
   #command: Command | null = null;
   #stopped = false;
   #ended = false;
+  #stderrChunks = 0;
+
+  private readonly events: AgentProcessEvents;
 
   private constructor(
     private readonly adapter: SandboxAdapter,
     private readonly log: Logger,
-    events: AgentProcessEvents,
+    events: EventsFor,
     firstRequestId: number,
   ) {
+    this.events = typeof events === 'function' ? events(this) : events;
     this.client = new AcpClient({
       write: (bytes) => {
         const cmd = this.#command;
         if (!cmd) return Promise.resolve({ ok: false, error: { code: 'command_exited' } });
         return this.adapter.writeStdin(cmd, bytes);
       },
-      handler: events.acp,
+      handler: this.events.acp,
       logger: log,
       clientInfo: { name: 'fountain', version: '0' },
       firstRequestId,
     });
-    this.events = events;
   }
-
-  private readonly events: AgentProcessEvents;
 
   get alive(): boolean {
     return !this.#ended && !this.#stopped;
@@ -75,7 +87,7 @@ export class AgentProcess {
     adapter: SandboxAdapter,
     handle: Handle,
     spec: LaunchSpec,
-    events: AgentProcessEvents,
+    events: EventsFor,
     log: Logger,
   ): Promise<{ ok: true; value: AgentProcess } | { ok: false; error: string }> {
     const proc = new AgentProcess(adapter, log, events, spec.firstRequestId ?? 0);
@@ -90,6 +102,46 @@ export class AgentProcess {
     if (!r.ok) return { ok: false, error: `could not start the agent: ${describeError(r.error)}` };
     proc.#command = r.value;
     return { ok: true, value: proc };
+  }
+
+  /**
+   * Takes over an agent process that runs on after a dropped connection: the client continues the sent
+   * prompt over the replayed journal (attach mode) and `prompt` resolves with its reply.
+   */
+  static async reattach(
+    adapter: SandboxAdapter,
+    handle: Handle,
+    spec: ReattachSpec,
+    events: EventsFor,
+    log: Logger,
+  ): Promise<
+    | { ok: true; value: { proc: AgentProcess; prompt: Promise<{ ok: true; value: PromptResponse } | { ok: false; error: AcpError }> } }
+    | { ok: false; error: SandboxError | AcpError }
+  > {
+    const proc = new AgentProcess(adapter, log, events, 0);
+    // Before the attach: the replay may reach the owner before the attach call returns.
+    const attached = proc.client.attachPrompt(spec.acp);
+    if (!attached.ok) return attached;
+    const r = await adapter.attach(handle, spec.sessionId, { owner: (f) => proc.#frame(f), stdin: true });
+    if (!r.ok) {
+      proc.#stopped = true;
+      proc.client.close('the attach failed');
+      return r;
+    }
+    proc.#command = r.value;
+    return { ok: true, value: { proc, prompt: attached.value.done } };
+  }
+
+  /**
+   * Lets go of the process without ending it (recovery, server shutdown): the local subscription and
+   * client close; the remote command keeps running and journaling for a later reattach.
+   */
+  async release(reason: string): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    const cmd = this.#command;
+    if (cmd) await this.adapter.stopCommand(cmd);
+    this.client.close(reason);
   }
 
   /** Closes stdin (agents exit on EOF) and drops the local subscription. */
@@ -109,16 +161,19 @@ export class AgentProcess {
       case 'stdout':
         this.client.feed(f.data);
         return;
-      case 'stderr':
-        if (!this.#stopped) this.events.onStderr(Buffer.from(f.data).toString('utf8'));
+      case 'stderr': {
+        const ordinal = this.#stderrChunks++;
+        if (!this.#stopped) this.events.onStderr(Buffer.from(f.data).toString('utf8'), ordinal);
         return;
+      }
       case 'exit':
       case 'error': {
         const reason = f.type === 'exit' ? `the agent exited with code ${f.code}` : `sprite connection lost: ${describeError(f.error)}`;
         this.#ended = true;
-        this.client.endOfInput(reason);
-        if (!this.#stopped) this.events.onEnd(reason);
+        // The owner hears first, so a recovery can disown the prompt before the client fails it.
+        if (!this.#stopped) this.events.onEnd(reason, f.type === 'error' ? f.error : undefined);
         else this.log.debug({ reason }, 'stopped agent process ended');
+        this.client.endOfInput(reason);
       }
     }
   }

@@ -20,6 +20,12 @@ export interface EngineConfig {
   readonly installTimeoutMs: number;
   /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
   readonly publicUrl: string | null;
+  /** How long a turn on a runner waits for its dropped runner to return (runner-protocol.md §11.2). */
+  readonly recoveryWindowMs: number;
+  /** How often a waiting turn retries the reattach. */
+  readonly recoveryRetryMs: number;
+  /** How long a reattached replay may take to reach the previous prompt's reply (§11.4). */
+  readonly replayBoundaryTimeoutMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -32,6 +38,9 @@ export const ENGINE_DEFAULTS = {
   eventFlushMax: 200,
   acpCallTimeoutMs: 30_000,
   installTimeoutMs: 180_000,
+  recoveryWindowMs: 120_000,
+  recoveryRetryMs: 1_000,
+  replayBoundaryTimeoutMs: 10_000,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
@@ -39,7 +48,10 @@ const seconds = z.coerce.number().int().min(1).max(86_400);
 
 export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'> } | { ok: false; message: string };
 
-/** Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS, PUBLIC_URL. */
+/**
+ * Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS,
+ * FOUNTAIN_RUNNER_RECOVERY_SECONDS, PUBLIC_URL.
+ */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
   const idle = blank(env.SANDBOX_IDLE_TIMEOUT_MINUTES) ? { success: true as const, data: 60 } : minutes.safeParse(env.SANDBOX_IDLE_TIMEOUT_MINUTES);
@@ -50,6 +62,10 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
     ? { success: true as const, data: 300 }
     : seconds.safeParse(env.FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS);
   if (!ask.success) return { ok: false, message: 'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  const recovery = blank(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS)
+    ? { success: true as const, data: ENGINE_DEFAULTS.recoveryWindowMs / 1000 }
+    : seconds.safeParse(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS);
+  if (!recovery.success) return { ok: false, message: 'FOUNTAIN_RUNNER_RECOVERY_SECONDS must be a whole number of seconds (1..86400)' };
   return {
     ok: true,
     value: {
@@ -57,6 +73,7 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       idleTimeoutMs: idle.data * 60_000,
       sweepIntervalMs: sweep.data * 1000,
       askTimeoutMs: ask.data * 1000,
+      recoveryWindowMs: recovery.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
     },
   };

@@ -40,7 +40,7 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     hub = await startRunnerTestHub({ logger, host });
     hub.enroll('t', RUNNER_ID, accountId);
     runner = startRunnerChild({ name: 't', root: root(), baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: KEY, home: tmp });
-    await until(() => host.whereis(RUNNER_ID), 'the runner to connect');
+    await until(() => host.whereis(RUNNER_ID), "the runner to connect", 120_000);
     engine = new ConversationEngine({
       db,
       registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),

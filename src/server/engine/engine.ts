@@ -10,7 +10,7 @@ import type { HeldPermission, JsonRpcId, LineContext } from '../../acp/index.ts'
 import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner } from '../../providers/runner/index.ts';
 import type { RunnerHost } from '../../providers/runner/index.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
-import { describeError, idleAction, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
+import { describeError, idleAction, isTransient, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
 import { getAgent } from '../store/agents.ts';
 import { conversations, events } from '../store/conversation-schema.ts';
 import type { Agent, Conversation, PendingPermission, PermissionPolicy, SandboxRow, Turn, Verdict } from '../store/conversation-schema.ts';
@@ -18,6 +18,7 @@ import {
   deleteConversationRows,
   getConversation,
   getConversationById,
+  getTurn,
   idleCandidates,
   insertConversation,
   insertSandbox,
@@ -30,7 +31,8 @@ import {
   type ConversationWithSandbox,
 } from '../store/conversations.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { AgentProcess } from './agent-process.ts';
+import { storedOutputSeqs } from '../store/events.ts';
+import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { EventLog } from './event-log.ts';
@@ -38,6 +40,7 @@ import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { prepareSandbox } from './provision.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from './runtimes.ts';
+import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
 import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
 
 /** How the engine reads runner rows (name, hostname, root); the server's store implements it. */
@@ -73,6 +76,14 @@ interface HeldAsk {
   readonly timer: NodeJS.Timeout;
 }
 
+/** A turn waiting for its runner to come back (runner-protocol.md §11.2). */
+interface Recovery {
+  /** Ticks carry it; a tick whose token is no longer current does nothing. */
+  readonly token: number;
+  readonly deadline: number;
+  timer: NodeJS.Timeout | null;
+}
+
 interface ActiveTurn {
   readonly id: string;
   readonly number: number;
@@ -80,6 +91,13 @@ interface ActiveTurn {
   interrupted: boolean;
   ask: HeldAsk | null;
   interruptTimer: NodeJS.Timeout | null;
+  /** The JSON-RPC id of the sent session/prompt; set once the prompt reached the agent's stdin. */
+  acpPromptId: number | null;
+  /** The process whose prompt reply ends this turn; a reply from any other (released) one is ignored. */
+  driver: AgentProcess | null;
+  recovery: Recovery | null;
+  /** Disarms the replay-boundary timeout of a reattach. */
+  boundaryTimer: NodeJS.Timeout | null;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -121,6 +139,9 @@ export class ConversationEngine {
   readonly #provisioning = new Map<string, { cancelled: boolean; done: Promise<void> }>();
   #sweepTimer: NodeJS.Timeout | null = null;
   #stopped = false;
+  #recoveryTokens = 0;
+  /** Recovery ticks in flight; stop() waits for them before the database closes. */
+  readonly #ticks = new Set<Promise<void>>();
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
@@ -146,12 +167,19 @@ export class ConversationEngine {
     if (this.#sweepTimer) clearInterval(this.#sweepTimer);
     this.#sweepTimer = null;
     await Promise.allSettled([...this.#provisioning.values()].map((p) => p.done));
+    await Promise.allSettled([...this.#ticks]);
     for (const live of this.#live.values()) {
-      if (live.turn?.ask) clearTimeout(live.turn.ask.timer);
-      if (live.turn?.interruptTimer) clearTimeout(live.turn.interruptTimer);
-      const cmd = live.proc?.command;
-      if (cmd) await live.adapter.stopCommand(cmd);
-      live.proc?.client.close('the server is stopping');
+      const turn = live.turn;
+      if (turn) {
+        if (turn.ask) clearTimeout(turn.ask.timer);
+        if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+        if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+        if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+        turn.recovery = null;
+        // The turn stays `running` in the store: the next boot reattaches to the process (§11.1).
+        turn.driver = null;
+      }
+      await live.proc?.release('the server is stopping');
     }
     this.#live.clear();
     await this.events.close();
@@ -346,21 +374,12 @@ export class ConversationEngine {
     };
     const env: Array<[string, string]> = this.#sandboxEnv(conv.id);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
+    await this.#reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
       handle,
       { conversationId: conv.id, argv: this.#argv(spec), env, dir: spec.cwd },
-      {
-        acp: {
-          onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
-          onPermissionRequest: (held) => void this.#onPermission(live, held).catch((e) => this.#log.error({ err: e }, 'permission handling failed')),
-          onProblem: (p) => {
-            if (p.code === 'acp_not_json' && p.raw !== undefined) this.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', p.raw);
-          },
-        },
-        onStderr: (text) => this.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text),
-        onEnd: (reason) => this.#onProcessEnd(live, reason),
-      },
+      this.#procEvents(live),
       this.#log.child({ conversation: conv.id }),
     );
     if (!launched.ok) return launched;
@@ -403,21 +422,41 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- ACP traffic
 
+  /**
+   * The hooks of one agent process of `live`. Output events carry their ordinal in the process's output
+   * (`seq`), which is what a reattach skips up to; `stderrThrough` is the last stderr chunk already stored.
+   */
+  #procEvents(live: Live, stderrThrough = -1): (proc: AgentProcess) => AgentProcessEvents {
+    return (proc) => ({
+      acp: {
+        onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
+        onPermissionRequest: (held) => void this.#onPermission(live, proc, held).catch((e) => this.#log.error({ err: e }, 'permission handling failed')),
+        onProblem: (p) => {
+          if (p.code === 'acp_not_json' && p.raw !== undefined) this.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', p.raw, p.seq);
+        },
+      },
+      onStderr: (text, ordinal) => {
+        // A replay repeats stderr: what precedes the active turn, or was stored before the drop, is not stored again.
+        if (ordinal <= stderrThrough || !proc.client.boundarySeen) return;
+        this.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text, ordinal);
+      },
+      onEnd: (reason, error) => this.#onProcessEnd(live, proc, reason, error),
+    });
+  }
+
   #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
-    this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw);
+    this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
-  async #onPermission(live: Live, held: HeldPermission): Promise<void> {
+  async #onPermission(live: Live, proc: AgentProcess, held: HeldPermission): Promise<void> {
     const params = held.params as RequestPermissionRequest;
     const title = params.toolCall.title ?? null;
     const kind = params.toolCall.kind ?? null;
     const verdict = verdictFor(live.policy, title, kind);
     const requestId = `${String(held.id)}.${randomBytes(8).toString('hex')}`;
     const turn = live.turn;
-    const proc = live.proc;
-    if (!proc) return;
     if (verdict !== 'ask' || !turn) {
       const outcome = verdict === 'auto_deny' || !turn ? denyOutcome(params.options) : allowOutcome(params.options);
       await proc.client.answerPermission(held.id, outcome);
@@ -471,9 +510,15 @@ export class ConversationEngine {
     return true;
   }
 
-  #onProcessEnd(live: Live, reason: string): void {
+  #onProcessEnd(live: Live, proc: AgentProcess, reason: string, error?: SandboxError): void {
+    if (live.proc !== proc) return;
     this.#log.info({ conversation: live.conversationId, reason }, 'agent process ended');
     live.proc = null;
+    const turn = live.turn;
+    if (turn && error && this.#recoverable(live, turn, proc, error)) {
+      this.#enterRecovery(live, turn, RUNNER_DISCONNECTED);
+      return;
+    }
     // The running prompt (if any) resolves `acp_closed` through the client and ends its turn.
     if (!live.turn && this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
   }
@@ -578,7 +623,18 @@ export class ConversationEngine {
   async #runTurn(live: Live, turn: Turn): Promise<void> {
     const proc = live.proc;
     const startedAt = new Date();
-    const active: ActiveTurn = { id: turn.id, number: turn.turnNumber, startedAt: startedAt.getTime(), interrupted: false, ask: null, interruptTimer: null };
+    const active: ActiveTurn = {
+      id: turn.id,
+      number: turn.turnNumber,
+      startedAt: startedAt.getTime(),
+      interrupted: false,
+      ask: null,
+      interruptTimer: null,
+      acpPromptId: null,
+      driver: proc,
+      recovery: null,
+      boundaryTimer: null,
+    };
     live.turn = active;
     await updateTurn(this.#d.db, turn.id, { status: 'running', startedAt });
     await updateConversation(this.#d.db, live.conversationId, { status: 'running', lastActiveAt: startedAt });
@@ -593,15 +649,32 @@ export class ConversationEngine {
       return;
     }
     const sent = await call.value.sent;
-    if (sent.ok) await updateTurn(this.#d.db, turn.id, { acpPromptId: call.value.id });
-    void call.value.done
-      .then((r) => this.#finishTurn(live, active, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: r.error.message }))
+    if (sent.ok) {
+      // Set before any await: from here on a dropped runner socket means recovery, not failure.
+      active.acpPromptId = call.value.id;
+      await updateTurn(this.#d.db, turn.id, { acpPromptId: call.value.id });
+    }
+    this.#endTurnOnReply(live, active, proc, call.value.done);
+  }
+
+  /** Ends the turn with the prompt's reply, unless another process has taken the turn over meanwhile. */
+  #endTurnOnReply(live: Live, turn: ActiveTurn, proc: AgentProcess, done: Promise<{ ok: true; value: { stopReason: string } } | { ok: false; error: { code: string; message: string } }>): void {
+    void done
+      .then((r) => {
+        if (turn.driver !== proc) return undefined;
+        if (!r.ok && r.error.code === 'runner_replay_line_too_large') return this.#failRecovery(live, turn, 'runner_replay_line_too_large', r.error.message);
+        return this.#finishTurn(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: r.error.message });
+      })
       .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
   }
 
-  async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string }): Promise<void> {
+  async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string; code?: string }): Promise<void> {
     if (live.turn !== turn) return;
     if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+    if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+    turn.recovery = null;
+    turn.driver = null;
     if (turn.ask) {
       clearTimeout(turn.ask.timer);
       live.resolved.add(turn.ask.requestId);
@@ -621,7 +694,7 @@ export class ConversationEngine {
     } else {
       const reason = r.ok ? `stop reason ${r.stopReason}` : r.error;
       await updateTurn(this.#d.db, turn.id, { status: 'failed', stopReason: r.ok ? r.stopReason : null, reason, endedAt, pendingPermission: null });
-      this.events.stage(live.conversationId, turn.id, 'turn', 'failed', { ...base, reason }, duration);
+      this.events.stage(live.conversationId, turn.id, 'turn', 'failed', { ...base, reason, ...(!r.ok && r.code ? { error: r.code } : {}) }, duration);
     }
     const row = await getConversationById(this.#d.db, live.conversationId);
     if (row && row.conversation.status === 'running') {
@@ -638,6 +711,10 @@ export class ConversationEngine {
     if (!live || !turn) return refuse('no_turn_running', 'no turn is running');
     if (turn.interrupted) return accept(undefined);
     turn.interrupted = true;
+    if (turn.recovery) {
+      // Interrupt cancels recovery: the turn ends now; the detached agent is reaped at the next launch.
+      this.#cancelRecovery(live, turn, 'cancelled');
+    }
     if (turn.ask) await this.#resolveAsk(live, turn.ask.requestId, 'cancelled');
     const proc = live.proc;
     if (!proc) {
@@ -657,6 +734,9 @@ export class ConversationEngine {
     const row = await getConversation(this.#d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     const live = this.#live.get(id);
+    if (live?.turn?.recovery) {
+      return refuse('runner_offline', "The sandbox's runner is reconnecting; answer again once it is back (the request keeps its deadline).");
+    }
     const ask = live?.turn?.ask;
     if (!live || !ask || ask.requestId !== requestId) {
       if (live?.resolved.has(requestId) || (await this.#wasAsked(accountId, id, requestId))) {
@@ -783,17 +863,253 @@ export class ConversationEngine {
     return true;
   }
 
+  // ---------------------------------------------------------------- recovery (runner-protocol.md §11)
+
+  /** §11.1: a runner socket drop on the turn's own process after its prompt was sent. */
+  #recoverable(live: Live, turn: ActiveTurn, proc: AgentProcess, error: SandboxError): boolean {
+    return (
+      live.adapter.provider === 'runner' &&
+      error.code === 'unavailable' &&
+      error.detail === RUNNER_DISCONNECTED &&
+      turn.acpPromptId !== null &&
+      turn.driver === proc &&
+      !turn.interrupted &&
+      !this.#stopped
+    );
+  }
+
+  /**
+   * The turn stays busy while the runner is away: its prompt's process keeps running (and journaling) on
+   * the daemon. Synchronous up to the first tick, so a reply the old client fails afterwards is ignored.
+   */
+  #enterRecovery(live: Live, turn: ActiveTurn, reason: string): void {
+    if (turn.recovery || this.#stopped) return;
+    turn.driver = null;
+    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+    turn.boundaryTimer = null;
+    // The held permission's timer is re-armed on restore for what is left of its original deadline.
+    if (turn.ask) clearTimeout(turn.ask.timer);
+    const windowMs = this.#d.config.recoveryWindowMs;
+    turn.recovery = { token: ++this.#recoveryTokens, deadline: Date.now() + windowMs, timer: null };
+    this.#log.info({ conversation: live.conversationId, turn: turn.id, reason }, 'turn waits for its runner');
+    this.events.stage(live.conversationId, turn.id, 'connection', 'started', { reason, turn_id: turn.id, timeout_ms: windowMs });
+    this.#scheduleRecovery(live, turn);
+  }
+
+  #scheduleRecovery(live: Live, turn: ActiveTurn): void {
+    const rec = turn.recovery;
+    if (!rec) return;
+    const token = rec.token;
+    rec.timer = setTimeout(() => {
+      const tick = this.#recoveryTick(live, turn, token).catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'recovery tick failed'));
+      this.#ticks.add(tick);
+      void tick.finally(() => this.#ticks.delete(tick));
+    }, this.#d.config.recoveryRetryMs);
+    rec.timer.unref();
+  }
+
+  async #recoveryTick(live: Live, turn: ActiveTurn, token: number): Promise<void> {
+    const current = () => turn.recovery?.token === token && live.turn === turn && !this.#stopped;
+    if (!current()) return;
+    turn.recovery!.timer = null;
+    if (Date.now() >= turn.recovery!.deadline) {
+      await this.#failRecovery(live, turn, 'runner_reconnect_timeout', `the runner did not reconnect within ${Math.round(this.#d.config.recoveryWindowMs / 1000)} s`);
+      return;
+    }
+    const r = await this.#lock.run(live.conversationId, () => this.#reattach(live, turn, current));
+    if (r === 'attached' || !current()) return;
+    if (r === 'wait') this.#scheduleRecovery(live, turn);
+    else await this.#failRecovery(live, turn, r.failure, r.detail);
+  }
+
+  /** §11.3: find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
+  async #reattach(
+    live: Live,
+    turn: ActiveTurn,
+    current: () => boolean,
+  ): Promise<'attached' | 'wait' | { failure: RecoveryFailure; detail: string }> {
+    const { adapter, handle } = live;
+    const waitOr = (e: SandboxError, failure: RecoveryFailure) =>
+      isRunnerOffline(e) || isTransient(e) ? ('wait' as const) : { failure, detail: describeError(e) };
+    const list = await adapter.listSessions(handle);
+    if (!current()) return 'wait';
+    if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
+    const row = await getConversationById(this.#d.db, live.conversationId);
+    const turnRow = await getTurn(this.#d.db, turn.id);
+    if (!row || !turnRow || turn.acpPromptId === null) return { failure: 'no_active_session', detail: 'the turn is gone' };
+    const sessionId = row.conversation.runtimeSessionId;
+    if (!sessionId) return { failure: 'acp_session_unknown', detail: 'the ACP session id was never stored' };
+    const picked = pickSession(list.value, live.conversationId, row.sandbox?.agentSessionId ?? null);
+    if (!picked) return { failure: 'no_active_session', detail: 'the runner has no agent session for this conversation' };
+    for (const s of picked.superseded) await this.#reapSession(adapter, handle, s.id);
+
+    // Everything stored so far is skipped in the replay, so each line of output is stored exactly once.
+    await this.events.flush();
+    const through = await storedOutputSeqs(this.#d.db, turn.id);
+    if (!current()) return 'wait';
+    const pending = turnRow.pendingPermission;
+    const re = await AgentProcess.reattach(
+      adapter,
+      handle,
+      {
+        sessionId: picked.session.id,
+        acp: {
+          sessionId,
+          promptId: turn.acpPromptId,
+          replayThrough: through.lines,
+          ...(pending && pending.acp_id !== null ? { pendingPermissionId: pending.acp_id } : {}),
+        },
+      },
+      this.#procEvents(live, through.stderr),
+      this.#log.child({ conversation: live.conversationId }),
+    );
+    if (!re.ok) {
+      const e = re.error;
+      if (!('message' in e)) return waitOr(e, 'attach_failed');
+      return { failure: 'attach_failed', detail: e.message };
+    }
+    const { proc, prompt } = re.value;
+    if (!current()) {
+      await proc.release('recovery was cancelled');
+      return 'wait';
+    }
+    if (proc.command?.replayFrom) {
+      await proc.release('the journal no longer starts at byte zero');
+      return { failure: 'runner_replay_truncated', detail: `the runner's journal lost its first ${proc.command.replayFrom} bytes` };
+    }
+    turn.recovery = null;
+    live.proc = proc;
+    turn.driver = proc;
+    this.events.stage(live.conversationId, turn.id, 'reattach', 'done', {
+      outcome: 'session_attached',
+      matched_by: picked.matchedBy,
+      session_id: picked.session.id,
+      turn_id: turn.id,
+      turn_number: turn.number,
+      acp_prompt_id: turn.acpPromptId,
+    });
+    this.#restoreAsk(live, turn, pending);
+    this.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome: 'session_attached' });
+    this.#endTurnOnReply(live, turn, proc, prompt);
+    turn.boundaryTimer = setTimeout(() => {
+      turn.boundaryTimer = null;
+      if (turn.driver !== proc || live.turn !== turn || proc.client.boundarySeen) return;
+      void this.#failRecovery(
+        live,
+        turn,
+        'runner_replay_boundary_missing',
+        `the replay did not reach the reply to request ${turn.acpPromptId! - 1} within ${this.#d.config.replayBoundaryTimeoutMs} ms`,
+      ).catch((e) => this.#log.error({ err: e }, 'failing a recovery failed'));
+    }, this.#d.config.replayBoundaryTimeoutMs);
+    turn.boundaryTimer.unref();
+    return 'attached';
+  }
+
+  /** §11.5: the held request comes back with its ORIGINAL deadline; a reconnect never extends it. */
+  #restoreAsk(live: Live, turn: ActiveTurn, pending: PendingPermission | null): void {
+    if (turn.ask) clearTimeout(turn.ask.timer);
+    turn.ask = null;
+    if (!pending || pending.acp_id === null) return;
+    const requestId = pending.request_id;
+    const remaining = permissionRemainingMs(pending, this.#d.config.askTimeoutMs, Date.now());
+    const timer = setTimeout(() => void this.#resolveAsk(live, requestId, 'timeout').catch((e) => this.#log.error({ err: e }, 'permission timeout failed')), remaining);
+    turn.ask = { requestId, acpId: pending.acp_id, options: storedOptions(pending), timer };
+  }
+
+  /** §11.6: the reconnect ends `failed`, the local peer stops, the turn fails; the conversation takes new prompts. */
+  async #failRecovery(live: Live, turn: ActiveTurn, failure: RecoveryFailure, detail: string): Promise<void> {
+    if (live.turn !== turn) return;
+    this.#log.warn({ conversation: live.conversationId, turn: turn.id, failure, detail }, 'turn recovery failed');
+    this.#cancelRecovery(live, turn, 'failed', failure);
+    const proc = live.proc;
+    live.proc = null;
+    await proc?.release('turn recovery failed');
+    await this.#finishTurn(live, turn, { ok: false, error: `sprite connection lost: ${failure}: ${detail}`, code: failure });
+  }
+
+  /** Ends a recovery (interrupt, failure) and records how the reconnect ended. */
+  #cancelRecovery(live: Live, turn: ActiveTurn, outcome: 'cancelled' | 'failed', error?: RecoveryFailure): void {
+    const wasWaiting = turn.recovery !== null;
+    if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+    turn.recovery = null;
+    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+    turn.boundaryTimer = null;
+    turn.driver = null;
+    if (wasWaiting || outcome === 'failed') {
+      this.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome, ...(error ? { error } : {}) });
+    }
+    if (outcome === 'failed' && wasWaiting) {
+      this.events.stage(live.conversationId, turn.id, 'reattach', 'failed', { turn_id: turn.id, error: error ?? null, retryable: false });
+    }
+  }
+
+  /** Ends superseded agent processes of this conversation on the runner (agents exit when stdin closes). */
+  async #reapAgents(adapter: SandboxAdapter, handle: Handle, conversationId: string, keep: string | null): Promise<void> {
+    if (adapter.provider !== 'runner') return;
+    const list = await adapter.listSessions(handle);
+    if (!list.ok) return;
+    for (const s of runningSessionsOf(list.value, conversationId)) if (s.id !== keep) await this.#reapSession(adapter, handle, s.id);
+  }
+
+  async #reapSession(adapter: SandboxAdapter, handle: Handle, sessionId: string): Promise<void> {
+    const a = await adapter.attach(handle, sessionId, { owner: () => undefined, stdin: true });
+    if (!a.ok) return;
+    const c = await adapter.closeStdin(a.value);
+    await adapter.stopCommand(a.value);
+    this.#log.info({ session: sessionId, closed: c.ok }, 'reaped a superseded agent process');
+  }
+
+  /**
+   * Boot trigger (§11.1): a turn a previous server left running on a runner, its prompt sent, waits for
+   * the runner like a live drop. The runner cannot be connected yet: this node is not listening.
+   */
+  async #recoverAtBoot(c: Conversation, t: Turn): Promise<boolean> {
+    if (t.status !== 'running' || t.acpPromptId === null || !this.#d.runnerHost || !this.#d.registry.isRegistered('runner')) return false;
+    const row = await getConversationById(this.#d.db, c.id);
+    const s = row?.sandbox;
+    if (!s || s.provider !== 'runner' || s.status !== 'ready') return false;
+    const adapter = this.#d.registry.adapterFor('runner');
+    const live: Live = {
+      conversationId: c.id,
+      accountId: c.accountId,
+      sandboxId: s.id,
+      handle: adapter.buildHandle(s.name),
+      adapter,
+      policy: c.permissionPolicy,
+      proc: null,
+      turn: null,
+      resolved: new Set(),
+    };
+    const turn: ActiveTurn = {
+      id: t.id,
+      number: t.turnNumber,
+      startedAt: (t.startedAt ?? new Date()).getTime(),
+      interrupted: false,
+      ask: null,
+      interruptTimer: null,
+      acpPromptId: t.acpPromptId,
+      driver: null,
+      recovery: null,
+      boundaryTimer: null,
+    };
+    live.turn = turn;
+    this.#live.set(c.id, live);
+    this.#enterRecovery(live, turn, RUNNER_OFFLINE);
+    return true;
+  }
+
   async #settleOrphans(): Promise<void> {
     const rows = await this.#d.db.select().from(conversations).where(inArray(conversations.status, ['pending', 'running']));
     for (const c of rows) {
       for (const t of await openTurns(this.#d.db, c.id)) {
+        if (c.status === 'running' && (await this.#recoverAtBoot(c, t))) continue;
         await updateTurn(this.#d.db, t.id, { status: 'failed', reason: 'the server restarted during the turn', endedAt: new Date() });
         this.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: 'the server restarted during the turn' });
       }
       if (c.status === 'pending') {
         await updateConversation(this.#d.db, c.id, { status: 'failed', failureReason: 'the server restarted while provisioning' });
         this.events.stage(c.id, null, 'provision', 'failed', { reason: 'the server restarted while provisioning' });
-      } else {
+      } else if (!this.#live.get(c.id)?.turn) {
         await updateConversation(this.#d.db, c.id, { status: 'idle' });
       }
     }

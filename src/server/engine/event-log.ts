@@ -53,8 +53,8 @@ export class EventLog {
     });
   }
 
-  output(conversationId: string, turnId: string | null, stream: 'stdout' | 'stderr' | 'acp', data: string): void {
-    this.append({ conversationId, turnId, kind: 'output', stream, data });
+  output(conversationId: string, turnId: string | null, stream: 'stdout' | 'stderr' | 'acp', data: string, seq?: number): void {
+    this.append({ conversationId, turnId, kind: 'output', stream, data, ...(seq === undefined ? {} : { seq }) });
   }
 
   /** Resolves once everything appended so far is stored and published. */

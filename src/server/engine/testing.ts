@@ -18,8 +18,17 @@ export interface RunnerChild {
 }
 
 /** Starts `fountain runner --name <name> --root <root>` against `baseUrl` with `apiKey`. */
-export function startRunnerChild(opts: { name: string; root: string; baseUrl: string; apiKey: string; home: string }): RunnerChild {
-  const child = spawn(process.execPath, [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', 'warn'], {
+export function startRunnerChild(opts: {
+  name: string;
+  root: string;
+  baseUrl: string;
+  apiKey: string;
+  home: string;
+  /** More flags, e.g. the hidden `--reconnect-base-ms` that shortens the reconnect backoff. */
+  extraArgs?: readonly string[];
+}): RunnerChild {
+  const args = [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', 'warn', ...(opts.extraArgs ?? [])];
+  const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
       FOUNTAIN_API_KEY: opts.apiKey,

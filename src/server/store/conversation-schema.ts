@@ -154,6 +154,8 @@ export const events = pgTable(
     stage: text('stage'),
     state: text('state', { enum: STAGE_STATES }),
     durationMs: integer('duration_ms'),
+    /** Output only: the line (acp, stdout) or chunk (stderr) ordinal in the agent process's output; reattach skips up to it. */
+    seq: integer('seq'),
     ts: ts('ts').notNull().defaultNow(),
   },
   (t) => [index('events_conversation_idx').on(t.conversationId, t.id)],

@@ -115,3 +115,8 @@ export async function openTurns(db: EngineDb, conversationId: string): Promise<T
     .where(and(eq(turns.conversationId, conversationId), inArray(turns.status, ['pending', 'running'])))
     .orderBy(asc(turns.turnNumber));
 }
+
+export async function getTurn(db: EngineDb, id: string): Promise<Turn | undefined> {
+  const [t] = await db.select().from(turns).where(eq(turns.id, id));
+  return t;
+}

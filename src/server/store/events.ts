@@ -1,7 +1,7 @@
 /**
  * The event log: batched inserts (one statement per flush, ids in insertion order) and cursor paging.
  */
-import { and, asc, eq, gt, inArray, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, max, type SQL } from 'drizzle-orm';
 import { events, type EventRow, type EventStream, type NewEvent } from './conversation-schema.ts';
 import type { EngineDb } from './engine-db.ts';
 
@@ -29,4 +29,24 @@ export async function pageEvents(db: EngineDb, conversationId: string, q: EventP
     else where.push(inArray(events.stream, [...outputs, '']));
   }
   return db.select().from(events).where(and(...where)).orderBy(asc(events.id)).limit(q.limit);
+}
+
+/**
+ * The highest stored output ordinals of a turn: `lines` over its acp/stdout events (the ACP line seq),
+ * `stderr` over its stderr chunks; -1 when none. A reattach replays from byte zero and skips up to these.
+ */
+export async function storedOutputSeqs(db: EngineDb, turnId: string): Promise<{ lines: number; stderr: number }> {
+  const rows = await db
+    .select({ stream: events.stream, seq: max(events.seq) })
+    .from(events)
+    .where(and(eq(events.turnId, turnId), eq(events.kind, 'output'), isNotNull(events.seq)))
+    .groupBy(events.stream);
+  let lines = -1;
+  let stderr = -1;
+  for (const r of rows) {
+    const v = r.seq ?? -1;
+    if (r.stream === 'stderr') stderr = Math.max(stderr, v);
+    else lines = Math.max(lines, v);
+  }
+  return { lines, stderr };
 }

@@ -5,7 +5,7 @@ import { interpret, ItemView } from './event-view.tsx';
 import { toHtml } from './live.ts';
 
 let n = 0;
-const row = (over: Partial<EventRow>): EventRow => ({ id: ++n, conversationId: 'c', turnId: 't', kind: 'output', stream: 'acp', data: '', stage: null, state: null, durationMs: null, ts: new Date(), ...over });
+const row = (over: Partial<EventRow>): EventRow => ({ id: ++n, conversationId: 'c', turnId: 't', kind: 'output', stream: 'acp', data: '', stage: null, state: null, durationMs: null, seq: null, ts: new Date(), ...over });
 const acp = (update: Record<string, unknown>) => row({ data: JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update } }) });
 
 describe('conversation events as items', () => {
