@@ -21,6 +21,9 @@ export interface AppEnv {
 export const hasScope = (p: Principal, scope: ApiKeyScope): boolean =>
   p.key.scopes.includes('full') || p.key.scopes.includes(scope);
 
+/** How stale last_used_at may get: it tells a key in use from an abandoned one, not request times. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
 /** Resolves an Authorization header to its account and key, or throws the 401 to answer. */
 export async function authenticate(db: Db, header: string | undefined, logger: Logger): Promise<Principal> {
   const m = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -32,8 +35,12 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
   const now = new Date();
   if (found.key.revokedAt) throw ApiError.unauthorized('api_key_revoked', 'API key has been revoked');
   if (found.key.expiresAt && found.key.expiresAt <= now) throw ApiError.unauthorized('api_key_expired', 'API key has expired');
-  // Bookkeeping only: a failed stamp must not refuse an otherwise valid request.
-  touchApiKey(db, found.key.id, now).catch((err: unknown) => logger.warn({ err }, 'could not stamp api key last_used_at'));
+  // Bookkeeping only: a failed stamp must not refuse an otherwise valid request. At most one
+  // stamp a minute per key: a write per request would sit in front of the request's own queries.
+  const last = found.key.lastUsedAt;
+  if (!last || now.getTime() - last.getTime() >= LAST_USED_RESOLUTION_MS) {
+    touchApiKey(db, found.key.id, now).catch((err: unknown) => logger.warn({ err }, 'could not stamp api key last_used_at'));
+  }
   return found;
 }
 

@@ -19,12 +19,14 @@ import {
   getConversation,
   getConversationById,
   getTurn,
+  getConversationForPrompt,
   idleCandidates,
   insertConversation,
   insertSandbox,
   insertTurn,
   listConversations,
   openTurns,
+  settleRunningConversation,
   updateConversation,
   updateSandbox,
   updateTurn,
@@ -526,14 +528,11 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
-    const first = await getConversation(this.#d.db, accountId, id);
-    if (!first) return refuse('not_found', 'conversation not found');
-    if (first.conversation.status === 'terminated' || first.conversation.status === 'failed') {
-      return refuse('conversation_terminated', `the conversation is ${first.conversation.status}; start a new one`);
-    }
+    // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (this.#live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
     return this.#lock.run(id, async () => {
-      const row = await getConversationById(this.#d.db, id);
+      // One read for every check: each database round trip here delays the prompt itself.
+      const row = await getConversationForPrompt(this.#d.db, accountId, id);
       if (!row) return refuse('not_found', 'conversation not found');
       const conv = row.conversation;
       if (conv.status === 'terminated' || conv.status === 'failed') {
@@ -541,12 +540,13 @@ export class ConversationEngine {
       }
       if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
       if (this.#live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is already running');
-      if ((await openTurns(this.#d.db, id)).length > 0) return refuse('conversation_busy', 'a prompt is already queued');
+      if (row.turnOpen) return refuse('conversation_busy', 'a prompt is already queued');
       const awake = await this.#ensureAwake(row);
       if (!awake.ok) return awake;
-      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'pending' });
-      await updateConversation(this.#d.db, id, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
-      await this.#runTurn(awake.value, turn);
+      // Stored as running at once (one write instead of insert + update); its conversation's
+      // counters go with the running mark in #runTurn.
+      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date() });
+      await this.#runTurn(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
       return accept({ turnId: turn.id });
     });
   }
@@ -620,9 +620,9 @@ export class ConversationEngine {
   }
 
   /** Sends the prompt; its reply ends the turn asynchronously. */
-  async #runTurn(live: Live, turn: Turn): Promise<void> {
+  async #runTurn(live: Live, turn: Turn, conversationPatch: Partial<Conversation> = {}): Promise<void> {
     const proc = live.proc;
-    const startedAt = new Date();
+    const startedAt = turn.status === 'running' && turn.startedAt ? turn.startedAt : new Date();
     const active: ActiveTurn = {
       id: turn.id,
       number: turn.turnNumber,
@@ -636,8 +636,11 @@ export class ConversationEngine {
       boundaryTimer: null,
     };
     live.turn = active;
-    await updateTurn(this.#d.db, turn.id, { status: 'running', startedAt });
-    await updateConversation(this.#d.db, live.conversationId, { status: 'running', lastActiveAt: startedAt });
+    // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
+    await Promise.all([
+      turn.status === 'running' ? null : updateTurn(this.#d.db, turn.id, { status: 'running', startedAt }),
+      updateConversation(this.#d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
+    ]);
     this.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
     if (!proc) {
       await this.#finishTurn(live, active, { ok: false, error: 'the agent process is not running' });
@@ -685,21 +688,31 @@ export class ConversationEngine {
     const endedAt = new Date();
     const base = { turn_id: turn.id, turn_number: turn.number };
     const duration = endedAt.getTime() - turn.startedAt;
+    let state: 'interrupted' | 'done' | 'failed';
+    let data: Record<string, unknown>;
+    let patch: Partial<Turn>;
     if (turn.interrupted) {
-      await updateTurn(this.#d.db, turn.id, { status: 'interrupted', stopReason: r.ok ? r.stopReason : null, endedAt, pendingPermission: null });
-      this.events.stage(live.conversationId, turn.id, 'turn', 'interrupted', { ...base, ...(r.ok ? { stop_reason: r.stopReason } : {}) }, duration);
+      state = 'interrupted';
+      data = { ...base, ...(r.ok ? { stop_reason: r.stopReason } : {}) };
+      patch = { status: 'interrupted', stopReason: r.ok ? r.stopReason : null };
     } else if (r.ok && r.stopReason !== 'refusal' && r.stopReason !== 'cancelled') {
-      await updateTurn(this.#d.db, turn.id, { status: 'completed', stopReason: r.stopReason, endedAt, pendingPermission: null });
-      this.events.stage(live.conversationId, turn.id, 'turn', 'done', { ...base, stop_reason: r.stopReason }, duration);
+      state = 'done';
+      data = { ...base, stop_reason: r.stopReason };
+      patch = { status: 'completed', stopReason: r.stopReason };
     } else {
       const reason = r.ok ? `stop reason ${r.stopReason}` : r.error;
-      await updateTurn(this.#d.db, turn.id, { status: 'failed', stopReason: r.ok ? r.stopReason : null, reason, endedAt, pendingPermission: null });
-      this.events.stage(live.conversationId, turn.id, 'turn', 'failed', { ...base, reason, ...(!r.ok && r.code ? { error: r.code } : {}) }, duration);
+      state = 'failed';
+      data = { ...base, reason, ...(!r.ok && r.code ? { error: r.code } : {}) };
+      patch = { status: 'failed', stopReason: r.ok ? r.stopReason : null, reason };
     }
-    const row = await getConversationById(this.#d.db, live.conversationId);
-    if (row && row.conversation.status === 'running') {
-      await updateConversation(this.#d.db, live.conversationId, { status: 'idle', lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null });
-    }
+    // Both rows settle before the stage event is published, so a client acting on it reads them
+    // settled; the event then skips the batching delay, since the turn's end is what clients wait for.
+    await Promise.all([
+      updateTurn(this.#d.db, turn.id, { ...patch, endedAt, pendingPermission: null }),
+      settleRunningConversation(this.#d.db, live.conversationId, { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null }),
+    ]);
+    this.events.stage(live.conversationId, turn.id, 'turn', state, data, duration);
+    this.events.flushSoon();
     if (!live.proc?.alive && this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
   }
 

@@ -57,6 +57,11 @@ export class EventLog {
     this.append({ conversationId, turnId, kind: 'output', stream, data, ...(seq === undefined ? {} : { seq }) });
   }
 
+  /** Stores and publishes what is queued without waiting out the batching delay (for events clients wait on). */
+  flushSoon(): void {
+    this.#schedule(0);
+  }
+
   /** Resolves once everything appended so far is stored and published. */
   async flush(): Promise<void> {
     this.#schedule(0);

@@ -2,7 +2,7 @@
  * Conversation, sandbox and turn rows. Tenant-scoped reads; writes by id come from the engine,
  * which already checked the tenant.
  */
-import { and, asc, desc, eq, inArray, lt, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import {
   conversations,
   sandboxes,
@@ -119,4 +119,33 @@ export async function openTurns(db: EngineDb, conversationId: string): Promise<T
 export async function getTurn(db: EngineDb, id: string): Promise<Turn | undefined> {
   const [t] = await db.select().from(turns).where(eq(turns.id, id));
   return t;
+}
+
+/**
+ * What a new prompt checks, in one round trip: the tenant's conversation with its sandbox, and
+ * whether a turn is still open (pending or running) on it.
+ */
+export async function getConversationForPrompt(
+  db: EngineDb,
+  accountId: string,
+  id: string,
+): Promise<(ConversationWithSandbox & { readonly turnOpen: boolean }) | undefined> {
+  const [row] = await db
+    .select({
+      conversation: conversations,
+      sandbox: sandboxes,
+      turnOpen: sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('pending', 'running'))`.mapWith(Boolean),
+    })
+    .from(conversations)
+    .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
+  return row;
+}
+
+/** Marks a running conversation idle again; a no-op when something else (terminate, failure) changed its status meanwhile. */
+export async function settleRunningConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {
+  await db
+    .update(conversations)
+    .set({ ...patch, status: 'idle', updatedAt: new Date() })
+    .where(and(eq(conversations.id, id), eq(conversations.status, 'running')));
 }
