@@ -37,7 +37,7 @@ import { EventLog } from './event-log.ts';
 import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { prepareSandbox } from './provision.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from './runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
 
 /** How the engine reads runner rows (name, hostname, root); the server's store implements it. */
@@ -78,6 +78,9 @@ interface ActiveTurn {
   interrupted: boolean;
   ask: HeldAsk | null;
   interruptTimer: NodeJS.Timeout | null;
+  /** When the agent last sent anything in this turn; the silence watch measures from here. */
+  lastHeardAt: number;
+  silenceTimer: NodeJS.Timeout | null;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -88,6 +91,7 @@ interface Live {
   readonly handle: Handle;
   readonly adapter: SandboxAdapter;
   readonly policy: PermissionPolicy;
+  readonly runtime: Conversation['runtime'];
   proc: AgentProcess | null;
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
@@ -147,6 +151,7 @@ export class ConversationEngine {
     for (const live of this.#live.values()) {
       if (live.turn?.ask) clearTimeout(live.turn.ask.timer);
       if (live.turn?.interruptTimer) clearTimeout(live.turn.interruptTimer);
+      if (live.turn?.silenceTimer) clearTimeout(live.turn.silenceTimer);
       const cmd = live.proc?.command;
       if (cmd) await live.adapter.stopCommand(cmd);
       live.proc?.client.close('the server is stopping');
@@ -337,12 +342,14 @@ export class ConversationEngine {
       handle,
       adapter,
       policy: conv.permissionPolicy,
+      runtime: conv.runtime,
       proc: null,
       turn: null,
       resolved: new Set(),
     };
     const env: Array<[string, string]> = this.#sandboxEnv(conv.id);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
+    env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
     const launched = await AgentProcess.launch(
       adapter,
       handle,
@@ -403,6 +410,7 @@ export class ConversationEngine {
   #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
+    if (live.turn) live.turn.lastHeardAt = Date.now();
     this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw);
   }
 
@@ -575,7 +583,16 @@ export class ConversationEngine {
   async #runTurn(live: Live, turn: Turn): Promise<void> {
     const proc = live.proc;
     const startedAt = new Date();
-    const active: ActiveTurn = { id: turn.id, number: turn.turnNumber, startedAt: startedAt.getTime(), interrupted: false, ask: null, interruptTimer: null };
+    const active: ActiveTurn = {
+      id: turn.id,
+      number: turn.turnNumber,
+      startedAt: startedAt.getTime(),
+      interrupted: false,
+      ask: null,
+      interruptTimer: null,
+      lastHeardAt: startedAt.getTime(),
+      silenceTimer: null,
+    };
     live.turn = active;
     await updateTurn(this.#d.db, turn.id, { status: 'running', startedAt });
     await updateConversation(this.#d.db, live.conversationId, { status: 'running', lastActiveAt: startedAt });
@@ -591,14 +608,47 @@ export class ConversationEngine {
     }
     const sent = await call.value.sent;
     if (sent.ok) await updateTurn(this.#d.db, turn.id, { acpPromptId: call.value.id });
+    this.#watchSilence(live, active, this.#d.config.turnSilenceTimeoutMs);
     void call.value.done
-      .then((r) => this.#finishTurn(live, active, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: r.error.message }))
+      .then((r) =>
+        this.#finishTurn(live, active, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: promptFailureReason(live.runtime, r.error) }),
+      )
       .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
+  }
+
+  /**
+   * An agent that sends nothing for the silence timeout (an adapter stuck retrying an unreachable
+   * model API, say) would hold the turn forever: the turn fails with the reason and the process is
+   * stopped, so the next prompt starts a fresh one. A held permission request has its own timeout.
+   */
+  #watchSilence(live: Live, turn: ActiveTurn, delayMs: number): void {
+    const limit = this.#d.config.turnSilenceTimeoutMs;
+    if (limit <= 0 || this.#stopped) return;
+    turn.silenceTimer = setTimeout(() => {
+      turn.silenceTimer = null;
+      if (live.turn !== turn) return;
+      const quiet = Date.now() - turn.lastHeardAt;
+      if (turn.ask || turn.interrupted || quiet < limit) {
+        this.#watchSilence(live, turn, turn.ask || turn.interrupted ? limit : limit - quiet);
+        return;
+      }
+      const proc = live.proc;
+      const reason = `the agent sent nothing for ${Math.round(quiet / 1000)} s; the turn was abandoned (is the runtime's model API reachable and its credential set?)`;
+      void this.#finishTurn(live, turn, { ok: false, error: reason })
+        .then(async () => {
+          if (proc) {
+            await proc.client.cancel();
+            await proc.stop();
+          }
+        })
+        .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'abandoning a silent turn failed'));
+    }, delayMs);
   }
 
   async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string }): Promise<void> {
     if (live.turn !== turn) return;
     if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+    if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
     if (turn.ask) {
       clearTimeout(turn.ask.timer);
       live.resolved.add(turn.ask.requestId);
