@@ -16,6 +16,8 @@ export interface EngineConfig {
   readonly eventFlushMax: number;
   /** How long initialize / session/new / session/load may take before the launch fails. */
   readonly acpCallTimeoutMs: number;
+  /** A running turn whose agent sends nothing for this long fails (0 = never); a held permission request pauses it. */
+  readonly turnSilenceTimeoutMs: number;
   /** Adapter install (npm) budget (§13: 180 s). */
   readonly installTimeoutMs: number;
   /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
@@ -41,6 +43,7 @@ export const ENGINE_DEFAULTS = {
   recoveryWindowMs: 120_000,
   recoveryRetryMs: 1_000,
   replayBoundaryTimeoutMs: 10_000,
+  turnSilenceTimeoutMs: 600_000,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);

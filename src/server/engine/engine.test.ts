@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -28,6 +28,8 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   let engine: ConversationEngine;
   let accountId: string;
   let tmp: string;
+  let host: LocalRunnerHost;
+  const logger = pino({ level: 'silent' });
   const root = () => join(tmp, 'sandboxes');
 
   before(async () => {
@@ -35,8 +37,7 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     tdb = await openTestDatabase('pglite');
     db = tdb.database.db as unknown as EngineDb;
     accountId = (await createAccount(tdb.database.db, { name: 'owner', role: 'owner' })).id;
-    const logger = pino({ level: 'silent' });
-    const host = new LocalRunnerHost();
+    host = new LocalRunnerHost();
     hub = await startRunnerTestHub({ logger, host });
     hub.enroll('t', RUNNER_ID, accountId);
     runner = startRunnerChild({ name: 't', root: root(), baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: KEY, home: tmp });
@@ -177,5 +178,56 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     const again = await engine.interrupt(accountId, id);
     assert.equal(!again.ok && again.error.code, 'no_turn_running');
     assert.ok((await engine.terminate(accountId, id)).ok);
+  });
+  it('fails a turn whose agent goes silent (a real agent process that never answers session/prompt)', async () => {
+    // A dependency-free NDJSON agent: it answers initialize and session/new, then ignores every prompt,
+    // as an adapter stuck retrying an unreachable model API does.
+    const script = join(tmp, 'silent-agent.mjs');
+    writeFileSync(
+      script,
+      [
+        "import { createInterface } from 'node:readline';",
+        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
+        'createInterface({ input: process.stdin }).on("line", (l) => {',
+        '  const m = JSON.parse(l);',
+        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
+        '  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "silent-1" } });',
+        '});',
+      ].join('\n'),
+    );
+    const silent = new ConversationEngine({
+      db,
+      registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
+      runnerHost: host,
+      runners: { find: async () => undefined },
+      logger,
+      config: { ...ENGINE_DEFAULTS, idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, publicUrl: null, demoAgentArgv: [process.execPath, script] },
+      defaultProvider: 'runner',
+    });
+    try {
+      const agent = await insertAgent(db, accountId, {
+        name: 'silent',
+        description: '',
+        system: '',
+        runtime: 'demo',
+        model: 'fountain/demo',
+        sandboxProvider: null,
+        permissionPolicy: {},
+        metadata: {},
+      });
+      assert.ok(agent.ok);
+      const created = await silent.create(accountId, { agentId: agent.agent.id, prompt: 'hello?' });
+      assert.ok(created.ok, JSON.stringify(created));
+      const id = created.value.id;
+      const failed = await waitForStage(db, id, 'turn', 'failed');
+      assert.match(JSON.parse(failed.data).reason, /the agent sent nothing for \d+ s; the turn was abandoned/);
+      const [turn] = await listTurns(db, id);
+      assert.equal(turn?.status, 'failed');
+      const after = await silent.get(accountId, id);
+      assert.equal(after.ok && after.value.status, 'idle');
+      assert.ok((await silent.terminate(accountId, id)).ok);
+    } finally {
+      await silent.stop();
+    }
   });
 });

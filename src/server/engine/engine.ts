@@ -41,7 +41,7 @@ import { EventLog } from './event-log.ts';
 import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { prepareSandbox } from './provision.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from './runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
 import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
 
@@ -100,6 +100,9 @@ interface ActiveTurn {
   recovery: Recovery | null;
   /** Disarms the replay-boundary timeout of a reattach. */
   boundaryTimer: NodeJS.Timeout | null;
+  /** When the agent last sent anything in this turn; the silence watch measures from here. */
+  lastHeardAt: number;
+  silenceTimer: NodeJS.Timeout | null;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -110,6 +113,7 @@ interface Live {
   readonly handle: Handle;
   readonly adapter: SandboxAdapter;
   readonly policy: PermissionPolicy;
+  readonly runtime: Conversation['runtime'];
   proc: AgentProcess | null;
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
@@ -175,6 +179,7 @@ export class ConversationEngine {
       if (turn) {
         if (turn.ask) clearTimeout(turn.ask.timer);
         if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+        if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
         if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
         if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
         turn.recovery = null;
@@ -370,12 +375,14 @@ export class ConversationEngine {
       handle,
       adapter,
       policy: conv.permissionPolicy,
+      runtime: conv.runtime,
       proc: null,
       turn: null,
       resolved: new Set(),
     };
     const env: Array<[string, string]> = this.#sandboxEnv(conv.id);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
+    env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
     await this.#reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
@@ -449,6 +456,7 @@ export class ConversationEngine {
   #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
+    if (live.turn) live.turn.lastHeardAt = Date.now();
     this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
@@ -634,6 +642,8 @@ export class ConversationEngine {
       driver: proc,
       recovery: null,
       boundaryTimer: null,
+      lastHeardAt: startedAt.getTime(),
+      silenceTimer: null,
     };
     live.turn = active;
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
@@ -657,6 +667,7 @@ export class ConversationEngine {
       active.acpPromptId = call.value.id;
       await updateTurn(this.#d.db, turn.id, { acpPromptId: call.value.id });
     }
+    this.#watchSilence(live, active, this.#d.config.turnSilenceTimeoutMs);
     this.#endTurnOnReply(live, active, proc, call.value.done);
   }
 
@@ -666,14 +677,45 @@ export class ConversationEngine {
       .then((r) => {
         if (turn.driver !== proc) return undefined;
         if (!r.ok && r.error.code === 'runner_replay_line_too_large') return this.#failRecovery(live, turn, 'runner_replay_line_too_large', r.error.message);
-        return this.#finishTurn(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: r.error.message });
+        return this.#finishTurn(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: promptFailureReason(live.runtime, r.error) });
       })
       .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
+  }
+
+  /**
+   * An agent that sends nothing for the silence timeout (an adapter stuck retrying an unreachable
+   * model API, say) would hold the turn forever: the turn fails with the reason and the process is
+   * stopped, so the next prompt starts a fresh one. A held permission request has its own timeout.
+   */
+  #watchSilence(live: Live, turn: ActiveTurn, delayMs: number): void {
+    const limit = this.#d.config.turnSilenceTimeoutMs;
+    if (limit <= 0 || this.#stopped) return;
+    turn.silenceTimer = setTimeout(() => {
+      turn.silenceTimer = null;
+      if (live.turn !== turn) return;
+      const quiet = Date.now() - turn.lastHeardAt;
+      if (turn.ask || turn.interrupted || turn.recovery || quiet < limit) {
+        // A held permission and a runner recovery have their own deadlines; silence restarts after them.
+        this.#watchSilence(live, turn, turn.ask || turn.interrupted || turn.recovery ? limit : limit - quiet);
+        return;
+      }
+      const proc = live.proc;
+      const reason = `the agent sent nothing for ${Math.round(quiet / 1000)} s; the turn was abandoned (is the runtime's model API reachable and its credential set?)`;
+      void this.#finishTurn(live, turn, { ok: false, error: reason })
+        .then(async () => {
+          if (proc) {
+            await proc.client.cancel();
+            await proc.stop();
+          }
+        })
+        .catch((e) => this.#log.error({ err: e, conversation: live.conversationId }, 'abandoning a silent turn failed'));
+    }, delayMs);
   }
 
   async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string; code?: string }): Promise<void> {
     if (live.turn !== turn) return;
     if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+    if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
     if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
     if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
     turn.recovery = null;
@@ -1089,6 +1131,7 @@ export class ConversationEngine {
       handle: adapter.buildHandle(s.name),
       adapter,
       policy: c.permissionPolicy,
+      runtime: c.runtime,
       proc: null,
       turn: null,
       resolved: new Set(),
@@ -1104,6 +1147,8 @@ export class ConversationEngine {
       driver: null,
       recovery: null,
       boundaryTimer: null,
+      lastHeardAt: Date.now(),
+      silenceTimer: null,
     };
     live.turn = turn;
     this.#live.set(c.id, live);

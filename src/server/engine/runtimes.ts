@@ -28,6 +28,8 @@ export interface RuntimeSpec {
   readonly install: AdapterInstall | null;
   /** A native binary that must already be on the sandbox PATH. */
   readonly requiresBin: string | null;
+  /** Process env the adapter needs beyond the sandbox's (never a credential). */
+  readonly env: ReadonlyArray<readonly [string, string]>;
   /** Accepted model providers (the part of `model` before the slash). */
   readonly modelProviders: readonly string[];
   readonly models: readonly string[];
@@ -43,6 +45,8 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: ['claude-agent-acp'],
     install: { pkg: '@agentclientprotocol/claude-agent-acp', version: '0.66.0', bin: 'claude-agent-acp' },
     requiresBin: null,
+    // Claude Code refuses its permission-bypass mode as uid 0 unless told it is in a sandbox (acp.md §10 #8).
+    env: [['IS_SANDBOX', '1']],
     modelProviders: ['anthropic'],
     models: ['anthropic/claude-sonnet-4-5', 'anthropic/claude-opus-4-1', 'anthropic/claude-haiku-4-5'],
   },
@@ -55,6 +59,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: ['codex-acp'],
     install: { pkg: '@agentclientprotocol/codex-acp', version: '1.1.14', bin: 'codex-acp' },
     requiresBin: null,
+    env: [],
     modelProviders: ['openai'],
     models: ['openai/gpt-5', 'openai/gpt-5-codex'],
   },
@@ -67,6 +72,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: ['gemini', '--acp'],
     install: null,
     requiresBin: 'gemini',
+    env: [],
     modelProviders: ['google'],
     models: ['google/gemini-2.5-pro', 'google/gemini-2.5-flash'],
   },
@@ -79,6 +85,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: ['opencode', 'acp'],
     install: null,
     requiresBin: 'opencode',
+    env: [],
     modelProviders: ['anthropic', 'openai', 'google'],
     models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5', 'google/gemini-2.5-pro'],
   },
@@ -91,6 +98,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: [],
     install: null,
     requiresBin: null,
+    env: [],
     modelProviders: ['fountain'],
     models: ['fountain/demo'],
   },
@@ -122,4 +130,22 @@ export function installScript(i: AdapterInstall): string {
     `npm install -g --no-progress --silent ${q(`${i.pkg}@${i.version}`)}`,
     `ln -sf "$(npm prefix -g)/bin/${i.bin}" "$HOME/.local/bin/${i.bin}"`,
   ].join('\n');
+}
+
+/** The credential env each runtime reads (§13), named in the reason of a turn the agent refused for want of auth. */
+const CREDENTIAL_ENV: Readonly<Record<Runtime, string>> = {
+  claude: 'CLAUDE_CODE_OAUTH_TOKEN or ANTHROPIC_API_KEY',
+  codex: 'OPENAI_API_KEY',
+  gemini: 'GEMINI_API_KEY',
+  opencode: "the model provider's API key",
+  demo: 'nothing',
+};
+
+/** ACP's `auth_required` JSON-RPC error code. */
+export const ACP_AUTH_REQUIRED = -32000;
+
+/** Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime needs. */
+export function promptFailureReason(runtime: Runtime, e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined }): string {
+  if (e.rpc?.code !== ACP_AUTH_REQUIRED) return e.message;
+  return `${e.message} — the ${runtime} agent has no usable model credential in its sandbox (it reads ${CREDENTIAL_ENV[runtime]})`;
 }
