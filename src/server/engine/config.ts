@@ -20,6 +20,10 @@ export interface EngineConfig {
   readonly installTimeoutMs: number;
   /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
   readonly publicUrl: string | null;
+  /** SANDBOX_MAX_LIFETIME_HOURS: a ready sandbox older than this (since resume or creation) is reclaimed; 0 turns it off. */
+  readonly maxLifetimeMs: number;
+  /** BROKER_ALLOW_UNENFORCED: a brokered account may launch on a backend without network_policy. */
+  readonly brokerAllowUnenforced: boolean;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -32,6 +36,8 @@ export const ENGINE_DEFAULTS = {
   eventFlushMax: 200,
   acpCallTimeoutMs: 30_000,
   installTimeoutMs: 180_000,
+  maxLifetimeMs: 0,
+  brokerAllowUnenforced: false,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
