@@ -208,6 +208,7 @@ describe('server HTTP API (PostgreSQL)', () => {
     assert.equal(r.status, 200);
     const paths = Object.keys(r.body.paths).sort();
     assert.deepEqual(paths, [
+      '/api/account',
       '/api/admin/accounts',
       '/api/agents',
       '/api/agents/{id}',

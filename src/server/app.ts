@@ -11,6 +11,7 @@ import type { AppEnv } from './auth.ts';
 import { ApiError, errorResponse, toApiError } from './errors.ts';
 import type { EventBus } from './events.ts';
 import { healthRoutes } from './health.ts';
+import { accountRoutes } from './routes/account.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { errorResponses, type RouteDeps } from './routes/common.ts';
@@ -96,6 +97,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', healthRoutes(deps));
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
+  app.route('/', accountRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));

@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { LocalRunnerHost, type RunnerConnection, type RunnerHost, type RunnerInfo } from '../providers/runner/host.ts';
-import { MAX_FRAME_BYTES } from '../wire/index.ts';
+import { MAX_FRAME_BYTES, parseRunnerCapabilities } from '../wire/index.ts';
 import { authenticate, hasScope, type Principal } from './auth.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { EventBus, runnersTopic } from './events.ts';
@@ -67,7 +67,9 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
   if (inserted) {
     await audit(deps.db, { accountId, actor: 'api', action: 'runner.registered', subjectId: runner.id, data: { name: runner.name } });
   }
-  return { runnerId: runner.id, accountId, name: runner.name, connectedAt: runner.connectedAt ?? new Date() };
+  // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
+  const capabilities = parseRunnerCapabilities(query.get('capabilities'));
+  return { runnerId: runner.id, accountId, name: runner.name, connectedAt: runner.connectedAt ?? new Date(), capabilities };
 }
 
 function refuse(socket: Duplex, e: ApiError): void {

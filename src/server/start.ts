@@ -108,7 +108,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       env,
       adapters: opts.adapters ?? hostedAdapters(config, { logger }),
-      ...(opts.engine ? { config: opts.engine } : {}),
+      config: { maxLifetimeMs: config.maxLifetimeMs, brokerAllowUnenforced: config.brokerAllowUnenforced, ...opts.engine },
     });
     engine = wired.engine;
     await engine.start();

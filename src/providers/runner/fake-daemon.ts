@@ -29,6 +29,8 @@ export interface FakeDaemonOptions {
   readonly intercept?: (request: Request) => string | string[] | null | undefined;
   /** Sent as `capabilities=` in the dial; without it the dial carries none (an upstream daemon). */
   readonly capabilities?: readonly string[];
+  /** Extra dial headers, e.g. `authorization` to dial a real fountain server instead of a test hub. */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 interface FakeSandbox {
@@ -92,6 +94,7 @@ export class FakeDaemon {
   readonly #intercept: FakeDaemonOptions['intercept'];
   readonly #ownsHub: boolean;
   readonly #capabilities: readonly string[] | undefined;
+  readonly #headers: Readonly<Record<string, string>>;
   #seq = 0;
   #ws: WebSocket | undefined;
   #stopping = false;
@@ -105,6 +108,7 @@ export class FakeDaemon {
     this.#reconnect = opts.reconnect ?? true;
     this.#intercept = opts.intercept;
     this.#capabilities = opts.capabilities;
+    this.#headers = opts.headers ?? {};
   }
 
   /** The allow list last applied to a sandbox (null: none yet; undefined: no such sandbox). */
@@ -184,7 +188,7 @@ export class FakeDaemon {
     url.searchParams.set('root', FAKE_ROOT);
     if (this.#capabilities) url.searchParams.set('capabilities', this.#capabilities.join(','));
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url);
+      const ws = new WebSocket(url, { headers: { ...this.#headers } });
       let opened = false;
       ws.on('unexpected-response', (_req, res) => {
         reject(new Error(`dial refused with ${res.statusCode}`));

@@ -28,6 +28,10 @@ export interface EngineConfig {
   readonly recoveryRetryMs: number;
   /** How long a reattached replay may take to reach the previous prompt's reply (§11.4). */
   readonly replayBoundaryTimeoutMs: number;
+  /** SANDBOX_MAX_LIFETIME_HOURS: a ready sandbox older than this (since resume or creation) is reclaimed; 0 turns it off. */
+  readonly maxLifetimeMs: number;
+  /** BROKER_ALLOW_UNENFORCED: a brokered account may launch on a backend without network_policy. */
+  readonly brokerAllowUnenforced: boolean;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -44,6 +48,8 @@ export const ENGINE_DEFAULTS = {
   recoveryRetryMs: 1_000,
   replayBoundaryTimeoutMs: 10_000,
   turnSilenceTimeoutMs: 600_000,
+  maxLifetimeMs: 0,
+  brokerAllowUnenforced: false,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);

@@ -10,11 +10,12 @@ import type { HeldPermission, JsonRpcId, LineContext } from '../../acp/index.ts'
 import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner } from '../../providers/runner/index.ts';
 import type { RunnerHost } from '../../providers/runner/index.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
-import { describeError, idleAction, isTransient, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
+import { checkLifecycle, describeError, idleAction, isTransient, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
 import { getAgent } from '../store/agents.ts';
 import { conversations, events } from '../store/conversation-schema.ts';
 import type { Agent, Conversation, PendingPermission, PermissionPolicy, SandboxRow, Turn, Verdict } from '../store/conversation-schema.ts';
 import {
+  agedCandidates,
   deleteConversationRows,
   getConversation,
   getConversationById,
@@ -36,6 +37,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { storedOutputSeqs } from '../store/events.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
+import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { EventLog } from './event-log.ts';
 import { KeyedLock } from './lock.ts';
@@ -161,7 +163,7 @@ export class ConversationEngine {
    */
   async start(): Promise<void> {
     await this.#settleOrphans();
-    if (this.#d.config.idleTimeoutMs > 0) {
+    if (this.#d.config.idleTimeoutMs > 0 || this.#d.config.maxLifetimeMs > 0) {
       this.#sweepTimer = setInterval(() => void this.sweep().catch((e) => this.#log.error({ err: e }, 'idle sweep failed')), this.#d.config.sweepIntervalMs);
       this.#sweepTimer.unref();
     }
@@ -237,6 +239,17 @@ export class ConversationEngine {
     if (!policy.ok) return policy;
     const name = this.#mintName(accountId, provider);
     if (!name.ok) return name;
+    const refused = await checkBrokerage(this.#d.db, accountId, this.#d.registry.adapterFor(provider), name.value, this.#d.config.brokerAllowUnenforced);
+    if (refused) {
+      // The refusal is recorded on a failed conversation so its stage event has a home; no sandbox is created.
+      const row = await insertConversation(
+        this.#d.db,
+        { accountId, agentId: agent.id, title: input.title ?? null, firstPrompt: input.prompt ?? null, status: 'failed', failureReason: refused.reason, runtime: agent.runtime, permissionPolicy: policy.value, source: 'api' },
+        { provider, name: name.value, status: 'failed' },
+      );
+      this.#publishRefusal(row.conversation.id, refused);
+      return refuse(refused.reason, refused.message, { conversation_id: row.conversation.id, provider });
+    }
 
     const row = await insertConversation(
       this.#d.db,
@@ -258,6 +271,11 @@ export class ConversationEngine {
     if (input.prompt) await insertTurn(this.#d.db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending' });
     this.#startProvisioning(conv, row.sandbox!, agent);
     return accept(await this.view(row));
+  }
+
+  #publishRefusal(conversationId: string, r: BrokerageRefusal): void {
+    this.events.stage(conversationId, null, 'network', 'failed', { type: r.type, provider: r.provider, reason: r.reason, message: r.message });
+    this.events.stage(conversationId, null, 'provision', 'failed', { reason: r.reason });
   }
 
   #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
@@ -610,6 +628,11 @@ export class ConversationEngine {
         ? refuse('runner_offline', 'No runner is connected; the conversation wakes when a runner connects.')
         : name;
     }
+    const refused = await checkBrokerage(this.#d.db, conv.accountId, this.#d.registry.adapterFor(provider), name.value, this.#d.config.brokerAllowUnenforced);
+    if (refused) {
+      this.#publishRefusal(conv.id, refused);
+      return refuse(refused.reason, refused.message, { conversation_id: conv.id, provider });
+    }
     const sandbox = await insertSandbox(this.#d.db, { accountId: conv.accountId, provider, name: name.value, status: 'starting' });
     await updateConversation(this.#d.db, conv.id, { sandboxId: sandbox.id });
     const t0 = Date.now();
@@ -867,17 +890,66 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- idle sweep
 
-  /** Parks every idle sandbox past the idle timeout: suspend where possible, else destroy. */
+  /**
+   * Reclaims every sandbox past its max lifetime, then parks every idle sandbox past the idle
+   * timeout: suspend where possible, else destroy. Returns how many sandboxes it reclaimed or parked.
+   */
   async sweep(now = new Date()): Promise<number> {
-    if (this.#stopped || this.#d.config.idleTimeoutMs <= 0) return 0;
+    if (this.#stopped) return 0;
+    let parked = await this.#reclaimAged(now);
+    if (this.#d.config.idleTimeoutMs <= 0) return parked;
     const cutoff = new Date(now.getTime() - this.#d.config.idleTimeoutMs);
-    let parked = 0;
     for (const row of await idleCandidates(this.#d.db, cutoff)) {
       const id = row.conversation.id;
       if (this.#live.get(id)?.turn) continue;
       if (await this.#lock.run(id, () => this.#park(id, cutoff))) parked++;
     }
     return parked;
+  }
+
+  async #reclaimAged(now: Date): Promise<number> {
+    const max = this.#d.config.maxLifetimeMs;
+    if (max <= 0) return 0;
+    let reclaimed = 0;
+    for (const row of await agedCandidates(this.#d.db, new Date(now.getTime() - max))) {
+      const id = row.conversation.id;
+      if (await this.#lock.run(id, () => this.#reclaim(id, now))) reclaimed++;
+    }
+    return reclaimed;
+  }
+
+  /** Max lifetime (contract.md §8): destroys even a busy sandbox; the conversation stays idle. */
+  async #reclaim(id: string, now: Date): Promise<boolean> {
+    const row = await getConversationById(this.#d.db, id);
+    const s = row?.sandbox;
+    if (!row || !s || s.status !== 'ready') return false;
+    const live = this.#live.get(id);
+    // A running conversation whose turn this node does not hold is another node's to reclaim.
+    if (row.conversation.status !== 'idle' && !(row.conversation.status === 'running' && live?.turn)) return false;
+    const limits = { idleTimeoutMs: this.#d.config.idleTimeoutMs, maxLifetimeMs: this.#d.config.maxLifetimeMs };
+    const verdict = checkLifecycle(limits, s.lastResumedAt ?? s.insertedAt, row.conversation.lastActiveAt, !!live?.turn, now);
+    if (verdict.kind !== 'expired' || verdict.reason !== 'max_lifetime') return false;
+    if (!this.#d.registry.isRegistered(s.provider as KnownProvider)) return false;
+    const adapter = this.#d.registry.adapterFor(s.provider as KnownProvider);
+    const handle = live?.handle ?? adapter.buildHandle(s.name);
+    if (live?.turn) await this.#finishTurn(live, live.turn, { ok: false, error: 'the sandbox reached its maximum lifetime' });
+    if (live) {
+      await live.proc?.stop();
+      this.#live.delete(id);
+    }
+    const d = await adapter.destroy(handle);
+    if (!d.ok) {
+      // An offline runner cannot destroy; the row stays ready and the next sweep tries again.
+      this.#log.warn({ conversation: id, err: describeError(d.error) }, 'max-lifetime destroy failed');
+      return false;
+    }
+    await updateSandbox(this.#d.db, s.id, { status: 'terminated', terminatedAt: new Date(), agentSessionId: null });
+    this.events.stage(id, null, 'sandbox', 'done', {
+      event: 'reclaimed',
+      reason: 'max_lifetime',
+      message: 'the sandbox reached its maximum lifetime and was destroyed; the next prompt starts a fresh one',
+    });
+    return true;
   }
 
   async #park(id: string, cutoff: Date): Promise<boolean> {

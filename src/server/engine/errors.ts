@@ -17,7 +17,8 @@ export type EngineErrorCode =
   | 'option_id_required'
   | 'provisioning'
   | 'sandbox_probe_failed'
-  | 'runner_offline';
+  | 'runner_offline'
+  | 'backend_lacks_network_policy';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -35,6 +36,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   provisioning: 503,
   sandbox_probe_failed: 503,
   runner_offline: 503,
+  backend_lacks_network_policy: 422,
 };
 
 /** Seconds for `Retry-After` (platform-api.md §2). */
@@ -47,9 +49,14 @@ export const ENGINE_RETRY_AFTER: Partial<Readonly<Record<EngineErrorCode, number
 export interface EngineError {
   readonly code: EngineErrorCode;
   readonly message: string;
+  /** Fields the API error body carries beside `error` and `message`. */
+  readonly extras?: Readonly<Record<string, unknown>>;
 }
 
 export type EngineResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: EngineError };
 
-export const refuse = (code: EngineErrorCode, message: string): { ok: false; error: EngineError } => ({ ok: false, error: { code, message } });
+export const refuse = (code: EngineErrorCode, message: string, extras?: Readonly<Record<string, unknown>>): { ok: false; error: EngineError } => ({
+  ok: false,
+  error: extras ? { code, message, extras } : { code, message },
+});
 export const accept = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });

@@ -30,3 +30,9 @@ export async function findOwner(db: Db): Promise<Account | undefined> {
   const [row] = await db.select().from(accounts).where(eq(accounts.role, 'owner')).limit(1);
   return row;
 }
+
+/** Turns the account's credential brokerage on or off; returns the updated row. */
+export async function setCredentialBrokerage(db: Db, id: string, on: boolean): Promise<Account | undefined> {
+  const [row] = await db.update(accounts).set({ credentialBrokerage: on, updatedAt: new Date() }).where(eq(accounts.id, id)).returning();
+  return row;
+}

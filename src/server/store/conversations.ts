@@ -94,6 +94,21 @@ export async function idleCandidates(db: EngineDb, cutoff: Date): Promise<Conver
     .where(and(eq(conversations.status, 'idle'), eq(sandboxes.status, 'ready'), lt(conversations.lastActiveAt, cutoff)));
 }
 
+/** Live conversations whose ready sandbox was resumed (or else created) before `bornBefore`: max-lifetime candidates. */
+export async function agedCandidates(db: EngineDb, bornBefore: Date): Promise<ConversationWithSandbox[]> {
+  return db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .innerJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(
+      and(
+        inArray(conversations.status, ['idle', 'running']),
+        eq(sandboxes.status, 'ready'),
+        lt(sql`coalesce(${sandboxes.lastResumedAt}, ${sandboxes.insertedAt})`, bornBefore),
+      ),
+    );
+}
+
 export async function insertTurn(db: EngineDb, row: typeof turns.$inferInsert): Promise<Turn> {
   const [t] = await db.insert(turns).values(row).returning();
   return t!;

@@ -3,7 +3,7 @@
  * New entities (agents, conversations, turns, events) add a table here and a numbered migration.
  */
 import { sql } from 'drizzle-orm';
-import { bigserial, index, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigserial, boolean, index, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -15,6 +15,8 @@ export const accounts = pgTable('accounts', {
   email: text('email').unique(),
   name: text('name').notNull(),
   role: text('role', { enum: ACCOUNT_ROLES }).notNull().default('user'),
+  /** Launches need a backend with network_policy (platform-api.md §14.2). */
+  credentialBrokerage: boolean('credential_brokerage').notNull().default(false),
   createdAt: ts('created_at').notNull().defaultNow(),
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
