@@ -11,6 +11,7 @@ import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './app.ts';
+import { ClusterRunnerHost } from './cluster-host.ts';
 import { bootstrap } from './bootstrap.ts';
 import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
@@ -80,11 +81,26 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
   let engine: ConversationEngine | undefined;
+  let clusterHost: ClusterRunnerHost | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
-    const host = createRunnerHost({ db: database.db, bus, logger });
+    // PostgreSQL may be shared by several nodes; PGlite is one process by construction.
+    const cluster =
+      database.kind === 'postgres' && config.databaseUrl
+        ? await ClusterRunnerHost.start({
+            url: config.databaseUrl,
+            schema: opts.databaseSchema,
+            db: database.db,
+            bus,
+            logger,
+            heartbeatMs: config.runnerHeartbeatMs,
+            callTimeoutMs: config.runnerCallTimeoutMs,
+          })
+        : undefined;
+    clusterHost = cluster;
+    const host: RunnerHost = cluster ?? createRunnerHost({ db: database.db, bus, logger });
     const wired = createEngine({
       db: database.db,
       logger,
@@ -134,7 +150,9 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
         upgrade.close();
         // Detach from agent processes and flush queued events while the database is still open.
         await engine!.stop();
-        for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
+        // A cluster host lists every node's runners; only this node's sockets are ours to close.
+        if (cluster) await cluster.shutdown();
+        else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
         await new Promise<void>((resolve) => {
           srv.close(() => resolve());
           srv.closeAllConnections();
@@ -160,6 +178,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   } catch (e) {
     server?.close();
     await engine?.stop();
+    await clusterHost?.shutdown();
     await database.close();
     throw e;
   }
