@@ -127,6 +127,12 @@ runConformanceSuite('runner adapter on node B → PostgreSQL NOTIFY → node A �
     spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned'] },
     spawnStay: { cmd: 'sh', args: ['-c', 'echo ready; while IFS= read -r line; do echo "$line"; done'] },
   },
+  // A runner no node holds: the cluster view must say runner_offline, never not_found.
+  brokenTransport: async () => {
+    const n = mintRunnerName('a0a1a2a3-b0b1-4c0c-8d0d-e0e1e2e3e4e5');
+    if (!n.ok) throw new Error(n.error);
+    return { adapter: adapterB, handle: adapterB.buildHandle(n.value) };
+  },
 });
 
 describe('two nodes on one PostgreSQL', () => {

@@ -79,7 +79,10 @@ export class NotifyTransport {
   async send(to: string | 'broadcast', body: string): Promise<void> {
     if (this.#closed) throw new Error('cluster transport closed');
     const channel = to === 'broadcast' ? this.#broadcast : this.channelOf(to);
-    if (Buffer.byteLength(body, 'utf8') <= INLINE_LIMIT_BYTES) {
+    const inline = Buffer.byteLength(body, 'utf8') <= INLINE_LIMIT_BYTES;
+    // A parked body is taken by its first reader, so a broadcast must always fit a payload.
+    if (!inline && to === 'broadcast') throw new Error('a broadcast cluster message must fit in one NOTIFY payload');
+    if (inline) {
       await this.#serial(() => this.#send.query('SELECT pg_notify($1, $2)', [channel, `I${body}`]));
       return;
     }
@@ -112,7 +115,6 @@ export class NotifyTransport {
         else if (/^R\d+$/.test(payload)) {
           const r = await this.#listen.query<{ body: string }>('DELETE FROM cluster_messages WHERE id = $1 RETURNING body', [payload.slice(1)]);
           body = r.rows[0]?.body;
-          // A broadcast body is fetched by the first node to read it; the others miss it, so broadcasts stay small.
           if (body === undefined) this.#log.warn({ channel }, 'parked cluster message already taken');
         } else this.#log.warn({ channel, payload: payload.slice(0, 80) }, 'ignoring a malformed cluster notification');
         if (body !== undefined) this.#onMessage(kind, body);
