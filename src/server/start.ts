@@ -11,6 +11,7 @@ import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './app.ts';
+import { ClusterRunnerHost } from './cluster-host.ts';
 import { bootstrap } from './bootstrap.ts';
 import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './events.ts';
@@ -94,6 +95,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   let scheduler: Scheduler | undefined;
   let bridge: PgBusBridge | null = null;
   let unannounce: (() => void) | undefined;
+  let clusterHost: ClusterRunnerHost | undefined;
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
@@ -101,7 +103,21 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     if (database.kind === 'postgres' && config.databaseUrl) {
       bridge = await PgBusBridge.start({ url: config.databaseUrl, schema: opts.databaseSchema, bus, logger });
     }
-    const host = createRunnerHost({ db: database.db, bus, logger });
+    // PostgreSQL may be shared by several nodes; PGlite is one process by construction.
+    const cluster =
+      database.kind === 'postgres' && config.databaseUrl
+        ? await ClusterRunnerHost.start({
+            url: config.databaseUrl,
+            schema: opts.databaseSchema,
+            db: database.db,
+            bus,
+            logger,
+            heartbeatMs: config.runnerHeartbeatMs,
+            callTimeoutMs: config.runnerCallTimeoutMs,
+          })
+        : undefined;
+    clusterHost = cluster;
+    const host: RunnerHost = cluster ?? createRunnerHost({ db: database.db, bus, logger });
     const wired = createEngine({
       db: database.db,
       logger,
@@ -172,7 +188,9 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
         await scheduler!.stop();
         // Detach from agent processes and flush queued events while the database is still open.
         await engine!.stop();
-        for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
+        // A cluster host lists every node's runners; only this node's sockets are ours to close.
+        if (cluster) await cluster.shutdown();
+        else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
         await new Promise<void>((resolve) => {
           srv.close(() => resolve());
           srv.closeAllConnections();
@@ -206,6 +224,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     await engine?.stop();
     unannounce?.();
     await bridge?.stop();
+    await clusterHost?.shutdown();
     await database.close();
     throw e;
   }
