@@ -42,7 +42,7 @@ const skip = required
       ? `no guest image in ${images}: run scripts/microvm/build-guest-image.sh`
       : 'boots one VM per sandbox under software emulation (minutes): set FOUNTAIN_MICROVM_TESTS=1 to run';
 // Hang guards only. A boot under TCG on a loaded 2-core machine can take tens of seconds.
-const HANG_GUARD = 180_000;
+const HANG_GUARD = 300_000;
 const machine = process.env.FOUNTAIN_QEMU_MACHINE === 'microvm' ? 'microvm' : 'q35';
 
 let hub: RunnerTestHub;
@@ -87,7 +87,7 @@ if (skip) {
         memoryMib: 512,
         bridge: null,
         subnet: subnet.value,
-        timings: { bootTimeoutMs: 120_000 },
+        timings: { bootTimeoutMs: 240_000 },
       });
       const base = new URL(hub.url);
       daemon = runDaemon({
