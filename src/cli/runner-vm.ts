@@ -13,7 +13,7 @@ import { openVmBackend } from '../runner/backends/firecracker/open.ts';
 
 export function addVmOptions(cmd: Command): Command {
   return cmd
-    .option('--vmm <vmm>', 'with --backend firecracker: firecracker, or qemu (-M microvm, software emulation)', 'firecracker')
+    .option('--vmm <vmm>', 'with --backend firecracker: firecracker, or qemu (software emulation)', 'firecracker')
     .option('--bridge <name>', 'with --backend firecracker: the bridge each microVM tap joins (yours to make)')
     .option('--subnet <cidr>', 'with --backend firecracker: IPv4 subnet of the bridge; its first address is the gateway', '10.61.0.0/24')
     .option('--fc-kernel <path>', 'with --backend firecracker: uncompressed guest kernel (vmlinux)')
@@ -21,7 +21,11 @@ export function addVmOptions(cmd: Command): Command {
     .option('--fc-initrd <path>', 'with --backend firecracker: initramfs the kernel needs to mount the ext4 root, if any')
     .option('--fc-bin <path>', 'with --backend firecracker: the firecracker executable', 'firecracker')
     .option('--qemu-bin <path>', 'with --vmm qemu: the QEMU executable', 'qemu-system-x86_64')
-    .option('--qemu-machine <type>', 'with --vmm qemu: microvm (virtio-mmio) or q35 (virtio-pci)', 'microvm')
+    // q35 by default: under TCG (QEMU 7.2, Debian 6.1 kernel) `-M microvm` stalls in timer
+    // calibration ("tsc: Marking TSC unstable", jiffies never advance): it has no PIT ticks, HPET or
+    // PM timer to calibrate against. It got as far as /init only with the host's TSC rate passed in
+    // (tsc_early_khz=, lpj=, lapic_timer_period=, no_timer_check), host-specific and slower than q35.
+    .option('--qemu-machine <type>', 'with --vmm qemu: q35 (virtio-pci) or microvm (virtio-mmio; stalls at boot under software emulation)', 'q35')
     .option('--fc-vcpus <n>', 'with --backend firecracker: vCPUs per microVM', '2')
     .option('--fc-memory-mib <n>', 'with --backend firecracker: memory per microVM in MiB', '2048')
     .option('--fc-boot-timeout <seconds>', 'with --backend firecracker: how long a booted microVM has for its agent to answer', '60');

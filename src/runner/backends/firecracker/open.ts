@@ -45,7 +45,7 @@ export async function openVmBackend(o: OpenVmOptions): Promise<Result<VmBackend,
   });
   if (!checked.ok) return checked;
   if (!subnet.ok || !o.kernel || !o.rootfs) return err('unreachable: checks passed without a subnet, kernel or rootfs');
-  const driver = o.vmm === 'firecracker' ? new FirecrackerDriver(bin) : new QemuDriver(bin, o.qemuMachine ?? 'microvm');
+  const driver = o.vmm === 'firecracker' ? new FirecrackerDriver(bin) : new QemuDriver(bin, o.qemuMachine ?? 'q35');
   return ok(
     new VmBackend({
       root: o.root,

@@ -1,5 +1,5 @@
 /**
- * The QEMU driver (`--vmm qemu`): `qemu-system-x86_64 -M microvm` under software emulation, for
+ * The QEMU driver (`--vmm qemu`): `qemu-system-x86_64 -M q35` (or `microvm`) under software emulation, for
  * Linux hosts with QEMU but no Firecracker. The guest link is a virtio-serial port; pause and
  * resume go through QMP. Everything else is the shared VM backend.
  */
@@ -25,7 +25,7 @@ const statusSchema = z.object({ status: z.string(), running: z.boolean().optiona
 
 export type QemuMachine = 'microvm' | 'q35';
 
-export function qemuArgs(spec: VmSpec, machine: QemuMachine = 'microvm', accel = 'tcg'): string[] {
+export function qemuArgs(spec: VmSpec, machine: QemuMachine = 'q35', accel = 'tcg'): string[] {
   // microvm puts virtio on MMIO; q35 on PCI. Everything else is the same.
   const bus = machine === 'microvm' ? 'device' : 'pci';
   const append = ['console=ttyS0 panic=-1 loglevel=4 reboot=t root=/dev/vda rw fountain.link=serial', spec.net?.kernelArg].filter(Boolean).join(' ');
@@ -68,7 +68,7 @@ export class QemuDriver implements VmmDriver {
   readonly #bin: string;
   readonly #machine: QemuMachine;
 
-  constructor(bin: string, machine: QemuMachine = 'microvm') {
+  constructor(bin: string, machine: QemuMachine = 'q35') {
     this.#bin = bin;
     this.#machine = machine;
   }
