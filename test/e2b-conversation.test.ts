@@ -173,7 +173,7 @@ describe('a conversation on the e2b provider against the stub', () => {
       assert.ok((page.body.data as Json[]).some((e) => e.turn_id === t1.data.turn_id && e.stream === 'acp'));
 
       // A permission, answered over HTTP.
-      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: echo hi' });
+      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: echo e2b-sandbox-says-hi' });
       assert.equal(p2.status, 200, JSON.stringify(p2.body));
       const asked = await s.stage('permission', 'started', t1.id!);
       const request = JSON.parse(asked.data.data);
@@ -181,7 +181,7 @@ describe('a conversation on the e2b provider against the stub', () => {
       assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
       const t2 = await s.stage('turn', 'done', asked.id!);
       assert.equal(t2.data.turn_id, p2.body.turn_id);
-      assert.match(answer(s.events, p2.body.turn_id), /hi/);
+      assert.match(answer(s.events, p2.body.turn_id), /e2b-sandbox-says-hi/);
 
       // Idle: the sweep parks the sandbox (E2B pause).
       await s.stage('sandbox', 'done', t2.id!);
