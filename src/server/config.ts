@@ -72,6 +72,7 @@ const envSchema = z.object({
   SANDBOX_MAX_LIFETIME_HOURS: wholeNumber(0, 0, 87_600, 'hours (0 = off)'),
   FOUNTAIN_IDLE_SWEEP_SECONDS: wholeNumber(60, 1, 86_400, 'seconds'),
   FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS: wholeNumber(300, 1, 86_400, 'seconds'),
+  FOUNTAIN_RUNNER_RECOVERY_SECONDS: wholeNumber(120, 1, 86_400, 'seconds'),
   // Runner hub
   FOUNTAIN_RUNNER_HEARTBEAT_MS: wholeNumber(20_000, 1, 3_600_000, 'milliseconds'),
   FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: wholeNumber(30_000, 1, 3_600_000, 'milliseconds'),
@@ -112,6 +113,7 @@ export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>
     'SANDBOX_MAX_LIFETIME_HOURS',
     'FOUNTAIN_IDLE_SWEEP_SECONDS',
     'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS',
+    'FOUNTAIN_RUNNER_RECOVERY_SECONDS',
     'FOUNTAIN_RUNNER_HEARTBEAT_MS',
     'FOUNTAIN_RUNNER_CALL_TIMEOUT_MS',
   ],
@@ -119,6 +121,7 @@ export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>
   daytona: ['DAYTONA_API_KEY', 'DAYTONA_API_URL', 'DAYTONA_SNAPSHOT'],
   sprites: ['SPRITES_TOKEN', 'SPRITES_BASE_URL', 'SPRITES_TIMEOUT_MS'],
   brokerage: ['BROKER_ALLOW_UNENFORCED'],
+  schedules: ['FOUNTAIN_SCHEDULE_TICK_MS', 'FOUNTAIN_SCHEDULE_SNOOZE_MS', 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],
 };
 
 /** The provider options each hosted adapter is built from; null when its credential is unset. */
