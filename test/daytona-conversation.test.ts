@@ -12,36 +12,9 @@ import { until } from '../src/server/engine/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { DaytonaStub } from './stubs/daytona/server.ts';
-
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+import { answerOf as answer, call, type Json } from './helpers/http.ts';
 
 const KEY = 'dtn_conversation_secret_8c2e41d07a';
-
-async function call(base: string, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(base + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  let parsed: Json = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = text;
-  }
-  return { status: res.status, body: parsed };
-}
-
-/** The agent's reply in a turn: its agent_message_chunk texts, joined. */
-function answer(events: Json[], turnId: string): string {
-  let text = '';
-  for (const e of events) {
-    if (e.turn_id !== turnId || e.stream !== 'acp') continue;
-    const m = JSON.parse(e.data);
-    const u = m.params?.update;
-    if (m.method === 'session/update' && u?.sessionUpdate === 'agent_message_chunk') text += u.content?.text ?? '';
-  }
-  return text;
-}
 
 describe('a full conversation on the daytona provider against the Daytona stub', () => {
   let tmp: string;

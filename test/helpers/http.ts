@@ -1,0 +1,102 @@
+/**
+ * HTTP and SSE helpers the end-to-end conversation tests share: a JSON call against the public API,
+ * an SSE reader, and the agent's reply text of a turn.
+ */
+import assert from 'node:assert/strict';
+import { until } from '../../src/server/engine/testing.ts';
+
+export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export interface Reply {
+  status: number;
+  body: Json;
+  headers: Headers;
+}
+
+export async function call(base: string, key: string | null, method: string, path: string, body?: unknown, raw?: string): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (body !== undefined || raw !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(base + path, { method, headers, ...(raw !== undefined ? { body: raw } : body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  let parsed: Json = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+export interface SseEvent {
+  id: number | null;
+  event: string;
+  data: Json;
+}
+
+/** A minimal SSE reader over fetch: collects events until closed. */
+export function openStream(url: string, key: string, lastEventId?: number) {
+  const events: SseEvent[] = [];
+  let comments = 0;
+  const ctl = new AbortController();
+  const headers: Record<string, string> = { authorization: `Bearer ${key}`, accept: 'text/event-stream' };
+  if (lastEventId !== undefined) headers['last-event-id'] = String(lastEventId);
+  const done = (async () => {
+    const res = await fetch(url, { headers, signal: ctl.signal });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const { value, done: end } = await reader.read();
+      if (end) return;
+      buf += dec.decode(value, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const ev: SseEvent = { id: null, event: 'message', data: null };
+        let isComment = true;
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) continue;
+          isComment = false;
+          const [k, ...rest] = line.split(':');
+          const v = rest.join(':').replace(/^ /, '');
+          if (k === 'id') ev.id = Number(v);
+          else if (k === 'event') ev.event = v;
+          else if (k === 'data') ev.data = JSON.parse(v);
+        }
+        if (isComment) comments++;
+        else events.push(ev);
+      }
+    }
+  })().catch((e: unknown) => {
+    if (!(e instanceof Error && e.name === 'AbortError')) throw e;
+  });
+  return {
+    events,
+    heartbeats: () => comments,
+    close: () => ctl.abort(),
+    done,
+    /** The first stage event `stage/state` after event id `after`. */
+    stage: (stage: string, state: string, afterId = 0) =>
+      until(() => events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state), `${stage}/${state} on the stream`, 60_000),
+  };
+}
+
+/** The agent's reply in a turn: its agent_message_chunk texts, joined, from stored events. */
+export function answerOf(events: readonly Json[], turnId: string): string {
+  let text = '';
+  for (const e of events) {
+    if (e?.turn_id !== turnId || e?.stream !== 'acp') continue;
+    const m = JSON.parse(e.data);
+    const u = m.params?.update;
+    if (m.method === 'session/update' && u?.sessionUpdate === 'agent_message_chunk') text += u.content?.text ?? '';
+  }
+  return text;
+}
+
+/** The same, from SSE events (whose data is the stored event). */
+export const answer = (events: readonly SseEvent[], turnId: string): string => answerOf(events.map((e) => e.data), turnId);
+
