@@ -136,7 +136,8 @@ const ListQuery = z.object({
 });
 
 const STREAM_FILTERS = [...EVENT_STREAMS.filter((s) => s !== ''), 'stage'] as const;
-const streamsParam = z
+/** `?streams=stdout,acp,stage`: shared by the conversation, account and team streams. */
+export const streamsParam = z
   .string()
   .max(100)
   .optional()

@@ -16,14 +16,13 @@ import { ApiError } from '../errors.ts';
 import { EVENTS_TOPIC, runnersTopic, teamTopic } from '../events.ts';
 import { isUuid } from '../ids.ts';
 import { getAgent, conversationCounts } from '../store/agents.ts';
-import { EVENT_STREAMS } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { deleteSchedule, getSchedule, insertSchedule, latestEventId, listSchedules, pageTeamEvents, teamConversationAgents, updateSchedule } from '../store/team.ts';
 import type { Schedule } from '../store/team-schema.ts';
 import { audit } from '../store/audit.ts';
 import { AgentSchema, agentView } from './agents.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from './common.ts';
-import { ConversationSchema, engineApiError } from './conversations.ts';
+import { ConversationSchema, engineApiError, streamsParam } from './conversations.ts';
 
 export interface TeamRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -142,23 +141,8 @@ export function scheduleView(s: Schedule): z.infer<typeof ScheduleSchema> {
   };
 }
 
-const STREAM_FILTERS = [...EVENT_STREAMS.filter((s) => s !== ''), 'stage'] as const;
 const TeamStreamQuery = z.object({
-  streams: z
-    .string()
-    .max(100)
-    .optional()
-    .transform((v, ctx) => {
-      if (v === undefined || v.trim() === '') return undefined;
-      const parts = v.split(',').map((s) => s.trim());
-      for (const p of parts) {
-        if (!(STREAM_FILTERS as readonly string[]).includes(p)) {
-          ctx.addIssue({ code: 'custom', message: `streams must be a comma list of ${STREAM_FILTERS.join(', ')}` });
-          return z.NEVER;
-        }
-      }
-      return parts as Array<(typeof STREAM_FILTERS)[number]>;
-    }),
+  streams: streamsParam,
   after: z.coerce.number().int().min(0).optional(),
 });
 
