@@ -527,13 +527,18 @@ export class ConversationEngine {
     turn.ask = null;
     live.resolved.add(requestId);
     const outcome = typeof how === 'object' ? { outcome: 'selected' as const, optionId: how.optionId } : how === 'timeout' ? denyOutcome(ask.options) : { outcome: 'cancelled' as const };
-    if (how !== 'cancelled') await live.proc?.client.answerPermission(ask.acpId, outcome);
+    // Recorded before the agent hears the answer: its reaction (even the end of the turn) must follow
+    // the permission's end in the event log, however fast the agent replies.
     await updateTurn(this.#d.db, turn.id, { pendingPermission: null });
     this.events.stage(live.conversationId, turn.id, 'permission', 'done', {
       request_id: requestId,
       outcome: typeof how === 'object' ? 'answered' : how,
       option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
     });
+    if (how !== 'cancelled') {
+      const sent = await live.proc?.client.answerPermission(ask.acpId, outcome);
+      if (sent && !sent.ok) this.#log.warn({ conversation: live.conversationId, err: sent.error.message }, 'the permission answer did not reach the agent');
+    }
     await updateConversation(this.#d.db, live.conversationId, { lastActiveAt: new Date() });
     return true;
   }
