@@ -132,8 +132,11 @@ hostname sprite; ip link set lo up 2>/dev/null
 mkdir -p /dev/virtio-ports
 for p in /sys/class/virtio-ports/*; do [ -e "$p/name" ] && ln -sf "/dev/${p##*/}" "/dev/virtio-ports/$(cat "$p/name")"; done
 if grep -q 'fountain.link=serial' /proc/cmdline; then LINK="--serial /dev/virtio-ports/fountain"; else LINK=""; fi
+# The agent's log goes to /run/runner-guest.log and to the serial console, which the host keeps
+# (QEMU: console.log, Firecracker: its log): a guest whose agent never answers says why there.
 while true; do
-  /usr/local/bin/fountain runner-guest $LINK >>/run/runner-guest.log 2>&1
+  /usr/local/bin/fountain runner-guest $LINK 2>&1 | tee -a /run/runner-guest.log >/dev/console
+  echo "init: fountain runner-guest exited; starting it again" >/dev/console
   sleep 1
 done
 INIT
