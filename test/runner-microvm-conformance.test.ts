@@ -1,50 +1,32 @@
 /**
  * The sandbox conformance suite against the runner adapter, over a real loopback WebSocket, to a
- * real daemon serving the microVM backend with the QEMU driver: one real VM per sandbox (TCG).
+ * real daemon serving the microVM backend with the QEMU driver: one real VM per sandbox (TCG), and
+ * one sandbox shared by the checks that need only somewhere to run.
  */
 import { describe } from 'node:test';
-import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { runConformanceSuite } from '../src/sandbox/conformance/index.ts';
-import { mintRunnerName } from '../src/sandbox/index.ts';
+import { Private, mintRunnerName } from '../src/sandbox/index.ts';
 import type { Handle } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
 import { startRunnerTestHub } from '../src/providers/runner/test-hub.ts';
 import type { RunnerTestHub } from '../src/providers/runner/test-hub.ts';
 import { VmBackend } from '../src/runner/backends/firecracker/index.ts';
 import { parseSubnet } from '../src/runner/backends/firecracker/network.ts';
-import { QemuDriver } from '../src/runner/backends/firecracker/qemu-driver.ts';
+import { QMP_SOCKET, QemuDriver } from '../src/runner/backends/firecracker/qemu-driver.ts';
+import { INITRD, KERNEL, QEMU_BIN, QEMU_MACHINE, ROOTFS, assertRealVmsAvailable, realVmSkip } from '../src/runner/backends/firecracker/testing/guest-image.ts';
 import { runDaemon } from '../src/runner/daemon.ts';
 import type { DaemonHandle } from '../src/runner/daemon.ts';
 import { captureLogger, until } from '../src/runner/testing.ts';
 
 const RUNNER_ID = '0a0b0c0d-0e0f-4a1b-8c2d-3e4f5a6b7c8d';
 const STAY = 'echo ready; while IFS= read -r line; do echo "$line"; done';
-const repo = resolve(fileURLToPath(new URL('.', import.meta.url)), '..');
-const images = process.env.FOUNTAIN_MICROVM_IMAGE_DIR ?? join(repo, '.cache/microvm');
-const kernel = join(images, 'vmlinux');
-const initrd = join(images, 'initrd.cpio');
-const rootfs = join(images, 'rootfs.ext4');
-const qemuBin = process.env.FOUNTAIN_QEMU_BIN ?? 'qemu-system-x86_64';
-// The suite makes about twenty sandboxes, each a VM booted under software emulation: minutes of
-// CPU, so it runs only when asked (FOUNTAIN_MICROVM_CONFORMANCE=1), and then the image and QEMU
-// must be there. Not yet switched on in .ci/run: no green run was seen on a loaded build machine.
-const required = process.env.FOUNTAIN_MICROVM_CONFORMANCE === '1';
-const haveImage = [kernel, initrd, rootfs].every((f) => existsSync(f));
-const haveQemu = spawnSync(qemuBin, ['--version'], { stdio: 'ignore' }).status === 0;
-const skip = required
-  ? false
-  : !haveQemu
-    ? `${qemuBin} not found (apt-get install qemu-system-x86)`
-    : !haveImage
-      ? `no guest image in ${images}: run scripts/microvm/build-guest-image.sh`
-      : 'boots one VM per sandbox under software emulation (minutes): set FOUNTAIN_MICROVM_CONFORMANCE=1 to run';
+// Six boots: the shared sandbox, the checks that create, destroy or count sessions, the broken transport.
+const skip = realVmSkip();
 // Hang guards only. A boot under TCG on a loaded 2-core machine can take tens of seconds.
 const HANG_GUARD = 300_000;
-const machine = process.env.FOUNTAIN_QEMU_MACHINE === 'microvm' ? 'microvm' : 'q35';
 
 let hub: RunnerTestHub;
 let daemon: DaemonHandle;
@@ -66,9 +48,9 @@ if (skip) {
     adapter: () => adapter,
     name: mint,
     timeoutMs: HANG_GUARD,
+    shareSandbox: true,
     before: async () => {
-      if (!haveQemu) throw new Error(`FOUNTAIN_MICROVM_CONFORMANCE=1 but ${qemuBin} is not runnable`);
-      if (!haveImage) throw new Error(`FOUNTAIN_MICROVM_CONFORMANCE=1 but the guest image is missing in ${images}`);
+      assertRealVmsAvailable();
       started = Date.now();
       const { logger } = captureLogger();
       scratch = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-vm-conf-')));
@@ -79,12 +61,12 @@ if (skip) {
       backend = new VmBackend({
         root: join(scratch, 'sandboxes'),
         logger,
-        driver: new QemuDriver(qemuBin, machine),
-        kernel,
-        initrd,
-        rootfs,
+        driver: new QemuDriver(QEMU_BIN, QEMU_MACHINE),
+        kernel: KERNEL,
+        initrd: INITRD,
+        rootfs: ROOTFS,
         vcpus: 1,
-        // Every sandbox of the run stays up until the suite's final cleanup: keep each one small.
+        // The suite's sandboxes stay up until its final cleanup: keep each one small.
         memoryMib: 512,
         bridge: null,
         subnet: subnet.value,
@@ -112,7 +94,7 @@ if (skip) {
       } finally {
         if (scratch) rmSync(scratch, { recursive: true, force: true });
         // A figure for whoever tunes CI, not an assertion.
-        if (started) process.stderr.write(`microVM conformance: ${Math.round((Date.now() - started) / 1000)} s with ${machine}\n`);
+        if (started) process.stderr.write(`microVM conformance: ${Math.round((Date.now() - started) / 1000)} s with ${QEMU_MACHINE}\n`);
       }
     },
     fixtures: {
@@ -120,6 +102,31 @@ if (skip) {
       execFail: { cmd: 'sh', args: ['-c', 'echo failing >&2; exit 3'], nonzeroCode: 3 },
       spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned-ok'] },
       spawnStay: { cmd: 'sh', args: ['-c', STAY] },
+    },
+    // A live VM whose VMM cannot be asked (its QMP socket gone): unavailable, never not_found.
+    brokenTransport: async () => {
+      const created = await adapter.create(mint());
+      if (!created.ok) throw new Error(`create failed: ${created.error.code}`);
+      const handle = created.value;
+      const qmp = join(scratch, 'sandboxes', handle.name, QMP_SOCKET);
+      renameSync(qmp, `${qmp}.away`);
+      return {
+        adapter,
+        handle,
+        cleanup: async () => {
+          renameSync(`${qmp}.away`, qmp);
+          await adapter.destroy(handle);
+        },
+      };
+    },
+    // Runner handles carry no credential of their own: the secret rides on a handle for a sandbox
+    // this run already made (no extra boot), and the adapter must never render it.
+    secret: async () => {
+      const names = await adapter.listAllNames();
+      const name = names.ok ? names.value[0] : undefined;
+      if (!name) throw new Error(`no sandbox to borrow: ${JSON.stringify(names)}`);
+      const value = 'ftn_conformance_secret_0123456789abcdef';
+      return { handle: adapter.buildHandle(name, new Private(value)), value };
     },
     readFile: async (handle: Handle, path: string) => {
       const r = await adapter.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);

@@ -8,6 +8,10 @@
 # bash, git and node come from this machine's Debian packages (with the libraries ldd lists).
 # Usage: scripts/microvm/build-guest-image.sh [out-dir]   (default .cache/microvm)
 #        FOUNTAIN_IMAGE_SIZE=1536M to change the rootfs size.
+# Idempotent: each part is rebuilt only when what it is made from changed (kernel.stamp: this script's
+# kernel section; rootfs.stamp: the rest of this script, the fountain bundle, the copied tools'
+# versions), so CI calls it on every run. The bundle is started on this machine first: a bundle
+# whose `runner-guest` does not answer a ping fails the build, not a boot two minutes later.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mkdir -p "${1:-$REPO/.cache/microvm}" && cd "${1:-$REPO/.cache/microvm}" && pwd)
@@ -21,8 +25,12 @@ for tool in dpkg-deb python3 cpio mke2fs busybox socat node; do
 done
 BUSYBOX=$(command -v busybox)
 
+stamp() { sha256sum | cut -d' ' -f1; }
+SELF=$(readlink -f "$0")
+KERNEL_STAMP=$(sed -n '/^# 1\. /,/^# 2\. /p' "$SELF" | stamp)
+
 # 1. Kernel and modules, from the Debian package linux-image-amd64 depends on today.
-if [ ! -s "$OUT/vmlinux" ] || [ ! -s "$OUT/initrd.cpio" ]; then
+if [ ! -s "$OUT/vmlinux" ] || [ ! -s "$OUT/initrd.cpio" ] || [ "$(cat "$OUT/kernel.stamp" 2>/dev/null)" != "$KERNEL_STAMP" ]; then
   PKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
   [ -n "$PKG" ] || { say "apt-cache does not know linux-image-amd64: run apt-get update"; exit 1; }
   say "kernel package $PKG"
@@ -63,12 +71,40 @@ INIT
   (cd "$INI" && find . | cpio -o -H newc --quiet) > "$WORK/initrd.cpio"
   mv "$WORK/vmlinux" "$OUT/vmlinux"
   mv "$WORK/initrd.cpio" "$OUT/initrd.cpio"
+  echo "$KERNEL_STAMP" > "$OUT/kernel.stamp"
   say "vmlinux and initrd.cpio for $KVER"
+else
+  say "vmlinux and initrd.cpio are up to date"
 fi
 
 # 2. Root filesystem.
+# The fountain bundle: one ESM file, laid out so its ../../package.json is found.
+B="$WORK/bundle"
+mkdir -p "$B/src/cli"
+"$REPO/node_modules/esbuild/bin/esbuild" "$REPO/src/cli/main.ts" --bundle --platform=node --format=esm --target=node20 --log-level=warning \
+  --outfile="$B/src/cli/main.mjs" \
+  --banner:js="import { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);"
+cp "$REPO/package.json" "$B/package.json"
+# Smoke test: the agent as init starts it, on a unix socket here instead of the guest's port.
+mkdir -p "$WORK/smoke/home"
+node "$B/src/cli/main.mjs" runner-guest --root "$WORK/smoke/home" --listen "$WORK/smoke/agent.sock" --log-level warn 2>"$WORK/smoke/log" &
+SMOKE_PID=$!
+for _ in $(seq 100); do [ -S "$WORK/smoke/agent.sock" ] || ! kill -0 $SMOKE_PID 2>/dev/null && break; sleep 0.1; done
+PONG=$(echo '{"id":1,"op":"ping"}' | timeout 10 socat -t5 - "UNIX-CONNECT:$WORK/smoke/agent.sock" 2>/dev/null || true)
+kill $SMOKE_PID 2>/dev/null || true
+wait $SMOKE_PID 2>/dev/null || true
+case "$PONG" in
+  *'"ok":true'*) ;;
+  *) say "the bundle's \`fountain runner-guest\` did not answer a ping on this machine:"; cat "$WORK/smoke/log" >&2; exit 1 ;;
+esac
+
+ROOTFS_STAMP=$( (sed -n '/^# 2\. /,$p' "$SELF"; cat "$B/src/cli/main.mjs" "$B/package.json"; node --version; bash --version | head -1; git --version; socat -V 2>/dev/null | grep -m1 version; "$BUSYBOX" | head -1; echo "$SIZE") | stamp)
+if [ -s "$OUT/rootfs.ext4" ] && [ "$(cat "$OUT/rootfs.stamp" 2>/dev/null)" = "$ROOTFS_STAMP" ]; then
+  say "rootfs.ext4 is up to date in $OUT"
+  exit 0
+fi
 R="$WORK/rootfs"
-mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,usr/lib,usr/local/bin,lib64,etc,home,root,tmp,proc,sys,dev,run,var/tmp,opt/fountain/src/cli}
+mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,usr/lib,usr/local/bin,lib64,etc,home,root,tmp,proc,sys,dev,run,var/tmp,opt/fountain}
 chmod 1777 "$R/tmp" "$R/var/tmp"
 cp "$BUSYBOX" "$R/bin/busybox"
 for applet in $("$BUSYBOX" --list); do
@@ -113,11 +149,7 @@ printf 'root:x:0:\nsprite:x:1000:\n' > "$R/etc/group"
 printf '127.0.0.1 localhost sprite\n' > "$R/etc/hosts"
 echo sprite > "$R/etc/hostname"
 
-# The fountain bundle: one ESM file, laid out so its ../../package.json is found.
-"$REPO/node_modules/esbuild/bin/esbuild" "$REPO/src/cli/main.ts" --bundle --platform=node --format=esm --target=node20 --log-level=warning \
-  --outfile="$R/opt/fountain/src/cli/main.mjs" \
-  --banner:js="import { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);"
-cp "$REPO/package.json" "$R/opt/fountain/package.json"
+cp -a "$B/." "$R/opt/fountain/"
 printf '#!/bin/sh\nexec /usr/bin/node /opt/fountain/src/cli/main.mjs "$@"\n' > "$R/usr/local/bin/fountain"
 chmod 755 "$R/usr/local/bin/fountain"
 
@@ -132,8 +164,11 @@ hostname sprite; ip link set lo up 2>/dev/null
 mkdir -p /dev/virtio-ports
 for p in /sys/class/virtio-ports/*; do [ -e "$p/name" ] && ln -sf "/dev/${p##*/}" "/dev/virtio-ports/$(cat "$p/name")"; done
 if grep -q 'fountain.link=serial' /proc/cmdline; then LINK="--serial /dev/virtio-ports/fountain"; else LINK=""; fi
+# The agent's log goes to /run/runner-guest.log and to the serial console, which the host keeps
+# (QEMU: console.log, Firecracker: its log): a guest whose agent never answers says why there.
 while true; do
-  /usr/local/bin/fountain runner-guest $LINK >>/run/runner-guest.log 2>&1
+  /usr/local/bin/fountain runner-guest $LINK 2>&1 | tee -a /run/runner-guest.log >/dev/console
+  echo "init: fountain runner-guest exited; starting it again" >/dev/console
   sleep 1
 done
 INIT
@@ -142,4 +177,5 @@ chmod 755 "$R/sbin/init"
 rm -f "$OUT/rootfs.ext4.partial"
 mke2fs -q -t ext4 -L fountain -d "$R" -F "$OUT/rootfs.ext4.partial" "$SIZE"
 mv "$OUT/rootfs.ext4.partial" "$OUT/rootfs.ext4"
+echo "$ROOTFS_STAMP" > "$OUT/rootfs.stamp"
 say "rootfs.ext4 ($SIZE, $(du -sh "$R" | cut -f1) used) in $OUT"

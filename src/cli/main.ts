@@ -4,6 +4,7 @@
  */
 import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
+import { modulesFor } from './commands.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -15,18 +16,6 @@ const program = new Command('fountain')
   .option('--profile <name>', 'credentials profile (default: FOUNTAIN_PROFILE, then "default")')
   .showHelpAfterError();
 
-// Each subcommand module exports register(program); add new ones to this list.
-const modules: Array<() => Promise<{ register: (p: Command) => void }>> = [
-  () => import('./auth.ts'),
-  () => import('./server.ts'),
-  () => import('./agents.ts'),
-  () => import('./chat.ts'),
-  () => import('./conversations.ts'),
-  () => import('./runner.ts'),
-  () => import('./up.ts'),
-  () => import('./demo-agent.ts'),
-  () => import('./runner-guest.ts'),
-];
-for (const load of modules) (await load()).register(program);
+for (const m of modulesFor(process.argv.slice(2))) (await m.load()).register(program);
 
 await program.parseAsync(process.argv);

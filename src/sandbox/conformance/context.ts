@@ -24,6 +24,7 @@ export class SuiteContext {
   readonly #handles = new Map<string, Handle>();
   readonly #commands: Command[] = [];
   #adapter: SandboxAdapter | undefined;
+  #shared: Promise<Handle> | undefined;
   /** Set by the secret test so the run-wide check can look for it. */
   secretValue: string | undefined;
 
@@ -51,6 +52,16 @@ export class SuiteContext {
     const handle = unwrap(await this.adapter.create(name), `create(${name})`);
     this.track(handle);
     return handle;
+  }
+
+  /** Somewhere to run: the run's one sandbox with `shareSandbox`, else `created()`. */
+  sandbox(): Promise<Handle> {
+    if (!this.opts.shareSandbox) return this.created();
+    this.#shared ??= this.created().catch((e: unknown) => {
+      this.#shared = undefined;
+      throw e;
+    });
+    return this.#shared;
   }
 
   track(handle: Handle): void {

@@ -25,7 +25,7 @@ const assertExecResult = (res: SandboxResult<ExecResult>, what: string): void =>
 export const execGroup = (ctx: SuiteContext): void => {
   describe('exec', () => {
     check(ctx, '10. exec_ok collects output with code 0', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const fx = ctx.opts.fixtures.execOk;
       const r = unwrap(await ctx.adapter.exec(h, fx.cmd, fx.args), 'exec(exec_ok)');
       assert.equal(r.exitCode, 0);
@@ -33,7 +33,7 @@ export const execGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '11. exec_fail is ok with the nonzero code, never an error', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const fx = ctx.opts.fixtures.execFail;
       const r = unwrap(await ctx.adapter.exec(h, fx.cmd, fx.args), 'exec(exec_fail)');
       assert.notEqual(fx.nonzeroCode, 0, 'fixture exec_fail must name a nonzero code');
@@ -41,7 +41,7 @@ export const execGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, 'exec never rejects, whatever the arguments', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const ok = ctx.opts.fixtures.execOk;
       const bad: Array<[string, string, readonly string[], ExecOptions | undefined]> = [
         ['empty cmd', '', [], undefined],

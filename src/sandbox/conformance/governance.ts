@@ -79,7 +79,7 @@ export const governanceGroup = (ctx: SuiteContext): void => {
 
     check(ctx, 'attach to an unknown session is not_found', async (t) => {
       if (lacks(t, ctx, 'attach')) return;
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const frames = new FrameCollector();
       expectCode(await ctx.adapter.attach(h, 'conformance-no-such-session', { owner: frames.sink }), 'not_found', 'attach(unknown session)');
     });
@@ -105,7 +105,7 @@ export const governanceGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '19. allow: [] is accepted (deny-all) exactly when network_policy is advertised', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       if (!ctx.caps(h).has('network_policy')) {
         expectCode(await ctx.adapter.applyNetworkPolicy(h, { allow: [] }), 'not_supported', 'apply_network_policy without the capability');
         return;
@@ -115,7 +115,7 @@ export const governanceGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '20. without checkpoint, create and restore are not_supported', async (t) => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       if (ctx.caps(h).has('checkpoint')) {
         t.skip('checkpoint advertised');
         return;

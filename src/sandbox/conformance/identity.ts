@@ -33,7 +33,7 @@ export const identityGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '3. public_url agrees with the capability', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const res = await ctx.adapter.publicUrl(h);
       assert.ok(isResult(res));
       const advertised = ctx.caps(h).has('public_url');

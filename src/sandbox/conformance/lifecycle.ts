@@ -61,7 +61,7 @@ export const lifecycleGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '8. list_all_names contains a created name (or refuses with truncated)', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const res = await ctx.adapter.listAllNames();
       if (!res.ok) {
         expectCode(res, 'truncated', 'list_all_names');
@@ -73,7 +73,7 @@ export const lifecycleGroup = (ctx: SuiteContext): void => {
 
     check(ctx, '9. suspend then resume keeps the sandbox and a file written before', async () => {
       const a = ctx.adapter;
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const dir = ctx.opts.scratchDir ?? '/home/sprite';
       const path = `${dir}/conformance/nested/keep-${h.name}.txt`;
       const payload = utf8(`kept across suspend ${h.name}\n`);

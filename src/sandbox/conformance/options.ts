@@ -56,4 +56,10 @@ export interface ConformanceOptions {
    * it the suite only checks that the writes succeed.
    */
   readonly readFile?: (handle: Handle, path: string) => Promise<Uint8Array | null>;
+  /**
+   * One sandbox for every check that needs only somewhere to run (exec, streaming, files, suspend);
+   * checks about creating and destroying, or that count sessions, still make their own. For
+   * adapters whose sandboxes are costly to make (a VM boot each). Default false: one per check.
+   */
+  readonly shareSandbox?: boolean;
 }

@@ -16,7 +16,7 @@ import { FrameCollector } from './frames.ts';
 export const streamingGroup = (ctx: SuiteContext): void => {
   describe('streaming', () => {
     check(ctx, '12. spawn_ok: stdout with the ref, then exit 0, then no second terminal frame', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnOk);
       const out = await frames.nextStdout(command.ref, ctx.timeoutMs);
       assert.equal(out.ref, command.ref);
@@ -31,7 +31,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
         t.skip('no spawn_drop fixture');
         return;
       }
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, fx);
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
@@ -41,7 +41,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '14. write_stdin after exit is command_exited', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnOk, { stdin: true });
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
@@ -50,7 +50,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '15. spawn_stay echoes stdin; close_stdin ends it with exit 0', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       unwrap(await ctx.adapter.writeStdin(command, utf8('ping\n')), 'write_stdin(ping)');
@@ -62,7 +62,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, '16. stop_command is ok, and ok again', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       unwrap(await ctx.adapter.stopCommand(command), 'stop_command');
@@ -72,7 +72,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, 'stdin round-trips in order and close_stdin is a real EOF', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       const writes = ['alpha-1\n', 'beta-\u03b2-2\n', 'gamma-3\n'];
@@ -92,7 +92,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, 'spawn is acknowledged before it returns: an immediate write reaches the process', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       // No waiting for output first: the process must already exist when spawn resolves.
       unwrap(await ctx.adapter.writeStdin(command, utf8('ack-probe\n')), 'write_stdin straight after spawn');
@@ -104,7 +104,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     });
 
     check(ctx, 'spawn never rejects on bad arguments; an accepted spawn still ends in one terminal frame', async () => {
-      const h = await ctx.created();
+      const h = await ctx.sandbox();
       const cases: Array<[string, string, readonly string[]]> = [
         ['empty cmd', '', []],
         ['nonexistent command', 'fountain-conformance-no-such-command', []],

@@ -22,13 +22,16 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
   'htmx-ext-sse.min.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8',
 };
-const staticBody = new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
+// Read when an app is made, not at import: every `fountain` subcommand imports this module, and the
+// guest image's one-file bundle has no static/ folder beside it (it serves runner-guest, never pages).
+const readStatic = () => new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
 
 /** Paths behind the session check; everything else (the API) is left to the server's other routes. */
 const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations/*', '/agents', '/agents/*', '/account/*'];
 
 export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
+  const staticBody = readStatic();
 
   app.get(`${STATIC_PREFIX}/:file`, (c) => {
     const file = c.req.param('file');

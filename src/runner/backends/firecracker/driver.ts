@@ -25,6 +25,8 @@ export interface RunningVm {
   /** The VMM's process id (its process group), for logs and operators. */
   readonly pid: number | undefined;
   readonly exited: Promise<void>;
+  /** The file the guest's serial console (kernel, init, the agent's log) is written to. */
+  readonly consoleLog: string;
   state(timeoutMs: number): Promise<Result<VmState, string>>;
   pause(timeoutMs: number): Promise<Result<void, string>>;
   resume(timeoutMs: number): Promise<Result<void, string>>;

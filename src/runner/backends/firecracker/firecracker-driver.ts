@@ -71,6 +71,8 @@ export class FirecrackerDriver implements VmmDriver {
       },
       pid: vmm.child.pid,
       exited: vmm.exited,
+      // Firecracker writes the guest's ttyS0 to its own stdout.
+      consoleLog: join(spec.dir, FIRECRACKER_LOG),
       async state(timeoutMs: number): Promise<Result<VmState, string>> {
         const info = await api.info(timeoutMs);
         if (!info.ok) return info;

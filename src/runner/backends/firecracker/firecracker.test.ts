@@ -247,7 +247,7 @@ describe('microVM backend with the fake firecracker', () => {
     assert.ok(!alive(pid));
   });
 
-  it('refuses a VM that boots but whose agent never answers, naming runner-guest', async () => {
+  it('refuses a VM that boots but whose agent never answers, naming runner-guest and quoting the guest console', async () => {
     process.env.FAKE_FC_GUEST = 'silent';
     try {
       const b = open({ timings: { bootTimeoutMs: 1500, stopGraceMs: 1000 } });
@@ -255,6 +255,7 @@ describe('microVM backend with the fake firecracker', () => {
       const r = await call(s, wire, { op: 'create', name: 'silent' });
       assert.equal(!r.ok && r.error, 'unavailable');
       assert.match(!r.ok ? String(r.detail) : '', /never answered.*fountain runner-guest/);
+      assert.match(!r.ok ? String(r.detail) : '', /guest console is in .*firecracker\.log, and ends:\n(.*\n)*fake guest console: \/sbin\/init: fountain: not found/);
       assert.equal(b.vmmPid('silent'), undefined);
       const got = await call(s, wire, { op: 'get', name: 'silent' });
       assert.equal(got.ok && got.result.status, 'suspended');

@@ -17,6 +17,7 @@ import { GuestLink } from './guest-link.ts';
 import type { CallReply, GuestRequest } from './guest-link.ts';
 import { allocateAddress, deleteTap, ensureTap, ipKernelArg, macFor, tapName } from './network.ts';
 import type { IpCommand, Subnet } from './network.ts';
+import { logTail } from './vmm-process.ts';
 
 /** The one sandbox inside every guest. */
 export const GUEST_SANDBOX = 'sprite';
@@ -64,6 +65,9 @@ interface Vm {
   readonly handle: RunningVm;
   readonly link: GuestLink;
 }
+
+/** How much of the guest console a refused boot quotes. */
+const CONSOLE_TAIL_LINES = 15;
 
 const fail = (code: WireError['code'], detail: string) => err({ code, detail });
 const unavailable = (detail: string) => fail('unavailable', detail);
@@ -317,7 +321,10 @@ export class VmBackend implements Backend {
     if (!answered.ok) {
       link.close();
       await handle.stop(this.#t.stopGraceMs);
-      return unavailable(answered.error);
+      // The guest's init copies the agent's output to the console: its end usually says why.
+      const tail = await logTail(handle.consoleLog, CONSOLE_TAIL_LINES);
+      this.#log.warn({ sandbox: name, console: handle.consoleLog, tail }, 'runner: the microVM agent never answered');
+      return unavailable(`${answered.error}; the guest console is in ${handle.consoleLog}${tail ? `, and ends:\n${tail.slice(-2000)}` : ''}`);
     }
     const vm: Vm = { handle, link };
     this.#vms.set(name, vm);

@@ -96,6 +96,7 @@ export class QemuDriver implements VmmDriver {
       },
       pid: vmm.child.pid,
       exited: vmm.exited,
+      consoleLog: join(spec.dir, CONSOLE_LOG),
       async state(timeoutMs: number): Promise<Result<VmState, string>> {
         const r = await qmp(qmpSock, 'query-status', undefined, timeoutMs);
         if (!r.ok) return r;

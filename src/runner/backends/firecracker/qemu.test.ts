@@ -2,8 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { decodeFrame } from '../../../wire/index.ts';
 import type { Reply, StreamFrame } from '../../../wire/index.ts';
 import { ProtocolServer } from '../../protocol-server.ts';
@@ -12,20 +11,13 @@ import { captureLogger, until } from '../../testing.ts';
 import { VmBackend } from './index.ts';
 import { parseSubnet } from './network.ts';
 import { QemuDriver } from './qemu-driver.ts';
+import { INITRD, KERNEL, QEMU_BIN, QEMU_MACHINE, ROOTFS, assertRealVmsAvailable, realVmSkip } from './testing/guest-image.ts';
 
 /**
- * Real microVMs: QEMU `-M microvm` under software emulation, booting the image that
- * scripts/microvm/build-guest-image.sh builds. One VM for the whole file (plus its reboots).
- * Without the image the file is skipped, unless FOUNTAIN_MICROVM_TESTS=1 (CI) demands it.
+ * Real VMs: QEMU under software emulation (q35 by default), booting the image that
+ * scripts/microvm/build-guest-image.sh builds. Two boots in all: the first, and after the daemon restart.
  */
-const repo = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../..');
-const images = process.env.FOUNTAIN_MICROVM_IMAGE_DIR ?? join(repo, '.cache/microvm');
-const kernel = join(images, 'vmlinux');
-const initrd = join(images, 'initrd.cpio');
-const rootfs = join(images, 'rootfs.ext4');
-const haveImage = [kernel, initrd, rootfs].every((f) => existsSync(f));
-const required = process.env.FOUNTAIN_MICROVM_TESTS === '1';
-const skip = !haveImage && !required ? `no guest image in ${images}: run scripts/microvm/build-guest-image.sh` : false;
+const skip = realVmSkip();
 
 class Wire implements FrameTransport {
   readonly frames: Array<Reply | StreamFrame> = [];
@@ -49,8 +41,6 @@ class Wire implements FrameTransport {
 }
 
 const HANG_GUARD = 180_000;
-// `-M microvm` stalled in early timer calibration on a loaded build machine (QEMU 7.2, TCG); q35 boots.
-const machine = process.env.FOUNTAIN_QEMU_MACHINE === 'microvm' ? 'microvm' : 'q35';
 let nextId = 1;
 async function call(server: ProtocolServer, wire: Wire, req: Record<string, unknown>): Promise<Reply & { id: number }> {
   const id = nextId++;
@@ -68,22 +58,23 @@ describe('microVM backend with real VMs (QEMU, software emulation)', { skip, tim
     const b = new VmBackend({
       root: join(dir, 'root'),
       logger: captureLogger().logger,
-      driver: new QemuDriver(process.env.FOUNTAIN_QEMU_BIN ?? 'qemu-system-x86_64', machine),
-      kernel,
-      initrd,
-      rootfs,
+      driver: new QemuDriver(QEMU_BIN, QEMU_MACHINE),
+      kernel: KERNEL,
+      initrd: INITRD,
+      rootfs: ROOTFS,
       vcpus: 1,
       memoryMib: 1024,
       bridge: null,
       subnet: subnet.value,
-      timings: { bootTimeoutMs: 120_000 },
+      // A hang guard, far above the product's 60 s: TCG on two cores shared with other work.
+      timings: { bootTimeoutMs: 240_000 },
     });
     backends.push(b);
     return b;
   };
 
   before(() => {
-    assert.ok(haveImage, `FOUNTAIN_MICROVM_TESTS=1 but the guest image is missing in ${images}`);
+    assertRealVmsAvailable();
     dir = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-qemu-')));
   });
   after(async () => {

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
 
 export interface VmmProcess {
   readonly child: ChildProcess;
@@ -16,6 +16,24 @@ export interface VmmProcess {
 
 export async function removeStale(paths: readonly string[]): Promise<void> {
   await Promise.all(paths.map((p) => rm(p, { force: true })));
+}
+
+/** The last `lines` lines of a log file (at most its last 64 KiB), or '' when it cannot be read. */
+export async function logTail(path: string, lines: number): Promise<string> {
+  try {
+    const f = await open(path, 'r');
+    try {
+      const { size } = await f.stat();
+      const length = Math.min(size, 64 * 1024);
+      const buf = Buffer.alloc(length);
+      await f.read(buf, 0, length, size - length);
+      return buf.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } finally {
+      await f.close();
+    }
+  } catch {
+    return '';
+  }
 }
 
 export async function startVmm(bin: string, args: readonly string[], logFile: string): Promise<VmmProcess | Error> {

@@ -7,7 +7,8 @@
  * process, which InstanceStart starts as the "guest". Pause stops the guest with SIGSTOP.
  *
  * Environment: FAKE_FC_GUEST_CMD   JSON argv of the guest agent (`--listen`/`--root` are appended);
- *              FAKE_FC_GUEST=silent boot without starting any agent (a rootfs that lacks one).
+ *              FAKE_FC_GUEST=silent boot without starting any agent (a rootfs that lacks one), and
+ *              print a guest console line saying so.
  * Every API call is printed to stdout as one JSON line {"api": "PUT /x", "body": {...}}.
  */
 import { spawn } from 'node:child_process';
@@ -60,7 +61,11 @@ const isObj = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 const int = (v) => Number.isInteger(v);
 
 function startGuest() {
-  if (process.env.FAKE_FC_GUEST === 'silent') return;
+  if (process.env.FAKE_FC_GUEST === 'silent') {
+    // Firecracker copies the guest's serial console to its stdout; this is what a broken init shows.
+    process.stdout.write('fake guest console: /sbin/init: fountain: not found\n');
+    return;
+  }
   const cmd = JSON.parse(process.env.FAKE_FC_GUEST_CMD ?? 'null');
   if (!Array.isArray(cmd) || cmd.length === 0) {
     process.stderr.write('fake-firecracker: FAKE_FC_GUEST_CMD is not set; the guest has no agent\n');
