@@ -12,7 +12,7 @@ import { eq } from 'drizzle-orm';
 import { startRunnerChild, until, type RunnerChild } from '../src/server/engine/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';
-import { turns } from '../src/server/store/conversation-schema.ts';
+import { conversations, turns } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { call, openStream, stageIs, type Json, type Stream } from './team-support.ts';
 
@@ -185,6 +185,61 @@ describe('the team with a real runner and the demo agent', () => {
     assert.equal(t.name, 'Al', 'the name carries over');
     const history = (await api('GET', `/api/team/${alpha}/conversations`)).body.data as Json[];
     assert.deepEqual(history.map((c) => [c.id, c.current]), [[r.body.conversation_id, true], [old, false]]);
+  });
+
+  it('rotates a teammate onto a fresh conversation on the same sandbox: files kept, new agent session, the old one released', async () => {
+    await message(alpha, 'remember: the rotation word is ferns');
+    const old = (await teammate(alpha)).conversation;
+    const oldSession = (await db().select().from(conversations).where(eq(conversations.id, old.id)))[0]!.runtimeSessionId;
+    assert.ok(oldSession);
+
+    // Not while a turn holds the sandbox.
+    let from = stream.events.length;
+    assert.equal((await api('POST', `/api/team/${alpha}/messages`, { prompt: 'run: echo held' })).status, 202);
+    const ask = await stream.wait(stageIs('permission', 'started', alpha), 'the permission request', from);
+    const busy = await api('POST', `/api/team/${alpha}/conversations`, {});
+    assert.deepEqual([busy.status, busy.body.error], [400, 'conversation_busy']);
+    const req = JSON.parse(ask.data.data);
+    const deny = req.options.find((o: Json) => o.kind.startsWith('reject'));
+    assert.equal((await api('POST', `/api/conversations/${old.id}/requests/${req.request_id}`, { option_id: deny.option_id })).status, 200);
+    await stream.wait(stageIs('turn', 'done', alpha), 'the held turn to finish', from);
+    assert.equal((await api('POST', `/api/team/${alpha}/conversations`, { name: 42 })).status, 422);
+
+    from = stream.events.length;
+    const rotated = await api('POST', `/api/team/${alpha}/conversations`, {});
+    assert.equal(rotated.status, 201, JSON.stringify(rotated.body));
+    const fresh = rotated.body.data;
+    assert.notEqual(fresh.id, old.id);
+    assert.equal(fresh.sandbox_id, old.sandbox_id, 'the successor runs on the same sandbox');
+    assert.equal(fresh.channel_id, 'fountain:team');
+    assert.equal(fresh.title, 'Al', 'the name carries over');
+    await stream.wait((e) => e.event === 'team' && e.data?.reason === 'changed', 'team changed on rotation', from);
+    assert.equal((await api('GET', `/api/conversations/${old.id}`)).body.data.status, 'terminated');
+    const released = (await api('GET', `/api/conversations/${old.id}/events`)).body.data as Json[];
+    const end = released.find((e) => e.stage === 'terminate' && e.state === 'done');
+    assert.deepEqual(JSON.parse(end.data), { event: 'released', successor_id: fresh.id });
+    assert.equal((await teammate(alpha)).conversation.id, fresh.id);
+    const prompted = await api('POST', `/api/conversations/${old.id}/prompts`, { prompt: 'still there?' });
+    assert.deepEqual([prompted.status, prompted.body.error], [410, 'conversation_terminated']);
+
+    // The agent's memory lives on the sandbox's disk, so it survives; the ACP session is new.
+    await message(alpha, 'recall');
+    const t = await teammate(alpha);
+    assert.equal(t.conversation.id, fresh.id);
+    assert.match(t.preview.text, /the rotation word is ferns/);
+    const newSession = (await db().select().from(conversations).where(eq(conversations.id, fresh.id)))[0]!.runtimeSessionId;
+    assert.ok(newSession);
+    assert.notEqual(newSession, oldSession);
+    const history = (await api('GET', `/api/team/${alpha}/conversations`)).body.data as Json[];
+    assert.deepEqual(history.slice(0, 2).map((c) => [c.id, c.current]), [[fresh.id, true], [old.id, false]]);
+
+    // A sandbox that is gone: the successor gets a new one.
+    assert.equal((await api('POST', `/api/conversations/${fresh.id}/terminate`)).status, 204);
+    const anew = await api('POST', `/api/team/${alpha}/conversations`, {});
+    assert.equal(anew.status, 201, JSON.stringify(anew.body));
+    assert.notEqual(anew.body.data.sandbox_id, fresh.sandbox_id);
+    await message(alpha, 'recall');
+    assert.match((await teammate(alpha)).preview.text, /I remember nothing/);
   });
 
   it('manages schedules: validation, next_run_at, enable, run now, schedule events', async () => {

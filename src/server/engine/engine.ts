@@ -23,6 +23,7 @@ import {
   getConversationForPrompt,
   idleCandidates,
   insertConversation,
+  insertConversationOn,
   insertSandbox,
   insertTurn,
   listConversations,
@@ -881,6 +882,51 @@ export class ConversationEngine {
     if (s) await updateSandbox(this.#d.db, s.id, { status: 'terminated', terminatedAt: now });
     await updateConversation(this.#d.db, id, { status: 'terminated', lastActiveAt: now });
     this.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
+  }
+
+  /**
+   * Team rotation: a fresh conversation (new agent session) on the same sandbox, its files kept; the
+   * old conversation is released — terminated, its sandbox left up for the successor. A sandbox that
+   * is gone gives the successor a new one.
+   */
+  async rotate(accountId: string, id: string, input: { title?: string; channelId?: string }): Promise<EngineResult<ConversationView>> {
+    if (this.#live.get(id)?.turn) return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+    return this.#lock.run(id, async (): Promise<EngineResult<ConversationView>> => {
+      const row = await getConversation(this.#d.db, accountId, id);
+      if (!row) return refuse('not_found', 'conversation not found');
+      const conv = row.conversation;
+      if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
+      if (conv.status === 'pending') return refuse('provisioning', "The conversation's sandbox is still starting; try again shortly.");
+      if (this.#live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+      const fresh = { agentId: conv.agentId, title: input.title, channelId: input.channelId };
+      const s = row.sandbox;
+      if (!s || s.status === 'terminated' || s.status === 'failed' || conv.status === 'terminated' || conv.status === 'failed') {
+        const created = await this.create(accountId, fresh);
+        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id);
+        return created;
+      }
+      const live = this.#live.get(id);
+      this.#live.delete(id);
+      // The old agent exits on stdin EOF; a parked sandbox has none running.
+      await live?.proc?.stop();
+      const successor = await insertConversationOn(
+        this.#d.db,
+        {
+          accountId,
+          agentId: conv.agentId,
+          title: input.title ?? null,
+          status: 'idle',
+          runtime: conv.runtime,
+          permissionPolicy: conv.permissionPolicy,
+          source: 'api',
+          channelId: input.channelId ?? null,
+        },
+        s,
+      );
+      await updateConversation(this.#d.db, id, { status: 'terminated', lastActiveAt: new Date() });
+      this.events.stage(id, null, 'terminate', 'done', { event: 'released', successor_id: successor.conversation.id });
+      return accept(await this.view(successor));
+    });
   }
 
   /** Tears the sandbox down and deletes the rows (turns and events cascade). */

@@ -177,6 +177,20 @@ export class TeamService {
     return accept({ conversationId: conv.id, fresh: false });
   }
 
+  /** Rotation: the teammate starts over in a fresh conversation on the same sandbox (its files kept). */
+  async rotate(accountId: string, agentId: string, name: string | undefined): Promise<EngineResult<ConversationView>> {
+    const rows = await teamConversations(this.#d.db, accountId, agentId);
+    const current = rows.find((r) => !finished(r.conversation.status)) ?? rows[0];
+    if (!current) return refuse('not_found', 'the agent is not on the team');
+    const previous = current.conversation;
+    const title = name?.trim() || previous.title || undefined;
+    const r = await this.#d.engine.rotate(accountId, previous.id, { title, channelId: TEAM_CHANNEL });
+    if (!r.ok) return r;
+    await this.#d.audit(accountId, 'team.conversation.rotated', agentId, { previous: previous.id, conversation_id: r.value.id });
+    this.changed(accountId);
+    return r;
+  }
+
   async #leftPending(conversationId: string): Promise<boolean> {
     const deadline = Date.now() + STARTING_WAIT_MS;
     for (;;) {

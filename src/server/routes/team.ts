@@ -92,6 +92,7 @@ const AddBody = z
   })
   .openapi('TeamAdd');
 const RenameBody = z.object({ name: z.string().max(120).nullable() }).openapi('TeamRename');
+const RotateBody = z.object({ name: z.string().max(120).optional() }).openapi('TeamRotate');
 const MessageBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('TeamMessage');
 const queued = z.object({ status: z.literal('queued'), conversation_id: z.string() });
 
@@ -441,6 +442,28 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       const accountId = c.get('principal').account.id;
       const r = unwrap(await team.message(accountId, agentIdOf(c.req.valid('param').agent_id), c.req.valid('json').prompt));
       return c.json({ status: 'queued' as const, conversation_id: r.conversationId }, 202);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/team/{agent_id}/conversations',
+      summary:
+        'Rotate: a fresh conversation on the same sandbox (files kept, new agent session); the old one is released. A sandbox that is gone gives a new one.',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: AgentParam, body: { content: { 'application/json': { schema: RotateBody } }, required: false } },
+      responses: {
+        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: ConversationSchema }) } } },
+        ...errorResponses(400, 401, 404, 422, 503),
+      },
+    }),
+    async (c) => {
+      const accountId = c.get('principal').account.id;
+      const body = c.req.header('content-type')?.includes('application/json') ? c.req.valid('json') : {};
+      const r = unwrap(await team.rotate(accountId, agentIdOf(c.req.valid('param').agent_id), body?.name));
+      return c.json({ data: r }, 201);
     },
   );
 

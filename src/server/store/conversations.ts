@@ -31,6 +31,12 @@ export async function insertConversation(
   });
 }
 
+/** A conversation on a sandbox that already exists (team rotation hands the sandbox to a successor). */
+export async function insertConversationOn(db: EngineDb, conv: typeof conversations.$inferInsert, sandbox: SandboxRow): Promise<ConversationWithSandbox> {
+  const [c] = await db.insert(conversations).values({ ...conv, sandboxId: sandbox.id }).returning();
+  return { conversation: c!, sandbox };
+}
+
 export async function getConversation(db: EngineDb, accountId: string, id: string): Promise<ConversationWithSandbox | undefined> {
   const [row] = await db
     .select({ conversation: conversations, sandbox: sandboxes })
@@ -81,7 +87,10 @@ export async function insertSandbox(db: EngineDb, row: typeof sandboxes.$inferIn
 export async function deleteConversationRows(db: EngineDb, id: string, sandboxId: string | null): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.delete(conversations).where(eq(conversations.id, id));
-    if (sandboxId) await tx.delete(sandboxes).where(eq(sandboxes.id, sandboxId));
+    if (!sandboxId) return;
+    // A rotated sandbox is shared by its released conversations and their successor: the row goes with the last.
+    const [other] = await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.sandboxId, sandboxId)).limit(1);
+    if (!other) await tx.delete(sandboxes).where(eq(sandboxes.id, sandboxId));
   });
 }
 
