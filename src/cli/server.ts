@@ -9,11 +9,12 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
+import { fountainHome } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
-const defaultDataDir = (): string => join(process.env.FOUNTAIN_HOME ?? join(homedir(), '.fountain'), 'server');
+const defaultDataDir = (): string => join(fountainHome(), 'server');
 
 const flagsSchema = z.object({
   host: z.string().trim().min(1, '--host must not be empty'),
