@@ -14,6 +14,35 @@ import { messageTeammate } from '../actions.ts';
 
 const messageForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
 
+function PreviewLine(p: { mate: Teammate }) {
+  const v = p.mate.preview;
+  const c = p.mate.conversation;
+  if (!v || !c) return null;
+  const name = p.mate.agent.name;
+  switch (v.kind) {
+    case 'typing':
+      return <p class="preview muted" data-preview="typing">{name} is writing…</p>;
+    case 'asking':
+      return (
+        <p class="preview notice" data-preview="asking">
+          {name} asks permission: {v.text}. <a href={`/conversations/${c.id}`}>Answer in the conversation</a>
+        </p>
+      );
+    case 'them':
+      return (
+        <p class="preview" data-preview="them">
+          <span class="muted">{name}:</span> {v.text}
+        </p>
+      );
+    case 'you':
+      return (
+        <p class="preview" data-preview="you">
+          <span class="muted">You:</span> {v.text}
+        </p>
+      );
+  }
+}
+
 export function MateStatus(p: { mate: Teammate }) {
   const m = p.mate;
   const c = m.conversation;
@@ -21,6 +50,7 @@ export function MateStatus(p: { mate: Teammate }) {
     <div class="mate-status" id={`mate-status-${m.agent.id}`} data-presence={m.presence.state}>
       <PresenceBadge state={m.presence.state} label={m.presence.label} />
       {m.where ? <p class="small muted where">{m.where}</p> : null}
+      <PreviewLine mate={m} />
       {c ? (
         <p class="small">
           <span class="doing">{c.status === 'running' ? 'Working on a turn' : c.turn_count === 1 ? '1 turn' : `${c.turn_count} turns`}</span> ·{' '}
