@@ -66,9 +66,15 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
     const link = await mintSignInLink(stack.db, stack.accountId, stack.url);
     await page.goto(link);
     await page.getByRole('heading', { name: 'Team' }).waitFor();
+    // Spent, but this browser is signed in: the link just goes home.
+    await page.goto(link);
+    await page.getByRole('heading', { name: 'Team' }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.goto(link);
     await page.getByRole('alert').filter({ hasText: 'already been used' }).waitFor();
-    await page.goto(`${stack.url}/`);
+    await page.getByLabel('API key').fill(stack.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Team' }).waitFor();
   });
 
@@ -111,11 +117,14 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
     const allow = page.getByRole('button', { name: 'Allow once' });
     await allow.waitFor();
     await allow.click();
-    await page.locator('#events').getByText('Answered: allow_once').waitFor();
+    await page.locator('#events').getByText('Answered: Allow once').waitFor();
+    // The buttons gave way to the request they answered, and the tool call's badge moved on from pending.
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo browser-ok`' }).waitFor();
     // The answer streams in word groups; together they read as one sentence.
     await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
+    assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['completed']);
   });
 
   it('shows a runner going offline and coming back, on the runners page and in the roster, without reloading', async () => {
