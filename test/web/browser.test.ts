@@ -3,48 +3,31 @@
  * sign in, create an agent, message it, answer a permission request, watch a runner drop and return.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/server/web/session.ts';
-import { RUNNER_NAME, startStack, type Stack } from './harness.ts';
+import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
 const T = 20_000;
 
-describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (.ci/run installs it)` }, () => {
+describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
   let stack: Stack;
+  let browser: Browser;
   let ctx: BrowserContext;
   let page: Page;
-  let profile: string;
-  const consoleErrors: string[] = [];
+  let consoleErrors: string[];
 
   before(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    profile = mkdtempSync(join(tmpdir(), 'fountain-chromium-'));
     stack = await startStack();
     await stack.startRunner();
-    ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    page = ctx.pages()[0] ?? (await ctx.newPage());
-    page.setDefaultTimeout(T);
-    page.on('console', (m) => {
-      if (m.type() === 'error') consoleErrors.push(`${page.url()}: ${m.text()}`);
-    });
-    page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
+    browser = await launchChromium(T);
+    ({ ctx, page, consoleErrors } = browser);
   });
 
   after(async () => {
-    await ctx?.close();
+    await browser?.close();
     await stack?.stop();
-    if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
   it('signs in with an API key, refusing a wrong one in words', async () => {
@@ -129,8 +112,7 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
 
   it('shows a runner going offline and coming back, on the runners page and in the roster, without reloading', async () => {
     const runnerPage = await ctx.newPage();
-    runnerPage.setDefaultTimeout(T);
-    runnerPage.on('pageerror', (e) => consoleErrors.push(`runners: ${e.message}`));
+    browser.watch(runnerPage);
     await runnerPage.goto(`${stack.url}/account/runners`);
     const row = runnerPage.locator(`tr[data-runner="${RUNNER_NAME}"]`);
     await row.locator('.runner-status', { hasText: 'online' }).waitFor();

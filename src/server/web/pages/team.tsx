@@ -12,6 +12,9 @@ import { fragmentStream, toHtml } from '../live.ts';
 import { buildRoster, currentConversation, type Teammate } from '../roster.ts';
 import { messageTeammate } from '../actions.ts';
 
+/** What the demo agent understands, for someone who has never talked to it. */
+const DEMO_HINT = 'Say hello, or try: run: uname -a · remember: something · recall';
+
 const messageForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
 
 function PreviewLine(p: { mate: Teammate }) {
@@ -76,7 +79,7 @@ function MateCard(p: { mate: Teammate }) {
       </div>
       <form method="post" action={`/team/${id}/messages`} hx-post={`/team/${id}/messages`} hx-target={`#msg-result-${id}`} hx-swap="innerHTML">
         <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
-        <textarea id={`msg-${id}`} name="prompt" rows={2} required></textarea>
+        <textarea id={`msg-${id}`} name="prompt" rows={2} required placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
           <div id={`msg-result-${id}`} aria-live="polite"></div>
