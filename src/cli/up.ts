@@ -11,6 +11,7 @@ import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
+import { DataDirInUseError } from '../server/store/db.ts';
 import { mintSignInLink } from '../server/web/session.ts';
 import { FountainApi } from './api.ts';
 import { credentialsPath, fountainHome, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
@@ -72,7 +73,12 @@ export function register(program: Command): void {
         server = await startServer({ dataDir, host: flags.host, port: flags.port, env: process.env, logger, version: pkg.version });
       } catch (e) {
         if (e instanceof ConfigError) fail(e.message, 2);
-        if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') fail(`${flags.host}:${flags.port} is already in use (try --port 0)`);
+        if (e instanceof DataDirInUseError) {
+          fail(`Fountain is already running on ${dataDir} (pid ${e.pid}): use that one, or stop it with Ctrl-C in its terminal. A second one needs its own --data-dir and --runner-root.`);
+        }
+        if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+          fail(`${flags.host}:${flags.port} is already in use, perhaps by another program; --port 0 picks a free port`);
+        }
         fail(e instanceof Error ? e.message : String(e));
       }
       const key = server.bootstrapKey;
