@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/server/web/session.ts';
+import { call } from '../helpers/http.ts';
 import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 20_000;
@@ -108,6 +109,19 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
     assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['completed']);
+
+    // Answered elsewhere (the CLI, over the API): the open page's buttons give way all the same.
+    await page.getByLabel('Message', { exact: true }).fill('run: echo answered-elsewhere');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const form = page.locator('form[data-request-id]');
+    const requestId = await form.getAttribute('data-request-id');
+    const convId = new URL(page.url()).pathname.split('/').at(-1)!;
+    const answered = await call(stack.url, stack.apiKey, 'POST', `/api/conversations/${convId}/requests/${encodeURIComponent(requestId!)}`, { option_id: 'allow_once' });
+    assert.equal(answered.status, 200, JSON.stringify(answered.body));
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo answered-elsewhere`' }).waitFor();
+    await page.locator('[data-turn-state="done"]').nth(2).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Allow once' }).count(), 0);
+    assert.equal(await page.locator('#events').getByText('Answered: Allow once').count(), 2);
   });
 
   it('shows a runner going offline and coming back, on the runners page and in the roster, without reloading', async () => {

@@ -9,8 +9,8 @@ import type { EventRow } from '../store/conversation-schema.ts';
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
   | { kind: 'thought'; text: string }
-  | { kind: 'tool'; id: string; title: string; status: string; input: string | null }
-  | { kind: 'tool_result'; id: string; status: string; output: string }
+  | { kind: 'tool'; id: string; turnId: string | null; title: string; status: string; input: string | null }
+  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; output: string }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
   | { kind: 'turn'; state: string; turnId: string | null; detail: string }
@@ -108,13 +108,14 @@ export function interpret(row: EventRow): Item | null {
       return {
         kind: 'tool',
         id: u.toolCallId ?? '',
+        turnId: row.turnId,
         title: u.title ?? u.kind ?? 'tool',
         status: u.status ?? 'pending',
         input: u.rawInput === undefined ? null : typeof u.rawInput === 'string' ? u.rawInput : JSON.stringify(u.rawInput),
       };
     case 'tool_call_update':
       if (!u.status || !TERMINAL_TOOL.has(u.status)) return null;
-      return { kind: 'tool_result', id: u.toolCallId ?? '', status: u.status, output: toolOutput(u.content, u.rawOutput) };
+      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, output: toolOutput(u.content, u.rawOutput) };
     default:
       return null;
   }
@@ -125,7 +126,8 @@ type PermissionOption = { option_id: string; name: string; kind: string };
 /** An element id from an agent-chosen id (request ids carry dots, tool ids anything). */
 const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
 export const permissionDomId = (requestId: string): string => domId('perm', requestId);
-export const toolStatusDomId = (toolId: string): string => domId('tool-status', toolId);
+/** A tool call within its turn: an agent may number its calls afresh in each session, so the id alone can repeat. */
+export const toolKey = (it: { id: string; turnId: string | null }): string => `${it.turnId ?? '-'}.${it.id}`;
 
 export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: PermissionOption[] }) {
   const labelId = `${permissionDomId(p.requestId)}-label`;
@@ -167,9 +169,9 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
 }
 
 /** The latest status of a tool call, as the badge next to its title (out-of-band when it arrives live). */
-export function ToolStatus(p: { id: string; status: string; oob?: boolean }) {
+export function ToolStatus(p: { tool: { id: string; turnId: string | null }; status: string; oob?: boolean }) {
   return (
-    <span id={toolStatusDomId(p.id)} class="badge" hx-swap-oob={p.oob ? 'true' : undefined}>
+    <span id={domId('tool-status', toolKey(p.tool))} class="badge" hx-swap-oob={p.oob ? 'true' : undefined}>
       {p.status}
     </span>
   );
@@ -212,7 +214,7 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
     case 'tool':
       return (
         <div class="ev tool" data-tool-id={it.id}>
-          <strong>Tool:</strong> {it.title} <ToolStatus id={it.id} status={it.status} />
+          <strong>Tool:</strong> {it.title} <ToolStatus tool={it} status={it.status} />
           {it.input ? <pre>{it.input}</pre> : null}
         </div>
       );

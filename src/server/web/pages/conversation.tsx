@@ -14,7 +14,7 @@ import { pageEvents } from '../../store/events.ts';
 import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
-import { interpret, ItemView, PermissionResolved, resolvedRequests, ToolStatus, type Item } from '../event-view.tsx';
+import { interpret, ItemView, PermissionResolved, resolvedRequests, toolKey, ToolStatus, type Item } from '../event-view.tsx';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
@@ -61,7 +61,7 @@ class Asked {
   readonly tools = new Map<string, string>();
   note(item: Item): void {
     if (item.kind === 'permission') this.requests.set(item.requestId, item);
-    else if (item.kind === 'tool' || item.kind === 'tool_result') this.tools.set(item.id, item.status);
+    else if (item.kind === 'tool' || item.kind === 'tool_result') this.tools.set(toolKey(item), item.status);
   }
 }
 
@@ -87,7 +87,7 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
       continue;
     }
     // A tool call shows its final status; its result block below carries the output.
-    const shown = item.kind === 'tool' ? { ...item, status: asked.tools.get(item.id) ?? item.status } : item;
+    const shown = item.kind === 'tool' ? { ...item, status: asked.tools.get(toolKey(item)) ?? item.status } : item;
     const askedOptions = item.kind === 'permission_done' ? asked.requests.get(item.requestId)?.options : undefined;
     out.push(<ItemView item={shown} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} askedOptions={askedOptions} />);
   }
@@ -226,7 +226,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
           }
           // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
           if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
-          if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(item.id)))) html += await toHtml(<ToolStatus id={item.id} status={item.status} oob />);
+          if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
           asked.note(item);
           await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
         }
