@@ -94,6 +94,7 @@ describe('a new user: fountain up, the printed link, the demo agent', { skip: sk
     await card.getByLabel('Message demo').fill('hello from a newcomer');
     await card.getByRole('button', { name: 'Send' }).click();
     await card.getByText('Sent.').waitFor();
+    assert.equal(await card.getByLabel('Message demo').inputValue(), '', 'the box is ready for the next message');
     await card.locator('[data-preview="them"]', { hasText: 'You said: hello from a newcomer' }).waitFor();
     await card.locator('.mate-status[data-presence="online"]').waitFor();
   });

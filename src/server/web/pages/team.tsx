@@ -77,7 +77,14 @@ function MateCard(p: { mate: Teammate }) {
       <div sse-swap={`mate-${id}`}>
         <MateStatus mate={p.mate} />
       </div>
-      <form method="post" action={`/team/${id}/messages`} hx-post={`/team/${id}/messages`} hx-target={`#msg-result-${id}`} hx-swap="innerHTML">
+      <form
+        method="post"
+        action={`/team/${id}/messages`}
+        hx-post={`/team/${id}/messages`}
+        hx-target={`#msg-result-${id}`}
+        hx-swap="innerHTML"
+        hx-on--after-request="if(event.detail.successful && !this.querySelector('.error')) this.reset()"
+      >
         <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
         <textarea id={`msg-${id}`} name="prompt" rows={2} required placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
         <div class="row" style="margin-top:6px">
