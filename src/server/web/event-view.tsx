@@ -125,7 +125,7 @@ type PermissionOption = { option_id: string; name: string; kind: string };
 
 /** An element id from an agent-chosen id (request ids carry dots, tool ids anything). */
 const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
-export const permissionDomId = (requestId: string): string => domId('perm', requestId);
+const permissionDomId = (requestId: string): string => domId('perm', requestId);
 /** A tool call within its turn: an agent may number its calls afresh in each session, so the id alone can repeat. */
 export const toolKey = (it: { id: string; turnId: string | null }): string => `${it.turnId ?? '-'}.${it.id}`;
 
