@@ -15,8 +15,10 @@ const profileSchema = z.object({
 });
 export type Profile = z.infer<typeof profileSchema>;
 
-export const credentialsPath = (home = process.env.FOUNTAIN_HOME ?? join(homedir(), '.fountain')): string =>
-  join(home, 'credentials');
+/** FOUNTAIN_HOME, else ~/.fountain; an empty FOUNTAIN_HOME counts as unset so nothing lands in the working directory. */
+export const fountainHome = (): string => process.env.FOUNTAIN_HOME?.trim() || join(homedir(), '.fountain');
+
+export const credentialsPath = (home = fountainHome()): string => join(home, 'credentials');
 
 export class CredentialsError extends Error {
   constructor(message: string) {

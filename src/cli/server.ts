@@ -9,11 +9,13 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
+import { DataDirInUseError } from '../server/store/db.ts';
+import { fountainHome } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
-const defaultDataDir = (): string => join(process.env.FOUNTAIN_HOME ?? join(homedir(), '.fountain'), 'server');
+const defaultDataDir = (): string => join(fountainHome(), 'server');
 
 const flagsSchema = z.object({
   host: z.string().trim().min(1, '--host must not be empty'),
@@ -60,6 +62,7 @@ export function register(program: Command): void {
         });
       } catch (e) {
         if (e instanceof ConfigError) fail(e.message, 2);
+        if (e instanceof DataDirInUseError) fail(e.message);
         const code = (e as NodeJS.ErrnoException).code;
         if (code === 'EADDRINUSE') fail(`${flags.host}:${flags.port} is already in use`);
         if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') fail(`cannot listen on ${flags.host}`);

@@ -3,7 +3,7 @@
  * database, a local runner (process backend) and a demo agent — with the URL and key printed.
  */
 import { readFileSync } from 'node:fs';
-import { homedir, hostname } from 'node:os';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -11,15 +11,14 @@ import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { ConfigError } from '../server/config.ts';
 import { startServer } from '../server/start.ts';
+import { DataDirInUseError } from '../server/store/db.ts';
 import { mintSignInLink } from '../server/web/session.ts';
 import { FountainApi } from './api.ts';
-import { credentialsPath, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
+import { credentialsPath, fountainHome, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 import { agentSchema, data } from './schemas.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-
-const fountainHome = (): string => process.env.FOUNTAIN_HOME ?? join(homedir(), '.fountain');
 
 const flagsSchema = z.object({
   host: z.string().trim().min(1, '--host must not be empty'),
@@ -74,7 +73,12 @@ export function register(program: Command): void {
         server = await startServer({ dataDir, host: flags.host, port: flags.port, env: process.env, logger, version: pkg.version });
       } catch (e) {
         if (e instanceof ConfigError) fail(e.message, 2);
-        if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') fail(`${flags.host}:${flags.port} is already in use (try --port 0)`);
+        if (e instanceof DataDirInUseError) {
+          fail(`Fountain is already running on ${dataDir} (pid ${e.pid}): use that one, or stop it with Ctrl-C in its terminal. A second one needs its own --data-dir and --runner-root.`);
+        }
+        if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+          fail(`${flags.host}:${flags.port} is already in use, perhaps by another program; --port 0 picks a free port`);
+        }
         fail(e instanceof Error ? e.message : String(e));
       }
       const key = server.bootstrapKey;
@@ -131,18 +135,23 @@ export function register(program: Command): void {
         logger.warn({ err: e }, 'could not save the credentials profile');
       }
 
+      // The link goes on a line of its own so a terminal can open it with one click.
+      const keyLine = `  owner API key: ${key}`;
       process.stdout.write(
         [
           `Fountain is up at ${server.url}`,
-          signInLink ? `  open in a browser (signs you in once, valid 15 minutes): ${signInLink}` : '',
-          `  owner API key: ${key}`,
-          saved ? `  saved as profile "${profile}" in ${credentialsPath()}` : `  profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY`,
-          `  local runner: ${runnerRoot}`,
-          flags.demo ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — talk to it with: npx fountain chat demo` : '',
-          'Ctrl-C stops everything.',
           '',
+          ...(signInLink
+            ? ['  Open this link in a browser to sign in (it works once, within 15 minutes):', `  ${signInLink}`]
+            : [`  Sign in at ${server.url}/signin with the owner API key below.`]),
+          '',
+          flags.demo ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — message it on the Team page, or run: npx fountain chat demo` : null,
+          saved ? `${keyLine} (saved as profile "${profile}" in ${credentialsPath()})` : `${keyLine} (profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY)`,
+          `  data: ${dataDir}${server.database.kind === 'postgres' ? ' (database: FOUNTAIN_DATABASE_URL)' : ' (embedded database)'}; sandboxes: ${runnerRoot}`,
+          '',
+          'Ctrl-C stops everything. Your data stays; `npx fountain up` again carries on and prints a new sign-in link.',
         ]
-          .filter((l) => l !== '')
+          .filter((l) => l !== null)
           .join('\n') + '\n',
       );
 

@@ -3,48 +3,32 @@
  * sign in, create an agent, message it, answer a permission request, watch a runner drop and return.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/server/web/session.ts';
-import { RUNNER_NAME, startStack, type Stack } from './harness.ts';
+import { call } from '../helpers/http.ts';
+import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
 const T = 20_000;
 
-describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (.ci/run installs it)` }, () => {
+describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
   let stack: Stack;
+  let browser: Browser;
   let ctx: BrowserContext;
   let page: Page;
-  let profile: string;
-  const consoleErrors: string[] = [];
+  let consoleErrors: string[];
 
   before(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    profile = mkdtempSync(join(tmpdir(), 'fountain-chromium-'));
     stack = await startStack();
     await stack.startRunner();
-    ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    page = ctx.pages()[0] ?? (await ctx.newPage());
-    page.setDefaultTimeout(T);
-    page.on('console', (m) => {
-      if (m.type() === 'error') consoleErrors.push(`${page.url()}: ${m.text()}`);
-    });
-    page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
+    browser = await launchChromium(T);
+    ({ ctx, page, consoleErrors } = browser);
   });
 
   after(async () => {
-    await ctx?.close();
+    await browser?.close();
     await stack?.stop();
-    if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
   it('signs in with an API key, refusing a wrong one in words', async () => {
@@ -66,9 +50,15 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
     const link = await mintSignInLink(stack.db, stack.accountId, stack.url);
     await page.goto(link);
     await page.getByRole('heading', { name: 'Team' }).waitFor();
+    // Spent, but this browser is signed in: the link just goes home.
+    await page.goto(link);
+    await page.getByRole('heading', { name: 'Team' }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await page.goto(link);
     await page.getByRole('alert').filter({ hasText: 'already been used' }).waitFor();
-    await page.goto(`${stack.url}/`);
+    await page.getByLabel('API key').fill(stack.apiKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Team' }).waitFor();
   });
 
@@ -111,17 +101,32 @@ describe('web UI in chromium', { skip: existsSync(CHROMIUM) ? false : `${CHROMIU
     const allow = page.getByRole('button', { name: 'Allow once' });
     await allow.waitFor();
     await allow.click();
-    await page.locator('#events').getByText('Answered: allow_once').waitFor();
+    await page.locator('#events').getByText('Answered: Allow once').waitFor();
+    // The buttons gave way to the request they answered, and the tool call's badge moved on from pending.
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo browser-ok`' }).waitFor();
     // The answer streams in word groups; together they read as one sentence.
     await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
+    assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['completed']);
+
+    // Answered elsewhere (the CLI, over the API): the open page's buttons give way all the same.
+    await page.getByLabel('Message', { exact: true }).fill('run: echo answered-elsewhere');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const form = page.locator('form[data-request-id]');
+    const requestId = await form.getAttribute('data-request-id');
+    const convId = new URL(page.url()).pathname.split('/').at(-1)!;
+    const answered = await call(stack.url, stack.apiKey, 'POST', `/api/conversations/${convId}/requests/${encodeURIComponent(requestId!)}`, { option_id: 'allow_once' });
+    assert.equal(answered.status, 200, JSON.stringify(answered.body));
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo answered-elsewhere`' }).waitFor();
+    await page.locator('[data-turn-state="done"]').nth(2).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Allow once' }).count(), 0);
+    assert.equal(await page.locator('#events').getByText('Answered: Allow once').count(), 2);
   });
 
   it('shows a runner going offline and coming back, on the runners page and in the roster, without reloading', async () => {
     const runnerPage = await ctx.newPage();
-    runnerPage.setDefaultTimeout(T);
-    runnerPage.on('pageerror', (e) => consoleErrors.push(`runners: ${e.message}`));
+    browser.watch(runnerPage);
     await runnerPage.goto(`${stack.url}/account/runners`);
     const row = runnerPage.locator(`tr[data-runner="${RUNNER_NAME}"]`);
     await row.locator('.runner-status', { hasText: 'online' }).waitFor();

@@ -1,20 +1,68 @@
 /**
  * The stack the browser tests drive: the whole server in this process (startServer: PGlite store,
- * runner hub, engine, API and web UI on 127.0.0.1:0) and a real `fountain runner` child with the demo agent.
+ * runner hub, engine, API and web UI on 127.0.0.1:0), a real `fountain runner` child, and chromium.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import type { RunnerHost } from '../../src/providers/runner/host.ts';
 import { SpritesAdapter } from '../../src/providers/sprites/index.ts';
 import type { EngineDb } from '../../src/server/store/engine-db.ts';
 import { findOwner } from '../../src/server/store/accounts.ts';
 import { startServer } from '../../src/server/start.ts';
 
-const FOUNTAIN_BIN = fileURLToPath(new URL('../../bin/fountain.js', import.meta.url));
+export const FOUNTAIN_BIN = fileURLToPath(new URL('../../bin/fountain.js', import.meta.url));
 export const RUNNER_NAME = 'mac-mini';
+
+const CHROMIUM = '/usr/bin/chromium';
+/** Screenshots land here (git-ignored): CI keeps them as artifacts. */
+export const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
+/** `describe(…, { skip })`: false when chromium is there, else the reason. */
+export const skipWithoutChromium: string | false = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (.ci/run installs it)`;
+
+export interface Browser {
+  readonly ctx: BrowserContext;
+  readonly page: Page;
+  /** Every console error and uncaught page error so far, with the page it happened on. */
+  readonly consoleErrors: string[];
+  /** Collects a further page's errors too. */
+  watch(page: Page): void;
+  close(): Promise<void>;
+}
+
+/** Headless chromium on a throwaway profile; its first page waits up to `timeoutMs` for anything. */
+export async function launchChromium(timeoutMs: number): Promise<Browser> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const profile = mkdtempSync(join(tmpdir(), 'fountain-chromium-'));
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const consoleErrors: string[] = [];
+  const watch = (page: Page) => {
+    page.setDefaultTimeout(timeoutMs);
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(`${page.url()}: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
+  };
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  watch(page);
+  return {
+    ctx,
+    page,
+    consoleErrors,
+    watch,
+    close: async () => {
+      await ctx.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
 
 export interface Stack {
   readonly url: string;

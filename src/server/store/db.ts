@@ -2,7 +2,7 @@
  * Opens the store: embedded PGlite under the data directory by default, a real PostgreSQL
  * server when a URL is given. Both yield the same Drizzle database type, so queries are shared.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -40,11 +40,66 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database>
   return opts.url ? openPostgres(opts.url, opts.schema) : openPglite(opts.dataDir);
 }
 
+/** A second process opening the same embedded database would corrupt it; this one refuses instead. */
+export class DataDirInUseError extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+    lockFile: string,
+  ) {
+    super(`${dataDir} is already open in another Fountain process (pid ${pid}); stop that one first or use another data directory. If pid ${pid} is not Fountain, delete ${lockFile}.`);
+    this.name = 'DataDirInUseError';
+  }
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+/**
+ * PGlite has no lock of its own: a lock file names the process holding the directory. One left by a
+ * process that is gone (killed, crashed) is taken over. Returns the release.
+ */
+function lockDataDir(dataDir: string): () => void {
+  const file = join(dataDir, 'pglite.lock');
+  for (;;) {
+    try {
+      writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+      return () => {
+        try {
+          if (readFileSync(file, 'utf8').trim() === String(process.pid)) rmSync(file, { force: true });
+        } catch {
+          // Already released (close called twice) or removed by hand: nothing to do.
+        }
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const holder = Number.parseInt(readFileSync(file, 'utf8'), 10);
+    // The same process may reopen (a restart in one test); only another live process is a conflict.
+    if (holder === process.pid) return () => {};
+    if (Number.isInteger(holder) && holder > 0 && alive(holder)) throw new DataDirInUseError(dataDir, holder, file);
+    rmSync(file, { force: true });
+  }
+}
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const client = await PGlite.create(dir);
+  const unlock = lockDataDir(dataDir);
+  let client: PGlite;
+  try {
+    client = await PGlite.create(dir);
+  } catch (e) {
+    unlock();
+    throw e;
+  }
   const sqlClient: SqlClient = {
     exec: async (text) => {
       await client.exec(text);
@@ -55,9 +110,18 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   try {
     const migrated = await migrate(sqlClient);
     const db: Db = drizzlePglite({ client, schema });
-    return { db, kind: 'pglite', migrated, close: () => client.close() };
+    return {
+      db,
+      kind: 'pglite',
+      migrated,
+      close: async () => {
+        await client.close();
+        unlock();
+      },
+    };
   } catch (e) {
     await client.close();
+    unlock();
     throw e;
   }
 }

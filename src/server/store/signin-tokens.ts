@@ -36,3 +36,12 @@ export async function consumeSigninToken(db: EngineDb, token: string, now = new 
     .returning({ accountId: webSigninTokens.accountId });
   return rows[0]?.accountId;
 }
+
+/** Why a token was not accepted, for the words on the page: never minted here, spent, or out of time. */
+export async function signinTokenRefusal(db: EngineDb, token: string, now = new Date()): Promise<'unknown' | 'used' | 'expired'> {
+  if (!SIGNIN_TOKEN_PATTERN.test(token)) return 'unknown';
+  const [row] = await db.select({ usedAt: webSigninTokens.usedAt, expiresAt: webSigninTokens.expiresAt }).from(webSigninTokens).where(eq(webSigninTokens.tokenHash, hash(token)));
+  if (!row) return 'unknown';
+  // Unused and in time means another request spent it a moment ago.
+  return !row.usedAt && row.expiresAt <= now ? 'expired' : 'used';
+}

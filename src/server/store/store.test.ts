@@ -1,7 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
-import { openDatabase } from './db.ts';
+import { DataDirInUseError, openDatabase } from './db.ts';
 import { loadMigrations } from './migrate.ts';
 
 const ALL_MIGRATIONS = loadMigrations().map((m) => m.name);
@@ -145,6 +149,28 @@ describe('migrations', () => {
       await Promise.all([a.close(), b.close()]);
     } finally {
       await dropSchema(schema);
+    }
+  });
+});
+
+describe('embedded database lock', () => {
+  it('refuses a directory another live process holds, takes over a dead holder, and releases on close', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fountain-lock-'));
+    const lock = join(dir, 'pglite.lock');
+    try {
+      // Our parent (the test runner) is alive and is not us: the shape of a second `fountain up`.
+      writeFileSync(lock, `${process.ppid}\n`);
+      await assert.rejects(openDatabase({ dataDir: dir }), (e: unknown) => e instanceof DataDirInUseError && e.pid === process.ppid && /already open in another Fountain process/.test(e.message));
+
+      const gone = spawn(process.execPath, ['-e', '']);
+      await new Promise((r) => gone.once('exit', r));
+      writeFileSync(lock, `${gone.pid}\n`);
+      const db = await openDatabase({ dataDir: dir });
+      assert.equal(readFileSync(lock, 'utf8').trim(), String(process.pid));
+      await db.close();
+      assert.equal(existsSync(lock), false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

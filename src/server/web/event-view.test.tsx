@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { interpret, ItemView } from './event-view.tsx';
+import { interpret, ItemView, permissionOutcome } from './event-view.tsx';
 import { toHtml } from './live.ts';
 
 let n = 0;
@@ -13,11 +13,11 @@ describe('conversation events as items', () => {
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'Hi ' } })), { kind: 'text', text: 'Hi ', turnId: 't' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } })), { kind: 'thought', text: 'hmm' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), {
-      kind: 'tool', id: 'x', title: 'Run `ls`', status: 'pending', input: '{"command":"ls"}',
+      kind: 'tool', id: 'x', turnId: 't', title: 'Run `ls`', status: 'pending', input: '{"command":"ls"}',
     });
     assert.equal(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'in_progress' })), null);
     assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'no' } }] })), {
-      kind: 'tool_result', id: 'x', status: 'failed', output: 'no',
+      kind: 'tool_result', id: 'x', turnId: 't', status: 'failed', output: 'no',
     });
     assert.equal(interpret(acp({ sessionUpdate: 'plan', entries: [] })), null);
     assert.equal(interpret(row({ data: 'not json' })), null);
@@ -38,5 +38,17 @@ describe('conversation events as items', () => {
     assert.match(form, /hx-post="\/conversations\/c\/requests\/3.ab"/);
     assert.match(form, /<button type="submit" name="option_id" value="allow_once" class="">Allow once<\/button>/);
     assert.match(form, /value="reject_once" class="danger">Reject</);
+  });
+
+  it('says how a permission request ended, with the option names the request offered', () => {
+    const options = [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }, { option_id: 'reject_once', name: 'Reject', kind: 'reject_once' }];
+    const done = (outcome: string, optionId: string | null, tool: string | null = null) => ({ kind: 'permission_done' as const, requestId: 'r', tool, outcome, optionId });
+    assert.equal(permissionOutcome(done('answered', 'allow_once'), options), 'Answered: Allow once');
+    assert.equal(permissionOutcome(done('answered', 'allow_once'), undefined), 'Answered: allow_once', 'the id when the request is not known');
+    assert.equal(permissionOutcome(done('timeout', 'reject_once'), options), 'No answer in time; the agent was told: Reject');
+    assert.equal(permissionOutcome(done('cancelled', null), options), 'The request was withdrawn when the turn was interrupted');
+    assert.equal(permissionOutcome(done('auto_allow', 'allow_once', 'Run `ls`'), undefined), 'Run `ls`: allowed by the permission policy');
+    const parsed = interpret(row({ kind: 'stage', stream: '', stage: 'permission', state: 'done', data: JSON.stringify({ request_id: 'r', tool: 'Run', outcome: 'auto_deny', option_id: 'reject_once' }) }));
+    assert.deepEqual(parsed, { kind: 'permission_done', requestId: 'r', tool: 'Run', outcome: 'auto_deny', optionId: 'reject_once' });
   });
 });

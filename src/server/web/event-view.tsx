@@ -9,10 +9,10 @@ import type { EventRow } from '../store/conversation-schema.ts';
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
   | { kind: 'thought'; text: string }
-  | { kind: 'tool'; id: string; title: string; status: string; input: string | null }
-  | { kind: 'tool_result'; id: string; status: string; output: string }
+  | { kind: 'tool'; id: string; turnId: string | null; title: string; status: string; input: string | null }
+  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; output: string }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
-  | { kind: 'permission_done'; requestId: string; outcome: string; optionId: string | null }
+  | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
   | { kind: 'turn'; state: string; turnId: string | null; detail: string }
   | { kind: 'stage'; stage: string; state: string; detail: string; failed: boolean }
   | { kind: 'output'; stream: string; text: string };
@@ -39,7 +39,7 @@ const permissionStarted = z.object({
   tool: z.string().nullish(),
   options: z.array(z.object({ option_id: z.string(), name: z.string(), kind: z.string() })),
 });
-const permissionDone = z.object({ request_id: z.string(), outcome: z.string().optional(), option_id: z.string().nullish() });
+const permissionDone = z.object({ request_id: z.string(), tool: z.string().nullish(), outcome: z.string().optional(), option_id: z.string().nullish() });
 
 const TERMINAL_TOOL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -86,7 +86,7 @@ export function interpret(row: EventRow): Item | null {
         return p.success ? { kind: 'permission', requestId: p.data.request_id, tool: p.data.tool ?? 'a tool', options: p.data.options } : null;
       }
       const p = permissionDone.safeParse(data);
-      return p.success ? { kind: 'permission_done', requestId: p.data.request_id, outcome: p.data.outcome ?? state, optionId: p.data.option_id ?? null } : null;
+      return p.success ? { kind: 'permission_done', requestId: p.data.request_id, tool: p.data.tool ?? null, outcome: p.data.outcome ?? state, optionId: p.data.option_id ?? null } : null;
     }
     if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, detail: stageDetail(data) };
     return { kind: 'stage', stage: row.stage ?? 'stage', state, detail: stageDetail(data), failed: state === 'failed' };
@@ -108,22 +108,32 @@ export function interpret(row: EventRow): Item | null {
       return {
         kind: 'tool',
         id: u.toolCallId ?? '',
+        turnId: row.turnId,
         title: u.title ?? u.kind ?? 'tool',
         status: u.status ?? 'pending',
         input: u.rawInput === undefined ? null : typeof u.rawInput === 'string' ? u.rawInput : JSON.stringify(u.rawInput),
       };
     case 'tool_call_update':
       if (!u.status || !TERMINAL_TOOL.has(u.status)) return null;
-      return { kind: 'tool_result', id: u.toolCallId ?? '', status: u.status, output: toolOutput(u.content, u.rawOutput) };
+      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, output: toolOutput(u.content, u.rawOutput) };
     default:
       return null;
   }
 }
 
-export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }) {
-  const labelId = `perm-${p.requestId.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
+type PermissionOption = { option_id: string; name: string; kind: string };
+
+/** An element id from an agent-chosen id (request ids carry dots, tool ids anything). */
+const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
+const permissionDomId = (requestId: string): string => domId('perm', requestId);
+/** A tool call within its turn: an agent may number its calls afresh in each session, so the id alone can repeat. */
+export const toolKey = (it: { id: string; turnId: string | null }): string => `${it.turnId ?? '-'}.${it.id}`;
+
+export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: PermissionOption[] }) {
+  const labelId = `${permissionDomId(p.requestId)}-label`;
   return (
     <form
+      id={permissionDomId(p.requestId)}
       class="ev perm"
       method="post"
       action={`/conversations/${p.conversationId}/requests/${encodeURIComponent(p.requestId)}`}
@@ -146,8 +156,50 @@ export function PermissionForm(p: { conversationId: string; requestId: string; t
   );
 }
 
+/**
+ * A permission request once resolved, in place of its buttons. `oob` makes it an htmx out-of-band swap,
+ * so a live answer given elsewhere (the CLI, a timeout) also retires the buttons on an open page.
+ */
+export function PermissionResolved(p: { requestId: string; tool: string; oob?: boolean }) {
+  return (
+    <div id={permissionDomId(p.requestId)} class="ev stage" hx-swap-oob={p.oob ? 'true' : undefined}>
+      Permission requested: {p.tool}
+    </div>
+  );
+}
+
+/** The latest status of a tool call, as the badge next to its title (out-of-band when it arrives live). */
+export function ToolStatus(p: { tool: { id: string; turnId: string | null }; status: string; oob?: boolean }) {
+  return (
+    <span id={domId('tool-status', toolKey(p.tool))} class="badge" hx-swap-oob={p.oob ? 'true' : undefined}>
+      {p.status}
+    </span>
+  );
+}
+
+/** How a permission request ended, in words; option names come from the request when it is known. */
+export function permissionOutcome(it: Extract<Item, { kind: 'permission_done' }>, options: readonly PermissionOption[] | undefined): string {
+  const chosen = it.optionId ? (options?.find((o) => o.option_id === it.optionId)?.name ?? it.optionId) : null;
+  switch (it.outcome) {
+    case 'answered':
+      return `Answered: ${chosen ?? 'no option'}`;
+    case 'timeout':
+      return `No answer in time${chosen ? `; the agent was told: ${chosen}` : ''}`;
+    case 'cancelled':
+      return 'The request was withdrawn when the turn was interrupted';
+    case 'turn_ended':
+      return 'The turn ended before the request was answered';
+    case 'auto_allow':
+      return `${it.tool ?? 'A tool'}: allowed by the permission policy`;
+    case 'auto_deny':
+      return `${it.tool ?? 'A tool'}: refused by the permission policy`;
+    default:
+      return `Permission ${it.outcome}${chosen ? ` (${chosen})` : ''}`;
+  }
+}
+
 /** One item as an element; text chunks are inline spans so a streamed answer reads as one paragraph. */
-export function ItemView(p: { item: Item; conversationId: string; prompt?: string | undefined }) {
+export function ItemView(p: { item: Item; conversationId: string; prompt?: string | undefined; askedOptions?: readonly PermissionOption[] | undefined }) {
   const it = p.item;
   switch (it.kind) {
     case 'text':
@@ -162,7 +214,7 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
     case 'tool':
       return (
         <div class="ev tool" data-tool-id={it.id}>
-          <strong>Tool:</strong> {it.title} <span class="badge">{it.status}</span>
+          <strong>Tool:</strong> {it.title} <ToolStatus tool={it} status={it.status} />
           {it.input ? <pre>{it.input}</pre> : null}
         </div>
       );
@@ -176,12 +228,7 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
     case 'permission':
       return <PermissionForm conversationId={p.conversationId} requestId={it.requestId} tool={it.tool} options={it.options} />;
     case 'permission_done':
-      return (
-        <div class="ev stage">
-          Permission {it.outcome}
-          {it.optionId ? ` (${it.optionId})` : ''}
-        </div>
-      );
+      return <div class="ev stage">{permissionOutcome(it, p.askedOptions)}</div>;
     case 'turn':
       if (it.state === 'started') {
         return (

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ConversationView, SandboxView } from '../engine/views.ts';
-import { currentConversation, presenceOf, whereOf } from './roster.ts';
+import type { Turn } from '../store/conversation-schema.ts';
+import { currentConversation, presenceOf, previewOf, whereOf } from './roster.ts';
 
 const sandbox = (over: Partial<SandboxView>): SandboxView => ({ id: 's', provider: 'runner', name: 'n', sprite_name: 'n', status: 'ready', url: null, runner: null, ...over });
 const conv = (status: string, s: SandboxView | null, id = status): ConversationView =>
@@ -36,5 +37,25 @@ describe('presence (platform-api.md §10, first matching row wins)', () => {
     assert.equal(currentConversation([conv('terminated', null, 'a'), conv('idle', null, 'b')])?.id, 'b');
     assert.equal(currentConversation([conv('failed', null, 'a'), conv('terminated', null, 'b')])?.id, 'a');
     assert.equal(currentConversation([]), null);
+  });
+});
+
+describe('team card preview', () => {
+  const turn = (status: string, over: Partial<Turn> = {}): Turn => ({ status, prompt: 'hello', pendingPermission: null, ...over }) as unknown as Turn;
+  const asked = { request_id: 'r', acp_id: 1, tool: 'Run `ls`', kind: 'execute', options: [], asked_at: '2026-01-01T00:00:00Z' };
+
+  it('shows the reply as it streams, a waiting permission, or the prompt of a turn without a reply', () => {
+    assert.equal(previewOf(null, ''), null);
+    assert.deepEqual(previewOf(turn('running'), ''), { kind: 'typing', text: '' });
+    assert.deepEqual(previewOf(turn('running'), 'You said: he'), { kind: 'them', text: 'You said: he' });
+    assert.deepEqual(previewOf(turn('running', { pendingPermission: asked }), 'partial'), { kind: 'asking', text: 'Run `ls`' });
+    assert.deepEqual(previewOf(turn('completed'), '  answer\n'), { kind: 'them', text: 'answer' });
+    assert.deepEqual(previewOf(turn('failed'), ''), { kind: 'you', text: 'hello' });
+  });
+
+  it('clips a long reply; the whole of it is in the conversation', () => {
+    const v = previewOf(turn('completed'), 'x'.repeat(500));
+    assert.equal(v?.text.length, 200);
+    assert.ok(v?.text.endsWith('…'));
   });
 });

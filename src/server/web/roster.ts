@@ -3,10 +3,12 @@
  * conversation (newest live, else newest finished), with presence by the table of platform-api.md §10.
  */
 import type { ConversationEngine } from '../engine/engine.ts';
+import { PREVIEW_MAX } from '../engine/team.ts';
 import type { ConversationView } from '../engine/views.ts';
 import { listAgents } from '../store/agents.ts';
-import type { Agent } from '../store/conversation-schema.ts';
+import type { Agent, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
+import { lastTurn, replyText } from '../store/team.ts';
 
 export interface Presence {
   readonly state: 'working' | 'online' | 'starting' | 'machine_offline' | 'asleep' | 'away' | 'failed' | 'offline';
@@ -19,6 +21,23 @@ export interface Teammate {
   readonly presence: Presence;
   /** "on mac-mini · /srv/sandboxes/runner-…" for a runner sandbox, "on daytona" for a hosted one. */
   readonly where: string | null;
+  readonly preview: Preview;
+}
+
+/**
+ * The last exchange in a line: the reply as it streams in (`them`), `typing` before its first word,
+ * `asking` while a permission request waits (text: the tool), `you` when a finished turn had no reply.
+ */
+export type Preview = { readonly kind: 'you' | 'them' | 'typing' | 'asking'; readonly text: string } | null;
+
+const clip = (s: string): string => (s.length > PREVIEW_MAX ? `${s.slice(0, PREVIEW_MAX - 1)}…` : s);
+
+export function previewOf(turn: Turn | null, reply: string): Preview {
+  if (!turn) return null;
+  if (turn.pendingPermission) return { kind: 'asking', text: turn.pendingPermission.tool };
+  const text = reply.trim();
+  if (text) return { kind: 'them', text: clip(text) };
+  return turn.status === 'pending' || turn.status === 'running' ? { kind: 'typing', text: '' } : { kind: 'you', text: clip(turn.prompt) };
 }
 
 /** First matching row wins (platform-api.md §10). */
@@ -65,7 +84,9 @@ export async function buildRoster(db: EngineDb, engine: ConversationEngine, acco
   const mates = await Promise.all(
     agents.map(async (agent) => {
       const conversation = currentConversation(await engine.list(accountId, { agentId: agent.id }));
-      return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation) };
+      const turn = conversation ? ((await lastTurn(db, conversation.id)) ?? null) : null;
+      const reply = turn ? await replyText(db, conversation!.id, turn.id) : '';
+      return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation), preview: previewOf(turn, reply) };
     }),
   );
   return mates.sort((a, b) => {

@@ -4,7 +4,8 @@ import { createAccount } from '../store/accounts.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { createApiKey, revokeApiKey } from '../store/keys.ts';
 import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
-import { checkKeyForSignIn, consumeSigninToken, mintSignInLink, openSession, resolveSession, sealSession } from './session.ts';
+import { insertSigninToken } from '../store/signin-tokens.ts';
+import { checkKeyForSignIn, consumeSigninToken, mintSignInLink, openSession, refusedLinkMessage, resolveSession, sealSession } from './session.ts';
 
 const SECRET = 's'.repeat(40);
 const A = '00000000-0000-4000-8000-00000000000a';
@@ -60,5 +61,23 @@ describe('sign-in with keys and one-time links (PGlite)', () => {
     assert.deepEqual(results.filter(Boolean), [accountId]);
     assert.equal(await consumeSigninToken(db, m[1]!), undefined);
     assert.equal(await consumeSigninToken(db, 'fst_zz'), undefined);
+  });
+
+  it('says why a link was refused and what to do instead: used, expired, or never made here', async () => {
+    const used = await insertSigninToken(db, accountId, 60_000);
+    assert.equal(await consumeSigninToken(db, used), accountId);
+    const expired = await insertSigninToken(db, accountId, 1000, new Date(Date.now() - 60_000));
+    assert.equal(await consumeSigninToken(db, expired), undefined);
+    const messages = {
+      used: await refusedLinkMessage(db, used),
+      expired: await refusedLinkMessage(db, expired),
+      unknown: await refusedLinkMessage(db, `fst_${'0'.repeat(48)}`),
+      malformed: await refusedLinkMessage(db, 'fst_zz'),
+    };
+    assert.match(messages.used, /already been used/);
+    assert.match(messages.expired, /expired; a link works for 15 minutes/);
+    assert.match(messages.unknown, /not one this server made/);
+    assert.match(messages.malformed, /not one this server made/);
+    for (const m of Object.values(messages)) assert.match(m, /owner API key .* or restart `fountain up` for a new link/);
   });
 });

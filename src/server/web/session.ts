@@ -11,7 +11,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import type { Db } from '../store/db.ts';
 import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../store/keys.ts';
 import { accounts, apiKeys, type Account, type ApiKey } from '../store/schema.ts';
-import { consumeSigninToken, insertSigninToken } from '../store/signin-tokens.ts';
+import { consumeSigninToken, insertSigninToken, signinTokenRefusal } from '../store/signin-tokens.ts';
 
 export const SESSION_COOKIE = 'fountain_session';
 /** A session lasts this long from sign-in; the key behind it may end it sooner. */
@@ -82,6 +82,20 @@ export async function mintSignInLink(db: EngineDb, accountId: string, baseUrl: s
 
 export { consumeSigninToken };
 
+const AGAIN = 'To sign in, paste the owner API key that `fountain up` printed (the CLI also keeps it in ~/.fountain/credentials), or restart `fountain up` for a new link.';
+
+/** The sentence for a sign-in link that was not accepted, saying why and what to do instead. */
+export async function refusedLinkMessage(db: EngineDb, token: string): Promise<string> {
+  switch (await signinTokenRefusal(db, token)) {
+    case 'used':
+      return `This sign-in link has already been used; each link works once. ${AGAIN}`;
+    case 'expired':
+      return `This sign-in link has expired; a link works for ${SIGNIN_LINK_TTL_MS / 60_000} minutes. ${AGAIN}`;
+    case 'unknown':
+      return `This sign-in link is not one this server made; check that the whole link was copied. ${AGAIN}`;
+  }
+}
+
 /**
  * The cookie-signing secret: FOUNTAIN_SESSION_SECRET when set (every node of a cluster must share it),
  * else a random one kept in `<dataDir>/session-secret` (mode 0600) so sessions survive restarts.
@@ -114,7 +128,7 @@ export async function checkKeyForSignIn(db: EngineDb, presented: string): Promis
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
     .where(eq(apiKeys.keyHash, hashApiKey(key)));
   if (!row) return { ok: false, message: 'That API key is not known to this server.' };
-  if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one with `fountain keys create` or ask the owner.' };
+  if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one under Account → API keys, or ask the owner.' };
   if (row.key.expiresAt && row.key.expiresAt <= new Date()) return { ok: false, message: 'That API key has expired.' };
   if (!row.key.scopes.includes('full')) return { ok: false, message: 'That key is a sandbox key; signing in needs a full-scope API key.' };
   return { ok: true, account: row.account, key: row.key };

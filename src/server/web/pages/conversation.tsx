@@ -14,7 +14,7 @@ import { pageEvents } from '../../store/events.ts';
 import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
-import { interpret, ItemView, resolvedRequests, type Item } from '../event-view.tsx';
+import { interpret, ItemView, PermissionResolved, resolvedRequests, toolKey, ToolStatus, type Item } from '../event-view.tsx';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
@@ -55,9 +55,21 @@ export function ConversationStatus(p: { conv: ConversationView }) {
   );
 }
 
+/** What later events refer back to: each permission request (tool, options) and each tool call's latest status. */
+class Asked {
+  readonly requests = new Map<string, Extract<Item, { kind: 'permission' }>>();
+  readonly tools = new Map<string, string>();
+  note(item: Item): void {
+    if (item.kind === 'permission') this.requests.set(item.requestId, item);
+    else if (item.kind === 'tool' || item.kind === 'tool_result') this.tools.set(toolKey(item), item.status);
+  }
+}
+
 /** Consecutive text chunks of a turn become one block; everything else renders as itself. */
 function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversationId: string; turns: Map<string, Turn> }) {
   const resolved = resolvedRequests(p.items.map((i) => i.item));
+  const asked = new Asked();
+  for (const { item } of p.items) asked.note(item);
   const out: Child[] = [];
   let text: string[] = [];
   const flush = () => {
@@ -71,10 +83,13 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
     }
     flush();
     if (item.kind === 'permission' && resolved.has(item.requestId)) {
-      out.push(<div class="ev stage">Permission requested: {item.tool}</div>);
+      out.push(<PermissionResolved requestId={item.requestId} tool={item.tool} />);
       continue;
     }
-    out.push(<ItemView item={item} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} />);
+    // A tool call shows its final status; its result block below carries the output.
+    const shown = item.kind === 'tool' ? { ...item, status: asked.tools.get(toolKey(item)) ?? item.status } : item;
+    const askedOptions = item.kind === 'permission_done' ? asked.requests.get(item.requestId)?.options : undefined;
+    out.push(<ItemView item={shown} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} askedOptions={askedOptions} />);
   }
   flush();
   return <>{out}</>;
@@ -176,13 +191,44 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       });
       const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), 15_000);
       let sent = resumeFrom;
+      let textBlock: string | null = null;
+      // Requests and tool calls the page showed before this stream began are read once, when first referred to.
+      const asked = new Asked();
+      let historyRead = resumeFrom === 0;
+      const knows = async (has: () => boolean): Promise<boolean> => {
+        if (!has() && !historyRead) {
+          historyRead = true;
+          for (const r of await allEvents(deps, conv.id)) {
+            const earlier = r.id <= resumeFrom ? interpret(r) : null;
+            if (earlier) asked.note(earlier);
+          }
+        }
+        return has();
+      };
       const send = async (row: EventRow) => {
         if (row.id <= sent) return;
         sent = row.id;
         const item = interpret(row);
         if (item) {
           const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
-          await stream.writeSSE({ id: String(row.id), event: 'ev', data: await toHtml(<ItemView item={item} conversationId={conv.id} prompt={prompt} />) });
+          const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
+          const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
+          // A streamed answer grows inside one text block, as the page draws it on reload.
+          let html: string;
+          if (item.kind !== 'text') {
+            textBlock = null;
+            html = await toHtml(view);
+          } else if (textBlock) {
+            html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
+          } else {
+            textBlock = `text-${row.id}`;
+            html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
+          }
+          // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
+          if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
+          if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
+          asked.note(item);
+          await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
         }
         if (row.kind === 'stage') {
           const fresh = await deps.engine.get(user.account.id, conv.id);
@@ -241,13 +287,16 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const id = c.req.param('id');
     const requestId = c.req.param('requestId');
     const form = answerForm.safeParse(await c.req.parseBody());
+    // Read before answering: the answer clears the turn's pending request, and its tool names the line left behind.
+    const tool = uuid.safeParse(id).success ? (await listTurns(deps.db, id)).find((t) => t.pendingPermission?.request_id === requestId)?.pendingPermission?.tool : undefined;
     const r = form.success
       ? await deps.engine.answerPermission(c.get('user').account.id, id, requestId, form.data.option_id)
       : ({ ok: false, error: { code: 'option_id_required', message: form.error.issues[0]?.message ?? 'Pick an answer.' } } as const);
     if (isHtmx(c)) {
+      // The answer itself arrives on the page's live stream as "Answered: …".
       return c.html(
         r.ok ? (
-          <div class="ev stage">Answered: {form.success ? form.data.option_id : ''}</div>
+          <PermissionResolved requestId={requestId} tool={tool ?? 'a tool'} />
         ) : (
           <div class="ev perm">
             <ErrorNote message={inWords(r.error).message} />

@@ -3,11 +3,11 @@
  * signed HttpOnly SameSite=Lax cookie naming the key it rests on.
  */
 import { Hono, type Context } from 'hono';
-import { deleteCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { z } from 'zod';
 import type { WebDeps } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
-import { checkKeyForSignIn, consumeSigninToken, mintSessionKey, sealSession, SESSION_COOKIE, SESSION_TTL_S, SIGNIN_PATH } from '../session.ts';
+import { checkKeyForSignIn, consumeSigninToken, mintSessionKey, refusedLinkMessage, resolveSession, sealSession, SESSION_COOKIE, SESSION_TTL_S, SIGNIN_PATH } from '../session.ts';
 
 const signInForm = z.object({ api_key: z.string().max(200).default(''), next: z.string().max(500).optional() });
 
@@ -66,9 +66,12 @@ export function signinRoutes(deps: WebDeps): Hono {
   });
 
   app.get(SIGNIN_PATH, async (c) => {
-    const accountId = await consumeSigninToken(deps.db, c.req.query('token') ?? '');
+    const token = c.req.query('token') ?? '';
+    const accountId = await consumeSigninToken(deps.db, token);
     if (!accountId) {
-      return c.html(<SignInPage error="That sign-in link has already been used or has expired. Sign in with an API key instead." />, 401);
+      // Clicking the printed link again from the terminal should not look like a failure to someone already signed in.
+      if (await resolveSession(deps.db, deps.sessionSecret, getCookie(c, SESSION_COOKIE))) return c.redirect('/', 303);
+      return c.html(<SignInPage error={await refusedLinkMessage(deps.db, token)} />, 401);
     }
     const key = await mintSessionKey(deps.db, accountId);
     startSession(c, accountId, key.id);

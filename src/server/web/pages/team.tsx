@@ -12,7 +12,39 @@ import { fragmentStream, toHtml } from '../live.ts';
 import { buildRoster, currentConversation, type Teammate } from '../roster.ts';
 import { messageTeammate } from '../actions.ts';
 
+/** What the demo agent understands, for someone who has never talked to it. */
+const DEMO_HINT = 'Say hello, or try: run: uname -a · remember: something · recall';
+
 const messageForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
+
+function PreviewLine(p: { mate: Teammate }) {
+  const v = p.mate.preview;
+  const c = p.mate.conversation;
+  if (!v || !c) return null;
+  const name = p.mate.agent.name;
+  switch (v.kind) {
+    case 'typing':
+      return <p class="preview muted" data-preview="typing">{name} is writing…</p>;
+    case 'asking':
+      return (
+        <p class="preview notice" data-preview="asking">
+          {name} asks permission: {v.text}. <a href={`/conversations/${c.id}`}>Answer in the conversation</a>
+        </p>
+      );
+    case 'them':
+      return (
+        <p class="preview" data-preview="them">
+          <span class="muted">{name}:</span> {v.text}
+        </p>
+      );
+    case 'you':
+      return (
+        <p class="preview" data-preview="you">
+          <span class="muted">You:</span> {v.text}
+        </p>
+      );
+  }
+}
 
 export function MateStatus(p: { mate: Teammate }) {
   const m = p.mate;
@@ -21,6 +53,7 @@ export function MateStatus(p: { mate: Teammate }) {
     <div class="mate-status" id={`mate-status-${m.agent.id}`} data-presence={m.presence.state}>
       <PresenceBadge state={m.presence.state} label={m.presence.label} />
       {m.where ? <p class="small muted where">{m.where}</p> : null}
+      <PreviewLine mate={m} />
       {c ? (
         <p class="small">
           <span class="doing">{c.status === 'running' ? 'Working on a turn' : c.turn_count === 1 ? '1 turn' : `${c.turn_count} turns`}</span> ·{' '}
@@ -44,9 +77,16 @@ function MateCard(p: { mate: Teammate }) {
       <div sse-swap={`mate-${id}`}>
         <MateStatus mate={p.mate} />
       </div>
-      <form method="post" action={`/team/${id}/messages`} hx-post={`/team/${id}/messages`} hx-target={`#msg-result-${id}`} hx-swap="innerHTML">
+      <form
+        method="post"
+        action={`/team/${id}/messages`}
+        hx-post={`/team/${id}/messages`}
+        hx-target={`#msg-result-${id}`}
+        hx-swap="innerHTML"
+        hx-on--after-request="if(event.detail.successful && !this.querySelector('.error')) this.reset()"
+      >
         <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
-        <textarea id={`msg-${id}`} name="prompt" rows={2} required></textarea>
+        <textarea id={`msg-${id}`} name="prompt" rows={2} required placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
           <div id={`msg-result-${id}`} aria-live="polite"></div>
