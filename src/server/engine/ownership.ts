@@ -105,7 +105,7 @@ export class NodeOwnership {
     await this.sweep();
     if (!this.#o.shared) return;
     this.#timer = setInterval(() => {
-      this.#beating ??= this.#beat().finally(() => (this.#beating = null));
+      if (!this.#beating) void this.beat();
       if (!this.#sweeping) void this.sweep();
     }, this.#o.heartbeatMs);
     this.#timer.unref();
@@ -171,7 +171,12 @@ export class NodeOwnership {
     await act().catch((e: unknown) => this.#log.error({ err: e, conversation: conversationId }, 'acting on adopted work failed'));
   }
 
-  /** Stamps the heartbeat, then lets go of any turn another node adopted while this one looked lost. */
+  /** Stamps the heartbeat, then lets go of any turn another node adopted while this one looked lost. Never overlaps itself. */
+  beat(): Promise<void> {
+    this.#beating ??= this.#beat().finally(() => (this.#beating = null));
+    return this.#beating;
+  }
+
   async #beat(): Promise<void> {
     if (this.#stopped) return;
     try {
