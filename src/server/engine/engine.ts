@@ -177,6 +177,11 @@ export class ConversationEngine {
     return this.#owner.nodeId;
   }
 
+  /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
+  adoptLost(): Promise<number> {
+    return this.#owner.sweep();
+  }
+
   /**
    * Starts the idle sweep and adopts what lost nodes left open (a previous process of this one included):
    * runner turns whose prompt was sent wait for their runner and reattach; other open work fails.
