@@ -114,6 +114,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
             logger,
             heartbeatMs: config.runnerHeartbeatMs,
             callTimeoutMs: config.runnerCallTimeoutMs,
+            nodeExpiryMs: config.nodeExpiryMs,
           })
         : undefined;
     clusterHost = cluster;

@@ -19,6 +19,9 @@ import {
   type Liveness,
 } from '../store/nodes.ts';
 
+/** A lost node's row outlives its expiry by this much (a day): long enough for every node to have noticed. */
+const REAP_AFTER_MS = 86_400_000;
+
 export const mintEngineNodeId = (): string => randomBytes(8).toString('hex');
 
 /** How the work of a lost node ends or continues, in the words its events and rows carry. */
@@ -161,7 +164,7 @@ export class NodeOwnership {
     }
     const settled = await settleAbandoned(db, l);
     if (settled.length) this.#log.info({ conversations: settled }, 'settled conversations a lost node left running');
-    if (shared) await reapNodes(db, this.#o.expiryMs);
+    if (shared) await reapNodes(db, REAP_AFTER_MS);
     return claimed;
   }
 

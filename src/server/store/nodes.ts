@@ -39,9 +39,12 @@ export async function removeNode(db: EngineDb, nodeId: string): Promise<void> {
   await db.delete(serverNodes).where(eq(serverNodes.nodeId, nodeId));
 }
 
-/** Drops the rows of expired nodes; a missing row means the same as an expired one. */
-export async function reapNodes(db: EngineDb, expiryMs: number): Promise<void> {
-  await db.delete(serverNodes).where(sql`${serverNodes.heartbeatAt} < now() - make_interval(secs => ${expiryMs / 1000})`);
+/**
+ * Drops the rows of nodes silent for longer than `afterMs`. For adoption a missing row means the same as
+ * an expired one; the rows are kept a while so every node's runner host sees the node lost (cluster-host.ts).
+ */
+export async function reapNodes(db: EngineDb, afterMs: number): Promise<void> {
+  await db.delete(serverNodes).where(sql`${serverNodes.heartbeatAt} < now() - make_interval(secs => ${afterMs / 1000})`);
 }
 
 /** Conversations still provisioning on a lost node. */
