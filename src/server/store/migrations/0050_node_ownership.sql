@@ -9,5 +9,6 @@ CREATE TABLE server_nodes (
 
 ALTER TABLE turns ADD COLUMN node_id text;
 ALTER TABLE conversations ADD COLUMN node_id text;
+-- Every node looks for lost work on every beat: these keep that to the few open rows.
 CREATE INDEX turns_open_node_idx ON turns (node_id) WHERE status IN ('pending', 'running');
-CREATE INDEX conversations_pending_node_idx ON conversations (node_id) WHERE status = 'pending';
+CREATE INDEX conversations_open_idx ON conversations (status) WHERE status IN ('pending', 'running');
