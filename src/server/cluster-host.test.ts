@@ -36,7 +36,7 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
   before(async () => {
     database = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     const start = () =>
-      ClusterRunnerHost.start({ url: TEST_POSTGRES_URL, schema, db: database.db, bus: new EventBus(), logger, heartbeatMs: 300, callTimeoutMs: 5_000 });
+      ClusterRunnerHost.start({ url: TEST_POSTGRES_URL, schema, db: database.db, bus: new EventBus(), logger, heartbeatMs: 300, callTimeoutMs: 5_000, nodeExpiryMs: 30_000 });
     hosts = [await start(), await start()];
     // refuseOnline off: both dials reach register(), so the table has to arbitrate.
     hubs = await Promise.all(hosts.map((host) => startRunnerTestHub({ logger, host, refuseOnline: false })));
@@ -93,5 +93,40 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     await until(() => exit !== undefined, 'the forwarded exit');
     assert.equal(exit, 0);
     assert.equal(Buffer.concat(out).toString(), big);
+  });
+
+  it('a stream served for a node whose heartbeat expired ends; one for a live node goes on', async () => {
+    const winnerIdx = hosts.findIndex((h) => h.localRunners().length === 1);
+    const owner = hosts[winnerIdx]!;
+    const other = hosts[1 - winnerIdx]!;
+    const conn = other.whereis(RUNNER_ID)!;
+    assert.ok((await conn.call({ op: 'create', name: 'echo' })).ok);
+    const out: string[] = [];
+    const spawned = await conn.call(
+      { op: 'spawn', name: 'echo', cmd: 'fake', args: ['stay'], env: [] },
+      { listener: { output: (_s, d) => out.push(d.toString()), exit: () => {}, disconnected: () => {} } },
+    );
+    assert.ok(spawned.ok, JSON.stringify(!spawned.ok && spawned.error));
+    const session = spawned.value.session_id as string;
+    // The daemon answers a write before echoing it: once the next write is answered, the previous echo
+    // has crossed back (one socket, one NOTIFY sender), or it never will.
+    const write = async (text: string) => {
+      const r = await conn.call({ op: 'stdin', name: 'echo', session_id: session, data: Buffer.from(text).toString('base64') });
+      assert.ok(r.ok, JSON.stringify(!r.ok && r.error));
+    };
+    const roundTrip = async (text: string) => {
+      await write(text);
+      await write(`${text}-barrier`);
+    };
+
+    await database.db.execute(sql`INSERT INTO server_nodes (node_id) VALUES (${other.nodeId})`);
+    await owner.forgetLostNodes();
+    await roundTrip('alive');
+    assert.ok(out.join('').includes('echo:alive'), 'a live node keeps its stream');
+
+    await database.db.execute(sql`UPDATE server_nodes SET heartbeat_at = now() - interval '1 hour' WHERE node_id = ${other.nodeId}`);
+    await owner.forgetLostNodes();
+    await roundTrip('lost');
+    assert.ok(!out.join('').includes('echo:lost'), 'nothing is forwarded to a lost node');
   });
 });

@@ -25,6 +25,11 @@ export interface ClusterHostOptions {
   readonly heartbeatMs: number;
   /** A remote call without its own timeout waits this long (plus a grace) before runner_timeout. */
   readonly callTimeoutMs: number;
+  /**
+   * FOUNTAIN_NODE_EXPIRY_MS: a node whose server_nodes heartbeat is older is lost, and the streams this
+   * node forwards to it end (its turns were adopted by another node, which attached on its own).
+   */
+  readonly nodeExpiryMs: number;
 }
 
 /** A node that misses this many heartbeats in a row has its registrations expired by any other node. */
@@ -360,13 +365,9 @@ export class ClusterRunnerHost implements RunnerHost {
         if (sub) this.#dropSub(m.cid, sub, 'disconnected');
         return;
       }
-      case 'unsub': {
-        const served = this.#served.get(m.cid);
-        if (!served) return;
-        this.#served.delete(m.cid);
-        if (served.sessionId) this.#local.get(served.runnerId)?.unsubscribe(served.sessionId, served.forward);
+      case 'unsub':
+        this.#endServed(m.cid);
         return;
-      }
       case 'close': {
         const conn = this.#local.get(m.runnerId);
         if (conn && this.#tokens.get(conn.info) === m.token) conn.close(m.code, m.reason);
@@ -384,6 +385,33 @@ export class ClusterRunnerHost implements RunnerHost {
         this.#publish(info, m.state);
         return;
       }
+    }
+  }
+
+  #endServed(cid: string): void {
+    const served = this.#served.get(cid);
+    if (!served) return;
+    this.#served.delete(cid);
+    if (served.sessionId) this.#local.get(served.runnerId)?.unsubscribe(served.sessionId, served.forward);
+  }
+
+  /**
+   * Ends the streams this node forwards to lost nodes: a node killed mid-stream never unsubscribes, and
+   * its agent's output would otherwise go on crossing NOTIFY to nobody. A node with no row at all (one
+   * that left cleanly unsubscribed first; an older version writes none) keeps its streams.
+   */
+  async forgetLostNodes(): Promise<void> {
+    const from = [...new Set([...this.#served.values()].map((s) => s.from))];
+    if (from.length === 0) return;
+    const lost = await this.#transport.query<{ node_id: string }>(
+      'SELECT node_id FROM server_nodes WHERE node_id = ANY($1) AND heartbeat_at < now() - make_interval(secs => $2)',
+      [from, this.#opts.nodeExpiryMs / 1000],
+    );
+    const gone = new Set(lost.rows.map((r) => r.node_id));
+    for (const [cid, served] of [...this.#served]) {
+      if (!gone.has(served.from)) continue;
+      this.#log.info({ node: served.from, runnerId: served.runnerId, session: served.sessionId }, 'stream to a lost node ended');
+      this.#endServed(cid);
     }
   }
 
@@ -459,6 +487,7 @@ export class ClusterRunnerHost implements RunnerHost {
       await this.#send('broadcast', { k: 'presence', node: 'reaper', token: reg.token, state: 'offline', info: { ...reg.info, connectedAt: reg.info.connectedAt.toISOString() } as never });
     }
     await this.#transport.query(`DELETE FROM cluster_messages WHERE created_at < now() - make_interval(secs => $1)`, [ORPHAN_MESSAGE_TTL_S]);
+    await this.forgetLostNodes();
     const live = await this.#transport.query<RegistrationRow>('SELECT * FROM runner_registrations');
     const next = new Map<string, Registration>();
     for (const row of live.rows) next.set(row.runner_id, fromRow(row));

@@ -28,6 +28,8 @@ describe('server configuration', () => {
     assert.equal(c.engine.askTimeoutMs, 300_000);
     assert.deepEqual(c.providers, { e2b: null, daytona: null, sprites: null });
     assert.equal(c.brokerAllowUnenforced, false);
+    assert.equal(c.nodeHeartbeatMs, 5000);
+    assert.equal(c.nodeExpiryMs, 30_000);
   });
 
   it('treats blank values as unset, every one of them', () => {
@@ -65,6 +67,8 @@ describe('server configuration', () => {
       FOUNTAIN_SCHEDULE_TICK_MS: '100',
       FOUNTAIN_SCHEDULE_SNOOZE_MS: '200',
       FOUNTAIN_SCHEDULE_PATIENCE_MS: '5000',
+      FOUNTAIN_NODE_HEARTBEAT_MS: '200',
+      FOUNTAIN_NODE_EXPIRY_MS: '400',
     });
     assert.equal(c.runnersEnabled, false);
     assert.equal(c.databaseUrl, 'postgres://u@h:5432/db');
@@ -96,6 +100,8 @@ describe('server configuration', () => {
     assert.equal(c.scheduleTickMs, 100);
     assert.equal(c.scheduleSnoozeMs, 200);
     assert.equal(c.schedulePatienceMs, 5000);
+    assert.equal(c.nodeHeartbeatMs, 200);
+    assert.equal(c.nodeExpiryMs, 400);
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: '0' }).runnersEnabled, false);
     assert.equal(parseServerConfig({ SANDBOX_RUNNERS_ENABLED: 'yes' }).runnersEnabled, true);
   });
@@ -126,6 +132,10 @@ describe('server configuration', () => {
       [{ FOUNTAIN_SCHEDULE_TICK_MS: '0' }, 'FOUNTAIN_SCHEDULE_TICK_MS'],
       [{ FOUNTAIN_SCHEDULE_SNOOZE_MS: 'soon' }, 'FOUNTAIN_SCHEDULE_SNOOZE_MS'],
       [{ FOUNTAIN_SCHEDULE_PATIENCE_MS: '-1' }, 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],
+      [{ FOUNTAIN_NODE_HEARTBEAT_MS: '5' }, 'FOUNTAIN_NODE_HEARTBEAT_MS'],
+      [{ FOUNTAIN_NODE_EXPIRY_MS: 'never' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
+      // A node that may not miss a single beat would lose its turns to every hiccup.
+      [{ FOUNTAIN_NODE_HEARTBEAT_MS: '1000', FOUNTAIN_NODE_EXPIRY_MS: '1500' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
     ];
     for (const [env, name] of cases) refuses(env, name);
     // Every variable with a syntax has a refusal above.

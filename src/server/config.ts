@@ -7,7 +7,7 @@ import { daytonaOptionsFromEnv, type DaytonaOptions } from '../providers/daytona
 import { optionsFromEnv as e2bOptionsFromEnv, type E2BOptions } from '../providers/e2b/config.ts';
 import { spritesOptionsFromEnv, type SpritesOptions } from '../providers/sprites/config.ts';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider } from '../sandbox/providers.ts';
-import { engineConfigFromEnv, type EngineConfig } from './engine/config.ts';
+import { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './engine/config.ts';
 import { API_KEY_PATTERN } from './store/keys.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -96,6 +96,9 @@ const envSchema = z.object({
   FOUNTAIN_SCHEDULE_TICK_MS: wholeNumber(60_000, 1, 86_400_000, 'milliseconds'),
   FOUNTAIN_SCHEDULE_SNOOZE_MS: wholeNumber(30_000, 1, 86_400_000, 'milliseconds'),
   FOUNTAIN_SCHEDULE_PATIENCE_MS: wholeNumber(30 * 60_000, 1, 7 * 86_400_000, 'milliseconds'),
+  // Server nodes
+  FOUNTAIN_NODE_HEARTBEAT_MS: wholeNumber(ENGINE_DEFAULTS.nodeHeartbeatMs, 10, 3_600_000, 'milliseconds'),
+  FOUNTAIN_NODE_EXPIRY_MS: wholeNumber(ENGINE_DEFAULTS.nodeExpiryMs, 20, 86_400_000, 'milliseconds'),
 });
 
 export type ServerEnvVar = keyof typeof envSchema.shape;
@@ -122,6 +125,7 @@ export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>
   sprites: ['SPRITES_TOKEN', 'SPRITES_BASE_URL', 'SPRITES_TIMEOUT_MS'],
   brokerage: ['BROKER_ALLOW_UNENFORCED'],
   schedules: ['FOUNTAIN_SCHEDULE_TICK_MS', 'FOUNTAIN_SCHEDULE_SNOOZE_MS', 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],
+  nodes: ['FOUNTAIN_NODE_HEARTBEAT_MS', 'FOUNTAIN_NODE_EXPIRY_MS'],
 };
 
 /** The provider options each hosted adapter is built from; null when its credential is unset. */
@@ -161,6 +165,9 @@ export interface ServerConfig {
   readonly scheduleTickMs: number;
   readonly scheduleSnoozeMs: number;
   readonly schedulePatienceMs: number;
+  /** FOUNTAIN_NODE_HEARTBEAT_MS / _EXPIRY_MS: a node's liveness stamp, and how stale it may be before its turns are adopted. */
+  readonly nodeHeartbeatMs: number;
+  readonly nodeExpiryMs: number;
 }
 
 export class ConfigError extends Error {
@@ -198,6 +205,10 @@ export function parseServerConfig(env: Env): ServerConfig {
     throw new ConfigError(String(issue.path[0] ?? 'environment'), issue.message);
   }
   const c = parsed.data;
+  // A node must be able to miss a beat (a busy event loop, a slow database) without losing its turns.
+  if (c.FOUNTAIN_NODE_EXPIRY_MS < 2 * c.FOUNTAIN_NODE_HEARTBEAT_MS) {
+    throw new ConfigError('FOUNTAIN_NODE_EXPIRY_MS', `must be at least twice FOUNTAIN_NODE_HEARTBEAT_MS (${c.FOUNTAIN_NODE_HEARTBEAT_MS})`);
+  }
 
   const engine = engineConfigFromEnv(picked);
   if (!engine.ok) throw blame(engine.message, SERVER_ENV_GROUPS.sandboxes!);
@@ -228,5 +239,7 @@ export function parseServerConfig(env: Env): ServerConfig {
     scheduleTickMs: c.FOUNTAIN_SCHEDULE_TICK_MS,
     scheduleSnoozeMs: c.FOUNTAIN_SCHEDULE_SNOOZE_MS,
     schedulePatienceMs: c.FOUNTAIN_SCHEDULE_PATIENCE_MS,
+    nodeHeartbeatMs: c.FOUNTAIN_NODE_HEARTBEAT_MS,
+    nodeExpiryMs: c.FOUNTAIN_NODE_EXPIRY_MS,
   };
 }

@@ -19,7 +19,7 @@ import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from 
 import { checkDefaultProvider, hostedAdapters } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import type { ProviderRegistry } from '../sandbox/registry.ts';
-import { createEngine, type ConversationEngine, type EngineConfig } from './engine/index.ts';
+import { createEngine, mintEngineNodeId, type ConversationEngine, type EngineConfig } from './engine/index.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
 import { sessionSecretFrom } from './web/session.ts';
 import { announceEvents, PgBusBridge } from './cluster.ts';
@@ -114,6 +114,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
             logger,
             heartbeatMs: config.runnerHeartbeatMs,
             callTimeoutMs: config.runnerCallTimeoutMs,
+            nodeExpiryMs: config.nodeExpiryMs,
           })
         : undefined;
     clusterHost = cluster;
@@ -124,7 +125,15 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       env,
       adapters: opts.adapters ?? hostedAdapters(config, { logger }),
-      config: { maxLifetimeMs: config.maxLifetimeMs, brokerAllowUnenforced: config.brokerAllowUnenforced, ...opts.engine },
+      config: {
+        maxLifetimeMs: config.maxLifetimeMs,
+        brokerAllowUnenforced: config.brokerAllowUnenforced,
+        nodeHeartbeatMs: config.nodeHeartbeatMs,
+        nodeExpiryMs: config.nodeExpiryMs,
+        ...opts.engine,
+      },
+      // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
+      node: { id: cluster?.nodeId ?? mintEngineNodeId(), shared: cluster !== undefined },
     });
     engine = wired.engine;
     await engine.start();

@@ -32,6 +32,10 @@ export interface EngineConfig {
   readonly maxLifetimeMs: number;
   /** BROKER_ALLOW_UNENFORCED: a brokered account may launch on a backend without network_policy. */
   readonly brokerAllowUnenforced: boolean;
+  /** FOUNTAIN_NODE_HEARTBEAT_MS: how often a node stamps its heartbeat and looks for lost nodes' turns. */
+  readonly nodeHeartbeatMs: number;
+  /** FOUNTAIN_NODE_EXPIRY_MS: a node whose heartbeat is older than this is lost; its open turns are adopted. */
+  readonly nodeExpiryMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -50,6 +54,8 @@ export const ENGINE_DEFAULTS = {
   turnSilenceTimeoutMs: 600_000,
   maxLifetimeMs: 0,
   brokerAllowUnenforced: false,
+  nodeHeartbeatMs: 5_000,
+  nodeExpiryMs: 30_000,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);

@@ -3,7 +3,7 @@
  * holds permission requests, parks idle sandboxes and wakes them on the next prompt.
  */
 import { randomBytes } from 'node:crypto';
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { PermissionOption, RequestPermissionRequest } from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import type { HeldPermission, JsonRpcId, LineContext } from '../../acp/index.ts';
@@ -12,7 +12,7 @@ import type { RunnerHost } from '../../providers/runner/index.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { checkLifecycle, describeError, idleAction, isTransient, mintHostedName, mintRunnerName, parseRunnerName } from '../../sandbox/index.ts';
 import { getAgent } from '../store/agents.ts';
-import { conversations, events } from '../store/conversation-schema.ts';
+import { events } from '../store/conversation-schema.ts';
 import type { Agent, Conversation, PendingPermission, PermissionPolicy, SandboxRow, Turn, Verdict } from '../store/conversation-schema.ts';
 import {
   agedCandidates,
@@ -43,6 +43,7 @@ import { accept, refuse, type EngineResult } from './errors.ts';
 import { EventLog } from './event-log.ts';
 import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
+import { mintEngineNodeId, NodeOwnership, type Adopter, type Loss } from './ownership.ts';
 import { prepareSandbox } from './provision.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
@@ -63,6 +64,11 @@ export interface EngineDeps {
   readonly config: EngineConfig;
   /** The instance default provider (SANDBOX_PROVIDER), used when an agent pins none. */
   readonly defaultProvider: KnownProvider;
+  /**
+   * This node's id (the cluster host's, so logs agree) and whether other nodes share the database.
+   * Default: a fresh id, alone on the database (a restart adopts everything its predecessor left open).
+   */
+  readonly node?: { readonly id: string; readonly shared: boolean };
 }
 
 export interface CreateConversationInput {
@@ -151,19 +157,38 @@ export class ConversationEngine {
   #recoveryTokens = 0;
   /** Recovery ticks in flight; stop() waits for them before the database closes. */
   readonly #ticks = new Set<Promise<void>>();
+  readonly #owner: NodeOwnership;
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
     this.#log = deps.logger.child({ component: 'engine' });
     this.events = new EventLog(deps.db, this.#log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
+    this.#owner = new NodeOwnership({
+      db: deps.db,
+      nodeId: deps.node?.id ?? mintEngineNodeId(),
+      shared: deps.node?.shared ?? false,
+      heartbeatMs: deps.config.nodeHeartbeatMs,
+      expiryMs: deps.config.nodeExpiryMs,
+      logger: this.#log,
+    });
+  }
+
+  /** The id this node's open turns and provisionings carry in the store. */
+  get nodeId(): string {
+    return this.#owner.nodeId;
+  }
+
+  /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
+  adoptLost(): Promise<number> {
+    return this.#owner.sweep();
   }
 
   /**
-   * Starts the idle sweep and settles what a previous process left open: its turns cannot be
-   * continued without re-attach (recovery), so they fail and their conversations take new prompts.
+   * Starts the idle sweep and adopts what lost nodes left open (a previous process of this one included):
+   * runner turns whose prompt was sent wait for their runner and reattach; other open work fails.
    */
   async start(): Promise<void> {
-    await this.#settleOrphans();
+    await this.#owner.start(this.#adopter());
     if (this.#d.config.idleTimeoutMs > 0 || this.#d.config.maxLifetimeMs > 0) {
       this.#sweepTimer = setInterval(() => void this.sweep().catch((e) => this.#log.error({ err: e }, 'idle sweep failed')), this.#d.config.sweepIntervalMs);
       this.#sweepTimer.unref();
@@ -175,24 +200,32 @@ export class ConversationEngine {
     this.#stopped = true;
     if (this.#sweepTimer) clearInterval(this.#sweepTimer);
     this.#sweepTimer = null;
+    await this.#owner.stop();
     await Promise.allSettled([...this.#provisioning.values()].map((p) => p.done));
     await Promise.allSettled([...this.#ticks]);
-    for (const live of this.#live.values()) {
-      const turn = live.turn;
-      if (turn) {
-        if (turn.ask) clearTimeout(turn.ask.timer);
-        if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
-        if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
-        if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-        if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
-        turn.recovery = null;
-        // The turn stays `running` in the store: the next boot reattaches to the process (§11.1).
-        turn.driver = null;
-      }
-      await live.proc?.release('the server is stopping');
-    }
-    this.#live.clear();
+    for (const live of [...this.#live.values()]) await this.#detach(live, 'the server is stopping');
     await this.events.close();
+    // Only now, with every event stored: an adopter skips what is stored, so nothing is stored twice.
+    await this.#owner.leave();
+  }
+
+  /**
+   * Lets go of a conversation without touching its rows: its turn stays `running` in the store and its
+   * agent keeps running on a detachable provider, for whichever node adopts the turn next (§11.1).
+   */
+  async #detach(live: Live, why: string): Promise<void> {
+    const turn = live.turn;
+    if (turn) {
+      if (turn.ask) clearTimeout(turn.ask.timer);
+      if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+      if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
+      if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+      if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+      turn.recovery = null;
+      turn.driver = null;
+    }
+    if (this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
+    await live.proc?.release(why);
   }
 
   // ---------------------------------------------------------------- reads
@@ -265,11 +298,12 @@ export class ConversationEngine {
         source: 'api',
         channelId: input.channelId ?? null,
         turnCount: input.prompt ? 1 : 0,
+        nodeId: this.nodeId,
       },
       { provider, name: name.value, status: 'starting' },
     );
     const conv = row.conversation;
-    if (input.prompt) await insertTurn(this.#d.db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending' });
+    if (input.prompt) await insertTurn(this.#d.db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending', nodeId: this.nodeId });
     this.#startProvisioning(conv, row.sandbox!, agent);
     return accept(await this.view(row));
   }
@@ -577,7 +611,7 @@ export class ConversationEngine {
       if (!awake.ok) return awake;
       // Stored as running at once (one write instead of insert + update); its conversation's
       // counters go with the running mark in #runTurn.
-      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date() });
+      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId });
       await this.#runTurn(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
       return accept({ turnId: turn.id });
     });
@@ -1238,10 +1272,11 @@ export class ConversationEngine {
   }
 
   /**
-   * Boot trigger (§11.1): a turn a previous server left running on a runner, its prompt sent, waits for
-   * the runner like a live drop. The runner cannot be connected yet: this node is not listening.
+   * Boot trigger (§11.1): a turn a lost node (a previous process of this server, or another node of the
+   * cluster) left running on a runner, its prompt sent, waits for the runner like a live drop. The
+   * runner may be connected to any node: the reattach goes through the runner host.
    */
-  async #recoverAtBoot(c: Conversation, t: Turn): Promise<boolean> {
+  async #recoverAtBoot(c: Conversation, t: Turn, reason: string): Promise<boolean> {
     if (t.status !== 'running' || t.acpPromptId === null || !this.#d.runnerHost || !this.#d.registry.isRegistered('runner')) return false;
     const row = await getConversationById(this.#d.db, c.id);
     const s = row?.sandbox;
@@ -1274,25 +1309,41 @@ export class ConversationEngine {
       silenceTimer: null,
     };
     live.turn = turn;
+    // A process this node still holds for the conversation belongs to an earlier turn; the adopted turn's replaces it.
+    const stale = this.#live.get(c.id);
+    if (stale) await this.#detach(stale, 'a lost node ran a later turn');
     this.#live.set(c.id, live);
-    this.#enterRecovery(live, turn, RUNNER_OFFLINE);
+    this.#enterRecovery(live, turn, reason);
     return true;
   }
 
-  async #settleOrphans(): Promise<void> {
-    const rows = await this.#d.db.select().from(conversations).where(inArray(conversations.status, ['pending', 'running']));
-    for (const c of rows) {
-      for (const t of await openTurns(this.#d.db, c.id)) {
-        if (c.status === 'running' && (await this.#recoverAtBoot(c, t))) continue;
-        await updateTurn(this.#d.db, t.id, { status: 'failed', reason: 'the server restarted during the turn', endedAt: new Date() });
-        this.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: 'the server restarted during the turn' });
-      }
-      if (c.status === 'pending') {
-        await updateConversation(this.#d.db, c.id, { status: 'failed', failureReason: 'the server restarted while provisioning' });
-        this.events.stage(c.id, null, 'provision', 'failed', { reason: 'the server restarted while provisioning' });
-      } else if (!this.#live.get(c.id)?.turn) {
-        await updateConversation(this.#d.db, c.id, { status: 'idle' });
-      }
+  /** What this node does with the open work of lost nodes once it has claimed it (ownership.ts). */
+  #adopter(): Adopter {
+    return {
+      provisioning: (c, loss) => this.#lock.run(c.id, () => this.#failOpen(c, loss)),
+      turn: (c, t, loss) =>
+        this.#lock.run(c.id, async () => {
+          if (!(await this.#recoverAtBoot(c, t, loss.recoveryReason))) await this.#failOpen(c, loss, t);
+        }),
+      driving: () => [...this.#live.values()].flatMap((l) => (l.turn ? [l.turn.id] : [])),
+      release: async (turnId) => {
+        const live = [...this.#live.values()].find((l) => l.turn?.id === turnId);
+        if (live) await this.#detach(live, 'another node adopted the turn');
+      },
+    };
+  }
+
+  /** Fails the open turns a lost node left (just `only`, when given), then the provisioning or the running mark. */
+  async #failOpen(c: Conversation, loss: Loss, only?: Turn): Promise<void> {
+    for (const t of only ? [only] : await openTurns(this.#d.db, c.id)) {
+      await updateTurn(this.#d.db, t.id, { status: 'failed', reason: loss.turnReason, endedAt: new Date() });
+      this.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: loss.turnReason });
+    }
+    if (c.status === 'pending') {
+      await updateConversation(this.#d.db, c.id, { status: 'failed', failureReason: loss.provisioningReason });
+      this.events.stage(c.id, null, 'provision', 'failed', { reason: loss.provisioningReason });
+    } else if (!this.#live.get(c.id)?.turn) {
+      await settleRunningConversation(this.#d.db, c.id, {});
     }
   }
 

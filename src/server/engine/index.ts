@@ -10,9 +10,10 @@ import type { Db } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { findRunner } from '../store/runners.ts';
 import { engineConfigFromEnv, type EngineConfig } from './config.ts';
-import { ConversationEngine } from './engine.ts';
+import { ConversationEngine, type EngineDeps } from './engine.ts';
 
 export { ConversationEngine } from './engine.ts';
+export { mintEngineNodeId } from './ownership.ts';
 export type { CreateConversationInput, EngineDeps, RunnerDirectory } from './engine.ts';
 export { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './config.ts';
 export { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineErrorCode, type EngineResult } from './errors.ts';
@@ -39,6 +40,7 @@ export interface EngineWiring {
   readonly adapters?: readonly SandboxAdapter[];
   /** Overrides on top of the environment (tests shrink timeouts here). */
   readonly config?: Partial<EngineConfig>;
+  readonly node?: EngineDeps['node'];
 }
 
 /**
@@ -74,6 +76,7 @@ export function createEngine(w: EngineWiring): { engine: ConversationEngine; reg
     logger: w.logger,
     config,
     defaultProvider,
+    ...(w.node ? { node: w.node } : {}),
   });
   return { engine, registry, defaultProvider };
 }

@@ -79,6 +79,8 @@ export const conversations = pgTable(
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
     failureReason: text('failure_reason'),
+    /** The server node that created the conversation: while it is `pending`, the node provisioning it (migration 0050). */
+    nodeId: text('node_id'),
     turnCount: integer('turn_count').notNull().default(0),
     /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
     acpNextId: integer('acp_next_id'),
@@ -125,6 +127,8 @@ export const turns = pgTable(
     /** The JSON-RPC id of this turn's session/prompt: the journal boundary for re-attach. */
     acpPromptId: integer('acp_prompt_id'),
     pendingPermission: jsonb('pending_permission').$type<PendingPermission>(),
+    /** The server node driving the turn while it is open; another node adopts it only once this one's heartbeat expired. */
+    nodeId: text('node_id'),
     usage: jsonb('usage').$type<TurnUsage>(),
     startedAt: ts('started_at'),
     endedAt: ts('ended_at'),
@@ -161,7 +165,14 @@ export const events = pgTable(
   (t) => [index('events_conversation_idx').on(t.conversationId, t.id)],
 );
 
-export const conversationSchema = { agents, sandboxes, conversations, turns, events };
+/** One row per live server node; a row whose heartbeat is older than the expiry (or no row) is a lost node. */
+export const serverNodes = pgTable('server_nodes', {
+  nodeId: text('node_id').primaryKey(),
+  startedAt: ts('started_at').notNull().defaultNow(),
+  heartbeatAt: ts('heartbeat_at').notNull().defaultNow(),
+});
+
+export const conversationSchema = { agents, sandboxes, conversations, turns, events, serverNodes };
 
 export type Agent = typeof agents.$inferSelect;
 export type SandboxRow = typeof sandboxes.$inferSelect;
