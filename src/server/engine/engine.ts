@@ -144,6 +144,16 @@ function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => T): Promise<
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
+/** Stops what a turn has running on timers and disowns its driver; the held permission is the caller's. */
+function stopTurnTimers(turn: ActiveTurn): void {
+  if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+  if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
+  if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+  if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+  turn.recovery = null;
+  turn.driver = null;
+}
+
 export class ConversationEngine {
   readonly events: EventLog;
   readonly #d: EngineDeps;
@@ -217,12 +227,7 @@ export class ConversationEngine {
     const turn = live.turn;
     if (turn) {
       if (turn.ask) clearTimeout(turn.ask.timer);
-      if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
-      if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
-      if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-      if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
-      turn.recovery = null;
-      turn.driver = null;
+      stopTurnTimers(turn);
     }
     if (this.#live.get(live.conversationId) === live) this.#live.delete(live.conversationId);
     await live.proc?.release(why);
@@ -777,12 +782,7 @@ export class ConversationEngine {
 
   async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string; code?: string }): Promise<void> {
     if (live.turn !== turn) return;
-    if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
-    if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
-    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-    if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
-    turn.recovery = null;
-    turn.driver = null;
+    stopTurnTimers(turn);
     if (turn.ask) {
       clearTimeout(turn.ask.timer);
       live.resolved.add(turn.ask.requestId);
