@@ -189,6 +189,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const port = (srv.address() as AddressInfo).port;
     scheduler.start();
     const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
+    // Without PUBLIC_URL, sandboxes on this machine (runners) still reach the server where it listens.
+    engine.sandboxTokens.defaultBaseUrl(`http://${urlHost}:${port}`);
 
     let stopping: Promise<void> | undefined;
     const stop = () =>

@@ -45,6 +45,7 @@ import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { mintEngineNodeId, NodeOwnership, type Adopter, type Loss } from './ownership.ts';
 import { prepareSandbox } from './provision.ts';
+import { platformMcpServers, SandboxTokens } from './sandbox-token.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
 import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
@@ -168,9 +169,12 @@ export class ConversationEngine {
   /** Recovery ticks in flight; stop() waits for them before the database closes. */
   readonly #ticks = new Set<Promise<void>>();
   readonly #owner: NodeOwnership;
+  /** The per-conversation sandbox tokens (§3.3) and the base URL sandboxes reach the server at. */
+  readonly sandboxTokens: SandboxTokens;
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
+    this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
     this.#log = deps.logger.child({ component: 'engine' });
     this.events = new EventLog(deps.db, this.#log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
     this.#owner = new NodeOwnership({
@@ -404,9 +408,10 @@ export class ConversationEngine {
     return live;
   }
 
+  /** What `.env` holds; the sandbox token is not in it (each launch rotates it): only the agent's process env has it. */
   #sandboxEnv(conversationId: string): Array<[string, string]> {
     const env: Array<[string, string]> = [['FOUNTAIN_CONVERSATION_ID', conversationId]];
-    if (this.#d.config.publicUrl) env.push(['FOUNTAIN_BASE_URL', this.#d.config.publicUrl]);
+    if (this.sandboxTokens.baseUrl) env.push(['FOUNTAIN_BASE_URL', this.sandboxTokens.baseUrl]);
     return env;
   }
 
@@ -438,7 +443,9 @@ export class ConversationEngine {
       turn: null,
       resolved: new Set(),
     };
-    const env: Array<[string, string]> = this.#sandboxEnv(conv.id);
+    // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
+    const token = await this.sandboxTokens.rotate(conv.accountId, conv.id);
+    const env: Array<[string, string]> = this.sandboxTokens.env(conv.id, token);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
     await this.#reapAgents(adapter, handle, conv.id, null);
@@ -449,11 +456,15 @@ export class ConversationEngine {
       this.#procEvents(live),
       this.#log.child({ conversation: conv.id }),
     );
-    if (!launched.ok) return launched;
+    if (!launched.ok) {
+      await this.sandboxTokens.revoke(conv.id);
+      return launched;
+    }
     const proc = launched.value;
     live.proc = proc;
     const fail = async (what: string): Promise<{ ok: false; error: string }> => {
       await proc.stop();
+      await this.sandboxTokens.revoke(conv.id);
       return { ok: false, error: what };
     };
     const timeout = this.#d.config.acpCallTimeoutMs;
@@ -464,14 +475,15 @@ export class ConversationEngine {
     const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
     if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
 
+    const mcpServers = platformMcpServers(conv, this.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
     let sessionId: string | null = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
-      const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId }), timeout, timedOut('session/load'));
+      const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
       if (loaded.ok) sessionId = resumeSessionId;
       else this.#log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
     }
     if (!sessionId) {
-      const created = await withTimeout(proc.client.newSession({ cwd: cwd.value }), timeout, timedOut('session/new'));
+      const created = await withTimeout(proc.client.newSession({ cwd: cwd.value, mcpServers }), timeout, timedOut('session/new'));
       if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
       sessionId = created.value.sessionId;
       if (resumeSessionId) {
@@ -915,6 +927,7 @@ export class ConversationEngine {
     const now = new Date();
     if (s) await updateSandbox(this.#d.db, s.id, { status: 'terminated', terminatedAt: now });
     await updateConversation(this.#d.db, id, { status: 'terminated', lastActiveAt: now });
+    await this.sandboxTokens.revoke(id, now);
     this.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
   }
 
@@ -958,6 +971,7 @@ export class ConversationEngine {
         s,
       );
       await updateConversation(this.#d.db, id, { status: 'terminated', lastActiveAt: new Date() });
+      await this.sandboxTokens.revoke(id);
       this.events.stage(id, null, 'terminate', 'done', { event: 'released', successor_id: successor.conversation.id });
       return accept(await this.view(successor));
     });

@@ -62,7 +62,7 @@ const CreateKeyBody = z
   .object({
     name: z.string({ error: 'name is required' }).trim().min(1, 'name is required').max(200),
     scopes: z
-      .array(z.enum(API_KEY_SCOPES))
+      .array(z.enum(['full', 'sandbox']))
       .length(1, 'scopes must be ["full"] or ["sandbox"]')
       .default(['full']),
     expires_at: z.iso.datetime({ offset: true }).optional(),

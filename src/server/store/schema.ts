@@ -21,7 +21,8 @@ export const accounts = pgTable('accounts', {
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
 
-export const API_KEY_SCOPES = ['full', 'sandbox'] as const;
+/** `sprite` is the per-conversation sandbox token's scope (platform-api.md §3.3); only the engine mints it. */
+export const API_KEY_SCOPES = ['full', 'sandbox', 'sprite'] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 export const apiKeys = pgTable(
@@ -40,6 +41,8 @@ export const apiKeys = pgTable(
     lastUsedAt: ts('last_used_at'),
     expiresAt: ts('expires_at'),
     revokedAt: ts('revoked_at'),
+    /** Set on a sandbox token: the conversation it was minted for (the FK lives in migration 0055). */
+    conversationId: uuid('conversation_id'),
   },
   (t) => [index('api_keys_account_idx').on(t.accountId)],
 );
