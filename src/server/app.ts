@@ -19,6 +19,7 @@ import { runnerRoutes } from './routes/runners.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { conversationRoutes } from './routes/conversations.ts';
 import { teamRoutes } from './routes/team.ts';
+import { mcpTeamRoutes } from './routes/mcp-team.ts';
 import type { TeamService } from './engine/team.ts';
 import type { Scheduler } from './engine/scheduler.ts';
 import type { ConversationEngine } from './engine/index.ts';
@@ -102,7 +103,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
-    if (deps.team) app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
+    if (deps.team) {
+      app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
+      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
+    }
     if (deps.web) {
       const { engine, registry, defaultProvider } = deps.engine;
       app.route(

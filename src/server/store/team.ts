@@ -47,6 +47,12 @@ export async function lastTurn(db: EngineDb, conversationId: string): Promise<Tu
   return t;
 }
 
+/** The conversation's latest `n` turns, newest first. */
+export async function recentTurns(db: EngineDb, conversationId: string, n: number): Promise<Turn[]> {
+  if (n <= 0) return [];
+  return db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(desc(turns.turnNumber)).limit(n);
+}
+
 /** The agent's reply in a turn: the text of its agent_message_chunk updates, joined. */
 export async function replyText(db: EngineDb, conversationId: string, turnId: string): Promise<string> {
   const rows = await db
