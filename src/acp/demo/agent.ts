@@ -1,12 +1,12 @@
 /**
  * The `demo` runtime: a real ACP agent built on the SDK's agent side, with no model and no network.
  * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`,
- * `slow: <n> [<ms>ms]` (n numbered lines, one chunk each, paced), else an echo.
+ * `slow: <n> [<ms>ms]` (n numbered lines, one chunk each, paced), `mcp servers` (what the session got), else an echo.
  */
 import { randomUUID } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
-import type { AgentContext, ContentBlock, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
+import type { AgentContext, ContentBlock, McpServer, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
 import { DemoStore } from './store.ts';
 import { killAllShells, runShell } from './shell.ts';
 
@@ -26,6 +26,8 @@ export interface DemoAgentOptions {
 
 interface DemoSession {
   readonly cwd: string;
+  /** What session/new or session/load brought, for `mcp servers`. */
+  readonly mcpServers: readonly McpServer[];
   abort: AbortController | null;
 }
 
@@ -33,6 +35,7 @@ type Intent =
   | { readonly kind: 'run'; readonly command: string }
   | { readonly kind: 'remember'; readonly text: string }
   | { readonly kind: 'recall' }
+  | { readonly kind: 'mcp' }
   | { readonly kind: 'slow'; readonly chunks: number; readonly everyMs: number }
   | { readonly kind: 'echo'; readonly text: string };
 
@@ -43,6 +46,7 @@ export function parseIntent(text: string): Intent {
   const remember = /^remember:\s*([\s\S]+)$/i.exec(t);
   if (remember?.[1]) return { kind: 'remember', text: remember[1].trim() };
   if (/^recall\b/i.test(t) || /what do you remember/i.test(t)) return { kind: 'recall' };
+  if (/^mcp servers\b/i.test(t)) return { kind: 'mcp' };
   const slow = /^slow:\s*(\d{1,6})(?:\s+(\d{1,6})\s*ms)?$/i.exec(t);
   if (slow?.[1]) {
     const chunks = Math.min(Number(slow[1]), SLOW_MAX_CHUNKS);
@@ -81,6 +85,24 @@ export function chunkText(text: string, wordsPerChunk = WORDS_PER_CHUNK): string
   const out: string[] = [];
   for (let i = 0; i < pieces.length; i += wordsPerChunk) out.push(pieces.slice(i, i + wordsPerChunk).join(''));
   return out.length > 0 ? out : [text];
+}
+
+/**
+ * One line per MCP server. Header values are never shown (they carry the sandbox token); a bearer
+ * header is only compared with this process's FOUNTAIN_TOKEN.
+ */
+export function describeMcpServers(servers: readonly McpServer[], env: NodeJS.ProcessEnv = process.env): string {
+  if (servers.length === 0) return 'I got no MCP servers.';
+  const lines = servers.map((s) => {
+    if (!('type' in s) || (s.type !== 'http' && s.type !== 'sse')) return `- ${s.name}: stdio ${s.command}`;
+    const headers = s.headers.map((h) => {
+      const bearer = /^Bearer\s+(\S+)$/i.exec(h.value);
+      const note = bearer ? (bearer[1] === env.FOUNTAIN_TOKEN ? ' (bearer = FOUNTAIN_TOKEN)' : ' (bearer ≠ FOUNTAIN_TOKEN)') : '';
+      return `${h.name}${note}`;
+    });
+    return `- ${s.name}: ${s.type} ${s.url} headers: ${headers.join(', ') || 'none'}`;
+  });
+  return `I got ${servers.length} MCP server(s):\n${lines.join('\n')}`;
 }
 
 export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
@@ -167,6 +189,8 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
         const answer = items.length === 0 ? 'I remember nothing.' : `I remember:\n${items.map((i) => `- ${i}`).join('\n')}`;
         return { stop: 'end_turn', answer };
       }
+      case 'mcp':
+        return { stop: 'end_turn', answer: describeMcpServers(session.mcpServers) };
       case 'echo':
         return {
           stop: 'end_turn',
@@ -181,20 +205,24 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     .agent({ name: 'fountain-demo' })
     .onRequest(acp.methods.agent.initialize, () => ({
       protocolVersion: acp.PROTOCOL_VERSION,
-      agentCapabilities: { loadSession: true, promptCapabilities: { image: false, audio: false, embeddedContext: false } },
+      agentCapabilities: {
+        loadSession: true,
+        promptCapabilities: { image: false, audio: false, embeddedContext: false },
+        mcpCapabilities: { http: true, sse: false },
+      },
       agentInfo: { name: 'fountain-demo', title: 'Fountain demo agent', version: DEMO_AGENT_VERSION },
       authMethods: [],
     }))
     .onRequest(acp.methods.agent.session.new, async ({ params }) => {
       const sessionId = randomUUID();
       await store.createHistory(sessionId);
-      sessions.set(sessionId, { cwd: params.cwd, abort: null });
+      sessions.set(sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null });
       return { sessionId };
     })
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
       const history = await store.readHistory(params.sessionId);
       if (history === null) throw acp.RequestError.resourceNotFound(params.sessionId);
-      sessions.set(params.sessionId, { cwd: params.cwd, abort: null });
+      sessions.set(params.sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null });
       // The protocol wants the whole history replayed before the load reply.
       for (const u of history) await update(client, params.sessionId, u);
       return {};
