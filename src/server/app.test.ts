@@ -226,6 +226,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/terminate',
       '/api/conversations/{id}/turns',
       '/api/health',
+      '/api/mcp/team/{conversation_id}',
       '/api/runners',
       '/api/runners/ws',
       '/api/runners/{id}',
