@@ -5,6 +5,7 @@ import { taggedArgv } from './agent-process.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from './runtimes.ts';
 import { KeyedLock } from './lock.ts';
+import { platformMcpServers } from './sandbox-token.ts';
 
 const options = [
   { optionId: 'a1', name: 'Allow', kind: 'allow_once' as const },
@@ -83,5 +84,27 @@ describe('real adapters', () => {
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
     assert.deepEqual(RUNTIME_SPECS.claude.env, [['IS_SANDBOX', '1']]);
     for (const spec of Object.values(RUNTIME_SPECS)) for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
+  });
+});
+
+describe('platform MCP servers for a session', () => {
+  const team = { id: '0b7c2f4e-1111-4222-8333-444455556666', channelId: 'fountain:team' };
+  const token = `ftn_${'a'.repeat(64)}`;
+  it('a team conversation of an http-capable agent gets the team MCP with the bearer token', () => {
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), [
+      {
+        type: 'http',
+        name: 'fountain-team',
+        url: `http://127.0.0.1:4000/api/mcp/team/${team.id}`,
+        headers: [{ name: 'Authorization', value: `Bearer ${token}` }],
+      },
+    ]);
+  });
+  it('a stdio-only agent, a conversation off the team channel, or an unknown base URL gets none', () => {
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, { mcpCapabilities: { sse: true } }), []);
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, {}), []);
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
+    assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
+    assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
   });
 });
