@@ -135,9 +135,11 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', done, { once: true });
   });
 
+/** Runs one tool; its arguments are parsed here, so a ZodError means the caller sent bad ones. */
 async function callTool(ctx: TeamMcpContext, name: ToolName, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   switch (name) {
     case 'list_teammates': {
+      TOOL_INPUTS.list_teammates.parse(args);
       const roster = await ctx.team.roster(ctx.accountId);
       return { teammates: roster.map((t) => summary(t, ctx.conversationId)) };
     }
@@ -231,15 +233,14 @@ export async function handleMcpMessage(ctx: TeamMcpContext, raw: unknown): Promi
       const p = CallParams.safeParse(msg.params ?? {});
       if (!p.success) return rpcError(id, -32602, 'tools/call needs {name, arguments}');
       if (!isToolName(p.data.name)) return rpcError(id, -32602, `unknown tool ${p.data.name}`);
-      const args = TOOL_INPUTS[p.data.name].safeParse(p.data.arguments ?? {});
-      if (!args.success) {
-        const detailText = args.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
-        return rpcError(id, -32602, `invalid arguments for ${p.data.name}: ${detailText}`);
-      }
       try {
-        const out = await callTool(ctx, p.data.name, args.data);
+        const out = await callTool(ctx, p.data.name, p.data.arguments ?? {});
         return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: false } };
       } catch (e) {
+        if (e instanceof z.ZodError) {
+          const detailText = e.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
+          return rpcError(id, -32602, `invalid arguments for ${p.data.name}: ${detailText}`);
+        }
         if (!(e instanceof ToolFailure)) throw e;
         const out = { error: e.code, message: e.message };
         return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: true } };
