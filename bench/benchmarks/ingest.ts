@@ -35,7 +35,7 @@ export const ingestBenchmark: Benchmark = {
     try {
       const before = conv.stream.events.length;
       t0 = process.hrtime.bigint();
-      const r = await turn(conv, prompt);
+      const r = await ctx.measured(() => turn(conv, prompt));
       const deliveredMs = msSince(t0);
       if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
       const delivered = conv.stream.events.slice(before).filter(isAnswerChunk).length;

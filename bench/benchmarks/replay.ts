@@ -66,9 +66,11 @@ export const replayBenchmark: Benchmark = {
         const counter = countingSink();
         const meter = cpuMeter({ server: process.pid, runner: rig.runnerPid });
         let t0 = process.hrtime.bigint();
-        const cmd = await rig.adapter.attach(handle, sessionId, { owner: counter.sink });
-        if (!cmd.ok) throw new Error(`attach failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
-        const got = await counter.done;
+        const { cmd, got } = await ctx.measured(async () => {
+          const cmd = await rig.adapter.attach(handle, sessionId, { owner: counter.sink });
+          if (!cmd.ok) throw new Error(`attach failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
+          return { cmd, got: await counter.done };
+        });
         const ms = msSince(t0);
         const used = meter();
         cpu.server += used.server!;

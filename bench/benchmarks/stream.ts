@@ -32,9 +32,11 @@ export const streamBenchmark: Benchmark = {
       const counter = countingSink();
       const meter = cpuMeter({ server: process.pid, runner: rig.runnerPid });
       t0 = process.hrtime.bigint();
-      const cmd = await rig.adapter.spawn(handle, 'head', args, { owner: counter.sink });
-      if (!cmd.ok) throw new Error(`spawn failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
-      const got = await counter.done;
+      const got = await ctx.measured(async () => {
+        const cmd = await rig.adapter.spawn(handle, 'head', args, { owner: counter.sink });
+        if (!cmd.ok) throw new Error(`spawn failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
+        return counter.done;
+      });
       const fMs = msSince(t0);
       const used = meter();
       const serverCpuMsPerMB = round(used.server! / (bytes / 1e6));

@@ -74,7 +74,7 @@ export const turnBenchmark: Benchmark = {
     try {
       ctx.progress(`turn: ${turns} warm turns each, interleaved`);
       for (let i = 0; i < turns; i++) {
-        const r = await turn(conv, PROMPT);
+        const r = await ctx.measured(() => turn(conv, PROMPT));
         if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
         fountain.push(r.ms);
         t0 = process.hrtime.bigint();
