@@ -18,6 +18,12 @@ const DRAIN_MS = 250;
 const SYNC_TAIL = 256 * 1024;
 /** A replay waits for the transport to flush after this many bytes. */
 const FLUSH_EVERY = 1024 * 1024;
+/**
+ * Consecutive journal records of one stream are joined into replay frames of up to this many
+ * output bytes: the per-frame work on both ends (framing, parsing, one delivery per frame) then
+ * counts per MiB rather than per 32 KiB. Far below the wire's 64 MiB frame limit.
+ */
+const REPLAY_FRAME_BYTES = 1024 * 1024;
 
 export const SIGNAL_EXIT = 137;
 export const START_FAILURE_EXIT = 127;
@@ -183,7 +189,7 @@ export class Session {
     }
     const send = (records: readonly JournalRecord[]): number => {
       let bytes = 0;
-      for (const r of records) {
+      for (const r of joinRecords(records, REPLAY_FRAME_BYTES)) {
         out.send(this.#frame(r, requestId));
         bytes += r.payload.length;
       }
@@ -235,4 +241,27 @@ export class Session {
     };
     return this.exitCode === undefined ? base : { ...base, exit_code: this.exitCode };
   }
+}
+
+/** Joins runs of same-stream output records into records of at most `max` bytes (an exit stays alone). */
+export function joinRecords(records: readonly JournalRecord[], max: number): JournalRecord[] {
+  const out: JournalRecord[] = [];
+  let run: JournalRecord[] = [];
+  let size = 0;
+  const flush = () => {
+    if (run.length === 1) out.push(run[0]!);
+    else if (run.length > 1) out.push({ kind: run[0]!.kind, payload: Buffer.concat(run.map((r) => r.payload), size) });
+    run = [];
+    size = 0;
+  };
+  for (const r of records) {
+    if (r.kind === 'exit' || (run.length > 0 && (run[0]!.kind !== r.kind || size + r.payload.length > max))) flush();
+    if (r.kind === 'exit') out.push(r);
+    else {
+      run.push(r);
+      size += r.payload.length;
+    }
+  }
+  flush();
+  return out;
 }
