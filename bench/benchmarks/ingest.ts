@@ -31,7 +31,7 @@ export const ingestBenchmark: Benchmark = {
     await agent.stop();
 
     ctx.progress(`ingest: through Fountain, ${chunks} chunks`);
-    const { conv } = await openConversation(ctx, 'warm up');
+    const { conv } = await openConversation(await ctx.rig(), 'warm up');
     try {
       const before = conv.stream.events.length;
       t0 = process.hrtime.bigint();
