@@ -169,7 +169,7 @@ export const connectionsBenchmark: Benchmark = {
     return {
       setup: {
         server: 'runner hub upgrade route + acceptRunnerSocket + LocalRunnerHost in a child process (node --expose-gc)',
-        clients: `${n} plain ws clients in the bench process, one per runner name, idle (answer pings only)`,
+        clients: `${n} plain ws clients in a child process, one per runner name, idle (answer pings only)`,
         heartbeat: `${heartbeatMs} ms${ctx.quick ? ' (quick: shortened so the window holds several beats)' : ' (the default)'}`,
       },
       figures: {

@@ -83,6 +83,19 @@ test('encodeFrameBytes writes the bytes of encodeFrame, payloads past one encodi
       assert.deepEqual(encodeFrameBytes(frame), Buffer.from(encodeFrame(frame)), `size ${size}`);
     }
   }
+  // Pieces of every length around the 3-byte groups encode as their concatenation would.
+  const whole = Buffer.from(Array.from({ length: 100_000 }, (_, i) => (i * 29) & 0xff));
+  for (const cuts of [[1], [2], [1, 2], [1, 3, 4], [49_151, 49_153], [5, 6, 7, 98_000]]) {
+    const parts: Buffer[] = [];
+    let from = 0;
+    for (const c of [...cuts, whole.length]) {
+      parts.push(whole.subarray(from, c));
+      from = c;
+    }
+    const frame = outputFrame('stderr', 's-1', parts, 2);
+    assert.deepEqual(encodeFrameBytes(frame), Buffer.from(encodeFrame(outputFrame('stderr', 's-1', whole, 2))), `cuts ${cuts.join(',')}`);
+    assert.equal(frame.stream !== 'exit' && frame.data, whole.toString('base64'));
+  }
   const reply = { id: 4, ok: true as const, result: { session_id: 's-1' } };
   assert.deepEqual(encodeFrameBytes(reply), Buffer.from(JSON.stringify(reply)));
 });

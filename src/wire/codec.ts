@@ -59,24 +59,28 @@ export function decodeFrame(text: string): Inbound | DecodeRefusal {
 }
 
 /** The bytes of output frames built by outputFrame(): encoded straight to the wire, no escaping needed. */
-const outputBytes = new WeakMap<object, Uint8Array>();
+const outputBytes = new WeakMap<object, readonly Uint8Array[]>();
+
+const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 /**
- * An output frame built from bytes. Its `data` is base64-encoded only when read: the wire encoders
- * work from the bytes, skipping JSON.stringify's escape scan (which dominated streaming and replay)
- * and the payload-sized string that encodeFrameBytes avoids.
+ * An output frame built from bytes, given whole or as consecutive pieces (a replay joins journal
+ * records without copying them together). Its `data` is base64-encoded only when read: the wire
+ * encoders work from the bytes, skipping JSON.stringify's escape scan (which dominated streaming
+ * and replay) and the payload-sized string that encodeFrameBytes avoids.
  */
-export function outputFrame(stream: 'stdout' | 'stderr', sessionId: string, bytes: Uint8Array, replayFor?: number): StreamFrame {
+export function outputFrame(stream: 'stdout' | 'stderr', sessionId: string, bytes: Uint8Array | readonly Uint8Array[], replayFor?: number): StreamFrame {
+  const parts = bytes instanceof Uint8Array ? [bytes] : bytes;
   let data: string | undefined;
   const frame: StreamFrame = {
     stream,
     session_id: sessionId,
     get data(): string {
-      return (data ??= encodeBase64(bytes));
+      return (data ??= encodeBase64(parts.length === 1 ? parts[0]! : Buffer.concat(parts)));
     },
     ...(replayFor === undefined ? {} : { replay_for: replayFor }),
   };
-  outputBytes.set(frame, bytes);
+  outputBytes.set(frame, parts);
   return frame;
 }
 
@@ -103,14 +107,30 @@ const ENCODE_SLICE = 48 * 1024;
  * re-encoded) and, past a few hundred KiB, be allocated in V8's old generation.
  */
 export function encodeFrameBytes(frame: Request | Reply | StreamFrame): Buffer {
-  const bytes = outputBytes.get(frame);
-  if (bytes === undefined) return Buffer.from(encodeFrame(frame), 'utf8');
-  const src = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const parts = outputBytes.get(frame);
+  if (parts === undefined) return Buffer.from(encodeFrame(frame), 'utf8');
   const [head, tail] = outputFrameEnds(frame as StreamFrame);
-  const headBytes = Buffer.byteLength(head, 'utf8');
-  const out = Buffer.allocUnsafe(headBytes + Math.ceil(src.length / 3) * 4 + Buffer.byteLength(tail, 'utf8'));
+  const size = parts.reduce((n, p) => n + p.byteLength, 0);
+  const out = Buffer.allocUnsafe(Buffer.byteLength(head, 'utf8') + Math.ceil(size / 3) * 4 + Buffer.byteLength(tail, 'utf8'));
   let at = out.write(head, 0, 'utf8');
-  for (let i = 0; i < src.length; i += ENCODE_SLICE) at += out.write(src.toString('base64', i, Math.min(src.length, i + ENCODE_SLICE)), at, 'latin1');
+  // Base64 runs in groups of 3 bytes; a group split between two pieces is carried over.
+  let carry: Buffer = Buffer.alloc(0);
+  for (const part of parts) {
+    let p = asBuffer(part);
+    if (carry.length > 0) {
+      const need = 3 - carry.length;
+      if (p.length < need) {
+        carry = Buffer.concat([carry, p]);
+        continue;
+      }
+      at += out.write(Buffer.concat([carry, p.subarray(0, need)]).toString('base64'), at, 'latin1');
+      p = p.subarray(need);
+    }
+    const whole = p.length - (p.length % 3);
+    for (let i = 0; i < whole; i += ENCODE_SLICE) at += out.write(p.toString('base64', i, Math.min(whole, i + ENCODE_SLICE)), at, 'latin1');
+    carry = p.subarray(whole);
+  }
+  if (carry.length > 0) at += out.write(carry.toString('base64'), at, 'latin1');
   out.write(tail, at, 'utf8');
   return out;
 }

@@ -8,7 +8,7 @@ import type { OpResult } from '../../backend.ts';
 import { JOURNALS_DIR, openProcessBackend } from './index.ts';
 import type { ProcessBackend } from './index.ts';
 import { groupAlive } from './groups.ts';
-import { joinRecords } from './session.ts';
+import { replayRuns } from './session.ts';
 
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
 const unb64 = (s: string) => Buffer.from(s, 'base64').toString();
@@ -310,13 +310,13 @@ function isAlive(pid: number): boolean {
 }
 
 describe('replay frames', () => {
-  it('join runs of one stream up to the size limit, in order, and leave an exit alone', () => {
+  it('carry runs of one stream up to the size limit, in order, with an exit alone', () => {
     const rec = (kind: 'stdout' | 'stderr' | 'exit', text: string) => ({ kind, payload: Buffer.from(text) });
-    const joined = joinRecords([rec('stdout', 'ab'), rec('stdout', 'cd'), rec('stdout', 'ef'), rec('stderr', 'x'), rec('stdout', 'g'), rec('exit', '\0\0\0\0')], 4);
+    const runs = replayRuns([rec('stdout', 'ab'), rec('stdout', 'cd'), rec('stdout', 'ef'), rec('stderr', 'x'), rec('stdout', 'g'), rec('exit', '\0\0\0\0')], 4);
     assert.deepEqual(
-      joined.map((r) => [r.kind, r.payload.toString()]),
-      [['stdout', 'abcd'], ['stdout', 'ef'], ['stderr', 'x'], ['stdout', 'g'], ['exit', '\0\0\0\0']],
+      runs.map((run) => [run[0]!.kind, run.map((r) => r.payload.toString()).join('|')]),
+      [['stdout', 'ab|cd'], ['stdout', 'ef'], ['stderr', 'x'], ['stdout', 'g'], ['exit', '\0\0\0\0']],
     );
-    assert.deepEqual(joinRecords([rec('stdout', 'toolong')], 4).map((r) => r.payload.toString()), ['toolong']);
+    assert.deepEqual(replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length), [1]);
   });
 });

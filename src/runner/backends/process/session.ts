@@ -8,7 +8,7 @@ import { outputFrame } from '../../../wire/index.ts';
 import type { StreamFrame } from '../../../wire/index.ts';
 import type { SessionInfo, StreamOut } from '../../backend.ts';
 import { stopGroup } from './groups.ts';
-import type { Journal, JournalRecord, RecordKind } from './journal.ts';
+import type { Journal, JournalRecord } from './journal.ts';
 
 /** Frames are cut at 32 KiB, as the reference daemon reads them. */
 const CHUNK = 32 * 1024;
@@ -189,9 +189,11 @@ export class Session {
     }
     const send = (records: readonly JournalRecord[]): number => {
       let bytes = 0;
-      for (const r of joinRecords(records, REPLAY_FRAME_BYTES)) {
-        out.send(this.#frame(r, requestId));
-        bytes += r.payload.length;
+      for (const run of replayRuns(records, REPLAY_FRAME_BYTES)) {
+        const first = run[0]!;
+        if (first.kind === 'exit') out.send({ stream: 'exit', session_id: this.id, code: first.payload.readInt32BE(0), replay_for: requestId });
+        else out.send(outputFrame(first.kind, this.id, run.map((r) => r.payload), requestId));
+        for (const r of run) bytes += r.payload.length;
       }
       return bytes;
     };
@@ -219,11 +221,6 @@ export class Session {
     })();
   }
 
-  #frame(r: JournalRecord, replayFor: number): StreamFrame {
-    if (r.kind === 'exit') return { stream: 'exit', session_id: this.id, code: r.payload.readInt32BE(0), replay_for: replayFor };
-    return outputFrame(r.kind as Exclude<RecordKind, 'exit'>, this.id, r.payload, replayFor);
-  }
-
   /** Ends a live session's process group: SIGTERM, then SIGKILL after `graceMs`. */
   async stop(graceMs: number, afterKillMs?: number): Promise<void> {
     const pid = this.#child?.pid;
@@ -243,25 +240,20 @@ export class Session {
   }
 }
 
-/** Joins runs of same-stream output records into records of at most `max` bytes (an exit stays alone). */
-export function joinRecords(records: readonly JournalRecord[], max: number): JournalRecord[] {
-  const out: JournalRecord[] = [];
+/** Groups records into the runs one replay frame carries: same-stream output up to `max` bytes, an exit alone. */
+export function replayRuns(records: readonly JournalRecord[], max: number): JournalRecord[][] {
+  const runs: JournalRecord[][] = [];
   let run: JournalRecord[] = [];
   let size = 0;
-  const flush = () => {
-    if (run.length === 1) out.push(run[0]!);
-    else if (run.length > 1) out.push({ kind: run[0]!.kind, payload: Buffer.concat(run.map((r) => r.payload), size) });
-    run = [];
-    size = 0;
-  };
   for (const r of records) {
-    if (r.kind === 'exit' || (run.length > 0 && (run[0]!.kind !== r.kind || size + r.payload.length > max))) flush();
-    if (r.kind === 'exit') out.push(r);
-    else {
-      run.push(r);
-      size += r.payload.length;
+    if (run.length > 0 && (r.kind === 'exit' || run[0]!.kind !== r.kind || size + r.payload.length > max)) {
+      runs.push(run);
+      run = [];
+      size = 0;
     }
+    run.push(r);
+    size += r.payload.length;
   }
-  flush();
-  return out;
+  if (run.length > 0) runs.push(run);
+  return runs;
 }
