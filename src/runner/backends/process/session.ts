@@ -23,9 +23,9 @@ const SYNC_TAIL = 256 * 1024;
 /** A replay waits for the transport to flush after this many bytes. */
 const FLUSH_EVERY = 1024 * 1024;
 /**
- * Consecutive journal records of one stream are joined into replay frames of up to this many
+ * Consecutive journal records of one stream travel together in replay frames of up to this many
  * output bytes: the per-frame work on both ends (framing, parsing, one delivery per frame) then
- * counts per MiB rather than per 32 KiB. Far below the wire's 64 MiB frame limit.
+ * counts per MiB rather than per record. Far below the wire's 64 MiB frame limit.
  */
 const REPLAY_FRAME_BYTES = 1024 * 1024;
 
