@@ -20,7 +20,7 @@ const RESULTS = join(import.meta.dirname, 'results');
 
 type Profiles = Record<string, ReturnType<typeof topFunctions>>;
 
-/** Top self-time functions of the profiles in `files` that were not there `before`, inside `windows`. */
+/** Top self-time functions of each profile in `files`, counting only samples inside `windows` (all when none). */
 function reduceProfiles(dir: string, files: readonly string[], windows: readonly Window[]): Profiles {
   const out: Profiles = {};
   for (const f of files) out[f] = topFunctions(JSON.parse(readFileSync(join(dir, f), 'utf8')), 15, windows.length ? windows : undefined);
