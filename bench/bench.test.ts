@@ -120,4 +120,7 @@ test('profiles reduce to self time per function, highest first', () => {
   assert.equal(top[0]!.percent, 75);
   assert.match(top[0]!.frame, /^hot \(.*a\.js:10\)$/);
   assert.equal(top[1]!.frame, '(anonymous)');
+  // Samples are stamped startTime + running deltas (2000, 3000, 4000, 5000 µs); the window keeps the middle two.
+  const windowed = topFunctions({ ...profile, startTime: 1000 }, 12, [[3000, 4000]]);
+  assert.deepEqual(windowed.map((h) => [h.frame.split(' ')[0], h.selfMs, h.percent]), [['hot', 1, 50], ['(anonymous)', 1, 50]]);
 });

@@ -8,25 +8,40 @@ import pino from 'pino';
 import { parseArgs } from './lib/args.ts';
 import type { Benchmark } from './lib/bench.ts';
 import { msSince } from './lib/bench.ts';
-import { machineEnd, machineStart, writeResult } from './lib/result.ts';
+import { machineEnd, machineStart, resultSchema, writeResult } from './lib/result.ts';
 import { readHistory } from './lib/history.ts';
-import { profileSelf, topFunctions } from './lib/profile.ts';
+import { hrtimeUs, profileSelf, topFunctions } from './lib/profile.ts';
+import type { Window } from './lib/profile.ts';
 import { BENCHMARKS } from './benchmarks/index.ts';
 import { startRunnerRig } from './lib/rig.ts';
 import type { RunnerRig } from './lib/rig.ts';
 
 const RESULTS = join(import.meta.dirname, 'results');
 
-/** Top self-time functions of every profile written during one benchmark (this process and the runner). */
-async function collectProfiles(dir: string | null, before: Set<string>, stop: (() => Promise<unknown>) | null) {
-  if (!dir || !stop) return undefined;
-  await stop();
-  const out: Record<string, ReturnType<typeof topFunctions>> = {};
-  for (const f of readdirSync(dir)) {
-    if (before.has(f) || !f.endsWith('.cpuprofile')) continue;
-    out[f] = topFunctions(JSON.parse(readFileSync(join(dir, f), 'utf8')), 15);
-  }
+type Profiles = Record<string, ReturnType<typeof topFunctions>>;
+
+/** Top self-time functions of each profile in `files`, counting only samples inside `windows` (all when none). */
+function reduceProfiles(dir: string, files: readonly string[], windows: readonly Window[]): Profiles {
+  const out: Profiles = {};
+  for (const f of files) out[f] = topFunctions(JSON.parse(readFileSync(join(dir, f), 'utf8')), 15, windows.length ? windows : undefined);
   return out;
+}
+
+/** Profiles written since `before` whose names match (node's own `CPU.<date>.<time>.<pid>.<thread>.<n>` or ours). */
+const newProfiles = (dir: string, before: ReadonlySet<string>, name: RegExp): string[] =>
+  readdirSync(dir).filter((f) => !before.has(f) && name.test(f));
+/** The runner's main thread (thread 0); the other is tsx's module loader. */
+const RUNNER_PROFILE = /^CPU\.\d+\.\d+\.\d+\.0\.\d+\.cpuprofile$/;
+
+/** Adds the runner child's profile, cut to each benchmark's measured stretches, to the result files already written. */
+function addRunnerProfiles(dir: string, files: readonly string[], results: ReadonlyArray<{ path: string; windows: Window[] }>): void {
+  for (const { path, windows } of results) {
+    if (!windows.length) continue;
+    const result = resultSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    const runner = Object.fromEntries(Object.entries(reduceProfiles(dir, files, windows)).map(([f, top]) => [`runner ${f}`, top]));
+    writeResult(RESULTS, { ...result, profiles: { ...result.profiles, ...runner } });
+    process.stdout.write(`profile (runner, ${result.name}): ${Object.values(runner).flat().slice(0, 5).map((h) => `${h.frame} ${h.percent}%`).join('; ')}\n`);
+  }
 }
 
 async function main(): Promise<number> {
@@ -44,6 +59,9 @@ async function main(): Promise<number> {
   // Big enough for the full stream benchmark's 1 GiB: the journal is part of the real path.
   const rig = () => (shared.rig ??= startRunnerRig({ logger, cpuProfDir, journalCapMib: 1100 }));
   const summaries: string[] = [];
+  // The runner child writes its profile when it exits, after every benchmark: reduced then, per benchmark window.
+  const runnerProfileWindows: Array<{ path: string; windows: Window[] }> = [];
+  const profilesBefore = new Set(cpuProfDir ? readdirSync(cpuProfDir) : []);
   let failed = 0;
   const t0 = process.hrtime.bigint();
   for (const b of chosen) {
@@ -53,8 +71,19 @@ async function main(): Promise<number> {
     process.stderr.write(`bench: ${b.name}: ${b.title}${quick ? ' (quick)' : ''}\n`);
     const before = new Set(cpuProfDir ? readdirSync(cpuProfDir) : []);
     const stopProfile = cpuProfDir ? await profileSelf(join(cpuProfDir, `bench-${b.name}-${Date.now()}.cpuprofile`)) : null;
+    const windows: Window[] = [];
+    const measuredStretch = async <T>(fn: () => Promise<T>): Promise<T> => {
+      const from = hrtimeUs();
+      try {
+        return await fn();
+      } finally {
+        windows.push([from, hrtimeUs()]);
+      }
+    };
     try {
-      const measured = await b.run({ quick, cpuProfDir, logger, rig, progress: (m) => process.stderr.write(`  ${m}\n`) });
+      const measured = await b.run({ quick, cpuProfDir, logger, rig, progress: (m) => process.stderr.write(`  ${m}\n`), measured: measuredStretch }).finally(
+        () => stopProfile?.(),
+      );
       const path = join(RESULTS, `${b.name}.json`);
       const result = {
         name: b.name,
@@ -64,10 +93,11 @@ async function main(): Promise<number> {
         durationMs: Math.round(msSince(start)),
         ...measured,
         history: readHistory(path),
-        profiles: await collectProfiles(cpuProfDir, before, stopProfile),
+        profiles: cpuProfDir ? reduceProfiles(cpuProfDir, newProfiles(cpuProfDir, before, /^bench-.*\.cpuprofile$/), windows) : undefined,
         machine: machineEnd(machine),
       };
       writeResult(RESULTS, result);
+      if (cpuProfDir) runnerProfileWindows.push({ path, windows });
       process.stdout.write(`${JSON.stringify(result)}\n`);
       const load = result.machine.loadAverageEnd[0];
       const line = `${measured.summary}  [load ${load}, ${Math.round(result.durationMs / 100) / 10} s]`;
@@ -81,6 +111,7 @@ async function main(): Promise<number> {
     }
   }
   if (shared.rig) await (await shared.rig.catch(() => null))?.stop();
+  if (cpuProfDir) addRunnerProfiles(cpuProfDir, newProfiles(cpuProfDir, profilesBefore, RUNNER_PROFILE), runnerProfileWindows);
   process.stdout.write(`\n--- summary (${Math.round(msSince(t0) / 1000)} s, results in bench/results/) ---\n${summaries.join('\n')}\n`);
   return failed > 0 ? 1 : 0;
 }

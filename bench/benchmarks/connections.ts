@@ -2,17 +2,19 @@
  * connections: N idle runner connections held by the server end (runner hub + acceptRunnerSocket,
  * in its own process): memory per connection and heartbeat CPU, against a bare ws server holding N.
  */
-import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import WebSocket from 'ws';
 import type { Benchmark, BenchContext } from '../lib/bench.ts';
 import { processCpuMs, processRssBytes } from '../lib/cpu.ts';
+import { forkWithFileLimit, openFileLimits } from '../lib/limits.ts';
 import { verdict } from '../lib/result.ts';
 import { exited } from '../lib/rig.ts';
 import { ratio, round } from '../lib/stats.ts';
 
 const DEFAULT_HEARTBEAT_MS = 20_000;
+/** Descriptors beyond the sockets themselves (node's own, the listener, pipes). */
+const SPARE_FILES = 64;
+const QUICK_CONNECTIONS = 1000;
 
 interface Sample {
   readonly connections: number;
@@ -21,67 +23,69 @@ interface Sample {
   readonly external: number;
 }
 
-interface ServerProc {
-  readonly child: ChildProcess;
-  readonly url: string;
-  measure(): Promise<Sample>;
-  stop(): Promise<void>;
-}
-
-async function startServer(mode: 'fountain' | 'bare', heartbeatMs: number): Promise<ServerProc> {
-  const child = fork(join(import.meta.dirname, '../lib/hub-child.ts'), [mode, String(heartbeatMs)], {
-    execArgv: ['--import', 'tsx', '--expose-gc'],
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  const next = () =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      child.once('message', (m) => resolve(m as Record<string, unknown>));
-      child.once('exit', (code) => reject(new Error(`server child exited (${code})`)));
+/** A child process spoken to over IPC: each request waits for the next message. */
+class Child {
+  readonly proc: ChildProcess;
+  constructor(proc: ChildProcess) {
+    this.proc = proc;
+  }
+  next(): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`benchmark child exited (${code})`));
+      this.proc.once('exit', onExit);
+      this.proc.once('message', (m) => {
+        this.proc.off('exit', onExit);
+        resolve(m as Record<string, unknown>);
+      });
     });
-  const { url } = (await next()) as { url: string };
-  return {
-    child,
-    url,
-    async measure() {
-      const reply = next();
-      child.send('measure');
-      const m = (await reply) as unknown as Sample;
-      // RSS from /proc after the collection, like any outside observer would see it.
-      return { ...m, rss: processRssBytes(child.pid!) };
-    },
-    async stop() {
-      child.send('exit');
-      const t = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited(child);
-      clearTimeout(t);
-    },
-  };
-}
-
-/** Opens connections in batches; each is a plain ws client that answers pings and says nothing. */
-async function openClients(url: string, from: number, to: number, sockets: WebSocket[]): Promise<void> {
-  const BATCH = 200;
-  for (let i = from; i < to; i += BATCH) {
-    const batch: Promise<void>[] = [];
-    for (let j = i; j < Math.min(to, i + BATCH); j++) {
-      batch.push(
-        new Promise((resolve, reject) => {
-          const ws = new WebSocket(`${url}?name=idle-${j}`, { perMessageDeflate: false, headers: { authorization: 'Bearer bench' } });
-          ws.once('open', () => resolve());
-          ws.once('error', reject);
-          ws.on('message', () => {});
-          sockets.push(ws);
-        }),
-      );
-    }
-    await Promise.all(batch);
+  }
+  async ask(message: unknown): Promise<Record<string, unknown>> {
+    const reply = this.next();
+    this.proc.send(message as never);
+    const r = await reply;
+    if (typeof r.error === 'string') throw new Error(r.error);
+    return r;
+  }
+  async stop(): Promise<void> {
+    if (this.proc.connected) this.proc.disconnect();
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), 5000);
+    await exited(this.proc);
+    clearTimeout(t);
   }
 }
 
-async function closeClients(sockets: WebSocket[]): Promise<void> {
-  for (const ws of sockets) ws.terminate();
-  sockets.length = 0;
-  await new Promise((r) => setTimeout(r, 200));
+/** Starts a child with `files` descriptors allowed; refuses clearly when the limit could not be raised that far. */
+async function startChild(script: string, args: readonly string[], files: number, execArgv: readonly string[] = []): Promise<{ child: Child; hello: Record<string, unknown> }> {
+  const child = new Child(forkWithFileLimit(join(import.meta.dirname, '../lib', script), args, files, execArgv));
+  const hello = await child.next();
+  const limit = Number(hello.fileLimit);
+  if (!(limit >= files)) {
+    await child.stop();
+    throw new Error(`${script}: the open-file limit is ${limit}, ${files} are needed; raise the hard limit (ulimit -Hn, as root) and run again`);
+  }
+  return { child, hello };
+}
+
+interface ServerProc {
+  readonly child: Child;
+  readonly pid: number;
+  readonly url: string;
+  measure(): Promise<Sample>;
+}
+
+async function startServer(mode: 'fountain' | 'bare', heartbeatMs: number, files: number): Promise<ServerProc> {
+  const { child, hello } = await startChild('hub-child.ts', [mode, String(heartbeatMs)], files, ['--expose-gc']);
+  const pid = child.proc.pid!;
+  return {
+    child,
+    pid,
+    url: String(hello.url),
+    async measure() {
+      const m = (await child.ask('measure')) as unknown as Sample;
+      // RSS from /proc after the collection, like any outside observer would see it.
+      return { ...m, rss: processRssBytes(pid) };
+    },
+  };
 }
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -99,13 +103,15 @@ interface Series {
 }
 
 async function series(ctx: BenchContext, mode: 'fountain' | 'bare', steps: readonly number[], heartbeatMs: number, windowMs: number): Promise<Series> {
-  const server = await startServer(mode, heartbeatMs);
-  const sockets: WebSocket[] = [];
+  const files = steps.at(-1)! + SPARE_FILES;
+  const server = await startServer(mode, heartbeatMs, files);
+  let clients: Child | null = null;
   try {
+    clients = (await startChild('idle-clients.ts', [], files)).child;
     const samples: Sample[] = [];
     let open = 0;
     for (const n of steps) {
-      await openClients(server.url, open, n, sockets);
+      await clients.ask({ open: { url: server.url, from: open, to: n } });
       open = n;
       await until(async () => (await server.measure()).connections >= n, `${n} connections`);
       // Let the accept burst's garbage settle before measuring.
@@ -114,15 +120,18 @@ async function series(ctx: BenchContext, mode: 'fountain' | 'bare', steps: reado
       samples.push(s);
       ctx.progress(`connections (${mode}): ${s.connections} open, rss ${round(s.rss / 2 ** 20)} MiB, heap ${round(s.heapUsed / 2 ** 20)} MiB`);
     }
-    const before = processCpuMs(server.child.pid!);
+    const before = processCpuMs(server.pid);
     await new Promise((r) => setTimeout(r, windowMs));
-    const windowCpuMs = processCpuMs(server.child.pid!) - before;
+    const windowCpuMs = processCpuMs(server.pid) - before;
     const after = await server.measure();
     if (after.connections < open) throw new Error(`${mode}: ${open - after.connections} idle connections were dropped during the heartbeat window`);
     return { samples, windowCpuMs };
   } finally {
-    await closeClients(sockets);
-    await server.stop();
+    if (clients) {
+      await clients.ask({ close: true }).catch(() => undefined);
+      await clients.stop();
+    }
+    await server.child.stop();
   }
 }
 
@@ -136,7 +145,9 @@ export const connectionsBenchmark: Benchmark = {
   name: 'connections',
   title: 'N idle runner connections on one server: memory per connection and heartbeat CPU, vs a bare ws server',
   async run(ctx) {
-    const steps = ctx.quick ? [0, 1000] : [0, 1000, 5000, 10_000];
+    // Quick mode fits the hard limit of a stock machine (often 1024) when the shell may not raise it.
+    const quickN = Math.min(QUICK_CONNECTIONS, Math.floor((openFileLimits().hard - SPARE_FILES) / 100) * 100);
+    const steps = ctx.quick ? [0, quickN] : [0, 1000, 5000, 10_000];
     const n = steps.at(-1)!;
     // Quick mode beats every second so the window sees several heartbeats; the figure is per beat.
     const heartbeatMs = ctx.quick ? 1000 : DEFAULT_HEARTBEAT_MS;
@@ -158,7 +169,7 @@ export const connectionsBenchmark: Benchmark = {
     return {
       setup: {
         server: 'runner hub upgrade route + acceptRunnerSocket + LocalRunnerHost in a child process (node --expose-gc)',
-        clients: `${n} plain ws clients in the bench process, one per runner name, idle (answer pings only)`,
+        clients: `${n} plain ws clients in a child process, one per runner name, idle (answer pings only)`,
         heartbeat: `${heartbeatMs} ms${ctx.quick ? ' (quick: shortened so the window holds several beats)' : ' (the default)'}`,
       },
       figures: {
@@ -186,7 +197,7 @@ export const connectionsBenchmark: Benchmark = {
       },
       ratio: { value: r, meaning: 'fountain RSS per connection / bare ws RSS per connection' },
       target: { description: '10,000 idle runner connections on one server node, memory per connection reported (DESIGN.md)', met: ctx.quick ? null : met },
-      notes: ctx.quick ? ['quick mode holds 1,000 connections; the 10,000 target is checked by the full run'] : [],
+      notes: ctx.quick ? [`quick mode holds ${n.toLocaleString('en')} connections; the 10,000 target is checked by the full run`] : [],
       summary: `connections ${held} held: ${round(rss / 1024)} KiB RSS / ${round(heap / 1024)} KiB heap per connection vs bare ws ${round(bareRss / 1024)} / ${round(bareHeap / 1024)} KiB → ${r}x; heartbeat ${usPerConnPerBeat} µs/conn/beat (${coreShareAtDefault}% of a core at 20 s) (target 10k: ${ctx.quick ? 'n/a in quick' : verdict(met)})`,
     };
   },

@@ -58,7 +58,7 @@ export const execBenchmark: Benchmark = {
       ctx.progress(`exec: ${runs} runs each, interleaved`);
       // Interleaved, so the machine's load drifts over both series alike.
       for (let i = 0; i < runs; i++) {
-        fountain.push(await once());
+        fountain.push(await ctx.measured(once));
         direct.push(await direct1());
       }
       const f = roundSummary(summarize(fountain));

@@ -31,11 +31,11 @@ export const ingestBenchmark: Benchmark = {
     await agent.stop();
 
     ctx.progress(`ingest: through Fountain, ${chunks} chunks`);
-    const { conv } = await openConversation(ctx, 'warm up');
+    const { conv } = await openConversation(await ctx.rig(), 'warm up');
     try {
       const before = conv.stream.events.length;
       t0 = process.hrtime.bigint();
-      const r = await turn(conv, prompt);
+      const r = await ctx.measured(() => turn(conv, prompt));
       const deliveredMs = msSince(t0);
       if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
       const delivered = conv.stream.events.slice(before).filter(isAnswerChunk).length;

@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { BenchResult } from './result.ts';
 import type { RunnerRig } from './rig.ts';
+import type { Window } from './profile.ts';
 
 export interface BenchContext {
   readonly quick: boolean;
@@ -15,6 +16,8 @@ export interface BenchContext {
   rig(): Promise<RunnerRig>;
   /** Progress for the operator, on stderr. */
   progress(message: string): void;
+  /** Runs `fn` as a measured stretch: with --cpu-prof, profiles count only samples taken inside one. */
+  measured<T>(fn: () => Promise<T>): Promise<T>;
 }
 
 export type Measured = Omit<BenchResult, 'name' | 'title' | 'quick' | 'startedAt' | 'durationMs' | 'machine' | 'history'>;

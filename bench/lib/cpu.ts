@@ -7,14 +7,18 @@ import { readFileSync } from 'node:fs';
 /** Clock ticks per second of /proc/<pid>/stat times; 100 on every Linux this runs on. */
 const CLK_TCK = 100;
 
-/** User + system CPU milliseconds consumed so far by `pid` (its own threads, not its children). */
-export function processCpuMs(pid: number): number {
+/** User and system CPU milliseconds consumed so far by `pid` (its own threads, not its children). */
+export function processCpuSplitMs(pid: number): { user: number; system: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The command name may hold spaces and parentheses; fields are counted after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
-  return ((utime + stime) * 1000) / CLK_TCK;
+  return { user: (Number(fields[11]) * 1000) / CLK_TCK, system: (Number(fields[12]) * 1000) / CLK_TCK };
+}
+
+/** User + system CPU milliseconds consumed so far by `pid`. */
+export function processCpuMs(pid: number): number {
+  const { user, system } = processCpuSplitMs(pid);
+  return user + system;
 }
 
 /** Resident set size of `pid` in bytes. */
@@ -24,8 +28,16 @@ export function processRssBytes(pid: number): number {
   return m ? Number(m[1]) * 1024 : Number.NaN;
 }
 
-/** CPU used by two processes between start() and the returned stop(). */
+/** CPU used by processes between start() and the returned stop(): user + system, and the system part as `<label>System`. */
 export function cpuMeter(pids: { readonly [label: string]: number }): () => Record<string, number> {
-  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, processCpuMs(pid)]));
-  return () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, processCpuMs(pid) - before[k]!]));
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, processCpuSplitMs(pid)]));
+  return () =>
+    Object.fromEntries(
+      Object.entries(pids).flatMap(([k, pid]) => {
+        const now = processCpuSplitMs(pid);
+        const user = now.user - before[k]!.user;
+        const system = now.system - before[k]!.system;
+        return [[k, user + system], [`${k}System`, system]];
+      }),
+    );
 }

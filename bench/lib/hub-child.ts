@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { WebSocketServer } from 'ws';
 import { startRunnerTestHub } from '../../src/providers/runner/test-hub.ts';
+import { openFileLimit } from './limits.ts';
 
 const mode = process.argv[2];
 const heartbeatMs = Number(process.argv[3] ?? 20_000);
@@ -16,14 +17,14 @@ let count = () => 0;
 if (mode === 'fountain') {
   const hub = await startRunnerTestHub({ logger: pino({ level: 'silent' }), heartbeatMs });
   count = () => hub.host.online().length;
-  send({ url: hub.url });
+  send({ url: hub.url, fileLimit: openFileLimit() });
 } else {
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   const server = createServer((_q, r) => r.writeHead(426).end());
   server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, () => {}));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   count = () => wss.clients.size;
-  send({ url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/api/runners/ws` });
+  send({ url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/api/runners/ws`, fileLimit: openFileLimit() });
 }
 
 process.on('message', (m: unknown) => {

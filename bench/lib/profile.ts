@@ -15,9 +15,17 @@ const profileSchema = z.object({
       callFrame: z.object({ functionName: z.string(), url: z.string(), lineNumber: z.number() }).loose(),
     }).loose(),
   ),
+  /** Microseconds on the monotonic clock, the one process.hrtime reads. */
+  startTime: z.number().default(0),
   samples: z.array(z.number()).default([]),
   timeDeltas: z.array(z.number()).default([]),
 });
+
+/** A measured stretch of a benchmark, in microseconds of process.hrtime (start, end). */
+export type Window = readonly [number, number];
+
+/** The current process.hrtime reading in microseconds: the clock V8 stamps profile samples with. */
+export const hrtimeUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 export interface HotFunction {
   /** `name (file:line)`, paths relative to the repository. */
@@ -26,8 +34,11 @@ export interface HotFunction {
   readonly percent: number;
 }
 
-/** Self time per function (same name, file and line merged), highest first. */
-export function topFunctions(profile: unknown, n = 12): HotFunction[] {
+/**
+ * Self time per function (same name, file and line merged), highest first. With `windows`, only
+ * samples taken inside them count, so start-up (module loading, database migrations) stays out.
+ */
+export function topFunctions(profile: unknown, n = 12, windows?: readonly Window[]): HotFunction[] {
   const p = profileSchema.parse(profile);
   const label = new Map<number, string>();
   for (const node of p.nodes) {
@@ -37,7 +48,10 @@ export function topFunctions(profile: unknown, n = 12): HotFunction[] {
   }
   const self = new Map<string, number>();
   let total = 0;
+  let at = p.startTime;
   p.samples.forEach((id, i) => {
+    at += p.timeDeltas[i] ?? 0;
+    if (windows && !windows.some(([from, to]) => at >= from && at <= to)) return;
     const dt = (p.timeDeltas[i] ?? 0) / 1000;
     total += dt;
     const key = label.get(id) ?? '(unknown)';

@@ -24,8 +24,10 @@ export interface RigOptions {
   /** When set, the runner child writes a V8 CPU profile there when it exits. */
   readonly cpuProfDir?: string | null;
   readonly journalCapMib?: number;
-  /** Server environment (e.g. FOUNTAIN_RUNNER_HEARTBEAT_MS). */
+  /** Server environment (e.g. FOUNTAIN_RUNNER_HEARTBEAT_MS, FOUNTAIN_DATABASE_URL). */
   readonly env?: Record<string, string>;
+  /** With FOUNTAIN_DATABASE_URL in `env`: the schema the server uses. */
+  readonly databaseSchema?: string;
 }
 
 export interface RunnerRig {
@@ -62,7 +64,7 @@ export function exited(child: ChildProcess): Promise<void> {
 
 export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
   const home = mkdtempSync(join(tmpdir(), 'fountain-bench-'));
-  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket });
+  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}) });
   const apiKey = server.bootstrapKey;
   if (!apiKey) throw new Error('the server minted no bootstrap key');
   const name = `bench-${randomUUID().slice(0, 8)}`;

@@ -3,6 +3,7 @@
  * terminal frame, and a raw-pipe floor that reads the same command's stdout in this process.
  */
 import { spawn } from 'node:child_process';
+import { z } from 'zod';
 import type { FrameSink, SandboxError } from '../../src/sandbox/index.ts';
 
 export interface Counter {
@@ -28,13 +29,34 @@ export function countingSink(): Counter {
   return { sink, done, bytes: () => bytes };
 }
 
-/** The floor: the same command's stdout over a raw pipe into this process, counted. */
-export function rawPipe(cmd: string, args: readonly string[]): Promise<number> {
+/** Spawns the command, counts its stdout off a pipe, and prints `{"bytes":…,"ms":…}`. */
+const RAW_PIPE_READER = `
+const { spawn } = require('node:child_process');
+const [cmd, ...args] = JSON.parse(process.argv[1]);
+const t0 = process.hrtime.bigint();
+const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+let bytes = 0;
+child.stdout.on('data', (b) => (bytes += b.length));
+child.once('close', () => process.stdout.write(JSON.stringify({ bytes, ms: Number(process.hrtime.bigint() - t0) / 1e6 })));
+`;
+
+/**
+ * The floor: the same command's stdout over a raw pipe into a node process, counted. A process of
+ * its own, so the gigabyte of buffers it reads does not land in the server's heap before its run.
+ */
+export function rawPipe(cmd: string, args: readonly string[]): Promise<{ bytes: number; ms: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, [...args], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let bytes = 0;
-    child.stdout.on('data', (b: Buffer) => (bytes += b.length));
-    child.once('error', reject);
-    child.once('close', () => resolve(bytes));
+    const reader = spawn(process.execPath, ['-e', RAW_PIPE_READER, JSON.stringify([cmd, ...args])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    reader.stdout.setEncoding('utf8');
+    reader.stdout.on('data', (s: string) => (out += s));
+    reader.once('error', reject);
+    reader.once('close', (code) => {
+      try {
+        resolve(z.object({ bytes: z.number(), ms: z.number() }).parse(JSON.parse(out)));
+      } catch {
+        reject(new Error(`raw pipe reader exited ${code} with ${JSON.stringify(out.slice(0, 200))}`));
+      }
+    });
   });
 }

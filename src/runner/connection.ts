@@ -29,6 +29,22 @@ export interface ConnectOptions {
 
 const MAX_REFUSAL_BODY = 64 * 1024;
 
+/**
+ * Whether frames to `url` need a random mask. A client masks so that a plain-text intermediary
+ * cannot be fed attacker-chosen bytes (RFC 6455 §10.3); over TLS or to this machine none can read
+ * them, and an all-zero mask (which ws sends as is) saves copying every frame here and unmasking
+ * it on the server.
+ */
+export function maskingNeeded(url: URL): boolean {
+  if (url.protocol === 'wss:' || url.protocol === 'https:') return false;
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return !(host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host));
+}
+
+const zeroMask = (mask: Buffer): void => {
+  mask.fill(0);
+};
+
 /** Resolves once the connection attempt or the connection itself is over. Never rejects. */
 export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
   const { logger: log, timings: t } = opts;
@@ -48,6 +64,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       maxPayload: MAX_FRAME_BYTES,
       handshakeTimeout: t.dialTimeoutMs,
       perMessageDeflate: false,
+      ...(maskingNeeded(opts.url) ? {} : { generateMask: zeroMask }),
     });
 
     const finish = (outcome: Outcome) => {

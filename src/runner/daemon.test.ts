@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { StreamFrame } from '../wire/index.ts';
 import { openProcessBackend } from './backends/process/index.ts';
 import type { ProcessBackend } from './backends/process/index.ts';
+import { maskingNeeded } from './connection.ts';
 import { runDaemon } from './daemon.ts';
 import type { DaemonHandle } from './daemon.ts';
 import { backoffDelay, classifyClose, runnerSocketUrl } from './dial.ts';
@@ -195,5 +196,17 @@ describe('dial rules', () => {
     assert.equal(defaultRunnerName('__My Box!!__'), 'my-box');
     assert.equal(defaultRunnerName('...'), 'runner');
     assert.equal(defaultRunnerName('a'.repeat(80)).length, 63);
+  });
+});
+
+describe('frame masking', () => {
+  it('is skipped only where no plain-text intermediary can read the socket: TLS and this machine', () => {
+    const needed = (u: string) => maskingNeeded(new URL(u));
+    for (const u of ['wss://fountain.example/api/runners/ws', 'https://fountain.example', 'ws://127.0.0.1:4000/x', 'ws://127.9.8.7/x', 'ws://localhost:4000', 'ws://[::1]:4000/x']) {
+      assert.equal(needed(u), false, u);
+    }
+    for (const u of ['ws://fountain.example/x', 'http://10.0.0.2:4000', 'ws://128.0.0.1/x', 'ws://localhost.example/x', 'ws://[::2]/x']) {
+      assert.equal(needed(u), true, u);
+    }
   });
 });

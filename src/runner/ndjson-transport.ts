@@ -27,14 +27,18 @@ class StreamTransport implements FrameTransport {
     return !this.#stream.destroyed && this.#stream.writable;
   }
 
-  send(text: string): void {
+  send(frame: Buffer): void {
     const seq = ++this.#sent;
-    this.#stream.write(`${text}\n`, () => {
+    // Corked, the frame and its newline leave in one write without copying the frame.
+    this.#stream.cork();
+    this.#stream.write(frame);
+    this.#stream.write('\n', () => {
       this.#flushed = Math.max(this.#flushed, seq);
       const ready = this.#waiters.filter((w) => w.seq <= this.#flushed);
       this.#waiters = this.#waiters.filter((w) => w.seq > this.#flushed);
       for (const w of ready) w.resolve();
     });
+    this.#stream.uncork();
   }
 
   drained(): Promise<void> {

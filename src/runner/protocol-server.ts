@@ -4,16 +4,17 @@
  */
 import type { Logger } from 'pino';
 import type { Reply, Request, StreamFrame } from '../wire/index.ts';
-import { decodeFrame, encodeFrame, errorReply, okReply } from '../wire/index.ts';
+import { decodeFrame, encodeFrameBytes, errorReply, okReply } from '../wire/index.ts';
 import type { Backend, OpContext, OpResult, StreamOut } from './backend.ts';
 
 /**
  * One peer's ordered text channel (a WebSocket, a newline-delimited vsock stream, ...).
- * `send` must keep call order on the wire; writes from every request share it.
+ * `send` takes one frame's JSON text as UTF-8 bytes and must keep call order on the wire;
+ * writes from every request share it.
  */
 export interface FrameTransport {
   readonly open: boolean;
-  send(text: string): void;
+  send(frame: Buffer): void;
   drained(): Promise<void>;
 }
 
@@ -128,7 +129,7 @@ export class ProtocolServer {
   #write(frame: Reply | StreamFrame): void {
     if (!this.#transport.open) return;
     try {
-      this.#transport.send(encodeFrame(frame));
+      this.#transport.send(encodeFrameBytes(frame));
     } catch (e) {
       this.#log.warn({ err: e }, 'runner: write failed');
     }

@@ -23,10 +23,10 @@ export class WsTransport implements FrameTransport {
     return this.#ws.readyState === WebSocket.OPEN;
   }
 
-  send(text: string): void {
+  send(frame: Buffer): void {
     const seq = ++this.#sent;
     this.#armStall();
-    this.#ws.send(text, () => this.#done(seq));
+    this.#ws.send(frame, { binary: false }, () => this.#done(seq));
   }
 
   drained(): Promise<void> {

@@ -9,7 +9,7 @@ import pg from 'pg';
 /**
  * PostgreSQL refuses payloads of 8000 bytes or more. Below this a body goes inline (one round
  * trip, no table write); above it the row indirection costs an INSERT and a DELETE but has no limit
- * (exec output can be 40 MiB), so stream chunks of 32 KiB always take the row path.
+ * (exec output can be 40 MiB), so stream chunks (64 KiB live, up to 1 MiB in a replay) always take the row path.
  */
 export const INLINE_LIMIT_BYTES = 7000;
 /** Parked bodies nobody fetched (the addressee died) are swept after this. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeBase64, decodeFrame, encodeBase64, encodeFrame, outputFrame } from './index.ts';
+import { decodeBase64, decodeBase64Bytes, decodeFrame, decodeOutputFrameBytes, encodeBase64, encodeFrame, encodeFrameBytes, outputFrame } from './index.ts';
 
 test('requests decode by op and keep their fields', () => {
   const r = decodeFrame('{"id":7,"op":"spawn","name":"runner-x","cmd":"claude-agent-acp","args":[],"env":[["K","v"]],"dir":"/home/sprite","stdin":true,"detachable":true}');
@@ -72,4 +72,69 @@ test('output frames built from bytes encode to the same JSON as JSON.stringify',
   // A frame built by hand takes the general path, whatever its data holds.
   const odd = { stream: 'stdout' as const, session_id: 's', data: 'not "base64"' };
   assert.deepEqual(JSON.parse(encodeFrame(odd)), odd);
+});
+
+test('encodeFrameBytes writes the bytes of encodeFrame, payloads past one encoding slice included', () => {
+  for (const size of [0, 1, 2, 3, 49_151, 49_152, 49_153, 200_001]) {
+    const bytes = Buffer.alloc(size);
+    for (let i = 0; i < size; i++) bytes[i] = (i * 131 + 7) & 0xff;
+    for (const replayFor of [undefined, 9]) {
+      const frame = outputFrame('stdout', 's-ü-1', bytes, replayFor);
+      assert.deepEqual(encodeFrameBytes(frame), Buffer.from(encodeFrame(frame)), `size ${size}`);
+    }
+  }
+  // Pieces of every length around the 3-byte groups encode as their concatenation would.
+  const whole = Buffer.from(Array.from({ length: 100_000 }, (_, i) => (i * 29) & 0xff));
+  for (const cuts of [[1], [2], [1, 2], [1, 3, 4], [49_151, 49_153], [5, 6, 7, 98_000]]) {
+    const parts: Buffer[] = [];
+    let from = 0;
+    for (const c of [...cuts, whole.length]) {
+      parts.push(whole.subarray(from, c));
+      from = c;
+    }
+    const frame = outputFrame('stderr', 's-1', parts, 2);
+    assert.deepEqual(encodeFrameBytes(frame), Buffer.from(encodeFrame(outputFrame('stderr', 's-1', whole, 2))), `cuts ${cuts.join(',')}`);
+    assert.equal(frame.stream !== 'exit' && frame.data, whole.toString('base64'));
+  }
+  const reply = { id: 4, ok: true as const, result: { session_id: 's-1' } };
+  assert.deepEqual(encodeFrameBytes(reply), Buffer.from(JSON.stringify(reply)));
+});
+
+test('received output frames decode from bytes exactly as the general path decodes them', () => {
+  const bytes = Buffer.from(Array.from({ length: 200_003 }, (_, i) => (i * 17) & 0xff));
+  for (const stream of ['stdout', 'stderr'] as const) {
+    for (const replayFor of [undefined, 0, 12345]) {
+      const got = decodeOutputFrameBytes(encodeFrameBytes(outputFrame(stream, 's-1764400000-4', bytes, replayFor)));
+      assert.deepEqual(got, replayFor === undefined ? { stream, session_id: 's-1764400000-4', data: bytes } : { stream, session_id: 's-1764400000-4', data: bytes, replay_for: replayFor });
+    }
+  }
+  // Anything laid out otherwise is left to the general path.
+  for (const text of [
+    '{"stream":"exit","session_id":"s","code":0}',
+    '{"session_id":"s","stream":"stdout","data":"aGk="}',
+    '{"stream":"stdout","session_id":"s\\"q","data":"aGk="}',
+    '{"stream":"stdout","session_id":"","data":"aGk="}',
+    '{"stream":"stdout","session_id":"s","data":"aGk"}',
+    '{"stream":"stdout","session_id":"s","data":"aG-="}',
+    '{"stream":"stdout","session_id":"s","data":"aGk=","replay_for":-1}',
+    '{"stream":"stdout","session_id":"s","data":"aGk=","replay_for":1.5}',
+    '{"stream":"stdout","session_id":"s","data":"aGk="} ',
+    '{"stream":"stdout","session_id":"s","data":"aGk=","extra":1}',
+    '{"stream":"stdout","session_id":"s","data":"aGk=",',
+  ]) {
+    assert.equal(decodeOutputFrameBytes(Buffer.from(text)), null, text);
+  }
+  assert.deepEqual(decodeOutputFrameBytes(Buffer.from('{"stream":"stderr","session_id":"s","data":""}')), { stream: 'stderr', session_id: 's', data: Buffer.alloc(0) });
+});
+
+test('decodeBase64Bytes is as strict as decodeBase64 across slice boundaries', () => {
+  const good = Buffer.alloc(100_000, 0x41).toString('base64');
+  assert.deepEqual(decodeBase64Bytes(Buffer.from(good)), decodeBase64(good));
+  for (const at of [0, 65_535, 65_536, 65_540, good.length - 5]) {
+    for (const bad of ['=', '-', '_', ' ', '\u00e9']) {
+      const text = Buffer.from(good, 'latin1');
+      text.write(bad, at, 'latin1');
+      assert.equal(decodeBase64Bytes(text), null, `${JSON.stringify(bad)} at ${at}`);
+    }
+  }
 });

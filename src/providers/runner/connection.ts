@@ -8,7 +8,7 @@ import type { RawData } from 'ws';
 import { z } from 'zod';
 import type { SandboxResult } from '../../sandbox/index.ts';
 import { err, fail, ok, sandboxError } from '../../sandbox/index.ts';
-import { CLOSE, decodeBase64, encodeFrame, replySchema } from '../../wire/index.ts';
+import { CLOSE, decodeBase64, decodeOutputFrameBytes, encodeFrame, replySchema } from '../../wire/index.ts';
 import type { Request } from '../../wire/index.ts';
 import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT, malformed, quote, wireError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
@@ -60,10 +60,10 @@ interface Subscription {
   readonly reqId: number;
 }
 
-const rawText = (data: RawData): string => {
-  if (Buffer.isBuffer(data)) return data.toString('utf8');
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  return Buffer.from(data).toString('utf8');
+const rawBytes = (data: RawData): Buffer => {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
 };
 
 const truncateReason = (reason: string): string => {
@@ -202,9 +202,15 @@ class SocketRunnerConnection implements RunnerConnection {
       this.close(CLOSE.unsupportedData, 'frames must be JSON text');
       return;
     }
+    const bytes = rawBytes(data);
+    const output = decodeOutputFrameBytes(bytes);
+    if (output) {
+      this.#deliver(output.session_id, output.replay_for, (s) => s.listener.output(output.stream, output.data));
+      return;
+    }
     let value: unknown;
     try {
-      value = JSON.parse(rawText(data));
+      value = JSON.parse(bytes.toString('utf8'));
     } catch {
       this.close(CLOSE.unsupportedData, 'frames must be JSON text');
       return;
@@ -255,19 +261,28 @@ class SocketRunnerConnection implements RunnerConnection {
       return;
     }
     const f = parsed.data;
-    const subs = this.#subs.get(f.session_id);
-    if (!subs) return;
     const replayFor = typeof f.replay_for === 'number' && Number.isSafeInteger(f.replay_for) ? f.replay_for : undefined;
-    const targets = replayFor === undefined ? [...subs] : subs.filter((s) => s.reqId === replayFor);
     if (f.stream === 'exit') {
-      this.#subs.delete(f.session_id);
       const code = typeof f.code === 'number' && Number.isSafeInteger(f.code) ? f.code : 0;
+      const targets = this.#targets(f.session_id, replayFor);
+      this.#subs.delete(f.session_id);
       for (const s of targets) this.#guard('listener exit', () => s.listener.exit(code));
       return;
     }
     const bytes = typeof f.data === 'string' ? (decodeBase64(f.data) ?? Buffer.from(f.data, 'utf8')) : Buffer.alloc(0);
     const stream = f.stream;
-    for (const s of targets) this.#guard('listener output', () => s.listener.output(stream, bytes));
+    this.#deliver(f.session_id, replayFor, (s) => s.listener.output(stream, bytes));
+  }
+
+  /** A replay copy goes only to the subscriber its request installed; live output to every one. */
+  #targets(sessionId: string, replayFor: number | undefined): Subscription[] {
+    const subs = this.#subs.get(sessionId);
+    if (!subs) return [];
+    return replayFor === undefined ? [...subs] : subs.filter((s) => s.reqId === replayFor);
+  }
+
+  #deliver(sessionId: string, replayFor: number | undefined, fn: (s: Subscription) => void): void {
+    for (const s of this.#targets(sessionId, replayFor)) this.#guard('listener output', () => fn(s));
   }
 
   #settle(id: number, result: SandboxResult<Record<string, unknown>>): void {

@@ -25,7 +25,8 @@ const FAKE = join(here, 'testing', 'fake-firecracker.mjs');
 class Wire implements FrameTransport {
   readonly frames: Array<Reply | StreamFrame> = [];
   open = true;
-  send(text: string): void {
+  send(frame: Buffer): void {
+    const text = frame.toString('utf8');
     const d = decodeFrame(text);
     if (d.kind === 'reply') this.frames.push(d.reply);
     else if (d.kind === 'stream') this.frames.push(d.frame);

@@ -22,7 +22,8 @@ const skip = realVmSkip();
 class Wire implements FrameTransport {
   readonly frames: Array<Reply | StreamFrame> = [];
   open = true;
-  send(text: string): void {
+  send(frame: Buffer): void {
+    const text = frame.toString('utf8');
     const d = decodeFrame(text);
     if (d.kind === 'reply') this.frames.push(d.reply);
     else if (d.kind === 'stream') this.frames.push(d.frame);

@@ -130,6 +130,7 @@ export class Journal {
 }
 
 const READ_CHUNK = 1024 * 1024;
+const EMPTY = Buffer.alloc(0);
 
 /** Reads records in order. Asynchronous reads for the bulk, a synchronous tail for the hand-over. */
 export class JournalReader {
@@ -138,7 +139,7 @@ export class JournalReader {
   #index = 0;
   #offset = 0;
   #lastSeq: number;
-  #carry: Buffer = Buffer.alloc(0);
+  #carry: Buffer = EMPTY;
   /** Set when a segment was pruned before this reader reached it: bytes were skipped. */
   gap = false;
 
@@ -156,15 +157,21 @@ export class JournalReader {
     return n;
   }
 
-  /** Reads up to about 1 MiB asynchronously; returns whole records (possibly none at the end). */
+  /**
+   * Reads up to about 1 MiB asynchronously; returns whole records (possibly none at the end). The
+   * part of a record left over from the last read starts the buffer, so nothing is joined after.
+   */
   async next(): Promise<JournalRecord[]> {
     const cur = this.#current();
     if (cur === null) return [];
     const len = Math.min(READ_CHUNK, cur.seg.size - this.#offset);
-    const buf = Buffer.allocUnsafe(len);
-    const n = await new Promise<number>((res, rej) => read(cur.fd, buf, 0, len, this.#offset, (e, bytes) => (e ? rej(e) : res(bytes))));
+    const kept = this.#carry.length;
+    const buf = Buffer.allocUnsafe(kept + len);
+    this.#carry.copy(buf);
+    this.#carry = EMPTY;
+    const n = await new Promise<number>((res, rej) => read(cur.fd, buf, kept, len, this.#offset, (e, bytes) => (e ? rej(e) : res(bytes))));
     this.#offset += n;
-    return this.#parse(buf.subarray(0, n));
+    return this.#parse(buf.subarray(0, kept + n));
   }
 
   /** Reads everything left synchronously; used for the small tail so no record slips between read and hand-over. */
@@ -172,10 +179,13 @@ export class JournalReader {
     const out: JournalRecord[] = [];
     for (let cur = this.#current(); cur !== null; cur = this.#current()) {
       const len = cur.seg.size - this.#offset;
-      const buf = Buffer.allocUnsafe(len);
-      const n = readSync(cur.fd, buf, 0, len, this.#offset);
+      const kept = this.#carry.length;
+      const buf = Buffer.allocUnsafe(kept + len);
+      this.#carry.copy(buf);
+      this.#carry = EMPTY;
+      const n = readSync(cur.fd, buf, kept, len, this.#offset);
       this.#offset += n;
-      out.push(...this.#parse(buf.subarray(0, n)));
+      out.push(...this.#parse(buf.subarray(0, kept + n)));
       if (n < len) break;
     }
     return out;
@@ -219,8 +229,8 @@ export class JournalReader {
     }
   }
 
-  #parse(chunk: Buffer): JournalRecord[] {
-    const buf = this.#carry.length ? Buffer.concat([this.#carry, chunk]) : chunk;
+  /** Whole records from `buf` (which starts with the previous carry); an unfinished one is carried. */
+  #parse(buf: Buffer): JournalRecord[] {
     const out: JournalRecord[] = [];
     let at = 0;
     while (buf.length - at >= HEADER) {
@@ -230,7 +240,8 @@ export class JournalReader {
       if (kind !== undefined) out.push({ kind, payload: buf.subarray(at + HEADER, at + HEADER + len) });
       at += HEADER + len;
     }
-    this.#carry = Buffer.from(buf.subarray(at));
+    // A copy: the records returned are views of `buf`, and the carry must not keep it all alive.
+    this.#carry = at < buf.length ? Buffer.from(buf.subarray(at)) : EMPTY;
     return out;
   }
 }

@@ -8,6 +8,7 @@ import type { OpResult } from '../../backend.ts';
 import { JOURNALS_DIR, openProcessBackend } from './index.ts';
 import type { ProcessBackend } from './index.ts';
 import { groupAlive } from './groups.ts';
+import { OUTPUT_CHUNK, replayRuns } from './session.ts';
 
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
 const unb64 = (s: string) => Buffer.from(s, 'base64').toString();
@@ -280,7 +281,8 @@ describe('process backend', () => {
     r.value.followUp?.();
     await until(() => late.exitCode(sid) !== undefined, 'replayed exit');
     assert.deepEqual(late.bytes(sid), full.subarray(from));
-    assert.ok(full.length - from <= 64 * 1024 + 8 * 1024 + 32 * 1024);
+    // What the cap keeps: the cap, the segment being written, and the record that crossed it.
+    assert.ok(full.length - from <= 64 * 1024 + 8 * 1024 + OUTPUT_CHUNK);
     const segs = readdirSync(join(root, JOURNALS_DIR, 'cap', sid));
     assert.ok(segs.length >= 1 && segs.length <= 12);
   });
@@ -307,3 +309,15 @@ function isAlive(pid: number): boolean {
     return false;
   }
 }
+
+describe('replay frames', () => {
+  it('carry runs of one stream up to the size limit, in order, with an exit alone', () => {
+    const rec = (kind: 'stdout' | 'stderr' | 'exit', text: string) => ({ kind, payload: Buffer.from(text) });
+    const runs = replayRuns([rec('stdout', 'ab'), rec('stdout', 'cd'), rec('stdout', 'ef'), rec('stderr', 'x'), rec('stdout', 'g'), rec('exit', '\0\0\0\0')], 4);
+    assert.deepEqual(
+      runs.map((run) => [run[0]!.kind, run.map((r) => r.payload.toString()).join('|')]),
+      [['stdout', 'ab|cd'], ['stdout', 'ef'], ['stderr', 'x'], ['stdout', 'g'], ['exit', '\0\0\0\0']],
+    );
+    assert.deepEqual(replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length), [1]);
+  });
+});
