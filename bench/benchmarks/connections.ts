@@ -13,10 +13,16 @@ import { ratio, round } from '../lib/stats.ts';
 
 const DEFAULT_HEARTBEAT_MS = 20_000;
 /** Descriptors beyond the sockets themselves (node's own, the listener, pipes). */
-const SPARE_FILES = 64;
+export const SPARE_FILES = 64;
 const QUICK_CONNECTIONS = 1000;
 
-interface Sample {
+/** The connection counts measured: quick mode fits the hard limit of a stock machine (often 1024) when the shell may not raise it. */
+export function connectionSteps(quick: boolean): number[] {
+  const quickN = Math.min(QUICK_CONNECTIONS, Math.floor((openFileLimits().hard - SPARE_FILES) / 100) * 100);
+  return quick ? [0, quickN] : [0, 1000, 5000, 10_000];
+}
+
+export interface Sample {
   readonly connections: number;
   readonly rss: number;
   readonly heapUsed: number;
@@ -70,16 +76,21 @@ interface ServerProc {
   readonly child: Child;
   readonly pid: number;
   readonly url: string;
+  /** The key runners present (the whole server checks it; the hubs take any). */
+  readonly key: string | undefined;
   measure(): Promise<Sample>;
 }
 
-async function startServer(mode: 'fountain' | 'bare', heartbeatMs: number, files: number): Promise<ServerProc> {
+export type ServerMode = 'fountain' | 'server' | 'bare';
+
+async function startServer(mode: ServerMode, heartbeatMs: number, files: number): Promise<ServerProc> {
   const { child, hello } = await startChild('hub-child.ts', [mode, String(heartbeatMs)], files, ['--expose-gc']);
   const pid = child.proc.pid!;
   return {
     child,
     pid,
     url: String(hello.url),
+    key: typeof hello.key === 'string' ? hello.key : undefined,
     async measure() {
       const m = (await child.ask('measure')) as unknown as Sample;
       // RSS from /proc after the collection, like any outside observer would see it.
@@ -96,13 +107,13 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
-interface Series {
+export interface Series {
   readonly samples: Sample[];
   /** CPU over the heartbeat window at the largest N. */
   readonly windowCpuMs: number;
 }
 
-async function series(ctx: BenchContext, mode: 'fountain' | 'bare', steps: readonly number[], heartbeatMs: number, windowMs: number): Promise<Series> {
+export async function series(ctx: BenchContext, mode: ServerMode, steps: readonly number[], heartbeatMs: number, windowMs: number): Promise<Series> {
   const files = steps.at(-1)! + SPARE_FILES;
   const server = await startServer(mode, heartbeatMs, files);
   let clients: Child | null = null;
@@ -111,7 +122,7 @@ async function series(ctx: BenchContext, mode: 'fountain' | 'bare', steps: reado
     const samples: Sample[] = [];
     let open = 0;
     for (const n of steps) {
-      await clients.ask({ open: { url: server.url, from: open, to: n } });
+      await clients.ask({ open: { url: server.url, key: server.key, from: open, to: n } });
       open = n;
       await until(async () => (await server.measure()).connections >= n, `${n} connections`);
       // Let the accept burst's garbage settle before measuring.
@@ -145,9 +156,7 @@ export const connectionsBenchmark: Benchmark = {
   name: 'connections',
   title: 'N idle runner connections on one server: memory per connection and heartbeat CPU, vs a bare ws server',
   async run(ctx) {
-    // Quick mode fits the hard limit of a stock machine (often 1024) when the shell may not raise it.
-    const quickN = Math.min(QUICK_CONNECTIONS, Math.floor((openFileLimits().hard - SPARE_FILES) / 100) * 100);
-    const steps = ctx.quick ? [0, quickN] : [0, 1000, 5000, 10_000];
+    const steps = connectionSteps(ctx.quick);
     const n = steps.at(-1)!;
     // Quick mode beats every second so the window sees several heartbeats; the figure is per beat.
     const heartbeatMs = ctx.quick ? 1000 : DEFAULT_HEARTBEAT_MS;

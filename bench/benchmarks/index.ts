@@ -6,8 +6,10 @@ import type { Benchmark } from '../lib/bench.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
 import { ingestBenchmark } from './ingest.ts';
+import { lifecycleBenchmark } from './lifecycle.ts';
+import { memoryBenchmark } from './memory.ts';
 import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, connectionsBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark];

@@ -1,12 +1,15 @@
 /**
  * The server end for the connections benchmark, in its own process so its memory and CPU can be
- * read from /proc: `fountain` mode is the runner hub with acceptRunnerSocket, `bare` a plain ws server.
+ * read from /proc: `fountain` mode is the runner hub with acceptRunnerSocket, `server` the whole server
+ * on its embedded database, `bare` a plain ws server.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { WebSocketServer } from 'ws';
-import { startRunnerTestHub } from '../../src/providers/runner/test-hub.ts';
 import { openFileLimit } from './limits.ts';
 
 const mode = process.argv[2];
@@ -14,7 +17,18 @@ const heartbeatMs = Number(process.argv[3] ?? 20_000);
 const send = (m: unknown) => process.send?.(m);
 
 let count = () => 0;
-if (mode === 'fountain') {
+if (mode === 'server') {
+  // The whole server on its embedded database, as `fountain server` runs it.
+  // Imported only in the mode that uses them: the bare floor must not carry the server's modules.
+  const { acceptRunnerSocket } = await import('../../src/providers/runner/index.ts');
+  const { startServer } = await import('../../src/server/start.ts');
+  const dataDir = mkdtempSync(join(tmpdir(), 'fountain-bench-server-'));
+  const server = await startServer({ dataDir, port: 0, env: { FOUNTAIN_RUNNER_HEARTBEAT_MS: String(heartbeatMs) }, logger: pino({ level: 'silent' }), acceptRunnerSocket });
+  process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+  count = () => server.host.online().length;
+  send({ url: `${server.url.replace(/^http/, 'ws')}/api/runners/ws`, key: server.bootstrapKey, fileLimit: openFileLimit() });
+} else if (mode === 'fountain') {
+  const { startRunnerTestHub } = await import('../../src/providers/runner/test-hub.ts');
   const hub = await startRunnerTestHub({ logger: pino({ level: 'silent' }), heartbeatMs });
   count = () => hub.host.online().length;
   send({ url: hub.url, fileLimit: openFileLimit() });
