@@ -3,6 +3,7 @@
  * root, commands run as the daemon's user in their own process groups, session journals live on disk.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { chmod, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
@@ -82,6 +83,12 @@ export class ProcessBackend implements Backend {
   /** Leaders of running execs, so a shutdown reaches them too. */
   readonly #execs = new Map<number, { ended: Promise<void>; end: () => void }>();
   #seq = 0;
+  /**
+   * Session ids must not repeat across processes: a daemon restarted within the same second, or two
+   * microVM guests (each its own process backend, their sessions listed by one daemon), would
+   * otherwise mint the same `s-<seconds>-<n>` and reuse a journal or misroute frames.
+   */
+  readonly #instance = randomBytes(4).toString('hex');
 
   constructor(opts: ProcessBackendOptions) {
     this.#root = opts.root;
@@ -236,7 +243,7 @@ export class ProcessBackend implements Backend {
     const ready = await this.#ready(req.name, dir.value);
     if (!ready.ok) return ready;
     this.#pruneFinished(req.name);
-    const id = `s-${Math.floor(Date.now() / 1000)}-${++this.#seq}`;
+    const id = `s-${Math.floor(Date.now() / 1000)}-${this.#instance}-${++this.#seq}`;
     let journal: Journal;
     try {
       journal = new Journal(join(this.#root, JOURNALS_DIR, req.name, id), { capBytes: this.#cap, segmentBytes: this.#segment });

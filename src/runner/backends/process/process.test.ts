@@ -162,7 +162,7 @@ describe('process backend', () => {
     await create('sp');
     const out = new CollectingOut();
     const sid = await spawn('sp', 'bash', ['-c', 'echo ready; while read l; do echo "got:$l"; done; echo bye'], out, true);
-    assert.match(sid, /^s-\d+-\d+$/);
+    assert.match(sid, /^s-\d+-[0-9a-f]{8}-\d+$/);
     await until(() => out.bytes(sid).toString().includes('ready'), 'ready');
     value(await backend.stdin({ id: id(), op: 'stdin', name: 'sp', session_id: sid, data: b64('hello\n') }));
     await until(() => out.bytes(sid).toString().includes('got:hello'), 'echo');
@@ -222,6 +222,25 @@ describe('process backend', () => {
     const firstLive = second.frames.findIndex((f) => f.replay_for === undefined);
     if (firstLive >= 0) assert.ok(second.frames.slice(firstLive).every((f) => f.replay_for === undefined));
     assert.equal(code(await backend.attach({ id: 78, op: 'attach', name: 'other', session_id: sid }, { requestId: 78, out: second })), 'not_found');
+  });
+
+  it('session ids do not repeat across backend processes, even within one second', async () => {
+    // A restarted daemon, or the guests of two microVMs, each start counting at 1 in the same second.
+    const other = openProcessBackend({ root: join(root, '..', 'other'), logger: captureLogger().logger });
+    assert.ok(other.ok);
+    try {
+      value(await other.value.create({ id: id(), op: 'create', name: 'twin' }));
+      await create('twin');
+      const a = await other.value.spawn({ id: 1, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false }, { requestId: 1, out: new CollectingOut() });
+      const b = await backend.spawn({ id: 2, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false }, { requestId: 2, out: new CollectingOut() });
+      assert.ok(a.ok && b.ok);
+      a.value.followUp?.();
+      b.value.followUp?.();
+      assert.match(a.value.result.session_id, /^s-\d+-[0-9a-f]{8}-\d+$/);
+      assert.notEqual(a.value.result.session_id, b.value.result.session_id);
+    } finally {
+      await other.value.stopAll();
+    }
   });
 
   it('a replay long enough to read asynchronously hands over to live output without a gap or a repeat', async () => {
