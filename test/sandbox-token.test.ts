@@ -15,7 +15,7 @@ import { startRunnerChild, until, type RunnerChild } from '../src/server/engine/
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { apiKeys } from '../src/server/store/schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { call, openStream, stageIs, type Json, type Stream } from './team-support.ts';
+import { call, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
 
 /** A runner WebSocket dial: the status and body of the refusal. */
 function dialRunner(base: string, key: string): Promise<{ status: number; body: Json }> {

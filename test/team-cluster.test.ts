@@ -18,7 +18,7 @@ import { TEST_POSTGRES_URL } from '../src/server/store/testing.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';
 import { turns } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { call, openStream, stageIs, type Json, type Stream } from './team-support.ts';
+import { call, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
 
 const ROUNDS = 3;
 

@@ -14,7 +14,7 @@ import { startServer, type RunningServer } from '../src/server/start.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';
 import { conversations, turns } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { call, openStream, stageIs, type Json, type Stream } from './team-support.ts';
+import { call, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
 
 describe('the team with a real runner and the demo agent', () => {
   let tmp: string;

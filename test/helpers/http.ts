@@ -1,6 +1,6 @@
 /**
- * HTTP and SSE helpers the end-to-end conversation tests share: a JSON call against the public API,
- * an SSE reader, and the agent's reply text of a turn.
+ * HTTP and SSE helpers the end-to-end conversation and team tests share: a JSON call against the
+ * public API, an SSE reader, and the agent's reply text of a turn.
  */
 import assert from 'node:assert/strict';
 import { until } from '../../src/server/engine/testing.ts';
@@ -34,10 +34,25 @@ export interface SseEvent {
   data: Json;
 }
 
+export interface Stream {
+  readonly events: SseEvent[];
+  /** Everything received, comments included (to see `: connected` first). */
+  raw(): string;
+  /** How many `: heartbeat` comments arrived. */
+  heartbeats(): number;
+  close(): void;
+  readonly done: Promise<void>;
+  /** The first stage event `stage/state` after event id `after`. */
+  stage(stage: string, state: string, afterId?: number): Promise<SseEvent>;
+  /** The first event matching `pred` at index ≥ `from`. */
+  wait(pred: (e: SseEvent) => boolean, what: string, from?: number): Promise<SseEvent>;
+}
+
 /** A minimal SSE reader over fetch: collects events until closed. */
-export function openStream(url: string, key: string, lastEventId?: number) {
+export function openStream(url: string, key: string, lastEventId?: number): Stream {
   const events: SseEvent[] = [];
-  let comments = 0;
+  let raw = '';
+  let beats = 0;
   const ctl = new AbortController();
   const headers: Record<string, string> = { authorization: `Bearer ${key}`, accept: 'text/event-stream' };
   if (lastEventId !== undefined) headers['last-event-id'] = String(lastEventId);
@@ -51,7 +66,9 @@ export function openStream(url: string, key: string, lastEventId?: number) {
     for (;;) {
       const { value, done: end } = await reader.read();
       if (end) return;
-      buf += dec.decode(value, { stream: true });
+      const text = dec.decode(value, { stream: true });
+      raw += text;
+      buf += text;
       let i: number;
       while ((i = buf.indexOf('\n\n')) >= 0) {
         const block = buf.slice(0, i);
@@ -59,7 +76,10 @@ export function openStream(url: string, key: string, lastEventId?: number) {
         const ev: SseEvent = { id: null, event: 'message', data: null };
         let isComment = true;
         for (const line of block.split('\n')) {
-          if (line.startsWith(':')) continue;
+          if (line.startsWith(':')) {
+            if (line.includes('heartbeat')) beats++;
+            continue;
+          }
           isComment = false;
           const [k, ...rest] = line.split(':');
           const v = rest.join(':').replace(/^ /, '');
@@ -67,8 +87,7 @@ export function openStream(url: string, key: string, lastEventId?: number) {
           else if (k === 'event') ev.event = v;
           else if (k === 'data') ev.data = JSON.parse(v);
         }
-        if (isComment) comments++;
-        else events.push(ev);
+        if (!isComment) events.push(ev);
       }
     }
   })().catch((e: unknown) => {
@@ -76,14 +95,19 @@ export function openStream(url: string, key: string, lastEventId?: number) {
   });
   return {
     events,
-    heartbeats: () => comments,
+    raw: () => raw,
+    heartbeats: () => beats,
     close: () => ctl.abort(),
     done,
-    /** The first stage event `stage/state` after event id `after`. */
-    stage: (stage: string, state: string, afterId = 0) =>
+    stage: (stage, state, afterId = 0) =>
       until(() => events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state), `${stage}/${state} on the stream`, 60_000),
+    wait: (pred, what, from = 0) => until(() => events.slice(from).find(pred), what, 60_000),
   };
 }
+
+/** A stage event `stage/state`, of one teammate when `agentId` is given (team stream events carry it). */
+export const stageIs = (stage: string, state: string, agentId?: string) => (e: SseEvent) =>
+  e.data?.stage === stage && e.data?.state === state && (agentId === undefined || e.data?.agent_id === agentId);
 
 /** The agent's reply in a turn: its agent_message_chunk texts, joined, from stored events. */
 export function answerOf(events: readonly Json[], turnId: string): string {
