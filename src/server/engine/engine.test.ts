@@ -1,84 +1,38 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pino from 'pino';
-import { localDemoAgentArgv } from '../../acp/index.ts';
-import { LocalRunnerHost, RunnerAdapter } from '../../providers/runner/index.ts';
-import { startRunnerTestHub, type RunnerTestHub } from '../../providers/runner/test-hub.ts';
-import { ProviderRegistry, parseRunnerName } from '../../sandbox/index.ts';
-import { createAccount } from '../store/accounts.ts';
-import { insertAgent } from '../store/agents.ts';
+import { parseRunnerName } from '../../sandbox/index.ts';
 import { listTurns } from '../store/conversations.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
-import { ENGINE_DEFAULTS } from './config.ts';
-import { ConversationEngine } from './engine.ts';
-import { allEvents, answerText, startRunnerChild, until, waitForStage, type RunnerChild } from './testing.ts';
-
-const KEY = `ftn_${'ab'.repeat(32)}`;
-const RUNNER_ID = '6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab';
+import type { ConversationEngine } from './engine.ts';
+import { startEngineRig, type EngineRig } from './test-rig.ts';
+import { allEvents, answerText, until, waitForStage } from './testing.ts';
 
 describe('ConversationEngine on a real runner with the demo agent', () => {
-  let tdb: TestDatabase;
+  let rig: EngineRig;
   let db: EngineDb;
-  let hub: RunnerTestHub;
-  let runner: RunnerChild;
   let engine: ConversationEngine;
   let accountId: string;
   let tmp: string;
-  let host: LocalRunnerHost;
-  const logger = pino({ level: 'silent' });
-  const root = () => join(tmp, 'sandboxes');
+  const root = () => rig.root;
 
   before(async () => {
-    tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-engine-')));
-    tdb = await openTestDatabase('pglite');
-    db = tdb.database.db as unknown as EngineDb;
-    accountId = (await createAccount(tdb.database.db, { name: 'owner', role: 'owner' })).id;
-    host = new LocalRunnerHost();
-    hub = await startRunnerTestHub({ logger, host });
-    hub.enroll('t', RUNNER_ID, accountId);
-    runner = startRunnerChild({ name: 't', root: root(), baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: KEY, home: tmp });
-    await until(() => host.whereis(RUNNER_ID), "the runner to connect", 120_000);
-    engine = new ConversationEngine({
-      db,
-      registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
-      runnerHost: host,
-      runners: { find: async (_a, id) => (id === RUNNER_ID ? { id, name: 't', hostname: 'test', root: root() } : undefined) },
-      logger,
-      config: { ...ENGINE_DEFAULTS, idleTimeoutMs: 200, sweepIntervalMs: 60_000, askTimeoutMs: 1500, publicUrl: null, demoAgentArgv: localDemoAgentArgv() },
-      defaultProvider: 'runner',
-    });
-    await engine.start();
+    rig = await startEngineRig('engine', { idleTimeoutMs: 200, sweepIntervalMs: 60_000, askTimeoutMs: 1500 });
+    ({ db, engine, accountId, tmp } = rig);
   });
 
   after(async () => {
-    await engine?.stop();
-    await runner?.stop();
-    await hub?.close();
-    await tdb?.dispose();
-    rmSync(tmp, { recursive: true, force: true });
+    await rig?.stop();
   });
 
   it('runs a turn, a permission, the idle park, a wake that remembers, and terminate', async () => {
-    const agent = await insertAgent(db, accountId, {
-      name: 'demo',
-      description: '',
-      system: 'Be brief.',
-      runtime: 'demo',
-      model: 'fountain/demo',
-      sandboxProvider: null,
-      permissionPolicy: { execute: 'ask' },
-      metadata: {},
-    });
-    assert.ok(agent.ok);
-    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'remember: the answer is 42' });
+    const agent = await rig.demoAgent('demo', { execute: 'ask' }, 'Be brief.');
+    const created = await engine.create(accountId, { agentId: agent.id, prompt: 'remember: the answer is 42' });
     assert.ok(created.ok, JSON.stringify(created));
     const conv = created.value;
     assert.equal(conv.sandbox?.provider, 'runner');
-    assert.equal(conv.sandbox?.runner?.id, RUNNER_ID);
+    assert.equal(conv.sandbox?.runner?.id, rig.runnerId);
     assert.equal(conv.sandbox?.runner?.online, true);
     const dir = join(root(), conv.sandbox!.name);
     assert.equal(parseRunnerName(conv.sandbox!.name).ok, true);
@@ -130,18 +84,8 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   });
 
   it('denies an unanswered permission request after the ask timeout', async () => {
-    const agent = await insertAgent(db, accountId, {
-      name: 'asker',
-      description: '',
-      system: '',
-      runtime: 'demo',
-      model: 'fountain/demo',
-      sandboxProvider: null,
-      permissionPolicy: { default: 'ask' },
-      metadata: {},
-    });
-    assert.ok(agent.ok);
-    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'run: echo never' });
+    const agent = await rig.demoAgent('asker', { default: 'ask' });
+    const created = await engine.create(accountId, { agentId: agent.id, prompt: 'run: echo never' });
     assert.ok(created.ok);
     const asked = await waitForStage(db, created.value.id, 'permission', 'started');
     const done = await waitForStage(db, created.value.id, 'permission', 'done', asked.id);
@@ -152,18 +96,8 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   });
 
   it('interrupts a turn held at a permission request: session/cancel, turn interrupted, conversation idle', async () => {
-    const agent = await insertAgent(db, accountId, {
-      name: 'interruptible',
-      description: '',
-      system: '',
-      runtime: 'demo',
-      model: 'fountain/demo',
-      sandboxProvider: null,
-      permissionPolicy: { execute: 'ask' },
-      metadata: {},
-    });
-    assert.ok(agent.ok);
-    const created = await engine.create(accountId, { agentId: agent.agent.id, prompt: 'run: echo interrupted' });
+    const agent = await rig.demoAgent('interruptible', { execute: 'ask' });
+    const created = await engine.create(accountId, { agentId: agent.id, prompt: 'run: echo interrupted' });
     assert.ok(created.ok);
     const id = created.value.id;
     const asked = await waitForStage(db, id, 'permission', 'started');
@@ -195,28 +129,10 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
         '});',
       ].join('\n'),
     );
-    const silent = new ConversationEngine({
-      db,
-      registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
-      runnerHost: host,
-      runners: { find: async () => undefined },
-      logger,
-      config: { ...ENGINE_DEFAULTS, idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, publicUrl: null, demoAgentArgv: [process.execPath, script] },
-      defaultProvider: 'runner',
-    });
+    const silent = rig.engineWith({ idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, demoAgentArgv: [process.execPath, script] }, false);
     try {
-      const agent = await insertAgent(db, accountId, {
-        name: 'silent',
-        description: '',
-        system: '',
-        runtime: 'demo',
-        model: 'fountain/demo',
-        sandboxProvider: null,
-        permissionPolicy: {},
-        metadata: {},
-      });
-      assert.ok(agent.ok);
-      const created = await silent.create(accountId, { agentId: agent.agent.id, prompt: 'hello?' });
+      const agent = await rig.demoAgent('silent');
+      const created = await silent.create(accountId, { agentId: agent.id, prompt: 'hello?' });
       assert.ok(created.ok, JSON.stringify(created));
       const id = created.value.id;
       const failed = await waitForStage(db, id, 'turn', 'failed');
