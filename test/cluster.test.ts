@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import WebSocket from 'ws';
-import { runConformanceSuite } from '../src/sandbox/conformance/index.ts';
+import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/index.ts';
 import { mintRunnerName } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
@@ -121,12 +121,7 @@ runConformanceSuite('runner adapter on node B → PostgreSQL NOTIFY → node A �
     return n.value;
   },
   timeoutMs: 20_000,
-  fixtures: {
-    execOk: { cmd: 'echo', args: ['conformance-ok'], expectedStdout: 'conformance-ok' },
-    execFail: { cmd: 'sh', args: ['-c', 'exit 3'], nonzeroCode: 3 },
-    spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned'] },
-    spawnStay: { cmd: 'sh', args: ['-c', 'echo ready; while IFS= read -r line; do echo "$line"; done'] },
-  },
+  fixtures: SHELL_FIXTURES,
   // A runner no node holds: the cluster view must say runner_offline, never not_found.
   brokenTransport: async () => {
     const n = mintRunnerName('a0a1a2a3-b0b1-4c0c-8d0d-e0e1e2e3e4e5');

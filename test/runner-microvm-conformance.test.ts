@@ -7,7 +7,7 @@ import { describe } from 'node:test';
 import { mkdtempSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runConformanceSuite } from '../src/sandbox/conformance/index.ts';
+import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/index.ts';
 import { Private, mintRunnerName } from '../src/sandbox/index.ts';
 import type { Handle } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
@@ -22,7 +22,6 @@ import type { DaemonHandle } from '../src/runner/daemon.ts';
 import { captureLogger, until } from '../src/runner/testing.ts';
 
 const RUNNER_ID = '0a0b0c0d-0e0f-4a1b-8c2d-3e4f5a6b7c8d';
-const STAY = 'echo ready; while IFS= read -r line; do echo "$line"; done';
 // Six boots: the shared sandbox, the checks that create, destroy or count sessions, the broken transport.
 const skip = realVmSkip();
 // Hang guards only. A boot under TCG on a loaded 2-core machine can take tens of seconds.
@@ -97,12 +96,7 @@ if (skip) {
         if (started) process.stderr.write(`microVM conformance: ${Math.round((Date.now() - started) / 1000)} s with ${QEMU_MACHINE}\n`);
       }
     },
-    fixtures: {
-      execOk: { cmd: 'sh', args: ['-c', 'echo conformance-ok'], expectedStdout: 'conformance-ok' },
-      execFail: { cmd: 'sh', args: ['-c', 'echo failing >&2; exit 3'], nonzeroCode: 3 },
-      spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned-ok'] },
-      spawnStay: { cmd: 'sh', args: ['-c', STAY] },
-    },
+    fixtures: SHELL_FIXTURES,
     // A live VM whose VMM cannot be asked (its QMP socket gone): unavailable, never not_found.
     brokenTransport: async () => {
       const created = await adapter.create(mint());

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, realpathSync, rmSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runConformanceSuite } from '../src/sandbox/conformance/index.ts';
+import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/index.ts';
 import { mintRunnerName } from '../src/sandbox/index.ts';
 import type { Handle } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
@@ -20,7 +20,6 @@ import type { DaemonHandle } from '../src/runner/daemon.ts';
 import { captureLogger, until } from '../src/runner/testing.ts';
 
 const RUNNER_ID = '0f0e0d0c-0b0a-4908-8706-050403020100';
-const STAY = 'echo ready; while IFS= read -r line; do echo "$line"; done';
 const problem = namespaceSupportProblem();
 const octet = 20 + ((process.pid + 7) % 200);
 
@@ -82,12 +81,7 @@ if (problem) {
         }
       }
     },
-    fixtures: {
-      execOk: { cmd: 'sh', args: ['-c', 'echo conformance-ok'], expectedStdout: 'conformance-ok' },
-      execFail: { cmd: 'sh', args: ['-c', 'echo failing >&2; exit 3'], nonzeroCode: 3 },
-      spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned-ok'] },
-      spawnStay: { cmd: 'sh', args: ['-c', STAY] },
-    },
+    fixtures: SHELL_FIXTURES,
     readFile: async (handle: Handle, path: string) => {
       const r = await adapter.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
       if (!r.ok || r.value.exitCode === 44) return null;

@@ -12,7 +12,7 @@ import { createServer, connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runConformanceSuite } from '../src/sandbox/conformance/index.ts';
+import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/index.ts';
 import { mintRunnerName } from '../src/sandbox/index.ts';
 import type { StreamFrame } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
@@ -123,12 +123,7 @@ runConformanceSuite('runner adapter → real fountain server → real fountain r
     return n.value;
   },
   timeoutMs: 20_000,
-  fixtures: {
-    execOk: { cmd: 'echo', args: ['conformance-ok'], expectedStdout: 'conformance-ok' },
-    execFail: { cmd: 'sh', args: ['-c', 'exit 3'], nonzeroCode: 3 },
-    spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned'] },
-    spawnStay: { cmd: 'sh', args: ['-c', 'echo ready; while IFS= read -r line; do echo "$line"; done'] },
-  },
+  fixtures: SHELL_FIXTURES,
   before: async () => {
     confServer = await startTestServer();
     confScratch = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-conf-')));

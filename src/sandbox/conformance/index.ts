@@ -13,6 +13,7 @@ import { robustnessGroup } from './robustness.ts';
 import { streamingGroup } from './streaming.ts';
 
 export type { CommandFixture, ConformanceFixtures, ConformanceOptions } from './options.ts';
+export { SHELL_FIXTURES } from './options.ts';
 export { FrameCollector, isTerminal, SETTLE_MS } from './frames.ts';
 export type { FramePredicate, TerminalFrame } from './frames.ts';
 export { DEFAULT_TIMEOUT_MS } from './context.ts';

@@ -23,6 +23,14 @@ export interface ConformanceFixtures {
   readonly spawnStay: CommandFixture;
 }
 
+/** Fixtures for any sandbox with a POSIX shell (runner backends, hosted Linux sandboxes). */
+export const SHELL_FIXTURES: ConformanceFixtures = {
+  execOk: { cmd: 'sh', args: ['-c', 'echo conformance-ok'], expectedStdout: 'conformance-ok' },
+  execFail: { cmd: 'sh', args: ['-c', 'echo failing >&2; exit 3'], nonzeroCode: 3 },
+  spawnOk: { cmd: 'sh', args: ['-c', 'echo spawned-ok'] },
+  spawnStay: { cmd: 'sh', args: ['-c', 'echo ready; while IFS= read -r line; do echo "$line"; done'] },
+};
+
 export interface ConformanceOptions {
   /** A getter, because adapters are often built in `before`. */
   readonly adapter: () => SandboxAdapter;
