@@ -14,7 +14,7 @@ import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type Eve
 import { getConversation, listTurns } from '../store/conversations.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from '../store/events.ts';
-import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from './common.ts';
+import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, SseWaker, type RouteDeps } from './common.ts';
 import { PermissionPolicySchema } from './agents.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
@@ -396,8 +396,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     const row = await owned(c.get('principal').account.id, c.req.param('id'));
     const q = StreamQuery.safeParse(c.req.query());
     if (!q.success) throw ApiError.validation(q.error, 422);
-    const header = c.req.header('last-event-id');
-    const fromHeader = header !== undefined && /^\d+$/.test(header.trim()) ? Number(header.trim()) : undefined;
+    const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
     const start = fromHeader ?? q.data.after ?? 0;
     const streams = q.data.streams;
     const wanted = (e: EventRow): boolean =>
@@ -407,14 +406,14 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     c.header('connection', 'keep-alive');
     return streamSSE(c, async (stream) => {
       const pending: EventRow[] = [];
-      let wake: (() => void) | null = null;
+      const waker = new SseWaker();
       const unsubscribe = engine.events.subscribe(convId, (e) => {
         pending.push(e);
-        wake?.();
+        waker.poke();
       });
       stream.onAbort(() => {
         unsubscribe();
-        wake?.();
+        waker.poke();
       });
       const send = (e: EventRow) => {
         const v: EventView = eventView(e);
@@ -439,14 +438,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
             last = e.id;
             if (wanted(e)) await send(e);
           }
-          const beat = await new Promise<boolean>((resolve) => {
-            const t = setTimeout(() => resolve(true), heartbeatMs);
-            wake = () => {
-              clearTimeout(t);
-              resolve(false);
-            };
-          });
-          wake = null;
+          const beat = await waker.sleep(heartbeatMs);
           if (beat && pending.length === 0 && !stream.aborted) await stream.write(': heartbeat\n\n');
         }
       } finally {

@@ -21,7 +21,7 @@ import { deleteSchedule, getSchedule, insertSchedule, latestEventId, listSchedul
 import type { Schedule } from '../store/team-schema.ts';
 import { audit } from '../store/audit.ts';
 import { AgentSchema, agentView } from './agents.ts';
-import { bearer, errorResponses, newRouter, type RouteDeps } from './common.ts';
+import { bearer, errorResponses, lastEventIdOf, newRouter, SseWaker, type RouteDeps } from './common.ts';
 import { ConversationSchema, engineApiError, streamsParam } from './conversations.ts';
 
 export interface TeamRouteDeps extends RouteDeps {
@@ -219,8 +219,7 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     const accountId = c.get('principal').account.id;
     const q = TeamStreamQuery.safeParse(c.req.query());
     if (!q.success) throw ApiError.validation(q.error, 422);
-    const header = c.req.header('last-event-id');
-    const fromHeader = header !== undefined && /^\d+$/.test(header.trim()) ? Number(header.trim()) : undefined;
+    const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
     const requested = fromHeader ?? q.data.after;
     // Without a cursor the stream starts at the present; with one it replays what the client missed.
     let last = requested ?? (await latestEventId(db));
@@ -236,8 +235,8 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       let teamSignal = false;
       let scheduleSignal = false;
       let refreshMembers = false;
-      let wake: (() => void) | null = null;
-      const poke = () => wake?.();
+      const waker = new SseWaker();
+      const poke = waker.poke;
       const unsubs = [
         deps.bus.subscribe(teamTopic(accountId), (e) => {
           if (e.type === 'team_changed') {
@@ -303,14 +302,7 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
             }
           }
           if (teamSignal || scheduleSignal || dirty || refreshMembers) continue;
-          const beat = await new Promise<boolean>((resolve) => {
-            const t = setTimeout(() => resolve(true), heartbeatMs);
-            wake = () => {
-              clearTimeout(t);
-              resolve(false);
-            };
-          });
-          wake = null;
+          const beat = await waker.sleep(heartbeatMs);
           if (beat && !stream.aborted) await stream.write(': heartbeat\n\n');
         }
       } finally {
