@@ -122,7 +122,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           runnersEnabled: deps.runnersEnabled,
           sessionSecret: deps.web.sessionSecret,
           secureCookies: deps.web.secureCookies ?? false,
-          docs: loadDocs(),
+          docs: loadDocs,
           logger: deps.logger,
         }),
       );
