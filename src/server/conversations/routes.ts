@@ -7,7 +7,7 @@ import { streamSSE } from 'hono/streaming';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from './engine.ts';
 import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
-import { eventView, turnView, type EventView } from './views.ts';
+import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
@@ -16,6 +16,10 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
 import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, SseWaker, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
+import { sseOncePer } from '../http/sse.ts';
+
+/** One event as an SSE message, encoded once however many clients tail its conversation. */
+const sseEvent = sseOncePer((e: EventRow) => ({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e)) }));
 
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -415,10 +419,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
         unsubscribe();
         waker.poke();
       });
-      const send = (e: EventRow) => {
-        const v: EventView = eventView(e);
-        return stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
-      };
+      const send = (e: EventRow) => stream.write(sseEvent(e));
       let last = start;
       try {
         // Replay from the store first; live events that arrive meanwhile wait in `pending`.
