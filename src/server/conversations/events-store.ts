@@ -1,7 +1,7 @@
 /**
  * The event log: batched inserts (one statement per flush, ids in insertion order) and cursor paging.
  */
-import { and, asc, eq, gt, inArray, isNotNull, max, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzle-orm';
 import { events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
@@ -49,4 +49,14 @@ export async function storedOutputSeqs(db: EngineDb, turnId: string): Promise<{ 
     else lines = Math.max(lines, v);
   }
   return { lines, stderr };
+}
+
+/** Whether a permission request id was ever published for this conversation (it may predate this process). */
+export async function permissionWasAsked(db: EngineDb, conversationId: string, requestId: string): Promise<boolean> {
+  const rows = await db
+    .select({ id: events.id })
+    .from(events)
+    .where(and(eq(events.conversationId, conversationId), eq(events.stage, 'permission'), sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`))
+    .limit(1);
+  return rows.length > 0;
 }
