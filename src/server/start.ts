@@ -20,7 +20,9 @@ import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from 
 import { checkDefaultProvider, defaultProviderOf, hostedAdapters, PROVIDER_WIRING } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { ProviderRegistry } from '../sandbox/registry.ts';
-import { ConversationEngine, engineConfigFromEnv, mintEngineNodeId, type EngineConfig } from './conversations/index.ts';
+import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
+import { mintNodeId } from './cluster/node.ts';
+import { PgNotify } from './cluster/notify.ts';
 import { localDemoAgentArgv } from '../acp/index.ts';
 import { providerPlacement } from './runners/placement.ts';
 import { findRunner } from './runners/store.ts';
@@ -105,9 +107,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const bus = new EventBus();
     // PostgreSQL may be shared by several nodes; PGlite is one process by construction.
     const shared = database.kind === 'postgres' && !!config.databaseUrl;
+    const nodeId = mintNodeId();
     let bridge: PgBusBridge | null = null;
+    let notify: PgNotify | null = null;
     if (shared) {
-      bridge = await PgBusBridge.start({ url: config.databaseUrl!, schema: opts.databaseSchema, bus, logger });
+      const pgNotify = await PgNotify.open({ url: config.databaseUrl!, schema: opts.databaseSchema, logger: logger.child({ node: nodeId }) });
+      notify = pgNotify;
+      stack.push('notification connection', () => pgNotify.close());
+      bridge = await PgBusBridge.start({ nodeId, notify: pgNotify, schema: opts.databaseSchema, bus, logger });
       stack.push('bus bridge', () => bridge!.stop());
     }
     // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
@@ -119,9 +126,10 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
         srv.closeAllConnections();
       }),
     );
-    const cluster = shared
+    const cluster = notify
       ? await ClusterRunnerHost.start({
-          url: config.databaseUrl!,
+          nodeId,
+          notify,
           schema: opts.databaseSchema,
           db: database.db,
           bus,
@@ -162,9 +170,9 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       config: engineConfig,
       defaultProvider,
       // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
-      node: { id: cluster?.nodeId ?? mintEngineNodeId(), shared: cluster !== undefined },
+      node: { id: nodeId, shared: cluster !== undefined },
     });
-    const unannounce = announceEvents(engine.events, bus);
+    const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);
     await engine.start();
     // Detaches from agent processes and flushes queued events while the database is still open.

@@ -2,7 +2,8 @@
  * The conversation engine's facade, a table of contents: each call names the part that does the work
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
  */
-import { mintEngineNodeId, NodeOwnership } from '../cluster/ownership.ts';
+import { mintNodeId } from '../cluster/node.ts';
+import { NodeOwnership } from '../cluster/ownership.ts';
 import { Endings } from './endings.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { EventLog } from './event-log.ts';
@@ -35,7 +36,7 @@ export class ConversationEngine {
     const log = deps.logger.child({ component: 'engine' });
     this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
     this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
-    const nodeId = deps.node?.id ?? mintEngineNodeId();
+    const nodeId = deps.node?.id ?? mintNodeId();
     this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, stopped: false };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
     parts.turns = new TurnMachine(this.#c, parts);

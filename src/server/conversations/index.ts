@@ -4,7 +4,6 @@
  */
 
 export { ConversationEngine } from './engine.ts';
-export { mintEngineNodeId } from '../cluster/ownership.ts';
 export type { CreateConversationInput, EngineDeps } from './engine.ts';
 export type { RunnerDirectory } from '../runners/placement.ts';
 export { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './config.ts';
