@@ -27,6 +27,8 @@ import type { Lookup } from './proxy.ts';
 /** Per-sandbox state beside the sandboxes (dot-directories are neither listed nor valid names). */
 export const STATE_DIR = '.fountain-ns';
 const DNS_TTL_S = 5;
+/** USER inside a namespace sandbox (its HOME is /home/sprite). */
+const SANDBOX_USER = 'sprite';
 
 /** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
 const JOIN_CGROUPS = 'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
@@ -104,10 +106,7 @@ export class NamespaceConfinement implements Confinement {
 
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec {
     const o = this.#o;
-    const base: Record<string, string | undefined> = {};
-    // The daemon's own credentials stay outside; everything else is inherited as in trusted mode.
-    for (const [k, v] of Object.entries(o.env)) if (!k.startsWith('FOUNTAIN_')) base[k] = v;
-    const env = childEnv(SPRITE_HOME, req.env, { base, realHome: SPRITE_HOME });
+    const env = childEnv(SPRITE_HOME, req.env, { base: o.env, realHome: SPRITE_HOME, user: SANDBOX_USER, tmpdir: '/tmp' });
     const live = this.#live.get(name);
     const bwrap = [
       '--ro-bind', '/', '/',

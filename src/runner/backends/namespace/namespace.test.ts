@@ -212,4 +212,20 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     const fresh = await fetch('keep', 'http://allowed.test/');
     assert.notEqual(fresh.code, 0, 'a re-created sandbox starts denied');
   });
+
+  it('a command sees the fixed base environment plus the request env, nothing of the runner (issue 22 #4)', async () => {
+    process.env.RUNNER_ENV_MARKER_22 = 'leaked';
+    try {
+      await create('env');
+      const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
+      const lines = unb64(r.output).split('\0').filter((l) => l !== '');
+      // PWD is the launching shell's own (the working directory), nothing of the runner's.
+      const keys = lines.map((l) => l.slice(0, l.indexOf('='))).filter((k) => k !== 'PWD').sort();
+      assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+      assert.ok(lines.includes('HOME=/home/sprite') && lines.includes('TMPDIR=/tmp') && lines.includes('USER=sprite'), lines.join('\n'));
+      assert.ok(!lines.some((l) => l.includes('leaked')));
+    } finally {
+      delete process.env.RUNNER_ENV_MARKER_22;
+    }
+  });
 });

@@ -340,3 +340,43 @@ describe('replay frames', () => {
     assert.deepEqual(replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length), [1]);
   });
 });
+
+describe('a process-backend sandbox environment holds only what it is given (issue 22 #4)', () => {
+  const MARKER = 'RUNNER_ENV_MARKER_22';
+  let root: string;
+  let backend: ProcessBackend;
+  before(() => {
+    // The runner's own environment: a marker, a credential of the shell, the runner's key.
+    process.env[MARKER] = 'leaked';
+    process.env.AWS_SECRET_ACCESS_KEY = 'leaked-too';
+    process.env.FOUNTAIN_API_KEY = 'ftn_leaked';
+    root = join(realpathSync(mkdtempSync(join(tmpdir(), 'fountain-pb-env-'))), 'sandboxes');
+    const opened = openProcessBackend({ root, logger: captureLogger().logger, graceMs: { stopAll: 1000 } });
+    assert.ok(opened.ok);
+    backend = opened.value;
+  });
+  after(async () => {
+    delete process.env[MARKER];
+    delete process.env.AWS_SECRET_ACCESS_KEY;
+    delete process.env.FOUNTAIN_API_KEY;
+    await backend.stopAll();
+    rmSync(join(root, '..'), { recursive: true, force: true });
+  });
+
+  it('exec and spawn see the fixed base plus the request env, nothing of the runner', async () => {
+    value(await backend.create({ id: id(), op: 'create', name: 'env' }));
+    const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
+    const keys = unb64(r.output).split('\0').filter((l) => l !== '').map((l) => l.slice(0, l.indexOf('='))).sort();
+    assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+    const out = new CollectingOut();
+    const reqId = id();
+    const sp = await backend.spawn({ id: reqId, op: 'spawn', name: 'env', cmd: 'env', args: [], env: [], stdin: false }, { requestId: reqId, out });
+    assert.ok(sp.ok);
+    sp.value.followUp?.();
+    await until(() => out.frames.some((f) => f.stream === 'exit'), 'the spawned env to exit');
+    const text = out.bytes(sp.value.result.session_id).toString();
+    assert.doesNotMatch(text, /leaked/);
+    assert.match(text, /^HOME=/m);
+  });
+});
+
