@@ -15,6 +15,7 @@ import type { WireError } from '../../backend.ts';
 import type { CommandRequest, Confinement, LaunchSpec } from '../process/confinement.ts';
 import { childEnv } from '../process/env.ts';
 import { SPRITE_HOME } from '../process/paths.ts';
+import type { BeneathTarget } from '../process/write-beneath.ts';
 import { SandboxCgroup } from './cgroups.ts';
 import type { CgroupLimits } from './cgroups.ts';
 import { startResolver } from './dns.ts';
@@ -139,10 +140,10 @@ export class NamespaceConfinement implements Confinement {
   }
 
   /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
-  writablePath(name: string, dir: string, path: string): string | null {
+  writablePath(name: string, dir: string, path: string): BeneathTarget | null {
     const p = posix.resolve(SPRITE_HOME, path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path);
-    if (p.startsWith(`${SPRITE_HOME}/`)) return join(dir, p.slice(SPRITE_HOME.length + 1));
-    if (p.startsWith('/tmp/')) return join(this.#tmpDir(name), p.slice(5));
+    if (p.startsWith(`${SPRITE_HOME}/`)) return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/') };
+    if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/') };
     return null;
   }
 

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -228,4 +228,28 @@ describe('namespace backend', { skip: problem ?? false }, () => {
       delete process.env.RUNNER_ENV_MARKER_22;
     }
   });
+
+  it('write_file (the daemon writes as root) never follows a link the sandbox planted (issue 22 #3)', async () => {
+    await create('links');
+    await create('sibling');
+    const outside = join(root, '..', 'outside');
+    mkdirSync(join(outside, 'dir'), { recursive: true });
+    writeFileSync(join(outside, 'file'), 'host');
+    writeFileSync(join(root, 'sibling', 'secret'), 'sibling');
+    // The link texts are host paths the sandbox cannot see; the daemon on the host would follow them.
+    const planted = await sh('links', `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && echo "K=v" > .env && rm .env && ln -s ${outside}/file .env && ln -s ${outside}/dir /tmp/t`);
+    assert.equal(planted.code, 0, planted.output);
+    const write = (path: string) => backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
+    for (const path of ['f', '/home/sprite/d/new.txt', 'sib/secret', '~/.env', '/tmp/t/x']) {
+      const r = await write(path);
+      assert.equal(!r.ok && r.error.code, 'invalid', path);
+      assert.match(!r.ok ? r.error.detail : '', /is a symbolic link; write_file does not follow links/);
+    }
+    assert.equal(readFileSync(join(outside, 'file'), 'utf8'), 'host');
+    assert.deepEqual(readdirSync(join(outside, 'dir')), []);
+    assert.equal(readFileSync(join(root, 'sibling', 'secret'), 'utf8'), 'sibling');
+    value(await write('/tmp/fine/x.txt'));
+    assert.equal((await sh('links', 'cat /tmp/fine/x.txt')).output, 'PWNED');
+  });
 });
+

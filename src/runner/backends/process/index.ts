@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { chmod, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir, userInfo } from 'node:os';
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import type { Logger } from 'pino';
 import { err, ok } from '../../../sandbox/result.ts';
 import type { Result } from '../../../sandbox/result.ts';
@@ -21,6 +21,7 @@ import { runExec } from './exec.ts';
 import { stopGroup } from './groups.ts';
 import { Journal, defaultSegmentBytes } from './journal.ts';
 import { badSandboxName } from './paths.ts';
+import { writeBeneath } from './write-beneath.ts';
 import { Session } from './session.ts';
 
 export const SUSPENDED_MARKER = '.fountain-suspended';
@@ -203,16 +204,8 @@ export class ProcessBackend implements Backend {
     if (data === null) return fail('invalid', 'data is not base64');
     const target = this.#confinement.writablePath(req.name, dir.value, req.path);
     if (target === null) return fail('invalid', `path leaves the sandbox: ${req.path}`);
-    const mode = req.mode ?? 0o644;
-    try {
-      await mkdir(dirname(target), { recursive: true, mode: 0o755 });
-      await writeFile(target, data, { mode });
-      // The umask masks the mode at creation, and an existing file keeps its old one.
-      await chmod(target, mode);
-      return done({});
-    } catch (e) {
-      return fail('write_failed', message(e));
-    }
+    const written = await writeBeneath(target, req.path, data, { mode: req.mode ?? 0o644, dirMode: 0o755 });
+    return written.ok ? done({}) : written;
   }
 
   async exec(req: RequestOf<'exec'>): Promise<OpResult<{ output: string; code: number }>> {
