@@ -53,6 +53,11 @@ export interface NamespaceConfinementOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Host directories the sandbox must not see (the daemon user's home, with its credentials). */
   readonly hidden: readonly string[];
+  /**
+   * Directories an agent's own program lives in (this Fountain installation, the Node running it):
+   * bound read-only at the same path wherever they are, even under /tmp, /home or a hidden directory.
+   */
+  readonly programs: readonly string[];
 }
 
 interface Live {
@@ -72,6 +77,8 @@ const under = (parent: string, child: string): boolean => {
 
 export class NamespaceConfinement implements Confinement {
   readonly extraCapabilities: readonly string[] = ['network_policy'];
+  /** Commands see the sandbox at /home/sprite, never at its host directory. */
+  readonly insidePath = SPRITE_HOME;
   readonly #o: NamespaceConfinementOptions;
   readonly #live = new Map<string, Live>();
   /** One setup or teardown at a time per sandbox. */
@@ -118,6 +125,7 @@ export class NamespaceConfinement implements Confinement {
       '--bind', dir, SPRITE_HOME,
       '--bind', this.#tmpDir(name), '/tmp',
       ...this.#hiddenMounts(),
+      ...this.#programMounts(),
       '--ro-bind', this.#resolvConf(name), '/etc/resolv.conf',
       '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
       '--hostname', 'sprite',
@@ -317,6 +325,23 @@ export class NamespaceConfinement implements Confinement {
       if (p === '/' || p === '/tmp' || p === '/home' || under('/tmp', p) || under('/home', p) || under('/run', p)) continue;
       out.push('--tmpfs', p);
     }
+    return out;
+  }
+
+  /**
+   * Program directories the mounts above would cover (under /tmp, /home, /run or a hidden directory)
+   * come back read-only; anything inside the runner root (other sandboxes, journals) stays hidden.
+   */
+  #programMounts(): string[] {
+    const covered = ['/tmp', '/home', '/run', ...this.#o.hidden];
+    const out: string[] = [];
+    const root = this.#o.root;
+    for (const p of this.#o.programs) {
+      if (p === root || under(root, p)) continue;
+      if (covered.some((c) => p === c || under(c, p))) out.push('--ro-bind', p, p);
+    }
+    // A runner root inside a bound installation is hidden again.
+    if (this.#o.programs.some((p) => under(p, root))) out.push('--tmpfs', root);
     return out;
   }
 

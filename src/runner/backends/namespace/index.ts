@@ -3,8 +3,10 @@
  * sessions and journals, with every command confined by bubblewrap, cgroups and an egress policy.
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
+import { realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { delimiter } from 'node:path';
+import { delimiter, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Result } from '../../../sandbox/result.ts';
 import { err, ok } from '../../../sandbox/result.ts';
 import { findExecutable } from '../process/env.ts';
@@ -33,6 +35,15 @@ export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'co
   readonly cgroupParent?: string;
   /** Where the required tools are looked up; default the daemon's PATH plus the sbin directories. */
   readonly path?: string;
+  /** Directories bound read-only so an agent's own program runs inside; default defaultProgramDirs(). */
+  readonly programDirs?: readonly string[];
+}
+
+/** This Fountain installation (the package root) and the Node installation running it. */
+export function defaultProgramDirs(): string[] {
+  const pkg = fileURLToPath(new URL('../../../../', import.meta.url)).replace(/\/+$/, '');
+  const node = dirname(dirname(realpathSync(process.execPath)));
+  return [...new Set([pkg, node])].filter((d) => d !== '/' && d !== '');
 }
 
 const defaultLookup: Lookup = async (name) => (await dnsLookup(name, { all: true, family: 4 })).map((a) => a.address);
@@ -74,6 +85,7 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
       cgroupParent: opts.cgroupParent ?? 'fountain',
       env: opts.env ?? process.env,
       hidden: [realHome],
+      programs: opts.programDirs ?? defaultProgramDirs(),
     });
     return ok(new ProcessBackend({ ...opts, confinement }));
   } catch (e) {

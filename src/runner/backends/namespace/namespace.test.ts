@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { CollectingOut, captureLogger, until } from '../../testing.ts';
 import type { OpResult } from '../../backend.ts';
 import type { ProcessBackend } from '../process/index.ts';
-import { namespaceSupportProblem, openNamespaceBackend } from './index.ts';
+import { defaultProgramDirs, namespaceSupportProblem, openNamespaceBackend } from './index.ts';
 import { startTestInternet } from './testing.ts';
 import type { TestInternet } from './testing.ts';
 
@@ -29,10 +29,15 @@ describe('namespace backend', { skip: problem ?? false }, () => {
   let backend: ProcessBackend;
   let inet: TestInternet;
   let hostListener: Server;
+  let install: string;
 
   before(async () => {
     inet = await startTestInternet(octet);
     root = join(realpathSync(mkdtempSync(join(tmpdir(), 'fountain-ns-'))), 'sandboxes');
+    // An agent's program installed under the temporary directory, which the sandbox's own /tmp covers.
+    install = join(root, '..', 'install');
+    mkdirSync(install, { recursive: true });
+    writeFileSync(join(install, 'agent.sh'), 'echo "agent runs in $(pwd)"\n');
     const names: Record<string, string[]> = { 'allowed.test': [inet.address], 'denied.test': [inet.address], 'sub.wild.test': [inet.address] };
     const opened = openNamespaceBackend({
       root,
@@ -43,6 +48,7 @@ describe('namespace backend', { skip: problem ?? false }, () => {
       graceMs: { destroy: 1000, suspend: 1000, stopAll: 1000 },
       memoryMib: 256,
       maxPids: 64,
+      programDirs: [install, ...defaultProgramDirs()],
     });
     assert.ok(opened.ok, opened.ok ? '' : opened.error);
     backend = opened.value;
@@ -250,6 +256,20 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.equal(readFileSync(join(root, 'sibling', 'secret'), 'utf8'), 'sibling');
     value(await write('/tmp/fine/x.txt'));
     assert.equal((await sh('links', 'cat /tmp/fine/x.txt')).output, 'PWNED');
+  });
+
+  it("an agent's own program runs inside wherever it is installed, read-only; get answers the path commands see (issue 22 #1)", async () => {
+    await create('prog');
+    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'prog' })), { status: 'running', path: '/home/sprite' });
+    const ran = await sh('prog', `sh ${install}/agent.sh`);
+    assert.deepEqual(ran, { output: 'agent runs in /home/sprite\n', code: 0 });
+    const written = await sh('prog', `echo x > ${install}/agent.sh`);
+    assert.notEqual(written.code, 0);
+    assert.match(written.output, /Read-only file system/);
+    // This installation (the demo agent's entry point) and the Node running it, whatever their paths.
+    const bin = join(defaultProgramDirs()[0]!, 'bin', 'fountain.js');
+    const node = await sh('prog', `test -r ${bin} && ${process.execPath} -e 'console.log(process.version)'`);
+    assert.deepEqual(node, { output: `${process.version}\n`, code: 0 });
   });
 });
 

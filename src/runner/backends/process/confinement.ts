@@ -31,6 +31,11 @@ export interface Confinement {
   /** Idempotent; runs before every exec and spawn, so a sandbox left parked or set up by an earlier daemon answers. */
   prepare(name: string, dir: string): Promise<Result<void, WireError>>;
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec;
+  /**
+   * The sandbox directory as its own commands see it: `get` answers it as `path`, and the server
+   * maps an agent's ACP cwd through it. Absent: the host directory itself (trusted mode).
+   */
+  readonly insidePath?: string;
   /** Where write_file may write (a base the daemon owns, components it opens without following links), or null when the path leaves what the sandbox may touch. */
   writablePath(name: string, dir: string, path: string): BeneathTarget | null;
   /** When present, suspend freezes the sandbox's processes instead of ending them. */

@@ -135,7 +135,7 @@ export class ProcessBackend implements Backend {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
     const suspended = existsSync(join(dir.value, SUSPENDED_MARKER));
-    return done({ status: suspended ? 'suspended' : 'running', path: dir.value });
+    return done({ status: suspended ? 'suspended' : 'running', path: this.#confinement.insidePath ?? dir.value });
   }
 
   async destroy(req: RequestOf<'destroy'>): Promise<OpResult<Record<string, never>>> {
