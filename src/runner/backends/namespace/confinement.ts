@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import type { Socket as UdpSocket } from 'node:dgram';
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { isAbsolute, join, posix, relative, sep } from 'node:path';
+import { chmod, lchown, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, posix, relative, sep } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Result } from '../../../sandbox/result.ts';
@@ -33,8 +33,11 @@ const SANDBOX_USER = 'sprite';
 
 /** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
 const JOIN_CGROUPS = 'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
-/** The last step inside the sandbox: a shell exec gives 127 for a missing command, as the process backend does. */
-const EXEC_COMMAND = 'exec "$@"';
+/**
+ * The last step inside the sandbox, as the sandbox's uid: enter the working directory (bwrap, no
+ * longer able to override permissions, cannot), then exec; a missing command gives 127 as on the process backend.
+ */
+const EXEC_COMMAND = 'cd "$1" || exit 126; shift; unset OLDPWD; exec "$@"';
 
 const stateSchema = z.object({ slot: z.number().int().nonnegative(), allow: z.array(z.string()) });
 type SandboxState = z.infer<typeof stateSchema>;
@@ -42,7 +45,9 @@ type SandboxState = z.infer<typeof stateSchema>;
 export interface NamespaceConfinementOptions {
   readonly root: string;
   readonly logger: Logger;
-  readonly tools: Tools & { readonly bwrap: string; readonly sh: string };
+  readonly tools: Tools & { readonly bwrap: string; readonly sh: string; readonly setpriv: string };
+  /** Sandbox commands run as uid (and gid) `uidBase + slot`: unprivileged, one per sandbox. */
+  readonly uidBase: number;
   readonly subnet: { readonly base: number; readonly prefix: number };
   readonly limits: CgroupLimits;
   /** The ports the egress proxy serves (each sniffs TLS SNI or the HTTP Host header). */
@@ -61,6 +66,7 @@ export interface NamespaceConfinementOptions {
 }
 
 interface Live {
+  readonly uid: number;
   readonly net: SandboxNet;
   readonly cgroup: SandboxCgroup;
   readonly resolver: UdpSocket;
@@ -104,11 +110,19 @@ export class NamespaceConfinement implements Confinement {
     return this.#live.get(name)?.net.gateway;
   }
 
-  prepare(name: string, _dir: string): Promise<Result<void, WireError>> {
+  prepare(name: string, dir: string): Promise<Result<void, WireError>> {
     return this.#locked(name, async () => {
       if (this.#live.has(name)) return ok(undefined);
       const r = await this.#setUp(name);
-      return r.ok ? ok(undefined) : err({ code: 'unavailable', detail: r.error });
+      if (!r.ok) return err({ code: 'unavailable', detail: r.error });
+      // A sandbox made (or last served) by a daemon that ran commands as root becomes its uid's.
+      const uid = this.#live.get(name)!.uid;
+      try {
+        if ((await lstat(dir)).uid !== uid) await chownTree(dir, uid);
+      } catch (e) {
+        return err({ code: 'unavailable', detail: `sandbox ownership: ${message(e)}` });
+      }
+      return ok(undefined);
     });
   }
 
@@ -116,6 +130,7 @@ export class NamespaceConfinement implements Confinement {
     const o = this.#o;
     const env = childEnv(SPRITE_HOME, req.env, { base: o.env, realHome: SPRITE_HOME, user: SANDBOX_USER, tmpdir: '/tmp' });
     const live = this.#live.get(name);
+    const uid = live?.uid ?? this.#uidOf(name);
     const bwrap = [
       '--ro-bind', '/', '/',
       '--dev', '/dev',
@@ -127,11 +142,19 @@ export class NamespaceConfinement implements Confinement {
       ...this.#hiddenMounts(),
       ...this.#programMounts(),
       '--ro-bind', this.#resolvConf(name), '/etc/resolv.conf',
+      '--ro-bind', join(this.#stateDir(name), 'passwd'), '/etc/passwd',
+      '--ro-bind', join(this.#stateDir(name), 'group'), '/etc/group',
       '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
       '--hostname', 'sprite',
       '--die-with-parent',
-      '--cap-drop', 'ALL',
-      '--chdir', this.#cwd(name, dir, req.dir),
+      // Only what setpriv needs to leave root; it drops these too before the command runs.
+      '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_SETPCAP',
+    ];
+    // The command runs as the sandbox's own unprivileged uid, with no capabilities and no way to
+    // gain any: the host's permission bits protect root-only files as they do from any user.
+    const unprivileged = [
+      o.tools.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups',
+      '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--',
     ];
     const cgroups = live?.cgroup.procsFiles ?? [];
     return {
@@ -140,7 +163,8 @@ export class NamespaceConfinement implements Confinement {
         '-c', JOIN_CGROUPS, 'fountain-cgroup', ...cgroups, '--',
         o.tools.nsenter, `--net=${nsPath(live?.net.ns ?? this.#net(name, 0).ns)}`, '--',
         o.tools.bwrap, ...bwrap, '--',
-        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', req.cmd, ...req.args,
+        ...unprivileged,
+        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', this.#cwd(name, dir, req.dir), req.cmd, ...req.args,
       ],
       cwd: dir,
       env,
@@ -150,8 +174,10 @@ export class NamespaceConfinement implements Confinement {
   /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
   writablePath(name: string, dir: string, path: string): BeneathTarget | null {
     const p = posix.resolve(SPRITE_HOME, path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path);
-    if (p.startsWith(`${SPRITE_HOME}/`)) return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/') };
-    if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/') };
+    const uid = this.#live.get(name)?.uid ?? this.#uidOf(name);
+    const owner = { uid, gid: uid };
+    if (p.startsWith(`${SPRITE_HOME}/`)) return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/'), owner };
+    if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/'), owner };
     return null;
   }
 
@@ -215,8 +241,11 @@ export class NamespaceConfinement implements Confinement {
     const net = this.#net(name, state.slot);
     try {
       await mkdir(this.#tmpDir(name), { recursive: true, mode: 0o1777 });
+      // Every uid may create in /tmp, as on any host; the umask took these bits at creation.
+      await chmod(this.#tmpDir(name), 0o1777);
       await writeFile(this.#resolvConf(name), `nameserver ${net.gateway}\noptions attempts:1 timeout:2\n`, { mode: 0o644 });
       await this.#writeState(name, state);
+      await this.#writeAccounts(name, this.#o.uidBase + state.slot);
     } catch (e) {
       return err(`sandbox state: ${message(e)}`);
     }
@@ -239,7 +268,7 @@ export class NamespaceConfinement implements Confinement {
         log.warn({ err: e.message }, 'runner: sandbox resolver error'),
       );
       const proxy = await EgressProxy.start({ address: net.gateway, ports: o.ports, allowed, lookup: o.lookup, logger: log });
-      this.#live.set(name, { net, cgroup, resolver, proxy, policy });
+      this.#live.set(name, { uid: o.uidBase + state.slot, net, cgroup, resolver, proxy, policy });
       return ok(undefined);
     } catch (e) {
       resolver?.close();
@@ -302,6 +331,24 @@ export class NamespaceConfinement implements Confinement {
     return join(this.#stateDir(name), 'resolv.conf');
   }
 
+  /** The sandbox's uid when it is not live yet: from its slot, else the base (still unprivileged). */
+  #uidOf(name: string): number {
+    return this.#o.uidBase + (this.#readState(name)?.slot ?? 0);
+  }
+
+  /** /etc/passwd and /etc/group as the sandbox sees them: the host's, plus its own user `sprite`. */
+  async #writeAccounts(name: string, uid: number): Promise<void> {
+    const host = (f: string) => {
+      try {
+        return readFileSync(f, 'utf8').split('\n').filter((l) => l !== '' && !l.startsWith(`${SANDBOX_USER}:`)).join('\n');
+      } catch {
+        return '';
+      }
+    };
+    await writeFile(join(this.#stateDir(name), 'passwd'), `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SPRITE_HOME}:/bin/sh\n`, { mode: 0o644 });
+    await writeFile(join(this.#stateDir(name), 'group'), `${host('/etc/group')}\n${SANDBOX_USER}:x:${uid}:\n`, { mode: 0o644 });
+  }
+
   #readState(name: string): SandboxState | null {
     try {
       const parsed = stateSchema.safeParse(JSON.parse(readFileSync(join(this.#stateDir(name), 'state.json'), 'utf8')));
@@ -338,7 +385,13 @@ export class NamespaceConfinement implements Confinement {
     const root = this.#o.root;
     for (const p of this.#o.programs) {
       if (p === root || under(root, p)) continue;
-      if (covered.some((c) => p === c || under(c, p))) out.push('--ro-bind', p, p);
+      const cover = covered.find((c) => p === c || under(c, p));
+      if (cover === undefined) continue;
+      // bwrap would make the missing parents 0700, closed to the sandbox's uid: made 0755 first.
+      const parents: string[] = [];
+      for (let a = dirname(p); a !== cover && under(cover, a); a = dirname(a)) parents.unshift(a);
+      for (const a of parents) out.push('--perms', '0755', '--dir', a);
+      out.push('--ro-bind', p, p);
     }
     // A runner root inside a bound installation is hidden again.
     if (this.#o.programs.some((p) => under(p, root))) out.push('--tmpfs', root);
@@ -364,3 +417,12 @@ export class NamespaceConfinement implements Confinement {
     return SPRITE_HOME;
   }
 }
+
+/** lchown of a tree, never following a link. */
+async function chownTree(path: string, uid: number): Promise<void> {
+  await lchown(path, uid, uid);
+  const st = await lstat(path);
+  if (!st.isDirectory()) return;
+  for (const e of await readdir(path, { withFileTypes: true })) await chownTree(join(path, e.name), uid);
+}
+

@@ -22,6 +22,8 @@ export type { Lookup } from './proxy.ts';
 
 export const DEFAULT_SUBNET = '10.62.0.0/16';
 export const DEFAULT_PORTS: readonly number[] = [80, 443];
+/** Sandbox uids are this plus the sandbox's slot: above every ordinary account and subordinate-id range start. */
+export const DEFAULT_UID_BASE = 990_000;
 
 export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'confinement'> {
   /** IPv4 range the per-sandbox /30 links are cut from. */
@@ -35,6 +37,8 @@ export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'co
   readonly cgroupParent?: string;
   /** Where the required tools are looked up; default the daemon's PATH plus the sbin directories. */
   readonly path?: string;
+  /** First sandbox uid; default DEFAULT_UID_BASE. */
+  readonly uidBase?: number;
   /** Directories bound read-only so an agent's own program runs inside; default defaultProgramDirs(). */
   readonly programDirs?: readonly string[];
 }
@@ -55,7 +59,7 @@ export function namespaceSupportProblem(opts: { path?: string; cgroupMount?: str
   if (process.platform !== 'linux') return 'the namespace backend needs Linux';
   if (process.getuid?.() !== 0) return 'the namespace backend must run as root (network namespaces, veth pairs and cgroups)';
   const path = opts.path ?? `${process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin`;
-  for (const [tool, pkg] of [['bwrap', 'bubblewrap'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['nft', 'nftables'], ['sh', 'a POSIX shell']] as const) {
+  for (const [tool, pkg] of [['bwrap', 'bubblewrap'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['nft', 'nftables'], ['sh', 'a POSIX shell'], ['setpriv', 'util-linux']] as const) {
     if (findTool(tool, path) === null) return `${tool} not found on PATH (install ${pkg})`;
   }
   return cgroupV1Problem(opts.cgroupMount ?? '/sys/fs/cgroup');
@@ -76,7 +80,8 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
     const confinement = new NamespaceConfinement({
       root: opts.root,
       logger: opts.logger,
-      tools: { ip: tool('ip'), nft: tool('nft'), nsenter: tool('nsenter'), bwrap: tool('bwrap'), sh: tool('sh') },
+      tools: { ip: tool('ip'), nft: tool('nft'), nsenter: tool('nsenter'), bwrap: tool('bwrap'), sh: tool('sh'), setpriv: tool('setpriv') },
+      uidBase: opts.uidBase ?? DEFAULT_UID_BASE,
       subnet,
       limits: { memoryBytes: (opts.memoryMib ?? 2048) * 1024 * 1024, pids: opts.maxPids ?? 4096 },
       ports: opts.ports ?? DEFAULT_PORTS,

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -37,6 +37,8 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     // An agent's program installed under the temporary directory, which the sandbox's own /tmp covers.
     install = join(root, '..', 'install');
     mkdirSync(install, { recursive: true });
+    // An installation is readable by every user (mkdtemp made its parent 0700): sandboxes run as their own uid.
+    chmodSync(join(root, '..'), 0o755);
     writeFileSync(join(install, 'agent.sh'), 'echo "agent runs in $(pwd)"\n');
     const names: Record<string, string[]> = { 'allowed.test': [inet.address], 'denied.test': [inet.address], 'sub.wild.test': [inet.address] };
     const opened = openNamespaceBackend({
@@ -96,7 +98,7 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.match(r.output, /Read-only file system/);
     assert.match(r.output, /pid1=bwrap/, 'own PID namespace');
     // The other sandbox's private /tmp is its own.
-    assert.equal((await sh('other', 'ls /tmp | wc -l')).output.trim(), '0');
+    assert.equal((await sh('other', 'test -e /tmp/shared.txt && echo seen || echo own')).output.trim(), 'own');
     const denied = await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '/etc/passwd', data: b64('x') });
     assert.equal(!denied.ok && denied.error.code, 'invalid');
     assert.equal((await sh('conf', 'exec no-such-command-here')).code, 127);
@@ -270,6 +272,26 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     const bin = join(defaultProgramDirs()[0]!, 'bin', 'fountain.js');
     const node = await sh('prog', `test -r ${bin} && ${process.execPath} -e 'console.log(process.version)'`);
     assert.deepEqual(node, { output: `${process.version}\n`, code: 0 });
+  });
+
+  it('commands run as an unprivileged uid: root-only host files stay unreadable, the sandbox stays theirs (issue 22 #2)', async () => {
+    await create('uid');
+    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'uid', path: '~/given.txt', data: b64('given') }));
+    const r = await sh('uid', 'id -u; id -un; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-denied; grep Cap[EPB] /proc/self/status; echo more >> given.txt && mkdir -p work/a && echo ok > /tmp/t && echo writes-ok');
+    assert.equal(r.code, 0, r.output);
+    const lines = r.output.trim().split('\n');
+    const uid = Number(lines[0]);
+    assert.ok(uid >= 1000, `an unprivileged uid, got ${lines[0]}`);
+    assert.equal(lines[1], 'sprite', 'the uid has a name inside');
+    assert.equal(lines[2], 'shadow-denied');
+    for (const cap of lines.slice(3, 6)) assert.match(cap, /:\s+0000000000000000$/, cap);
+    assert.equal(lines[6], 'writes-ok');
+    // What the daemon writes for the sandbox belongs to the sandbox's uid.
+    assert.equal(statSync(join(root, 'uid', 'given.txt')).uid, uid);
+    assert.equal(statSync(join(root, 'uid')).uid, uid);
+    // Another sandbox runs under another uid.
+    await create('uid2');
+    assert.notEqual(Number((await sh('uid2', 'id -u')).output.trim()), uid);
   });
 });
 

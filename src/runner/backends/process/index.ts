@@ -174,14 +174,14 @@ export class ProcessBackend implements Backend {
     } else {
       await this.#stopSessions(req.name, this.#grace.suspend);
     }
+    // The marker sits in a directory the sandbox writes: whatever it planted there is removed, never written through.
     try {
-      const marker = join(dir.value, SUSPENDED_MARKER);
-      await writeFile(marker, '', { mode: 0o600 });
-      await chmod(marker, 0o600);
-      return done({});
+      await rm(join(dir.value, SUSPENDED_MARKER), { force: true, recursive: true });
     } catch (e) {
       return fail('write_failed', `suspend: ${message(e)}`);
     }
+    const marked = await writeBeneath({ base: dir.value, components: [SUSPENDED_MARKER] }, SUSPENDED_MARKER, new Uint8Array(), { mode: 0o600, dirMode: 0o700 });
+    return marked.ok ? done({}) : fail('write_failed', `suspend: ${marked.error.detail}`);
   }
 
   async resume(req: RequestOf<'resume'>): Promise<OpResult<Record<string, never>>> {

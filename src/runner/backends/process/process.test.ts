@@ -153,6 +153,11 @@ describe('process backend', () => {
     assert.equal(readFileSync(join(dir, 'real/ok/file.txt'), 'utf8'), 'PWNED');
     assert.equal((await exec('links', 'mkfifo', ['pipe'])).code, 0);
     assert.equal(code(await write('pipe')), 'invalid');
+    // The daemon's own suspended marker is never written through a link either.
+    assert.equal((await exec('links', 'ln', ['-s', `${outside}/file`, '.fountain-suspended'])).code, 0);
+    value(await backend.suspend({ id: id(), op: 'suspend', name: 'links' }));
+    assert.equal(readFileSync(join(outside, 'file'), 'utf8'), 'host');
+    assert.ok(statSync(join(dir, '.fountain-suspended')).isFile());
   });
 
   it('exec maps paths, sets the child environment, and returns a nonzero exit as data', async () => {

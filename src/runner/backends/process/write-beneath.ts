@@ -14,13 +14,13 @@ import type { WireError } from '../../backend.ts';
 export interface BeneathTarget {
   readonly base: string;
   readonly components: readonly string[];
+  /** Owner of what is written (the sandbox's uid when the daemon writes as root for it). */
+  readonly owner?: { readonly uid: number; readonly gid: number };
 }
 
 export interface WriteBeneathOptions {
   readonly mode: number;
   readonly dirMode: number;
-  /** Owner of what is created (the sandbox's uid when the daemon writes as root). */
-  readonly owner?: { readonly uid: number; readonly gid: number } | undefined;
 }
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
@@ -58,7 +58,7 @@ export async function writeBeneath(target: BeneathTarget, shown: string, data: U
       const at = viaFd ? `/proc/self/fd/${dir.fd}/${parts[i]}` : join(hostDir, parts[i]!);
       try {
         await mkdir(at, { mode: opts.dirMode });
-        if (opts.owner) await chownAt(at, opts.owner);
+        if (target.owner) await chownAt(at, target.owner);
       } catch (e) {
         if (codeOf(e) !== 'EEXIST') return err({ code: 'write_failed', detail: `${shown}: ${message(e)}` });
       }
@@ -94,7 +94,7 @@ export async function writeBeneath(target: BeneathTarget, shown: string, data: U
     await file.writeFile(data);
     // The umask masks the mode at creation, and an existing file keeps its old one.
     await file.chmod(opts.mode);
-    if (opts.owner) await file.chown(opts.owner.uid, opts.owner.gid);
+    if (target.owner) await file.chown(target.owner.uid, target.owner.gid);
     return ok(undefined);
   } catch (e) {
     return err({ code: 'write_failed', detail: `${shown}: ${message(e)}` });
