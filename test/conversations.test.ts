@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
-import { startRunnerChild, until, type RunnerChild } from '../src/server/engine/testing.ts';
+import { startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { namespaceSupportProblem } from '../src/runner/backends/namespace/index.ts';
 
