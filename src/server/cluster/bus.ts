@@ -12,8 +12,10 @@ export const busEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('team_changed'), accountId: z.string() }),
   /** A schedule was created, updated, deleted or fired. */
   z.object({ type: z.literal('schedule_changed'), accountId: z.string(), scheduleId: z.string() }),
-  /** Events of these conversations were stored (the tail of account-wide streams re-reads the store). */
-  z.object({ type: z.literal('events_appended'), conversationIds: z.array(z.string()) }),
+  /** Events of these conversations were stored by `node` (feeds on other nodes read them from the store). */
+  z.object({ type: z.literal('events_appended'), node: z.string().optional(), conversationIds: z.array(z.string()) }),
+  /** This node's notification connection came back: what other nodes published meanwhile is lost, re-read. */
+  z.object({ type: z.literal('reconnected') }),
 ]);
 export type BusEvent = z.infer<typeof busEventSchema>;
 
@@ -23,6 +25,8 @@ export type BusForwarder = (topic: string, event: BusEvent) => void;
 export const runnersTopic = (accountId: string): string => `runners:${accountId}`;
 export const teamTopic = (accountId: string): string => `team:${accountId}`;
 export const EVENTS_TOPIC = 'events';
+/** Local signals about the node's link to the others (never forwarded). */
+export const CLUSTER_TOPIC = 'cluster';
 
 export class EventBus {
   readonly #topics = new Map<string, Set<BusListener>>();

@@ -8,6 +8,8 @@ import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { FakeDaemon } from '../../providers/runner/fake-daemon.ts';
 import { startRunnerTestHub, type RunnerTestHub } from '../../providers/runner/test-hub.ts';
+import { PgNotify } from './notify.ts';
+import { mintNodeId } from './node.ts';
 import { ClusterRunnerHost } from './host.ts';
 import { EventBus } from './bus.ts';
 import { openDatabase, type Database } from '../store/db.ts';
@@ -32,11 +34,15 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
   let hosts: ClusterRunnerHost[];
   let hubs: RunnerTestHub[];
   const daemons: FakeDaemon[] = [];
+  const notifies: PgNotify[] = [];
 
   before(async () => {
     database = await openDatabase({ url: TEST_POSTGRES_URL, schema });
-    const start = () =>
-      ClusterRunnerHost.start({ url: TEST_POSTGRES_URL, schema, db: database.db, bus: new EventBus(), logger, heartbeatMs: 300, callTimeoutMs: 5_000, nodeExpiryMs: 30_000 });
+    const start = async () => {
+      const notify = await PgNotify.open({ url: TEST_POSTGRES_URL, schema, logger });
+      notifies.push(notify);
+      return ClusterRunnerHost.start({ nodeId: mintNodeId(), notify, schema, db: database.db, bus: new EventBus(), logger, heartbeatMs: 300, callTimeoutMs: 5_000, nodeExpiryMs: 30_000 });
+    };
     hosts = [await start(), await start()];
     // refuseOnline off: both dials reach register(), so the table has to arbitrate.
     hubs = await Promise.all(hosts.map((host) => startRunnerTestHub({ logger, host, refuseOnline: false })));
@@ -47,6 +53,7 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     for (const d of daemons) await d.stop();
     for (const h of hosts) await h.shutdown();
     for (const hub of hubs) await hub.close();
+    for (const n of notifies) await n.close();
     await database.close();
     await dropSchema(schema);
   });

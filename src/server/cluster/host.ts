@@ -10,13 +10,20 @@ import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT } from '../../providers/runner/erro
 import { err, fail, ok, sandboxError, type SandboxResult } from '../../sandbox/index.ts';
 import { CLOSE, decodeBase64, encodeBase64 } from '../../wire/index.ts';
 import { clusterMessageSchema, type ClusterMessage, type ParsedClusterMessage } from './messages.ts';
-import { mintNodeId, NotifyTransport, ORPHAN_MESSAGE_TTL_S } from './transport.ts';
+import { NotifyTransport, ORPHAN_MESSAGE_TTL_S } from './transport.ts';
+import type { PgNotify } from './notify.ts';
 import { EventBus, runnersTopic } from './bus.ts';
 import type { Db } from '../store/db.ts';
 import { touchRunner } from '../runners/store.ts';
 
+/** What a node-to-node request came back with. */
+export type NodeReply = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: string };
+
 export interface ClusterHostOptions {
-  readonly url: string;
+  /** The node's identity (cluster/node.ts), minted once by the composition root. */
+  readonly nodeId: string;
+  /** The node's one notification connection. */
+  readonly notify: PgNotify;
   readonly schema: string | undefined;
   readonly db: Db;
   readonly bus: EventBus;
@@ -102,11 +109,15 @@ export class ClusterRunnerHost implements RunnerHost {
   readonly #remoteSubs = new Map<string, RemoteSubscription>();
   readonly #served = new Map<string, ServedSubscription>();
   readonly #work = new Set<Promise<unknown>>();
+  /** Node-to-node requests of other features (commands to a conversation's owner), by correlation id. */
+  readonly #requests = new Map<string, { resolve: (r: NodeReply) => void; timer: NodeJS.Timeout }>();
+  #serveRequest: ((payload: unknown) => Promise<unknown>) | null = null;
+  #unreconnect: (() => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
 
   private constructor(opts: ClusterHostOptions) {
-    this.nodeId = mintNodeId();
+    this.nodeId = opts.nodeId;
     this.#opts = opts;
     this.#log = opts.logger.child({ node: this.nodeId });
   }
@@ -114,7 +125,7 @@ export class ClusterRunnerHost implements RunnerHost {
   static async start(opts: ClusterHostOptions): Promise<ClusterRunnerHost> {
     const host = new ClusterRunnerHost(opts);
     host.#transport = await NotifyTransport.open({
-      url: opts.url,
+      notify: opts.notify,
       schema: opts.schema,
       nodeId: host.nodeId,
       logger: host.#log,
@@ -128,6 +139,8 @@ export class ClusterRunnerHost implements RunnerHost {
     }
     host.#timer = setInterval(() => host.#track(host.#refresh()), opts.heartbeatMs);
     host.#timer.unref();
+    // Presence and calls sent while the connection was down are gone: re-read the registry at once.
+    host.#unreconnect = opts.notify.onReconnect(() => host.#track(host.#refresh()));
     return host;
   }
 
@@ -229,7 +242,7 @@ export class ClusterRunnerHost implements RunnerHost {
     this.#track(
       claim.then(async (won) => {
         if (!won) return;
-        this.#publish(info, state);
+        this.#deliver(info, state);
         if (state === 'offline') this.#log.info({ runner: info.name, runnerId: info.runnerId }, 'runner disconnected');
         await this.#send('broadcast', { k: 'presence', node: this.nodeId, token, state, info: { ...info, connectedAt: info.connectedAt.toISOString() } as never });
       }),
@@ -240,8 +253,14 @@ export class ClusterRunnerHost implements RunnerHost {
   async shutdown(): Promise<void> {
     if (this.#stopped) return;
     if (this.#timer) clearInterval(this.#timer);
+    this.#unreconnect?.();
     for (const conn of [...this.#local.values()]) conn.close(CLOSE.goingAway, 'server shutting down');
     this.#stopped = true;
+    for (const [cid, r] of [...this.#requests]) {
+      clearTimeout(r.timer);
+      this.#requests.delete(cid);
+      r.resolve({ ok: false, reason: 'this node is stopping' });
+    }
     for (const id of [...this.#outbound.keys()]) this.#settle(id, fail('unavailable', RUNNER_DISCONNECTED));
     for (const [cid, sub] of [...this.#remoteSubs]) this.#dropSub(cid, sub, 'disconnected');
     while (this.#work.size) await Promise.allSettled([...this.#work]);
@@ -373,6 +392,17 @@ export class ClusterRunnerHost implements RunnerHost {
         if (conn && this.#tokens.get(conn.info) === m.token) conn.close(m.code, m.reason);
         return;
       }
+      case 'req':
+        this.#track(this.#answer(m.from, m.cid, m.payload));
+        return;
+      case 'res': {
+        const r = this.#requests.get(m.cid);
+        if (!r) return;
+        clearTimeout(r.timer);
+        this.#requests.delete(m.cid);
+        r.resolve(m.ok ? { ok: true, value: m.value } : { ok: false, reason: m.reason ?? 'the other node failed' });
+        return;
+      }
       case 'presence': {
         if (m.node === this.nodeId) return;
         const info: RunnerInfo = { ...m.info, ...(m.info.capabilities ? { capabilities: m.info.capabilities } : {}) };
@@ -382,7 +412,7 @@ export class ClusterRunnerHost implements RunnerHost {
           if (this.#registry.get(info.runnerId)?.token === m.token) this.#registry.delete(info.runnerId);
           this.#failRunner(info.runnerId);
         }
-        this.#publish(info, m.state);
+        this.#deliver(info, m.state);
         return;
       }
     }
@@ -452,14 +482,54 @@ export class ClusterRunnerHost implements RunnerHost {
     );
   }
 
+  // --- requests of other features ---------------------------------------------------------------
+
+  /** Serves requests other nodes send to this one (commands to the conversations it drives). */
+  serveRequests(handler: (payload: unknown) => Promise<unknown>): void {
+    this.#serveRequest = handler;
+  }
+
+  /** Sends a request to one node and waits for its answer; `ok: false` when it cannot be had in time. */
+  request(node: string, payload: Record<string, unknown>, timeoutMs: number): Promise<NodeReply> {
+    if (this.#stopped) return Promise.resolve({ ok: false, reason: 'this node is stopping' });
+    const cid = randomUUID();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#requests.delete(cid);
+        resolve({ ok: false, reason: `server node ${node} did not answer within ${timeoutMs} ms` });
+      }, Math.min(timeoutMs, MAX_TIMER_MS));
+      this.#requests.set(cid, { resolve, timer });
+      this.#send(node, { k: 'req', from: this.nodeId, cid, payload }).catch((e: unknown) => {
+        clearTimeout(timer);
+        this.#requests.delete(cid);
+        resolve({ ok: false, reason: `could not reach server node ${node}: ${e instanceof Error ? e.message : String(e)}` });
+      });
+    });
+  }
+
+  async #answer(from: string, cid: string, payload: unknown): Promise<void> {
+    let reply: ClusterMessage;
+    try {
+      if (!this.#serveRequest) throw new Error('this node serves no requests');
+      reply = { k: 'res', cid, ok: true, value: await this.#serveRequest(payload) };
+    } catch (e) {
+      reply = { k: 'res', cid, ok: false, reason: e instanceof Error ? e.message : String(e) };
+    }
+    await this.#send(from, reply);
+  }
+
   // --- plumbing ---------------------------------------------------------------------------------
 
   #send(to: string, msg: ClusterMessage): Promise<void> {
     return this.#transport.send(to, JSON.stringify(msg));
   }
 
-  #publish(info: RunnerInfo, state: 'online' | 'offline'): void {
-    this.#opts.bus.publish(runnersTopic(info.accountId), {
+  /**
+   * Presence reaches this node's subscribers only: other nodes hear it from the `presence` message,
+   * after their registry changed, so it crosses nodes exactly once and is never ahead of whereis().
+   */
+  #deliver(info: RunnerInfo, state: 'online' | 'offline'): void {
+    this.#opts.bus.deliver(runnersTopic(info.accountId), {
       type: state === 'online' ? 'runner_online' : 'runner_offline',
       accountId: info.accountId,
       runnerId: info.runnerId,

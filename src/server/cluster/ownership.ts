@@ -2,7 +2,6 @@
  * Which server node drives which open work: every node stamps a heartbeat, and at boot and on every
  * beat adopts (by compare-and-set, so exactly one node does) the open turns and provisionings of lost nodes.
  */
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
@@ -21,8 +20,6 @@ import {
 
 /** A lost node's row outlives its expiry by this much (a day): long enough for every node to have noticed. */
 const REAP_AFTER_MS = 86_400_000;
-
-export const mintEngineNodeId = (): string => randomBytes(8).toString('hex');
 
 /** How the work of a lost node ends or continues, in the words its events and rows carry. */
 export interface Loss {

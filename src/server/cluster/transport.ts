@@ -2,9 +2,10 @@
  * Node-to-node messages over PostgreSQL LISTEN/NOTIFY: one channel per node plus a broadcast
  * channel; a body too large for a NOTIFY payload is parked in cluster_messages and only its id is sent.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import pg from 'pg';
+import type pg from 'pg';
+import type { PgNotify } from './notify.ts';
 
 /**
  * PostgreSQL refuses payloads of 8000 bytes or more. Below this a body goes inline (one round
@@ -16,7 +17,8 @@ export const INLINE_LIMIT_BYTES = 7000;
 export const ORPHAN_MESSAGE_TTL_S = 600;
 
 export interface TransportOptions {
-  readonly url: string;
+  /** The node's one notification connection (shared with the bus bridge). */
+  readonly notify: PgNotify;
   /** The schema the store lives in; channels are per database, so they are derived from it. */
   readonly schema: string | undefined;
   readonly nodeId: string;
@@ -25,45 +27,30 @@ export interface TransportOptions {
   readonly onMessage: (channel: 'node' | 'broadcast', body: string) => void;
 }
 
-export const mintNodeId = (): string => randomBytes(8).toString('hex');
-
 export class NotifyTransport {
   readonly nodeId: string;
   readonly #prefix: string;
-  readonly #listen: pg.Client;
-  /** Every write goes through this one session, so its NOTIFYs are delivered in the order sent. */
-  readonly #send: pg.Client;
+  /** Every write goes through its one ordered session, so NOTIFYs are delivered in the order sent. */
+  readonly #pg: PgNotify;
   readonly #log: Logger;
   readonly #onMessage: TransportOptions['onMessage'];
   #inbox: Promise<void> = Promise.resolve();
   #outbox: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  private constructor(opts: TransportOptions, listen: pg.Client, send: pg.Client) {
+  private constructor(opts: TransportOptions) {
     this.nodeId = opts.nodeId;
     this.#prefix = `fn_${createHash('sha256').update(opts.schema ?? '').digest('hex').slice(0, 12)}`;
-    this.#listen = listen;
-    this.#send = send;
+    this.#pg = opts.notify;
     this.#log = opts.logger;
     this.#onMessage = opts.onMessage;
   }
 
   static async open(opts: TransportOptions): Promise<NotifyTransport> {
-    const config = { connectionString: opts.url, ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}) };
-    const listen = new pg.Client(config);
-    const send = new pg.Client(config);
-    const t = new NotifyTransport(opts, listen, send);
-    for (const c of [listen, send]) c.on('error', (e) => t.#log.error({ err: e.message }, 'cluster transport connection failed'));
-    try {
-      await listen.connect();
-      await send.connect();
-      listen.on('notification', (n) => t.#receive(n.channel, n.payload ?? ''));
-      await listen.query(`LISTEN "${t.channelOf(opts.nodeId)}"`);
-      await listen.query(`LISTEN "${t.#broadcast}"`);
-    } catch (e) {
-      await Promise.allSettled([listen.end(), send.end()]);
-      throw e;
-    }
+    const t = new NotifyTransport(opts);
+    const own = t.channelOf(opts.nodeId);
+    await opts.notify.listen(own, (payload) => t.#receive(own, payload));
+    await opts.notify.listen(t.#broadcast, (payload) => t.#receive(t.#broadcast, payload));
     return t;
   }
 
@@ -83,11 +70,11 @@ export class NotifyTransport {
     // A parked body is taken by its first reader, so a broadcast must always fit a payload.
     if (!inline && to === 'broadcast') throw new Error('a broadcast cluster message must fit in one NOTIFY payload');
     if (inline) {
-      await this.#serial(() => this.#send.query('SELECT pg_notify($1, $2)', [channel, `I${body}`]));
+      await this.#serial(() => this.#pg.notify(channel, `I${body}`));
       return;
     }
     // One statement: the row and the notification commit together.
-    await this.#serial(() => this.#send.query(
+    await this.#serial(() => this.#pg.query(
       "WITH m AS (INSERT INTO cluster_messages (body) VALUES ($1) RETURNING id) SELECT pg_notify($2, 'R' || id) FROM m",
       [body, channel],
     ));
@@ -103,7 +90,7 @@ export class NotifyTransport {
   /** A query on the ordered write session (registrations), so it stays in order with the sends. */
   query<T extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<pg.QueryResult<T>> {
     if (this.#closed) return Promise.reject(new Error('cluster transport closed'));
-    return this.#serial(() => this.#send.query<T>(text, params));
+    return this.#serial(() => this.#pg.query<T>(text, params));
   }
 
   #receive(channel: string, payload: string): void {
@@ -113,7 +100,7 @@ export class NotifyTransport {
         let body: string | undefined;
         if (payload.startsWith('I')) body = payload.slice(1);
         else if (/^R\d+$/.test(payload)) {
-          const r = await this.#listen.query<{ body: string }>('DELETE FROM cluster_messages WHERE id = $1 RETURNING body', [payload.slice(1)]);
+          const r = await this.#pg.query<{ body: string }>('DELETE FROM cluster_messages WHERE id = $1 RETURNING body', [payload.slice(1)]);
           body = r.rows[0]?.body;
           if (body === undefined) this.#log.warn({ channel }, 'parked cluster message already taken');
         } else this.#log.warn({ channel, payload: payload.slice(0, 80) }, 'ignoring a malformed cluster notification');
@@ -129,6 +116,5 @@ export class NotifyTransport {
     this.#closed = true;
     await this.#inbox;
     await this.#outbox;
-    await Promise.allSettled([this.#listen.end(), this.#send.end()]);
   }
 }

@@ -17,6 +17,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
 import { ENGINE_DEFAULTS, type EngineConfig } from './config.ts';
 import { ConversationEngine } from './engine.ts';
+import { providerPlacement } from '../runners/placement.ts';
 import { startRunnerChild, until, type RunnerChild } from './testing.ts';
 
 const RUNNER_KEY = `ftn_${'ab'.repeat(32)}`;
@@ -55,8 +56,7 @@ export async function startEngineRig(prefix: string, config: Partial<EngineConfi
     new ConversationEngine({
       db,
       registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
-      runnerHost: host,
-      runners: { find: async (_a, id) => (runnerKnown && id === RUNNER_ID ? { id, name: 't', hostname: 'test', root } : undefined) },
+      placement: providerPlacement(host, { find: async (_a, id) => (runnerKnown && id === RUNNER_ID ? { id, name: 't', hostname: 'test', root } : undefined) }),
       logger,
       config: { ...ENGINE_DEFAULTS, publicUrl: null, demoAgentArgv: localDemoAgentArgv(), ...c },
       defaultProvider: 'runner',
