@@ -5,7 +5,7 @@
 import { copyFileSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { build } from 'esbuild';
-import { ROOT, DIST, sourceStamp } from './dist-stamp.mjs';
+import { ROOT, DIST, sourceStamp } from '../bin/dist-stamp.mjs';
 
 const SRC = join(ROOT, 'src');
 const TS = /\.tsx?$/;

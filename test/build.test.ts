@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -14,8 +14,8 @@ const REPO = resolve(import.meta.dirname, '..');
 /** A copy of what the build and the executable read, with the repository's node_modules linked in. */
 function copyOfRepo(): string {
   const root = mkdtempSync(join(tmpdir(), 'fountain-build-'));
-  for (const p of ['src', 'bin', 'docs', 'tsconfig.json', 'package.json', 'scripts/build.mjs', 'scripts/dist-stamp.mjs']) {
-    cpSync(join(REPO, p), join(root, p), { recursive: true, filter: (f) => !f.endsWith('.test.ts') });
+  for (const p of ['src', 'bin', 'docs', 'tsconfig.json', 'package.json', 'scripts/build.mjs']) {
+    cpSync(join(REPO, p), join(root, p), { recursive: true });
   }
   symlinkSync(join(REPO, 'node_modules'), join(root, 'node_modules'));
   return root;
@@ -54,11 +54,14 @@ test('the build compiles src/ beside its assets and the executable runs it until
 test('adding or renaming a source file makes dist/ stale; a rebuild makes it fresh again', { timeout: 120_000 }, async (t) => {
   const root = copyOfRepo();
   t.after(() => rmSync(root, { recursive: true, force: true }));
-  const { distIsFresh } = await import('../scripts/dist-stamp.mjs');
+  const { distIsFresh } = await import('../bin/dist-stamp.mjs');
   const build = () => execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'pipe' });
   assert.equal(distIsFresh(root), false, 'no dist/ yet');
   build();
   assert.equal(distIsFresh(root), true);
+  // Tests are not compiled: editing one leaves dist/ fresh.
+  appendFileSync(join(root, 'src/wire/codec.test.ts'), '\n');
+  assert.equal(distIsFresh(root), true, 'a test file');
   mkdirSync(join(root, 'src/extra'));
   assert.equal(distIsFresh(root), false, 'a new folder');
   build();

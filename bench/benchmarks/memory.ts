@@ -11,7 +11,7 @@ import { seedIdleConversations } from '../lib/seed.ts';
 import { embeddedEnv, startFountainServer } from '../lib/server-process.ts';
 import { ratio, round } from '../lib/stats.ts';
 import { verdict } from '../lib/result.ts';
-import { distIsFresh } from '../../scripts/dist-stamp.mjs';
+import { distIsFresh } from '../../bin/dist-stamp.mjs';
 import { connectionSteps, series, type Sample } from './connections.ts';
 
 const MIB = 2 ** 20;

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Benchmark } from '../lib/bench.ts';
-import { distIsFresh } from '../../scripts/dist-stamp.mjs';
+import { distIsFresh } from '../../bin/dist-stamp.mjs';
 import { FOUNTAIN_BIN } from '../lib/rig.ts';
 import { embeddedEnv, startFountainServer, startProcess } from '../lib/server-process.ts';
 import { ratio, roundSummary, summarize } from '../lib/stats.ts';

@@ -1,7 +1,6 @@
 // Types of dist-stamp.mjs (plain JavaScript: it runs before anything is compiled).
 export declare const ROOT: string;
 export declare const DIST: string;
-export declare const STAMP_FILE: string;
 export interface SourceStamp {
   readonly newestMtimeMs: number;
   readonly entries: number;
