@@ -16,12 +16,20 @@ const TARGET_MS = 1000;
 const BARE =
   "require('http').createServer((q,r)=>r.end('ok')).listen(0,'127.0.0.1',function(){console.log('listening on http://127.0.0.1:'+this.address().port)})";
 
-/** Starts, waits until ready, stops; the milliseconds to ready. */
-async function once(start: () => Promise<{ proc: { stop(): Promise<void> }; readyMs: number }>): Promise<number> {
-  const { proc, readyMs } = await start();
-  await proc.stop();
-  return readyMs;
+interface Start {
+  readonly ms: number;
+  readonly cpuMs: number;
 }
+
+/** Starts, waits until ready, stops; the milliseconds to ready and the CPU spent by then. */
+async function once(start: () => Promise<{ proc: { stop(): Promise<void> }; readyMs: number; cpuMs: number }>): Promise<Start> {
+  const { proc, readyMs, cpuMs } = await start();
+  await proc.stop();
+  return { ms: readyMs, cpuMs };
+}
+
+const wall = (xs: readonly Start[]) => roundSummary(summarize(xs.map((x) => x.ms)));
+const cpu = (xs: readonly Start[]) => roundSummary(summarize(xs.map((x) => x.cpuMs)));
 
 export const startupBenchmark: Benchmark = {
   name: 'startup',
@@ -42,7 +50,7 @@ export const startupBenchmark: Benchmark = {
       ctx.progress('startup: first starts (database created, migrated)');
       await once(server);
       await once(up);
-      const series = { bare: [] as number[], server: [] as number[], up: [] as number[], serverFromSource: [] as number[] };
+      const series = { bare: [] as Start[], server: [] as Start[], up: [] as Start[], serverFromSource: [] as Start[] };
       ctx.progress(`startup: ${rounds} rounds, interleaved`);
       for (let i = 0; i < rounds; i++) {
         series.bare.push(await once(bare));
@@ -50,10 +58,12 @@ export const startupBenchmark: Benchmark = {
         series.up.push(await ctx.measured(() => once(up)));
         series.serverFromSource.push(await once(fromSource));
       }
-      const s = roundSummary(summarize(series.server));
-      const u = roundSummary(summarize(series.up));
-      const b = roundSummary(summarize(series.bare));
-      const src = roundSummary(summarize(series.serverFromSource));
+      const s = wall(series.server);
+      const u = wall(series.up);
+      const b = wall(series.bare);
+      const src = wall(series.serverFromSource);
+      const sCpu = cpu(series.server);
+      const srcCpu = cpu(series.serverFromSource);
       const r = ratio(s.p50, b.p50);
       const met = s.p50 <= TARGET_MS && u.p50 <= TARGET_MS;
       return {
@@ -69,15 +79,18 @@ export const startupBenchmark: Benchmark = {
           serverFromSourceMs: { ...src },
           serverP50Ms: s.p50,
           upP50Ms: u.p50,
+          serverCpuMs: { ...sCpu },
+          upCpuMs: { ...cpu(series.up) },
+          serverFromSourceCpuMs: { ...srcCpu },
         },
         baseline: {
           description: '`node -e` http server, spawned the same way, until GET / answers 200; interleaved with the Fountain starts',
-          figures: { p50Ms: b.p50, ms: { ...b } },
+          figures: { p50Ms: b.p50, ms: { ...b }, cpuMs: { ...cpu(series.bare) } },
         },
         ratio: { value: r, meaning: '`fountain server` p50 / bare node http server p50' },
         target: { description: `\`fountain server\` and \`fountain up\` ready within ${TARGET_MS} ms (p50, issue 21)`, met },
         notes: compiled ? [] : ['dist/ was missing or stale: these are the tsx figures; `npm run build` first'],
-        summary: `startup    server ${s.p50} ms / up ${u.p50} ms to ready (from source through tsx: ${src.p50} ms) vs bare node ${b.p50} ms → ${r}x (target ≤${TARGET_MS} ms: ${verdict(met)})`,
+        summary: `startup    server ${s.p50} ms / up ${u.p50} ms to ready (from source through tsx: ${src.p50} ms); CPU to ready ${sCpu.p50} ms (from source ${srcCpu.p50} ms) vs bare node ${b.p50} ms → ${r}x (target ≤${TARGET_MS} ms: ${verdict(met)})`,
       };
     } finally {
       rmSync(tmp, { recursive: true, force: true });

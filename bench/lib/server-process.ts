@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { processCpuMs } from './cpu.ts';
 import { FOUNTAIN_BIN, REPO } from './rig.ts';
 
 export interface ServerProcess {
@@ -14,9 +15,10 @@ export interface ServerProcess {
 
 /**
  * Spawns `node <argv>`, waits for the line matching `ready` (its URL in group 1) and a 200 from
- * `probe`; resolves with the process and the milliseconds that took.
+ * `probe`; resolves with the process, the milliseconds that took and the CPU the process spent by
+ * then (all its threads, from /proc: steadier than the wall clock on a loaded machine).
  */
-export async function startProcess(argv: readonly string[], ready: RegExp, probe: string, env: NodeJS.ProcessEnv): Promise<{ proc: ServerProcess; readyMs: number }> {
+export async function startProcess(argv: readonly string[], ready: RegExp, probe: string, env: NodeJS.ProcessEnv): Promise<{ proc: ServerProcess; readyMs: number; cpuMs: number }> {
   const t0 = process.hrtime.bigint();
   const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -41,7 +43,8 @@ export async function startProcess(argv: readonly string[], ready: RegExp, probe
       if (res.status === 200) break;
       await new Promise((r) => setTimeout(r, 5));
     }
-    return { proc: { pid: child.pid!, url, stop }, readyMs: Number(process.hrtime.bigint() - t0) / 1e6 };
+    const readyMs = Number(process.hrtime.bigint() - t0) / 1e6;
+    return { proc: { pid: child.pid!, url, stop }, readyMs, cpuMs: processCpuMs(child.pid!) };
   } catch (e) {
     await stop();
     throw e;
