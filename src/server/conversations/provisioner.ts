@@ -12,6 +12,7 @@ import { accept, refuse, type EngineResult } from './errors.ts';
 import type { Launched } from './launcher.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
 import { verdictFor } from './policy.ts';
+import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
 import { insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
 
@@ -94,6 +95,13 @@ export class Provisioner {
     await Promise.allSettled([...this.#running.values()].map((p) => p.done));
   }
 
+  /** What is stored and shown of a failure: capped, with the whole text in the log. */
+  #storedReason(conversationId: string, text: string): string {
+    const reason = capReason(text);
+    if (reason !== text) this.c.log.warn({ conversation: conversationId, reason: text }, 'provisioning failed (the stored reason is capped)');
+    return reason;
+  }
+
   #publishRefusal(conversationId: string, r: BrokerageRefusal): void {
     this.c.events.stage(conversationId, null, 'network', 'failed', { type: r.type, provider: r.provider, reason: r.reason, message: r.message });
     this.c.events.stage(conversationId, null, 'provision', 'failed', { reason: r.reason });
@@ -130,11 +138,12 @@ export class Provisioner {
       return;
     }
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      await updateConversation(db, conv.id, { status: 'failed', failureReason: r.error });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
+      await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
       for (const t of await openTurns(db, conv.id)) {
-        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${r.error}`, endedAt: new Date() });
+        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
       }
       return;
     }
@@ -236,9 +245,10 @@ export class Provisioner {
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
     const r = await this.#bringUp(conv, sandbox, agent, () => false);
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
-      return refuse('sandbox_probe_failed', r.error);
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
+      return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
     if (conv.runtimeSessionId) {
