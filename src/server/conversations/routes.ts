@@ -3,8 +3,8 @@
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { streamSSE } from 'hono/streaming';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
+import { openSse } from '../http/sse.ts';
 import type { ConversationEngine } from './engine.ts';
 import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
 import { eventView, turnView, type EventView } from './views.ts';
@@ -402,9 +402,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     const wanted = (e: EventRow): boolean =>
       !streams || (e.kind === 'stage' ? streams.includes('stage') : (streams as readonly string[]).includes(e.stream));
     const convId = row.conversation.id;
-    c.header('cache-control', 'no-cache');
-    c.header('connection', 'keep-alive');
-    return streamSSE(c, async (stream) => {
+    return openSse(c, async (stream) => {
       const pending: EventRow[] = [];
       const waker = new SseWaker();
       const unsubscribe = engine.events.subscribe(convId, (e) => {

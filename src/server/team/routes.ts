@@ -3,8 +3,8 @@
  * messages, a teammate's conversation history, the team SSE stream, and schedules.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { streamSSE } from 'hono/streaming';
 import { requireKey, type AppEnv } from '../http/auth.ts';
+import { openSse } from '../http/sse.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 import { parseCron } from './cron.ts';
 import { PRESENCE_STATES } from './presence.ts';
@@ -222,11 +222,9 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
     const requested = fromHeader ?? q.data.after;
     // Without a cursor the stream starts at the present; with one it replays what the client missed.
-    let last = requested ?? (await latestEventId(db));
     const streams = q.data.streams;
-    c.header('cache-control', 'no-cache');
-    c.header('connection', 'keep-alive');
-    return streamSSE(c, async (stream) => {
+    return openSse(c, async (stream) => {
+      let last = requested ?? (await latestEventId(db));
       let members = await teamConversationAgents(db, accountId);
       /** Conversations known not to be this account's teammates (membership only changes with a `team` event). */
       const others = new Set<string>();
@@ -269,7 +267,6 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
         poke();
       });
       try {
-        await stream.write(': connected\n\n');
         while (!stream.aborted && !stream.closed) {
           if (refreshMembers) {
             refreshMembers = false;

@@ -3,7 +3,7 @@
  * changes and sends only the ones whose HTML differs, plus the helper that renders JSX to a string.
  */
 import type { Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import { openSse } from '../http/sse.ts';
 
 export const toHtml = async (el: unknown): Promise<string> => String(await Promise.resolve((el as { toString(): string | Promise<string> }).toString()));
 
@@ -19,7 +19,7 @@ export interface FragmentStreamOptions {
 
 /** Keeps the connection open until the client leaves; comments every 15 s keep proxies from closing it. */
 export function fragmentStream(c: Context, opts: FragmentStreamOptions): Response {
-  return streamSSE(c, async (stream) => {
+  return openSse(c, async (stream) => {
     const last = new Map<string, string>();
     let closed = false;
     let pending = false;
@@ -44,7 +44,6 @@ export function fragmentStream(c: Context, opts: FragmentStreamOptions): Respons
       closed = true;
       wake();
     });
-    await stream.write(': connected\n\n');
     const refresh = setInterval(changed, opts.refreshMs);
     const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), 15_000);
     try {
