@@ -11,10 +11,10 @@ import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { Launched } from './launcher.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
-import { verdictFor } from './policy.ts';
+import { STRICTNESS, loosening, verdictFor } from './policy.ts';
 import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
-import { insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import { getConversationById, insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
 
 export interface CreateConversationInput {
   readonly agentId: string;
@@ -23,9 +23,9 @@ export interface CreateConversationInput {
   readonly permissionPolicy?: PermissionPolicy | undefined;
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
+  /** Created with this conversation's sandbox token: a child, never looser than its parent's policy. */
+  readonly parentId?: string | undefined;
 }
-
-const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
 
 export class Provisioner {
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
@@ -47,6 +47,12 @@ export class Provisioner {
     }
     const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
     if (!policy.ok) return policy;
+    if (input.parentId !== undefined) {
+      const parent = await getConversationById(db, input.parentId);
+      if (!parent || parent.conversation.accountId !== accountId) return refuse('not_found', 'the parent conversation is gone');
+      const looser = loosening(policy.value, parent.conversation.permissionPolicy);
+      if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
+    }
     const name = this.c.d.placement.mint(accountId, provider);
     if (!name.ok) return name;
     const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced);
@@ -73,6 +79,8 @@ export class Provisioner {
         permissionPolicy: policy.value,
         source: 'api',
         channelId: input.channelId ?? null,
+        parentConversationId: input.parentId ?? null,
+        ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
         turnCount: input.prompt ? 1 : 0,
         nodeId: this.c.nodeId,
       },

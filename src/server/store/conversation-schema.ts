@@ -79,6 +79,8 @@ export const conversations = pgTable(
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
     failureReason: text('failure_reason'),
+    /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
+    parentConversationId: uuid('parent_conversation_id'),
     /** The server node that created the conversation: while it is `pending`, the node provisioning it (migration 0050). */
     nodeId: text('node_id'),
     turnCount: integer('turn_count').notNull().default(0),
