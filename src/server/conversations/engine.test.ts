@@ -28,6 +28,30 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     await rig?.stop();
   });
 
+  /**
+   * A dependency-free NDJSON agent script: it answers initialize and session/new, and runs `onPrompt`
+   * (JavaScript lines with `m`, the request, and `send`) for each session/prompt; none ignores them.
+   */
+  const ndjsonAgent = (file: string, sessionId: string, onPrompt: readonly string[]): string => {
+    const script = join(tmp, file);
+    writeFileSync(
+      script,
+      [
+        "import { createInterface } from 'node:readline';",
+        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
+        'createInterface({ input: process.stdin }).on("line", (l) => {',
+        '  const m = JSON.parse(l);',
+        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
+        `  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "${sessionId}" } });`,
+        '  else if (m.method === "session/prompt") {',
+        ...onPrompt.map((l) => `    ${l}`),
+        '  }',
+        '});',
+      ].join('\n'),
+    );
+    return script;
+  };
+
   it('runs a turn, a permission, the idle park, a wake that remembers, and terminate', async () => {
     const agent = await rig.demoAgent('demo', { execute: 'ask' }, 'Be brief.');
     const created = await engine.create(accountId, { agentId: agent.id, prompt: 'remember: the answer is 42' });
@@ -118,19 +142,7 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   it('fails a turn whose agent goes silent (a real agent process that never answers session/prompt)', async () => {
     // A dependency-free NDJSON agent: it answers initialize and session/new, then ignores every prompt,
     // as an adapter stuck retrying an unreachable model API does.
-    const script = join(tmp, 'silent-agent.mjs');
-    writeFileSync(
-      script,
-      [
-        "import { createInterface } from 'node:readline';",
-        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
-        'createInterface({ input: process.stdin }).on("line", (l) => {',
-        '  const m = JSON.parse(l);',
-        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
-        '  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "silent-1" } });',
-        '});',
-      ].join('\n'),
-    );
+    const script = ndjsonAgent('silent-agent.mjs', 'silent-1', []);
     const silent = rig.engineWith({ idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, demoAgentArgv: [process.execPath, script] }, false);
     try {
       const agent = await rig.demoAgent('silent');
@@ -151,24 +163,11 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
 
   it('stores and shows agent output holding NUL bytes instead of dropping it (issue 22 #7)', async () => {
     // An NDJSON agent that answers its prompt with a NUL in an ACP text and on stderr.
-    const script = join(tmp, 'nul-agent.mjs');
-    writeFileSync(
-      script,
-      [
-        "import { createInterface } from 'node:readline';",
-        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
-        'createInterface({ input: process.stdin }).on("line", (l) => {',
-        '  const m = JSON.parse(l);',
-        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
-        '  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "nul-1" } });',
-        '  else if (m.method === "session/prompt") {',
-        '    process.stderr.write("stderr\\u0000byte\\n");',
-        '    send({ jsonrpc: "2.0", method: "session/update", params: { sessionId: "nul-1", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "before\\u0000after" } } } });',
-        '    setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: { stopReason: "end_turn" } }), 100);',
-        '  }',
-        '});',
-      ].join('\n'),
-    );
+    const script = ndjsonAgent('nul-agent.mjs', 'nul-1', [
+      'process.stderr.write("stderr\\u0000byte\\n");',
+      'send({ jsonrpc: "2.0", method: "session/update", params: { sessionId: "nul-1", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "before\\u0000after" } } } });',
+      'setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: { stopReason: "end_turn" } }), 100);',
+    ]);
     const nul = rig.engineWith({ idleTimeoutMs: 0, demoAgentArgv: [process.execPath, script] }, false);
     try {
       const agent = await rig.demoAgent('nul');
