@@ -313,6 +313,7 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     await no('POST', `/api/conversations/${betaConv}/interrupt`);
     await no('POST', `/api/conversations/${betaConv}/prompts`, { prompt: 'hi' });
     await no('GET', '/api/conversations');
+    await no('GET', '/api/events/stream');
     // The team's shape and its schedules are the user's.
     await no('POST', '/api/team', { agent_id: alpha });
     await no('PATCH', `/api/team/${beta}`, {});
