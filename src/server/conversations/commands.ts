@@ -15,7 +15,7 @@ export type EngineCommand = z.infer<typeof engineCommandSchema>;
 const CODES = Object.keys(ENGINE_ERROR_STATUS) as [EngineErrorCode, ...EngineErrorCode[]];
 
 const resultSchema = z.discriminatedUnion('ok', [
-  z.object({ ok: z.literal(true), value: z.unknown() }),
+  z.object({ ok: z.literal(true), value: z.unknown().optional() }),
   z.object({
     ok: z.literal(false),
     error: z.object({ code: z.enum(CODES), message: z.string(), extras: z.record(z.string(), z.unknown()).optional() }),
