@@ -28,6 +28,8 @@ import type { Db } from './store/db.ts';
 import { runnersTopic } from './events.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createWebApp } from './web/app.tsx';
+import { credentialRoutes } from './credentials/routes.ts';
+import type { CredentialService } from './credentials/service.ts';
 import { loadDocs } from './web/docs.tsx';
 
 export interface AppDeps {
@@ -46,6 +48,8 @@ export interface AppDeps {
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
+  /** The account's model credentials (`/api/account/inference-credentials`). */
+  readonly credentials?: CredentialService;
 }
 
 /** JSON bodies beyond this are refused with 413 before parsing. */
@@ -99,6 +103,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
+  if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));

@@ -27,6 +27,8 @@ import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './engine/sc
 import { TeamService } from './engine/team.ts';
 import { audit } from './store/audit.ts';
 import type { EngineDb } from './store/engine-db.ts';
+import { CredentialService } from './credentials/service.ts';
+import { loadSecretKey } from './credentials/secret-key.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -88,6 +90,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   checkDefaultProvider(config, env);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Before the database opens: a malformed FOUNTAIN_SECRET_KEY stops the boot at once.
+  const secretKey = loadSecretKey(env, opts.dataDir);
 
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
   let server: Server | undefined;
@@ -100,6 +104,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
+    const credentials = new CredentialService(database.db as unknown as EngineDb, secretKey);
     if (database.kind === 'postgres' && config.databaseUrl) {
       bridge = await PgBusBridge.start({ url: config.databaseUrl, schema: opts.databaseSchema, bus, logger });
     }
@@ -134,6 +139,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       },
       // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
       node: { id: cluster?.nodeId ?? mintEngineNodeId(), shared: cluster !== undefined },
+      credentials,
     });
     engine = wired.engine;
     await engine.start();
@@ -161,6 +167,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       runnersEnabled: config.runnersEnabled,
+      credentials,
       ...(opts.version ? { version: opts.version } : {}),
       engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },

@@ -40,6 +40,8 @@ import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
+import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
+import type { LaunchCredentials } from '../credentials/service.ts';
 import { EventLog } from './event-log.ts';
 import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
@@ -70,6 +72,8 @@ export interface EngineDeps {
    * Default: a fresh id, alone on the database (a restart adopts everything its predecessor left open).
    */
   readonly node?: { readonly id: string; readonly shared: boolean };
+  /** The account's model credentials; without it runtimes get none (demo needs none). */
+  readonly credentials?: LaunchCredentials;
 }
 
 export interface CreateConversationInput {
@@ -124,6 +128,8 @@ interface Live {
   readonly adapter: SandboxAdapter;
   readonly policy: PermissionPolicy;
   readonly runtime: Conversation['runtime'];
+  /** The model the agent process was told to use (`provider/model`), recorded on each turn. */
+  readonly model: string;
   proc: AgentProcess | null;
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
@@ -280,6 +286,9 @@ export class ConversationEngine {
     }
     const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
     if (!policy.ok) return policy;
+    // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
+    const delivery = await this.#delivery(accountId, agent.runtime, agent.model);
+    if (!delivery.ok) return delivery;
     const name = this.#mintName(accountId, provider);
     if (!name.ok) return name;
     const refused = await checkBrokerage(this.#d.db, accountId, this.#d.registry.adapterFor(provider), name.value, this.#d.config.brokerAllowUnenforced);
@@ -402,7 +411,7 @@ export class ConversationEngine {
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.#launch(conv, sandbox, adapter, handle, null);
+    const live = await this.#launch(conv, sandbox, adapter, handle, null, agent.model);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.#d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -413,6 +422,13 @@ export class ConversationEngine {
     const env: Array<[string, string]> = [['FOUNTAIN_CONVERSATION_ID', conversationId]];
     if (this.sandboxTokens.baseUrl) env.push(['FOUNTAIN_BASE_URL', this.sandboxTokens.baseUrl]);
     return env;
+  }
+
+  /** The credential, endpoint and model settings a launch of `runtime` hands its agent process. */
+  async #delivery(accountId: string, runtime: Conversation['runtime'], model: string): Promise<EngineResult<Delivery>> {
+    if (!this.#d.credentials) return accept(deliveryFor(runtime, model, null));
+    const r = await this.#d.credentials.forLaunch(accountId, runtime, model);
+    return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
   }
 
   #argv(spec: RuntimeSpec): readonly string[] {
@@ -429,8 +445,16 @@ export class ConversationEngine {
     adapter: SandboxAdapter,
     handle: Handle,
     resumeSessionId: string | null,
+    model: string,
   ): Promise<{ ok: true; value: Live } | { ok: false; error: string }> {
     const spec = RUNTIME_SPECS[conv.runtime];
+    const delivered = await this.#delivery(conv.accountId, conv.runtime, model);
+    if (!delivered.ok) return { ok: false, error: delivered.error.message };
+    const delivery = delivered.value;
+    for (const f of delivery.files) {
+      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(f.content), { mode: 0o600 });
+      if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
+    }
     const live: Live = {
       conversationId: conv.id,
       accountId: conv.accountId,
@@ -439,6 +463,7 @@ export class ConversationEngine {
       adapter,
       policy: conv.permissionPolicy,
       runtime: conv.runtime,
+      model,
       proc: null,
       turn: null,
       resolved: new Set(),
@@ -448,6 +473,9 @@ export class ConversationEngine {
     const env: Array<[string, string]> = this.sandboxTokens.env(conv.id, token);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
+    env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
+    // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
+    env.push(...delivery.secretEnv.map(([k, v]): [string, string] => [k, v.reveal()]));
     await this.#reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
@@ -628,7 +656,7 @@ export class ConversationEngine {
       if (!awake.ok) return awake;
       // Stored as running at once (one write instead of insert + update); its conversation's
       // counters go with the running mark in #runTurn.
-      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId });
+      const turn = await insertTurn(this.#d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
       await this.#runTurn(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
       return accept({ turnId: turn.id });
     });
@@ -670,7 +698,7 @@ export class ConversationEngine {
         return probeFailed(probe.error);
       }
     }
-    const launched = await this.#launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId);
+    const launched = await this.#launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model);
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
   }
@@ -728,7 +756,7 @@ export class ConversationEngine {
     live.turn = active;
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
     await Promise.all([
-      turn.status === 'running' ? null : updateTurn(this.#d.db, turn.id, { status: 'running', startedAt }),
+      turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.#d.db, turn.id, { status: 'running', startedAt, model: live.model }),
       updateConversation(this.#d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
     ]);
     this.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
@@ -1304,6 +1332,7 @@ export class ConversationEngine {
       adapter,
       policy: c.permissionPolicy,
       runtime: c.runtime,
+      model: t.model ?? '',
       proc: null,
       turn: null,
       resolved: new Set(),

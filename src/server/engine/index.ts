@@ -41,6 +41,7 @@ export interface EngineWiring {
   /** Overrides on top of the environment (tests shrink timeouts here). */
   readonly config?: Partial<EngineConfig>;
   readonly node?: EngineDeps['node'];
+  readonly credentials?: EngineDeps['credentials'];
 }
 
 /**
@@ -77,6 +78,7 @@ export function createEngine(w: EngineWiring): { engine: ConversationEngine; reg
     config,
     defaultProvider,
     ...(w.node ? { node: w.node } : {}),
+    ...(w.credentials ? { credentials: w.credentials } : {}),
   });
   return { engine, registry, defaultProvider };
 }
