@@ -129,6 +129,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           secureCookies: deps.web.secureCookies ?? false,
           docs: loadDocs(),
           logger: deps.logger,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),
       );
     }

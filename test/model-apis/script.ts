@@ -23,10 +23,14 @@ export function nextStep(entries: readonly Entry[]): Step {
     return { kind: 'text', text: `${FINAL_PREFIX} ${out}` };
   }
   if (last.role === 'user') {
-    const run = RUN.exec(last.text);
+    // Agents add context messages of their own (environment, instructions) beside the prompt.
+    let i = entries.length - 1;
+    while (i > 0 && entries[i - 1]!.role === 'user') i--;
+    const tail = entries.slice(i).map((e) => e.text).join('\n');
+    const run = RUN.exec(tail);
     if (run) return { kind: 'tool', command: run[1]!.trim() };
-    if (last.text.includes('RECALL')) {
-      const earlier = entries.slice(0, -1).map((e) => (e.role === 'user' ? RUN.exec(e.text)?.[1]?.trim() : undefined)).filter((c): c is string => !!c);
+    if (tail.includes('RECALL')) {
+      const earlier = entries.slice(0, i).map((e) => (e.role === 'user' ? RUN.exec(e.text)?.[1]?.trim() : undefined)).filter((c): c is string => !!c);
       return { kind: 'text', text: earlier.length ? `${RECALL_PREFIX} ${earlier.join('; ')}` : NOTHING_RECALLED };
     }
   }

@@ -59,6 +59,7 @@ export class ModelApiServer {
   record(a: Omit<Asked, 'answered'>): Asked {
     const entry: Asked = { ...a, answered: null };
     this.asked.push(entry);
+    if (process.env.FOUNTAIN_MODEL_API_DEBUG) console.error(`[model api ${new Date().toISOString().slice(11, 23)}] ${a.method} ${a.path} model=${a.model} authorized=${a.authorized} tools=${a.tools.length}`);
     return entry;
   }
 

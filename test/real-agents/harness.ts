@@ -56,6 +56,8 @@ export interface RealAgentRun {
   readonly recallAnswer: string;
   readonly resets: SseEvent[];
   readonly wrongKeyTurn: Json;
+  /** What the agent said in the wrong-key turn (ACP lines), for the failure message. */
+  readonly wrongKeyAcp: string[];
   readonly streamEvents: SseEvent[];
   /** Everything the run wrote where a secret must not be: logs, events, errors, `ps`, `.env`. */
   readonly exposures: Record<string, string>;
@@ -216,6 +218,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         recallAnswer,
         resets,
         wrongKeyTurn,
+        wrongKeyAcp: events.filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '').map((e) => String(e.data).slice(0, 600)),
         streamEvents: s.events,
         exposures: {
           'server log': readFileSync(logFile, 'utf8'),
@@ -266,7 +269,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.deepEqual(r.resets, [], 'the wake loaded the session instead of starting a new one');
   assert.ok(r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token), `the history survived the park: ${r.recallAnswer}`);
 
-  assert.equal(r.wrongKeyTurn.status, 'failed', JSON.stringify(r.wrongKeyTurn));
+  assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
   assert.ok(typeof r.wrongKeyTurn.reason === 'string' && r.wrongKeyTurn.reason.length > 10, `the failed turn says why: ${r.wrongKeyTurn.reason}`);
   assert.ok(r.api.asked.some((a) => !a.authorized), 'the model API refused the rotated key');
 

@@ -116,7 +116,7 @@ export function deliveryFor(runtime: Runtime, model: string, cred: OpenedCredent
       break;
     case 'gemini':
       if (cred.baseUrl) env.push(['GOOGLE_GEMINI_BASE_URL', trimSlash(cred.baseUrl)]);
-      env.push(['GEMINI_MODEL', modelId], ['GEMINI_TELEMETRY_ENABLED', 'false']);
+      env.push(['GEMINI_MODEL', modelId]);
       files.push({ path: '.gemini/settings.json', content: GEMINI_SETTINGS });
       break;
     case 'opencode':

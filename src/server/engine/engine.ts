@@ -47,8 +47,9 @@ import { KeyedLock } from './lock.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { mintEngineNodeId, NodeOwnership, type Adopter, type Loss } from './ownership.ts';
 import { prepareSandbox } from './provision.ts';
+import { RefusalWatch } from './model-refusal.ts';
 import { platformMcpServers, SandboxTokens } from './sandbox-token.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
+import { ACP_AUTH_REQUIRED, RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
 import { conversationView, sandboxView, type ConversationView, type RunnerSummary } from './views.ts';
 
@@ -117,6 +118,8 @@ interface ActiveTurn {
   /** When the agent last sent anything in this turn; the silence watch measures from here. */
   lastHeardAt: number;
   silenceTimer: NodeJS.Timeout | null;
+  /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
+  readonly refusal: RefusalWatch;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -167,6 +170,8 @@ export class ConversationEngine {
   readonly #log: Logger;
   readonly #lock = new KeyedLock();
   readonly #live = new Map<string, Live>();
+  /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
+  readonly #sessionOpenedAt = new Map<string, number>();
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
   readonly #provisioning = new Map<string, { cancelled: boolean; done: Promise<void> }>();
   #sweepTimer: NodeJS.Timeout | null = null;
@@ -431,6 +436,20 @@ export class ConversationEngine {
     return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
   }
 
+  /**
+   * gemini-cli (0.61, upstream #28775) fails a session/load within the UTC minute of the session's
+   * session/new and deletes the saved conversation: a quick park and wake waits for the minute to turn.
+   */
+  async #outwaitSameMinuteLoad(conv: Conversation): Promise<void> {
+    const opened = this.#sessionOpenedAt.get(conv.id);
+    if (conv.runtime !== 'gemini' || opened === undefined) return;
+    const minute = (t: number) => Math.floor(t / 60_000);
+    if (minute(Date.now()) !== minute(opened)) return;
+    const wait = (minute(opened) + 1) * 60_000 - Date.now() + 1_000;
+    this.events.stage(conv.id, null, 'session', 'started', { event: 'load_delayed', reason: 'gemini_same_minute_load', delay_ms: wait });
+    await new Promise((r) => setTimeout(r, wait));
+  }
+
   #argv(spec: RuntimeSpec): readonly string[] {
     return spec.id === 'demo' ? this.#d.config.demoAgentArgv : spec.launch;
   }
@@ -506,6 +525,7 @@ export class ConversationEngine {
     const mcpServers = platformMcpServers(conv, this.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
     let sessionId: string | null = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
+      await this.#outwaitSameMinuteLoad(conv);
       const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
       if (loaded.ok) sessionId = resumeSessionId;
       else this.#log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
@@ -514,6 +534,7 @@ export class ConversationEngine {
       const created = await withTimeout(proc.client.newSession({ cwd: cwd.value, mcpServers }), timeout, timedOut('session/new'));
       if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
       sessionId = created.value.sessionId;
+      this.#sessionOpenedAt.set(conv.id, Date.now());
       if (resumeSessionId) {
         this.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
       }
@@ -536,7 +557,7 @@ export class ConversationEngine {
   #procEvents(live: Live, stderrThrough = -1): (proc: AgentProcess) => AgentProcessEvents {
     return (proc) => ({
       acp: {
-        onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
+        onMessage: (raw, m, ctx) => this.#onAcpLine(live, raw, m, ctx),
         onPermissionRequest: (held) => void this.#onPermission(live, proc, held).catch((e) => this.#log.error({ err: e }, 'permission handling failed')),
         onProblem: (p) => {
           if (p.code === 'acp_not_json' && p.raw !== undefined) this.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', p.raw, p.seq);
@@ -551,10 +572,13 @@ export class ConversationEngine {
     });
   }
 
-  #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
+  #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
-    if (live.turn) live.turn.lastHeardAt = Date.now();
+    if (live.turn) {
+      live.turn.lastHeardAt = Date.now();
+      live.turn.refusal.observe(message);
+    }
     this.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
@@ -752,6 +776,7 @@ export class ConversationEngine {
       boundaryTimer: null,
       lastHeardAt: startedAt.getTime(),
       silenceTimer: null,
+      refusal: new RefusalWatch(),
     };
     live.turn = active;
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
@@ -822,6 +847,8 @@ export class ConversationEngine {
 
   async #finishTurn(live: Live, turn: ActiveTurn, r: { ok: true; stopReason: string } | { ok: false; error: string; code?: string }): Promise<void> {
     if (live.turn !== turn) return;
+    const refused = r.ok ? turn.refusal.failure : null;
+    if (refused) r = { ok: false, error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }) };
     stopTurnTimers(turn);
     if (turn.ask) {
       clearTimeout(turn.ask.timer);
@@ -933,6 +960,7 @@ export class ConversationEngine {
   }
 
   async #terminateLocked(id: string): Promise<void> {
+    this.#sessionOpenedAt.delete(id);
     const row = await getConversationById(this.#d.db, id);
     if (!row || row.conversation.status === 'terminated') return;
     const live = this.#live.get(id);
@@ -1350,6 +1378,7 @@ export class ConversationEngine {
       boundaryTimer: null,
       lastHeardAt: Date.now(),
       silenceTimer: null,
+      refusal: new RefusalWatch(),
     };
     live.turn = turn;
     // A process this node still holds for the conversation belongs to an earlier turn; the adopted turn's replaces it.

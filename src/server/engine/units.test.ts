@@ -75,14 +75,15 @@ describe('KeyedLock', () => {
 describe('real adapters', () => {
   it('an auth_required refusal names the credential the runtime reads; other errors pass through', () => {
     const auth = promptFailureReason('claude', { message: 'session/prompt failed: Authentication required (-32000)', rpc: { code: -32000 } });
-    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent has no usable model credential/);
-    assert.match(auth, /ANTHROPIC_API_KEY/);
-    assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /GEMINI_API_KEY/);
+    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent's model credential \(claude_code_oauth_token or anthropic_api_key\) is missing or was refused/);
+    assert.match(auth, /\/account\/credentials/);
+    assert.match(auth, /fountain credentials set/);
+    assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
     assert.equal(promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }), 'session/prompt failed: boom (-32603)');
     assert.equal(promptFailureReason('claude', { message: 'the agent exited with code 1' }), 'the agent exited with code 1');
   });
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
-    assert.deepEqual(RUNTIME_SPECS.claude.env, [['IS_SANDBOX', '1']]);
+    assert.deepEqual(RUNTIME_SPECS.claude.env[0], ['IS_SANDBOX', '1']);
     for (const spec of Object.values(RUNTIME_SPECS)) for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
   });
 });
