@@ -52,7 +52,11 @@ function responsesEntries(input: z.infer<typeof ResponsesBody>['input']): Entry[
 function chatEntries(messages: z.infer<typeof ChatBody>['messages']): Entry[] {
   return messages
     .filter((m) => m.role !== 'system' && m.role !== 'developer')
-    .map((m): Entry => (m.role === 'tool' ? { role: 'tool_result', text: text(m.content) } : { role: m.role === 'assistant' ? 'assistant' : 'user', text: text(m.content) + JSON.stringify(m.tool_calls ?? '') }));
+    .map((m): Entry => {
+      if (m.role === 'tool') return { role: 'tool_result', text: text(m.content) };
+      if (m.role === 'assistant') return { role: 'assistant', text: [text(m.content), m.tool_calls ? JSON.stringify(m.tool_calls) : ''].join('\n') };
+      return { role: 'user', text: text(m.content) };
+    });
 }
 
 /** The Codex shell call: exec_command asks to leave Codex's sandbox, which is what makes Codex ask permission. */

@@ -68,10 +68,14 @@ function codexConfig(modelId: string, baseUrl: string | null): string {
 function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential): string {
   const keyRef = `{env:${KEY_ENV[cred.provider]}}`;
   const base = cred.baseUrl ? trimSlash(cred.baseUrl) : null;
+  let providerId = vendor;
   let provider: Record<string, unknown>;
   if (vendor === 'openai' && base) {
-    // A gateway speaks Chat Completions far more often than the Responses API.
-    provider = { openai: { npm: '@ai-sdk/openai-compatible', name: 'OpenAI (gateway)', options: { baseURL: base, apiKey: keyRef }, models: { [modelId]: { name: modelId } } } };
+    // A gateway speaks Chat Completions far more often than the Responses API; opencode drives its
+    // built-in `openai` provider through the Responses API whatever npm package it is given, so the
+    // gateway is a provider of its own.
+    providerId = 'openai-gateway';
+    provider = { [providerId]: { npm: '@ai-sdk/openai-compatible', name: 'OpenAI (gateway)', options: { baseURL: base, apiKey: keyRef }, models: { [modelId]: { name: modelId } } } };
   } else if (vendor === 'anthropic') {
     provider = { anthropic: { options: { apiKey: keyRef, ...(base ? { baseURL: `${base}/v1` } : {}) } } };
   } else if (vendor === 'google') {
@@ -82,7 +86,9 @@ function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential)
   return `${JSON.stringify(
     {
       $schema: 'https://opencode.ai/config.json',
-      model: `${vendor}/${modelId}`,
+      model: `${providerId}/${modelId}`,
+      // Titles and summaries use the same model: a gateway may serve only the one the agent names.
+      small_model: `${providerId}/${modelId}`,
       provider,
       permission: { bash: 'ask', edit: 'ask', webfetch: 'ask' },
       autoupdate: false,

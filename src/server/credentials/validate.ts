@@ -44,9 +44,11 @@ export async function validateCredential(
     const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : 'network error';
     return { ok: false, kind: 'network', message: `${base} could not be reached: ${cause}` };
   }
+  // Google answers a wrong key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID, not 401.
+  const body = res.status === 400 && provider === 'gemini_api_key' ? await res.text().catch(() => '') : '';
   await res.body?.cancel().catch(() => undefined);
   if (res.ok) return { ok: true };
-  if (res.status === 401 || res.status === 403) {
+  if (res.status === 401 || res.status === 403 || body.includes('API_KEY_INVALID')) {
     return { ok: false, kind: 'refused', message: `${base} refused the ${CREDENTIAL_API[provider].label} (HTTP ${res.status})` };
   }
   return { ok: false, kind: 'provider_error', message: `${base} answered HTTP ${res.status} to the credential check` };
