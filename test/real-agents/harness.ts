@@ -184,6 +184,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       phase('wrong-key turn ended');
       const wrongKeyTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((x) => x.id === p3.body.turn_id);
       ps.push(processListing());
+      phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
 
       const dotenv = existsSync(join(sandboxDir, '.env')) ? readFileSync(join(sandboxDir, '.env'), 'utf8') : '';
       const events: Json[] = [];

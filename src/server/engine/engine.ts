@@ -48,6 +48,7 @@ import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { mintEngineNodeId, NodeOwnership, type Adopter, type Loss } from './ownership.ts';
 import { prepareSandbox } from './provision.ts';
 import { RefusalWatch } from './model-refusal.ts';
+import { modelOptionToSet } from './model-option.ts';
 import { platformMcpServers, SandboxTokens } from './sandbox-token.ts';
 import { ACP_AUTH_REQUIRED, RUNTIME_SPECS, SANDBOX_HOME, promptFailureReason, type RuntimeSpec } from './runtimes.ts';
 import { permissionRemainingMs, pickSession, runningSessionsOf, storedOptions, type RecoveryFailure } from './recovery.ts';
@@ -524,10 +525,14 @@ export class ConversationEngine {
 
     const mcpServers = platformMcpServers(conv, this.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
     let sessionId: string | null = null;
+    let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
       await this.#outwaitSameMinuteLoad(conv);
       const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
-      if (loaded.ok) sessionId = resumeSessionId;
+      if (loaded.ok) {
+        sessionId = resumeSessionId;
+        configOptions = loaded.value.configOptions;
+      }
       else this.#log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
     }
     if (!sessionId) {
@@ -535,9 +540,16 @@ export class ConversationEngine {
       if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
       sessionId = created.value.sessionId;
       this.#sessionOpenedAt.set(conv.id, Date.now());
+      configOptions = created.value.configOptions;
       if (resumeSessionId) {
         this.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
       }
+    }
+    const pick = modelOptionToSet(configOptions, model, delivery.modelId);
+    if (pick) {
+      const set = await withTimeout(proc.client.setConfigOption('model', pick), timeout, timedOut('session/set_config_option'));
+      // The runtime's env or config already names the model; the option only keeps the adapter's picker in step.
+      if (!set.ok) this.#log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
     }
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();

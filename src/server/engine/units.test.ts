@@ -13,6 +13,7 @@ const options = [
   { optionId: 'r1', name: 'Reject', kind: 'reject_once' as const },
 ];
 
+import { modelOptionToSet } from './model-option.ts';
 describe('permission policy', () => {
   it('looks up title, then kind, then default, then auto_allow', () => {
     const p = { 'Run `ls`': 'auto_deny', execute: 'ask', default: 'auto_deny' } as const;
@@ -107,5 +108,18 @@ describe('platform MCP servers for a session', () => {
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
     assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
     assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
+  });
+});
+
+describe('the model option an adapter offers', () => {
+  const option = (currentValue: string, values: string[]) =>
+    [{ id: 'model', name: 'Model', category: 'model', type: 'select', currentValue, options: values.map((value) => ({ value, name: value })) }] as unknown as Parameters<typeof modelOptionToSet>[0];
+  it('is set only to an exact listing of the agent model, and only when another is current', () => {
+    assert.equal(modelOptionToSet(option('default', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), 'claude-sonnet-4-5');
+    assert.equal(modelOptionToSet(option('claude-sonnet-4-5', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    // An alias would let the runtime choose its own model id: left to the env (ANTHROPIC_MODEL).
+    assert.equal(modelOptionToSet(option('default', ['default', 'sonnet', 'opus[1m]']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    assert.equal(modelOptionToSet(option('x', ['openai/gpt-5', 'x']), 'openai/gpt-5', 'gpt-5'), 'openai/gpt-5');
+    assert.equal(modelOptionToSet(undefined, 'openai/gpt-5', 'gpt-5'), null);
   });
 });
