@@ -271,7 +271,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.ok(r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token), `the history survived the park: ${r.recallAnswer}`);
 
   assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
-  assert.ok(typeof r.wrongKeyTurn.reason === 'string' && r.wrongKeyTurn.reason.length > 10, `the failed turn says why: ${r.wrongKeyTurn.reason}`);
+  assert.match(String(r.wrongKeyTurn.reason), /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/, 'the failed turn says why and what to do');
   assert.ok(r.api.asked.some((a) => !a.authorized), 'the model API refused the rotated key');
 
   for (const [where, text] of Object.entries(r.exposures)) {

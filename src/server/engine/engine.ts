@@ -545,7 +545,7 @@ export class ConversationEngine {
         this.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
       }
     }
-    const pick = modelOptionToSet(configOptions, model, delivery.modelId);
+    const pick = spec.modelOption ? modelOptionToSet(configOptions, model, delivery.modelId) : null;
     if (pick) {
       const set = await withTimeout(proc.client.setConfigOption('model', pick), timeout, timedOut('session/set_config_option'));
       // The runtime's env or config already names the model; the option only keeps the adapter's picker in step.

@@ -30,6 +30,12 @@ export interface RuntimeSpec {
   readonly requiresBin: string | null;
   /** Process env the adapter needs beyond the sandbox's (never a credential). */
   readonly env: ReadonlyArray<readonly [string, string]>;
+  /**
+   * Whether the model is also chosen through the adapter's ACP `model` config option. Only where the
+   * runtime's own config does not already name it: opencode's picker lists its built-in providers, and
+   * choosing from it would move a gateway model back to the vendor's API.
+   */
+  readonly modelOption: boolean;
   /** Accepted model providers (the part of `model` before the slash). */
   readonly modelProviders: readonly string[];
   readonly models: readonly string[];
@@ -53,6 +59,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
       // No telemetry, error reporting or auto-update from a sandbox: the model API is the only peer it needs.
       ['CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC', '1'],
     ],
+    modelOption: true,
     modelProviders: ['anthropic'],
     models: ['anthropic/claude-sonnet-4-5', 'anthropic/claude-opus-4-1', 'anthropic/claude-haiku-4-5'],
   },
@@ -66,6 +73,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: { pkg: '@agentclientprotocol/codex-acp', version: '1.1.14', bin: 'codex-acp' },
     requiresBin: null,
     env: [],
+    modelOption: false,
     modelProviders: ['openai'],
     models: ['openai/gpt-5', 'openai/gpt-5-codex'],
   },
@@ -80,6 +88,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: { pkg: '@google/gemini-cli', version: '0.61.0', bin: 'gemini' },
     requiresBin: null,
     env: [['GEMINI_TELEMETRY_ENABLED', 'false']],
+    modelOption: false,
     modelProviders: ['google'],
     models: ['google/gemini-2.5-pro', 'google/gemini-2.5-flash'],
   },
@@ -100,6 +109,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
       ['OPENCODE_DISABLE_LSP_DOWNLOAD', 'true'],
       ['OPENCODE_DISABLE_SHARE', 'true'],
     ],
+    modelOption: false,
     modelProviders: ['anthropic', 'openai', 'google'],
     models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5', 'google/gemini-2.5-pro'],
   },
@@ -113,6 +123,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: null,
     requiresBin: null,
     env: [],
+    modelOption: false,
     modelProviders: ['fountain'],
     models: ['fountain/demo'],
   },
@@ -155,12 +166,19 @@ const CREDENTIAL_NAME: Readonly<Record<Runtime, string>> = {
   demo: 'nothing',
 };
 
+/**
+ * How the runtimes word a model API's refusal of their key when they fail the prompt with a generic
+ * error instead of auth_required: Claude Code ("Invalid API key"), Gemini CLI (Google's 400
+ * API_KEY_INVALID), OpenAI and Anthropic 401 bodies.
+ */
+const MODEL_AUTH_REFUSAL = /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
+
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
 
 /** Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime needs. */
 export function promptFailureReason(runtime: Runtime, e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined }): string {
-  if (e.rpc?.code !== ACP_AUTH_REQUIRED) return e.message;
+  if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
   return (
     `${e.message} — the ${runtime} agent's model credential (${CREDENTIAL_NAME[runtime]}) is missing or was refused by the model API: ` +
     'set it again on the Model credentials page (/account/credentials) or with `fountain credentials set`'

@@ -81,6 +81,9 @@ describe('real adapters', () => {
     assert.match(auth, /fountain credentials set/);
     assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
     assert.equal(promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }), 'session/prompt failed: boom (-32603)');
+    // Refusals the runtimes report as generic errors (seen with Claude Code 2.1 and Gemini CLI 0.61).
+    assert.match(promptFailureReason('claude', { message: 'session/prompt failed: Internal error: Invalid API key · Fix external API key (-32603)', rpc: { code: -32603 } }), /\/account\/credentials/);
+    assert.match(promptFailureReason('gemini', { message: 'session/prompt failed: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key."}} (400)', rpc: { code: 400 } }), /gemini_api_key/);
     assert.equal(promptFailureReason('claude', { message: 'the agent exited with code 1' }), 'the agent exited with code 1');
   });
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
