@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import WebSocket from 'ws';
-import { startRunnerChild, until, type RunnerChild } from '../src/server/engine/testing.ts';
+import { startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { apiKeys } from '../src/server/store/schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';

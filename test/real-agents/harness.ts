@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
-import { startRunnerChild, until, type RunnerChild } from '../../src/server/engine/testing.ts';
+import { startRunnerChild, until, type RunnerChild } from '../../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
@@ -103,7 +103,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     const base = srv.url;
     const http = (method: string, path: string, body?: unknown) => call(base, bootKey, method, path, body);
     const root = join(tmp, 'sandboxes');
-    runner = startRunnerChild({ name: 'real', root, baseUrl: base, apiKey: bootKey, home: tmp, logLevel: 'debug', env: { npm_config_cache: NPM_CACHE, npm_config_update_notifier: 'false' } });
+    runner = startRunnerChild({ name: 'real', root, baseUrl: base, apiKey: bootKey, home: tmp, logLevel: 'debug', extraArgs: ['--npm-cache', NPM_CACHE] });
     await until(async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
 
     const agent = await http('POST', '/api/agents', { name: `real-${c.runtime}`, runtime: c.runtime, model: c.model, system: 'You are a test agent.', permission_policy: { default: 'ask' } });

@@ -3,10 +3,10 @@
  * (full scope). Values are write-only: no answer, log line or error ever carries one.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { requireKey, type AppEnv } from '../auth.ts';
-import { ApiError } from '../errors.ts';
-import { audit } from '../store/audit.ts';
-import { bearer, errorResponses, newRouter, type RouteDeps } from '../routes/common.ts';
+import { requireKey, type AppEnv } from '../http/auth.ts';
+import { ApiError } from '../http/errors.ts';
+import { audit } from '../account/audit.ts';
+import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
 import { Private } from '../../sandbox/private.ts';
 import { CREDENTIAL_PROVIDERS } from './providers.ts';
 import type { CredentialService } from './service.ts';

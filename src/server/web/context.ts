@@ -6,7 +6,7 @@ import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import type { RunnerHost } from '../../providers/runner/host.ts';
 import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
-import type { ConversationEngine } from '../engine/engine.ts';
+import type { ConversationEngine } from '../conversations/engine.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { DocsSite } from './docs.tsx';

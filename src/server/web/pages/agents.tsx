@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
-import { getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../store/agents.ts';
+import { getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../agents/store.ts';
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, type Verdict } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
