@@ -133,12 +133,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const problem = modelProblem(runtime, model);
     if (problem) throw fieldError('model', problem);
   };
-  const checkPolicy = (runtime: Runtime, policy: PermissionPolicy): void => {
-    // opencode never asks for permission, so only auto_allow can be enforced there.
-    if (runtime === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-      throw new ApiError(422, 'permission_policy_unenforceable', 'opencode never asks for permission: only auto_allow can be enforced');
-    }
-  };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
     if (!a) throw ApiError.notFound('agent');
@@ -180,7 +174,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const b = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       checkModel(b.runtime, b.model);
-      checkPolicy(b.runtime, b.permission_policy);
       const fields: AgentFields = {
         name: b.name,
         description: b.description,
@@ -227,7 +220,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const b = c.req.valid('json');
         const runtime = b.runtime ?? current.runtime;
         if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
-        checkPolicy(runtime, b.permission_policy ?? current.permissionPolicy);
         const p: Partial<AgentFields> = {};
         if (b.name !== undefined) p.name = b.name;
         if (b.description !== undefined) p.description = b.description;

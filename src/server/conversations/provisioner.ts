@@ -53,6 +53,9 @@ export class Provisioner {
       const looser = loosening(policy.value, parent.conversation.permissionPolicy);
       if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
     }
+    // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
+    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
+    if (!delivery.ok) return delivery;
     const name = this.c.d.placement.mint(accountId, provider);
     if (!name.ok) return name;
     const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced);
@@ -184,7 +187,7 @@ export class Provisioner {
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null);
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -226,7 +229,7 @@ export class Provisioner {
         return probeFailed(probe.error);
       }
     }
-    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId);
+    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model);
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
   }

@@ -29,6 +29,8 @@ import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
 import { createWebApp } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { credentialRoutes } from '../credentials/routes.ts';
+import type { CredentialService } from '../credentials/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -46,6 +48,8 @@ export interface AppDeps {
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
+  /** The account's model credentials (`/api/account/inference-credentials`). */
+  readonly credentials?: CredentialService;
 }
 
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
@@ -88,6 +92,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
+  if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
@@ -113,6 +118,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           secureCookies: deps.web.secureCookies ?? false,
           docs: loadDocs(),
           logger: deps.logger,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),
       );
     }
