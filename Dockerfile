@@ -9,12 +9,13 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force
 
+# Only what the build reads: esbuild (a dependency), the compiler settings, the build and its stamp, src/.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json tsconfig.json ./
-COPY bin ./bin
-COPY scripts/build.mjs ./scripts/build.mjs
+COPY tsconfig.json ./
+COPY scripts/build.mjs ./scripts/
+COPY bin/dist-stamp.mjs ./bin/
 COPY src ./src
 RUN node scripts/build.mjs
 
