@@ -5,6 +5,7 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
 import { requireKey, type AppEnv } from '../http/auth.ts';
+import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
@@ -60,7 +61,7 @@ const AgentCreateBody = z
     model: z.string({ error: 'model is required' }).max(200),
     sandbox_provider: SandboxProviderField.default(null),
     permission_policy: PermissionPolicySchema.default({}),
-    metadata: z.record(z.string(), z.unknown()).default({}),
+    metadata: MetadataSchema.default({}),
   })
   .strict()
   .openapi('AgentCreate');
@@ -74,7 +75,7 @@ const AgentPatchBody = z
     model: z.string().max(200),
     sandbox_provider: SandboxProviderField,
     permission_policy: PermissionPolicySchema,
-    metadata: z.record(z.string(), z.unknown()),
+    metadata: MetadataSchema,
   })
   .partial()
   .strict()
@@ -132,12 +133,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const problem = modelProblem(runtime, model);
     if (problem) throw fieldError('model', problem);
   };
-  const checkPolicy = (runtime: Runtime, policy: PermissionPolicy): void => {
-    // opencode never asks for permission, so only auto_allow can be enforced there.
-    if (runtime === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-      throw new ApiError(422, 'permission_policy_unenforceable', 'opencode never asks for permission: only auto_allow can be enforced');
-    }
-  };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
     if (!a) throw ApiError.notFound('agent');
@@ -179,7 +174,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const b = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       checkModel(b.runtime, b.model);
-      checkPolicy(b.runtime, b.permission_policy);
       const fields: AgentFields = {
         name: b.name,
         description: b.description,
@@ -226,7 +220,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const b = c.req.valid('json');
         const runtime = b.runtime ?? current.runtime;
         if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
-        checkPolicy(runtime, b.permission_policy ?? current.permissionPolicy);
         const p: Partial<AgentFields> = {};
         if (b.name !== undefined) p.name = b.name;
         if (b.description !== undefined) p.description = b.description;
