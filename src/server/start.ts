@@ -34,6 +34,8 @@ import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './team/sche
 import { TeamService } from './team/service.ts';
 import { audit } from './account/audit.ts';
 import type { EngineDb } from './store/engine-db.ts';
+import { loadSecretKey } from './credentials/secret-key.ts';
+import { EnvironmentService } from './environments/service.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -157,7 +159,10 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       ...opts.engine,
     };
     const defaultProvider = defaultProviderOf(config, registry);
+    // FOUNTAIN_SECRET_KEY (or the data directory's key file) seals environment secrets at rest.
+    const environments = new EnvironmentService(database.db as unknown as EngineDb, loadSecretKey(env, opts.dataDir));
     const engine = new ConversationEngine({
+      environments,
       db: database.db as unknown as EngineDb,
       registry,
       placement: providerPlacement(host, {
@@ -203,7 +208,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       ...(opts.version ? { version: opts.version } : {}),
-      engine: { engine, registry, defaultProvider, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      engine: { engine, registry, defaultProvider, environments, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
       team: { team, scheduler },
     });

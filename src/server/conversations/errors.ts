@@ -18,7 +18,9 @@ export type EngineErrorCode =
   | 'provisioning'
   | 'sandbox_probe_failed'
   | 'runner_offline'
-  | 'backend_lacks_network_policy';
+  | 'backend_lacks_network_policy'
+  | 'environment_not_found'
+  | 'environment_not_allowed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -37,6 +39,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   sandbox_probe_failed: 503,
   runner_offline: 503,
   backend_lacks_network_policy: 422,
+  environment_not_found: 404,
+  environment_not_allowed: 422,
 };
 
 /** Seconds for `Retry-After` (platform-api.md §2). */

@@ -14,6 +14,7 @@ import type { EventLog } from './event-log.ts';
 import type { KeyedLock } from './lock.ts';
 import type { Placement } from './placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 
 export interface EngineDeps {
   readonly db: EngineDb;
@@ -29,6 +30,8 @@ export interface EngineDeps {
    * Default: a fresh id, alone on the database (a restart adopts everything its predecessor left open).
    */
   readonly node?: { readonly id: string; readonly shared: boolean };
+  /** Environments and their secrets; without it every launch has no environment. */
+  readonly environments?: EnvironmentService;
 }
 
 export interface HeldAsk {

@@ -29,6 +29,8 @@ import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
 import { createWebApp } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { environmentRoutes } from '../environments/routes.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -41,7 +43,13 @@ export interface AppDeps {
   /** Shown in the OpenAPI document. */
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
-  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  readonly engine?: {
+    readonly engine: ConversationEngine;
+    readonly registry: ProviderRegistry;
+    readonly defaultProvider: KnownProvider;
+    readonly environments: EnvironmentService;
+    readonly sseHeartbeatMs?: number;
+  };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
@@ -101,7 +109,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', accountRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
-    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
+    app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
