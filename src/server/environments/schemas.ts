@@ -74,7 +74,22 @@ export const SkillSchema = z
   ])
   .openapi('Skill', { description: 'Inline {name, content} or GitHub-sourced {source: "owner/repo", ref?, name?}' });
 
-const stringMap = (max: number) => z.record(varName, z.string().max(8192)).refine((m) => Object.keys(m).length <= max, `at most ${max} entries`);
+/**
+ * A map keyed by variable names. Keys are checked here rather than by a key schema, whose failure
+ * zod reports only as "Invalid key in record": this names the key and what is wrong with it.
+ */
+function varMap(value: z.ZodString, max: number) {
+  return z.record(z.string(), value).superRefine((m, ctx) => {
+    const keys = Object.keys(m);
+    if (keys.length > max) ctx.addIssue({ code: 'custom', message: `at most ${max} entries` });
+    for (const k of keys) {
+      const r = varName.safeParse(k);
+      if (!r.success) ctx.addIssue({ code: 'custom', path: [k], message: `${k}: ${r.error.issues[0]?.message ?? 'not a variable name'}` });
+    }
+  });
+}
+
+const stringMap = (max: number) => varMap(z.string().max(8192), max);
 
 export const McpServerSchema = z
   .union([
@@ -95,8 +110,8 @@ export const McpServersSchema = z
 
 export const SkillsSchema = z.array(SkillSchema).max(50);
 
-const envVars = z.record(varName, varValue).refine((m) => Object.keys(m).length <= 200, 'at most 200 variables');
-const secretsIn = z.record(varName, varValue).refine((m) => Object.keys(m).length <= 200, 'at most 200 secrets');
+const envVars = varMap(varValue, 200);
+const secretsIn = varMap(varValue, 200);
 
 const NetworkingConfig = z.object({ allowed_hosts: z.array(host).max(200).default([]) }).strict();
 

@@ -124,7 +124,9 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
   const reapply = o.previous !== null;
 
   const sh = async (script: string, args: readonly string[], timeoutMs: number, extraEnv: EnvPairs = []): Promise<{ ok: true; exitCode: number; output: string } | { ok: false; reason: string }> => {
-    const r = await o.adapter.exec(o.handle, 'sh', ['-c', script, 'sh', ...args], { env: [...env, ...extraEnv], timeoutMs, stderrToStdout: true, dir: '/home/sprite' });
+    // A fresh sandbox may not have its home yet (nothing was written there): made here rather than asked of `dir`.
+    const inHome = `mkdir -p /home/sprite 2>/dev/null; cd /home/sprite 2>/dev/null || true\n${script}`;
+    const r = await o.adapter.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], { env: [...env, ...extraEnv], timeoutMs, stderrToStdout: true });
     if (!r.ok) return { ok: false, reason: scrub(describeError(r.error)) };
     return { ok: true, exitCode: r.value.exitCode, output: scrub(Buffer.from(r.value.output).toString('utf8')) };
   };
