@@ -26,7 +26,8 @@ export class Permissions {
     const requestId = `${String(held.id)}.${randomBytes(8).toString('hex')}`;
     const turn = live.turn;
     if (verdict !== 'ask' || !turn) {
-      const outcome = verdict === 'auto_deny' || !turn ? denyOutcome(params.options) : allowOutcome(params.options);
+      // Only an explicit auto_allow allows; anything else that reaches here denies.
+      const outcome = verdict === 'auto_allow' && turn ? allowOutcome(params.options) : denyOutcome(params.options);
       await proc.client.answerPermission(held.id, outcome);
       live.resolved.add(requestId);
       this.c.events.stage(live.conversationId, turn?.id ?? null, 'permission', 'done', {

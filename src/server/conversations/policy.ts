@@ -3,14 +3,24 @@
  * auto_allow) and the option an automatic verdict picks (platform-api.md §8).
  */
 import type { PermissionOption, RequestPermissionOutcome } from '@agentclientprotocol/sdk';
-import type { PermissionPolicy, Verdict } from '../store/conversation-schema.ts';
+import { VERDICTS, type PermissionPolicy, type Verdict } from '../store/conversation-schema.ts';
 
 export const TOOL_KINDS = ['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'] as const;
 
+const isVerdict = (v: unknown): v is Verdict => (VERDICTS as readonly unknown[]).includes(v);
+
+/**
+ * The policy's own entry for a key: a title like `constructor` must not reach Object.prototype, and
+ * a stored value outside the closed set of verdicts counts as `ask`, never as allow.
+ */
+function entry(policy: PermissionPolicy, key: string | null | undefined): Verdict | undefined {
+  if (!key || !Object.hasOwn(policy, key)) return undefined;
+  const v: unknown = policy[key];
+  return isVerdict(v) ? v : 'ask';
+}
+
 export function verdictFor(policy: PermissionPolicy, title: string | null | undefined, kind: string | null | undefined): Verdict {
-  if (title && policy[title]) return policy[title];
-  if (kind && policy[kind]) return policy[kind];
-  return policy.default ?? 'auto_allow';
+  return entry(policy, title) ?? entry(policy, kind) ?? entry(policy, 'default') ?? 'auto_allow';
 }
 
 /** auto_allow: allow_always, else allow_once, else the first option. */

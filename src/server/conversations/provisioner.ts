@@ -170,7 +170,7 @@ export class Provisioner {
   #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
     if (!launch) return accept(agentPolicy);
     for (const [key, verdict] of Object.entries(launch)) {
-      const base = key === 'default' ? (agentPolicy.default ?? 'auto_allow') : verdictFor(agentPolicy, key, key);
+      const base = key === 'default' ? verdictFor(agentPolicy, null, null) : verdictFor(agentPolicy, key, key);
       if (STRICTNESS[verdict] < STRICTNESS[base]) {
         return refuse('permission_policy_widens', `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`);
       }

@@ -21,6 +21,23 @@ describe('permission policy', () => {
     assert.equal(verdictFor(p, 'Read', 'read'), 'auto_deny');
     assert.equal(verdictFor({}, 'Read', 'read'), 'auto_allow');
   });
+  it('looks up own keys only: every name on Object.prototype falls to default ask (issue 22 #5)', () => {
+    const names = Object.getOwnPropertyNames(Object.prototype);
+    assert.ok(names.includes('constructor') && names.includes('__proto__') && names.includes('hasOwnProperty'));
+    for (const name of names) {
+      assert.equal(verdictFor({ default: 'ask' }, name, null), 'ask', `title ${name}`);
+      assert.equal(verdictFor({ default: 'ask' }, null, name), 'ask', `kind ${name}`);
+      assert.equal(verdictFor({ default: 'auto_deny' }, name, name), 'auto_deny', name);
+    }
+    // A policy with no default: still never a function or a prototype value.
+    for (const name of names) assert.equal(verdictFor({}, name, 'execute'), 'auto_allow', name);
+  });
+  it('a verdict outside the closed set (a stored row from elsewhere) counts as ask, never as allow (issue 22 #5)', () => {
+    const junk = JSON.parse('{"execute":"yes","Read":1,"default":"allow"}') as Record<string, 'ask'>;
+    assert.equal(verdictFor(junk, 'Run', 'execute'), 'ask');
+    assert.equal(verdictFor(junk, 'Read', 'read'), 'ask');
+    assert.equal(verdictFor(junk, 'Other', 'other'), 'ask');
+  });
   it('allow prefers allow_always; deny picks a reject option or cancels, never inventing an id', () => {
     assert.deepEqual(allowOutcome(options), { outcome: 'selected', optionId: 'a2' });
     assert.deepEqual(denyOutcome(options), { outcome: 'selected', optionId: 'r1' });
