@@ -9,7 +9,7 @@ import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import type { Environment } from '../store/environment-schema.ts';
 import { EnvironmentCreateBody, EnvironmentPatchBody, EnvironmentSchema, SecretBody, SecretKeyName, SecretKeyParams, SecretListSchema } from './schemas.ts';
-import type { EnvironmentService } from './service.ts';
+import { withMountPath, type EnvironmentService } from './service.ts';
 import type { EnvironmentFields } from './store.ts';
 import { environmentView } from './views.ts';
 
@@ -207,12 +207,4 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
   );
 
   return app;
-}
-
-/** A repository without a mount_path lands in /home/sprite/<its name>. */
-function withMountPath(r: { url: string; mount_path?: string | undefined; ref?: string | undefined; secret_key?: string | undefined }) {
-  const base = (new URL(r.url).pathname.split('/').filter(Boolean).pop() ?? 'repository').replace(/\.git$/, '') || 'repository';
-  const given = r.mount_path ?? base;
-  const mount_path = given.startsWith('/') ? given : `/home/sprite/${given}`;
-  return { url: r.url, mount_path, ...(r.ref ? { ref: r.ref } : {}), ...(r.secret_key ? { secret_key: r.secret_key } : {}) };
 }

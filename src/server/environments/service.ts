@@ -5,7 +5,7 @@
 import { Private } from '../../sandbox/private.ts';
 import { open, seal } from '../credentials/sealing.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import type { Environment } from '../store/environment-schema.ts';
+import type { Environment, Repository } from '../store/environment-schema.ts';
 import {
   deleteEnvironment,
   deleteSecretRow,
@@ -108,4 +108,12 @@ export class EnvironmentService {
     }
     return { ok: true, value: { environment, secrets: new Private(merged) } };
   }
+}
+
+/** A repository without a mount_path lands in /home/sprite/<its name>; a relative one under /home/sprite. */
+export function withMountPath(r: { url: string; mount_path?: string | undefined; ref?: string | undefined; secret_key?: string | undefined }): Repository {
+  const base = (new URL(r.url).pathname.split('/').filter(Boolean).pop() ?? 'repository').replace(/\.git$/, '') || 'repository';
+  const given = r.mount_path ?? base;
+  const mount_path = given.startsWith('/') ? given : `/home/sprite/${given}`;
+  return { url: r.url, mount_path, ...(r.ref ? { ref: r.ref } : {}), ...(r.secret_key ? { secret_key: r.secret_key } : {}) };
 }

@@ -117,12 +117,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
     if (deps.web) {
-      const { engine, registry, defaultProvider } = deps.engine;
+      const { engine, registry, defaultProvider, environments } = deps.engine;
       app.route(
         '/',
         createWebApp({
           db: deps.db,
           engine,
+          environments,
           registry,
           defaultProvider,
           runnerHost: deps.host,
