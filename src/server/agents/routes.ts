@@ -5,6 +5,7 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
 import { requireKey, type AppEnv } from '../http/auth.ts';
+import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
@@ -68,7 +69,7 @@ const AgentCreateBody = z
     model: z.string({ error: 'model is required' }).max(200),
     sandbox_provider: SandboxProviderField.default(null),
     permission_policy: PermissionPolicySchema.default({}),
-    metadata: z.record(z.string(), z.unknown()).default({}),
+    metadata: MetadataSchema.default({}),
     environment_id: z.string().max(100).nullable().default(null),
     skills: SkillsSchema.default([]),
     mcp_servers: McpServersSchema.default({}),
@@ -86,7 +87,7 @@ const AgentPatchBody = z
     model: z.string().max(200),
     sandbox_provider: SandboxProviderField,
     permission_policy: PermissionPolicySchema,
-    metadata: z.record(z.string(), z.unknown()),
+    metadata: MetadataSchema,
     environment_id: z.string().max(100).nullable(),
     skills: SkillsSchema,
     mcp_servers: McpServersSchema,

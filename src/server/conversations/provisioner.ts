@@ -10,9 +10,10 @@ import type { Agent, Conversation, PermissionPolicy, SandboxRow, Verdict } from 
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
-import { verdictFor } from './policy.ts';
+import { STRICTNESS, loosening, verdictFor } from './policy.ts';
+import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
-import { insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import { getConversationById, insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
@@ -24,6 +25,8 @@ export interface CreateConversationInput {
   readonly permissionPolicy?: PermissionPolicy | undefined;
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
+  /** Created with this conversation's sandbox token: a child, never looser than its parent's policy. */
+  readonly parentId?: string | undefined;
   /** Overrides the agent's environment for this conversation (must pass the agent's allowed_environment_ids). */
   readonly environmentId?: string | undefined;
   /** Secrets attached at launch: sealed on the conversation, winning over the environment's on collision. */
@@ -33,8 +36,6 @@ export interface CreateConversationInput {
 /** A provisioning failure: the reason in words and, when a step failed, which one. */
 type BringUpFailure = { ok: false; error: string; step?: StepName | undefined };
 type BringUp = { ok: true; value: Live } | BringUpFailure;
-
-const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
 
 export class Provisioner {
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
@@ -56,6 +57,12 @@ export class Provisioner {
     }
     const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
     if (!policy.ok) return policy;
+    if (input.parentId !== undefined) {
+      const parent = await getConversationById(db, input.parentId);
+      if (!parent || parent.conversation.accountId !== accountId) return refuse('not_found', 'the parent conversation is gone');
+      const looser = loosening(policy.value, parent.conversation.permissionPolicy);
+      if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
+    }
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
     const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
@@ -85,6 +92,8 @@ export class Provisioner {
         permissionPolicy: policy.value,
         source: 'api',
         channelId: input.channelId ?? null,
+        parentConversationId: input.parentId ?? null,
+        ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
         turnCount: input.prompt ? 1 : 0,
         nodeId: this.c.nodeId,
         environmentId: input.environmentId ?? null,
@@ -162,6 +171,13 @@ export class Provisioner {
     await Promise.allSettled([...this.#running.values()].map((p) => p.done));
   }
 
+  /** What is stored and shown of a failure: capped, with the whole text in the log. */
+  #storedReason(conversationId: string, text: string): string {
+    const reason = capReason(text);
+    if (reason !== text) this.c.log.warn({ conversation: conversationId, reason: text }, 'provisioning failed (the stored reason is capped)');
+    return reason;
+  }
+
   #publishRefusal(conversationId: string, r: BrokerageRefusal): void {
     this.c.events.stage(conversationId, null, 'network', 'failed', { type: r.type, provider: r.provider, reason: r.reason, message: r.message });
     this.c.events.stage(conversationId, null, 'provision', 'failed', { reason: r.reason });
@@ -198,11 +214,12 @@ export class Provisioner {
       return;
     }
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      await updateConversation(db, conv.id, { status: 'failed', failureReason: r.error });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
       for (const t of await openTurns(db, conv.id)) {
-        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${r.error}`, endedAt: new Date() });
+        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
       }
       return;
     }
@@ -340,9 +357,10 @@ export class Provisioner {
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
     const r = await this.#bringUp(conv, sandbox, agent, () => false);
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
-      return refuse('sandbox_probe_failed', r.error);
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
     if (conv.runtimeSessionId) {

@@ -235,12 +235,16 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
       if (b.environment_id !== undefined && !isUuid(b.environment_id)) throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
+      const p = c.get('principal');
+      // Created with a sandbox token: a child of the token's conversation, never looser than it.
+      const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
       const data = unwrap(
-        await engine.create(c.get('principal').account.id, {
+        await engine.create(p.account.id, {
           agentId: b.agent_id,
           title: b.title,
           prompt: b.prompt,
           permissionPolicy: b.permission_policy,
+          parentId,
           environmentId: b.environment_id,
           secrets: b.secrets,
         }),

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
-import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
+import { allowOutcome, denyOutcome, loosening, verdictFor } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
 import { platformMcpServers } from './sandbox-token.ts';
@@ -37,6 +37,15 @@ describe('permission policy', () => {
     assert.equal(verdictFor(junk, 'Run', 'execute'), 'ask');
     assert.equal(verdictFor(junk, 'Read', 'read'), 'ask');
     assert.equal(verdictFor(junk, 'Other', 'other'), 'ask');
+  });
+  it('loosening finds any lookup where a child would decide looser than its parent (issue 22 #6)', () => {
+    assert.equal(loosening({ execute: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'auto_deny' }, { default: 'ask', read: 'auto_allow' }), null);
+    assert.match(loosening({}, { execute: 'ask' }) ?? '', /execute would be auto_allow/);
+    assert.match(loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '', /Run `ls` would be auto_allow/);
+    assert.match(loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '', /Run `rm` would be auto_allow, where the parent's policy says auto_deny/);
+    assert.match(loosening({ default: 'ask' }, { default: 'auto_deny' }) ?? '', /would be ask/);
   });
   it('allow prefers allow_always; deny picks a reject option or cancels, never inventing an id', () => {
     assert.deepEqual(allowOutcome(options), { outcome: 'selected', optionId: 'a2' });

@@ -92,6 +92,8 @@ export const conversations = pgTable(
     /** Secrets attached at launch, sealed as one JSON object; they win over the environment's on collision. */
     launchSecrets: text('launch_secrets'),
     failureReason: text('failure_reason'),
+    /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
+    parentConversationId: uuid('parent_conversation_id'),
     /** The server node that created the conversation: while it is `pending`, the node provisioning it (migration 0050). */
     nodeId: text('node_id'),
     turnCount: integer('turn_count').notNull().default(0),
