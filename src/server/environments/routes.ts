@@ -9,7 +9,7 @@ import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import type { Environment } from '../store/environment-schema.ts';
 import { EnvironmentCreateBody, EnvironmentPatchBody, EnvironmentSchema, SecretBody, SecretKeyName, SecretKeyParams, SecretListSchema } from './schemas.ts';
-import { withMountPath, type EnvironmentService } from './service.ts';
+import { fieldsFromCreate, withMountPath, type EnvironmentService } from './service.ts';
 import type { EnvironmentFields } from './store.ts';
 import { environmentView } from './views.ts';
 
@@ -59,19 +59,7 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
     }),
     async (c) => {
       const b = c.req.valid('json');
-      const fields: EnvironmentFields = {
-        name: b.name,
-        description: b.description,
-        packages: b.packages,
-        envVars: b.env_vars,
-        setupScript: b.setup_script,
-        networkingType: b.networking_type,
-        allowedHosts: b.networking_config.allowed_hosts,
-        repositories: b.repositories.map(withMountPath),
-        checkpointId: b.checkpoint_id,
-        metadata: b.metadata,
-      };
-      const r = await svc.create(c.get('principal').account.id, fields, b.secrets);
+      const r = await svc.create(c.get('principal').account.id, fieldsFromCreate(b), b.secrets);
       if (!r.ok) throw fieldError('name', 'has already been taken');
       return c.json({ data: await view(r.environment) }, 201);
     },

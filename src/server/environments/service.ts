@@ -2,7 +2,9 @@
  * Environments as a service: CRUD for routes and pages, write-only secrets sealed with the server key,
  * and what a launch needs (the environment and its opened secrets, merged with launch-attached ones).
  */
+import type { z } from '@hono/zod-openapi';
 import { Private } from '../../sandbox/private.ts';
+import type { EnvironmentCreateBody } from './schemas.ts';
 import { open, seal } from '../credentials/sealing.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { Environment, Repository } from '../store/environment-schema.ts';
@@ -116,4 +118,20 @@ export function withMountPath(r: { url: string; mount_path?: string | undefined;
   const given = r.mount_path ?? base;
   const mount_path = given.startsWith('/') ? given : `/home/sprite/${given}`;
   return { url: r.url, mount_path, ...(r.ref ? { ref: r.ref } : {}), ...(r.secret_key ? { secret_key: r.secret_key } : {}) };
+}
+
+/** The stored fields of a validated create body (the API's and the environments page's). */
+export function fieldsFromCreate(b: z.infer<typeof EnvironmentCreateBody>): EnvironmentFields {
+  return {
+    name: b.name,
+    description: b.description,
+    packages: b.packages,
+    envVars: b.env_vars,
+    setupScript: b.setup_script,
+    networkingType: b.networking_type,
+    allowedHosts: b.networking_config.allowed_hosts,
+    repositories: b.repositories.map(withMountPath),
+    checkpointId: b.checkpoint_id,
+    metadata: b.metadata,
+  };
 }

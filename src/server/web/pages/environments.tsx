@@ -7,7 +7,7 @@ import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
 import { EnvironmentCreateBody } from '../../environments/schemas.ts';
-import { withMountPath } from '../../environments/service.ts';
+import { fieldsFromCreate } from '../../environments/service.ts';
 import type { EnvironmentFields } from '../../environments/store.ts';
 import type { Environment } from '../../store/environment-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
@@ -101,23 +101,7 @@ export function parseEnvironmentForm(body: Record<string, unknown>): { ok: true;
     // A secret's value is never sent back to the browser, even on a refused form.
     return { ok: false, errors, values: { ...values, secrets: '' } };
   }
-  const b = parsed.data;
-  return {
-    ok: true,
-    fields: {
-      name: b.name,
-      description: b.description,
-      packages: b.packages,
-      envVars: b.env_vars,
-      setupScript: b.setup_script,
-      networkingType: b.networking_type,
-      allowedHosts: b.networking_config.allowed_hosts,
-      repositories: b.repositories.map(withMountPath),
-      checkpointId: null,
-      metadata: {},
-    },
-    secrets: b.secrets,
-  };
+  return { ok: true, fields: fieldsFromCreate(parsed.data), secrets: parsed.data.secrets };
 }
 
 function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
