@@ -156,12 +156,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const problem = modelProblem(runtime, model);
     if (problem) throw fieldError('model', problem);
   };
-  const checkPolicy = (runtime: Runtime, policy: PermissionPolicy): void => {
-    // opencode never asks for permission, so only auto_allow can be enforced there.
-    if (runtime === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-      throw new ApiError(422, 'permission_policy_unenforceable', 'opencode never asks for permission: only auto_allow can be enforced');
-    }
-  };
   const checkEnvironment = async (accountId: string, id: string | null): Promise<string | null> => {
     if (id === null) return null;
     if (!isUuid(id) || !(await deps.environments.get(accountId, id))) throw new ApiError(404, 'environment_not_found', `environment ${id} not found`);
@@ -220,7 +214,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const b = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       checkModel(b.runtime, b.model);
-      checkPolicy(b.runtime, b.permission_policy);
       const fields: AgentFields & AgentEnvironmentFields = {
         name: b.name,
         description: b.description,
@@ -271,7 +264,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const b = c.req.valid('json');
         const runtime = b.runtime ?? current.runtime;
         if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
-        checkPolicy(runtime, b.permission_policy ?? current.permissionPolicy);
         const p: Partial<AgentFields & AgentEnvironmentFields> = {};
         if (b.name !== undefined) p.name = b.name;
         if (b.description !== undefined) p.description = b.description;

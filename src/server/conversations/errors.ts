@@ -20,6 +20,8 @@ export type EngineErrorCode =
   | 'runner_offline'
   | 'server_node_unreachable'
   | 'backend_lacks_network_policy'
+  | 'inference_credential_missing'
+  | 'inference_credential_unreadable'
   | 'environment_not_found'
   | 'environment_not_allowed';
 
@@ -41,6 +43,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   runner_offline: 503,
   server_node_unreachable: 503,
   backend_lacks_network_policy: 422,
+  inference_credential_missing: 422,
+  inference_credential_unreadable: 422,
   environment_not_found: 404,
   environment_not_allowed: 422,
 };

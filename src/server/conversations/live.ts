@@ -16,6 +16,8 @@ import type { EventLog } from './event-log.ts';
 import type { KeyedLock } from './lock.ts';
 import type { Placement } from './placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
+import type { LaunchCredentials } from '../credentials/service.ts';
+import { RefusalWatch } from './model-refusal.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
 export interface EngineDeps {
@@ -36,6 +38,8 @@ export interface EngineDeps {
   readonly bus?: EventBus;
   /** Other nodes sharing the database: commands for a conversation another node drives go to it. */
   readonly link?: OwnerLink;
+  /** The account's model credentials; without it runtimes get none (demo needs none). */
+  readonly credentials?: LaunchCredentials;
   /** Environments and their secrets; without it every launch has no environment. */
   readonly environments?: EnvironmentService;
 }
@@ -72,6 +76,8 @@ export interface ActiveTurn {
   /** When the agent last sent anything in this turn; the silence watch measures from here. */
   lastHeardAt: number;
   silenceTimer: NodeJS.Timeout | null;
+  /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
+  readonly refusal: RefusalWatch;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -83,6 +89,8 @@ export interface Live {
   readonly adapter: SandboxAdapter;
   readonly policy: PermissionPolicy;
   readonly runtime: Conversation['runtime'];
+  /** The model the agent process was told to use (`provider/model`), recorded on each turn. */
+  readonly model: string;
   proc: AgentProcess | null;
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
@@ -101,7 +109,7 @@ export interface EngineCore {
   stopped: boolean;
 }
 
-export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle): Live {
+export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle, model: string): Live {
   return {
     conversationId: c.id,
     accountId: c.accountId,
@@ -110,6 +118,7 @@ export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdap
     adapter,
     policy: c.permissionPolicy,
     runtime: c.runtime,
+    model,
     proc: null,
     turn: null,
     resolved: new Set(),
@@ -130,6 +139,7 @@ export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess |
     boundaryTimer: null,
     lastHeardAt,
     silenceTimer: null,
+    refusal: new RefusalWatch(),
   };
 }
 

@@ -63,6 +63,9 @@ export class Provisioner {
       const looser = loosening(policy.value, parent.conversation.permissionPolicy);
       if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
     }
+    // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
+    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
+    if (!delivery.ok) return delivery;
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
     const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
@@ -260,7 +263,7 @@ export class Provisioner {
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, plan.value);
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model, plan.value);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -308,7 +311,7 @@ export class Provisioner {
       const reapplied = await this.#reapply(conv, sandbox, adapter, handle, plan.value);
       if (!reapplied.ok) return reapplied;
     }
-    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, plan.value);
+    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model, plan.value);
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
   }

@@ -31,6 +31,8 @@ import { createWebApp } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
 import { environmentRoutes } from '../environments/routes.ts';
 import type { EnvironmentService } from '../environments/service.ts';
+import { credentialRoutes } from '../credentials/routes.ts';
+import type { CredentialService } from '../credentials/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -54,6 +56,8 @@ export interface AppDeps {
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
+  /** The account's model credentials (`/api/account/inference-credentials`). */
+  readonly credentials?: CredentialService;
 }
 
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
@@ -96,6 +100,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
+  if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
@@ -123,6 +128,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           secureCookies: deps.web.secureCookies ?? false,
           docs: loadDocs(),
           logger: deps.logger,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),
       );
     }

@@ -145,6 +145,8 @@ export const turns = pgTable(
     /** The server node driving the turn while it is open; another node adopts it only once this one's heartbeat expired. */
     nodeId: text('node_id'),
     usage: jsonb('usage').$type<TurnUsage>(),
+    /** The model the agent process was told to use for this turn (`provider/model`). */
+    model: text('model'),
     startedAt: ts('started_at'),
     endedAt: ts('ended_at'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),

@@ -84,9 +84,6 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
     if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
     else policy[k] = p.data as Verdict;
   }
-  if (runtime.success && runtime.data === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-    errors.permission_policy = 'opencode never asks for permission, so only auto_allow can be enforced on it.';
-  }
   if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
   return {
     ok: true,
