@@ -177,8 +177,13 @@ describe('environments on a runner (process backend) with the demo agent', () =>
 
   it('a parked sandbox wakes without redoing steps; a changed environment reruns only what changed', async () => {
     const mark = (await stages(api, conv.id)).at(-1)!.id;
-    assert.ok((await srv.engine.sweep(new Date(Date.now() + 3 * 3_600_000))) >= 1, 'the sweep parked the sandbox');
-    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.sandbox.status === 'suspended', 'the sandbox to park');
+    // The sweep parks only an idle conversation: the last turn's end may still be settling.
+    const park = (hours: number) =>
+      until(async () => {
+        await srv.engine.sweep(new Date(Date.now() + hours * 3_600_000));
+        return (await api('GET', `/api/conversations/${conv.id}`)).body.data.sandbox.status === 'suspended';
+      }, 'the sandbox to park');
+    await park(3);
     assert.match(await ask(api, conv.id, 'run: cat setup-marker'), /setup ran/);
     const woke = (await stages(api, conv.id, mark)).map((s) => s.what);
     assert.ok(!woke.some((w) => /^(skills|packages|clone|setup|provision)\//.test(w)), `no step ran again: ${woke.join(', ')}`);
@@ -186,8 +191,7 @@ describe('environments on a runner (process backend) with the demo agent', () =>
     const changed = await tracked('PATCH', `/api/environments/${envId}`, { env_vars: { GREETING: 'hello-again', GIT_SSL_CAINFO: git.caFile }, setup_script: 'echo "second setup $GREETING" > /home/sprite/setup-marker' });
     assert.equal(changed.status, 200);
     const mark2 = (await stages(api, conv.id)).at(-1)!.id;
-    await srv.engine.sweep(new Date(Date.now() + 6 * 3_600_000));
-    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.sandbox.status === 'suspended', 'the sandbox to park again');
+    await park(6);
     assert.match(await ask(api, conv.id, 'run: cat setup-marker; printenv GREETING'), /second setup hello-again[\s\S]*hello-again/);
     const after2 = await stages(api, conv.id, mark2);
     const reapply = after2.find((s) => s.what === 'provision/started');
