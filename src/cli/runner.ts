@@ -81,7 +81,8 @@ export function register(program: Command): void {
         process.stderr.write(`fountain runner: ${opened.error}\n`);
         process.exit(1);
       }
-      logger.info({ name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
+      // `name` is pino's own key (the logger's name); a second one would repeat it in every JSON line.
+      logger.info({ runner: name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
 
       const daemon = runDaemon({
         name,
