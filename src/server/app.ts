@@ -27,7 +27,7 @@ import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
 import type { Db } from './store/db.ts';
 import { runnersTopic } from './events.ts';
 import { CLOSE } from '../wire/index.ts';
-import { createWebApp } from './web/app.tsx';
+import { createWebApp, webNotFound } from './web/app.tsx';
 import { loadDocs } from './web/docs.tsx';
 
 export interface AppDeps {
@@ -56,7 +56,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const routeDeps: RouteDeps = deps;
 
   app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
-  app.notFound((c) => errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
+  app.notFound((c) =>
+    // A page address nobody serves gets a page saying so; the API keeps its JSON error.
+    deps.web && deps.engine && !c.req.path.startsWith('/api/') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
+  );
   app.use(
     '/api/*',
     bodyLimit({

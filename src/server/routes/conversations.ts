@@ -3,6 +3,7 @@
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
+import { messageField } from '../conversations/limits.ts';
 import { streamSSE } from 'hono/streaming';
 import { hasScope, requireKey, type AppEnv } from '../auth.ts';
 import type { ConversationEngine } from '../engine/engine.ts';
@@ -121,12 +122,12 @@ const CreateBody = z
   .object({
     agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
     title: z.string().max(120).optional(),
-    prompt: z.string().min(1).max(200_000).optional(),
+    prompt: messageField.optional(),
     permission_policy: PermissionPolicySchema.optional(),
   })
   .openapi('ConversationCreate');
 
-const PromptBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('Prompt');
+const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
 
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 

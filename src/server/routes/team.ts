@@ -3,6 +3,7 @@
  * messages, a teammate's conversation history, the team SSE stream, and schedules.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
+import { messageField } from '../conversations/limits.ts';
 import { streamSSE } from 'hono/streaming';
 import { requireKey, type AppEnv } from '../auth.ts';
 import type { ConversationEngine } from '../engine/engine.ts';
@@ -93,7 +94,7 @@ const AddBody = z
   .openapi('TeamAdd');
 const RenameBody = z.object({ name: z.string().max(120).nullable() }).openapi('TeamRename');
 const RotateBody = z.object({ name: z.string().max(120).optional() }).openapi('TeamRotate');
-const MessageBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('TeamMessage');
+const MessageBody = z.object({ prompt: messageField }).openapi('TeamMessage');
 const queued = z.object({ status: z.literal('queued'), conversation_id: z.string() });
 
 const cronField = z

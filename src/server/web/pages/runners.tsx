@@ -30,15 +30,17 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
         const on = p.online.has(r.id);
         return (
           <tr data-runner={r.name} data-online={on ? 'true' : 'false'}>
-            <td>{r.name}</td>
-            <td>
+            <td data-label="Name">
+              <strong>{r.name}</strong>
+            </td>
+            <td data-label="Status">
               <span class={`badge ${on ? 'online' : 'offline'} runner-status`}>{on ? 'online' : 'offline'}</span>
             </td>
-            <td>{r.hostname ?? '—'}</td>
-            <td>{r.version ?? '—'}</td>
-            <td class="key">{r.root ?? '—'}</td>
-            <td>{on ? 'now' : when(r.lastSeenAt)}</td>
-            <td>
+            <td data-label="Hostname">{r.hostname ?? '—'}</td>
+            <td data-label="Version">{r.version ?? '—'}</td>
+            <td data-label="Root" class="key">{r.root ?? '—'}</td>
+            <td data-label="Last seen">{on ? 'now' : when(r.lastSeenAt)}</td>
+            <td class="actions">
               <form method="post" action={`/account/runners/${r.id}/delete`} class="inline" hx-post={`/account/runners/${r.id}/delete`} hx-confirm={`Delete runner ${r.name}? Its connection is closed.`} hx-target="#runner-result">
                 <button type="submit" class="danger" aria-label={`Delete runner ${r.name}`}>
                   Delete
@@ -65,7 +67,7 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
         {deps.runnersEnabled ? null : <p class="notice">Runners are disabled on this server (SANDBOX_RUNNERS_ENABLED=false): daemons cannot connect.</p>}
         <div id="runner-result" aria-live="polite"></div>
         <div class="table card" hx-ext="sse" sse-connect="/account/runners/stream">
-          <table>
+          <table class="stack">
             <caption class="muted small" style="text-align:left">
               Machines running <code>fountain runner</code> for your account. Status updates live.
             </caption>
