@@ -106,7 +106,7 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
         <NewConversation agents={agents} selected={f.agent} error={error} />
         <form method="get" action="/conversations" class="filters row" role="search">
           <div>
-            <label for="f-agent">Agent</label>
+            <label for="f-agent">Filter by agent</label>
             <select id="f-agent" name="agent">
               <option value="">All agents</option>
               {agents.map((a) => (
@@ -117,7 +117,7 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
             </select>
           </div>
           <div>
-            <label for="f-status">Status</label>
+            <label for="f-status">Filter by status</label>
             <select id="f-status" name="status">
               <option value="">Any status</option>
               {CONVERSATION_STATUSES.map((s) => (
