@@ -16,6 +16,7 @@ import { adminRoutes } from './routes/admin.ts';
 import { authRoutes } from './routes/auth.ts';
 import { errorResponses, type RouteDeps } from './routes/common.ts';
 import { runnerRoutes } from './routes/runners.ts';
+import { runnerRegisterRoutes } from './runners/register-route.ts';
 import { agentRoutes } from './routes/agents.ts';
 import { conversationRoutes } from './routes/conversations.ts';
 import { teamRoutes } from './routes/team.ts';
@@ -103,6 +104,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
