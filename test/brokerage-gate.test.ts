@@ -11,7 +11,7 @@ import pino from 'pino';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { FakeDaemon } from '../src/providers/runner/fake-daemon.ts';
 import type { RunnerTestHub } from '../src/providers/runner/test-hub.ts';
-import { until } from '../src/server/engine/testing.ts';
+import { until } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any

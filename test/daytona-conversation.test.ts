@@ -8,7 +8,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DaytonaAdapter } from '../src/providers/daytona/adapter.ts';
-import { until } from '../src/server/engine/testing.ts';
+import { until } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { DaytonaStub } from './stubs/daytona/server.ts';

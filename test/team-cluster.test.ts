@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { and, eq } from 'drizzle-orm';
 import pg from 'pg';
-import { FOUNTAIN_BIN, startRunnerChild, until, type RunnerChild } from '../src/server/engine/testing.ts';
+import { FOUNTAIN_BIN, startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { TEST_POSTGRES_URL } from '../src/server/store/testing.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';

@@ -9,7 +9,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
-import { startRunnerChild, until, type RunnerChild } from '../src/server/engine/testing.ts';
+import { startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';
 import { conversations, turns } from '../src/server/store/conversation-schema.ts';

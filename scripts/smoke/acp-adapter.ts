@@ -11,7 +11,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
-import { startRunnerChild, type RunnerChild } from '../../src/server/engine/testing.ts';
+import { startRunnerChild, type RunnerChild } from '../../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -7,8 +7,8 @@ import { daytonaOptionsFromEnv, type DaytonaOptions } from '../providers/daytona
 import { optionsFromEnv as e2bOptionsFromEnv, type E2BOptions } from '../providers/e2b/config.ts';
 import { spritesOptionsFromEnv, type SpritesOptions } from '../providers/sprites/config.ts';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider } from '../sandbox/providers.ts';
-import { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './engine/config.ts';
-import { API_KEY_PATTERN } from './store/keys.ts';
+import { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './conversations/config.ts';
+import { API_KEY_PATTERN } from './account/keys-store.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 

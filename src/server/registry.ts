@@ -90,3 +90,14 @@ export function checkDefaultProvider(config: ServerConfig, env: Env): void {
     `"${config.sandboxProvider}" is not enabled (${switchOf(config.sandboxProvider)}); enabled: ${on.length ? on.join(', ') : 'none'}`,
   );
 }
+
+/**
+ * The instance default provider (SANDBOX_PROVIDER, default `runner`) against the registry actually
+ * built: an explicit default the registry does not enable stops the boot.
+ */
+export function defaultProviderOf(config: ServerConfig, registry: ProviderRegistry): KnownProvider {
+  if (config.sandboxProviderExplicit && !registry.isEnabled(config.sandboxProvider)) {
+    throw new ConfigError('SANDBOX_PROVIDER', `provider ${config.sandboxProvider} is not enabled (missing credential or adapter)`);
+  }
+  return config.sandboxProvider;
+}

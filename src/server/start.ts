@@ -1,6 +1,7 @@
 /**
- * Starts a whole server in this process: store, migrations, bootstrap, the Hono app on node's
- * http server, and the runner WebSocket upgrade. Used by `fountain server` and by end-to-end tests.
+ * The composition root: the one place that wires every part of a server (store, bootstrap, cluster,
+ * providers, engine, team, scheduler, the Hono app, the runner upgrade) on a start/stop stack.
+ * `fountain server` and `fountain up` start through it, and so do end-to-end tests.
  */
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -10,23 +11,32 @@ import pino, { type Logger } from 'pino';
 import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
-import { createApp } from './app.ts';
-import { ClusterRunnerHost } from './cluster-host.ts';
-import { bootstrap } from './bootstrap.ts';
-import { parseServerConfig, type Env, type ServerConfig } from './config.ts';
-import { EventBus } from './events.ts';
-import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runner-hub.ts';
-import { checkDefaultProvider, hostedAdapters } from './registry.ts';
+import { createApp } from './http/app.ts';
+import { ClusterRunnerHost } from './cluster/host.ts';
+import { bootstrap } from './account/bootstrap.ts';
+import { ConfigError, parseServerConfig, type Env, type ServerConfig } from './config.ts';
+import { EventBus } from './cluster/bus.ts';
+import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runners/hub.ts';
+import { checkDefaultProvider, defaultProviderOf, hostedAdapters, PROVIDER_WIRING } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
-import type { ProviderRegistry } from '../sandbox/registry.ts';
-import { createEngine, mintEngineNodeId, type ConversationEngine, type EngineConfig } from './engine/index.ts';
+import { ProviderRegistry } from '../sandbox/registry.ts';
+import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
+import { mintNodeId } from './cluster/node.ts';
+import { ownerLinkOver } from './conversations/commands.ts';
+import { PgNotify } from './cluster/notify.ts';
+import { localDemoAgentArgv } from '../acp/index.ts';
+import { providerPlacement } from './runners/placement.ts';
+import { findRunner } from './runners/store.ts';
+import { StopStack } from './lifecycle.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
 import { sessionSecretFrom } from './web/session.ts';
-import { announceEvents, PgBusBridge } from './cluster.ts';
-import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './engine/scheduler.ts';
-import { TeamService } from './engine/team.ts';
-import { audit } from './store/audit.ts';
+import { announceEvents, PgBusBridge } from './cluster/bridge.ts';
+import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './team/scheduler.ts';
+import { TeamService } from './team/service.ts';
+import { audit } from './account/audit.ts';
 import type { EngineDb } from './store/engine-db.ts';
+import { CredentialService } from './credentials/service.ts';
+import { loadSecretKey } from './credentials/secret-key.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -86,62 +96,106 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const config = parseServerConfig(env);
   // Before the database opens, so a wrong default costs nothing.
   checkDefaultProvider(config, env);
+  const engineEnv = engineConfigFromEnv(env);
+  if (!engineEnv.ok) throw new ConfigError('environment', engineEnv.message);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Before the database opens: a malformed FOUNTAIN_SECRET_KEY stops the boot at once.
+  const secretKey = loadSecretKey(env, opts.dataDir);
 
+  const stack = new StopStack(logger);
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
-  let server: Server | undefined;
-  let engine: ConversationEngine | undefined;
-  let scheduler: Scheduler | undefined;
-  let bridge: PgBusBridge | null = null;
-  let unannounce: (() => void) | undefined;
-  let clusterHost: ClusterRunnerHost | undefined;
+  stack.push('database', () => database.close());
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
-    if (database.kind === 'postgres' && config.databaseUrl) {
-      bridge = await PgBusBridge.start({ url: config.databaseUrl, schema: opts.databaseSchema, bus, logger });
-    }
+    const credentials = new CredentialService(database.db as unknown as EngineDb, secretKey);
     // PostgreSQL may be shared by several nodes; PGlite is one process by construction.
-    const cluster =
-      database.kind === 'postgres' && config.databaseUrl
-        ? await ClusterRunnerHost.start({
-            url: config.databaseUrl,
-            schema: opts.databaseSchema,
-            db: database.db,
-            bus,
-            logger,
-            heartbeatMs: config.runnerHeartbeatMs,
-            callTimeoutMs: config.runnerCallTimeoutMs,
-            nodeExpiryMs: config.nodeExpiryMs,
-          })
-        : undefined;
-    clusterHost = cluster;
+    const shared = database.kind === 'postgres' && !!config.databaseUrl;
+    const nodeId = mintNodeId();
+    let bridge: PgBusBridge | null = null;
+    let notify: PgNotify | null = null;
+    if (shared) {
+      const pgNotify = await PgNotify.open({
+        url: config.databaseUrl!,
+        schema: opts.databaseSchema,
+        logger: logger.child({ node: nodeId }),
+        name: `fountain-notify-${nodeId}`,
+      });
+      notify = pgNotify;
+      stack.push('notification connection', () => pgNotify.close());
+      bridge = await PgBusBridge.start({ nodeId, notify: pgNotify, schema: opts.databaseSchema, bus, logger });
+      stack.push('bus bridge', () => bridge!.stop());
+    }
+    // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
+    let app: ReturnType<typeof createApp> | undefined;
+    const srv = createAdaptorServer({ fetch: (req: Request, envArg: unknown) => app!.fetch(req, envArg) }) as Server;
+    stack.push('http server', () =>
+      new Promise<void>((resolve) => {
+        srv.close(() => resolve());
+        srv.closeAllConnections();
+      }),
+    );
+    const cluster = notify
+      ? await ClusterRunnerHost.start({
+          nodeId,
+          notify,
+          schema: opts.databaseSchema,
+          db: database.db,
+          bus,
+          logger,
+          heartbeatMs: config.runnerHeartbeatMs,
+          callTimeoutMs: config.runnerCallTimeoutMs,
+          nodeExpiryMs: config.nodeExpiryMs,
+        })
+      : undefined;
     const host: RunnerHost = cluster ?? createRunnerHost({ db: database.db, bus, logger });
-    const wired = createEngine({
-      db: database.db,
-      logger,
-      host,
-      env,
-      adapters: opts.adapters ?? hostedAdapters(config, { logger }),
-      config: {
-        maxLifetimeMs: config.maxLifetimeMs,
-        brokerAllowUnenforced: config.brokerAllowUnenforced,
-        nodeHeartbeatMs: config.nodeHeartbeatMs,
-        nodeExpiryMs: config.nodeExpiryMs,
-        ...opts.engine,
-      },
-      // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
-      node: { id: cluster?.nodeId ?? mintEngineNodeId(), shared: cluster !== undefined },
+    // A cluster host lists every node's runners; only this node's sockets are ours to close.
+    stack.push('runner sockets', async () => {
+      if (cluster) await cluster.shutdown();
+      else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
     });
-    engine = wired.engine;
+
+    const registry = new ProviderRegistry([PROVIDER_WIRING.runner.build(config, { host, logger }), ...(opts.adapters ?? hostedAdapters(config, { logger }))], env);
+    const engineConfig: EngineConfig = {
+      ...engineEnv.value,
+      demoAgentArgv: localDemoAgentArgv(),
+      maxLifetimeMs: config.maxLifetimeMs,
+      brokerAllowUnenforced: config.brokerAllowUnenforced,
+      nodeHeartbeatMs: config.nodeHeartbeatMs,
+      nodeExpiryMs: config.nodeExpiryMs,
+      ...opts.engine,
+    };
+    const defaultProvider = defaultProviderOf(config, registry);
+    const engine = new ConversationEngine({
+      db: database.db as unknown as EngineDb,
+      registry,
+      placement: providerPlacement(host, {
+        find: async (accountId, runnerId) => {
+          const r = await findRunner(database.db, accountId, runnerId);
+          return r ? { id: r.id, name: r.name, hostname: r.hostname, root: r.root } : undefined;
+        },
+      }),
+      logger,
+      config: engineConfig,
+      defaultProvider,
+      // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
+      node: { id: nodeId, shared: cluster !== undefined },
+      bus,
+      ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
+      credentials,
+    });
+    const unannounce = announceEvents(engine.events, bus, nodeId);
+    stack.push('event announcements', unannounce);
     await engine.start();
-    unannounce = announceEvents(engine.events, bus);
+    // Detaches from agent processes and flushes queued events while the database is still open.
+    stack.push('engine', () => engine.stop());
+
     const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
       audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });
     const team = new TeamService({ db: database.db as unknown as EngineDb, engine, bus, logger, audit: auditTeam });
-    scheduler = new Scheduler({
+    const scheduler = new Scheduler({
       db: database.db as unknown as EngineDb,
       team,
       bus,
@@ -155,14 +209,16 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
         ...opts.scheduler,
       },
     });
-    const app = createApp({
+    stack.push('scheduler', () => scheduler.stop());
+    app = createApp({
       db: database.db,
       logger,
       host,
       bus,
       runnersEnabled: config.runnersEnabled,
+      credentials,
       ...(opts.version ? { version: opts.version } : {}),
-      engine: { ...wired, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      engine: { engine, registry, defaultProvider, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
       team: { team, scheduler },
     });
@@ -175,9 +231,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       heartbeatMs: config.runnerHeartbeatMs,
       callTimeoutMs: config.runnerCallTimeoutMs,
     });
-    const srv = createAdaptorServer({ fetch: app.fetch }) as Server;
-    server = srv;
     srv.on('upgrade', upgrade);
+    stack.push('runner upgrades', () => upgrade.close());
     const hostname = opts.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
       srv.once('error', reject);
@@ -192,25 +247,6 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     // Without PUBLIC_URL, sandboxes on this machine (runners) still reach the server where it listens.
     engine.sandboxTokens.defaultBaseUrl(`http://${urlHost}:${port}`);
 
-    let stopping: Promise<void> | undefined;
-    const stop = () =>
-      (stopping ??= (async () => {
-        upgrade.close();
-        await scheduler!.stop();
-        // Detach from agent processes and flush queued events while the database is still open.
-        await engine!.stop();
-        // A cluster host lists every node's runners; only this node's sockets are ours to close.
-        if (cluster) await cluster.shutdown();
-        else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
-        await new Promise<void>((resolve) => {
-          srv.close(() => resolve());
-          srv.closeAllConnections();
-        });
-        unannounce?.();
-        await bridge?.stop();
-        await database.close();
-      })());
-
     return {
       url: `http://${urlHost}:${port}`,
       port,
@@ -220,23 +256,17 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       config,
       database,
       host,
-      registry: wired.registry,
+      registry,
       bus,
-      engine: engine!,
+      engine,
       team,
       scheduler,
       bridge,
       app,
-      stop,
+      stop: () => stack.stop(),
     };
   } catch (e) {
-    server?.close();
-    await scheduler?.stop();
-    await engine?.stop();
-    unannounce?.();
-    await bridge?.stop();
-    await clusterHost?.shutdown();
-    await database.close();
+    await stack.stop();
     throw e;
   }
 }

@@ -3,7 +3,7 @@
  * public API, an SSE reader, and the agent's reply text of a turn.
  */
 import assert from 'node:assert/strict';
-import { until } from '../../src/server/engine/testing.ts';
+import { until } from '../../src/server/conversations/testing.ts';
 
 export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 

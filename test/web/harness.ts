@@ -11,7 +11,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import type { RunnerHost } from '../../src/providers/runner/host.ts';
 import { SpritesAdapter } from '../../src/providers/sprites/index.ts';
 import type { EngineDb } from '../../src/server/store/engine-db.ts';
-import { findOwner } from '../../src/server/store/accounts.ts';
+import { findOwner } from '../../src/server/account/store.ts';
 import { startServer } from '../../src/server/start.ts';
 
 export const FOUNTAIN_BIN = fileURLToPath(new URL('../../bin/fountain.js', import.meta.url));

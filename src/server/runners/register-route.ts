@@ -3,10 +3,10 @@
  * for a runner-scoped API key. No bearer key: the token is the credential, spent by this call.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import type { AppEnv } from '../auth.ts';
-import { ApiError } from '../errors.ts';
-import { audit } from '../store/audit.ts';
-import { errorResponses, newRouter, type RouteDeps } from '../routes/common.ts';
+import type { AppEnv } from '../http/auth.ts';
+import { ApiError } from '../http/errors.ts';
+import { audit } from '../account/audit.ts';
+import { errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
 import { redeemRegistration, registrationToken, runnerName } from './registration.ts';
 
 const RegisterBody = z.object({ token: registrationToken, name: runnerName }).openapi('RunnerRegistration');

@@ -9,10 +9,10 @@ import { DataDirInUseError, openDatabase } from './db.ts';
 import { loadMigrations } from './migrate.ts';
 
 const ALL_MIGRATIONS = loadMigrations().map((m) => m.name);
-import { createAccount, findAccount, findOwner } from './accounts.ts';
-import { createApiKey, findKeyByPlaintext, hashApiKey, listApiKeys, mintApiKey, revokeApiKey, API_KEY_PATTERN } from './keys.ts';
-import { deleteRunner, listRunners, touchRunner, upsertRunner } from './runners.ts';
-import { audit, listAudit } from './audit.ts';
+import { createAccount, findAccount, findOwner } from '../account/store.ts';
+import { createApiKey, findKeyByPlaintext, hashApiKey, listApiKeys, mintApiKey, revokeApiKey, API_KEY_PATTERN } from '../account/keys-store.ts';
+import { deleteRunner, listRunners, touchRunner, upsertRunner } from '../runners/store.ts';
+import { audit, listAudit } from '../account/audit.ts';
 import { apiKeys } from './schema.ts';
 import { dropSchema, openTestDatabase, TEST_POSTGRES_URL, uniqueSchemaName, type TestDatabase, type TestDriver } from './testing.ts';
 

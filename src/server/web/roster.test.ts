@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ConversationView, SandboxView } from '../engine/views.ts';
+import type { ConversationView, SandboxView } from '../conversations/views.ts';
 import type { Turn } from '../store/conversation-schema.ts';
 import { currentConversation, presenceOf, previewOf, whereOf } from './roster.ts';
 

@@ -2,13 +2,13 @@
  * The team roster as the web UI shows it, derived from the account's agents and each one's latest
  * conversation (newest live, else newest finished), with presence by the table of platform-api.md §10.
  */
-import type { ConversationEngine } from '../engine/engine.ts';
-import { PREVIEW_MAX } from '../engine/team.ts';
-import type { ConversationView } from '../engine/views.ts';
-import { listAgents } from '../store/agents.ts';
+import type { ConversationEngine } from '../conversations/engine.ts';
+import { PREVIEW_MAX } from '../team/service.ts';
+import type { ConversationView } from '../conversations/views.ts';
+import { listAgents } from '../agents/store.ts';
 import type { Agent, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { lastTurn, replyText } from '../store/team.ts';
+import { lastTurn, replyText } from '../team/store.ts';
 
 export interface Presence {
   readonly state: 'working' | 'online' | 'starting' | 'machine_offline' | 'asleep' | 'away' | 'failed' | 'offline';

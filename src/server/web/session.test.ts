@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createAccount } from '../store/accounts.ts';
+import { createAccount } from '../account/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { createApiKey, revokeApiKey } from '../store/keys.ts';
+import { createApiKey, revokeApiKey } from '../account/keys-store.ts';
 import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
-import { insertSigninToken } from '../store/signin-tokens.ts';
+import { insertSigninToken } from '../account/signin-store.ts';
 import { checkKeyForSignIn, consumeSigninToken, mintSignInLink, openSession, refusedLinkMessage, resolveSession, sealSession } from './session.ts';
 
 const SECRET = 's'.repeat(40);

@@ -9,9 +9,9 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { Db } from '../store/db.ts';
-import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../store/keys.ts';
+import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../account/keys-store.ts';
 import { accounts, apiKeys, type Account, type ApiKey } from '../store/schema.ts';
-import { consumeSigninToken, insertSigninToken, signinTokenRefusal } from '../store/signin-tokens.ts';
+import { consumeSigninToken, insertSigninToken, signinTokenRefusal } from '../account/signin-store.ts';
 
 export const SESSION_COOKIE = 'fountain_session';
 /** A session lasts this long from sign-in; the key behind it may end it sooner. */

@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
-import { deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../store/agents.ts';
+import { deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../agents/store.ts';
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, type Verdict } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -80,9 +80,6 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
     const p = verdict.safeParse(v);
     if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
     else policy[k] = p.data as Verdict;
-  }
-  if (runtime.success && runtime.data === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-    errors.permission_policy = 'opencode never asks for permission, so only auto_allow can be enforced on it.';
   }
   if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
   return {

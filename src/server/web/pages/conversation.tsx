@@ -4,13 +4,14 @@
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
-import { streamSSE } from 'hono/streaming';
+import type { SSEStreamingApi } from 'hono/streaming';
+import { sseTail } from '../../http/sse.ts';
 import { z } from 'zod';
-import type { ConversationView } from '../../engine/views.ts';
-import { getAgent } from '../../store/agents.ts';
+import type { ConversationView } from '../../conversations/views.ts';
+import { getAgent } from '../../agents/store.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
-import { listTurns } from '../../store/conversations.ts';
-import { pageEvents } from '../../store/events.ts';
+import { listTurns } from '../../conversations/store.ts';
+import { pageEvents } from '../../conversations/events-store.ts';
 import { inWords } from '../actions.ts';
 import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
 import { explainExits } from '../words.ts';
@@ -233,92 +234,70 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const after = Math.max(0, Number(c.req.query('after') ?? 0) || 0);
     // htmx's EventSource reconnects with Last-Event-ID; resume after it so nothing is appended twice.
     const resumeFrom = Math.max(after, Number(c.req.header('last-event-id') ?? 0) || 0);
-    return streamSSE(c, async (stream) => {
-      const queue: EventRow[] = [];
-      let wake: () => void = () => {};
-      let closed = false;
-      const off = deps.engine.events.subscribe(conv.id, (row) => {
-        queue.push(row);
-        wake();
-      });
-      stream.onAbort(() => {
-        closed = true;
-        wake();
-      });
-      const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), 15_000);
-      let sent = resumeFrom;
-      let textBlock: string | null = null;
-      let endedShown = conv.status === 'terminated' || conv.status === 'failed';
-      const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
-      let blockText = '';
-      // Requests and tool calls the page showed before this stream began are read once, when first referred to.
-      const asked = new Asked();
-      let historyRead = resumeFrom === 0;
-      const knows = async (has: () => boolean): Promise<boolean> => {
-        if (!has() && !historyRead) {
-          historyRead = true;
-          for (const r of await allEvents(deps, conv.id)) {
-            const earlier = r.id <= resumeFrom ? interpret(r) : null;
-            if (earlier) asked.note(earlier);
-          }
+    let textBlock: string | null = null;
+    let blockText = '';
+    let endedShown = conv.status === 'terminated' || conv.status === 'failed';
+    const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
+    // Requests and tool calls the page showed before this stream began are read once, when first referred to.
+    const asked = new Asked();
+    let historyRead = resumeFrom === 0;
+    const knows = async (has: () => boolean): Promise<boolean> => {
+      if (!has() && !historyRead) {
+        historyRead = true;
+        for (const r of await allEvents(deps, conv.id)) {
+          const earlier = r.id <= resumeFrom ? interpret(r) : null;
+          if (earlier) asked.note(earlier);
         }
-        return has();
-      };
-      const send = async (row: EventRow) => {
-        if (row.id <= sent) return;
-        sent = row.id;
-        const item = interpret(row);
-        if (item) {
-          const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
-          const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
-          const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
-          // A streamed answer grows inside one text block, as the page draws it on reload.
-          // Once the answer's block is complete it is redrawn as Markdown, as a reload would show it.
-          let html: string;
-          if (item.kind !== 'text') {
-            html = textBlock ? await toHtml(<AgentText id={textBlock} text={blockText} oob />) : '';
-            textBlock = null;
-            html += await toHtml(view);
-          } else if (textBlock) {
-            blockText += item.text;
-            html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
-          } else {
-            textBlock = `text-${row.id}`;
-            blockText = item.text;
-            html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
-          }
-          // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
-          if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
-          if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
-          asked.note(item);
-          await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
-        }
-        if (row.kind === 'stage') {
-          const fresh = await deps.engine.get(user.account.id, conv.id);
-          if (fresh.ok) {
-            let status = await toHtml(<ConversationStatus conv={fresh.value} />);
-            const ended = fresh.value.status === 'terminated' || fresh.value.status === 'failed';
-            if (ended && !endedShown) {
-              endedShown = true;
-              status += await toHtml(<Composer conv={fresh.value} agentName={agentName} oob />);
-            }
-            await stream.writeSSE({ event: 'status', data: status });
-          }
-        }
-      };
-      try {
-        await stream.write(': connected\n\n');
-        for (const row of await allEvents(deps, conv.id, resumeFrom)) await send(row);
-        while (!closed) {
-          if (queue.length === 0) await new Promise<void>((r) => (wake = r));
-          while (queue.length > 0 && !closed) await send(queue.shift()!);
-        }
-      } catch (e) {
-        if (!closed) deps.logger.warn({ err: e }, 'conversation stream failed');
-      } finally {
-        off();
-        clearInterval(heartbeat);
       }
+      return has();
+    };
+    const send = async (stream: SSEStreamingApi, row: EventRow) => {
+      const item = interpret(row);
+      if (item) {
+        const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
+        const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
+        const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
+        // A streamed answer grows inside one text block, as the page draws it on reload; once the block is
+        // complete it is redrawn as Markdown, as a reload would show it.
+        let html: string;
+        if (item.kind !== 'text') {
+          html = textBlock ? await toHtml(<AgentText id={textBlock} text={blockText} oob />) : '';
+          textBlock = null;
+          html += await toHtml(view);
+        } else if (textBlock) {
+          blockText += item.text;
+          html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
+        } else {
+          textBlock = `text-${row.id}`;
+          blockText = item.text;
+          html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
+        }
+        // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
+        if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
+        if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
+        asked.note(item);
+        await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
+      }
+      if (row.kind === 'stage') {
+        const fresh = await deps.engine.get(user.account.id, conv.id);
+        if (fresh.ok) {
+          let status = await toHtml(<ConversationStatus conv={fresh.value} />);
+          // Ended here or elsewhere: the message box and controls give way to the ended notice.
+          const ended = fresh.value.status === 'terminated' || fresh.value.status === 'failed';
+          if (ended && !endedShown) {
+            endedShown = true;
+            status += await toHtml(<Composer conv={fresh.value} agentName={agentName} oob />);
+          }
+          await stream.writeSSE({ event: 'status', data: status });
+        }
+      }
+    };
+    return sseTail(c, {
+      source: deps.engine.feeds.conversation(conv.id),
+      idOf: (row) => row.id,
+      after: resumeFrom,
+      send,
+      onError: (e) => deps.logger.warn({ err: e }, 'conversation stream failed'),
     });
   });
 

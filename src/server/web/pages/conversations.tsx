@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
-import { listAgents } from '../../store/agents.ts';
+import { listAgents } from '../../agents/store.ts';
 import { CONVERSATION_STATUSES, type ConversationStatus } from '../../store/conversation-schema.ts';
 import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';

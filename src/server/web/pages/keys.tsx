@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Db } from '../../store/db.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../../store/keys.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from '../../account/keys-store.ts';
 import type { ApiKey } from '../../store/schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';

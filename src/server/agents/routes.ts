@@ -1,0 +1,283 @@
+/**
+ * Agent routes (platform-api.md §4) and the catalog: CRUD over agents with zod schemas, provider
+ * validation through the ProviderRegistry, and the runtimes/models/providers an agent may pick.
+ */
+import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
+import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
+import { requireKey, type AppEnv } from '../http/auth.ts';
+import { MetadataSchema } from './metadata.ts';
+import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
+import { ApiError } from '../http/errors.ts';
+import { isUuid } from '../http/ids.ts';
+import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from './store.ts';
+import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
+
+export interface AgentRouteDeps extends RouteDeps {
+  readonly registry: ProviderRegistry;
+  /** SANDBOX_PROVIDER: what `sandbox_provider: null` means. */
+  readonly defaultProvider: KnownProvider;
+}
+
+export const PermissionPolicySchema = z
+  .record(z.string().min(1).max(200), z.enum(VERDICTS))
+  .openapi('PermissionPolicy', {
+    description: 'Tool title or ACP tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other), or "default", to a verdict',
+    example: { execute: 'ask', default: 'auto_allow' },
+  });
+
+// A string, not an enum, so an unknown provider answers 422 sandbox_provider_disabled; the spec still lists the registry's names.
+const SandboxProviderField = z
+  .string()
+  .max(40)
+  .nullable()
+  .openapi({ enum: [...KNOWN_PROVIDERS], description: 'null = the instance default (SANDBOX_PROVIDER)' });
+
+export const AgentSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    description: z.string(),
+    system: z.string(),
+    runtime: z.enum(RUNTIMES),
+    model: z.string(),
+    sandbox_provider: z.enum(KNOWN_PROVIDERS).nullable(),
+    permission_policy: PermissionPolicySchema,
+    metadata: z.record(z.string(), z.unknown()),
+    acp: z.boolean(),
+    conversation_count: z.number().int(),
+    inserted_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Agent');
+
+const AgentCreateBody = z
+  .object({
+    name: z.string({ error: 'name is required' }).trim().min(1, 'name is required').max(200),
+    description: z.string().max(10_000).default(''),
+    system: z.string().max(200_000).default(''),
+    runtime: z.enum(RUNTIMES, { error: `runtime must be one of ${RUNTIMES.join(', ')}` }),
+    model: z.string({ error: 'model is required' }).max(200),
+    sandbox_provider: SandboxProviderField.default(null),
+    permission_policy: PermissionPolicySchema.default({}),
+    metadata: MetadataSchema.default({}),
+  })
+  .strict()
+  .openapi('AgentCreate');
+
+const AgentPatchBody = z
+  .object({
+    name: z.string().trim().min(1, 'name must not be blank').max(200),
+    description: z.string().max(10_000),
+    system: z.string().max(200_000),
+    runtime: z.enum(RUNTIMES, { error: `runtime must be one of ${RUNTIMES.join(', ')}` }),
+    model: z.string().max(200),
+    sandbox_provider: SandboxProviderField,
+    permission_policy: PermissionPolicySchema,
+    metadata: MetadataSchema,
+  })
+  .partial()
+  .strict()
+  .openapi('AgentUpdate');
+
+const AgentListQuery = z.object({
+  search: z.string().max(200).optional(),
+  runtime: z.string().max(200).optional().openapi({ description: 'Comma-separated runtimes' }),
+});
+
+const CatalogSchema = z
+  .object({
+    runtimes: z.array(z.enum(RUNTIMES)),
+    models: z.record(z.string(), z.array(z.string())),
+    model_providers: z.record(z.string(), z.array(z.string())),
+    sandbox_providers: z.object({ enabled: z.array(z.enum(KNOWN_PROVIDERS)), default: z.enum(KNOWN_PROVIDERS), known: z.array(z.enum(KNOWN_PROVIDERS)) }),
+    package_managers: z.array(z.string()),
+  })
+  .openapi('Catalog');
+
+const fieldError = (field: string, message: string, code = 'validation_failed'): ApiError =>
+  new ApiError(422, code, `${field}: ${message}`, { errors: { [field]: [message] } });
+
+export function agentView(a: Agent, conversationCount: number) {
+  return {
+    id: a.id,
+    name: a.name,
+    description: a.description,
+    system: a.system,
+    runtime: a.runtime,
+    model: a.model,
+    sandbox_provider: isKnownProvider(a.sandboxProvider) ? a.sandboxProvider : null,
+    permission_policy: a.permissionPolicy,
+    metadata: a.metadata,
+    acp: true,
+    conversation_count: conversationCount,
+    inserted_at: a.insertedAt.toISOString(),
+    updated_at: a.updatedAt.toISOString(),
+  };
+}
+
+export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
+  const db = deps.db as unknown as EngineDb;
+  const auth = requireKey(deps.db, deps.logger, 'any');
+
+  const checkProvider = (p: string | null): KnownProvider | null => {
+    if (p === null) return null;
+    if (!isKnownProvider(p) || !deps.registry.isEnabled(p)) {
+      throw new ApiError(422, 'sandbox_provider_disabled', `sandbox provider ${JSON.stringify(p)} is not configured on this instance`);
+    }
+    return p;
+  };
+  const checkModel = (runtime: Runtime, model: string): void => {
+    const problem = modelProblem(runtime, model);
+    if (problem) throw fieldError('model', problem);
+  };
+  const load = async (accountId: string, id: string): Promise<Agent> => {
+    const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
+    if (!a) throw ApiError.notFound('agent');
+    return a;
+  };
+  const one = async (a: Agent) => agentView(a, (await conversationCounts(db, [a.id])).get(a.id) ?? 0);
+  const ok = { 'application/json': { schema: z.object({ data: AgentSchema }) } };
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/agents',
+      summary: 'List agents (filters: search, runtime)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { query: AgentListQuery },
+      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(AgentSchema) }) } } }, ...errorResponses(401, 422) },
+    }),
+    async (c) => {
+      const q = c.req.valid('query');
+      const accountId = c.get('principal').account.id;
+      const rows = await listAgents(db, accountId, { search: q.search, runtimes: q.runtime?.split(',').map((s) => s.trim()).filter(Boolean) });
+      const counts = await conversationCounts(db, rows.map((r) => r.id));
+      return c.json({ data: rows.map((r) => agentView(r, counts.get(r.id) ?? 0)) }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/agents',
+      summary: 'Create an agent',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { body: { content: { 'application/json': { schema: AgentCreateBody } }, required: true } },
+      responses: { 201: { description: 'created', content: ok }, ...errorResponses(401, 422) },
+    }),
+    async (c) => {
+      const b = c.req.valid('json');
+      const accountId = c.get('principal').account.id;
+      checkModel(b.runtime, b.model);
+      const fields: AgentFields = {
+        name: b.name,
+        description: b.description,
+        system: b.system,
+        runtime: b.runtime,
+        model: b.model,
+        sandboxProvider: checkProvider(b.sandbox_provider),
+        permissionPolicy: b.permission_policy,
+        metadata: b.metadata,
+      };
+      const r = await insertAgent(db, accountId, fields);
+      if (!r.ok) throw fieldError('name', 'has already been taken');
+      return c.json({ data: agentView(r.agent, 0) }, 201);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/agents/{id}',
+      summary: 'One agent',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 200: { description: 'ok', content: ok }, ...errorResponses(401, 404) },
+    }),
+    async (c) => c.json({ data: await one(await load(c.get('principal').account.id, c.req.valid('param').id)) }, 200),
+  );
+
+  const patch = (method: 'patch' | 'put') =>
+    app.openapi(
+      createRoute({
+        method,
+        path: '/api/agents/{id}',
+        summary: 'Update an agent (fields given are changed; sandbox_provider is validated only when it changes)',
+        security: bearer,
+        middleware: [auth] as const,
+        request: { params: IdParam, body: { content: { 'application/json': { schema: AgentPatchBody } }, required: true } },
+        responses: { 200: { description: 'ok', content: ok }, ...errorResponses(401, 404, 422) },
+      }),
+      async (c) => {
+        const accountId = c.get('principal').account.id;
+        const current = await load(accountId, c.req.valid('param').id);
+        const b = c.req.valid('json');
+        const runtime = b.runtime ?? current.runtime;
+        if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
+        const p: Partial<AgentFields> = {};
+        if (b.name !== undefined) p.name = b.name;
+        if (b.description !== undefined) p.description = b.description;
+        if (b.system !== undefined) p.system = b.system;
+        if (b.runtime !== undefined) p.runtime = b.runtime;
+        if (b.model !== undefined) p.model = b.model;
+        if (b.permission_policy !== undefined) p.permissionPolicy = b.permission_policy;
+        if (b.metadata !== undefined) p.metadata = b.metadata;
+        if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider) p.sandboxProvider = checkProvider(b.sandbox_provider);
+        const r = await updateAgent(db, accountId, current.id, p);
+        if (!r.ok) throw fieldError('name', 'has already been taken');
+        if (!r.agent) throw ApiError.notFound('agent');
+        return c.json({ data: await one(r.agent) }, 200);
+      },
+    );
+  patch('patch');
+  patch('put');
+
+  app.openapi(
+    createRoute({
+      method: 'delete',
+      path: '/api/agents/{id}',
+      summary: 'Delete an agent; its conversations stay and refuse prompts with 422 no_agent',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 204: { description: 'deleted' }, ...errorResponses(401, 404) },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param');
+      if (!isUuid(id) || !(await deleteAgent(db, c.get('principal').account.id, id))) throw ApiError.notFound('agent');
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/catalog',
+      summary: 'Runtimes, their models, and the sandbox providers this instance enables',
+      security: bearer,
+      middleware: [auth] as const,
+      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: CatalogSchema }) } } }, ...errorResponses(401) },
+    }),
+    async (c) =>
+      c.json(
+        {
+          data: {
+            runtimes: [...RUNTIMES],
+            models: Object.fromEntries(RUNTIMES.map((r) => [r, [...RUNTIME_SPECS[r].models]])),
+            model_providers: Object.fromEntries(RUNTIMES.map((r) => [r, [...RUNTIME_SPECS[r].modelProviders]])),
+            sandbox_providers: { enabled: deps.registry.enabled(), default: deps.defaultProvider, known: [...KNOWN_PROVIDERS] },
+            package_managers: ['apt', 'npm'],
+          },
+        },
+        200,
+      ),
+  );
+
+  return app;
+}

@@ -1,0 +1,87 @@
+/**
+ * Agent rows: one per (account, name). Queries are tenant-scoped; a foreign id reads as absent.
+ */
+import { and, asc, count, eq, ilike, inArray, type SQL } from 'drizzle-orm';
+import { agents, conversations, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
+import { isUniqueViolation, type EngineDb } from '../store/engine-db.ts';
+
+export interface AgentFields {
+  name: string;
+  description: string;
+  system: string;
+  runtime: Runtime;
+  model: string;
+  sandboxProvider: string | null;
+  permissionPolicy: PermissionPolicy;
+  metadata: Record<string, unknown>;
+}
+
+export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };
+
+const escapeLike = (s: string): string => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export async function listAgents(
+  db: EngineDb,
+  accountId: string,
+  filter: { search?: string | undefined; runtimes?: readonly string[] | undefined } = {},
+): Promise<Agent[]> {
+  const where: SQL[] = [eq(agents.accountId, accountId)];
+  if (filter.search) where.push(ilike(agents.name, `%${escapeLike(filter.search)}%`));
+  if (filter.runtimes && filter.runtimes.length > 0) where.push(inArray(agents.runtime, filter.runtimes as Runtime[]));
+  return db.select().from(agents).where(and(...where)).orderBy(asc(agents.name));
+}
+
+export async function getAgent(db: EngineDb, accountId: string, id: string): Promise<Agent | undefined> {
+  const [row] = await db.select().from(agents).where(and(eq(agents.accountId, accountId), eq(agents.id, id)));
+  return row;
+}
+
+export async function findAgentByName(db: EngineDb, accountId: string, name: string): Promise<Agent | undefined> {
+  const [row] = await db.select().from(agents).where(and(eq(agents.accountId, accountId), eq(agents.name, name)));
+  return row;
+}
+
+export async function insertAgent(db: EngineDb, accountId: string, fields: AgentFields): Promise<AgentWrite<Agent>> {
+  try {
+    const [row] = await db.insert(agents).values({ accountId, ...fields }).returning();
+    return { ok: true, agent: row! };
+  } catch (e) {
+    if (isUniqueViolation(e)) return { ok: false, reason: 'name_taken' };
+    throw e;
+  }
+}
+
+export async function updateAgent(
+  db: EngineDb,
+  accountId: string,
+  id: string,
+  patch: Partial<AgentFields>,
+): Promise<AgentWrite<Agent | undefined>> {
+  try {
+    const [row] = await db
+      .update(agents)
+      .set({ ...patch, updatedAt: new Date() })
+      .where(and(eq(agents.accountId, accountId), eq(agents.id, id)))
+      .returning();
+    return { ok: true, agent: row };
+  } catch (e) {
+    if (isUniqueViolation(e)) return { ok: false, reason: 'name_taken' };
+    throw e;
+  }
+}
+
+export async function deleteAgent(db: EngineDb, accountId: string, id: string): Promise<boolean> {
+  const rows = await db.delete(agents).where(and(eq(agents.accountId, accountId), eq(agents.id, id))).returning({ id: agents.id });
+  return rows.length > 0;
+}
+
+/** Conversations per agent id, for the read-only `conversation_count`. */
+export async function conversationCounts(db: EngineDb, agentIds: readonly string[]): Promise<Map<string, number>> {
+  if (agentIds.length === 0) return new Map();
+  const rows = await db
+    .select({ agentId: conversations.agentId, n: count() })
+    .from(conversations)
+    .where(inArray(conversations.agentId, [...agentIds]))
+    .groupBy(conversations.agentId);
+  return new Map(rows.filter((r) => r.agentId !== null).map((r) => [r.agentId!, Number(r.n)]));
+}

@@ -1,0 +1,72 @@
+/**
+ * The event bus: topics such as `runners:<account id>` carry small typed events (runner presence,
+ * team and schedule changes, event-log appends). With a forwarder set (PostgreSQL NOTIFY), every
+ * publish also reaches the other server nodes, which `deliver` it to their own subscribers.
+ */
+import { z } from 'zod';
+
+export const busEventSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('runner_online'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
+  z.object({ type: z.literal('runner_offline'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
+  /** The roster changed (add, remove, rename, rotate, a replacement conversation). */
+  z.object({ type: z.literal('team_changed'), accountId: z.string() }),
+  /** A schedule was created, updated, deleted or fired. */
+  z.object({ type: z.literal('schedule_changed'), accountId: z.string(), scheduleId: z.string() }),
+  /** Events of these conversations were stored by `node` (feeds on other nodes read them from the store). */
+  z.object({ type: z.literal('events_appended'), node: z.string().optional(), conversationIds: z.array(z.string()) }),
+  /** This node's notification connection came back: what other nodes published meanwhile is lost, re-read. */
+  z.object({ type: z.literal('reconnected') }),
+]);
+export type BusEvent = z.infer<typeof busEventSchema>;
+
+export type BusListener = (event: BusEvent) => void;
+export type BusForwarder = (topic: string, event: BusEvent) => void;
+
+export const runnersTopic = (accountId: string): string => `runners:${accountId}`;
+export const teamTopic = (accountId: string): string => `team:${accountId}`;
+export const EVENTS_TOPIC = 'events';
+/** Local signals about the node's link to the others (never forwarded). */
+export const CLUSTER_TOPIC = 'cluster';
+
+export class EventBus {
+  readonly #topics = new Map<string, Set<BusListener>>();
+  #forward: BusForwarder | null = null;
+
+  /** Returns the unsubscribe function. */
+  subscribe(topic: string, listener: BusListener): () => void {
+    let set = this.#topics.get(topic);
+    if (!set) this.#topics.set(topic, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.#topics.get(topic) === set) this.#topics.delete(topic);
+    };
+  }
+
+  /** Delivers here synchronously and hands the event to the forwarder (other nodes), if any. */
+  publish(topic: string, event: BusEvent): void {
+    this.deliver(topic, event);
+    if (this.#forward) {
+      try {
+        this.#forward(topic, event);
+      } catch {
+        // Forwarding is best effort; this node's subscribers already have the event.
+      }
+    }
+  }
+
+  /** Local subscribers only: what a bridge calls for an event another node published. */
+  deliver(topic: string, event: BusEvent): void {
+    for (const listener of [...(this.#topics.get(topic) ?? [])]) {
+      try {
+        listener(event);
+      } catch {
+        // A subscriber's bug is its own; presence must still reach the rest.
+      }
+    }
+  }
+
+  setForwarder(forward: BusForwarder | null): void {
+    this.#forward = forward;
+  }
+}

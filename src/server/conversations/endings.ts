@@ -1,0 +1,112 @@
+/**
+ * How a conversation ends or hands over: terminate (its turn interrupted, its sandbox destroyed, its
+ * token revoked), team rotation onto the same sandbox, and delete.
+ */
+import type { KnownProvider } from '../../sandbox/index.ts';
+import { describeError } from '../../sandbox/index.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import type { EngineCore, EngineParts } from './live.ts';
+import { deleteConversationRows, getConversation, getConversationById, insertConversationOn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+
+export class Endings {
+  constructor(
+    private readonly c: EngineCore,
+    private readonly p: EngineParts,
+  ) {}
+
+  async terminate(accountId: string, id: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.c.d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    if (row.conversation.status === 'terminated') return accept(undefined);
+    this.p.provisioner.cancel(id);
+    // The lock waits for a running provisioning step; the cancelled flag makes it stop early.
+    await this.c.lock.run(id, () => this.#terminateLocked(id));
+    return accept(undefined);
+  }
+
+  async #terminateLocked(id: string): Promise<void> {
+    this.p.launcher.forget(id);
+    const db = this.c.d.db;
+    const row = await getConversationById(db, id);
+    if (!row || row.conversation.status === 'terminated') return;
+    const live = this.c.live.get(id);
+    if (live?.turn) {
+      live.turn.interrupted = true;
+      await this.p.turns.finish(live, live.turn, { ok: false, error: 'terminated' });
+    }
+    for (const t of await openTurns(db, id)) {
+      await updateTurn(db, t.id, { status: 'interrupted', reason: 'terminated', endedAt: new Date() });
+    }
+    if (live) await live.proc?.stop();
+    this.c.live.delete(id);
+    const s = row.sandbox;
+    let destroyError: string | null = null;
+    if (s && s.status !== 'terminated' && this.c.d.registry.isRegistered(s.provider as KnownProvider)) {
+      const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
+      const d = await adapter.destroy(live?.handle ?? adapter.buildHandle(s.name));
+      if (!d.ok) destroyError = describeError(d.error);
+    }
+    const now = new Date();
+    if (s) await updateSandbox(db, s.id, { status: 'terminated', terminatedAt: now });
+    await updateConversation(db, id, { status: 'terminated', lastActiveAt: now });
+    await this.c.sandboxTokens.revoke(id, now);
+    this.c.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
+  }
+
+  /**
+   * Team rotation: a fresh conversation (new agent session) on the same sandbox, its files kept; the
+   * old conversation is released — terminated, its sandbox left up for the successor. A sandbox that
+   * is gone gives the successor a new one.
+   */
+  async rotate(accountId: string, id: string, input: { title?: string; channelId?: string }): Promise<EngineResult<ConversationWithSandbox>> {
+    if (this.c.live.get(id)?.turn) return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+    return this.c.lock.run(id, async (): Promise<EngineResult<ConversationWithSandbox>> => {
+      const db = this.c.d.db;
+      const row = await getConversation(db, accountId, id);
+      if (!row) return refuse('not_found', 'conversation not found');
+      const conv = row.conversation;
+      if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
+      if (conv.status === 'pending') return refuse('provisioning', "The conversation's sandbox is still starting; try again shortly.");
+      if (this.c.live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+      const fresh = { agentId: conv.agentId, title: input.title, channelId: input.channelId };
+      const s = row.sandbox;
+      if (!s || s.status === 'terminated' || s.status === 'failed' || conv.status === 'terminated' || conv.status === 'failed') {
+        const created = await this.p.provisioner.create(accountId, fresh);
+        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id);
+        return created;
+      }
+      const live = this.c.live.get(id);
+      this.c.live.delete(id);
+      // The old agent exits on stdin EOF; a parked sandbox has none running.
+      await live?.proc?.stop();
+      const successor = await insertConversationOn(
+        db,
+        {
+          accountId,
+          agentId: conv.agentId,
+          title: input.title ?? null,
+          status: 'idle',
+          runtime: conv.runtime,
+          permissionPolicy: conv.permissionPolicy,
+          source: 'api',
+          channelId: input.channelId ?? null,
+        },
+        s,
+      );
+      await updateConversation(db, id, { status: 'terminated', lastActiveAt: new Date() });
+      await this.c.sandboxTokens.revoke(id);
+      this.c.events.stage(id, null, 'terminate', 'done', { event: 'released', successor_id: successor.conversation.id });
+      return accept(successor);
+    });
+  }
+
+  /** Tears the sandbox down and deletes the rows (turns and events cascade). */
+  async delete(accountId: string, id: string): Promise<EngineResult<void>> {
+    const t = await this.terminate(accountId, id);
+    if (!t.ok) return t;
+    await this.c.events.flush();
+    const row = await getConversationById(this.c.d.db, id);
+    if (row) await deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
+    return accept(undefined);
+  }
+}

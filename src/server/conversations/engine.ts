@@ -1,0 +1,246 @@
+/**
+ * The conversation engine's facade, a table of contents: each call names the part that does the work
+ * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
+ */
+import { z } from 'zod';
+import { EventBus } from '../cluster/bus.ts';
+import { liveOwnerOf } from '../cluster/store.ts';
+import { isUuid } from '../http/ids.ts';
+import { answerOf, type EngineCommand } from './commands.ts';
+import { mintNodeId } from '../cluster/node.ts';
+import { EventFeeds } from './feed.ts';
+import { NodeOwnership } from '../cluster/ownership.ts';
+import { Endings } from './endings.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import { EventLog } from './event-log.ts';
+import { Launcher } from './launcher.ts';
+import type { EngineCore, EngineDeps, EngineParts } from './live.ts';
+import { KeyedLock } from './lock.ts';
+import { Permissions } from './permissions.ts';
+import { Provisioner, type CreateConversationInput } from './provisioner.ts';
+import { TurnRecovery } from './reattach.ts';
+import { SandboxTokens } from './sandbox-token.ts';
+import { getConversation, getConversationForPrompt, insertTurn, listConversations, type ConversationWithSandbox } from './store.ts';
+import { Sweeper } from './sweeper.ts';
+import { TurnMachine } from './turns.ts';
+import { conversationView, sandboxView, type ConversationView } from './views.ts';
+
+export type { EngineDeps } from './live.ts';
+
+/** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
+const COMMAND_TIMEOUT_MS = 30_000;
+const TurnIdSchema = z.object({ turnId: z.string() });
+const NothingSchema = z.undefined();
+export type { CreateConversationInput } from './provisioner.ts';
+
+export class ConversationEngine {
+  readonly events: EventLog;
+  /** One live feed per conversation and per account, fed by this log and by other nodes (feed.ts). */
+  readonly feeds: EventFeeds;
+  /** The per-conversation sandbox tokens (§3.3) and the base URL sandboxes reach the server at. */
+  readonly sandboxTokens: SandboxTokens;
+  readonly #c: EngineCore;
+  readonly #p: EngineParts;
+  readonly #owner: NodeOwnership;
+  readonly #sweeper: Sweeper;
+  readonly #endings: Endings;
+
+  constructor(deps: EngineDeps) {
+    const log = deps.logger.child({ component: 'engine' });
+    this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
+    this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
+    const nodeId = deps.node?.id ?? mintNodeId();
+    this.feeds = new EventFeeds({ db: deps.db, events: this.events, bus: deps.bus ?? new EventBus(), nodeId, logger: log });
+    this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, stopped: false };
+    const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
+    parts.turns = new TurnMachine(this.#c, parts);
+    parts.asks = new Permissions(this.#c);
+    parts.recovery = new TurnRecovery(this.#c, parts);
+    parts.launcher = new Launcher(this.#c, parts);
+    parts.provisioner = new Provisioner(this.#c, parts);
+    this.#p = parts;
+    this.#sweeper = new Sweeper(this.#c, parts);
+    this.#endings = new Endings(this.#c, parts);
+    this.#owner = new NodeOwnership({
+      db: deps.db,
+      nodeId,
+      shared: deps.node?.shared ?? false,
+      heartbeatMs: deps.config.nodeHeartbeatMs,
+      expiryMs: deps.config.nodeExpiryMs,
+      logger: log,
+    });
+    deps.link?.serve((command) => this.#serve(command));
+  }
+
+  /** The id this node's open turns and provisionings carry in the store. */
+  get nodeId(): string {
+    return this.#c.nodeId;
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  /** Adopts what lost nodes left open (recovery), then starts the idle sweep. */
+  async start(): Promise<void> {
+    await this.#owner.start(this.#p.recovery.adopter());
+    this.#sweeper.start();
+  }
+
+  /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
+  adoptLost(): Promise<number> {
+    return this.#owner.sweep();
+  }
+
+  /** Stops timers and detaches from agent processes (they keep running on detachable providers). */
+  async stop(): Promise<void> {
+    this.#c.stopped = true;
+    this.#sweeper.stop();
+    await this.#owner.stop();
+    await this.#p.provisioner.settled();
+    await this.#p.recovery.settled();
+    for (const live of [...this.#c.live.values()]) await this.#p.launcher.detach(live, 'the server is stopping');
+    await this.events.close();
+    this.feeds.stop();
+    // Only now, with every event stored: an adopter skips what is stored, so nothing is stored twice.
+    await this.#owner.leave();
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  async view(row: ConversationWithSandbox): Promise<ConversationView> {
+    const s = row.sandbox;
+    return conversationView(row.conversation, s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null);
+  }
+
+  async get(accountId: string, id: string): Promise<EngineResult<ConversationView>> {
+    const row = await getConversation(this.#c.d.db, accountId, id);
+    return row ? accept(await this.view(row)) : refuse('not_found', 'conversation not found');
+  }
+
+  async list(accountId: string, filter: Parameters<typeof listConversations>[2]): Promise<ConversationView[]> {
+    const rows = await listConversations(this.#c.d.db, accountId, filter);
+    return Promise.all(rows.map((r) => this.view(r)));
+  }
+
+  /** True while this node holds a running turn or an open permission request for the conversation. */
+  busy(conversationId: string): boolean {
+    return !!this.#c.live.get(conversationId)?.turn;
+  }
+
+  // ---------------------------------------------------------------- provisioner
+
+  async create(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView>> {
+    const r = await this.#p.provisioner.create(accountId, input);
+    return r.ok ? accept(await this.view(r.value)) : r;
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+    const away = await this.#routed(id, { op: 'prompt', accountId, conversationId: id, text }, TurnIdSchema, this.#promptTimeoutMs);
+    return away ?? this.#promptHere(accountId, id, text);
+  }
+
+  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+    const { live, lock, d } = this.#c;
+    // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
+    if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
+    return lock.run(id, async () => {
+      // One read for every check: each database round trip here delays the prompt itself.
+      const row = await getConversationForPrompt(d.db, accountId, id);
+      if (!row) return refuse('not_found', 'conversation not found');
+      const conv = row.conversation;
+      if (conv.status === 'terminated' || conv.status === 'failed') {
+        return refuse('conversation_terminated', `the conversation is ${conv.status}; start a new one`);
+      }
+      if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
+      if (live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is already running');
+      if (row.turnOpen) return refuse('conversation_busy', 'a prompt is already queued');
+      const awake = await this.#p.provisioner.ensureAwake(row);
+      if (!awake.ok) return awake;
+      // Stored as running at once (one write instead of insert + update); its conversation's
+      // counters go with the running mark in TurnMachine.start.
+      const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
+      await this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
+      return accept({ turnId: turn.id });
+    });
+  }
+
+  async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
+    return (await this.#routed(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema)) ?? this.#interruptHere(accountId, id);
+  }
+
+  async #interruptHere(accountId: string, id: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.#c.d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    const live = this.#c.live.get(id);
+    if (!live?.turn) return refuse('no_turn_running', 'no turn is running');
+    await this.#p.turns.interrupt(live, live.turn);
+    return accept(undefined);
+  }
+
+  // ---------------------------------------------------------------- permissions
+
+  async answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    const away = await this.#routed(id, { op: 'answer', accountId, conversationId: id, requestId, optionId }, NothingSchema);
+    return away ?? this.#answerHere(accountId, id, requestId, optionId);
+  }
+
+  async #answerHere(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    const row = await getConversation(this.#c.d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    return this.#p.asks.answer(this.#c.live.get(id), id, requestId, optionId);
+  }
+
+  // ---------------------------------------------------------------- commands for another node's conversation
+
+  /**
+   * A command for a conversation another live node drives goes to that node, and its answer is ours;
+   * null means this node handles it (it drives the conversation, or nobody alive does).
+   */
+  async #routed<T>(id: string, command: EngineCommand, valueSchema: z.ZodType<T>, timeoutMs = COMMAND_TIMEOUT_MS): Promise<EngineResult<T> | null> {
+    const { d, live, nodeId } = this.#c;
+    if (!d.link || live.has(id) || !isUuid(id)) return null;
+    const owner = await liveOwnerOf(d.db, id, { self: nodeId, expiryMs: d.config.nodeExpiryMs });
+    if (!owner) return null;
+    return answerOf(await d.link.request(owner, command, timeoutMs), valueSchema);
+  }
+
+  /** What this node does with a command another node routed to it: the same as if a client had sent it here. */
+  #serve(command: EngineCommand): Promise<EngineResult<unknown>> {
+    switch (command.op) {
+      case 'prompt':
+        return this.#promptHere(command.accountId, command.conversationId, command.text);
+      case 'interrupt':
+        return this.#interruptHere(command.accountId, command.conversationId);
+      case 'answer':
+        return this.#answerHere(command.accountId, command.conversationId, command.requestId, command.optionId);
+    }
+  }
+
+  /** Waking a parked sandbox may install the agent first. */
+  get #promptTimeoutMs(): number {
+    return Math.max(COMMAND_TIMEOUT_MS, this.#c.d.config.installTimeoutMs + COMMAND_TIMEOUT_MS);
+  }
+
+  // ---------------------------------------------------------------- endings
+
+  terminate(accountId: string, id: string): Promise<EngineResult<void>> {
+    return this.#endings.terminate(accountId, id);
+  }
+
+  async rotate(accountId: string, id: string, input: { title?: string; channelId?: string }): Promise<EngineResult<ConversationView>> {
+    const r = await this.#endings.rotate(accountId, id, input);
+    return r.ok ? accept(await this.view(r.value)) : r;
+  }
+
+  delete(accountId: string, id: string): Promise<EngineResult<void>> {
+    return this.#endings.delete(accountId, id);
+  }
+
+  // ---------------------------------------------------------------- sweeper
+
+  /** Reclaims sandboxes past their max lifetime, then parks idle ones; returns how many. */
+  sweep(now = new Date()): Promise<number> {
+    return this.#sweeper.sweep(now);
+  }
+}

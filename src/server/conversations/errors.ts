@@ -1,0 +1,69 @@
+/**
+ * The engine's refusals as values: an API error code, its HTTP status and the extras it carries.
+ * The HTTP layer maps these in one place; the engine never builds a response itself.
+ */
+export type EngineErrorCode =
+  | 'not_found'
+  | 'conversation_busy'
+  | 'invalid_status'
+  | 'no_runner_online'
+  | 'no_turn_running'
+  | 'permission_request_resolved'
+  | 'conversation_terminated'
+  | 'sandbox_provider_disabled'
+  | 'permission_policy_widens'
+  | 'no_agent'
+  | 'unknown_option'
+  | 'option_id_required'
+  | 'provisioning'
+  | 'sandbox_probe_failed'
+  | 'runner_offline'
+  | 'server_node_unreachable'
+  | 'backend_lacks_network_policy'
+  | 'inference_credential_missing'
+  | 'inference_credential_unreadable';
+
+export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
+  not_found: 404,
+  conversation_busy: 400,
+  invalid_status: 400,
+  no_runner_online: 409,
+  no_turn_running: 409,
+  permission_request_resolved: 409,
+  conversation_terminated: 410,
+  sandbox_provider_disabled: 422,
+  permission_policy_widens: 422,
+  no_agent: 422,
+  unknown_option: 422,
+  option_id_required: 422,
+  provisioning: 503,
+  sandbox_probe_failed: 503,
+  runner_offline: 503,
+  server_node_unreachable: 503,
+  backend_lacks_network_policy: 422,
+  inference_credential_missing: 422,
+  inference_credential_unreadable: 422,
+};
+
+/** Seconds for `Retry-After` (platform-api.md §2). */
+export const ENGINE_RETRY_AFTER: Partial<Readonly<Record<EngineErrorCode, number>>> = {
+  provisioning: 30,
+  sandbox_probe_failed: 10,
+  runner_offline: 30,
+  server_node_unreachable: 5,
+};
+
+export interface EngineError {
+  readonly code: EngineErrorCode;
+  readonly message: string;
+  /** Fields the API error body carries beside `error` and `message`. */
+  readonly extras?: Readonly<Record<string, unknown>>;
+}
+
+export type EngineResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: EngineError };
+
+export const refuse = (code: EngineErrorCode, message: string, extras?: Readonly<Record<string, unknown>>): { ok: false; error: EngineError } => ({
+  ok: false,
+  error: extras ? { code, message, extras } : { code, message },
+});
+export const accept = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });

@@ -1,0 +1,103 @@
+/**
+ * The event log: batched inserts (one statement per flush, ids in insertion order) and cursor paging.
+ */
+import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzle-orm';
+import { conversations, events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+
+/** One multi-row INSERT; PostgreSQL assigns the bigserial ids in VALUES order. */
+export async function insertEvents(db: EngineDb, rows: readonly NewEvent[]): Promise<EventRow[]> {
+  if (rows.length === 0) return [];
+  const inserted = await db.insert(events).values([...rows]).returning();
+  return inserted.sort((a, b) => a.id - b.id);
+}
+
+export interface EventPageQuery {
+  readonly after: number;
+  readonly limit: number;
+  /** Output streams to include, plus `stage` for stage events; absent means all. */
+  readonly streams?: ReadonlyArray<EventStream | 'stage'> | undefined;
+}
+
+/** `?streams=`: output streams to include, plus `stage` for stage events; absent or empty means all. */
+export function streamFilter(streams: EventPageQuery['streams']): SQL | undefined {
+  if (!streams || streams.length === 0) return undefined;
+  const outputs = streams.filter((s): s is EventStream => s !== 'stage');
+  const stage = streams.includes('stage');
+  if (stage && outputs.length === 0) return eq(events.kind, 'stage');
+  if (!stage) return and(eq(events.kind, 'output'), inArray(events.stream, outputs));
+  return inArray(events.stream, [...outputs, '']);
+}
+
+export async function pageEvents(db: EngineDb, conversationId: string, q: EventPageQuery): Promise<EventRow[]> {
+  const where: SQL[] = [eq(events.conversationId, conversationId), gt(events.id, q.after)];
+  const streams = streamFilter(q.streams);
+  if (streams) where.push(streams);
+  return db.select().from(events).where(and(...where)).orderBy(asc(events.id)).limit(q.limit);
+}
+
+/**
+ * The highest stored output ordinals of a turn: `lines` over its acp/stdout events (the ACP line seq),
+ * `stderr` over its stderr chunks; -1 when none. A reattach replays from byte zero and skips up to these.
+ */
+export async function storedOutputSeqs(db: EngineDb, turnId: string): Promise<{ lines: number; stderr: number }> {
+  const rows = await db
+    .select({ stream: events.stream, seq: max(events.seq) })
+    .from(events)
+    .where(and(eq(events.turnId, turnId), eq(events.kind, 'output'), isNotNull(events.seq)))
+    .groupBy(events.stream);
+  let lines = -1;
+  let stderr = -1;
+  for (const r of rows) {
+    const v = r.seq ?? -1;
+    if (r.stream === 'stderr') stderr = Math.max(stderr, v);
+    else lines = Math.max(lines, v);
+  }
+  return { lines, stderr };
+}
+
+/** Whether a permission request id was ever published for this conversation (it may predate this process). */
+export async function permissionWasAsked(db: EngineDb, conversationId: string, requestId: string): Promise<boolean> {
+  const rows = await db
+    .select({ id: events.id })
+    .from(events)
+    .where(and(eq(events.conversationId, conversationId), eq(events.stage, 'permission'), sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`))
+    .limit(1);
+  return rows.length > 0;
+}
+
+/** Events of some of an account's conversations (or all of them), after a cursor, oldest first. */
+export async function pageAccountEvents(
+  db: EngineDb,
+  accountId: string,
+  q: EventPageQuery & { conversationIds?: readonly string[] | undefined },
+): Promise<EventRow[]> {
+  const where: SQL[] = [eq(conversations.accountId, accountId), gt(events.id, q.after)];
+  if (q.conversationIds) where.push(inArray(events.conversationId, [...q.conversationIds]));
+  const streams = streamFilter(q.streams);
+  if (streams) where.push(streams);
+  const rows = await db
+    .select({ event: events })
+    .from(events)
+    .innerJoin(conversations, eq(conversations.id, events.conversationId))
+    .where(and(...where))
+    .orderBy(asc(events.id))
+    .limit(q.limit);
+  return rows.map((r) => r.event);
+}
+
+/** Which account each conversation belongs to (unknown ids are absent). */
+export async function accountsOf(db: EngineDb, conversationIds: readonly string[]): Promise<Map<string, string>> {
+  if (conversationIds.length === 0) return new Map();
+  const rows = await db
+    .select({ id: conversations.id, accountId: conversations.accountId })
+    .from(conversations)
+    .where(inArray(conversations.id, [...conversationIds]));
+  return new Map(rows.map((r) => [r.id, r.accountId]));
+}
+
+/** The highest stored event id (0 when none): where a stream without a cursor starts. */
+export async function latestEventId(db: EngineDb): Promise<number> {
+  const [row] = await db.select({ id: sql<string | null>`max(${events.id})` }).from(events);
+  return Number(row?.id ?? 0);
+}

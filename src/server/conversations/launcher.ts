@@ -1,0 +1,236 @@
+/**
+ * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
+ * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
+ */
+import type { LineContext } from '../../acp/index.ts';
+import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
+import { describeError } from '../../sandbox/index.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
+import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
+import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
+import { newLive, stopTurnTimers, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
+import { runningSessionsOf } from './recovery.ts';
+import { platformMcpServers } from './sandbox-token.ts';
+import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import { modelOptionToSet } from './model-option.ts';
+import { updateConversation, updateSandbox } from './store.ts';
+
+export type Launched = { ok: true; value: Live } | { ok: false; error: string };
+
+export class Launcher {
+  /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
+  readonly #sessionOpenedAt = new Map<string, number>();
+
+  constructor(
+    private readonly c: EngineCore,
+    private readonly p: EngineParts,
+  ) {}
+
+  /** What `.env` holds; the sandbox token is not in it (each launch rotates it): only the agent's process env has it. */
+  sandboxEnv(conversationId: string): Array<[string, string]> {
+    const env: Array<[string, string]> = [['FOUNTAIN_CONVERSATION_ID', conversationId]];
+    if (this.c.sandboxTokens.baseUrl) env.push(['FOUNTAIN_BASE_URL', this.c.sandboxTokens.baseUrl]);
+    return env;
+  }
+
+  /** The credential, endpoint and model settings a launch of `runtime` hands its agent process. */
+  async delivery(accountId: string, runtime: Conversation['runtime'], model: string): Promise<EngineResult<Delivery>> {
+    if (!this.c.d.credentials) return accept(deliveryFor(runtime, model, null));
+    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model);
+    return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
+  }
+
+  /** Forgets a terminated conversation. */
+  forget(conversationId: string): void {
+    this.#sessionOpenedAt.delete(conversationId);
+  }
+
+  /**
+   * gemini-cli (0.61, upstream #28775) fails a session/load within the UTC minute of the session's
+   * session/new and deletes the saved conversation: a quick park and wake waits for the minute to turn.
+   */
+  async #outwaitSameMinuteLoad(conv: Conversation): Promise<void> {
+    const opened = this.#sessionOpenedAt.get(conv.id);
+    if (conv.runtime !== 'gemini' || opened === undefined) return;
+    const minute = (t: number) => Math.floor(t / 60_000);
+    if (minute(Date.now()) !== minute(opened)) return;
+    const wait = (minute(opened) + 1) * 60_000 - Date.now() + 1_000;
+    this.c.events.stage(conv.id, null, 'session', 'started', { event: 'load_delayed', reason: 'gemini_same_minute_load', delay_ms: wait });
+    await new Promise((r) => setTimeout(r, wait));
+  }
+
+  #argv(spec: RuntimeSpec): readonly string[] {
+    return spec.id === 'demo' ? this.c.d.config.demoAgentArgv : spec.launch;
+  }
+
+  /**
+   * Spawns the agent, `initialize`, then `session/load` of the stored session when the agent can
+   * (else `session/new`, announced as a session reset when a session existed). Registers the Live.
+   */
+  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null, model: string): Promise<Launched> {
+    const spec = RUNTIME_SPECS[conv.runtime];
+    const delivered = await this.delivery(conv.accountId, conv.runtime, model);
+    if (!delivered.ok) return { ok: false, error: delivered.error.message };
+    const delivery = delivered.value;
+    for (const f of delivery.files) {
+      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(f.content), { mode: 0o600 });
+      if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
+    }
+    const live = newLive(conv, sandbox.id, adapter, handle, model);
+    // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
+    const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
+    const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
+    if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
+    env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
+    env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
+    // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
+    env.push(...delivery.secretEnv.map(([k, v]): [string, string] => [k, v.reveal()]));
+    await this.reapAgents(adapter, handle, conv.id, null);
+    const launched = await AgentProcess.launch(
+      adapter,
+      handle,
+      { conversationId: conv.id, argv: this.#argv(spec), env, dir: spec.cwd },
+      this.hooks(live),
+      this.c.log.child({ conversation: conv.id }),
+    );
+    if (!launched.ok) {
+      await this.c.sandboxTokens.revoke(conv.id);
+      return launched;
+    }
+    const proc = launched.value;
+    live.proc = proc;
+    const fail = async (what: string): Promise<Launched> => {
+      await proc.stop();
+      await this.c.sandboxTokens.revoke(conv.id);
+      return { ok: false, error: what };
+    };
+    const timeout = this.c.d.config.acpCallTimeoutMs;
+    const timedOut = (method: string) => () => ({ ok: false as const, error: { code: 'acp_closed' as const, message: `${method} got no reply within ${timeout} ms` } });
+    const init = await withTimeout(proc.client.initialize(), timeout, timedOut('initialize'));
+    if (!init.ok) return fail(`ACP initialize failed: ${init.error.message}`);
+
+    const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
+    if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
+
+    const mcpServers = platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
+    let sessionId: string | null = null;
+    let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
+    if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
+      await this.#outwaitSameMinuteLoad(conv);
+      const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
+      if (loaded.ok) {
+        sessionId = resumeSessionId;
+        configOptions = loaded.value.configOptions;
+      }
+      else this.c.log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
+    }
+    if (!sessionId) {
+      const created = await withTimeout(proc.client.newSession({ cwd: cwd.value, mcpServers }), timeout, timedOut('session/new'));
+      if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
+      sessionId = created.value.sessionId;
+      this.#sessionOpenedAt.set(conv.id, Date.now());
+      configOptions = created.value.configOptions;
+      if (resumeSessionId) {
+        this.c.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
+      }
+    }
+    const pick = spec.modelOption ? modelOptionToSet(configOptions, model, delivery.modelId) : null;
+    if (pick) {
+      const set = await withTimeout(proc.client.setConfigOption('model', pick), timeout, timedOut('session/set_config_option'));
+      // The runtime's env or config already names the model; the option only keeps the adapter's picker in step.
+      if (!set.ok) this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
+    }
+    const cmd = proc.command;
+    const priv = cmd?.private?.reveal();
+    const agentSessionId = priv && typeof priv === 'object' && typeof (priv as { sessionId?: unknown }).sessionId === 'string' ? (priv as { sessionId: string }).sessionId : null;
+    // The node running the agent is where commands for the conversation go (commands.ts).
+    await updateConversation(this.c.d.db, conv.id, { runtimeSessionId: sessionId, acpNextId: proc.client.nextRequestId, nodeId: this.c.nodeId });
+    await updateSandbox(this.c.d.db, sandbox.id, { agentSessionId });
+    this.c.live.set(conv.id, live);
+    return { ok: true, value: live };
+  }
+
+  /**
+   * The hooks of one agent process of `live`. Output events carry their ordinal in the process's output
+   * (`seq`), which is what a reattach skips up to; `stderrThrough` is the last stderr chunk already stored.
+   */
+  hooks(live: Live, stderrThrough = -1): (proc: AgentProcess) => AgentProcessEvents {
+    return (proc) => ({
+      acp: {
+        onMessage: (raw, m, ctx) => this.#onAcpLine(live, raw, m, ctx),
+        onPermissionRequest: (held) => void this.p.asks.request(live, proc, held).catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
+        onProblem: (pr) => {
+          if (pr.code === 'acp_not_json' && pr.raw !== undefined) this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', pr.raw, pr.seq);
+        },
+      },
+      onStderr: (text, ordinal) => {
+        // A replay repeats stderr: what precedes the active turn, or was stored before the drop, is not stored again.
+        if (ordinal <= stderrThrough || !proc.client.boundarySeen) return;
+        this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text, ordinal);
+      },
+      onEnd: (reason, error) => this.#onProcessEnd(live, proc, reason, error),
+    });
+  }
+
+  #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
+    // A session/load replays history the event log already holds; storing it again would duplicate it.
+    if (ctx.during === 'session/load') return;
+    if (live.turn) {
+      live.turn.lastHeardAt = Date.now();
+      live.turn.refusal.observe(message);
+    }
+    this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
+  }
+
+  #onProcessEnd(live: Live, proc: AgentProcess, reason: string, error?: SandboxError): void {
+    if (live.proc !== proc) return;
+    this.c.log.info({ conversation: live.conversationId, reason }, 'agent process ended');
+    live.proc = null;
+    const turn = live.turn;
+    if (turn && error && this.p.recovery.recoverable(live, turn, proc, error)) {
+      this.p.recovery.enter(live, turn, error.detail ?? error.code);
+      return;
+    }
+    // The running prompt (if any) resolves `acp_closed` through the client and ends its turn.
+    if (!live.turn && this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);
+  }
+
+  /**
+   * Lets go of a conversation without touching its rows: its turn stays `running` in the store and its
+   * agent keeps running on a detachable provider, for whichever node adopts the turn next (§11.1).
+   */
+  async detach(live: Live, why: string): Promise<void> {
+    const turn = live.turn;
+    if (turn) {
+      if (turn.ask) clearTimeout(turn.ask.timer);
+      stopTurnTimers(turn);
+    }
+    if (this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);
+    await live.proc?.release(why);
+  }
+
+  /** Stops the agent and destroys the sandbox (a provisioning cancelled by terminate). */
+  async teardown(live: Live): Promise<void> {
+    await live.proc?.stop();
+    this.c.live.delete(live.conversationId);
+    const d = await live.adapter.destroy(live.handle);
+    if (!d.ok) this.c.log.warn({ err: describeError(d.error) }, 'could not destroy a cancelled sandbox');
+  }
+
+  /** Ends superseded agent processes of this conversation where they outlive their connection (agents exit when stdin closes). */
+  async reapAgents(adapter: SandboxAdapter, handle: Handle, conversationId: string, keep: string | null): Promise<void> {
+    if (!this.c.d.placement.detachable(adapter.provider)) return;
+    const list = await adapter.listSessions(handle);
+    if (!list.ok) return;
+    for (const s of runningSessionsOf(list.value, conversationId)) if (s.id !== keep) await this.reapSession(adapter, handle, s.id);
+  }
+
+  async reapSession(adapter: SandboxAdapter, handle: Handle, sessionId: string): Promise<void> {
+    const a = await adapter.attach(handle, sessionId, { owner: () => undefined, stdin: true });
+    if (!a.ok) return;
+    const c = await adapter.closeStdin(a.value);
+    await adapter.stopCommand(a.value);
+    this.c.log.info({ session: sessionId, closed: c.ok }, 'reaped a superseded agent process');
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The engine's in-memory state shared by its parts: a conversation whose agent this node runs (Live),
+ * its active turn, and the core every part reads (deps, lock, live map, event log, tokens).
+ */
+import type { PermissionOption } from '@agentclientprotocol/sdk';
+import type { Logger } from 'pino';
+import type { JsonRpcId } from '../../acp/index.ts';
+import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
+import type { Conversation, PermissionPolicy, Turn } from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import type { EventBus } from '../cluster/bus.ts';
+import type { OwnerLink } from './commands.ts';
+import type { AgentProcess } from './agent-process.ts';
+import type { EngineConfig } from './config.ts';
+import type { EventLog } from './event-log.ts';
+import type { KeyedLock } from './lock.ts';
+import type { Placement } from './placement.ts';
+import type { SandboxTokens } from './sandbox-token.ts';
+import type { LaunchCredentials } from '../credentials/service.ts';
+import { RefusalWatch } from './model-refusal.ts';
+
+export interface EngineDeps {
+  readonly db: EngineDb;
+  readonly registry: ProviderRegistry;
+  /** Where sandboxes go and how provider errors read; the only provider-specific knowledge the engine uses. */
+  readonly placement: Placement;
+  readonly logger: Logger;
+  readonly config: EngineConfig;
+  /** The instance default provider (SANDBOX_PROVIDER), used when an agent pins none. */
+  readonly defaultProvider: KnownProvider;
+  /**
+   * This node's id (the cluster host's, so logs agree) and whether other nodes share the database.
+   * Default: a fresh id, alone on the database (a restart adopts everything its predecessor left open).
+   */
+  readonly node?: { readonly id: string; readonly shared: boolean };
+  /** The bus other nodes' "events stored" notices arrive on (feeds read them back); default: one of its own. */
+  readonly bus?: EventBus;
+  /** Other nodes sharing the database: commands for a conversation another node drives go to it. */
+  readonly link?: OwnerLink;
+  /** The account's model credentials; without it runtimes get none (demo needs none). */
+  readonly credentials?: LaunchCredentials;
+}
+
+export interface HeldAsk {
+  readonly requestId: string;
+  readonly acpId: JsonRpcId;
+  readonly options: readonly PermissionOption[];
+  readonly timer: NodeJS.Timeout;
+}
+
+/** A turn waiting for its runner to come back (runner-protocol.md §11.2). */
+export interface Recovery {
+  /** Ticks carry it; a tick whose token is no longer current does nothing. */
+  readonly token: number;
+  readonly deadline: number;
+  timer: NodeJS.Timeout | null;
+}
+
+export interface ActiveTurn {
+  readonly id: string;
+  readonly number: number;
+  readonly startedAt: number;
+  interrupted: boolean;
+  ask: HeldAsk | null;
+  interruptTimer: NodeJS.Timeout | null;
+  /** The JSON-RPC id of the sent session/prompt; set once the prompt reached the agent's stdin. */
+  acpPromptId: number | null;
+  /** The process whose prompt reply ends this turn; a reply from any other (released) one is ignored. */
+  driver: AgentProcess | null;
+  recovery: Recovery | null;
+  /** Disarms the replay-boundary timeout of a reattach. */
+  boundaryTimer: NodeJS.Timeout | null;
+  /** When the agent last sent anything in this turn; the silence watch measures from here. */
+  lastHeardAt: number;
+  silenceTimer: NodeJS.Timeout | null;
+  /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
+  readonly refusal: RefusalWatch;
+}
+
+/** A conversation whose agent process this node runs. */
+export interface Live {
+  readonly conversationId: string;
+  readonly accountId: string;
+  readonly sandboxId: string;
+  readonly handle: Handle;
+  readonly adapter: SandboxAdapter;
+  readonly policy: PermissionPolicy;
+  readonly runtime: Conversation['runtime'];
+  /** The model the agent process was told to use (`provider/model`), recorded on each turn. */
+  readonly model: string;
+  proc: AgentProcess | null;
+  turn: ActiveTurn | null;
+  /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
+  readonly resolved: Set<string>;
+}
+
+/** What every part of the engine shares; the facade owns it. */
+export interface EngineCore {
+  readonly d: EngineDeps;
+  readonly log: Logger;
+  readonly lock: KeyedLock;
+  readonly live: Map<string, Live>;
+  readonly events: EventLog;
+  readonly sandboxTokens: SandboxTokens;
+  readonly nodeId: string;
+  stopped: boolean;
+}
+
+export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle, model: string): Live {
+  return {
+    conversationId: c.id,
+    accountId: c.accountId,
+    sandboxId,
+    handle,
+    adapter,
+    policy: c.permissionPolicy,
+    runtime: c.runtime,
+    model,
+    proc: null,
+    turn: null,
+    resolved: new Set(),
+  };
+}
+
+export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess | null, lastHeardAt = startedAt): ActiveTurn {
+  return {
+    id: t.id,
+    number: t.turnNumber,
+    startedAt,
+    interrupted: false,
+    ask: null,
+    interruptTimer: null,
+    acpPromptId: t.acpPromptId,
+    driver,
+    recovery: null,
+    boundaryTimer: null,
+    lastHeardAt,
+    silenceTimer: null,
+    refusal: new RefusalWatch(),
+  };
+}
+
+/** Stops what a turn has running on timers and disowns its driver; the held permission is the caller's. */
+export function stopTurnTimers(turn: ActiveTurn): void {
+  if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
+  if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
+  if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+  if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+  turn.recovery = null;
+  turn.driver = null;
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(onTimeout()), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+/** The engine's parts, filled in by the facade once all exist (they call one another). */
+export interface EngineParts {
+  readonly turns: import('./turns.ts').TurnMachine;
+  readonly asks: import('./permissions.ts').Permissions;
+  readonly recovery: import('./reattach.ts').TurnRecovery;
+  readonly launcher: import('./launcher.ts').Launcher;
+  readonly provisioner: import('./provisioner.ts').Provisioner;
+}

@@ -1,0 +1,116 @@
+/**
+ * Permission requests of a turn (platform-api.md §8): the policy's verdict, the held ask with its
+ * timeout (denied when it runs out), the first answer winning, and a held ask restored after recovery.
+ */
+import { randomBytes } from 'node:crypto';
+import type { RequestPermissionRequest } from '@agentclientprotocol/sdk';
+import type { HeldPermission } from '../../acp/index.ts';
+import type { PendingPermission } from '../store/conversation-schema.ts';
+import type { AgentProcess } from './agent-process.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import { permissionWasAsked } from './events-store.ts';
+import type { ActiveTurn, EngineCore, Live } from './live.ts';
+import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
+import { permissionRemainingMs, storedOptions } from './recovery.ts';
+import { updateConversation, updateTurn } from './store.ts';
+
+export class Permissions {
+  constructor(private readonly c: EngineCore) {}
+
+  /** The agent asked: decide by policy, or hold the ask (running → asking) until answered or timed out. */
+  async request(live: Live, proc: AgentProcess, held: HeldPermission): Promise<void> {
+    const params = held.params as RequestPermissionRequest;
+    const title = params.toolCall.title ?? null;
+    const kind = params.toolCall.kind ?? null;
+    const verdict = verdictFor(live.policy, title, kind);
+    const requestId = `${String(held.id)}.${randomBytes(8).toString('hex')}`;
+    const turn = live.turn;
+    if (verdict !== 'ask' || !turn) {
+      // Only an explicit auto_allow allows; anything else that reaches here denies.
+      const outcome = verdict === 'auto_allow' && turn ? allowOutcome(params.options) : denyOutcome(params.options);
+      await proc.client.answerPermission(held.id, outcome);
+      live.resolved.add(requestId);
+      this.c.events.stage(live.conversationId, turn?.id ?? null, 'permission', 'done', {
+        request_id: requestId,
+        tool: title ?? kind,
+        outcome: verdict === 'ask' ? 'turn_ended' : verdict,
+        option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
+      });
+      return;
+    }
+    const askedAt = new Date();
+    const pending: PendingPermission = {
+      request_id: requestId,
+      acp_id: held.id,
+      tool: title ?? kind ?? 'tool',
+      kind,
+      options: params.options.map((o) => ({ option_id: o.optionId, name: o.name, kind: o.kind })),
+      asked_at: askedAt.toISOString(),
+    };
+    const timer = setTimeout(() => void this.resolve(live, requestId, 'timeout').catch((e) => this.c.log.error({ err: e }, 'permission timeout failed')), this.c.d.config.askTimeoutMs);
+    turn.ask = { requestId, acpId: held.id, options: params.options, timer };
+    await updateTurn(this.c.d.db, turn.id, { pendingPermission: pending });
+    this.c.events.stage(live.conversationId, turn.id, 'permission', 'started', {
+      request_id: requestId,
+      tool: pending.tool,
+      kind,
+      options: pending.options,
+      timeout_ms: this.c.d.config.askTimeoutMs,
+    });
+  }
+
+  /** A client's answer to the held ask of the conversation this node drives. */
+  async answer(live: Live | undefined, conversationId: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    if (live?.turn?.recovery) {
+      return refuse('runner_offline', "The sandbox's runner is reconnecting; answer again once it is back (the request keeps its deadline).");
+    }
+    const ask = live?.turn?.ask;
+    if (!live || !ask || ask.requestId !== requestId) {
+      if (live?.resolved.has(requestId) || (await permissionWasAsked(this.c.d.db, conversationId, requestId))) {
+        return refuse('permission_request_resolved', 'the permission request was already answered, timed out, or its turn ended');
+      }
+      return refuse('not_found', 'permission request not found');
+    }
+    if (!ask.options.some((o) => o.optionId === optionId)) {
+      return refuse('unknown_option', `option_id must be one of: ${ask.options.map((o) => o.optionId).join(', ')}`);
+    }
+    const done = await this.resolve(live, requestId, { optionId });
+    return done ? accept(undefined) : refuse('permission_request_resolved', 'the permission request was already resolved');
+  }
+
+  /** Resolves the held ask (asking → running): answered with an option, timed out (denied), or cancelled by an interrupt. */
+  async resolve(live: Live, requestId: string, how: 'timeout' | 'cancelled' | { optionId: string }): Promise<boolean> {
+    const turn = live.turn;
+    const ask = turn?.ask;
+    if (!turn || !ask || ask.requestId !== requestId) return false;
+    clearTimeout(ask.timer);
+    turn.ask = null;
+    live.resolved.add(requestId);
+    const outcome = typeof how === 'object' ? { outcome: 'selected' as const, optionId: how.optionId } : how === 'timeout' ? denyOutcome(ask.options) : { outcome: 'cancelled' as const };
+    // Recorded before the agent hears the answer: its reaction (even the end of the turn) must follow
+    // the permission's end in the event log, however fast the agent replies.
+    await updateTurn(this.c.d.db, turn.id, { pendingPermission: null });
+    this.c.events.stage(live.conversationId, turn.id, 'permission', 'done', {
+      request_id: requestId,
+      outcome: typeof how === 'object' ? 'answered' : how,
+      option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
+    });
+    if (how !== 'cancelled') {
+      const sent = await live.proc?.client.answerPermission(ask.acpId, outcome);
+      if (sent && !sent.ok) this.c.log.warn({ conversation: live.conversationId, err: sent.error.message }, 'the permission answer did not reach the agent');
+    }
+    await updateConversation(this.c.d.db, live.conversationId, { lastActiveAt: new Date() });
+    return true;
+  }
+
+  /** §11.5: the held request comes back with its ORIGINAL deadline; a reconnect never extends it. */
+  restore(live: Live, turn: ActiveTurn, pending: PendingPermission | null): void {
+    if (turn.ask) clearTimeout(turn.ask.timer);
+    turn.ask = null;
+    if (!pending || pending.acp_id === null) return;
+    const requestId = pending.request_id;
+    const remaining = permissionRemainingMs(pending, this.c.d.config.askTimeoutMs, Date.now());
+    const timer = setTimeout(() => void this.resolve(live, requestId, 'timeout').catch((e) => this.c.log.error({ err: e }, 'permission timeout failed')), remaining);
+    turn.ask = { requestId, acpId: pending.acp_id, options: storedOptions(pending), timer };
+  }
+}

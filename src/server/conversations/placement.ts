@@ -1,0 +1,21 @@
+/**
+ * What the engine asks of the provider side without naming a provider: where a new sandbox goes
+ * (its name), whether an error means its host is away for now, and whether its agents outlive a drop.
+ */
+import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
+import type { SandboxRow } from '../store/conversation-schema.ts';
+import type { EngineResult } from './errors.ts';
+import type { RunnerSummary } from './views.ts';
+
+export interface Placement {
+  /** A fresh sandbox name for the account on the provider; `no_runner_online` when nothing can host it now. */
+  mint(accountId: string, provider: KnownProvider): EngineResult<string>;
+  /** The error says the sandbox's host is away for now: the work waits instead of giving the sandbox up. */
+  hostAway(e: SandboxError): boolean;
+  /** The error on a command says its connection dropped while the process runs on (a turn can be recovered). */
+  connectionLost(provider: string, e: SandboxError): boolean;
+  /** Agent processes on this provider outlive their connection and this node (recovery, reaping superseded agents). */
+  detachable(provider: string): boolean;
+  /** Who hosts the sandbox, for views; null when no one in particular does. */
+  host(accountId: string, sandbox: SandboxRow): Promise<RunnerSummary | null>;
+}

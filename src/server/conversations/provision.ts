@@ -1,0 +1,61 @@
+/**
+ * Preparing a created sandbox for its runtime (platform-api.md §14.1 steps 5, 6 and 12): the
+ * instructions file, `/home/sprite/.env` (0600), the workspace, and the ACP adapter install.
+ * Everything goes through the SandboxAdapter; nothing here knows which provider it talks to.
+ */
+import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
+import { describeError } from '../../sandbox/index.ts';
+import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../agents/runtimes.ts';
+
+export interface PrepareOptions {
+  readonly system: string;
+  readonly env: ReadonlyArray<readonly [string, string]>;
+  readonly installTimeoutMs: number;
+}
+
+const INSTRUCTIONS_HEADER = '<!-- Written by Fountain from the agent\'s system prompt. -->\n\n';
+const encoder = new TextEncoder();
+
+const tail = (bytes: Uint8Array, max = 400): string => {
+  const text = Buffer.from(bytes).toString('utf8').trim();
+  return text.length > max ? `…${text.slice(-max)}` : text;
+};
+
+export async function prepareSandbox(
+  adapter: SandboxAdapter,
+  handle: Handle,
+  spec: RuntimeSpec,
+  opts: PrepareOptions,
+): Promise<{ ok: true } | { ok: false; reason: string }> {
+  const envFile = await adapter.writeFile(handle, `${SANDBOX_HOME}/.env`, encoder.encode(dotenv(opts.env)), { mode: 0o600 });
+  if (!envFile.ok) return { ok: false, reason: `writing ${SANDBOX_HOME}/.env failed: ${describeError(envFile.error)}` };
+
+  if (opts.system.trim() !== '') {
+    const w = await adapter.writeFile(handle, spec.instructionsFile, encoder.encode(INSTRUCTIONS_HEADER + opts.system));
+    if (!w.ok) return { ok: false, reason: `writing ${spec.instructionsFile} failed: ${describeError(w.error)}` };
+  }
+
+  if (spec.workspace) {
+    const r = await adapter.exec(handle, 'sh', ['-c', `mkdir -p '${spec.workspace}' && cd '${spec.workspace}' && (test -d .git || git init -q)`], {
+      timeoutMs: 30_000,
+      stderrToStdout: true,
+    });
+    if (!r.ok) return { ok: false, reason: `preparing the workspace failed: ${describeError(r.error)}` };
+    if (r.value.exitCode !== 0) return { ok: false, reason: `preparing the workspace exited ${r.value.exitCode}: ${tail(r.value.output)}` };
+  }
+
+  if (spec.install) {
+    const r = await adapter.exec(handle, 'sh', ['-c', installScript(spec.install)], { timeoutMs: opts.installTimeoutMs, stderrToStdout: true });
+    if (!r.ok) return { ok: false, reason: `installing ${spec.install.pkg}@${spec.install.version} failed: ${describeError(r.error)}` };
+    if (r.value.exitCode !== 0) {
+      return { ok: false, reason: `installing ${spec.install.pkg}@${spec.install.version} exited ${r.value.exitCode}: ${tail(r.value.output)}` };
+    }
+  }
+
+  if (spec.requiresBin) {
+    const r = await adapter.exec(handle, 'sh', ['-c', `command -v '${spec.requiresBin}'`], { timeoutMs: 30_000 });
+    if (!r.ok) return { ok: false, reason: `checking for ${spec.requiresBin} failed: ${describeError(r.error)}` };
+    if (r.value.exitCode !== 0) return { ok: false, reason: `${spec.requiresBin} is not installed in the sandbox` };
+  }
+  return { ok: true };
+}

@@ -1,0 +1,245 @@
+/**
+ * Turn recovery at run time (runner-protocol.md §11): a turn whose runner dropped waits, reattaches to
+ * the same agent process over its journal, and restores its held ask; lost nodes' open work is adopted.
+ */
+import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
+import { describeError, isTransient } from '../../sandbox/index.ts';
+import type { Conversation, Turn } from '../store/conversation-schema.ts';
+import type { Adopter, Loss } from '../cluster/ownership.ts';
+import { AgentProcess } from './agent-process.ts';
+import { storedOutputSeqs } from './events-store.ts';
+import { newActiveTurn, newLive, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
+import { pickSession, type RecoveryFailure } from './recovery.ts';
+import { getConversationById, getTurn, openTurns, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+
+export class TurnRecovery {
+  #tokens = 0;
+  /** Recovery ticks in flight; stop() waits for them before the database closes. */
+  readonly #ticks = new Set<Promise<void>>();
+
+  constructor(
+    private readonly c: EngineCore,
+    private readonly p: EngineParts,
+  ) {}
+
+  /** Resolves once no tick is running. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#ticks]);
+  }
+
+  /** §11.1: a dropped connection on the turn's own process after its prompt was sent. */
+  recoverable(live: Live, turn: ActiveTurn, proc: AgentProcess, error: SandboxError): boolean {
+    return (
+      this.c.d.placement.connectionLost(live.adapter.provider, error) &&
+      turn.acpPromptId !== null &&
+      turn.driver === proc &&
+      !turn.interrupted &&
+      !this.c.stopped
+    );
+  }
+
+  /**
+   * → recovering. The turn stays busy while the runner is away: its prompt's process keeps running (and
+   * journaling) on the daemon. Synchronous up to the first tick, so a reply the old client fails afterwards is ignored.
+   */
+  enter(live: Live, turn: ActiveTurn, reason: string): void {
+    if (turn.recovery || this.c.stopped) return;
+    turn.driver = null;
+    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+    turn.boundaryTimer = null;
+    // The held permission's timer is re-armed on restore for what is left of its original deadline.
+    if (turn.ask) clearTimeout(turn.ask.timer);
+    const windowMs = this.c.d.config.recoveryWindowMs;
+    turn.recovery = { token: ++this.#tokens, deadline: Date.now() + windowMs, timer: null };
+    this.c.log.info({ conversation: live.conversationId, turn: turn.id, reason }, 'turn waits for its runner');
+    this.c.events.stage(live.conversationId, turn.id, 'connection', 'started', { reason, turn_id: turn.id, timeout_ms: windowMs });
+    this.#schedule(live, turn);
+  }
+
+  #schedule(live: Live, turn: ActiveTurn): void {
+    const rec = turn.recovery;
+    if (!rec) return;
+    const token = rec.token;
+    rec.timer = setTimeout(() => {
+      const tick = this.#tick(live, turn, token).catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'recovery tick failed'));
+      this.#ticks.add(tick);
+      void tick.finally(() => this.#ticks.delete(tick));
+    }, this.c.d.config.recoveryRetryMs);
+    rec.timer.unref();
+  }
+
+  async #tick(live: Live, turn: ActiveTurn, token: number): Promise<void> {
+    const current = () => turn.recovery?.token === token && live.turn === turn && !this.c.stopped;
+    if (!current()) return;
+    turn.recovery!.timer = null;
+    if (Date.now() >= turn.recovery!.deadline) {
+      await this.fail(live, turn, 'runner_reconnect_timeout', `the runner did not reconnect within ${Math.round(this.c.d.config.recoveryWindowMs / 1000)} s`);
+      return;
+    }
+    const r = await this.c.lock.run(live.conversationId, () => this.#reattach(live, turn, current));
+    if (r === 'attached' || !current()) return;
+    if (r === 'wait') this.#schedule(live, turn);
+    else await this.fail(live, turn, r.failure, r.detail);
+  }
+
+  /** §11.3: find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
+  async #reattach(live: Live, turn: ActiveTurn, current: () => boolean): Promise<'attached' | 'wait' | { failure: RecoveryFailure; detail: string }> {
+    const { adapter, handle } = live;
+    const waitOr = (e: SandboxError, failure: RecoveryFailure) =>
+      this.c.d.placement.hostAway(e) || isTransient(e) ? ('wait' as const) : { failure, detail: describeError(e) };
+    const list = await adapter.listSessions(handle);
+    if (!current()) return 'wait';
+    if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
+    const row = await getConversationById(this.c.d.db, live.conversationId);
+    const turnRow = await getTurn(this.c.d.db, turn.id);
+    if (!row || !turnRow || turn.acpPromptId === null) return { failure: 'no_active_session', detail: 'the turn is gone' };
+    const sessionId = row.conversation.runtimeSessionId;
+    if (!sessionId) return { failure: 'acp_session_unknown', detail: 'the ACP session id was never stored' };
+    const picked = pickSession(list.value, live.conversationId, row.sandbox?.agentSessionId ?? null);
+    if (!picked) return { failure: 'no_active_session', detail: 'the runner has no agent session for this conversation' };
+    for (const s of picked.superseded) await this.p.launcher.reapSession(adapter, handle, s.id);
+
+    // Everything stored so far is skipped in the replay, so each line of output is stored exactly once.
+    await this.c.events.flush();
+    const through = await storedOutputSeqs(this.c.d.db, turn.id);
+    if (!current()) return 'wait';
+    const pending = turnRow.pendingPermission;
+    const re = await AgentProcess.reattach(
+      adapter,
+      handle,
+      {
+        sessionId: picked.session.id,
+        acp: {
+          sessionId,
+          promptId: turn.acpPromptId,
+          replayThrough: through.lines,
+          ...(pending && pending.acp_id !== null ? { pendingPermissionId: pending.acp_id } : {}),
+        },
+      },
+      this.p.launcher.hooks(live, through.stderr),
+      this.c.log.child({ conversation: live.conversationId }),
+    );
+    if (!re.ok) {
+      const e = re.error;
+      if (!('message' in e)) return waitOr(e, 'attach_failed');
+      return { failure: 'attach_failed', detail: e.message };
+    }
+    const { proc, prompt } = re.value;
+    if (!current()) {
+      await proc.release('recovery was cancelled');
+      return 'wait';
+    }
+    if (proc.command?.replayFrom) {
+      await proc.release('the journal no longer starts at byte zero');
+      return { failure: 'runner_replay_truncated', detail: `the runner's journal lost its first ${proc.command.replayFrom} bytes` };
+    }
+    turn.recovery = null;
+    live.proc = proc;
+    turn.driver = proc;
+    this.c.events.stage(live.conversationId, turn.id, 'reattach', 'done', {
+      outcome: 'session_attached',
+      matched_by: picked.matchedBy,
+      session_id: picked.session.id,
+      turn_id: turn.id,
+      turn_number: turn.number,
+      acp_prompt_id: turn.acpPromptId,
+    });
+    this.p.asks.restore(live, turn, pending);
+    this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome: 'session_attached' });
+    this.p.turns.endOnReply(live, turn, proc, prompt);
+    turn.boundaryTimer = setTimeout(() => {
+      turn.boundaryTimer = null;
+      if (turn.driver !== proc || live.turn !== turn || proc.client.boundarySeen) return;
+      void this.fail(
+        live,
+        turn,
+        'runner_replay_boundary_missing',
+        `the replay did not reach the reply to request ${turn.acpPromptId! - 1} within ${this.c.d.config.replayBoundaryTimeoutMs} ms`,
+      ).catch((e) => this.c.log.error({ err: e }, 'failing a recovery failed'));
+    }, this.c.d.config.replayBoundaryTimeoutMs);
+    turn.boundaryTimer.unref();
+    return 'attached';
+  }
+
+  /** §11.6: the reconnect ends `failed`, the local peer stops, the turn fails; the conversation takes new prompts. */
+  async fail(live: Live, turn: ActiveTurn, failure: RecoveryFailure, detail: string): Promise<void> {
+    if (live.turn !== turn) return;
+    this.c.log.warn({ conversation: live.conversationId, turn: turn.id, failure, detail }, 'turn recovery failed');
+    this.cancel(live, turn, 'failed', failure);
+    const proc = live.proc;
+    live.proc = null;
+    await proc?.release('turn recovery failed');
+    await this.p.turns.finish(live, turn, { ok: false, error: `sprite connection lost: ${failure}: ${detail}`, code: failure });
+  }
+
+  /** Ends a recovery (interrupt, failure) and records how the reconnect ended. */
+  cancel(live: Live, turn: ActiveTurn, outcome: 'cancelled' | 'failed', error?: RecoveryFailure): void {
+    const wasWaiting = turn.recovery !== null;
+    if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
+    turn.recovery = null;
+    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
+    turn.boundaryTimer = null;
+    turn.driver = null;
+    if (wasWaiting || outcome === 'failed') {
+      this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome, ...(error ? { error } : {}) });
+    }
+    if (outcome === 'failed' && wasWaiting) {
+      this.c.events.stage(live.conversationId, turn.id, 'reattach', 'failed', { turn_id: turn.id, error: error ?? null, retryable: false });
+    }
+  }
+
+  /**
+   * Boot trigger (§11.1): a turn a lost node (a previous process of this server, or another node of the
+   * cluster) left running on a detachable provider, its prompt sent, waits for its host like a live drop.
+   * The runner may be connected to any node: the reattach goes through the runner host.
+   */
+  async #recoverAtBoot(c: Conversation, t: Turn, reason: string): Promise<boolean> {
+    if (t.status !== 'running' || t.acpPromptId === null) return false;
+    const row = await getConversationById(this.c.d.db, c.id);
+    const s = row?.sandbox;
+    if (!s || s.status !== 'ready' || !this.c.d.placement.detachable(s.provider)) return false;
+    const provider = s.provider as KnownProvider;
+    if (!this.c.d.registry.isRegistered(provider)) return false;
+    const adapter = this.c.d.registry.adapterFor(provider);
+    const live = newLive(c, s.id, adapter, adapter.buildHandle(s.name), t.model ?? '');
+    const turn = newActiveTurn(t, (t.startedAt ?? new Date()).getTime(), null, Date.now());
+    live.turn = turn;
+    // A process this node still holds for the conversation belongs to an earlier turn; the adopted turn's replaces it.
+    const stale = this.c.live.get(c.id);
+    if (stale) await this.p.launcher.detach(stale, 'a lost node ran a later turn');
+    this.c.live.set(c.id, live);
+    this.enter(live, turn, reason);
+    return true;
+  }
+
+  /** What this node does with the open work of lost nodes once it has claimed it (ownership.ts). */
+  adopter(): Adopter {
+    return {
+      provisioning: (c, loss) => this.c.lock.run(c.id, () => this.#failOpen(c, loss)),
+      turn: (c, t, loss) =>
+        this.c.lock.run(c.id, async () => {
+          if (!(await this.#recoverAtBoot(c, t, loss.recoveryReason))) await this.#failOpen(c, loss, t);
+        }),
+      driving: () => [...this.c.live.values()].flatMap((l) => (l.turn ? [l.turn.id] : [])),
+      release: async (turnId) => {
+        const live = [...this.c.live.values()].find((l) => l.turn?.id === turnId);
+        if (live) await this.p.launcher.detach(live, 'another node adopted the turn');
+      },
+    };
+  }
+
+  /** Fails the open turns a lost node left (just `only`, when given), then the provisioning or the running mark. */
+  async #failOpen(c: Conversation, loss: Loss, only?: Turn): Promise<void> {
+    const db = this.c.d.db;
+    for (const t of only ? [only] : await openTurns(db, c.id)) {
+      await updateTurn(db, t.id, { status: 'failed', reason: loss.turnReason, endedAt: new Date() });
+      this.c.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: loss.turnReason });
+    }
+    if (c.status === 'pending') {
+      await updateConversation(db, c.id, { status: 'failed', failureReason: loss.provisioningReason });
+      this.c.events.stage(c.id, null, 'provision', 'failed', { reason: loss.provisioningReason });
+    } else if (!this.c.live.get(c.id)?.turn) {
+      await settleRunningConversation(db, c.id, {});
+    }
+  }
+}

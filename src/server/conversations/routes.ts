@@ -1,0 +1,460 @@
+/**
+ * Conversation routes (platform-api.md §5–§9): create, list, get, delete, prompts, interrupt,
+ * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
+ */
+import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
+import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
+import type { ConversationEngine } from './engine.ts';
+import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
+import { eventView, turnView, type EventView } from './views.ts';
+import { ApiError } from '../http/errors.ts';
+import { isUuid } from '../http/ids.ts';
+import { messageField } from './limits.ts';
+import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
+import { getConversation, listTurns } from './store.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { pageEvents } from './events-store.ts';
+import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
+import { sseTail } from '../http/sse.ts';
+import { PermissionPolicySchema } from '../agents/routes.ts';
+
+export interface ConversationRouteDeps extends RouteDeps {
+  readonly engine: ConversationEngine;
+  /** SSE heartbeat comment interval; default 15 s. */
+  readonly sseHeartbeatMs?: number;
+}
+
+/** The engine's refusals become the one error type, with `Retry-After` where the code carries one. */
+export function engineApiError(e: EngineError): ApiError {
+  const retry = ENGINE_RETRY_AFTER[e.code];
+  return new ApiError(ENGINE_ERROR_STATUS[e.code] as 400, e.code, e.message, { ...e.extras }, retry ? { 'retry-after': String(retry) } : {});
+}
+
+const unwrap = <T>(r: EngineResult<T>): T => {
+  if (!r.ok) throw engineApiError(r.error);
+  return r.value;
+};
+
+const RunnerRefSchema = z.object({ id: z.string(), name: z.string(), hostname: z.string().nullable(), online: z.boolean(), path: z.string().nullable() });
+
+const SandboxSchema = z
+  .object({
+    id: z.string(),
+    provider: z.string(),
+    name: z.string(),
+    sprite_name: z.string(),
+    status: z.string(),
+    url: z.string().nullable(),
+    runner: RunnerRefSchema.nullable(),
+  })
+  .openapi('Sandbox');
+
+export const ConversationSchema = z
+  .object({
+    id: z.string(),
+    title: z.string().nullable(),
+    first_prompt: z.string().nullable(),
+    sandbox_id: z.string().nullable(),
+    sandbox: SandboxSchema.nullable(),
+    agent_id: z.string().nullable(),
+    environment_id: z.null(),
+    permission_policy: z.record(z.string(), z.string()),
+    runtime: z.string(),
+    acp: z.boolean(),
+    status: z.enum(CONVERSATION_STATUSES),
+    failure_reason: z.string().nullable(),
+    runtime_session_id: z.string().nullable(),
+    source: z.string(),
+    parent_conversation_id: z.null(),
+    channel_id: z.string().nullable(),
+    turn_count: z.number().int(),
+    last_active_at: z.string(),
+    last_read_at: z.string().nullable(),
+    unread: z.boolean(),
+    usage_total: z.object({ input: z.number(), output: z.number() }),
+    inserted_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Conversation');
+
+const PendingPermissionSchema = z.object({
+  request_id: z.string(),
+  acp_id: z.union([z.string(), z.number(), z.null()]),
+  tool: z.string(),
+  kind: z.string().nullable(),
+  options: z.array(z.object({ option_id: z.string(), name: z.string(), kind: z.string() })),
+  asked_at: z.string(),
+});
+
+export const TurnSchema = z
+  .object({
+    id: z.string(),
+    turn_number: z.number().int(),
+    prompt: z.string(),
+    status: z.string(),
+    stop_reason: z.string().nullable(),
+    reason: z.string().nullable(),
+    exit_code: z.number().int().nullable(),
+    pending_permission: PendingPermissionSchema.nullable(),
+    started_at: z.string().nullable(),
+    ended_at: z.string().nullable(),
+    inserted_at: z.string(),
+    image_count: z.number().int(),
+    usage: z.object({ input: z.number(), output: z.number() }).passthrough().nullable(),
+  })
+  .openapi('Turn');
+
+export const EventSchema = z
+  .object({
+    id: z.number().int(),
+    kind: z.enum(['output', 'stage']),
+    stream: z.string(),
+    data: z.string(),
+    stage: z.string().nullable(),
+    state: z.string().nullable(),
+    duration_ms: z.number().int().nullable(),
+    turn_id: z.string().nullable(),
+    ts: z.string(),
+  })
+  .openapi('LogEvent');
+
+const CreateBody = z
+  .object({
+    agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
+    title: z.string().max(120).optional(),
+    prompt: messageField.optional(),
+    permission_policy: PermissionPolicySchema.optional(),
+  })
+  .openapi('ConversationCreate');
+
+const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
+
+const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
+
+const ListQuery = z.object({
+  status: z.string().max(200).optional().openapi({ description: `Comma list of ${CONVERSATION_STATUSES.join(', ')}` }),
+  agent_id: z.string().max(100).optional(),
+});
+
+const STREAM_FILTERS = [...EVENT_STREAMS.filter((s) => s !== ''), 'stage'] as const;
+/** Whether a live event passes `?streams=` (the store applies the same filter to replays). */
+export const wantedBy =
+  (streams: ReadonlyArray<string> | undefined) =>
+  (e: Pick<EventRow, 'kind' | 'stream'>): boolean =>
+    !streams || (e.kind === 'stage' ? streams.includes('stage') : streams.includes(e.stream));
+
+/** `?streams=stdout,acp,stage`: shared by the conversation, account and team streams. */
+export const streamsParam = z
+  .string()
+  .max(100)
+  .optional()
+  .transform((v, ctx) => {
+    if (v === undefined || v.trim() === '') return undefined;
+    const parts = v.split(',').map((s) => s.trim());
+    for (const p of parts) {
+      if (!(STREAM_FILTERS as readonly string[]).includes(p)) {
+        ctx.addIssue({ code: 'custom', message: `streams must be a comma list of ${STREAM_FILTERS.join(', ')}` });
+        return z.NEVER;
+      }
+    }
+    return parts as Array<(typeof STREAM_FILTERS)[number]>;
+  });
+
+const EventsQuery = z.object({
+  after: z.coerce.number({ error: 'after must be an event id' }).int().min(0).default(0),
+  limit: z.coerce.number({ error: 'limit must be a number' }).int().min(1).max(1000, 'limit must be at most 1000').default(100),
+  streams: streamsParam,
+});
+
+const RequestParams = z.object({
+  id: z.string().openapi({ param: { name: 'id', in: 'path' } }),
+  request_id: z.string().max(200).openapi({ param: { name: 'request_id', in: 'path' } }),
+});
+
+const queued = z.object({ status: z.literal('queued'), turn_id: z.string() });
+
+export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
+  const db = deps.db as unknown as EngineDb;
+  const { engine } = deps;
+  const auth = requireKey(deps.db, deps.logger, 'any');
+  const heartbeatMs = deps.sseHeartbeatMs ?? 15_000;
+  const one = { 'application/json': { schema: z.object({ data: ConversationSchema }) } };
+
+  const owned = async (accountId: string, id: string) => {
+    const row = isUuid(id) ? await getConversation(db, accountId, id) : undefined;
+    if (!row) throw ApiError.notFound('conversation');
+    return row;
+  };
+  const checkId = (id: string): string => {
+    if (!isUuid(id)) throw ApiError.notFound('conversation');
+    return id;
+  };
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/conversations',
+      summary: 'List conversations, newest first (filters: status, agent_id)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { query: ListQuery },
+      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ConversationSchema) }) } } }, ...errorResponses(400, 401) },
+    }),
+    async (c) => {
+      const q = c.req.valid('query');
+      let statuses: ConversationStatus[] | undefined;
+      if (q.status) {
+        const parts = q.status.split(',').map((s) => s.trim()).filter(Boolean);
+        const bad = parts.find((p) => !(CONVERSATION_STATUSES as readonly string[]).includes(p));
+        if (bad !== undefined) throw new ApiError(400, 'invalid_status', `unknown status ${JSON.stringify(bad)}; use ${CONVERSATION_STATUSES.join(', ')}`);
+        statuses = parts as ConversationStatus[];
+      }
+      if (q.agent_id !== undefined && !isUuid(q.agent_id)) return c.json({ data: [] }, 200);
+      const data = await engine.list(c.get('principal').account.id, { statuses, agentId: q.agent_id });
+      return c.json({ data }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/conversations',
+      summary: 'Start a conversation: allocates a sandbox and provisions it in the background (stage events follow)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { body: { content: { 'application/json': { schema: CreateBody } }, required: true } },
+      responses: {
+        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: ConversationSchema, meta: z.object({ resumed: z.boolean() }) }) } } },
+        ...errorResponses(401, 404, 409, 422),
+      },
+    }),
+    async (c) => {
+      const b = c.req.valid('json');
+      if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
+      const p = c.get('principal');
+      // Created with a sandbox token: a child of the token's conversation, never looser than it.
+      const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
+      const data = unwrap(
+        await engine.create(p.account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy, parentId }),
+      );
+      return c.json({ data, meta: { resumed: false } }, 201);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/conversations/{id}',
+      summary: 'One conversation, with its sandbox and (for runner sandboxes) the runner',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 200: { description: 'ok', content: one }, ...errorResponses(401, 404) },
+    }),
+    async (c) => c.json({ data: unwrap(await engine.get(c.get('principal').account.id, checkId(c.req.valid('param').id))) }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'delete',
+      path: '/api/conversations/{id}',
+      summary: 'Tear down the sandbox and delete the conversation with its turns and events',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 204: { description: 'deleted' }, ...errorResponses(401, 404) },
+    }),
+    async (c) => {
+      unwrap(await engine.delete(c.get('principal').account.id, checkId(c.req.valid('param').id)));
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/conversations/{id}/prompts',
+      summary: 'Send a prompt; wakes a parked sandbox first. The turn runs asynchronously.',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam, body: { content: { 'application/json': { schema: PromptBody } }, required: true } },
+      responses: { 200: { description: 'queued', content: { 'application/json': { schema: queued } } }, ...errorResponses(400, 401, 404, 410, 422, 503) },
+    }),
+    async (c) => {
+      const r = unwrap(await engine.prompt(c.get('principal').account.id, checkId(c.req.valid('param').id), c.req.valid('json').prompt));
+      return c.json({ status: 'queued' as const, turn_id: r.turnId }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/conversations/{id}/interrupt',
+      summary: 'Cancel the running turn (ACP session/cancel)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 204: { description: 'interrupting' }, ...errorResponses(401, 404, 409) },
+    }),
+    async (c) => {
+      unwrap(await engine.interrupt(c.get('principal').account.id, checkId(c.req.valid('param').id)));
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/conversations/{id}/terminate',
+      summary: 'Destroy the sandbox and end the conversation (idempotent)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 204: { description: 'terminated' }, ...errorResponses(401, 404) },
+    }),
+    async (c) => {
+      unwrap(await engine.terminate(c.get('principal').account.id, checkId(c.req.valid('param').id)));
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/conversations/{id}/turns',
+      summary: 'The turns, oldest first: the way to poll a turn’s status',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(TurnSchema) }) } } }, ...errorResponses(401, 404) },
+    }),
+    async (c) => {
+      const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
+      return c.json({ data: (await listTurns(db, row.conversation.id)).map(turnView) }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/conversations/{id}/events',
+      summary: 'Events after a cursor, oldest first (limit ≤ 1000)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam, query: EventsQuery },
+      responses: {
+        200: {
+          description: 'ok',
+          content: {
+            'application/json': {
+              schema: z.object({ data: z.array(EventSchema), meta: z.object({ limit: z.number(), has_more: z.boolean(), next_cursor: z.number().nullable() }) }),
+            },
+          },
+        },
+        ...errorResponses(401, 404, 422),
+      },
+    }),
+    async (c) => {
+      const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
+      const q = c.req.valid('query');
+      const rows = await pageEvents(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
+      const page = rows.slice(0, q.limit);
+      const last = page[page.length - 1];
+      return c.json({ data: page.map(eventView), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/conversations/{id}/requests/{request_id}',
+      summary: 'Answer a held permission request with one of its options; the first answer wins',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: RequestParams, body: { content: { 'application/json': { schema: AnswerBody } }, required: true } },
+      responses: { 200: { description: 'answered', content: { 'application/json': { schema: z.object({ ok: z.literal(true) }) } } }, ...errorResponses(401, 403, 404, 409, 422) },
+    }),
+    async (c) => {
+      const p = c.get('principal');
+      if (!hasScope(p, 'full')) throw new ApiError(403, 'sprite_may_not_answer', 'a sandbox token cannot answer permission requests');
+      const { id, request_id } = c.req.valid('param');
+      const { option_id } = c.req.valid('json');
+      if (option_id === undefined || option_id === '') throw new ApiError(422, 'option_id_required', 'option_id is required');
+      unwrap(await engine.answerPermission(p.account.id, checkId(id), request_id, option_id));
+      return c.json({ ok: true as const }, 200);
+    },
+  );
+
+  const StreamQuery = z.object({
+    streams: streamsParam,
+    wait: z.enum(['true', 'false']).optional(),
+    after: z.coerce.number().int().min(0).optional(),
+  });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/api/conversations/{id}/stream',
+    summary: 'Server-sent events: replays after Last-Event-ID (or ?after=), then tails; `: heartbeat` every 15 s',
+    security: bearer,
+    request: { params: IdParam, query: StreamQuery },
+    responses: {
+      200: { description: 'text/event-stream of `id`, `event: output|stage`, `data: LogEvent`', content: { 'text/event-stream': { schema: z.string() } } },
+      ...errorResponses(401, 404, 422),
+    },
+  });
+  app.get('/api/conversations/:id/stream', auth, async (c) => {
+    const row = await owned(c.get('principal').account.id, c.req.param('id'));
+    const q = StreamQuery.safeParse(c.req.query());
+    if (!q.success) throw ApiError.validation(q.error, 422);
+    const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
+    const start = fromHeader ?? q.data.after ?? 0;
+    const streams = q.data.streams;
+    const wanted = wantedBy(streams);
+    return sseTail(c, {
+      source: engine.feeds.conversation(row.conversation.id, streams),
+      idOf: (e) => e.id,
+      after: start,
+      follow: q.data.wait !== 'false',
+      heartbeatMs,
+      send: async (stream, e) => {
+        if (!wanted(e)) return;
+        const v: EventView = eventView(e);
+        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
+      },
+    });
+  });
+
+  const AccountStreamQuery = z.object({ streams: streamsParam, after: z.coerce.number().int().min(0).optional() });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/api/events/stream',
+    summary:
+      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
+    security: bearer,
+    request: { query: AccountStreamQuery },
+    responses: {
+      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`', content: { 'text/event-stream': { schema: z.string() } } },
+      ...errorResponses(401, 422),
+    },
+  });
+  app.get('/api/events/stream', auth, async (c) => {
+    const accountId = c.get('principal').account.id;
+    const q = AccountStreamQuery.safeParse(c.req.query());
+    if (!q.success) throw ApiError.validation(q.error, 422);
+    const streams = q.data.streams;
+    const wanted = wantedBy(streams);
+    const after = lastEventIdOf(c.req.header('last-event-id')) ?? q.data.after ?? (await engine.feeds.present());
+    return sseTail(c, {
+      source: engine.feeds.account(accountId, streams),
+      idOf: (e) => e.id,
+      after,
+      heartbeatMs,
+      send: async (stream, e) => {
+        if (!wanted(e)) return;
+        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify({ ...eventView(e), conversation_id: e.conversationId }) });
+      },
+    });
+  });
+
+  return app;
+}

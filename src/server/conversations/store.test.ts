@@ -1,0 +1,60 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createAccount } from '../account/store.ts';
+import { insertAgent } from '../agents/store.ts';
+import { getConversationById, getConversationForPrompt, insertConversation, insertTurn, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
+
+for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
+  describe(`prompt queries on ${driver}`, () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await openTestDatabase(driver);
+    });
+    after(async () => {
+      await t?.dispose();
+    });
+
+    it('reads a conversation for a prompt in one query: tenant-scoped, with whether a turn is open', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'p', email: `p-${driver}@example.test`, role: 'owner' });
+      const other = await createAccount(db, { name: 'q', email: `q-${driver}@example.test`, role: 'user' });
+      const agent = await insertAgent(db, acct.id, { name: 'a', description: '', system: '', runtime: 'demo', model: 'fountain/demo', sandboxProvider: null, permissionPolicy: {}, metadata: {} });
+      assert.ok(agent.ok);
+      const { conversation: c, sandbox: s } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: agent.agent.id, title: null, firstPrompt: null, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 0 },
+        { provider: 'runner', name: 'x', status: 'ready' },
+      );
+      const fresh = await getConversationForPrompt(db, acct.id, c.id);
+      assert.equal(fresh?.conversation.id, c.id);
+      assert.equal(fresh?.sandbox?.id, s?.id);
+      assert.equal(fresh?.turnOpen, false);
+      assert.equal(await getConversationForPrompt(db, other.id, c.id), undefined, "another tenant's conversation is not found");
+
+      const turn = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
+      assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, true);
+      await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
+      assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
+    });
+
+    it('settles a running conversation to idle, and leaves any other status alone', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'r', email: `r-${driver}@example.test`, role: 'owner' });
+      const { conversation: c } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
+        { provider: 'runner', name: 'y', status: 'ready' },
+      );
+      await settleRunningConversation(db, c.id, { acpNextId: 7 });
+      const idle = (await getConversationById(db, c.id))!.conversation;
+      assert.equal(idle.status, 'idle');
+      assert.equal(idle.acpNextId, 7);
+      await updateConversation(db, c.id, { status: 'terminated' });
+      await settleRunningConversation(db, c.id, { acpNextId: 9 });
+      const kept = (await getConversationById(db, c.id))!.conversation;
+      assert.equal(kept.status, 'terminated');
+      assert.equal(kept.acpNextId, 7);
+    });
+  });
+}

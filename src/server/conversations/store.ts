@@ -1,0 +1,175 @@
+/**
+ * Conversation, sandbox and turn rows. Tenant-scoped reads; writes by id come from the engine,
+ * which already checked the tenant.
+ */
+import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
+import {
+  conversations,
+  sandboxes,
+  turns,
+  type Conversation,
+  type ConversationStatus,
+  type SandboxRow,
+  type Turn,
+} from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+
+export interface ConversationWithSandbox {
+  readonly conversation: Conversation;
+  readonly sandbox: SandboxRow | null;
+}
+
+export async function insertConversation(
+  db: EngineDb,
+  conv: typeof conversations.$inferInsert,
+  sandbox: Omit<typeof sandboxes.$inferInsert, 'accountId'>,
+): Promise<ConversationWithSandbox> {
+  return db.transaction(async (tx) => {
+    const [s] = await tx.insert(sandboxes).values({ ...sandbox, accountId: conv.accountId }).returning();
+    const [c] = await tx.insert(conversations).values({ ...conv, sandboxId: s!.id }).returning();
+    return { conversation: c!, sandbox: s! };
+  });
+}
+
+/** A conversation on a sandbox that already exists (team rotation hands the sandbox to a successor). */
+export async function insertConversationOn(db: EngineDb, conv: typeof conversations.$inferInsert, sandbox: SandboxRow): Promise<ConversationWithSandbox> {
+  const [c] = await db.insert(conversations).values({ ...conv, sandboxId: sandbox.id }).returning();
+  return { conversation: c!, sandbox };
+}
+
+export async function getConversation(db: EngineDb, accountId: string, id: string): Promise<ConversationWithSandbox | undefined> {
+  const [row] = await db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
+  return row;
+}
+
+export async function getConversationById(db: EngineDb, id: string): Promise<ConversationWithSandbox | undefined> {
+  const [row] = await db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(eq(conversations.id, id));
+  return row;
+}
+
+export async function listConversations(
+  db: EngineDb,
+  accountId: string,
+  filter: { statuses?: readonly ConversationStatus[] | undefined; agentId?: string | undefined } = {},
+): Promise<ConversationWithSandbox[]> {
+  const where: SQL[] = [eq(conversations.accountId, accountId)];
+  if (filter.statuses && filter.statuses.length > 0) where.push(inArray(conversations.status, [...filter.statuses]));
+  if (filter.agentId) where.push(eq(conversations.agentId, filter.agentId));
+  return db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(and(...where))
+    .orderBy(desc(conversations.insertedAt));
+}
+
+export async function updateConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {
+  await db.update(conversations).set({ ...patch, updatedAt: new Date() }).where(eq(conversations.id, id));
+}
+
+export async function updateSandbox(db: EngineDb, id: string, patch: Partial<typeof sandboxes.$inferInsert>): Promise<void> {
+  await db.update(sandboxes).set({ ...patch, updatedAt: new Date() }).where(eq(sandboxes.id, id));
+}
+
+export async function insertSandbox(db: EngineDb, row: typeof sandboxes.$inferInsert): Promise<SandboxRow> {
+  const [s] = await db.insert(sandboxes).values(row).returning();
+  return s!;
+}
+
+export async function deleteConversationRows(db: EngineDb, id: string, sandboxId: string | null): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.delete(conversations).where(eq(conversations.id, id));
+    if (!sandboxId) return;
+    // A rotated sandbox is shared by its released conversations and their successor: the row goes with the last.
+    const [other] = await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.sandboxId, sandboxId)).limit(1);
+    if (!other) await tx.delete(sandboxes).where(eq(sandboxes.id, sandboxId));
+  });
+}
+
+/** Idle conversations whose sandbox is up and whose last activity is older than `cutoff`. */
+export async function idleCandidates(db: EngineDb, cutoff: Date): Promise<ConversationWithSandbox[]> {
+  return db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .innerJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(and(eq(conversations.status, 'idle'), eq(sandboxes.status, 'ready'), lt(conversations.lastActiveAt, cutoff)));
+}
+
+/** Live conversations whose ready sandbox was resumed (or else created) before `bornBefore`: max-lifetime candidates. */
+export async function agedCandidates(db: EngineDb, bornBefore: Date): Promise<ConversationWithSandbox[]> {
+  return db
+    .select({ conversation: conversations, sandbox: sandboxes })
+    .from(conversations)
+    .innerJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(
+      and(
+        inArray(conversations.status, ['idle', 'running']),
+        eq(sandboxes.status, 'ready'),
+        lt(sql`coalesce(${sandboxes.lastResumedAt}, ${sandboxes.insertedAt})`, bornBefore),
+      ),
+    );
+}
+
+export async function insertTurn(db: EngineDb, row: typeof turns.$inferInsert): Promise<Turn> {
+  const [t] = await db.insert(turns).values(row).returning();
+  return t!;
+}
+
+export async function updateTurn(db: EngineDb, id: string, patch: Partial<typeof turns.$inferInsert>): Promise<void> {
+  await db.update(turns).set(patch).where(eq(turns.id, id));
+}
+
+export async function listTurns(db: EngineDb, conversationId: string): Promise<Turn[]> {
+  return db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(asc(turns.turnNumber));
+}
+
+/** Turns left pending or running (e.g. by a server that stopped mid-turn). */
+export async function openTurns(db: EngineDb, conversationId: string): Promise<Turn[]> {
+  return db
+    .select()
+    .from(turns)
+    .where(and(eq(turns.conversationId, conversationId), inArray(turns.status, ['pending', 'running'])))
+    .orderBy(asc(turns.turnNumber));
+}
+
+export async function getTurn(db: EngineDb, id: string): Promise<Turn | undefined> {
+  const [t] = await db.select().from(turns).where(eq(turns.id, id));
+  return t;
+}
+
+/**
+ * What a new prompt checks, in one round trip: the tenant's conversation with its sandbox, and
+ * whether a turn is still open (pending or running) on it.
+ */
+export async function getConversationForPrompt(
+  db: EngineDb,
+  accountId: string,
+  id: string,
+): Promise<(ConversationWithSandbox & { readonly turnOpen: boolean }) | undefined> {
+  const [row] = await db
+    .select({
+      conversation: conversations,
+      sandbox: sandboxes,
+      turnOpen: sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('pending', 'running'))`.mapWith(Boolean),
+    })
+    .from(conversations)
+    .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
+  return row;
+}
+
+/** Marks a running conversation idle again; a no-op when something else (terminate, failure) changed its status meanwhile. */
+export async function settleRunningConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {
+  await db
+    .update(conversations)
+    .set({ ...patch, status: 'idle', updatedAt: new Date() })
+    .where(and(eq(conversations.id, id), eq(conversations.status, 'running')));
+}

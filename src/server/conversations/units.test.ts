@@ -1,0 +1,154 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { taggedArgv } from './agent-process.ts';
+import { allowOutcome, denyOutcome, loosening, verdictFor } from './policy.ts';
+import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
+import { KeyedLock } from './lock.ts';
+import { platformMcpServers } from './sandbox-token.ts';
+
+const options = [
+  { optionId: 'a1', name: 'Allow', kind: 'allow_once' as const },
+  { optionId: 'a2', name: 'Always', kind: 'allow_always' as const },
+  { optionId: 'r1', name: 'Reject', kind: 'reject_once' as const },
+];
+
+import { modelOptionToSet } from './model-option.ts';
+describe('permission policy', () => {
+  it('looks up title, then kind, then default, then auto_allow', () => {
+    const p = { 'Run `ls`': 'auto_deny', execute: 'ask', default: 'auto_deny' } as const;
+    assert.equal(verdictFor(p, 'Run `ls`', 'execute'), 'auto_deny');
+    assert.equal(verdictFor(p, 'Run `pwd`', 'execute'), 'ask');
+    assert.equal(verdictFor(p, 'Read', 'read'), 'auto_deny');
+    assert.equal(verdictFor({}, 'Read', 'read'), 'auto_allow');
+  });
+  it('looks up own keys only: every name on Object.prototype falls to default ask (issue 22 #5)', () => {
+    const names = Object.getOwnPropertyNames(Object.prototype);
+    assert.ok(names.includes('constructor') && names.includes('__proto__') && names.includes('hasOwnProperty'));
+    for (const name of names) {
+      assert.equal(verdictFor({ default: 'ask' }, name, null), 'ask', `title ${name}`);
+      assert.equal(verdictFor({ default: 'ask' }, null, name), 'ask', `kind ${name}`);
+      assert.equal(verdictFor({ default: 'auto_deny' }, name, name), 'auto_deny', name);
+    }
+    // A policy with no default: still never a function or a prototype value.
+    for (const name of names) assert.equal(verdictFor({}, name, 'execute'), 'auto_allow', name);
+  });
+  it('a verdict outside the closed set (a stored row from elsewhere) counts as ask, never as allow (issue 22 #5)', () => {
+    const junk = JSON.parse('{"execute":"yes","Read":1,"default":"allow"}') as Record<string, 'ask'>;
+    assert.equal(verdictFor(junk, 'Run', 'execute'), 'ask');
+    assert.equal(verdictFor(junk, 'Read', 'read'), 'ask');
+    assert.equal(verdictFor(junk, 'Other', 'other'), 'ask');
+  });
+  it('loosening finds any lookup where a child would decide looser than its parent (issue 22 #6)', () => {
+    assert.equal(loosening({ execute: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'auto_deny' }, { default: 'ask', read: 'auto_allow' }), null);
+    assert.match(loosening({}, { execute: 'ask' }) ?? '', /execute would be auto_allow/);
+    assert.match(loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '', /Run `ls` would be auto_allow/);
+    assert.match(loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '', /Run `rm` would be auto_allow, where the parent's policy says auto_deny/);
+    assert.match(loosening({ default: 'ask' }, { default: 'auto_deny' }) ?? '', /would be ask/);
+  });
+  it('allow prefers allow_always; deny picks a reject option or cancels, never inventing an id', () => {
+    assert.deepEqual(allowOutcome(options), { outcome: 'selected', optionId: 'a2' });
+    assert.deepEqual(denyOutcome(options), { outcome: 'selected', optionId: 'r1' });
+    assert.deepEqual(denyOutcome(options.slice(0, 2)), { outcome: 'cancelled' });
+    assert.deepEqual(allowOutcome([]), { outcome: 'cancelled' });
+  });
+});
+
+describe('runtimes', () => {
+  it('checks only the model provider against the runtime', () => {
+    assert.equal(modelProblem('claude', 'anthropic/anything-new'), null);
+    assert.match(modelProblem('claude', 'openai/gpt-5') ?? '', /anthropic/);
+    assert.equal(modelProblem('opencode', 'google/x'), null);
+    assert.equal(modelProblem('demo', 'fountain/demo'), null);
+    assert.match(modelProblem('demo', 'Fountain Demo') ?? '', /provider\/model_id/);
+  });
+  it('writes .env values single-quoted so a shell reads them back verbatim', () => {
+    const text = dotenv([['A', "it's $HOME `x`"], ['B', 'plain']]);
+    const out = execFileSync('sh', ['-c', `${text.replace(/\n/g, ';')} printf '%s|%s' "$A" "$B"`]).toString();
+    assert.equal(out, "it's $HOME `x`|plain");
+  });
+});
+
+describe('agent process tag', () => {
+  it('runs the argv unchanged with the conversation tag as $0', () => {
+    const { cmd, args } = taggedArgv('c0ffee', ['sh', '-c', 'printf "%s" "$0 $1"', 'first', 'second']);
+    assert.equal(args[2], 'fountain-conv-c0ffee');
+    assert.equal(execFileSync(cmd, args).toString(), 'first second');
+  });
+});
+
+describe('KeyedLock', () => {
+  it('serialises work per key and survives a failing task', async () => {
+    const lock = new KeyedLock();
+    const order: string[] = [];
+    const slow = lock.run('k', async () => {
+      await new Promise((r) => setTimeout(r, 20));
+      order.push('slow');
+    });
+    const failing = lock.run('k', async () => {
+      order.push('failing');
+      throw new Error('boom');
+    });
+    const last = lock.run('k', async () => order.push('last'));
+    await slow;
+    await assert.rejects(failing, /boom/);
+    await last;
+    assert.deepEqual(order, ['slow', 'failing', 'last']);
+  });
+});
+
+describe('real adapters', () => {
+  it('an auth_required refusal names the credential the runtime reads; other errors pass through', () => {
+    const auth = promptFailureReason('claude', { message: 'session/prompt failed: Authentication required (-32000)', rpc: { code: -32000 } });
+    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent's model credential \(claude_code_oauth_token or anthropic_api_key\) is missing or was refused/);
+    assert.match(auth, /\/account\/credentials/);
+    assert.match(auth, /fountain credentials set/);
+    assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
+    assert.equal(promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }), 'session/prompt failed: boom (-32603)');
+    // Refusals the runtimes report as generic errors (seen with Claude Code 2.1 and Gemini CLI 0.61).
+    assert.match(promptFailureReason('claude', { message: 'session/prompt failed: Internal error: Invalid API key · Fix external API key (-32603)', rpc: { code: -32603 } }), /\/account\/credentials/);
+    assert.match(promptFailureReason('gemini', { message: 'session/prompt failed: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key."}} (400)', rpc: { code: 400 } }), /gemini_api_key/);
+    assert.equal(promptFailureReason('claude', { message: 'the agent exited with code 1' }), 'the agent exited with code 1');
+  });
+  it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
+    assert.deepEqual(RUNTIME_SPECS.claude.env[0], ['IS_SANDBOX', '1']);
+    for (const spec of Object.values(RUNTIME_SPECS)) for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
+  });
+});
+
+describe('platform MCP servers for a session', () => {
+  const team = { id: '0b7c2f4e-1111-4222-8333-444455556666', channelId: 'fountain:team' };
+  const token = `ftn_${'a'.repeat(64)}`;
+  it('a team conversation of an http-capable agent gets the team MCP with the bearer token', () => {
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), [
+      {
+        type: 'http',
+        name: 'fountain-team',
+        url: `http://127.0.0.1:4000/api/mcp/team/${team.id}`,
+        headers: [{ name: 'Authorization', value: `Bearer ${token}` }],
+      },
+    ]);
+  });
+  it('a stdio-only agent, a conversation off the team channel, or an unknown base URL gets none', () => {
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, { mcpCapabilities: { sse: true } }), []);
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, {}), []);
+    assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
+    assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
+    assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
+  });
+});
+
+describe('the model option an adapter offers', () => {
+  const option = (currentValue: string, values: string[]) =>
+    [{ id: 'model', name: 'Model', category: 'model', type: 'select', currentValue, options: values.map((value) => ({ value, name: value })) }] as unknown as Parameters<typeof modelOptionToSet>[0];
+  it('is set only to an exact listing of the agent model, and only when another is current', () => {
+    assert.equal(modelOptionToSet(option('default', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), 'claude-sonnet-4-5');
+    assert.equal(modelOptionToSet(option('claude-sonnet-4-5', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    // An alias would let the runtime choose its own model id: left to the env (ANTHROPIC_MODEL).
+    assert.equal(modelOptionToSet(option('default', ['default', 'sonnet', 'opus[1m]']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    assert.equal(modelOptionToSet(option('x', ['openai/gpt-5', 'x']), 'openai/gpt-5', 'gpt-5'), 'openai/gpt-5');
+    assert.equal(modelOptionToSet(undefined, 'openai/gpt-5', 'gpt-5'), null);
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * The Hono application: every /api route, the generated OpenAPI document, and the single
+ * place where thrown errors become `{error, message}` responses.
+ */
+import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import type { RunnerHost } from '../../providers/runner/host.ts';
+import type { AppEnv } from './auth.ts';
+import { ApiError, errorResponse, toApiError } from './errors.ts';
+import type { EventBus } from '../cluster/bus.ts';
+import { healthRoutes } from './health.ts';
+import { checkBodies, limitBodies } from './input-guard.ts';
+import { accountRoutes } from '../account/routes.ts';
+import { adminRoutes } from '../account/admin-routes.ts';
+import { authRoutes } from '../account/keys-routes.ts';
+import { errorResponses, type RouteDeps } from './common.ts';
+import { runnerRoutes } from '../runners/routes.ts';
+import { agentRoutes } from '../agents/routes.ts';
+import { conversationRoutes } from '../conversations/routes.ts';
+import { teamRoutes } from '../team/routes.ts';
+import { mcpTeamRoutes } from '../team/mcp-routes.ts';
+import type { TeamService } from '../team/service.ts';
+import type { Scheduler } from '../team/scheduler.ts';
+import type { ConversationEngine } from '../conversations/index.ts';
+import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
+import type { Db } from '../store/db.ts';
+import { runnersTopic } from '../cluster/bus.ts';
+import { CLOSE } from '../../wire/index.ts';
+import { createWebApp, webNotFound } from '../web/app.tsx';
+import { loadDocs } from '../web/docs.tsx';
+import { credentialRoutes } from '../credentials/routes.ts';
+import type { CredentialService } from '../credentials/service.ts';
+import { runnerRegisterRoutes } from '../runners/register-route.ts';
+
+export interface AppDeps {
+  readonly db: Db;
+  readonly logger: Logger;
+  /** The live runner registry (`online`, and closing a deleted runner's socket). */
+  readonly host: RunnerHost;
+  readonly bus: EventBus;
+  /** SANDBOX_RUNNERS_ENABLED */
+  readonly runnersEnabled: boolean;
+  /** Shown in the OpenAPI document. */
+  readonly version?: string;
+  /** The conversation engine; without it the agent and conversation routes are not mounted. */
+  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  /** The web UI (pages and /docs); mounted only together with the engine. */
+  readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
+  /** The team and its scheduler; mounted with the engine. */
+  readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
+  /** The account's model credentials (`/api/account/inference-credentials`). */
+  readonly credentials?: CredentialService;
+}
+
+export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>();
+  const routeDeps: RouteDeps = deps;
+
+  app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
+  app.notFound((c) =>
+    // A page address nobody serves gets a page saying so; the API keeps its JSON error.
+    deps.web && deps.engine && !c.req.path.startsWith('/api/') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
+  );
+  // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
+  app.use('*', limitBodies(), checkBodies());
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API key: ftn_ followed by 64 lowercase hex digits',
+  });
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/health',
+      summary: 'Liveness and database reachability (no auth)',
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ status: z.literal('ok') }) } } },
+        ...errorResponses(503),
+      },
+    }),
+    async (c) => {
+      try {
+        await deps.db.execute(sql`SELECT 1`);
+      } catch (err) {
+        deps.logger.warn({ err }, 'health check: database unreachable');
+        throw new ApiError(503, 'database_unavailable', 'the database does not answer');
+      }
+      return c.json({ status: 'ok' as const }, 200);
+    },
+  );
+
+  app.route('/', healthRoutes(deps));
+  app.route('/', authRoutes(routeDeps));
+  app.route('/', adminRoutes(routeDeps));
+  app.route('/', accountRoutes(routeDeps));
+  if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
+  app.route('/', runnerRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes(routeDeps));
+  if (deps.engine) {
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    if (deps.team) {
+      app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
+      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
+    }
+    if (deps.web) {
+      const { engine, registry, defaultProvider } = deps.engine;
+      app.route(
+        '/',
+        createWebApp({
+          db: deps.db,
+          engine,
+          registry,
+          defaultProvider,
+          runnerHost: deps.host,
+          watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
+          disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
+          runnersEnabled: deps.runnersEnabled,
+          sessionSecret: deps.web.sessionSecret,
+          secureCookies: deps.web.secureCookies ?? false,
+          docs: loadDocs(),
+          logger: deps.logger,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
+        }),
+      );
+    }
+  }
+
+  app.doc('/api/openapi.json', {
+    openapi: '3.0.0',
+    info: { title: 'Fountain API', version: deps.version ?? '0.0.0' },
+  });
+
+  return app;
+}

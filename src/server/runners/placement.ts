@@ -1,0 +1,42 @@
+/**
+ * The engine's Placement over runners and hosted providers: a runner sandbox's name routes it to a
+ * connected runner, and "runner offline / disconnected" is recognised here, not in the engine.
+ */
+import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner, type RunnerHost } from '../../providers/runner/index.ts';
+import { mintHostedName, mintRunnerName, parseRunnerName, type KnownProvider, type SandboxError } from '../../sandbox/index.ts';
+import { accept, refuse } from '../conversations/errors.ts';
+import type { Placement } from '../conversations/placement.ts';
+import type { SandboxRow } from '../store/conversation-schema.ts';
+import type { RunnerSummary } from '../conversations/views.ts';
+
+/** How placement reads runner rows (name, hostname, root); the runners store implements it. */
+export interface RunnerDirectory {
+  find(accountId: string, runnerId: string): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
+}
+
+export function providerPlacement(host: RunnerHost | null, runners: RunnerDirectory): Placement {
+  return {
+    mint(accountId: string, provider: KnownProvider) {
+      if (provider === 'runner') {
+        if (!host) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner`.');
+        const picked = pickRunner(host, accountId);
+        if (!picked.ok) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner` on a machine you own.');
+        const n = mintRunnerName(picked.value.runnerId);
+        return n.ok ? accept(n.value) : refuse('no_runner_online', `runner id unusable: ${n.error}`);
+      }
+      const n = mintHostedName(accountId);
+      return n.ok ? accept(n.value) : refuse('not_found', n.error);
+    },
+    hostAway: (e: SandboxError) => e.code === 'unavailable' && (e.detail === RUNNER_OFFLINE || e.detail === RUNNER_DISCONNECTED),
+    connectionLost: (provider: string, e: SandboxError) => provider === 'runner' && e.code === 'unavailable' && e.detail === RUNNER_DISCONNECTED,
+    detachable: (provider: string) => provider === 'runner' && host !== null,
+    async host(accountId: string, s: SandboxRow): Promise<RunnerSummary | null> {
+      if (s.provider !== 'runner') return null;
+      const id = parseRunnerName(s.name);
+      if (!id.ok) return null;
+      const row = await runners.find(accountId, id.value);
+      const online = host?.whereis(id.value) !== undefined;
+      return { id: id.value, name: row?.name ?? '', hostname: row?.hostname ?? null, root: row?.root ?? null, online };
+    },
+  };
+}

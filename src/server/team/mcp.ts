@@ -1,0 +1,252 @@
+/**
+ * The team MCP server (platform-api.md §10 "Team MCP"): MCP's JSON-RPC methods `initialize`,
+ * `tools/list` and `tools/call` over the team service, for one calling teammate conversation.
+ */
+import { z } from 'zod';
+import { TEAM_MCP_NAME } from '../conversations/sandbox-token.ts';
+import type { TeamService, Teammate } from './service.ts';
+import { isUuid } from '../http/ids.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { recentTurns, replyText } from './store.ts';
+
+/** Newest first; the first is what we answer a client that asks for a version we do not know. */
+export const MCP_PROTOCOL_VERSIONS = ['2025-06-18', '2025-03-26', '2024-11-05'] as const;
+
+export const WAIT_DEFAULT_SECONDS = 60;
+export const WAIT_MAX_SECONDS = 90;
+/** How often a wait looks at the teammate again; a turn's end is a row change, seen within this. */
+const WAIT_POLL_MS = 250;
+const READ_MAX_TURNS = 20;
+
+export interface TeamMcpContext {
+  readonly db: EngineDb;
+  readonly team: TeamService;
+  readonly accountId: string;
+  /** The calling teammate's conversation: `list_teammates` marks it `you`. */
+  readonly conversationId: string;
+  /** Aborts a `wait_for_teammate` when the HTTP client goes away. */
+  readonly signal: AbortSignal;
+}
+
+type JsonRpcId = string | number;
+
+const Request = z.object({
+  jsonrpc: z.literal('2.0'),
+  id: z.union([z.string(), z.number()]).optional(),
+  method: z.string(),
+  params: z.record(z.string(), z.unknown()).optional(),
+});
+
+const CallParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
+
+export type JsonRpcResponse =
+  | { jsonrpc: '2.0'; id: JsonRpcId | null; result: unknown }
+  | { jsonrpc: '2.0'; id: JsonRpcId | null; error: { code: number; message: string; data?: unknown } };
+
+const rpcError = (id: JsonRpcId | null, code: number, message: string, data?: unknown): JsonRpcResponse => ({
+  jsonrpc: '2.0',
+  id,
+  error: data === undefined ? { code, message } : { code, message, data },
+});
+
+// ---------------------------------------------------------------- tools
+
+const AgentArg = z.object({ agent_id: z.string().describe('The teammate, by agent id (see list_teammates).') });
+
+const TOOL_INPUTS = {
+  list_teammates: z.object({}),
+  get_teammate: AgentArg,
+  send_to_teammate: AgentArg.extend({ message: z.string().min(1).max(100_000).describe('The prompt the teammate receives as its next turn.') }),
+  wait_for_teammate: AgentArg.extend({
+    timeout_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(WAIT_MAX_SECONDS)
+      .optional()
+      .describe(`How long to wait (default ${WAIT_DEFAULT_SECONDS}, at most ${WAIT_MAX_SECONDS}); on timed_out: true, call again.`),
+  }),
+  read_teammate: AgentArg.extend({
+    turns: z.number().int().min(1).max(READ_MAX_TURNS).optional().describe('How many of the latest turns to return (default 1).'),
+  }),
+} as const;
+
+type ToolName = keyof typeof TOOL_INPUTS;
+
+const TOOL_DESCRIPTIONS: Record<ToolName, string> = {
+  list_teammates: 'Lists your teammates (yourself marked `you: true`) with their presence and the preview of their last turn.',
+  get_teammate: "One teammate: presence, current conversation, last turn and a preview of its reply.",
+  send_to_teammate: "Sends a message to a teammate; it becomes the teammate's next turn. Fails with conversation_busy while the teammate works.",
+  wait_for_teammate: `Waits until the teammate is not working (default ${WAIT_DEFAULT_SECONDS} s, at most ${WAIT_MAX_SECONDS} s). On timed_out: true it is still working: call again.`,
+  read_teammate: "The teammate's latest turns: prompt, status and reply text.",
+};
+
+/** A tool's failure, reported to the model as an `isError` result rather than a protocol error. */
+class ToolFailure extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const busy = (t: Teammate): boolean =>
+  t.conversation.status === 'pending' ||
+  t.conversation.status === 'running' ||
+  t.lastTurn?.status === 'pending' ||
+  t.lastTurn?.status === 'running';
+
+function summary(t: Teammate, you: string) {
+  return {
+    agent_id: t.agent.id,
+    name: t.name,
+    presence: t.presence.state,
+    conversation_id: t.conversation.id,
+    you: t.conversation.id === you,
+    preview: t.preview,
+  };
+}
+
+function detail(t: Teammate, you: string) {
+  return {
+    ...summary(t, you),
+    description: t.agent.description,
+    runtime: t.agent.runtime,
+    conversation_status: t.conversation.status,
+    last_turn: t.lastTurn ? { turn_number: t.lastTurn.turnNumber, status: t.lastTurn.status, prompt: t.lastTurn.prompt } : null,
+  };
+}
+
+async function teammate(ctx: TeamMcpContext, agentId: string): Promise<Teammate> {
+  const t = isUuid(agentId) ? await ctx.team.get(ctx.accountId, agentId) : undefined;
+  if (!t) throw new ToolFailure('not_found', `no teammate with agent_id ${agentId}; list_teammates shows who is on the team`);
+  return t;
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+/** Runs one tool; its arguments are parsed here, so a ZodError means the caller sent bad ones. */
+async function callTool(ctx: TeamMcpContext, name: ToolName, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  switch (name) {
+    case 'list_teammates': {
+      TOOL_INPUTS.list_teammates.parse(args);
+      const roster = await ctx.team.roster(ctx.accountId);
+      return { teammates: roster.map((t) => summary(t, ctx.conversationId)) };
+    }
+    case 'get_teammate': {
+      const a = TOOL_INPUTS.get_teammate.parse(args);
+      return detail(await teammate(ctx, a.agent_id), ctx.conversationId);
+    }
+    case 'send_to_teammate': {
+      const a = TOOL_INPUTS.send_to_teammate.parse(args);
+      await teammate(ctx, a.agent_id);
+      const r = await ctx.team.message(ctx.accountId, a.agent_id, a.message);
+      if (!r.ok) throw new ToolFailure(r.error.code, r.error.message);
+      return { status: 'queued', conversation_id: r.value.conversationId };
+    }
+    case 'wait_for_teammate': {
+      const a = TOOL_INPUTS.wait_for_teammate.parse(args);
+      const deadline = Date.now() + (a.timeout_seconds ?? WAIT_DEFAULT_SECONDS) * 1000;
+      for (;;) {
+        const t = await teammate(ctx, a.agent_id);
+        const working = busy(t);
+        if (!working || Date.now() >= deadline || ctx.signal.aborted) return { timed_out: working, ...detail(t, ctx.conversationId) };
+        await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - Date.now())), ctx.signal);
+      }
+    }
+    case 'read_teammate': {
+      const a = TOOL_INPUTS.read_teammate.parse(args);
+      const t = await teammate(ctx, a.agent_id);
+      const turns = [];
+      // The teammate's conversations newest first, each newest turn first: the latest `n` turns overall.
+      const want = a.turns ?? 1;
+      for (const row of t.history) {
+        for (const turn of await recentTurns(ctx.db, row.conversation.id, want - turns.length)) {
+          turns.push({
+            conversation_id: row.conversation.id,
+            turn_number: turn.turnNumber,
+            status: turn.status,
+            prompt: turn.prompt,
+            reply: (await replyText(ctx.db, row.conversation.id, turn.id)).trim(),
+          });
+        }
+        if (turns.length >= want) break;
+      }
+      return { agent_id: t.agent.id, name: t.name, presence: t.presence.state, turns };
+    }
+  }
+}
+
+function toolList() {
+  return (Object.keys(TOOL_INPUTS) as ToolName[]).map((name) => ({
+    name,
+    description: TOOL_DESCRIPTIONS[name],
+    inputSchema: z.toJSONSchema(TOOL_INPUTS[name], { io: 'input' }),
+  }));
+}
+
+const isToolName = (n: string): n is ToolName => Object.hasOwn(TOOL_INPUTS, n);
+
+/**
+ * Answers one JSON-RPC message; null for a notification (the transport answers 202 without a body).
+ * Tool failures are tool results with `isError`, so the model can read and act on them.
+ */
+export async function handleMcpMessage(ctx: TeamMcpContext, raw: unknown): Promise<JsonRpcResponse | null> {
+  const parsed = Request.safeParse(raw);
+  if (!parsed.success) {
+    const id = typeof raw === 'object' && raw !== null && 'id' in raw ? (raw as { id: unknown }).id : null;
+    return rpcError(typeof id === 'string' || typeof id === 'number' ? id : null, -32600, 'invalid JSON-RPC request');
+  }
+  const msg = parsed.data;
+  if (msg.id === undefined) return null;
+  const id = msg.id;
+  switch (msg.method) {
+    case 'initialize': {
+      const asked = msg.params?.protocolVersion;
+      const version = MCP_PROTOCOL_VERSIONS.find((v) => v === asked) ?? MCP_PROTOCOL_VERSIONS[0];
+      return {
+        jsonrpc: '2.0',
+        id,
+        result: {
+          protocolVersion: version,
+          capabilities: { tools: { listChanged: false } },
+          serverInfo: { name: TEAM_MCP_NAME, version: '1.0.0' },
+          instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.',
+        },
+      };
+    }
+    case 'ping':
+      return { jsonrpc: '2.0', id, result: {} };
+    case 'tools/list':
+      return { jsonrpc: '2.0', id, result: { tools: toolList() } };
+    case 'tools/call': {
+      const p = CallParams.safeParse(msg.params ?? {});
+      if (!p.success) return rpcError(id, -32602, 'tools/call needs {name, arguments}');
+      if (!isToolName(p.data.name)) return rpcError(id, -32602, `unknown tool ${p.data.name}`);
+      try {
+        const out = await callTool(ctx, p.data.name, p.data.arguments ?? {});
+        return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: false } };
+      } catch (e) {
+        if (e instanceof z.ZodError) {
+          const detailText = e.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
+          return rpcError(id, -32602, `invalid arguments for ${p.data.name}: ${detailText}`);
+        }
+        if (!(e instanceof ToolFailure)) throw e;
+        const out = { error: e.code, message: e.message };
+        return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: true } };
+      }
+    }
+    default:
+      return rpcError(id, -32601, `method not found: ${msg.method}`);
+  }
+}
