@@ -59,8 +59,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
 
   app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
   app.notFound((c) =>
-    // A page address nobody serves gets a page saying so; the API keeps its JSON error.
-    deps.web && deps.engine && !c.req.path.startsWith('/api/') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
+    // A browser asking for a page nobody serves gets a page saying so; API clients keep the JSON error.
+    deps.web && deps.engine && !c.req.path.startsWith('/api/') && c.req.header('accept')?.includes('text/html') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
   );
   // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
   app.use('*', limitBodies(), checkBodies());
