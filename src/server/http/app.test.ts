@@ -209,6 +209,8 @@ describe('server HTTP API (PostgreSQL)', () => {
     const paths = Object.keys(r.body.paths).sort();
     assert.deepEqual(paths, [
       '/api/account',
+      '/api/account/inference-credentials',
+      '/api/account/inference-credentials/{provider}',
       '/api/admin/accounts',
       '/api/agents',
       '/api/agents/{id}',
@@ -225,6 +227,10 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/stream',
       '/api/conversations/{id}/terminate',
       '/api/conversations/{id}/turns',
+      '/api/environments',
+      '/api/environments/{id}',
+      '/api/environments/{id}/secrets',
+      '/api/environments/{id}/secrets/{key}',
       '/api/events/stream',
       '/api/health',
       '/api/mcp/team/{conversation_id}',

@@ -18,7 +18,9 @@ import { errorResponses, type RouteDeps } from './common.ts';
 import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
+import { streamRoutes } from '../conversations/stream-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
+import { scheduleRoutes } from '../team/schedule-routes.ts';
 import { mcpTeamRoutes } from '../team/mcp-routes.ts';
 import type { TeamService } from '../team/service.ts';
 import type { Scheduler } from '../team/scheduler.ts';
@@ -29,6 +31,8 @@ import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
 import { createWebApp, webNotFound } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { environmentRoutes } from '../environments/routes.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
@@ -44,7 +48,13 @@ export interface AppDeps {
   /** Shown in the OpenAPI document. */
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
-  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  readonly engine?: {
+    readonly engine: ConversationEngine;
+    readonly registry: ProviderRegistry;
+    readonly defaultProvider: KnownProvider;
+    readonly environments: EnvironmentService;
+    readonly sseHeartbeatMs?: number;
+  };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
@@ -100,19 +110,24 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
-    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
+    app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
+      // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
+      app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
     if (deps.web) {
-      const { engine, registry, defaultProvider } = deps.engine;
+      const { engine, registry, defaultProvider, environments } = deps.engine;
       app.route(
         '/',
         createWebApp({
           db: deps.db,
           engine,
+          environments,
           registry,
           defaultProvider,
           runnerHost: deps.host,
@@ -121,7 +136,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           runnersEnabled: deps.runnersEnabled,
           sessionSecret: deps.web.sessionSecret,
           secureCookies: deps.web.secureCookies ?? false,
-          docs: loadDocs(),
+          docs: loadDocs,
           logger: deps.logger,
           ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),

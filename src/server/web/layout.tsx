@@ -4,7 +4,7 @@
  */
 import type { Child } from 'hono/jsx';
 
-export type Section = 'team' | 'conversations' | 'agents' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation' | 'none';
+export type Section = 'team' | 'conversations' | 'agents' | 'environments' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation' | 'none';
 
 export const STATIC_PREFIX = '/static';
 
@@ -24,6 +24,7 @@ const LINKS: ReadonlyArray<{ section: Section; href: string; label: string; sign
   { section: 'team', href: '/', label: 'Team', signedIn: true },
   { section: 'conversations', href: '/conversations', label: 'Conversations', signedIn: true },
   { section: 'agents', href: '/agents', label: 'Agents', signedIn: true },
+  { section: 'environments', href: '/environments', label: 'Environments', signedIn: true },
   { section: 'runners', href: '/account/runners', label: 'Runners', signedIn: true },
   { section: 'keys', href: '/account/api-keys', label: 'API keys', signedIn: true },
   { section: 'credentials', href: '/account/credentials', label: 'Model credentials', signedIn: true },
