@@ -22,6 +22,12 @@ export async function findAgent(api: FountainApi, ref: string): Promise<Agent> {
   throw new CliError(`no agent "${ref}" (see \`fountain agents list\`)`);
 }
 
+/** Runner id → name, to show a pin by name. */
+async function runnerNames(api: FountainApi): Promise<Map<string, string>> {
+  const { data: runners } = await api.request('GET', '/api/runners', data(z.array(z.object({ id: z.string(), name: z.string() }).loose())));
+  return new Map(runners.map((r) => [r.id, r.name]));
+}
+
 const policyEntry = (value: string, prev: Record<string, string> = {}): Record<string, string> => {
   const m = /^([A-Za-z0-9_ .-]+)=(auto_allow|ask|auto_deny)$/.exec(value);
   if (!m) throw new CliError(`--policy takes tool=auto_allow|ask|auto_deny, not "${value}"`, 2);
@@ -39,9 +45,10 @@ export function register(program: Command): void {
       action(async (opts: { json?: boolean }, cmd: Command) => {
         const { data: list } = await apiFor(cmd).request('GET', '/api/agents', data(z.array(agentSchema)));
         if (opts.json) return printJson(list);
+        const names = list.some((a) => a.runner_id) ? await runnerNames(apiFor(cmd)) : new Map<string, string>();
         printTable(
-          ['ID', 'NAME', 'RUNTIME', 'MODEL', 'SANDBOX'],
-          list.map((a) => [a.id, a.name, a.runtime, a.model ?? '', a.sandbox_provider ?? 'default']),
+          ['ID', 'NAME', 'RUNTIME', 'MODEL', 'SANDBOX', 'RUNNER'],
+          list.map((a) => [a.id, a.name, a.runtime, a.model ?? '', a.sandbox_provider ?? 'default', a.runner_id ? (names.get(a.runner_id) ?? a.runner_id) : 'any']),
         );
       }),
     );
@@ -55,20 +62,61 @@ export function register(program: Command): void {
     .option('--system <prompt>', 'system prompt', '')
     .option('--sandbox-provider <provider>', 'sandbox provider (default: the instance default)')
     .option('--environment <environment>', 'environment (id or name) its sandboxes are provisioned with')
+    .option('--runner <runner>', 'pin it to this runner (name or id); default: any runner (the most recently connected one online)')
     .option('--policy <tool=verdict>', 'permission policy entry, repeatable (default=ask, execute=auto_allow, ...)', policyEntry)
     .option('--json', 'print JSON')
     .action(
-      action(async (opts: { name: string; runtime: string; model?: string; system: string; sandboxProvider?: string; environment?: string; policy?: Record<string, string>; json?: boolean }, cmd: Command) => {
+      action(async (opts: { name: string; runtime: string; model?: string; system: string; sandboxProvider?: string; environment?: string; runner?: string; policy?: Record<string, string>; json?: boolean }, cmd: Command) => {
         const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
         if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
         if (opts.model) body.model = opts.model;
         else if (opts.runtime === 'demo') body.model = DEMO_MODEL;
         if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
+        if (opts.runner) body.runner_id = opts.runner;
         if (opts.policy) body.permission_policy = opts.policy;
         const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(agentSchema), body);
         if (opts.json) return printJson(agent);
         process.stdout.write(`created agent ${agent.name} (${agent.id})\n`);
       }),
+    );
+
+  agents
+    .command('update <agent>')
+    .description('change an agent (by id or name); only the options given change')
+    .option('--name <name>', 'new name')
+    .option('--model <model>', 'provider/model_id')
+    .option('--system <prompt>', 'system prompt')
+    .option('--sandbox-provider <provider>', 'sandbox provider')
+    .option('--environment <environment>', 'environment (id or name) its sandboxes are provisioned with')
+    .option('--runner <runner>', 'pin it to this runner (name or id)')
+    .option('--no-runner', 'unpin it: any runner (the most recently connected one online)')
+    .option('--policy <tool=verdict>', 'permission policy entry, repeatable; replaces the whole policy', policyEntry)
+    .option('--json', 'print JSON')
+    .action(
+      action(
+        async (
+          ref: string,
+          opts: { name?: string; model?: string; system?: string; sandboxProvider?: string; environment?: string; runner?: string | boolean; policy?: Record<string, string>; json?: boolean },
+          cmd: Command,
+        ) => {
+          const api = apiFor(cmd);
+          const current = await findAgent(api, ref);
+          const body: Record<string, unknown> = {};
+          if (opts.name !== undefined) body.name = opts.name;
+          if (opts.model !== undefined) body.model = opts.model;
+          if (opts.system !== undefined) body.system = opts.system;
+          if (opts.sandboxProvider !== undefined) body.sandbox_provider = opts.sandboxProvider;
+          if (opts.environment !== undefined) body.environment_id = (await findEnvironment(api, opts.environment)).id;
+          // Commander: --runner x gives 'x', --no-runner gives false, neither leaves the default true (no change).
+          if (typeof opts.runner === 'string') body.runner_id = opts.runner;
+          else if (opts.runner === false) body.runner_id = null;
+          if (opts.policy) body.permission_policy = opts.policy;
+          if (Object.keys(body).length === 0) throw new CliError('nothing to change: give at least one option (see `fountain agents update --help`)', 2);
+          const { data: agent } = await api.request('PATCH', `/api/agents/${current.id}`, data(agentSchema), body);
+          if (opts.json) return printJson(agent);
+          process.stdout.write(`updated agent ${agent.name} (${agent.id})\n`);
+        },
+      ),
     );
 
   agents

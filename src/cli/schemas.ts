@@ -11,6 +11,7 @@ export const agentSchema = z
     runtime: z.string(),
     model: z.string().nullish(),
     sandbox_provider: z.string().nullish(),
+    runner_id: z.string().nullish(),
   })
   .loose();
 export type Agent = z.infer<typeof agentSchema>;

@@ -13,6 +13,7 @@ import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, upd
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
+import { findRunner, findRunnerByName } from '../runners/store.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
@@ -53,12 +54,21 @@ export const AgentSchema = z
     skills: SkillsSchema,
     mcp_servers: McpServersSchema,
     allowed_environment_ids: z.array(z.string()).nullable(),
+    runner_id: z.string().nullable().openapi({ description: "The runner its new conversations go to; null = the account's most recently connected online runner" }),
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
   .openapi('Agent');
+
+const RunnerField = z
+  .string()
+  .trim()
+  .min(1, 'runner_id must not be blank')
+  .max(100)
+  .nullable()
+  .openapi({ description: "A runner id or name of the account's; stored as the id. null = not pinned (any runner)" });
 
 const AgentCreateBody = z
   .object({
@@ -74,6 +84,7 @@ const AgentCreateBody = z
     skills: SkillsSchema.default([]),
     mcp_servers: McpServersSchema.default({}),
     allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable().default(null),
+    runner_id: RunnerField.default(null),
   })
   .strict()
   .openapi('AgentCreate');
@@ -92,6 +103,7 @@ const AgentPatchBody = z
     skills: SkillsSchema,
     mcp_servers: McpServersSchema,
     allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable(),
+    runner_id: RunnerField,
   })
   .partial()
   .strict()
@@ -133,6 +145,7 @@ export function agentView(a: Agent, conversationCount: number) {
     skills: a.skills,
     mcp_servers: a.mcpServers,
     allowed_environment_ids: a.allowedEnvironmentIds,
+    runner_id: a.runnerId,
     acp: true,
     conversation_count: conversationCount,
     inserted_at: a.insertedAt.toISOString(),
@@ -165,6 +178,13 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     if (ids === null) return null;
     for (const id of ids) await checkEnvironment(accountId, id);
     return [...new Set(ids)];
+  };
+  // An id or a name, so `--runner laptop` works; unknown names the value it was given.
+  const checkRunner = async (accountId: string, ref: string | null): Promise<string | null> => {
+    if (ref === null) return null;
+    const row = (isUuid(ref) ? await findRunner(deps.db, accountId, ref) : undefined) ?? (await findRunnerByName(deps.db, accountId, ref));
+    if (!row) throw fieldError('runner_id', `no runner ${JSON.stringify(ref)} on this account`, 'runner_not_found');
+    return row.id;
   };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
@@ -227,6 +247,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         skills: b.skills,
         mcpServers: b.mcp_servers,
         allowedEnvironmentIds: await checkAllowed(accountId, b.allowed_environment_ids),
+        runnerId: await checkRunner(accountId, b.runner_id),
       };
       const r = await insertAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
@@ -276,6 +297,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         if (b.skills !== undefined) p.skills = b.skills;
         if (b.mcp_servers !== undefined) p.mcpServers = b.mcp_servers;
         if (b.allowed_environment_ids !== undefined) p.allowedEnvironmentIds = await checkAllowed(accountId, b.allowed_environment_ids);
+        if (b.runner_id !== undefined) p.runnerId = await checkRunner(accountId, b.runner_id);
         if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider) p.sandboxProvider = checkProvider(b.sandbox_provider);
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');

@@ -23,6 +23,8 @@ export interface AgentEnvironmentFields {
   skills: Skill[];
   mcpServers: Record<string, McpServer>;
   allowedEnvironmentIds: string[] | null;
+  /** The runner it is pinned to; null: not pinned. */
+  runnerId: string | null;
 }
 
 export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };

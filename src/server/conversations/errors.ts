@@ -62,6 +62,8 @@ export interface EngineError {
   readonly message: string;
   /** Fields the API error body carries beside `error` and `message`. */
   readonly extras?: Readonly<Record<string, unknown>>;
+  /** The HTTP status when it differs from the code's usual one (a new conversation on an away runner is 409, not 503). */
+  readonly status?: number;
 }
 
 export type EngineResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: EngineError };

@@ -8,8 +8,11 @@ import type { EngineResult } from './errors.ts';
 import type { RunnerSummary } from './views.ts';
 
 export interface Placement {
-  /** A fresh sandbox name for the account on the provider; `no_runner_online` when nothing can host it now. */
-  mint(accountId: string, provider: KnownProvider): EngineResult<string>;
+  /**
+   * A fresh sandbox name for the account on the provider; `no_runner_online` when nothing can host it now.
+   * `pin` is the agent's chosen host (a runner id) or null; a pinned host that is away answers `runner_offline` naming it.
+   */
+  mint(accountId: string, provider: KnownProvider, pin: string | null): Promise<EngineResult<string>>;
   /** The error says the sandbox's host is away for now: the work waits instead of giving the sandbox up. */
   hostAway(e: SandboxError): boolean;
   /** The error on a command says its connection dropped while the process runs on (a turn can be recovered). */

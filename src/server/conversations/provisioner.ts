@@ -69,8 +69,9 @@ export class Provisioner {
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
     const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
-    const name = this.c.d.placement.mint(accountId, provider);
-    if (!name.ok) return name;
+    const name = await this.c.d.placement.mint(accountId, provider, agent.runnerId);
+    // A new conversation cannot wait for its pinned runner: 409 (a conflict with the agent's pin), not the 503 a parked one answers.
+    if (!name.ok) return name.error.code === 'runner_offline' ? { ok: false, error: { ...name.error, status: 409 } } : name;
     const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced, chosen.value.limited);
     if (refused) {
       // The refusal is recorded on a failed conversation so its stage event has a home; no sandbox is created.
@@ -284,10 +285,12 @@ export class Provisioner {
     if (!this.c.d.registry.isRegistered(provider)) return refuse('sandbox_probe_failed', `sandbox provider ${provider} is not available`);
     const adapter = this.c.d.registry.adapterFor(provider);
     let handle = adapter.buildHandle(sandbox.name);
-    const probeFailed = (e: SandboxError): EngineResult<Live> =>
-      this.c.d.placement.hostAway(e)
-        ? refuse('runner_offline', "The sandbox's runner is not connected; the conversation wakes when the runner reconnects.")
-        : refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
+    const probeFailed = async (e: SandboxError): Promise<EngineResult<Live>> => {
+      if (!this.c.d.placement.hostAway(e)) return refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
+      const away = await this.c.d.placement.host(conv.accountId, sandbox);
+      const which = away?.name ? `Runner ${JSON.stringify(away.name)}` : "The sandbox's runner";
+      return refuse('runner_offline', `${which} is not connected; the conversation wakes when the runner reconnects.`, away ? { runner_id: away.id, runner_name: away.name || null } : undefined);
+    };
 
     if (sandbox.status === 'suspended') {
       const resumed = await adapter.resume(handle);
@@ -342,7 +345,7 @@ export class Provisioner {
     const db = this.c.d.db;
     const provider = (agent.sandboxProvider as KnownProvider | null) ?? this.c.d.defaultProvider;
     if (!this.c.d.registry.isEnabled(provider)) return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
-    const name = this.c.d.placement.mint(conv.accountId, provider);
+    const name = await this.c.d.placement.mint(conv.accountId, provider, agent.runnerId);
     if (!name.ok) {
       return name.error.code === 'no_runner_online'
         ? refuse('runner_offline', 'No runner is connected; the conversation wakes when a runner connects.')

@@ -27,7 +27,7 @@ export interface ConversationRouteDeps extends RouteDeps {
 /** The engine's refusals become the one error type, with `Retry-After` where the code carries one. */
 export function engineApiError(e: EngineError): ApiError {
   const retry = ENGINE_RETRY_AFTER[e.code];
-  return new ApiError(ENGINE_ERROR_STATUS[e.code] as 400, e.code, e.message, { ...e.extras }, retry ? { 'retry-after': String(retry) } : {});
+  return new ApiError((e.status ?? ENGINE_ERROR_STATUS[e.code]) as 400, e.code, e.message, { ...e.extras }, retry ? { 'retry-after': String(retry) } : {});
 }
 
 const unwrap = <T>(r: EngineResult<T>): T => {

@@ -16,8 +16,21 @@ export interface RunnerDirectory {
 
 export function providerPlacement(host: RunnerHost | null, runners: RunnerDirectory): Placement {
   return {
-    mint(accountId: string, provider: KnownProvider) {
+    async mint(accountId: string, provider: KnownProvider, pin: string | null) {
       if (provider === 'runner') {
+        if (pin !== null) {
+          // A pin names one runner: it is that one or none, never a silent fallback to another machine.
+          if (host?.online(accountId).some((r) => r.runnerId === pin)) {
+            const n = mintRunnerName(pin);
+            return n.ok ? accept(n.value) : refuse('no_runner_online', `runner id unusable: ${n.error}`);
+          }
+          const row = await runners.find(accountId, pin);
+          const name = row?.name ?? pin;
+          return refuse('runner_offline', `The agent is pinned to runner ${JSON.stringify(name)}, which is not connected. Start it with \`fountain runner\`, or unpin the agent.`, {
+            runner_id: pin,
+            runner_name: row?.name ?? null,
+          });
+        }
         if (!host) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner`.');
         const picked = pickRunner(host, accountId);
         if (!picked.ok) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner` on a machine you own.');

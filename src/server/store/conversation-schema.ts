@@ -36,6 +36,8 @@ export const agents = pgTable(
     mcpServers: jsonb('mcp_servers').$type<Record<string, McpServer>>().notNull().default(sql`'{}'::jsonb`),
     /** Environments a conversation may pick instead: null any of the account's, [] none. */
     allowedEnvironmentIds: jsonb('allowed_environment_ids').$type<string[] | null>(),
+    /** The runner its new sandboxes go to (migration 0066); null: the most recently connected online runner. */
+    runnerId: uuid('runner_id'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },

@@ -25,7 +25,7 @@ const WORDS: Partial<Record<EngineErrorCode, string>> = {
 
 export const inWords = (e: EngineError): { ok: false; status: number; message: string } => ({
   ok: false,
-  status: ENGINE_ERROR_STATUS[e.code] ?? 400,
+  status: e.status ?? ENGINE_ERROR_STATUS[e.code] ?? 400,
   message: WORDS[e.code] ?? e.message,
 });
 

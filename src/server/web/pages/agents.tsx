@@ -1,6 +1,6 @@
 /**
- * Agents: the list, and the create/edit form (runtime, model, system prompt, permission policy, and a
- * sandbox-provider select that appears only when two or more providers are enabled, its options from the registry).
+ * Agents: the list, and the create/edit form (runtime, model, system prompt, permission policy, a runner choice,
+ * and a sandbox-provider select that appears only when two or more providers are enabled, its options from the registry).
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
@@ -12,6 +12,8 @@ import { userName } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
 import type { Environment } from '../../store/environment-schema.ts';
 import { inWords } from '../actions.ts';
+import type { Db } from '../../store/db.ts';
+import { RunnerChoice, RUNNER_GONE, chosenRunner, runnerOptions, type RunnerOption } from './runner-choice.tsx';
 
 const ENV_ERROR = 'That environment does not exist (any more).';
 
@@ -143,7 +145,14 @@ function chosenEnvironment(body: Record<string, unknown>, environments: readonly
   return environments.some((e) => e.id === v) ? { ok: true, id: v } : { ok: false, error: 'That environment does not exist (any more).' };
 }
 
-function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string; environments?: readonly Environment[]; environmentId?: string | null }) {
+interface Choices {
+  readonly environments: readonly Environment[];
+  readonly environmentId: string | null;
+  readonly runners: readonly RunnerOption[];
+  readonly runnerId: string | null;
+}
+
+function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string; choices: Choices }) {
   const v = p.values;
   const e = p.errors;
   return (
@@ -178,7 +187,8 @@ function AgentForm(p: { action: string; values: FormValues; errors: Errors; enab
           </select>
         </Field>
       ) : null}
-      <EnvironmentChoice environments={p.environments ?? []} selected={p.environmentId ?? null} error={e.form === ENV_ERROR ? e.form : undefined} />
+      {p.enabled.includes('runner') ? <RunnerChoice runners={p.choices.runners} selected={p.choices.runnerId} error={e.form === RUNNER_GONE ? e.form : undefined} /> : null}
+      <EnvironmentChoice environments={p.choices.environments} selected={p.choices.environmentId} error={e.form === ENV_ERROR ? e.form : undefined} />
       <Field id="system" label="System prompt" error={e.system}>
         <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
           {v.system}
@@ -216,6 +226,7 @@ function AgentForm(p: { action: string; values: FormValues; errors: Errors; enab
 export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const enabled = () => deps.registry.enabled();
+  const runnersOf = (accountId: string) => runnerOptions(deps.db as unknown as Db, deps.runnerHost, accountId);
 
   app.get('/agents', async (c) => {
     const user = c.get('user');
@@ -273,14 +284,16 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     );
   });
 
-  app.get('/agents/new', async (c) =>
-    c.html(
+  app.get('/agents/new', async (c) => {
+    const accountId = c.get('user').account.id;
+    const choices: Choices = { environments: await deps.environments.list(accountId), environmentId: null, runners: await runnersOf(accountId), runnerId: null };
+    return c.html(
       <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
         <h1>New agent</h1>
-        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" environments={await deps.environments.list(c.get('user').account.id)} />
+        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} />
       </Layout>,
-    ),
-  );
+    );
+  });
 
   app.post('/agents', async (c) => {
     const user = c.get('user');
@@ -288,17 +301,21 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const parsed = parseAgentForm(body, enabled());
     const environments = await deps.environments.list(user.account.id);
     const env = chosenEnvironment(body, environments);
+    const runners = await runnersOf(user.account.id);
+    const runner = chosenRunner(body, runners);
+    const choices: Choices = { environments, environmentId: env.ok ? env.id : null, runners, runnerId: runner.ok ? runner.id : null };
     const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
       c.html(
         <Layout title="New agent" section="agents" user={userName(user)}>
           <h1>New agent</h1>
-          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" environments={environments} environmentId={env.ok ? env.id : null} />
+          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} />
         </Layout>,
         status,
       );
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
     if (!env.ok) return page(fromAgent(undefined), { form: env.error }, 422);
-    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id });
+    if (!runner.ok) return page(fromAgent(undefined), { form: runner.error }, 422);
+    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id, runnerId: runner.id });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
     return c.redirect('/', 303);
   });
@@ -311,7 +328,15 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     return c.html(
       <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
         <h1>Edit {agent.name}</h1>
-        <AgentForm action={`/agents/${agent.id}`} values={fromAgent(agent)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" environments={environments} environmentId={agent.environmentId} />
+        <AgentForm
+          action={`/agents/${agent.id}`}
+          values={fromAgent(agent)}
+          errors={{}}
+          enabled={enabled()}
+          defaultProvider={deps.defaultProvider}
+          submit="Save"
+          choices={{ environments, environmentId: agent.environmentId, runners: await runnersOf(user.account.id), runnerId: agent.runnerId }}
+        />
         <StartConversation agent={agent} environments={environments} />
       </Layout>,
     );
@@ -328,18 +353,23 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const parsed = parseAgentForm(body, allowed);
     const environments = await deps.environments.list(user.account.id);
     const env = chosenEnvironment(body, environments);
+    const runners = await runnersOf(user.account.id);
+    // Without the runner select (runners not enabled) the form posts none: keep the agent's pin.
+    const runner = enabled().includes('runner') ? chosenRunner(body, runners) : ({ ok: true, id: agent.runnerId } as const);
+    const choices: Choices = { environments, environmentId: env.ok ? env.id : agent.environmentId, runners, runnerId: runner.ok ? runner.id : agent.runnerId };
     const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
       c.html(
         <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
           <h1>Edit {agent.name}</h1>
-          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" environments={environments} environmentId={env.ok ? env.id : agent.environmentId} />
+          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" choices={choices} />
         </Layout>,
         status,
       );
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
     if (!env.ok) return page(fromAgent(agent), { form: env.error }, 422);
+    if (!runner.ok) return page(fromAgent(agent), { form: runner.error }, 422);
     // Without the select (one provider) the form posts no provider: keep what the agent has.
-    const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id };
+    const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id, runnerId: runner.id };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
     return c.redirect('/agents', 303);
