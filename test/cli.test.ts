@@ -130,6 +130,28 @@ describe('fountain CLI', () => {
     assert.match(other.err(), /model/);
   });
 
+  it('`agents create|update --runner` pins an agent to a runner by name; `--no-runner` unpins; an unknown runner is refused naming it', { timeout: T }, async () => {
+    const made = fountain(['agents', 'create', '--name', 'pinned', '--runtime', 'demo', '--runner', RUNNER_NAME]);
+    assert.equal(await made.exited, 0, made.err());
+    const runnerId = ((await api('GET', '/api/runners')).body.data as { id: string; name: string }[]).find((r) => r.name === RUNNER_NAME)!.id;
+    const pinned = () => api('GET', '/api/agents').then((r) => (r.body.data as { name: string; runner_id: string | null }[]).find((a) => a.name === 'pinned')!.runner_id);
+    assert.equal(await pinned(), runnerId);
+    const listed = fountain(['agents', 'list']);
+    assert.equal(await listed.exited, 0, listed.err());
+    assert.match(listed.out(), new RegExp(`pinned\\s.*\\s${RUNNER_NAME}\\s*$`, 'm'));
+    const unpin = fountain(['agents', 'update', 'pinned', '--no-runner']);
+    assert.equal(await unpin.exited, 0, unpin.err());
+    assert.match(unpin.out(), /updated agent pinned/);
+    assert.equal(await pinned(), null);
+    const repin = fountain(['agents', 'update', 'pinned', '--runner', RUNNER_NAME]);
+    assert.equal(await repin.exited, 0, repin.err());
+    assert.equal(await pinned(), runnerId);
+    const unknown = fountain(['agents', 'update', 'pinned', '--runner', 'mars']);
+    assert.equal(await unknown.exited, 1);
+    assert.match(unknown.err(), /mars/);
+    assert.equal(await pinned(), runnerId);
+  });
+
   it('top-level help does not list the internal runner-guest', { timeout: T }, async () => {
     const r = fountain(['--help']);
     assert.equal(await r.exited, 0);
