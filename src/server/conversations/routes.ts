@@ -9,12 +9,14 @@ import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineR
 import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
+import { messageField } from './limits.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
+import { LaunchSecretsSchema } from '../environments/schemas.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -55,7 +57,7 @@ export const ConversationSchema = z
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
     agent_id: z.string().nullable(),
-    environment_id: z.null(),
+    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -120,12 +122,14 @@ const CreateBody = z
   .object({
     agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
     title: z.string().max(120).optional(),
-    prompt: z.string().min(1).max(200_000).optional(),
+    prompt: messageField.optional(),
     permission_policy: PermissionPolicySchema.optional(),
+    environment_id: z.string().max(100).optional().openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
+    secrets: LaunchSecretsSchema.optional(),
   })
   .openapi('ConversationCreate');
 
-const PromptBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('Prompt');
+const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
 
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 
@@ -229,11 +233,20 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
+      if (b.environment_id !== undefined && !isUuid(b.environment_id)) throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
       const p = c.get('principal');
       // Created with a sandbox token: a child of the token's conversation, never looser than it.
       const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
       const data = unwrap(
-        await engine.create(p.account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy, parentId }),
+        await engine.create(p.account.id, {
+          agentId: b.agent_id,
+          title: b.title,
+          prompt: b.prompt,
+          permissionPolicy: b.permission_policy,
+          parentId,
+          environmentId: b.environment_id,
+          secrets: b.secrets,
+        }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);
     },
