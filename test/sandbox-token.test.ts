@@ -268,6 +268,12 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.deepEqual([unknown.body.result.isError, unknown.body.result.structuredContent.error], [true, 'not_found']);
     const nope = await mcp(token1, alphaConv, 'resources/list');
     assert.equal(nope.body.error.code, -32601);
+    const garbled = await fetch(`${srv.url}/api/mcp/team/${alphaConv}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token1}`, 'content-type': 'application/json' },
+      body: '{"jsonrpc": "2.0", "id": 1, "method": ',
+    });
+    assert.deepEqual([garbled.status, ((await garbled.json()) as Json).error.code], [400, -32700]);
   });
 
   it("refuses another conversation's token, a non-team conversation, and a stranger", async () => {
