@@ -13,8 +13,8 @@ export type CronResult = { ok: true; value: Cron } | { ok: false; error: string 
 
 const FIELD_LABELS = ['minute', 'hour', 'day of month', 'month', 'day of week'] as const;
 
-// Vixie semantics: day-of-month and day-of-week are ORed when both are restricted, and `10/20`
-// means 10 to the end of the range in steps of 20.
+// Day-of-month and day-of-week are ORed when neither is a bare `*` (so `*/10` counts as restricted,
+// unlike Vixie cron), and `10/20` means 10 to the end of the range in steps of 20, as in Vixie cron.
 const OPTIONS: CronOptions = { timezone: 'UTC', mode: '5-part', domAndDow: false, sloppyRanges: true, paused: true };
 
 function compile(pattern: string): { ok: true; value: Croner } | { ok: false; error: string } {
