@@ -261,11 +261,19 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.match(ran.turns[0].reply, /I ran `echo held`; it exited with code 0/);
 
     const bad = await mcp(token1, alphaConv, 'tools/call', { name: 'wait_for_teammate', arguments: { agent_id: beta, timeout_seconds: 91 } });
-    assert.equal(bad.body.error.code, -32602);
+    // MCP 2025-11-25 (SEP-1303): bad tool arguments are a tool error the model can read and correct, not a protocol error.
+    assert.equal(bad.body.result.isError, true, JSON.stringify(bad.body));
+    assert.match(bad.body.result.content[0].text, /timeout_seconds/);
     const unknown = await mcp(token1, alphaConv, 'tools/call', { name: 'get_teammate', arguments: { agent_id: '00000000-0000-4000-8000-000000000000' } });
     assert.deepEqual([unknown.body.result.isError, unknown.body.result.structuredContent.error], [true, 'not_found']);
     const nope = await mcp(token1, alphaConv, 'resources/list');
     assert.equal(nope.body.error.code, -32601);
+    const garbled = await fetch(`${srv.url}/api/mcp/team/${alphaConv}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token1}`, 'content-type': 'application/json' },
+      body: '{"jsonrpc": "2.0", "id": 1, "method": ',
+    });
+    assert.deepEqual([garbled.status, ((await garbled.json()) as Json).error.code], [400, -32700]);
   });
 
   it("refuses another conversation's token, a non-team conversation, and a stranger", async () => {

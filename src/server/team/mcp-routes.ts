@@ -1,13 +1,15 @@
 /**
- * `POST /api/mcp/team/:conversation_id`: the team MCP over streamable HTTP (JSON responses, no SSE
- * stream), for team-channel conversations, called with that conversation's sandbox token or a full key.
+ * `POST /api/mcp/team/:conversation_id`: the team MCP over @hono/mcp's streamable HTTP (stateless,
+ * JSON responses), for team-channel conversations, called with that conversation's sandbox token or a full key.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
+import { StreamableHTTPTransport } from '@hono/mcp';
+import { HTTPException } from 'hono/http-exception';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { TeamService } from './service.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { handleMcpMessage, type JsonRpcResponse, type TeamMcpContext } from './mcp.ts';
+import { teamMcpServer } from './mcp.ts';
 import { getConversation } from '../conversations/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
@@ -55,21 +57,19 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       if (!hasScope(principal, 'full') && principal.key.conversationId !== id) {
         throw new ApiError(403, 'token_not_for_this_conversation', "only this conversation's sandbox token (or a full-scope key) may use its team MCP");
       }
-      let body: unknown;
+      // A server and transport per request: the server keeps no session, and each knows its caller.
+      const server = teamMcpServer({ db, team: deps.team, accountId: principal.account.id, conversationId: id, signal: c.req.raw.signal, logger: deps.logger });
+      const transport = new StreamableHTTPTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       try {
-        body = JSON.parse(await c.req.text());
-      } catch {
-        return c.json({ jsonrpc: '2.0' as const, id: null, error: { code: -32700, message: 'parse error' } }, 200);
+        await server.connect(transport);
+        return (await transport.handleRequest(c)) ?? c.body(null, 202);
+      } catch (e) {
+        // The transport's refusals (bad JSON-RPC, wrong media type) carry a JSON-RPC error body.
+        if (e instanceof HTTPException) return e.getResponse();
+        throw e;
+      } finally {
+        await server.close();
       }
-      const ctx: TeamMcpContext = { db, team: deps.team, accountId: principal.account.id, conversationId: id, signal: c.req.raw.signal };
-      const messages = Array.isArray(body) ? body : [body];
-      const answers: JsonRpcResponse[] = [];
-      for (const m of messages) {
-        const a = await handleMcpMessage(ctx, m);
-        if (a) answers.push(a);
-      }
-      if (answers.length === 0) return c.body(null, 202);
-      return c.json(Array.isArray(body) ? answers : answers[0]!, 200);
     },
   );
 

@@ -1,16 +1,16 @@
 /**
- * The team MCP server (platform-api.md §10 "Team MCP"): MCP's JSON-RPC methods `initialize`,
- * `tools/list` and `tools/call` over the team service, for one calling teammate conversation.
+ * The team MCP server (platform-api.md §10 "Team MCP"): an MCP SDK server whose zod-validated
+ * tools work the team service, built for one calling teammate conversation.
  */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import { TEAM_MCP_NAME } from '../conversations/sandbox-token.ts';
 import type { TeamService, Teammate } from './service.ts';
 import { isUuid } from '../http/ids.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { recentTurns, replyText } from './store.ts';
-
-/** Newest first; the first is what we answer a client that asks for a version we do not know. */
-export const MCP_PROTOCOL_VERSIONS = ['2025-06-18', '2025-03-26', '2024-11-05'] as const;
 
 export const WAIT_DEFAULT_SECONDS = 60;
 export const WAIT_MAX_SECONDS = 90;
@@ -26,28 +26,8 @@ export interface TeamMcpContext {
   readonly conversationId: string;
   /** Aborts a `wait_for_teammate` when the HTTP client goes away. */
   readonly signal: AbortSignal;
+  readonly logger: Logger;
 }
-
-type JsonRpcId = string | number;
-
-const Request = z.object({
-  jsonrpc: z.literal('2.0'),
-  id: z.union([z.string(), z.number()]).optional(),
-  method: z.string(),
-  params: z.record(z.string(), z.unknown()).optional(),
-});
-
-const CallParams = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()).optional() });
-
-export type JsonRpcResponse =
-  | { jsonrpc: '2.0'; id: JsonRpcId | null; result: unknown }
-  | { jsonrpc: '2.0'; id: JsonRpcId | null; error: { code: number; message: string; data?: unknown } };
-
-const rpcError = (id: JsonRpcId | null, code: number, message: string, data?: unknown): JsonRpcResponse => ({
-  jsonrpc: '2.0',
-  id,
-  error: data === undefined ? { code, message } : { code, message, data },
-});
 
 // ---------------------------------------------------------------- tools
 
@@ -135,27 +115,29 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', done, { once: true });
   });
 
-/** Runs one tool; its arguments are parsed here, so a ZodError means the caller sent bad ones. */
-async function callTool(ctx: TeamMcpContext, name: ToolName, args: Record<string, unknown>): Promise<Record<string, unknown>> {
-  switch (name) {
+type ToolArgs = { [N in ToolName]: z.output<(typeof TOOL_INPUTS)[N]> };
+
+/** Runs one tool on arguments the SDK has already checked against its input schema. */
+async function callTool<N extends ToolName>(ctx: TeamMcpContext, name: N, args: ToolArgs[N]): Promise<Record<string, unknown>> {
+  const call = { name, args } as { [K in ToolName]: { name: K; args: ToolArgs[K] } }[ToolName];
+  switch (call.name) {
     case 'list_teammates': {
-      TOOL_INPUTS.list_teammates.parse(args);
       const roster = await ctx.team.roster(ctx.accountId);
       return { teammates: roster.map((t) => summary(t, ctx.conversationId)) };
     }
     case 'get_teammate': {
-      const a = TOOL_INPUTS.get_teammate.parse(args);
+      const a = call.args;
       return detail(await teammate(ctx, a.agent_id), ctx.conversationId);
     }
     case 'send_to_teammate': {
-      const a = TOOL_INPUTS.send_to_teammate.parse(args);
+      const a = call.args;
       await teammate(ctx, a.agent_id);
       const r = await ctx.team.message(ctx.accountId, a.agent_id, a.message);
       if (!r.ok) throw new ToolFailure(r.error.code, r.error.message);
       return { status: 'queued', conversation_id: r.value.conversationId };
     }
     case 'wait_for_teammate': {
-      const a = TOOL_INPUTS.wait_for_teammate.parse(args);
+      const a = call.args;
       const deadline = Date.now() + (a.timeout_seconds ?? WAIT_DEFAULT_SECONDS) * 1000;
       for (;;) {
         const t = await teammate(ctx, a.agent_id);
@@ -165,7 +147,7 @@ async function callTool(ctx: TeamMcpContext, name: ToolName, args: Record<string
       }
     }
     case 'read_teammate': {
-      const a = TOOL_INPUTS.read_teammate.parse(args);
+      const a = call.args;
       const t = await teammate(ctx, a.agent_id);
       const turns = [];
       // The teammate's conversations newest first, each newest turn first: the latest `n` turns overall.
@@ -187,66 +169,34 @@ async function callTool(ctx: TeamMcpContext, name: ToolName, args: Record<string
   }
 }
 
-function toolList() {
-  return (Object.keys(TOOL_INPUTS) as ToolName[]).map((name) => ({
-    name,
-    description: TOOL_DESCRIPTIONS[name],
-    inputSchema: z.toJSONSchema(TOOL_INPUTS[name], { io: 'input' }),
-  }));
-}
-
-const isToolName = (n: string): n is ToolName => Object.hasOwn(TOOL_INPUTS, n);
+/** A tool's answer: the JSON as text for the model, and the same as structured content. */
+const result = (out: Record<string, unknown>, isError: boolean): CallToolResult => ({
+  content: [{ type: 'text', text: JSON.stringify(out) }],
+  structuredContent: out,
+  isError,
+});
 
 /**
- * Answers one JSON-RPC message; null for a notification (the transport answers 202 without a body).
- * Tool failures are tool results with `isError`, so the model can read and act on them.
+ * The server for one request. Tool failures are tool results with `isError`, so the model can read
+ * and act on them; an unexpected error is logged and reported without its details.
  */
-export async function handleMcpMessage(ctx: TeamMcpContext, raw: unknown): Promise<JsonRpcResponse | null> {
-  const parsed = Request.safeParse(raw);
-  if (!parsed.success) {
-    const id = typeof raw === 'object' && raw !== null && 'id' in raw ? (raw as { id: unknown }).id : null;
-    return rpcError(typeof id === 'string' || typeof id === 'number' ? id : null, -32600, 'invalid JSON-RPC request');
-  }
-  const msg = parsed.data;
-  if (msg.id === undefined) return null;
-  const id = msg.id;
-  switch (msg.method) {
-    case 'initialize': {
-      const asked = msg.params?.protocolVersion;
-      const version = MCP_PROTOCOL_VERSIONS.find((v) => v === asked) ?? MCP_PROTOCOL_VERSIONS[0];
-      return {
-        jsonrpc: '2.0',
-        id,
-        result: {
-          protocolVersion: version,
-          capabilities: { tools: { listChanged: false } },
-          serverInfo: { name: TEAM_MCP_NAME, version: '1.0.0' },
-          instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.',
-        },
-      };
-    }
-    case 'ping':
-      return { jsonrpc: '2.0', id, result: {} };
-    case 'tools/list':
-      return { jsonrpc: '2.0', id, result: { tools: toolList() } };
-    case 'tools/call': {
-      const p = CallParams.safeParse(msg.params ?? {});
-      if (!p.success) return rpcError(id, -32602, 'tools/call needs {name, arguments}');
-      if (!isToolName(p.data.name)) return rpcError(id, -32602, `unknown tool ${p.data.name}`);
+export function teamMcpServer(ctx: TeamMcpContext): McpServer {
+  const server = new McpServer(
+    { name: TEAM_MCP_NAME, version: '1.0.0' },
+    { instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.' },
+  );
+  for (const name of Object.keys(TOOL_INPUTS) as ToolName[]) {
+    const inputSchema: z.ZodType<Record<string, unknown>> = TOOL_INPUTS[name];
+    server.registerTool(name, { description: TOOL_DESCRIPTIONS[name], inputSchema }, async (args, extra) => {
+      const signal = AbortSignal.any([ctx.signal, extra.signal]);
       try {
-        const out = await callTool(ctx, p.data.name, p.data.arguments ?? {});
-        return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: false } };
+        return result(await callTool({ ...ctx, signal }, name, args as ToolArgs[typeof name]), false);
       } catch (e) {
-        if (e instanceof z.ZodError) {
-          const detailText = e.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
-          return rpcError(id, -32602, `invalid arguments for ${p.data.name}: ${detailText}`);
-        }
-        if (!(e instanceof ToolFailure)) throw e;
-        const out = { error: e.code, message: e.message };
-        return { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out, isError: true } };
+        if (e instanceof ToolFailure) return result({ error: e.code, message: e.message }, true);
+        ctx.logger.error({ err: e, tool: name }, 'team MCP tool failed');
+        return result({ error: 'internal_error', message: `${name} failed on the server` }, true);
       }
-    }
-    default:
-      return rpcError(id, -32601, `method not found: ${msg.method}`);
+    });
   }
+  return server;
 }

@@ -10,6 +10,7 @@ import type { OpResult } from '../../backend.ts';
 import type { ProcessBackend } from '../process/index.ts';
 import { defaultProgramDirs, namespaceSupportProblem, openNamespaceBackend } from './index.ts';
 import { startTestInternet } from './testing.ts';
+import { TRUST_ENV_KEYS } from '../process/env.ts';
 import type { TestInternet } from './testing.ts';
 
 const problem = namespaceSupportProblem();
@@ -229,7 +230,9 @@ describe('namespace backend', { skip: problem ?? false }, () => {
       const lines = unb64(r.output).split('\0').filter((l) => l !== '');
       // PWD is the launching shell's own (the working directory), nothing of the runner's.
       const keys = lines.map((l) => l.slice(0, l.indexOf('='))).filter((k) => k !== 'PWD').sort();
-      assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+      // Trust-anchor paths (public CA bundles) pass when the runner has them, as on the process backend.
+      const trust = TRUST_ENV_KEYS.filter((k) => process.env[k]);
+      assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', ...trust, 'npm_config_cache', 'npm_config_prefix'].sort());
       assert.ok(lines.includes('HOME=/home/sprite') && lines.includes('TMPDIR=/tmp') && lines.includes('USER=sprite'), lines.join('\n'));
       assert.ok(!lines.some((l) => l.includes('leaked')));
     } finally {
