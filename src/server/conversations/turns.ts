@@ -44,6 +44,9 @@ export class TurnMachine {
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
     active.acpPromptId = null;
     live.turn = active;
+    // The prompt's POST is answered before this: its reply leaves before the writes below take the
+    // event loop (PGlite runs each statement on this thread).
+    await new Promise((r) => setImmediate(r));
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
     try {
       await Promise.all([
