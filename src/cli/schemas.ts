@@ -23,6 +23,7 @@ export const conversationSchema = z
   .object({
     id: z.string(),
     title: z.string().nullish(),
+    first_prompt: z.string().nullish(),
     agent_id: z.string().nullish(),
     status: z.string(),
     turn_count: z.number().optional(),
@@ -36,7 +37,13 @@ export const conversationSchema = z
 export type Conversation = z.infer<typeof conversationSchema>;
 
 export const turnSchema = z
-  .object({ id: z.string(), turn_number: z.number(), prompt: z.string().nullish(), status: z.string() })
+  .object({
+    id: z.string(),
+    turn_number: z.number(),
+    prompt: z.string().nullish(),
+    status: z.string(),
+    pending_permission: z.object({ request_id: z.string() }).loose().nullish(),
+  })
   .loose();
 
 export const logEventSchema = z
@@ -61,3 +68,17 @@ export const requestStartedSchema = z
   .loose();
 
 export const data = <S extends z.ZodType>(s: S) => z.object({ data: s }).loose();
+
+export const environmentSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    env_vars: z.record(z.string(), z.string()).optional(),
+    secret_keys: z.array(z.string()).optional(),
+    networking_type: z.string().optional(),
+    networking_config: z.object({ allowed_hosts: z.array(z.string()) }).loose().optional(),
+    packages: z.object({ apt: z.array(z.string()), npm: z.array(z.string()) }).loose().optional(),
+    repositories: z.array(z.object({ url: z.string(), mount_path: z.string().optional() }).loose()).optional(),
+  })
+  .loose();
+export type Environment = z.infer<typeof environmentSchema>;

@@ -108,7 +108,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
-    assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['completed']);
+    assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['done']);
 
     // Answered elsewhere (the CLI, over the API): the open page's buttons give way all the same.
     await page.getByLabel('Message', { exact: true }).fill('run: echo answered-elsewhere');

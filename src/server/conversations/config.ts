@@ -36,6 +36,8 @@ export interface EngineConfig {
   readonly nodeHeartbeatMs: number;
   /** FOUNTAIN_NODE_EXPIRY_MS: a node whose heartbeat is older than this is lost; its open turns are adopted. */
   readonly nodeExpiryMs: number;
+  /** FOUNTAIN_SKILLS_GIT_URL: where GitHub-sourced skills are cloned from (`<base>/<owner>/<repo>.git`). */
+  readonly skillsGitBaseUrl: string;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -56,6 +58,7 @@ export const ENGINE_DEFAULTS = {
   brokerAllowUnenforced: false,
   nodeHeartbeatMs: 5_000,
   nodeExpiryMs: 30_000,
+  skillsGitBaseUrl: 'https://github.com',
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
@@ -65,7 +68,7 @@ export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'
 
 /**
  * Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS,
- * FOUNTAIN_RUNNER_RECOVERY_SECONDS, PUBLIC_URL.
+ * FOUNTAIN_RUNNER_RECOVERY_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
  */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
@@ -81,6 +84,9 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
     ? { success: true as const, data: ENGINE_DEFAULTS.recoveryWindowMs / 1000 }
     : seconds.safeParse(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS);
   if (!recovery.success) return { ok: false, message: 'FOUNTAIN_RUNNER_RECOVERY_SECONDS must be a whole number of seconds (1..86400)' };
+  if (!blank(env.FOUNTAIN_SKILLS_GIT_URL) && !/^https:\/\/[^\s]+$/.test(env.FOUNTAIN_SKILLS_GIT_URL!.trim())) {
+    return { ok: false, message: 'FOUNTAIN_SKILLS_GIT_URL must be an https:// URL' };
+  }
   return {
     ok: true,
     value: {
@@ -90,6 +96,7 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       askTimeoutMs: ask.data * 1000,
       recoveryWindowMs: recovery.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
+      skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL) ? ENGINE_DEFAULTS.skillsGitBaseUrl : env.FOUNTAIN_SKILLS_GIT_URL!.trim().replace(/\/+$/, ''),
     },
   };
 }

@@ -9,18 +9,15 @@ import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineR
 import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
+import { messageField } from './limits.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
-import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
-import { sseOncePer, sseTail } from '../http/sse.ts';
+import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
+import { LaunchSecretsSchema } from '../environments/schemas.ts';
 
-
-/** An event as the conversation stream and as the account stream send it, each encoded once however many clients tail it. */
-const conversationEvent = sseOncePer((e: EventRow) => ({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e)) }));
-const accountEvent = sseOncePer((e: EventRow) => ({ id: String(e.id), event: e.kind, data: JSON.stringify({ ...eventView(e), conversation_id: e.conversationId }) }));
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
   /** SSE heartbeat comment interval; default 15 s. */
@@ -60,7 +57,7 @@ export const ConversationSchema = z
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
     agent_id: z.string().nullable(),
-    environment_id: z.null(),
+    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -125,12 +122,14 @@ const CreateBody = z
   .object({
     agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
     title: z.string().max(120).optional(),
-    prompt: z.string().min(1).max(200_000).optional(),
+    prompt: messageField.optional(),
     permission_policy: PermissionPolicySchema.optional(),
+    environment_id: z.string().max(100).optional().openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
+    secrets: LaunchSecretsSchema.optional(),
   })
   .openapi('ConversationCreate');
 
-const PromptBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('Prompt');
+const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
 
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 
@@ -181,7 +180,6 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
   const db = deps.db as unknown as EngineDb;
   const { engine } = deps;
   const auth = requireKey(deps.db, deps.logger, 'any');
-  const heartbeatMs = deps.sseHeartbeatMs ?? 15_000;
   const one = { 'application/json': { schema: z.object({ data: ConversationSchema }) } };
 
   const owned = async (accountId: string, id: string) => {
@@ -235,11 +233,20 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
+      if (b.environment_id !== undefined && !isUuid(b.environment_id)) throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
       const p = c.get('principal');
       // Created with a sandbox token: a child of the token's conversation, never looser than it.
       const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
       const data = unwrap(
-        await engine.create(p.account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy, parentId }),
+        await engine.create(p.account.id, {
+          agentId: b.agent_id,
+          title: b.title,
+          prompt: b.prompt,
+          permissionPolicy: b.permission_policy,
+          parentId,
+          environmentId: b.environment_id,
+          secrets: b.secrets,
+        }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);
     },
@@ -388,75 +395,6 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       return c.json({ ok: true as const }, 200);
     },
   );
-
-  const StreamQuery = z.object({
-    streams: streamsParam,
-    wait: z.enum(['true', 'false']).optional(),
-    after: z.coerce.number().int().min(0).optional(),
-  });
-  app.openAPIRegistry.registerPath({
-    method: 'get',
-    path: '/api/conversations/{id}/stream',
-    summary: 'Server-sent events: replays after Last-Event-ID (or ?after=), then tails; `: heartbeat` every 15 s',
-    security: bearer,
-    request: { params: IdParam, query: StreamQuery },
-    responses: {
-      200: { description: 'text/event-stream of `id`, `event: output|stage`, `data: LogEvent`', content: { 'text/event-stream': { schema: z.string() } } },
-      ...errorResponses(401, 404, 422),
-    },
-  });
-  app.get('/api/conversations/:id/stream', auth, async (c) => {
-    const row = await owned(c.get('principal').account.id, c.req.param('id'));
-    const q = StreamQuery.safeParse(c.req.query());
-    if (!q.success) throw ApiError.validation(q.error, 422);
-    const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
-    const start = fromHeader ?? q.data.after ?? 0;
-    const streams = q.data.streams;
-    const wanted = wantedBy(streams);
-    return sseTail(c, {
-      source: engine.feeds.conversation(row.conversation.id, streams),
-      idOf: (e) => e.id,
-      after: start,
-      follow: q.data.wait !== 'false',
-      heartbeatMs,
-      send: async (stream, e) => {
-        if (!wanted(e)) return;
-        await stream.write(conversationEvent(e));
-      },
-    });
-  });
-
-  const AccountStreamQuery = z.object({ streams: streamsParam, after: z.coerce.number().int().min(0).optional() });
-  app.openAPIRegistry.registerPath({
-    method: 'get',
-    path: '/api/events/stream',
-    summary:
-      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
-    security: bearer,
-    request: { query: AccountStreamQuery },
-    responses: {
-      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`', content: { 'text/event-stream': { schema: z.string() } } },
-      ...errorResponses(401, 422),
-    },
-  });
-  app.get('/api/events/stream', auth, async (c) => {
-    const accountId = c.get('principal').account.id;
-    const q = AccountStreamQuery.safeParse(c.req.query());
-    if (!q.success) throw ApiError.validation(q.error, 422);
-    const streams = q.data.streams;
-    const wanted = wantedBy(streams);
-    const after = lastEventIdOf(c.req.header('last-event-id')) ?? q.data.after ?? (await engine.feeds.present());
-    return sseTail(c, {
-      source: engine.feeds.account(accountId, streams),
-      idOf: (e) => e.id,
-      after,
-      heartbeatMs,
-      send: async (stream, e) => {
-        if (!wanted(e)) return;
-        await stream.write(accountEvent(e));
-      },
-    });
-  });
 
   return app;
 }

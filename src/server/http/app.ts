@@ -18,7 +18,9 @@ import { errorResponses, type RouteDeps } from './common.ts';
 import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
+import { streamRoutes } from '../conversations/stream-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
+import { scheduleRoutes } from '../team/schedule-routes.ts';
 import { mcpTeamRoutes } from '../team/mcp-routes.ts';
 import type { TeamService } from '../team/service.ts';
 import type { Scheduler } from '../team/scheduler.ts';
@@ -27,10 +29,13 @@ import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { Db } from '../store/db.ts';
 import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
-import { createWebApp } from '../web/app.tsx';
+import { createWebApp, webNotFound } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { environmentRoutes } from '../environments/routes.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
+import { runnerRegisterRoutes } from '../runners/register-route.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -43,7 +48,13 @@ export interface AppDeps {
   /** Shown in the OpenAPI document. */
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
-  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  readonly engine?: {
+    readonly engine: ConversationEngine;
+    readonly registry: ProviderRegistry;
+    readonly defaultProvider: KnownProvider;
+    readonly environments: EnvironmentService;
+    readonly sseHeartbeatMs?: number;
+  };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
@@ -57,7 +68,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const routeDeps: RouteDeps = deps;
 
   app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
-  app.notFound((c) => errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
+  app.notFound((c) =>
+    // A browser asking for a page nobody serves gets a page saying so; API clients keep the JSON error.
+    deps.web && deps.engine && !c.req.path.startsWith('/api/') && c.req.header('accept')?.includes('text/html') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
+  );
   // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
   app.use('*', limitBodies(), checkBodies());
 
@@ -94,20 +108,26 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
-    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
+    app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
+      // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
+      app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
     if (deps.web) {
-      const { engine, registry, defaultProvider } = deps.engine;
+      const { engine, registry, defaultProvider, environments } = deps.engine;
       app.route(
         '/',
         createWebApp({
           db: deps.db,
           engine,
+          environments,
           registry,
           defaultProvider,
           runnerHost: deps.host,

@@ -124,7 +124,10 @@ export function sseTail<T>(c: Context, o: SseTailOptions<T>): Response {
         if (beat && open()) await stream.write(': heartbeat\n\n');
       }
     } catch (e) {
-      if (open()) o.onError?.(e);
+      // A client that left is no error; anything else is reported (hono logs what no onError takes).
+      if (!open()) return;
+      if (o.onError) o.onError(e);
+      else throw e;
     } finally {
       for (const u of unsubs.splice(0)) u();
     }

@@ -4,6 +4,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import type { McpServer, Skill } from './environment-schema.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -29,6 +30,12 @@ export const agents = pgTable(
     sandboxProvider: text('sandbox_provider'),
     permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    /** The environment its sandboxes are provisioned with (migration 0065); null: none. */
+    environmentId: uuid('environment_id'),
+    skills: jsonb('skills').$type<Skill[]>().notNull().default(sql`'[]'::jsonb`),
+    mcpServers: jsonb('mcp_servers').$type<Record<string, McpServer>>().notNull().default(sql`'{}'::jsonb`),
+    /** Environments a conversation may pick instead: null any of the account's, [] none. */
+    allowedEnvironmentIds: jsonb('allowed_environment_ids').$type<string[] | null>(),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
@@ -49,6 +56,8 @@ export const sandboxes = pgTable(
     status: text('status', { enum: SANDBOX_STATUSES }).notNull().default('pending'),
     /** The runner-side session id of the running agent process (for re-attach after a restart). */
     agentSessionId: text('agent_session_id'),
+    /** What each provisioning step last ran with (step -> hash), so a wake redoes only what changed. */
+    provisioned: jsonb('provisioned').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
     lastResumedAt: ts('last_resumed_at'),
     terminatedAt: ts('terminated_at'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
@@ -78,6 +87,10 @@ export const conversations = pgTable(
     source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
+    /** The environment this conversation overrides its agent's with; null: the agent's (migration 0065). */
+    environmentId: uuid('environment_id'),
+    /** Secrets attached at launch, sealed as one JSON object; they win over the environment's on collision. */
+    launchSecrets: text('launch_secrets'),
     failureReason: text('failure_reason'),
     /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
     parentConversationId: uuid('parent_conversation_id'),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { interpret, ItemView, permissionOutcome } from './event-view.tsx';
+import { AgentText, interpret, ItemView, permissionOutcome } from './event-view.tsx';
 import { toHtml } from './live.ts';
 
 let n = 0;
@@ -13,11 +13,11 @@ describe('conversation events as items', () => {
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'Hi ' } })), { kind: 'text', text: 'Hi ', turnId: 't' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } })), { kind: 'thought', text: 'hmm' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), {
-      kind: 'tool', id: 'x', turnId: 't', title: 'Run `ls`', status: 'pending', input: '{"command":"ls"}',
+      kind: 'tool', id: 'x', turnId: 't', title: 'Run `ls`', toolKind: 'execute', status: 'pending', command: 'ls', input: null, blocks: [],
     });
     assert.equal(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'in_progress' })), null);
     assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'no' } }] })), {
-      kind: 'tool_result', id: 'x', turnId: 't', status: 'failed', output: 'no',
+      kind: 'tool_result', id: 'x', turnId: 't', status: 'failed', blocks: [{ type: 'text', text: 'no' }],
     });
     assert.equal(interpret(acp({ sessionUpdate: 'plan', entries: [] })), null);
     assert.equal(interpret(row({ data: 'not json' })), null);
@@ -27,8 +27,8 @@ describe('conversation events as items', () => {
   it('maps stage events: permission requests with options, turns, failures', () => {
     const perm = interpret(row({ kind: 'stage', stream: '', stage: 'permission', state: 'started', data: JSON.stringify({ request_id: '3.ab', tool: 'Run', options: [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }] }) }));
     assert.deepEqual(perm, { kind: 'permission', requestId: '3.ab', tool: 'Run', options: [{ option_id: 'allow_once', name: 'Allow once', kind: 'allow_once' }] });
-    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'turn', state: 'failed', data: '{"reason":"peer_down"}' })), { kind: 'turn', state: 'failed', turnId: 't', detail: 'reason: peer_down' });
-    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'provision', state: 'failed', data: '{"reason":"no disk"}' })), { kind: 'stage', stage: 'provision', state: 'failed', detail: 'reason: no disk', failed: true });
+    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'turn', state: 'failed', data: '{"reason":"peer_down"}' })), { kind: 'turn', state: 'failed', turnId: 't', text: 'This turn failed: the agent stopped unexpectedly' });
+    assert.deepEqual(interpret(row({ kind: 'stage', stream: '', stage: 'provision', state: 'failed', data: '{"reason":"no disk"}' })), { kind: 'stage', stage: 'provision', state: 'failed', text: 'Could not start a computer: no disk', failed: true });
   });
 
   it('renders agent-controlled text escaped, and permission options as buttons', async () => {
@@ -50,5 +50,37 @@ describe('conversation events as items', () => {
     assert.equal(permissionOutcome(done('auto_allow', 'allow_once', 'Run `ls`'), undefined), 'Run `ls`: allowed by the permission policy');
     const parsed = interpret(row({ kind: 'stage', stream: '', stage: 'permission', state: 'done', data: JSON.stringify({ request_id: 'r', tool: 'Run', outcome: 'auto_deny', option_id: 'reject_once' }) }));
     assert.deepEqual(parsed, { kind: 'permission_done', requestId: 'r', tool: 'Run', outcome: 'auto_deny', optionId: 'reject_once' });
+  });
+
+  it('says lifecycle events and exit codes in words', () => {
+    const stage = (stage: string, state: EventRow['state'], data: unknown) => interpret(row({ kind: 'stage', stream: '', stage, state, data: JSON.stringify(data) })) as { text: string };
+    assert.equal(stage('provision', 'started', { provider: 'runner', name: 'runner-x' }).text, 'Starting a computer for the agent…');
+    assert.equal(stage('turn', 'done', { stop_reason: 'end_turn' }).text, 'Done');
+    assert.equal(stage('turn', 'failed', { reason: 'the agent exited with code 143' }).text, 'This turn failed: the agent was stopped (exit status 143)');
+    assert.equal(stage('sandbox', 'done', { event: 'suspended', reason: 'idle' }).text, 'Computer put to sleep because it was idle; the next message wakes it');
+    for (const t of [stage('provision', 'done', {}).text, stage('terminate', 'done', {}).text, stage('turn', 'done', { stop_reason: 'max_tokens' }).text]) {
+      assert.doesNotMatch(t, /provision|sprite|stop reason|sandbox/i);
+    }
+  });
+
+  it('shows a tool call as a card: the command, readable input, folded output, a coloured diff', async () => {
+    const call = interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'e', title: 'Edit a.txt', kind: 'edit', status: 'pending', rawInput: { path: '/w/a.txt', replace_all: false } }))!;
+    const card = await toHtml(<ItemView item={call} conversationId="c" />);
+    assert.match(card, /<details class="ev tool"/);
+    assert.match(card, /path: \/w\/a.txt\nreplace_all: false/);
+    assert.doesNotMatch(card, /\{"path"/);
+    const long = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\n');
+    const out = interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'e', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: long } }, { type: 'diff', path: '/w/a.txt', oldText: 'one\ntwo\n', newText: 'one\n2\n' }, { type: 'terminal', terminalId: 'term-1' }] }))!;
+    const html = await toHtml(<ItemView item={out} conversationId="c" />);
+    assert.match(html, /line 12<\/pre><details><summary>Show 18 more lines<\/summary><pre class="out">line 13/);
+    assert.match(html, /<span class="del">-two<\/span>/);
+    assert.match(html, /<span class="add">\+2<\/span>/);
+    assert.match(html, /Ran in a terminal \(term-1\)/);
+  });
+
+  it('renders a finished answer as sanitised Markdown', async () => {
+    const html = await toHtml(<AgentText text={'**hi** <script>x</script>\n\n```sh\nls\n```'} />);
+    assert.match(html, /<strong>hi<\/strong> &lt;script&gt;/);
+    assert.match(html, /<code class="hljs language-sh">/);
   });
 });

@@ -1,20 +1,29 @@
 /**
- * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls with status and
- * output, permission requests with their options as buttons, turn status and errors. Pure: rows in, JSX out.
+ * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls as cards (command,
+ * status, folded output, diffs), permission requests with their options as buttons, turn status and errors
+ * in words. Pure: rows in, JSX out.
  */
+import { raw } from 'hono/html';
+import { structuredPatch } from 'diff';
+import { stringify } from 'yaml';
 import { z } from 'zod';
 import type { EventRow } from '../store/conversation-schema.ts';
+import { renderAgentMarkdown } from './markdown.ts';
+import { stageInWords, turnInWords } from './words.ts';
+
+/** What a tool call carries: text, a file edit, or a terminal the agent ran something in. */
+export type ToolBlock = { type: 'text'; text: string } | { type: 'diff'; path: string; oldText: string | null; newText: string } | { type: 'terminal'; terminalId: string };
 
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
   | { kind: 'thought'; text: string }
-  | { kind: 'tool'; id: string; turnId: string | null; title: string; status: string; input: string | null }
-  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; output: string }
+  | { kind: 'tool'; id: string; turnId: string | null; title: string; toolKind: string | null; status: string; command: string | null; input: string | null; blocks: ToolBlock[] }
+  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; blocks: ToolBlock[] }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
-  | { kind: 'turn'; state: string; turnId: string | null; detail: string }
-  | { kind: 'stage'; stage: string; state: string; detail: string; failed: boolean }
+  | { kind: 'turn'; state: string; turnId: string | null; text: string }
+  | { kind: 'stage'; stage: string; state: string; text: string; failed: boolean }
   | { kind: 'output'; stream: string; text: string };
 
 const contentText = z.object({ type: z.literal('text'), text: z.string() });
@@ -51,29 +60,43 @@ function parseJson(s: string): unknown {
   }
 }
 
-/** Text inside ACP tool content: `[{type:'content', content:{type:'text', text}}]` and friends. */
-function toolOutput(content: unknown, raw: unknown): string {
-  const parts: string[] = [];
-  if (Array.isArray(content)) {
-    for (const c of content) {
-      const inner = z.object({ content: contentText }).safeParse(c);
-      if (inner.success) parts.push(inner.data.content.text);
-      const diff = z.object({ type: z.literal('diff'), path: z.string() }).safeParse(c);
-      if (diff.success) parts.push(`(edited ${diff.data.path})`);
-    }
+const toolContent = z.array(z.unknown());
+const contentBlock = z.object({ type: z.literal('content'), content: contentText });
+const diffBlock = z.object({ type: z.literal('diff'), path: z.string(), oldText: z.string().nullish(), newText: z.string() });
+const terminalBlock = z.object({ type: z.literal('terminal'), terminalId: z.string() });
+
+/** ACP tool content blocks as ToolBlocks; `raw` (rawOutput) stands in when there are none. */
+function toolBlocks(content: unknown, raw: unknown): ToolBlock[] {
+  const out: ToolBlock[] = [];
+  const list = toolContent.safeParse(content);
+  for (const c of list.success ? list.data : []) {
+    const text = contentBlock.safeParse(c);
+    if (text.success) out.push({ type: 'text', text: text.data.content.text });
+    const diff = diffBlock.safeParse(c);
+    if (diff.success) out.push({ type: 'diff', path: diff.data.path, oldText: diff.data.oldText ?? null, newText: diff.data.newText });
+    const term = terminalBlock.safeParse(c);
+    if (term.success) out.push({ type: 'terminal', terminalId: term.data.terminalId });
   }
-  if (parts.length === 0 && raw !== undefined) parts.push(typeof raw === 'string' ? raw : JSON.stringify(raw, null, 2));
-  return parts.join('\n');
+  if (out.length === 0 && raw !== undefined && raw !== null) out.push({ type: 'text', text: readable(raw) });
+  return out;
 }
 
-function stageDetail(data: unknown): string {
-  if (!data || typeof data !== 'object') return '';
-  const d = data as Record<string, unknown>;
-  const bits: string[] = [];
-  for (const k of ['reason', 'stop_reason', 'message', 'outcome', 'event', 'exit_code']) {
-    if (d[k] !== undefined && d[k] !== null && d[k] !== '') bits.push(`${k.replace('_', ' ')}: ${String(d[k])}`);
+/** Structured values as YAML, which reads as "key: value" lines rather than JSON punctuation. */
+const readable = (v: unknown): string => (typeof v === 'string' ? v : stringify(v, { lineWidth: 0 }).trimEnd());
+
+const commandInput = z.object({ command: z.union([z.string(), z.array(z.string())]) }).loose();
+
+/** A shell command the tool runs, when its input has one; the rest of the input, readable. */
+function toolInput(rawInput: unknown): { command: string | null; input: string | null } {
+  if (rawInput === undefined || rawInput === null) return { command: null, input: null };
+  const cmd = commandInput.safeParse(rawInput);
+  if (cmd.success) {
+    const { command, ...rest } = cmd.data;
+    const others = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined && v !== null && v !== ''));
+    return { command: Array.isArray(command) ? command.join(' ') : command, input: Object.keys(others).length ? readable(others) : null };
   }
-  return bits.join(' · ');
+  if (typeof rawInput === 'object' && Object.keys(rawInput).length === 0) return { command: null, input: null };
+  return { command: null, input: readable(rawInput) };
 }
 
 export function interpret(row: EventRow): Item | null {
@@ -88,8 +111,8 @@ export function interpret(row: EventRow): Item | null {
       const p = permissionDone.safeParse(data);
       return p.success ? { kind: 'permission_done', requestId: p.data.request_id, tool: p.data.tool ?? null, outcome: p.data.outcome ?? state, optionId: p.data.option_id ?? null } : null;
     }
-    if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, detail: stageDetail(data) };
-    return { kind: 'stage', stage: row.stage ?? 'stage', state, detail: stageDetail(data), failed: state === 'failed' };
+    if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, text: turnInWords(state, data) };
+    return { kind: 'stage', stage: row.stage ?? 'stage', state, text: stageInWords(row.stage ?? '', state, data), failed: state === 'failed' };
   }
   if (row.stream !== 'acp') return { kind: 'output', stream: row.stream, text: row.data };
   const msg = update.safeParse(parseJson(row.data));
@@ -110,12 +133,14 @@ export function interpret(row: EventRow): Item | null {
         id: u.toolCallId ?? '',
         turnId: row.turnId,
         title: u.title ?? u.kind ?? 'tool',
+        toolKind: u.kind ?? null,
         status: u.status ?? 'pending',
-        input: u.rawInput === undefined ? null : typeof u.rawInput === 'string' ? u.rawInput : JSON.stringify(u.rawInput),
+        ...toolInput(u.rawInput),
+        blocks: toolBlocks(u.content, undefined),
       };
     case 'tool_call_update':
       if (!u.status || !TERMINAL_TOOL.has(u.status)) return null;
-      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, output: toolOutput(u.content, u.rawOutput) };
+      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, blocks: toolBlocks(u.content, u.rawOutput) };
     default:
       return null;
   }
@@ -168,12 +193,77 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
   );
 }
 
+const TOOL_STATUS_WORDS: Readonly<Record<string, string>> = { pending: 'waiting', in_progress: 'running', completed: 'done', failed: 'failed', cancelled: 'cancelled' };
+
 /** The latest status of a tool call, as the badge next to its title (out-of-band when it arrives live). */
 export function ToolStatus(p: { tool: { id: string; turnId: string | null }; status: string; oob?: boolean }) {
   return (
-    <span id={domId('tool-status', toolKey(p.tool))} class="badge" hx-swap-oob={p.oob ? 'true' : undefined}>
-      {p.status}
+    <span id={domId('tool-status', toolKey(p.tool))} class={`badge tool-${p.status}`} data-status={p.status} hx-swap-oob={p.oob ? 'true' : undefined}>
+      {TOOL_STATUS_WORDS[p.status] ?? p.status}
     </span>
+  );
+}
+
+/** Output longer than this many lines shows its start, the rest behind "show more". */
+export const FOLD_LINES = 12;
+
+function FoldedText(p: { text: string }) {
+  const lines = p.text.replace(/\n$/, '').split('\n');
+  if (lines.length <= FOLD_LINES) return <pre class="out">{lines.join('\n')}</pre>;
+  return (
+    <div class="folded">
+      <pre class="out">{lines.slice(0, FOLD_LINES).join('\n')}</pre>
+      <details>
+        <summary>Show {lines.length - FOLD_LINES} more lines</summary>
+        <pre class="out">{lines.slice(FOLD_LINES).join('\n')}</pre>
+      </details>
+    </div>
+  );
+}
+
+/** A file edit as a unified diff, added and removed lines coloured. */
+function DiffView(p: { path: string; oldText: string | null; newText: string }) {
+  const patch = structuredPatch(p.path, p.path, p.oldText ?? '', p.newText, '', '', { context: 3 });
+  return (
+    <div class="diff">
+      <div class="diff-path">{p.oldText === null ? `New file ${p.path}` : p.path}</div>
+      <pre>
+        {patch.hunks.map((h) => (
+          <>
+            <span class="hunk">{`@@ -${h.oldStart},${h.oldLines} +${h.newStart},${h.newLines} @@`}</span>
+            {'\n'}
+            {h.lines.map((l) => (
+              <>
+                <span class={l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : 'ctx'}>{l}</span>
+                {'\n'}
+              </>
+            ))}
+          </>
+        ))}
+      </pre>
+    </div>
+  );
+}
+
+function Blocks(p: { blocks: readonly ToolBlock[] }) {
+  return (
+    <>
+      {p.blocks.map((b) =>
+        b.type === 'text' ? <FoldedText text={b.text} /> : b.type === 'diff' ? <DiffView path={b.path} oldText={b.oldText} newText={b.newText} /> : <p class="small muted">Ran in a terminal ({b.terminalId})</p>,
+      )}
+    </>
+  );
+}
+
+/** What kind of tool it is, in a word, from ACP's tool kinds. */
+const TOOL_KIND_WORDS: Readonly<Record<string, string>> = { read: 'Read', edit: 'Edit', delete: 'Delete', move: 'Move', search: 'Search', execute: 'Run', think: 'Think', fetch: 'Fetch', switch_mode: 'Mode' };
+
+/** Agent text as Markdown (sanitised: markdown-it with raw HTML off). */
+export function AgentText(p: { text: string; id?: string; oob?: boolean }) {
+  return (
+    <div class="ev text md" id={p.id} hx-swap-oob={p.oob ? 'true' : undefined}>
+      {raw(renderAgentMarkdown(p.text))}
+    </div>
   );
 }
 
@@ -213,17 +303,28 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
       );
     case 'tool':
       return (
-        <div class="ev tool" data-tool-id={it.id}>
-          <strong>Tool:</strong> {it.title} <ToolStatus tool={it} status={it.status} />
-          {it.input ? <pre>{it.input}</pre> : null}
-        </div>
+        <details class="ev tool" data-tool-id={it.id} open>
+          <summary>
+            <span class="tool-kind">{TOOL_KIND_WORDS[it.toolKind ?? ''] ?? 'Tool'}</span> <span class="tool-title">{it.title}</span> <ToolStatus tool={it} status={it.status} />
+          </summary>
+          {it.command ? <pre class="cmd">$ {it.command}</pre> : null}
+          {it.input ? <pre class="input">{it.input}</pre> : null}
+          <Blocks blocks={it.blocks} />
+        </details>
       );
     case 'tool_result':
+      if (it.blocks.length === 0) {
+        return (
+          <div class={`ev tool-out small muted${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id}>
+            {it.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[it.status] ?? it.status}`}
+          </div>
+        );
+      }
       return (
-        <div class={`ev tool${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id}>
-          <span class="badge">{it.status}</span>
-          {it.output ? <pre>{it.output}</pre> : null}
-        </div>
+        <details class={`ev tool-out${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id} open>
+          <summary class="small">{it.status === 'completed' ? 'Output' : `Output (${TOOL_STATUS_WORDS[it.status] ?? it.status})`}</summary>
+          <Blocks blocks={it.blocks} />
+        </details>
       );
     case 'permission':
       return <PermissionForm conversationId={p.conversationId} requestId={it.requestId} tool={it.tool} options={it.options} />;
@@ -234,21 +335,19 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
         return (
           <div class="ev you">
             <span class="muted small">You</span>
-            <div>{p.prompt ?? ''}</div>
+            <div class="prompt-text">{p.prompt ?? ''}</div>
           </div>
         );
       }
       return (
         <div class={`ev stage turn-${it.state}${it.state === 'failed' ? ' err' : ''}`} data-turn-state={it.state}>
-          Turn {it.state}
-          {it.detail ? ` — ${it.detail}` : ''}
+          {it.text}
         </div>
       );
     case 'stage':
       return (
-        <div class={`ev stage${it.failed ? ' err' : ''}`}>
-          {it.stage} {it.state}
-          {it.detail ? ` — ${it.detail}` : ''}
+        <div class={`ev stage${it.failed ? ' err' : ''}`} data-stage={`${it.stage}/${it.state}`}>
+          {it.text}
         </div>
       );
     case 'output':
