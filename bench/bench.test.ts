@@ -10,6 +10,10 @@ import { machineEnd, machineStart, resultSchema, writeResult } from './lib/resul
 import type { BenchResult } from './lib/result.ts';
 import { mbPerSecond, median, percentile, ratio, round, summarize } from './lib/stats.ts';
 import { BENCHMARKS } from './benchmarks/index.ts';
+import { concurrencyBenchmark } from './benchmarks/concurrency.ts';
+import { startRunnerRig } from './lib/rig.ts';
+import type { RunnerRig } from './lib/rig.ts';
+import pino from 'pino';
 
 const known = ['exec', 'stream', 'replay'];
 
@@ -123,4 +127,28 @@ test('profiles reduce to self time per function, highest first', () => {
   // Samples are stamped startTime + running deltas (2000, 3000, 4000, 5000 µs); the window keeps the middle two.
   const windowed = topFunctions({ ...profile, startTime: 1000 }, 12, [[3000, 4000]]);
   assert.deepEqual(windowed.map((h) => [h.frame.split(' ')[0], h.selfMs, h.percent]), [['hot', 1, 50], ['(anonymous)', 1, 50]]);
+});
+
+test('concurrency, quick: every conversation streams its whole stamped answer to its SSE client, latencies counted', { timeout: 600_000 }, async () => {
+  const logger = pino({ level: 'warn' }, pino.destination(2));
+  const shared: { rig: Promise<RunnerRig> | null } = { rig: null };
+  try {
+    const r = await concurrencyBenchmark.run({
+      quick: true,
+      cpuProfDir: null,
+      logger,
+      rig: () => (shared.rig ??= startRunnerRig({ logger })),
+      progress: () => {},
+      measured: (fn) => fn(),
+    });
+    const f = r.figures as Record<string, unknown>;
+    assert.equal(f.conversations, 20);
+    assert.equal(f.delivered, f.expected, 'every chunk of every conversation reached its SSE client');
+    assert.equal((f.latencyMs as { n: number }).n, 20 * 40);
+    assert.equal((r.baseline.figures.latencyMs as { n: number }).n, 20 * 40, 'and every chunk read directly');
+    assert.ok(Number.isFinite(f.p99Ms) && Number.isFinite(r.baseline.figures.p99Ms));
+    assert.match(r.summary, /^concurrency 20 conversations: p99 /);
+  } finally {
+    if (shared.rig) await (await shared.rig).stop();
+  }
 });

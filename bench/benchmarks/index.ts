@@ -3,6 +3,7 @@
  * Names are what the command line accepts.
  */
 import type { Benchmark } from '../lib/bench.ts';
+import { concurrencyBenchmark } from './concurrency.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
 import { ingestBenchmark } from './ingest.ts';
@@ -13,4 +14,4 @@ import { replayBenchmark } from './replay.ts';
 import { startupBenchmark } from './startup.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, concurrencyBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark];

@@ -12,6 +12,7 @@ import { SETUP_RUNNER, SETUP_SERVER, startRunnerRig } from '../lib/rig.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../../src/server/store/testing.ts';
 import type { RunnerRig } from '../lib/rig.ts';
 import { ratio, round, roundSummary, summarize } from '../lib/stats.ts';
+import { processCpuMs } from '../lib/cpu.ts';
 
 const PROMPT = 'hello there, how are you today?';
 
@@ -117,6 +118,7 @@ export const turnBenchmark: Benchmark = {
     const accept: number[] = [];
     const postgres: number[] = [];
     const direct: number[] = [];
+    let cpuMs = 0;
     const warm = async (c: Conversation) => {
       const r = await turn(c, PROMPT);
       if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
@@ -125,7 +127,9 @@ export const turnBenchmark: Benchmark = {
     try {
       ctx.progress(`turn: ${turns} warm turns each, interleaved`);
       for (let i = 0; i < turns; i++) {
+        const cpu0 = processCpuMs(process.pid);
         const r = await ctx.measured(() => warm(conv));
+        cpuMs += processCpuMs(process.pid) - cpu0;
         fountain.push(r.ms);
         accept.push(r.acceptMs);
         if (onPg) postgres.push((await warm(onPg.conv)).ms);
@@ -153,6 +157,7 @@ export const turnBenchmark: Benchmark = {
         ratioP50: r50,
         ratioP99: ratio(f.p99, d.p99),
         acceptP50Ms: roundSummary(summarize(accept)).p50,
+        serverCpuMsPerTurn: round(cpuMs / turns),
         postgresMs: pgTurn ? { ...pgTurn } : 'skipped: no PostgreSQL answered',
         postgresRatioP50: pgTurn ? ratio(pgTurn.p50, d.p50) : null,
         coldStartFirstAnswerMs: round(coldMs),
@@ -166,7 +171,8 @@ export const turnBenchmark: Benchmark = {
       target: { description: 'a turn within 2x of the same turn over a direct stdio ACP connection (DESIGN.md)', met },
       notes: [
         'Fountain time runs from sending POST /prompts to receiving the turn `done` stage event on the SSE stream; the direct time from writing session/prompt to reading its reply.',
-        'acceptP50Ms: POST /prompts to its 202, which comes once the prompt reached the agent.',
+        'acceptP50Ms: POST /prompts to its answer ("queued"), which comes once the turn row is stored.',
+        'serverCpuMsPerTurn: CPU (user + system, from /proc) of the bench process (server, HTTP and SSE client) over the PGlite warm turns, per turn.',
         `postgresMs: the same turns, interleaved, on a second server using PostgreSQL (${new URL(POSTGRES_URL).host}) instead of the embedded PGlite; the headline stays on PGlite, the default.`,
       ],
       summary: `turn       p50 ${f.p50} ms / p99 ${f.p99} ms vs direct stdio ${d.p50} / ${d.p99} ms → ${r50}x (target ≤2x: ${verdict(met)})${pgTurn ? `; on PostgreSQL p50 ${pgTurn.p50} ms → ${ratio(pgTurn.p50, d.p50)}x` : ''}; cold start to first answer ${round(coldMs)} ms vs ${round(directColdMs)} ms direct`,

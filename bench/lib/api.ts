@@ -39,6 +39,8 @@ export const isAnswerChunk = (e: StreamEvent): boolean => e.kind === 'output' &&
 /** One SSE connection to /api/conversations/{id}/stream, kept open; events are also counted. */
 export class EventStream {
   readonly events: StreamEvent[] = [];
+  /** Called with every event as it is read, before waiters. */
+  onEvent: (e: StreamEvent) => void = () => {};
   readonly #abort = new AbortController();
   #waiters: Array<{ match: (e: StreamEvent) => boolean; resolve: (e: StreamEvent) => void }> = [];
   #failed: Error | null = null;
@@ -97,6 +99,7 @@ export class EventStream {
           if (!parsed.success) continue;
           const e: StreamEvent = { ...parsed.data, receivedAt: process.hrtime.bigint() };
           this.events.push(e);
+          this.onEvent(e);
           const ready = this.#waiters.filter((w) => w.match(e));
           this.#waiters = this.#waiters.filter((w) => !w.match(e));
           for (const w of ready) w.resolve(e);

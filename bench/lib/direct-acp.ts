@@ -15,7 +15,7 @@ import { exited } from './rig.ts';
 interface Message {
   readonly id?: number;
   readonly method?: string;
-  readonly params?: { readonly update?: { readonly sessionUpdate?: string } };
+  readonly params?: { readonly update?: { readonly sessionUpdate?: string; readonly content?: { readonly text?: string } } };
   readonly result?: unknown;
   readonly error?: unknown;
 }
@@ -26,8 +26,8 @@ export class DirectAgent {
   #nextId = 1;
   #buf = '';
   #replies = new Map<number, (m: Message) => void>();
-  /** Called for every agent_message_chunk notification. */
-  onChunk: () => void = () => {};
+  /** Called for every agent_message_chunk notification, with its text. */
+  onChunk: (text: string) => void = () => {};
 
   private constructor() {
     this.#home = mkdtempSync(join(tmpdir(), 'fountain-bench-acp-'));
@@ -73,7 +73,7 @@ export class DirectAgent {
       this.#buf = this.#buf.slice(nl + 1);
       if (!line.trim()) continue;
       const m = JSON.parse(line) as Message;
-      if (m.method === 'session/update' && m.params?.update?.sessionUpdate === 'agent_message_chunk') this.onChunk();
+      if (m.method === 'session/update' && m.params?.update?.sessionUpdate === 'agent_message_chunk') this.onChunk(m.params.update.content?.text ?? '');
       if (m.id !== undefined && m.method === undefined) {
         this.#replies.get(m.id)?.(m);
         this.#replies.delete(m.id);

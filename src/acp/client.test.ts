@@ -4,7 +4,7 @@ import { mkdtemp, rm, realpath } from 'node:fs/promises';
 import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { slowAnswer } from './demo/agent.ts';
+import { slowAnswer, slowLineStamp, wallClockMs } from './demo/agent.ts';
 import { answerText, startDemoAgent, type DemoProcess } from './testing/demo-process.ts';
 
 async function until(check: () => boolean): Promise<void> {
@@ -170,6 +170,26 @@ describe('AcpClient against one demo agent process (real child process over stdi
     unwrap(await p.client.cancel());
     assert.equal(unwrap(await long.done).stopReason, 'cancelled');
     assert.ok(p.rec.notifications.length - mark < 1000);
+  });
+
+  it('slow: n stamped carries the wall-clock time each line was written', async () => {
+    await session(await tempDir('stamped'));
+    const from = p.rec.notifications.length;
+    const before = wallClockMs();
+    const h = await turn(p, 'slow: 3 5ms stamped');
+    assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+    const after = wallClockMs();
+    const texts = p.rec.notifications
+      .slice(from)
+      .map(({ n }) => (n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : null))
+      .filter((t): t is string => t !== null);
+    assert.deepEqual(texts.map((t) => t.replace(/ at \d+\.\d{3}\n$/, '\n')), slowAnswer(3));
+    const stamps = texts.map(slowLineStamp);
+    for (const [i, at] of stamps.entries()) {
+      assert.ok(at !== null && at >= before && at <= after, `line ${i + 1} stamped ${at}, turn ran ${before}..${after}`);
+      if (i > 0) assert.ok(at >= stamps[i - 1]!, 'stamps never go back');
+    }
+    assert.equal(slowLineStamp(slowAnswer(1)[0]!), null);
   });
 
   it('remembers nothing with a fresh HOME', async () => {

@@ -1,7 +1,8 @@
 /**
  * The `demo` runtime: a real ACP agent built on the SDK's agent side, with no model and no network.
  * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`,
- * `slow: <n> [<ms>ms]` (n numbered lines, one chunk each, paced), `mcp servers` (what the session got), else an echo.
+ * `slow: <n> [<ms>ms] [stamped]` (n numbered lines, one chunk each, paced; stamped: each carries the wall-clock
+ * time it was written, for latency benchmarks), `mcp servers` (what the session got), else an echo.
  */
 import { randomUUID } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
@@ -36,7 +37,7 @@ type Intent =
   | { readonly kind: 'remember'; readonly text: string }
   | { readonly kind: 'recall' }
   | { readonly kind: 'mcp' }
-  | { readonly kind: 'slow'; readonly chunks: number; readonly everyMs: number }
+  | { readonly kind: 'slow'; readonly chunks: number; readonly everyMs: number; readonly stamped: boolean }
   | { readonly kind: 'echo'; readonly text: string };
 
 export function parseIntent(text: string): Intent {
@@ -47,18 +48,30 @@ export function parseIntent(text: string): Intent {
   if (remember?.[1]) return { kind: 'remember', text: remember[1].trim() };
   if (/^recall\b/i.test(t) || /what do you remember/i.test(t)) return { kind: 'recall' };
   if (/^mcp servers\b/i.test(t)) return { kind: 'mcp' };
-  const slow = /^slow:\s*(\d{1,6})(?:\s+(\d{1,6})\s*ms)?$/i.exec(t);
+  const slow = /^slow:\s*(\d{1,6})(?:\s+(\d{1,6})\s*ms)?(\s+stamped)?$/i.exec(t);
   if (slow?.[1]) {
     const chunks = Math.min(Number(slow[1]), SLOW_MAX_CHUNKS);
     const everyMs = Math.min(slow[2] === undefined ? SLOW_DEFAULT_EVERY_MS : Number(slow[2]), SLOW_MAX_EVERY_MS);
-    return { kind: 'slow', chunks, everyMs };
+    return { kind: 'slow', chunks, everyMs, stamped: slow[3] !== undefined };
   }
   return { kind: 'echo', text: t };
 }
 
 /** The exact answer of `slow: <n>`: line i reads `slow chunk i of n`. */
 export function slowAnswer(chunks: number): string[] {
-  return Array.from({ length: chunks }, (_, i) => `slow chunk ${i + 1} of ${chunks}\n`);
+  return Array.from({ length: chunks }, (_, i) => slowLine(i + 1, chunks));
+}
+
+/** Line i of a `slow:` answer; stamped with `at <t>`, t in wall-clock milliseconds since the epoch (microsecond precision). */
+export const slowLine = (i: number, of: number, at?: number): string => `slow chunk ${i} of ${of}${at === undefined ? '' : ` at ${at.toFixed(3)}`}\n`;
+
+/** Wall-clock milliseconds with sub-millisecond precision, comparable between processes on one machine. */
+export const wallClockMs = (): number => performance.timeOrigin + performance.now();
+
+/** The write time carried by a stamped `slow:` line, or null when the text carries none. */
+export function slowLineStamp(text: string): number | null {
+  const m = / at (\d+\.\d{3})\n$/.exec(text);
+  return m ? Number(m[1]) : null;
 }
 
 const pause = (ms: number, signal: AbortSignal): Promise<void> =>
@@ -244,10 +257,12 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
         if (intent.kind === 'slow') {
           // Each line is its own chunk with a pause before it, so a test can cut the connection mid-answer.
           const messageId = randomUUID();
-          const lines = slowAnswer(intent.chunks);
-          for (const line of lines) {
+          const lines: string[] = [];
+          for (let i = 1; i <= intent.chunks; i++) {
             await pause(intent.everyMs, abort.signal);
             if (abort.signal.aborted) return { stopReason: 'cancelled' };
+            const line = slowLine(i, intent.chunks, intent.stamped ? wallClockMs() : undefined);
+            lines.push(line);
             await update(client, params.sessionId, { sessionUpdate: 'agent_message_chunk', messageId, content: { type: 'text', text: line } });
           }
           await store.appendHistory(params.sessionId, [

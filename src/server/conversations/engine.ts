@@ -139,29 +139,52 @@ export class ConversationEngine {
     return away ?? this.#promptHere(accountId, id, text);
   }
 
+  /**
+   * Answers "queued" as soon as the turn row is stored; the running marks and the prompt's way to the
+   * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
+   * waits for them as before. A failure after the reply ends the turn (TurnMachine.start), not the request.
+   */
   async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
     const { live, lock, d } = this.#c;
     // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
-    return lock.run(id, async () => {
-      // One read for every check: each database round trip here delays the prompt itself.
-      const row = await getConversationForPrompt(d.db, accountId, id);
-      if (!row) return refuse('not_found', 'conversation not found');
-      const conv = row.conversation;
-      if (conv.status === 'terminated' || conv.status === 'failed') {
-        return refuse('conversation_terminated', `the conversation is ${conv.status}; start a new one`);
-      }
-      if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
-      if (live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is already running');
-      if (row.turnOpen) return refuse('conversation_busy', 'a prompt is already queued');
-      const awake = await this.#p.provisioner.ensureAwake(row);
-      if (!awake.ok) return awake;
-      // Stored as running at once (one write instead of insert + update); its conversation's
-      // counters go with the running mark in TurnMachine.start.
-      const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
-      await this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
-      return accept({ turnId: turn.id });
+    let replied = false;
+    let reply!: (r: EngineResult<{ turnId: string }>) => void;
+    let fail!: (e: unknown) => void;
+    const answer = new Promise<EngineResult<{ turnId: string }>>((res, rej) => {
+      reply = (r) => {
+        replied = true;
+        res(r);
+      };
+      fail = rej;
     });
+    lock
+      .run(id, async () => {
+        // One read for every check: each database round trip here delays the prompt itself.
+        const row = await getConversationForPrompt(d.db, accountId, id);
+        if (!row) return reply(refuse('not_found', 'conversation not found'));
+        const conv = row.conversation;
+        if (conv.status === 'terminated' || conv.status === 'failed') {
+          return reply(refuse('conversation_terminated', `the conversation is ${conv.status}; start a new one`));
+        }
+        if (!conv.agentId) return reply(refuse('no_agent', "the conversation's agent was deleted"));
+        if (live.get(id)?.turn || conv.status === 'running') return reply(refuse('conversation_busy', 'a turn is already running'));
+        if (row.turnOpen) return reply(refuse('conversation_busy', 'a prompt is already queued'));
+        const awake = await this.#p.provisioner.ensureAwake(row);
+        if (!awake.ok) return reply(awake);
+        // Stored as running at once (one write instead of insert + update); its conversation's
+        // counters go with the running mark in TurnMachine.start.
+        const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
+        // start() marks the conversation's live turn before its first await, so the next prompt is refused as busy.
+        const started = this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
+        reply(accept({ turnId: turn.id }));
+        await started;
+      })
+      .catch((e: unknown) => {
+        if (!replied) return fail(e);
+        this.#c.log.error({ err: e, conversation: id }, 'starting a turn failed after it was queued');
+      });
+    return answer;
   }
 
   async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {

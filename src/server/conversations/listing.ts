@@ -6,6 +6,9 @@ import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { agents, conversations, type ConversationStatus } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
+import { listAgents } from '../agents/store.ts';
+
+export { CONVERSATION_STATUSES, type ConversationStatus } from '../store/conversation-schema.ts';
 
 export interface ListingFilter {
   readonly agentId?: string | undefined;
@@ -88,4 +91,9 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
 export async function countConversations(db: EngineDb, accountId: string): Promise<number> {
   const [r] = await db.select({ n: sql<number>`count(*)::int` }).from(conversations).where(eq(conversations.accountId, accountId));
   return r?.n ?? 0;
+}
+
+/** The account's agents as the page's agent filter and "new conversation" choice name them. */
+export async function agentChoices(db: EngineDb, accountId: string): Promise<Array<{ id: string; name: string }>> {
+  return (await listAgents(db, accountId)).map((a) => ({ id: a.id, name: a.name }));
 }

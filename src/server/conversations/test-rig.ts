@@ -14,7 +14,7 @@ import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
 import type { Agent, PermissionPolicy } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
+import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
 import { ENGINE_DEFAULTS, type EngineConfig } from './config.ts';
 import { ConversationEngine } from './engine.ts';
 import { providerPlacement } from '../runners/placement.ts';
@@ -40,10 +40,10 @@ export interface EngineRig {
   stop(): Promise<void>;
 }
 
-export async function startEngineRig(prefix: string, config: Partial<EngineConfig>): Promise<EngineRig> {
+export async function startEngineRig(prefix: string, config: Partial<EngineConfig>, driver: TestDriver = 'pglite'): Promise<EngineRig> {
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-${prefix}-`)));
   const root = join(tmp, 'sandboxes');
-  const tdb: TestDatabase = await openTestDatabase('pglite');
+  const tdb: TestDatabase = await openTestDatabase(driver);
   const db = tdb.database.db as unknown as EngineDb;
   const accountId = (await createAccount(tdb.database.db, { name: 'owner', role: 'owner' })).id;
   const logger = pino({ level: 'silent' });

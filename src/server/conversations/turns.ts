@@ -44,12 +44,27 @@ export class TurnMachine {
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
     active.acpPromptId = null;
     live.turn = active;
+    // The prompt's POST is answered before this: its reply leaves before the writes below take the
+    // event loop (PGlite runs each statement on this thread).
+    await new Promise((r) => setImmediate(r));
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
-    await Promise.all([
-      turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
-      updateConversation(this.c.d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
-    ]);
+    try {
+      await Promise.all([
+        turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
+        updateConversation(this.c.d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
+      ]);
+    } catch (e) {
+      // The prompt was already answered "queued": the turn ends failed instead of staying open.
+      await this.finish(live, active, { ok: false, error: `the turn could not be marked running: ${e instanceof Error ? e.message : String(e)}` });
+      return;
+    }
     this.c.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
+    // The prompt's POST is answered before this point: the turn may have been interrupted or ended meanwhile.
+    if (live.turn !== active) return;
+    if (active.interrupted) {
+      await this.finish(live, active, { ok: false, error: 'interrupted' });
+      return;
+    }
     if (!proc) {
       await this.finish(live, active, { ok: false, error: 'the agent process is not running' });
       return;

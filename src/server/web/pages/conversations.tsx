@@ -4,9 +4,7 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
-import { listAgents } from '../../agents/store.ts';
-import { CONVERSATION_STATUSES, type ConversationStatus } from '../../store/conversation-schema.ts';
+import { agentChoices, CONVERSATION_STATUSES, listConversationPage, type ConversationStatus, type ListedConversation } from '../../conversations/listing.ts';
 import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -92,7 +90,7 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
   const page = async (c: import('hono').Context<WebEnv>, error?: string) => {
     const user = c.get('user');
     const f = filterQuery.parse(c.req.query());
-    const agents = await listAgents(deps.db, user.account.id);
+    const agents = await agentChoices(deps.db, user.account.id);
     const listing = await listConversationPage(deps.db, user.account.id, { agentId: f.agent, statuses: f.status ? [f.status] : undefined, search: f.q, after: f.after, limit: PAGE_SIZE });
     const keep = new URLSearchParams();
     if (f.agent) keep.set('agent', f.agent);
