@@ -13,7 +13,7 @@ import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, upd
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
-import { findRunner, findRunnerByName } from '../runners/store.ts';
+import { findRunnerByRef } from '../runners/options.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
@@ -182,7 +182,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
   // An id or a name, so `--runner laptop` works; unknown names the value it was given.
   const checkRunner = async (accountId: string, ref: string | null): Promise<string | null> => {
     if (ref === null) return null;
-    const row = (isUuid(ref) ? await findRunner(deps.db, accountId, ref) : undefined) ?? (await findRunnerByName(deps.db, accountId, ref));
+    const row = await findRunnerByRef(deps.db, accountId, ref);
     if (!row) throw fieldError('runner_id', `no runner ${JSON.stringify(ref)} on this account`, 'runner_not_found');
     return row.id;
   };

@@ -2,24 +2,12 @@
  * The agent form's runner choice: "any runner" (the account's most recently connected online runner)
  * or one of the account's runners by name, which new conversations then go to and wait for.
  */
-import type { RunnerHost } from '../../../providers/runner/index.ts';
-import { listRunners } from '../../runners/store.ts';
-import type { Db } from '../../store/db.ts';
+import type { RunnerOption } from '../../runners/options.ts';
 import { ErrorNote } from '../layout.tsx';
 
-export interface RunnerOption {
-  readonly id: string;
-  readonly name: string;
-  readonly online: boolean;
-}
+export { runnerOptions, type RunnerOption } from '../../runners/options.ts';
 
 export const RUNNER_GONE = 'That runner does not exist (any more).';
-
-/** The account's runners for the select, most recently connected first. */
-export async function runnerOptions(db: Db, host: RunnerHost | null, accountId: string): Promise<RunnerOption[]> {
-  const rows = await listRunners(db, accountId);
-  return rows.map((r) => ({ id: r.id, name: r.name, online: host?.whereis(r.id) !== undefined }));
-}
 
 export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: string | null; error?: string | undefined }) {
   return (
