@@ -22,8 +22,9 @@ export interface AgentRouteDeps extends RouteDeps {
 export const PermissionPolicySchema = z
   .record(z.string().min(1).max(200), z.enum(VERDICTS))
   .openapi('PermissionPolicy', {
-    description: 'Tool title or ACP tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other), or "default", to a verdict',
-    example: { execute: 'ask', default: 'auto_allow' },
+    description:
+      'The runtime\'s tool name (Claude: Bash, Edit, …), a tool title, or an ACP tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other), or "default", to a verdict. Looked up in that order; no match and no default is auto_allow. New agents default to {"default": "ask"}.',
+    example: { Bash: 'ask', read: 'auto_allow', default: 'ask' },
   });
 
 // A string, not an enum, so an unknown provider answers 422 sandbox_provider_disabled; the spec still lists the registry's names.
@@ -59,7 +60,8 @@ const AgentCreateBody = z
     runtime: z.enum(RUNTIMES, { error: `runtime must be one of ${RUNTIMES.join(', ')}` }),
     model: z.string({ error: 'model is required' }).max(200),
     sandbox_provider: SandboxProviderField.default(null),
-    permission_policy: PermissionPolicySchema.default({}),
+    // A fresh agent asks before every tool: its runner may run as the user (issue 16 #3).
+    permission_policy: PermissionPolicySchema.default({ default: 'ask' }),
     metadata: z.record(z.string(), z.unknown()).default({}),
   })
   .strict()
@@ -132,12 +134,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const problem = modelProblem(runtime, model);
     if (problem) throw fieldError('model', problem);
   };
-  const checkPolicy = (runtime: Runtime, policy: PermissionPolicy): void => {
-    // opencode never asks for permission, so only auto_allow can be enforced there.
-    if (runtime === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-      throw new ApiError(422, 'permission_policy_unenforceable', 'opencode never asks for permission: only auto_allow can be enforced');
-    }
-  };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
     if (!a) throw ApiError.notFound('agent');
@@ -179,7 +175,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const b = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       checkModel(b.runtime, b.model);
-      checkPolicy(b.runtime, b.permission_policy);
       const fields: AgentFields = {
         name: b.name,
         description: b.description,
@@ -226,7 +221,6 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const b = c.req.valid('json');
         const runtime = b.runtime ?? current.runtime;
         if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
-        checkPolicy(runtime, b.permission_policy ?? current.permissionPolicy);
         const p: Partial<AgentFields> = {};
         if (b.name !== undefined) p.name = b.name;
         if (b.description !== undefined) p.description = b.description;

@@ -2,9 +2,12 @@
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
  */
+import type { SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
+import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
+import { opencodePermissionEnv } from '../agents/opencode-permission.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
 import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
@@ -44,6 +47,7 @@ export class Launcher {
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
+    if (spec.id === 'opencode') env.push(...opencodePermissionEnv(conv.permissionPolicy));
     await this.reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
@@ -103,6 +107,7 @@ export class Launcher {
     return (proc) => ({
       acp: {
         onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
+        onNotification: (n, ctx) => this.#onUpdate(live, n, ctx),
         onPermissionRequest: (held) => void this.p.asks.request(live, proc, held).catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
         onProblem: (pr) => {
           if (pr.code === 'acp_not_json' && pr.raw !== undefined) this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', pr.raw, pr.seq);
@@ -122,6 +127,12 @@ export class Launcher {
     if (ctx.during === 'session/load') return;
     if (live.turn) live.turn.lastHeardAt = Date.now();
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
+  }
+
+  #onUpdate(live: Live, n: SessionNotification, ctx: LineContext): void {
+    if (ctx.during === 'session/load') return;
+    const tool = toolFieldsOf(n.update);
+    if (tool) live.tools.apply(tool);
   }
 
   #onProcessEnd(live: Live, proc: AgentProcess, reason: string, error?: SandboxError): void {

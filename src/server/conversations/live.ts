@@ -5,6 +5,7 @@
 import type { PermissionOption } from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import type { JsonRpcId } from '../../acp/index.ts';
+import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
 import type { Conversation, PermissionPolicy, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
@@ -78,6 +79,8 @@ export interface Live {
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
   readonly resolved: Set<string>;
+  /** The tool calls of the running process, merged from its updates: a permission request is judged by what the call is. */
+  readonly tools: ToolFold;
 }
 
 /** What every part of the engine shares; the facade owns it. */
@@ -104,6 +107,7 @@ export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdap
     proc: null,
     turn: null,
     resolved: new Set(),
+    tools: new ToolFold(),
   };
 }
 

@@ -1,26 +1,53 @@
 /**
- * Permission policy: the verdict for one tool call (title, then ACP kind, then `default`, then
- * auto_allow) and the option an automatic verdict picks (platform-api.md §8).
+ * Permission policy: the verdict for one tool call (the runtime's tool name, then the title, then the
+ * ACP kind, then `default`, then auto_allow) and the option an automatic verdict picks (platform-api.md §8).
  */
 import type { PermissionOption, RequestPermissionOutcome } from '@agentclientprotocol/sdk';
-import type { PermissionPolicy, Verdict } from '../store/conversation-schema.ts';
+import { VERDICTS, type PermissionPolicy, type Verdict } from '../store/conversation-schema.ts';
 
 export const TOOL_KINDS = ['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'] as const;
 
-export function verdictFor(policy: PermissionPolicy, title: string | null | undefined, kind: string | null | undefined): Verdict {
-  if (title && policy[title]) return policy[title];
-  if (kind && policy[kind]) return policy[kind];
-  return policy.default ?? 'auto_allow';
+/** What a tool call is called, as far as the agent said. */
+export interface ToolIdentity {
+  /** The runtime's own tool name (Claude: `_meta.claudeCode.toolName`, e.g. `Bash`). */
+  readonly toolName?: string | null | undefined;
+  readonly title?: string | null | undefined;
+  readonly kind?: string | null | undefined;
 }
 
-/** auto_allow: allow_always, else allow_once, else the first option. */
-export function allowOutcome(options: readonly PermissionOption[]): RequestPermissionOutcome {
-  const pick = options.find((o) => o.kind === 'allow_always') ?? options.find((o) => o.kind === 'allow_once') ?? options[0];
-  return pick ? { outcome: 'selected', optionId: pick.optionId } : { outcome: 'cancelled' };
+/** A stored value outside the closed set (a hand-edited row, a future verdict) is treated as `ask`. */
+const closed = (v: unknown): Verdict => ((VERDICTS as readonly unknown[]).includes(v) ? (v as Verdict) : 'ask');
+
+/**
+ * Own keys only: a tool titled `constructor` or `toString` must not find Object.prototype's members
+ * (issue 22 #5). The first key the policy has decides.
+ */
+export function verdictFor(policy: PermissionPolicy, tool: ToolIdentity): Verdict {
+  for (const key of [tool.toolName, tool.title, tool.kind]) {
+    if (key && Object.hasOwn(policy, key)) return closed(policy[key]);
+  }
+  return Object.hasOwn(policy, 'default') ? closed(policy.default) : 'auto_allow';
+}
+
+/**
+ * auto_allow answers `allow_once`, never `allow_always`: an "always" makes Claude write a bypass rule into
+ * the sandbox, and that tool never reaches the policy again. Null when no allow_once is offered (ask a person).
+ */
+export function allowOutcome(options: readonly PermissionOption[]): RequestPermissionOutcome | null {
+  const pick = options.find((o) => o.kind === 'allow_once');
+  return pick ? { outcome: 'selected', optionId: pick.optionId } : null;
 }
 
 /** auto_deny and timeouts: a reject option if offered, else cancelled; never an invented id. */
 export function denyOutcome(options: readonly PermissionOption[]): RequestPermissionOutcome {
   const pick = options.find((o) => o.kind === 'reject_once') ?? options.find((o) => o.kind === 'reject_always');
   return pick ? { outcome: 'selected', optionId: pick.optionId } : { outcome: 'cancelled' };
+}
+
+/** The verdicts, strictest last: a launch policy may only move a key rightwards (§8). */
+export const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
+
+/** True when any rule of the policy is stricter than auto_allow. */
+export function asksAnything(policy: PermissionPolicy): boolean {
+  return Object.keys(policy).some((k) => closed(policy[k]) !== 'auto_allow');
 }

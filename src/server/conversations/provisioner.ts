@@ -6,12 +6,12 @@ import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
 import { RUNTIME_SPECS } from '../agents/runtimes.ts';
-import type { Agent, Conversation, PermissionPolicy, SandboxRow, Verdict } from '../store/conversation-schema.ts';
+import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { Launched } from './launcher.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
-import { verdictFor } from './policy.ts';
+import { STRICTNESS, verdictFor } from './policy.ts';
 import { prepareSandbox } from './provision.ts';
 import { insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
 
@@ -23,8 +23,6 @@ export interface CreateConversationInput {
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
 }
-
-const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
 
 export class Provisioner {
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
@@ -102,7 +100,7 @@ export class Provisioner {
   #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
     if (!launch) return accept(agentPolicy);
     for (const [key, verdict] of Object.entries(launch)) {
-      const base = key === 'default' ? (agentPolicy.default ?? 'auto_allow') : verdictFor(agentPolicy, key, key);
+      const base = key === 'default' ? verdictFor(agentPolicy, {}) : verdictFor(agentPolicy, { toolName: key, title: key, kind: key });
       if (STRICTNESS[verdict] < STRICTNESS[base]) {
         return refuse('permission_policy_widens', `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`);
       }

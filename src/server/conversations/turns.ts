@@ -44,6 +44,8 @@ export class TurnMachine {
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
     active.acpPromptId = null;
     live.turn = active;
+    // Tool calls are judged within their turn; an agent may reuse ids in a later session.
+    live.tools.clear();
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
     await Promise.all([
       turn.status === 'running' ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt }),

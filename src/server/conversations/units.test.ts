@@ -2,32 +2,9 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
-import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
 import { platformMcpServers } from './sandbox-token.ts';
-
-const options = [
-  { optionId: 'a1', name: 'Allow', kind: 'allow_once' as const },
-  { optionId: 'a2', name: 'Always', kind: 'allow_always' as const },
-  { optionId: 'r1', name: 'Reject', kind: 'reject_once' as const },
-];
-
-describe('permission policy', () => {
-  it('looks up title, then kind, then default, then auto_allow', () => {
-    const p = { 'Run `ls`': 'auto_deny', execute: 'ask', default: 'auto_deny' } as const;
-    assert.equal(verdictFor(p, 'Run `ls`', 'execute'), 'auto_deny');
-    assert.equal(verdictFor(p, 'Run `pwd`', 'execute'), 'ask');
-    assert.equal(verdictFor(p, 'Read', 'read'), 'auto_deny');
-    assert.equal(verdictFor({}, 'Read', 'read'), 'auto_allow');
-  });
-  it('allow prefers allow_always; deny picks a reject option or cancels, never inventing an id', () => {
-    assert.deepEqual(allowOutcome(options), { outcome: 'selected', optionId: 'a2' });
-    assert.deepEqual(denyOutcome(options), { outcome: 'selected', optionId: 'r1' });
-    assert.deepEqual(denyOutcome(options.slice(0, 2)), { outcome: 'cancelled' });
-    assert.deepEqual(allowOutcome([]), { outcome: 'cancelled' });
-  });
-});
 
 describe('runtimes', () => {
   it('checks only the model provider against the runtime', () => {

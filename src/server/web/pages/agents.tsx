@@ -39,13 +39,14 @@ interface FormValues {
   policy: Record<string, string>;
 }
 
-const fromAgent = (a: Agent | undefined): FormValues => ({
+export const fromAgent = (a: Agent | undefined): FormValues => ({
   name: a?.name ?? '',
   runtime: a?.runtime ?? 'demo',
   model: a?.model ?? MODEL_EXAMPLE.demo,
   system: a?.system ?? '',
   sandbox_provider: a?.sandboxProvider ?? '',
-  policy: { ...(a?.permissionPolicy ?? {}) },
+  // A new agent asks before every tool: its runner may run as the user.
+  policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
 });
 
 const verdict = z.enum(VERDICTS);
@@ -79,9 +80,6 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
     const p = verdict.safeParse(v);
     if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
     else policy[k] = p.data as Verdict;
-  }
-  if (runtime.success && runtime.data === 'opencode' && Object.values(policy).some((v) => v !== 'auto_allow')) {
-    errors.permission_policy = 'opencode never asks for permission, so only auto_allow can be enforced on it.';
   }
   if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
   return {
@@ -152,7 +150,10 @@ function AgentForm(p: { action: string; values: FormValues; errors: Errors; enab
       </Field>
       <fieldset>
         <legend>Permission policy</legend>
-        <p class="muted small">What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation.</p>
+        <p class="muted small">
+          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation; an automatic allow
+          answers "allow once", never "always". Rules for a runtime's own tool names (Claude's Bash, Edit, …) can be set through the API.
+        </p>
         <ErrorNote id="permission_policy_error" message={e.permission_policy} />
         <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
           {['default', ...POLICY_KEYS].map((k) => (
