@@ -187,6 +187,12 @@ export class ToolFold {
     return this.#views.get(`${scope}\u0000${toolCallId}`);
   }
 
+  /** Whether a call is still running: started (pending or in progress) and not yet completed, failed or cancelled. */
+  anyRunning(): boolean {
+    for (const v of this.#views.values()) if (!TERMINAL_TOOL_STATUSES.has(v.status)) return true;
+    return false;
+  }
+
   clear(): void {
     this.#views.clear();
   }

@@ -14,7 +14,7 @@ import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import { newLive, stopTurnTimers, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
 import { runningSessionsOf } from './recovery.ts';
 import { platformMcpServers } from './sandbox-token.ts';
-import { updateConversation, updateSandbox } from './store.ts';
+import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
 
@@ -116,6 +116,7 @@ export class Launcher {
       onStderr: (text, ordinal) => {
         // A replay repeats stderr: what precedes the active turn, or was stored before the drop, is not stored again.
         if (ordinal <= stderrThrough || !proc.client.boundarySeen) return;
+        if (live.turn) live.turn.stderrTail = (live.turn.stderrTail + text).slice(-2000);
         this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text, ordinal);
       },
       onEnd: (reason, error) => this.#onProcessEnd(live, proc, reason, error),
@@ -129,10 +130,18 @@ export class Launcher {
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
+  /** Tool calls feed the policy's view of them; usage and the session title are recorded as reported. */
   #onUpdate(live: Live, n: SessionNotification, ctx: LineContext): void {
     if (ctx.during === 'session/load') return;
-    const tool = toolFieldsOf(n.update);
+    const u = n.update;
+    const tool = toolFieldsOf(u);
     if (tool) live.tools.apply(tool);
+    else if (u.sessionUpdate === 'usage_update' && live.turn) {
+      live.turn.reported = { context: { used: u.used, size: u.size }, ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}) };
+    } else if (u.sessionUpdate === 'session_info_update' && u.title && u.title.trim() !== '') {
+      const title = u.title.trim().slice(0, 120);
+      void setAgentTitle(this.c.d.db, live.conversationId, title).catch((e) => this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'));
+    }
   }
 
   #onProcessEnd(live: Live, proc: AgentProcess, reason: string, error?: SandboxError): void {

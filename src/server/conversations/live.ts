@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { JsonRpcId } from '../../acp/index.ts';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
-import type { Conversation, PermissionPolicy, Turn } from '../store/conversation-schema.ts';
+import type { Conversation, PermissionPolicy, Turn, TurnUsage } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { AgentProcess } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
@@ -64,6 +64,10 @@ export interface ActiveTurn {
   /** When the agent last sent anything in this turn; the silence watch measures from here. */
   lastHeardAt: number;
   silenceTimer: NodeJS.Timeout | null;
+  /** What the agent's `usage_update`s said during the turn (context window, cost); recorded with the turn. */
+  reported: Pick<TurnUsage, 'context' | 'cost'>;
+  /** The end of what the agent wrote to stderr during the turn (a silence failure quotes it when it names an auth failure). */
+  stderrTail: string;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -125,6 +129,8 @@ export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess |
     boundaryTimer: null,
     lastHeardAt,
     silenceTimer: null,
+    reported: {},
+    stderrTail: '',
   };
 }
 

@@ -48,10 +48,35 @@ const SandboxSchema = z
   })
   .openapi('Sandbox');
 
+const CostSchema = z.object({ amount: z.number(), currency: z.string() });
+
+/** A turn's usage as its agent reported it (tokens from the prompt reply, context window and cost from `usage_update`). */
+export const TurnUsageSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    context: z.object({ used: z.number(), size: z.number() }).optional(),
+    cost: CostSchema.optional().openapi({ description: 'As the agent reported it in the turn\'s last usage_update (ACP: the session\'s cost so far)' }),
+  })
+  .openapi('TurnUsage');
+
+export const UsageTotalSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    cost: CostSchema.optional().openapi({ description: 'The last cost the agent reported' }),
+  })
+  .openapi('UsageTotal');
+
 export const ConversationSchema = z
   .object({
     id: z.string(),
     title: z.string().nullable(),
+    title_source: z.enum(['user', 'agent']).nullable().openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
     first_prompt: z.string().nullable(),
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
@@ -70,7 +95,7 @@ export const ConversationSchema = z
     last_active_at: z.string(),
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
-    usage_total: z.object({ input: z.number(), output: z.number() }),
+    usage_total: UsageTotalSchema,
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -99,7 +124,7 @@ export const TurnSchema = z
     ended_at: z.string().nullable(),
     inserted_at: z.string(),
     image_count: z.number().int(),
-    usage: z.object({ input: z.number(), output: z.number() }).passthrough().nullable(),
+    usage: TurnUsageSchema.nullable(),
   })
   .openapi('Turn');
 

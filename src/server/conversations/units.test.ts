@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
+import { silenceReason } from './turns.ts';
 import { platformMcpServers } from './sandbox-token.ts';
 
 describe('runtimes', () => {
@@ -83,5 +84,16 @@ describe('platform MCP servers for a session', () => {
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
     assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
     assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
+  });
+});
+
+describe('silence', () => {
+  it('says the agent was silent; blames the credential only when its stderr reports an auth failure', () => {
+    const plain = silenceReason(601_000, 'loading settings from /home/sprite/.config\n');
+    assert.match(plain, /sent nothing for 601 s with no tool call running/);
+    assert.doesNotMatch(plain, /credential/);
+    const auth = silenceReason(601_000, 'API Error: 401 {"type":"error","error":{"type":"authentication_error"}}\nretrying in 30s');
+    assert.match(auth, /authentication failure: check the runtime's model credential/);
+    assert.match(auth, /401/);
   });
 });
