@@ -1,7 +1,7 @@
 /**
  * End to end over the public HTTP API: the real server (startServer), a real `fountain runner` child
- * process with the process backend, and the demo agent — the seed's full conversation cycle, and
- * every error code the conversation API promises.
+ * process with the process backend and, as root, the namespace backend, and the demo agent — the
+ * seed's full conversation cycle on each, and every error code the conversation API promises.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,10 +11,16 @@ import { join } from 'node:path';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
+import { namespaceSupportProblem } from '../src/runner/backends/namespace/index.ts';
 
 import { answer, call, openStream, type Json, type Reply, type SseEvent } from './helpers/http.ts';
 
-describe('conversations over HTTP with a real runner and the demo agent', () => {
+const nsProblem = namespaceSupportProblem();
+/** Keeps this file's namespace links apart from other runs on the machine. */
+const octet = 20 + ((process.pid + 13) % 200);
+
+for (const backend of ['process', 'namespace'] as const) {
+describe(`conversations over HTTP with a real runner (${backend} backend) and the demo agent`, { skip: backend === 'namespace' ? (nsProblem ?? false) : false }, () => {
   let tmp: string;
   let srv: RunningServer;
   let key: string;
@@ -32,7 +38,8 @@ describe('conversations over HTTP with a real runner and the demo agent', () => 
       sseHeartbeatMs: 300,
     });
     key = srv.bootstrapKey!;
-    runner = startRunnerChild({ name: 't', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp });
+    const extraArgs = backend === 'namespace' ? ['--backend', 'namespace', '--ns-subnet', `10.61.${octet}.0/24`] : [];
+    runner = startRunnerChild({ name: 't', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp, extraArgs });
     await until(async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
   });
 
@@ -73,7 +80,7 @@ describe('conversations over HTTP with a real runner and the demo agent', () => 
       assert.ok(existsSync(join(dir, 'AGENTS.md')));
 
       // A turn that asks permission; the answer is given over HTTP.
-      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: echo sandbox-says-hi' });
+      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: echo sandbox-says-hi in $(pwd)' });
       assert.equal(p2.status, 200, JSON.stringify(p2.body));
       assert.equal(p2.body.status, 'queued');
       const asked = await s.stage('permission', 'started', t1.id!);
@@ -92,7 +99,8 @@ describe('conversations over HTTP with a real runner and the demo agent', () => 
       assert.deepEqual([again.status, again.body.error], [409, 'permission_request_resolved']);
       const t2 = await s.stage('turn', 'done', asked.id!);
       assert.equal(t2.data.turn_id, p2.body.turn_id);
-      assert.match(answer(s.events, p2.body.turn_id), /sandbox-says-hi/);
+      // The command ran in the sandbox: its own directory as the agent's session sees it.
+      assert.match(answer(s.events, p2.body.turn_id), new RegExp(`sandbox-says-hi in ${backend === 'namespace' ? '/home/sprite' : dir}`));
 
       // Idle: the sweep parks the sandbox; the runner keeps the disk with its suspended marker.
       await s.stage('sandbox', 'done', t2.id!);
@@ -145,7 +153,7 @@ describe('conversations over HTTP with a real runner and the demo agent', () => 
     }
   });
 
-  it('answers each error code through the API, and never 500 on bad input', async () => {
+  it('answers each error code through the API, and never 500 on bad input', { skip: backend === 'namespace' ? 'backend-independent: runs on the process backend' : false }, async () => {
     // 422 sandbox_provider_disabled: unknown, and known but not enabled.
     for (const p of ['e2b', 'nope']) {
       const r = await api('POST', '/api/agents', { name: `bad-${p}`, runtime: 'demo', model: 'fountain/demo', sandbox_provider: p });
@@ -224,3 +232,4 @@ describe('conversations over HTTP with a real runner and the demo agent', () => 
     assert.equal(stillIdle.body.data.status, 'idle');
   });
 });
+}

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { SERVER_ENV_VARS } from '../src/server/config.ts';
 import { KNOWN_PROVIDERS } from '../src/sandbox/providers.ts';
 import { finalUser, keyValues, parseDockerfile, parseFrom, parseHealthcheck, stages, type Instruction } from './lint/dockerfile.ts';
@@ -79,44 +80,48 @@ describe('server image', () => {
 });
 
 describe('docker-compose.yml', () => {
-  const text = read('docker-compose.yml');
-  /** `key: value` lines of a block, by indentation, under a path of parent keys. */
-  function block(path: readonly string[]): Map<string, string> {
-    let depth = 0;
-    let indent = -1;
-    const out = new Map<string, string>();
-    for (const line of text.split('\n')) {
-      if (/^\s*(#.*)?$/.test(line)) continue;
-      const ind = line.length - line.trimStart().length;
-      const m = /^\s*([A-Za-z0-9_.-]+):\s*(.*)$/.exec(line);
-      if (depth < path.length) {
-        if (depth > 0 && ind <= indent) break;
-        if (m && m[1] === path[depth] && (depth === 0 ? ind === 0 : ind > indent)) {
-          depth++;
-          indent = ind;
-        }
-        continue;
-      }
-      if (ind <= indent) break;
-      if (m) out.set(m[1]!, m[2]!);
-    }
-    return out;
-  }
+  // Merge keys (`<<: *fountain`) resolved, as Compose resolves them.
+  const compose = parseYaml(read('docker-compose.yml'), { merge: true }) as {
+    services: Record<string, Record<string, unknown> & { environment?: Record<string, string>; volumes?: string[]; ports?: string[]; profiles?: string[] }>;
+    volumes: Record<string, unknown>;
+  };
+  const services = compose.services;
 
   it('runs the server on PostgreSQL with persistent volumes', () => {
-    assert.equal(block(['services', 'fountain']).get('build'), '.');
-    assert.match(block(['services', 'postgres']).get('image') ?? '', /^postgres:\d+/);
-    assert.equal(block(['services', 'fountain', 'depends_on', 'postgres']).get('condition'), 'service_healthy');
-    assert.match(text, /- postgres-data:\/var\/lib\/postgresql\/data/);
-    assert.match(text, /- fountain-data:\/var\/lib\/fountain/);
-    assert.deepEqual([...block(['volumes']).keys()].sort(), ['fountain-data', 'postgres-data']);
-    assert.match(block(['services', 'fountain', 'environment']).get('FOUNTAIN_DATABASE_URL') ?? '', /@postgres:5432\//);
+    const fountain = services.fountain!;
+    assert.equal(fountain.build, '.');
+    assert.match(String(services.postgres!.image), /^postgres:\d+/);
+    assert.deepEqual(fountain.depends_on, { postgres: { condition: 'service_healthy' } });
+    assert.ok(services.postgres!.volumes!.includes('postgres-data:/var/lib/postgresql/data'));
+    assert.ok(fountain.volumes!.includes('fountain-data:/var/lib/fountain'));
+    assert.deepEqual(Object.keys(compose.volumes).sort(), ['fountain-2-data', 'fountain-data', 'postgres-data']);
+    assert.match(fountain.environment!.FOUNTAIN_DATABASE_URL ?? '', /@postgres:5432\//);
   });
 
-  it('passes exactly the server\'s variables through', () => {
-    const vars = block(['services', 'fountain', 'environment']);
-    assert.deepEqual([...vars.keys()].sort(), [...SERVER_ENV_VARS].sort());
-    for (const [k, v] of vars) assert.ok(v.startsWith(`\${${k}:-`), `${k} is taken from .env, blank when unset`);
+  it("passes exactly the server's variables through", () => {
+    const vars = services.fountain!.environment!;
+    assert.deepEqual(Object.keys(vars).sort(), [...SERVER_ENV_VARS].sort());
+    for (const [k, v] of Object.entries(vars)) assert.ok(v.startsWith(`\${${k}:-`), `${k} is taken from .env, blank when unset`);
+  });
+
+  it('has a cluster profile: a second node like the first, behind a load balancer set up for SSE', () => {
+    const [one, two, lb] = [services.fountain!, services['fountain-2']!, services.lb!];
+    assert.deepEqual(one.profiles, undefined, 'the first node runs without a profile');
+    assert.deepEqual(two.profiles, ['cluster']);
+    assert.deepEqual(lb.profiles, ['cluster']);
+    assert.deepEqual(two.environment, one.environment, 'both nodes get the same configuration');
+    assert.deepEqual([two.image, two.depends_on], [one.image, one.depends_on]);
+    assert.deepEqual(two.volumes, ['fountain-2-data:/var/lib/fountain'], 'each node has its own data directory');
+    assert.equal(two.ports, undefined, 'the second node is reached through the load balancer');
+    assert.match(String(lb.image), /^caddy:2(\.\d+)*$/);
+    assert.deepEqual(lb.ports, ['8080:8080']);
+    assert.ok(lb.volumes!.includes('./deploy/Caddyfile:/etc/caddy/Caddyfile:ro'));
+    const caddy = read('deploy/Caddyfile');
+    assert.match(caddy, /reverse_proxy fountain:4000 fountain-2:4000 \{/);
+    assert.match(caddy, /^\s*flush_interval -1$/m, 'events are not buffered');
+    assert.match(caddy, /^\s*health_uri \/health\/ready$/m);
+    assert.doesNotMatch(caddy, /^\s*(read_timeout|write_timeout)\b/m, 'no timeout cuts a long stream');
+    assert.match(read('docs/deployment.md'), /docker compose --profile cluster up/);
   });
 });
 

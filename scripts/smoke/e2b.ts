@@ -61,6 +61,10 @@ async function main(): Promise<void> {
     check('an omitted exitCode reads as 0', zero.exitCode === 0);
     const ex = must('exec', await adapter.exec(h, 'sh', ['-c', 'echo smoke-ok; exit 3']));
     check('exec output and real exit code', Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3, JSON.stringify(ex));
+    // Issue 19 item 1: without a limit no Connect-Timeout-Ms goes out (a 0 is a passed deadline in
+    // connect-go): the command runs once, its real result comes back, it is not reported as a timeout.
+    const once = must('exec without a timeout (no 0 deadline)', await adapter.exec(h, 'sh', ['-c', 'echo x >> "$HOME/smoke-once"; sleep 2; cat "$HOME/smoke-once"']));
+    check('it ran exactly once and finished', Buffer.from(once.output).toString() === 'x\n' && once.exitCode === 0, JSON.stringify(Buffer.from(once.output).toString()));
     const slow = await adapter.exec(h, 'sleep', ['30'], { timeoutMs: 1000 });
     check('an exec timeout is enforced by envd', !slow.ok && slow.error.detail === 'timeout', JSON.stringify(slow));
 

@@ -97,7 +97,27 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
   const allowed = await a.exec(h, 'sh', ['-c', 'getent hosts example.com'], { timeoutMs: 20_000 });
   record('egress allowed (lookup works)', allowed.ok && allowed.value.exitCode === 0, allowed.ok ? allowed.value.exitCode : allowed.error);
 
+  // Issue 19 item 8: killing an exited session answers 410 Gone, which is gone, not an error.
+  const quick = await a.spawn(h, 'sh', ['-c', 'echo quick'], { owner: () => undefined, detachable: true });
+  if (quick.ok) {
+    const qid = (quick.value.private?.reveal() as { sessionId?: string } | undefined)?.sessionId;
+    await sleep(3000);
+    if (qid) res('terminate an exited session (410 Gone) is ok', await a.terminateSession(h, qid, { timeoutMs: 5_000 }));
+  } else res('spawn a quick session', quick);
+  // A shim with an attached replayer: suspend skips replayers and never fails on one session's kill
+  // (a failed suspend is degraded to a destroy of the sprite and its disk).
+  const keep = new Sink();
+  const kc = await a.spawn(h, 'sh', ['-c', 'echo kept-session; exec cat'], { owner: keep.sink, detachable: true });
+  res('spawn a session to suspend over', kc);
+  if (kc.ok) {
+    await keep.until(() => keep.out().includes('kept-session'), 10_000);
+    const kid = (kc.value.private?.reveal() as { sessionId?: string } | undefined)?.sessionId;
+    await a.stopCommand(kc.value);
+    if (kid) res('attach (starts a replayer)', await a.attach(h, kid, { owner: () => undefined }));
+  }
   res('suspend', await a.suspend(h));
+  const stillThere = await a.get(h);
+  record('the sprite survived suspend', stillThere.ok, stillThere.ok ? stillThere.value.status : stillThere.error);
   const deadline = Date.now() + opts.hibernateWaitMs;
   let status = 'unknown';
   while (Date.now() < deadline) {

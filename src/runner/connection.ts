@@ -54,6 +54,8 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
     let opened = false;
     let refused: Outcome | null = null;
     let pingTimedOut = false;
+    /** A ping or pong crossed the socket: the server took us and the link carried a heartbeat. */
+    let established = false;
     let stopping = false;
     let pingTimer: NodeJS.Timeout | null = null;
     let pongTimer: NodeJS.Timeout | null = null;
@@ -132,7 +134,11 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       }, t.pingIntervalMs);
     });
 
+    ws.on('ping', () => {
+      established = true;
+    });
     ws.on('pong', () => {
+      established = true;
       if (pongTimer) clearTimeout(pongTimer);
       pongTimer = null;
     });
@@ -140,8 +146,9 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
     ws.on('close', (code, reason) => {
       if (stopping) return finish({ kind: 'stopped' });
       if (!opened) return finish(refused ?? { kind: 'retry', reason: 'could not connect' });
-      if (pingTimedOut) return finish({ kind: 'retry', reason: 'ping timeout' });
-      finish(classifyClose(code, reason.toString('utf8')));
+      if (pingTimedOut) return finish({ kind: 'retry', reason: 'ping timeout', established });
+      const outcome = classifyClose(code, reason.toString('utf8'));
+      finish(outcome.kind === 'retry' ? { ...outcome, established } : outcome);
     });
   });
 }

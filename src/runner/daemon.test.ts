@@ -111,6 +111,23 @@ describe('runner daemon over a loopback WebSocket', () => {
     await daemon.stop();
   });
 
+  it('resets the backoff after a connection was up through a heartbeat, even when it then drops (issue 22 #12)', async () => {
+    const { server, daemon, log } = await start(() => ({ accept: true }));
+    for (let i = 0; i < 4; i++) {
+      const sock = await until(() => server.sockets[i], `connection ${i + 1}`);
+      // The server's heartbeat: a ping the daemon answers. Then the server "crashes" (no close frame).
+      const ponged = new Promise<void>((r) => sock.ws.once('pong', () => r()));
+      sock.ws.ping();
+      await ponged;
+      sock.ws.terminate();
+    }
+    await until(() => server.sockets[4], 'the last reconnect');
+    const lines = log.lines.filter((l) => l.msg === 'runner: disconnected; reconnecting');
+    assert.deepEqual(lines.map((l) => l.attempt), [1, 1, 1, 1]);
+    assert.deepEqual(lines.map((l) => l.delayMs), [10, 10, 10, 10]);
+    await daemon.stop();
+  });
+
   it('terminates a socket whose ping goes unanswered and dials again', async () => {
     const { server, daemon, log } = await start(() => ({ accept: true }), { autoPong: false, timings: { pingIntervalMs: 30, pingTimeoutMs: 60 } });
     await until(() => server.sockets.length >= 2, 'a second connection');

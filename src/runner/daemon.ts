@@ -78,7 +78,8 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
       const outcome = await connectOnce({ url, apiKey: opts.apiKey, backend: opts.backend, logger: log, timings, signal: abort.signal });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
-      attempt = outcome.kind === 'clean' ? 0 : attempt + 1;
+      // A connection that was up through a heartbeat starts a new streak: each server crash costs one base delay.
+      attempt = outcome.kind === 'clean' ? 0 : outcome.established ? 1 : attempt + 1;
       const delayMs = backoffDelay(attempt, timings);
       log.info({ reason: outcome.reason, attempt, delayMs }, 'runner: disconnected; reconnecting');
       await pause(delayMs);

@@ -38,8 +38,11 @@ export type Outcome =
   | { readonly kind: 'give_up'; readonly message: string }
   /** 1000/1001: reconnect with the backoff counter reset. */
   | { readonly kind: 'clean'; readonly reason: string }
-  /** Anything else: reconnect with the counter incremented. */
-  | { readonly kind: 'retry'; readonly reason: string }
+  /**
+   * Anything else: reconnect with the counter incremented, or reset when `established` (the
+   * connection had been up through a heartbeat, so this is a new failure, not a failing dial).
+   */
+  | { readonly kind: 'retry'; readonly reason: string; readonly established?: boolean }
   /** The daemon was asked to stop. */
   | { readonly kind: 'stopped' };
 

@@ -22,6 +22,7 @@ import { openDatabase, type Database } from './store/db.ts';
 import { ProviderRegistry } from '../sandbox/registry.ts';
 import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
 import { mintNodeId } from './cluster/node.ts';
+import { ownerLinkOver } from './conversations/commands.ts';
 import { PgNotify } from './cluster/notify.ts';
 import { localDemoAgentArgv } from '../acp/index.ts';
 import { providerPlacement } from './runners/placement.ts';
@@ -111,7 +112,12 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     let bridge: PgBusBridge | null = null;
     let notify: PgNotify | null = null;
     if (shared) {
-      const pgNotify = await PgNotify.open({ url: config.databaseUrl!, schema: opts.databaseSchema, logger: logger.child({ node: nodeId }) });
+      const pgNotify = await PgNotify.open({
+        url: config.databaseUrl!,
+        schema: opts.databaseSchema,
+        logger: logger.child({ node: nodeId }),
+        name: `fountain-notify-${nodeId}`,
+      });
       notify = pgNotify;
       stack.push('notification connection', () => pgNotify.close());
       bridge = await PgBusBridge.start({ nodeId, notify: pgNotify, schema: opts.databaseSchema, bus, logger });
@@ -171,6 +177,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       defaultProvider,
       // On PostgreSQL other nodes may share the database: only work of nodes whose heartbeat expired is adopted.
       node: { id: nodeId, shared: cluster !== undefined },
+      bus,
+      ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);

@@ -138,3 +138,19 @@ test('decodeBase64Bytes is as strict as decodeBase64 across slice boundaries', (
     }
   }
 });
+
+test('a frame nested deeper than MAX_FRAME_DEPTH is refused before it is parsed (issue 22 #11)', () => {
+  const deep = (n: number) => `{"id":9,"op":"exec","name":"x","cmd":"a","args":[],"env":${'['.repeat(n)}${']'.repeat(n)}}`;
+  const r = decodeFrame(deep(100_000));
+  assert.equal(r.kind, 'refused');
+  if (r.kind === 'refused') {
+    assert.equal(r.code, 'invalid');
+    assert.match(r.detail, /nested deeper than 64 levels/);
+  }
+  // Brackets inside strings are text, not nesting; a frame at the bound is still decoded.
+  const quoted = decodeFrame(`{"id":2,"op":"exec","name":"x","cmd":"${'['.repeat(500)}","args":[],"env":[]}`);
+  assert.equal(quoted.kind, 'request');
+  const bounded = `{"id":4,"ok":true,"result":${'{"a":'.repeat(62)}1${'}'.repeat(62)}}`;
+  assert.equal(decodeFrame(bounded).kind, 'reply');
+  assert.equal(decodeFrame(`{"id":4,"ok":true,"result":${'{"a":'.repeat(64)}1${'}'.repeat(64)}}`).kind, 'refused');
+});

@@ -6,6 +6,7 @@ import type { Request, Reply, StreamFrame } from './frames.ts';
 import { replySchema, requestEnvelopeSchema, requestSchema, streamFrameSchema } from './frames.ts';
 import { GUEST_OP_NAMES } from './frames.ts';
 import { MAX_FRAME_BYTES } from './ops.ts';
+import { MAX_FRAME_DEPTH, nestsDeeperThan } from './depth.ts';
 import type { WireErrorCode } from './ops.ts';
 
 export type Inbound =
@@ -27,6 +28,7 @@ const refuse = (code: WireErrorCode, detail: string, id?: number): DecodeRefusal
 /** Decodes one JSON text frame from either direction. */
 export function decodeFrame(text: string): Inbound | DecodeRefusal {
   if (text.length > MAX_FRAME_BYTES) return refuse('invalid', 'frame too large');
+  if (nestsDeeperThan(text)) return refuse('invalid', `frame nested deeper than ${MAX_FRAME_DEPTH} levels`);
   let value: unknown;
   try {
     value = JSON.parse(text);

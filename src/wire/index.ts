@@ -5,3 +5,4 @@
 export * from './ops.ts';
 export * from './frames.ts';
 export * from './codec.ts';
+export * from './depth.ts';

@@ -266,7 +266,7 @@ export class DaytonaAdapter implements SandboxAdapter {
       if (!loc.ok) return loc;
       const script = execScript(commandArgv(cmd, args, opts.env), opts.dir, opts.stderrToStdout === true);
       const timeoutSec = opts.timeoutMs !== undefined ? Math.max(1, Math.ceil(opts.timeoutMs / 1000)) : EXEC_NO_TIMEOUT_SEC;
-      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) => this.#shell(l, script, timeoutSec));
+      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) => this.#shell(l, script, timeoutSec, opts.timeoutMs !== undefined));
       if (!r.ok) return r;
       return ok({ output: new Uint8Array(Buffer.from(r.value.output, 'utf8')), exitCode: r.value.exitCode });
     });
@@ -500,8 +500,8 @@ export class DaytonaAdapter implements SandboxAdapter {
   }
 
   /** Runs a shell script through `/process/execute`; exit code −1 means the daemon could not start it. */
-  async #shell(l: Located, script: string, timeoutSec: number): Promise<SandboxResult<{ output: string; exitCode: number }>> {
-    const r = await l.toolbox.execute(wrapForExecute(script), timeoutSec);
+  async #shell(l: Located, script: string, timeoutSec: number, clientLimit = true): Promise<SandboxResult<{ output: string; exitCode: number }>> {
+    const r = await l.toolbox.execute(wrapForExecute(script), timeoutSec, clientLimit);
     if (!r.ok) return r;
     if (r.value.exitCode < 0) return fail('provider', 'execute: process failed to start (exit code -1)', { provider: 'daytona' });
     return ok({ output: r.value.result, exitCode: r.value.exitCode });
@@ -631,6 +631,7 @@ function sessionCreatedAt(id: string): Date | null {
 /**
  * Translates the contract's allow list into Daytona's fields. `allow: []` is an explicit
  * block-all with both lists cleared, never an absent policy; IPv4 entries go to the CIDR list.
+ * Not verified against the production runner (not public): see docs/integrations.
  */
 export function networkSettingsFor(policy: NetworkPolicy): SandboxResult<NetworkSettingsBody> {
   const domains: string[] = [];
@@ -650,5 +651,9 @@ export function networkSettingsFor(policy: NetworkPolicy): SandboxResult<Network
   if (domains.length === 0 && cidrs.length === 0) {
     return ok({ networkBlockAll: true, networkAllowList: '', domainAllowList: '' });
   }
-  return ok({ networkBlockAll: false, networkAllowList: cidrs.join(','), domainAllowList: domains.join(',') });
+  // Never `networkBlockAll: false` or an empty CIDR list: the runner reads either as "restore
+  // general outbound access" and the domain list is then ignored. Domains go on their own, as
+  // in Daytona's SDK example; a non-empty CIDR list already implies block-all off.
+  if (cidrs.length === 0) return ok({ domainAllowList: domains.join(',') });
+  return ok({ networkAllowList: cidrs.join(','), domainAllowList: domains.join(',') });
 }

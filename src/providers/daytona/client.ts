@@ -2,6 +2,8 @@
  * A thin HTTP client for Daytona's control API and a sandbox's toolbox, with bearer auth.
  * Every call resolves to a Result; replies are validated with zod; the key stays in a Private.
  */
+import type { Dispatcher } from 'undici';
+import { Agent, fetch as undiciFetch } from 'undici';
 import type { z } from 'zod';
 import type { Private, SandboxResult } from '../../sandbox/index.ts';
 import { ok, err } from '../../sandbox/index.ts';
@@ -40,6 +42,8 @@ interface SendOptions {
   /** null = no client-side limit (an exec without a timeout may legitimately run for hours). */
   readonly timeoutMs?: number | null;
   readonly headers?: Readonly<Record<string, string>>;
+  /** A dispatcher of the call's own (undici's fetch is used then), for waits the default would cut short. */
+  readonly dispatcher?: Dispatcher;
 }
 
 const text = (b: Uint8Array) => Buffer.from(b).toString('utf8');
@@ -87,13 +91,10 @@ export class DaytonaClient {
     let res: Response;
     let bytes: Uint8Array;
     try {
-      res = await fetch(url, {
-        method,
-        headers,
-        body: payload,
-        redirect: 'manual',
-        signal: timeoutMs === null ? null : AbortSignal.timeout(timeoutMs),
-      });
+      const init = { method, headers, redirect: 'manual' as const, signal: timeoutMs === null ? null : AbortSignal.timeout(timeoutMs) };
+      res = opts.dispatcher
+        ? ((await undiciFetch(url, { ...init, body: payload as string | undefined, dispatcher: opts.dispatcher })) as unknown as Response)
+        : await fetch(url, { ...init, body: payload ?? null });
       bytes = new Uint8Array(await res.arrayBuffer());
     } catch (cause) {
       return err(fromTransport(op, cause, [secret]));
@@ -185,12 +186,24 @@ export class Toolbox {
     this.base = base;
   }
 
-  execute(command: string, timeoutSec: number) {
-    // The daemon enforces `timeout`; the client waits a little longer so the daemon's 408 wins.
-    return this.#c.json('execute', ExecuteReply, 'POST', `${this.base}/process/execute`, {
-      body: { command, timeout: timeoutSec },
-      timeoutMs: timeoutSec * 1000 + 15_000,
-    });
+  /**
+   * `/process/execute` answers only when the command ends. The daemon enforces `timeout`; the
+   * client waits a little longer so the daemon's 408 wins, on a dispatcher of its own: fetch's
+   * default gives up waiting for response headers after 300 s (UND_ERR_HEADERS_TIMEOUT).
+   * `clientLimit: false` waits as long as the command runs.
+   */
+  async execute(command: string, timeoutSec: number, clientLimit = true) {
+    const waitMs = clientLimit ? timeoutSec * 1000 + 15_000 : 0;
+    const dispatcher = new Agent({ headersTimeout: waitMs, bodyTimeout: waitMs });
+    try {
+      return await this.#c.json('execute', ExecuteReply, 'POST', `${this.base}/process/execute`, {
+        body: { command, timeout: timeoutSec },
+        timeoutMs: clientLimit ? waitMs : null,
+        dispatcher,
+      });
+    } finally {
+      void dispatcher.close().catch(() => undefined);
+    }
   }
 
   homeDir() {
@@ -259,6 +272,23 @@ export class Toolbox {
     form.set('files[0].file', new Blob([new Uint8Array(data)]), path.split('/').pop() || 'file');
     const r = await this.#c.send('upload', 'POST', `${this.base}/files/bulk-upload`, { body: form, timeoutMs: null });
     return r.ok ? ok(undefined) : r;
+  }
+
+  /**
+   * The bytes of a file from `offset` on, with `Range: bytes=<offset>-`: the daemon serves
+   * downloads with Go's http.ServeFile (206 with the rest, 416 when nothing is new). A server
+   * that ignores the header sends the whole file, which is cut here.
+   */
+  async readFrom(path: string, offset: number): Promise<SandboxResult<{ kind: 'bytes'; bytes: Uint8Array } | { kind: 'absent' }>> {
+    const q = new URLSearchParams({ path });
+    const r = await this.#c.send('download', 'GET', `${this.base}/files/download?${q.toString()}`, {
+      expect: [404, 416],
+      headers: { range: `bytes=${offset}-` },
+    });
+    if (!r.ok) return r;
+    if (r.value.status === 404) return ok({ kind: 'absent' });
+    if (r.value.status === 416) return ok({ kind: 'bytes', bytes: new Uint8Array(0) });
+    return ok({ kind: 'bytes', bytes: r.value.status === 206 ? r.value.bytes : r.value.bytes.subarray(offset) });
   }
 
   /** A missing file is `absent`, which for a sentinel means "not written yet". */

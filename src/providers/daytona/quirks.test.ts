@@ -418,3 +418,65 @@ describe('daytona: listing is paginated', () => {
     }
   });
 });
+
+describe('issue 19: first-contact defects the stub used to hide', () => {
+  test('item 5 (POST /process/execute answers only when the command ends; undici gives up waiting for headers at 300 s): exec outlives the fetch default', async () => {
+    const { Agent, getGlobalDispatcher, setGlobalDispatcher } = await import('undici');
+    const { stub, adapter } = await rig();
+    const before = getGlobalDispatcher();
+    // Node's fetch default is 300 s; shortened here so the test does not wait five minutes.
+    const shortDefault = new Agent({ headersTimeout: 300, bodyTimeout: 300 });
+    setGlobalDispatcher(shortDefault);
+    try {
+      const h = await created(adapter);
+      const r = await adapter.exec(h, 'sh', ['-c', 'sleep 1; echo finished'], { timeoutMs: 30_000 });
+      assert.ok(r.ok, `exec died at the client's default header wait: ${JSON.stringify(r)}`);
+      assert.equal(Buffer.from(r.value.output).toString(), 'finished\n');
+      const none = await adapter.exec(h, 'sh', ['-c', 'sleep 1; echo no-limit']);
+      assert.ok(none.ok && Buffer.from(none.value.output).toString() === 'no-limit\n', JSON.stringify(none));
+    } finally {
+      setGlobalDispatcher(before);
+      await shortDefault.close();
+      await stub.stop();
+    }
+  });
+
+  test('item 6 (block-all false with no CIDR list restores general egress and ignores the domain list): a domain allow-list is enforced', async () => {
+    const { stub, adapter } = await rig({ tier: 3 });
+    try {
+      const h = await created(adapter);
+      assert.equal(stub.egressAllowed(h.name, 'example.com'), true, 'open before any policy');
+      assert.ok((await adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] })).ok);
+      assert.equal(stub.egressAllowed(h.name, 'api.example.com'), true);
+      assert.equal(stub.egressAllowed(h.name, 'example.com'), false, 'the allow-list failed open');
+      assert.ok((await adapter.applyNetworkPolicy(h, { allow: ['api.example.com', '10.1.0.0/16'] })).ok);
+      assert.equal(stub.egressAllowed(h.name, '10.1.2.3'), true);
+      assert.equal(stub.egressAllowed(h.name, 'example.com'), false);
+      assert.ok((await adapter.applyNetworkPolicy(h, { allow: [] })).ok);
+      assert.equal(stub.egressAllowed(h.name, 'api.example.com'), false, 'allow [] denies all');
+    } finally {
+      await stub.stop();
+    }
+  });
+
+  test('item 7 (the journal endpoint returns the whole log each time): following a command fetches each byte about once', async () => {
+    const { stub, adapter } = await rig();
+    try {
+      const h = await created(adapter);
+      const log = new FrameLog();
+      const line = 'x'.repeat(999);
+      const script = `i=0; while [ $i -lt 40 ]; do echo ${line}; echo e$i >&2; i=$((i+1)); sleep 0.03; done`;
+      const c = await adapter.spawn(h, 'sh', ['-c', script], { owner: log.sink });
+      assert.ok(c.ok, JSON.stringify(c));
+      await log.until((l) => l.terminals().length > 0, 'the exit');
+      const out = log.text('stdout');
+      assert.equal(out, `${line}\n`.repeat(40));
+      assert.equal(log.text('stderr'), Array.from({ length: 40 }, (_, i) => `e${i}\n`).join(''), 'stdout and stderr stay apart');
+      assert.deepEqual(log.terminals().map((f) => f.type === 'exit' && f.code), [0]);
+      const output = out.length + log.text('stderr').length;
+      assert.ok(stub.journalBytesServed < 2 * output, `read ${stub.journalBytesServed} bytes to follow ${output} bytes of output`);
+    } finally {
+      await stub.stop();
+    }
+  });
+});

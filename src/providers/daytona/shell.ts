@@ -38,13 +38,25 @@ export function execScript(argv: readonly string[], dir: string | undefined, std
  * write; so stdin is a file in the sandbox that `tail -f` feeds in, and close_stdin kills that
  * `tail` for a real EOF. Daytona's exit codes are unreliable, so the shim writes the real one
  * to `<dir>/exit` (atomically, via rename). `<dir>/started` is the start acknowledgement spawn waits for.
+ *
+ * Output goes to `<dir>/log` in Daytona's own journal format (each line prefixed `\x01\x01\x01`
+ * for stdout, `\x02\x02\x02` for stderr), so the poller can read only what is new with a ranged
+ * download; Daytona's log endpoint returns the whole journal on every call. The labelers read
+ * FIFOs (so the command stays the shim's own child) and are waited for before the exit file appears.
  */
 export const SHIM = [
   'd=$1; w=$2; m=$3; shift 3',
-  'mkdir -p "$d" || exit 125',
+  'mkdir -p "$d" && : >> "$d/log" || exit 125',
   'if [ "$m" = pipe ]; then : >> "$d/in"; exec 3< <(exec tail -s 0.2 -c +1 -f "$d/in" 2>/dev/null); echo $! > "$d/feeder"; else exec 3</dev/null; fi',
   'echo $$ > "$d/started"',
-  'if [ -n "$w" ] && ! cd -- "$w"; then c=1; else "$@" <&3 3<&-; c=$?; fi',
+  'O=$(printf "\\001\\001\\001"); E=$(printf "\\002\\002\\002")',
+  'rm -f "$d/o" "$d/e"; mkfifo "$d/o" "$d/e" || exit 125',
+  // grep ends a last line that has no newline (so the two labelers' lines never run together)
+  // without reading ahead; sed labels each line as it comes.
+  `grep --line-buffered -a '' < "$d/o" | sed -u "s/^/$O/" >> "$d/log" & po=$!`,
+  `grep --line-buffered -a '' < "$d/e" | sed -u "s/^/$E/" >> "$d/log" & pe=$!`,
+  'if [ -n "$w" ] && ! cd -- "$w" 2>/dev/null; then c=1; : > "$d/o"; : > "$d/e"; else "$@" <&3 3<&- > "$d/o" 2> "$d/e"; c=$?; fi',
+  'wait "$po" "$pe"',
   'exec 3<&-',
   'if [ -f "$d/feeder" ]; then kill "$(cat "$d/feeder")" 2>/dev/null; fi',
   'printf "%s\\n" "$c" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"',

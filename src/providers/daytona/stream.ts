@@ -1,9 +1,10 @@
 /**
- * Follows one Daytona session command by polling its HTTP journal from byte zero (the follow
- * WebSocket is not trusted) and ends it with the shim's exit sentinel, the API field only as a fallback.
+ * Follows one Daytona session command by polling the shim's journal from byte zero, fetching only
+ * the bytes not yet read (the follow WebSocket is not trusted), and ends it with the shim's exit
+ * sentinel, the API field only as a fallback.
  */
 import type { FrameSink, SandboxError, SandboxResult } from '../../sandbox/index.ts';
-import { sandboxError } from '../../sandbox/index.ts';
+import { ok, sandboxError } from '../../sandbox/index.ts';
 import type { Toolbox } from './client.ts';
 import { parseJournal } from './journal.ts';
 
@@ -27,6 +28,8 @@ export interface PollerOptions {
   /** Called once, after the terminal frame. */
   readonly onEnd: (how: 'exit' | 'error') => void;
 }
+
+type Journal = { readonly kind: 'bytes'; readonly bytes: Uint8Array; readonly complete: boolean } | { readonly kind: 'gone' };
 
 /** Ticks after the sentinel appears to let Daytona's line labelers drain into the journal. */
 const DRAIN_STABLE_TICKS = 2;
@@ -66,6 +69,20 @@ export class JournalPoller {
     this.#wake?.();
   }
 
+  /**
+   * What is new in the journal. The shim keeps its own (`<stateDir>/log`), read by byte range;
+   * a session spawned before the shim did has only Daytona's, read whole and cut here.
+   */
+  async #read(toolbox: Toolbox): Promise<SandboxResult<Journal>> {
+    const own = await toolbox.readFrom(`${this.#o.stateDir}/log`, this.#offset);
+    if (!own.ok) return own;
+    if (own.value.kind === 'bytes') return ok({ kind: 'bytes', bytes: own.value.bytes, complete: true });
+    const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
+    if (!logs.ok) return logs;
+    if (logs.value.kind === 'gone') return ok({ kind: 'gone' });
+    return ok({ kind: 'bytes', bytes: logs.value.bytes.subarray(Math.min(this.#offset, logs.value.bytes.length)), complete: false });
+  }
+
   async #run(): Promise<void> {
     let fallbackTicks = 0;
     let tick = 0;
@@ -78,13 +95,13 @@ export class JournalPoller {
         continue;
       }
       const toolbox = tb.value;
-      const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
-      if (!logs.ok) {
-        if (this.#failed(logs.error)) return;
+      const read = await this.#read(toolbox);
+      if (!read.ok) {
+        if (this.#failed(read.error)) return;
         await this.#sleep();
         continue;
       }
-      if (logs.value.kind === 'journal') this.#emit(logs.value.bytes, false);
+      if (read.value.kind === 'bytes') this.#emit(read.value.bytes, false);
 
       const sentinel = await readExitSentinel(toolbox, this.#o.stateDir);
       if (!sentinel.ok) {
@@ -96,13 +113,13 @@ export class JournalPoller {
         await this.#drainThenExit(toolbox, sentinel.value);
         return;
       }
-      if (logs.value.kind === 'gone') {
-        // The session (and its journal) is gone and no sentinel was written: the shim was
-        // killed or the daemon restarted. There is no honest exit code to report.
+      const record = await toolbox.getCommand(this.#o.sessionId, this.#o.cmdId);
+      if (read.value.kind === 'gone' || (!record.ok && record.error.code === 'not_found')) {
+        // The session is gone (terminated, or the daemon restarted) and no sentinel was written:
+        // the shim was killed. There is no honest exit code to report.
         this.#terminal({ kind: 'error', error: sandboxError('closed_before_exit', 'session_gone') });
         return;
       }
-      const record = await toolbox.getCommand(this.#o.sessionId, this.#o.cmdId);
       if (record.ok && typeof record.value.exitCode === 'number' && record.value.exitCode >= 0) {
         // The API says it ended but the shim left no sentinel; give the shim a few ticks, then
         // fall back to the API's code, which is real data rather than an invention.
@@ -121,8 +138,8 @@ export class JournalPoller {
             return;
           }
           if (last.ok) {
-            const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
-            if (logs.ok && logs.value.kind === 'journal') this.#emit(logs.value.bytes, true);
+            const rest = await this.#read(toolbox);
+            if (rest.ok && rest.value.kind === 'bytes') this.#emit(rest.value.bytes, true);
             this.#terminal({ kind: 'error', error: sandboxError('closed_before_exit', 'shim_gone_without_exit') });
             return;
           }
@@ -133,34 +150,42 @@ export class JournalPoller {
     }
   }
 
-  /** After the exit is known, waits for the journal to stop growing, then sends the rest and `exit`. */
+  /**
+   * After the exit is known, sends the rest of the journal and `exit`. The shim's own journal is
+   * complete by then; Daytona's is written by labelers that may still be draining, so that one is
+   * read until it stops growing.
+   */
   async #drainThenExit(toolbox: Toolbox, code: number): Promise<void> {
-    let lastLength = -1;
     let stable = 0;
-    let final: Uint8Array | null = null;
     for (let tick = 0; tick < DRAIN_MAX_TICKS && !this.#stopped; tick++) {
-      const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
-      if (logs.ok && logs.value.kind === 'journal') {
-        final = logs.value.bytes;
-        if (final.length === lastLength) stable++;
-        else stable = 0;
-        lastLength = final.length;
+      const read = await this.#read(toolbox);
+      if (read.ok && read.value.kind === 'bytes') {
+        if (read.value.complete) {
+          this.#emit(read.value.bytes, true);
+          break;
+        }
+        const before = this.#offset;
+        this.#emit(read.value.bytes, false);
+        stable = this.#offset === before ? stable + 1 : 0;
         const record = await toolbox.getCommand(this.#o.sessionId, this.#o.cmdId);
         // Since daytona#4422 the daemon records the exit only after output drained.
-        if (record.ok && typeof record.value.exitCode === 'number') break;
-        if (stable >= DRAIN_STABLE_TICKS) break;
-      } else if (logs.ok && logs.value.kind === 'gone') {
+        if ((record.ok && typeof record.value.exitCode === 'number') || stable >= DRAIN_STABLE_TICKS) {
+          const last = await this.#read(toolbox);
+          if (last.ok && last.value.kind === 'bytes') this.#emit(last.value.bytes, true);
+          break;
+        }
+      } else if (read.ok && read.value.kind === 'gone') {
         break;
       }
       await this.#sleep();
     }
-    if (final) this.#emit(final, true);
     this.#terminal({ kind: 'exit', code });
   }
 
-  #emit(journal: Uint8Array, final: boolean): void {
-    if (this.#stopped || this.#ended || journal.length <= this.#offset) return;
-    const parsed = parseJournal(journal.subarray(this.#offset), final);
+  /** `chunk` starts at the current offset; only complete lines are consumed unless `final`. */
+  #emit(chunk: Uint8Array, final: boolean): void {
+    if (this.#stopped || this.#ended || chunk.length === 0) return;
+    const parsed = parseJournal(chunk, final);
     this.#offset += parsed.consumed;
     for (const c of parsed.chunks) this.#o.owner({ type: c.stream, ref: this.#o.ref, data: c.data });
   }

@@ -94,8 +94,10 @@ test('egress: allow [] blocks all with both lists cleared; entries split into do
   assert.deepEqual(networkSettingsFor({ allow: [] }), { ok: true, value: { networkBlockAll: true, networkAllowList: '', domainAllowList: '' } });
   assert.deepEqual(networkSettingsFor({ allow: ['API.example.com', '*.npmjs.org', '10.0.0.0/8', '1.2.3.4'] }), {
     ok: true,
-    value: { networkBlockAll: false, networkAllowList: '10.0.0.0/8,1.2.3.4/32', domainAllowList: 'api.example.com,*.npmjs.org' },
+    value: { networkAllowList: '10.0.0.0/8,1.2.3.4/32', domainAllowList: 'api.example.com,*.npmjs.org' },
   });
+  // Domains alone: no block-all flag and no empty CIDR list, either of which reopens egress.
+  assert.deepEqual(networkSettingsFor({ allow: ['api.example.com'] }), { ok: true, value: { domainAllowList: 'api.example.com' } });
   const bad = networkSettingsFor({ allow: ['not a domain'] });
   assert.equal(!bad.ok && bad.error.code, 'invalid');
   assert.equal(!networkSettingsFor({ allow: ['300.1.1.1'] }).ok, true);

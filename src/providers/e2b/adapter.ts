@@ -15,6 +15,7 @@ import type {
   NetworkPolicy,
   PublicUrl,
   SandboxAdapter,
+  SandboxError,
   SandboxInfo,
   SandboxResult,
   Session,
@@ -26,11 +27,11 @@ import type { ListedSandbox } from './api.ts';
 import { ControlPlane } from './api.ts';
 import { LiveCommand, closedBeforeExit, exitCodeOf } from './command.ts';
 import type { E2BOptions, ResolvedE2BOptions } from './config.ts';
-import { domainOf, resolveOptions } from './config.ts';
+import { domainOf, envdBaseUrl, resolveOptions } from './config.ts';
 import type { EndEvent, ProcessEventSink, StartRequest, StreamClose } from './envd.ts';
 import { Envd } from './envd.ts';
 import { internal } from './errors.ts';
-import { ENV_COMMAND, ENV_STARTED, HAS_JOURNAL, READ_EXIT, REPLAY, SESSION_ID, SHIM, SHIM_NO_STDIN, describeCommand } from './shim.ts';
+import { ENV_COMMAND, ENV_STARTED, JOURNAL_ROOT, REPLAY, SESSION_ID, SHIM, SHIM_NO_STDIN, describeCommand } from './shim.ts';
 
 /** Metadata that stands in for a name: E2B assigns ids only. */
 export const NAME_KEY = 'fountain_name';
@@ -50,18 +51,6 @@ const targetSchema = z.object({
   sandboxId: z.string().min(1),
   accessToken: z.string().nullable(),
   domain: z.string().nullable(),
-});
-
-const listReplySchema = z.object({
-  processes: z
-    .array(
-      z.object({
-        pid: z.number().optional(),
-        tag: z.string().optional(),
-        config: z.object({ cmd: z.string().optional(), envs: z.record(z.string(), z.string()).optional() }).optional(),
-      }),
-    )
-    .optional(),
 });
 
 const oldestFirst = (a: ListedSandbox, b: ListedSandbox) =>
@@ -136,7 +125,7 @@ export class E2BAdapter implements SandboxAdapter {
   }
 
   #envd(t: E2BTarget): Envd {
-    const sandboxUrl = this.#o.sandboxUrl ?? `https://sandbox.${t.domain ?? domainOf(this.#o.baseUrl)}`;
+    const sandboxUrl = envdBaseUrl(t.sandboxId, t.domain ?? domainOf(this.#o.baseUrl), this.#o.sandboxUrl);
     return new Envd(
       { sandboxId: t.sandboxId, accessToken: t.accessToken, sandboxUrl },
       { ...(this.#o.user ? { user: this.#o.user } : {}), timeoutMs: this.#o.requestTimeoutMs, keepaliveS: this.#o.keepaliveS, secrets: [this.#o.apiKey] },
@@ -232,7 +221,10 @@ export class E2BAdapter implements SandboxAdapter {
     return this.#guard('suspend', async () => {
       const t = await this.#target(handle);
       if (!t.ok) return t;
-      // Every envd stream drops here; their commands end in closed_before_exit and reattach later.
+      // Every envd stream drops at the pause anyway, but one envd has not yet seen close is
+      // snapshotted and wedges its process's output fan-out after resume (infra#3292): close
+      // them first. Their commands end in closed_before_exit and reattach later.
+      for (const l of [...this.#live]) if (targets.get(l)?.sandboxId === t.value.sandboxId) l.drop('sandbox paused');
       const p = await this.#api.pauseSandbox(t.value.sandboxId);
       return p.ok ? ok(undefined) : p;
     });
@@ -313,9 +305,7 @@ export class E2BAdapter implements SandboxAdapter {
           resolve(err(closedBeforeExit(how.kind === 'dropped' ? how.detail : end ? end.status : 'no end event')));
         },
       };
-      void envd.start({ process, stdin: false }, lifetimeMs, sink).then((r) => {
-        if (!r.ok) resolve(r);
-      });
+      envd.start({ process, stdin: false }, lifetimeMs, sink);
     });
   }
 
@@ -349,40 +339,41 @@ export class E2BAdapter implements SandboxAdapter {
     return () => clearInterval(timer);
   }
 
-  /** Starts `req`, waits for envd's `start` (the process is registered only then), returns the Command. */
-  async #startLive(t: E2BTarget, req: StartRequest, init: { owner: SpawnOptions['owner']; kind: 'spawn' | 'replay'; stdinTag: string | null; session: string }): Promise<SandboxResult<Command>> {
+  /** Waits for envd's `start` on a stream: the process is registered only then. */
+  async #acknowledged(live: { acked: Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }> }): Promise<SandboxResult<number>> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<{ ok: false; error: SandboxError }>((resolve) => {
+      timer = setTimeout(() => resolve({ ok: false, error: sandboxError('unavailable', 'spawn_unacknowledged') }), this.#o.spawnAckTimeoutMs);
+    });
+    const ack = await Promise.race([live.acked, timeout]);
+    clearTimeout(timer);
+    return ack.ok ? ok(ack.pid) : err(ack.error);
+  }
+
+  /**
+   * Starts the journal replayer of `session` and returns it as the Command: every Command's
+   * output, a fresh spawn's included, is read from the journal, not from the agent's own stream.
+   */
+  async #follow(t: E2BTarget, session: string, init: { owner: SpawnOptions['owner']; stdinTag: string | null }): Promise<SandboxResult<Command>> {
     const envd = this.#envd(t);
     let stopBeat: () => void = () => undefined;
     const live: LiveCommand = new LiveCommand({
       ref: randomUUID(),
       owner: init.owner,
-      kind: init.kind,
       stdinTag: init.stdinTag,
-      recoverExit: async () => {
-        const r = await this.#run(envd, { cmd: '/bin/sh', args: ['-c', READ_EXIT, 'fountain-exit', init.session], envs: {} }, this.#o.requestTimeoutMs, false);
-        if (!r.ok || r.value.exitCode !== 0) return undefined;
-        const text = Buffer.from(r.value.output).toString('utf8').trim();
-        return /^\d{1,3}$/.test(text) ? Number(text) : undefined;
-      },
       onDone: () => {
         stopBeat();
         this.#live.delete(live);
       },
     });
     targets.set(live, t);
-    // Lifetime 0 is "no limit", sent explicitly: a default lifetime would kill a long agent turn.
-    const started = await envd.start(req, 0, live);
-    if (!started.ok) return started;
-    live.attachStream(started.value);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<{ ok: false; error: ReturnType<typeof sandboxError> }>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, error: sandboxError('unavailable', 'spawn_unacknowledged') }), this.#o.spawnAckTimeoutMs);
-    });
-    const ack = await Promise.race([live.acked, timeout]);
-    clearTimeout(timer);
+    const req: StartRequest = { process: { cmd: '/bin/bash', args: ['-c', REPLAY, 'fountain-replay', session], envs: {} }, stdin: false };
+    // No lifetime: the replayer lives as long as the session.
+    live.attachStream(envd.start(req, 0, live));
+    const ack = await this.#acknowledged(live);
     if (!ack.ok) {
       live.stop();
-      return err(ack.error);
+      return ack;
     }
     if (live.live) {
       this.#live.add(live);
@@ -410,10 +401,17 @@ export class E2BAdapter implements SandboxAdapter {
           ...(opts.dir ? { cwd: opts.dir } : {}),
         },
         tag: session,
-        // envd hands the process /dev/null unless asked; the shim closes stdin itself when not wanted.
+        // SDKs hand the process /dev/null unless asked; the shim closes stdin itself when not wanted.
         stdin: true,
       };
-      return this.#startLive(t.value, req, { owner: opts.owner, kind: 'spawn', stdinTag: wantsStdin ? session : null, session });
+      // The shim's own stream carries nothing (its output goes to the journal): it is closed as
+      // soon as envd has acknowledged the process.
+      const shim = new StartAck();
+      const stream = this.#envd(t.value).start(req, 0, shim);
+      const ack = await this.#acknowledged(shim);
+      stream.abort();
+      if (!ack.ok) return ack;
+      return this.#follow(t.value, session, { owner: opts.owner, stdinTag: wantsStdin ? session : null });
     });
   }
 
@@ -429,10 +427,7 @@ export class E2BAdapter implements SandboxAdapter {
       if (!live.stdinTag) return fail('invalid', 'write_stdin: stdin was not requested');
       if (!live.live) return fail('command_exited');
       const t = targetOf(live);
-      const r = await this.#envd(t).unary('process.Process/SendInput', {
-        process: { tag: live.stdinTag },
-        input: { stdin: Buffer.from(data).toString('base64') },
-      });
+      const r = await this.#envd(t).sendInput({ tag: live.stdinTag }, data);
       if (r.ok) return ok(undefined);
       // After exit envd no longer knows the tag.
       if (r.error.code === 'not_found') return fail('command_exited');
@@ -446,7 +441,7 @@ export class E2BAdapter implements SandboxAdapter {
       if (!live) return fail('command_exited', 'close_stdin: unknown command');
       if (!live.stdinTag) return fail('invalid', 'close_stdin: stdin was not requested');
       if (!live.live) return fail('command_exited');
-      const r = await this.#envd(targetOf(live)).unary('process.Process/CloseStdin', { process: { tag: live.stdinTag } });
+      const r = await this.#envd(targetOf(live)).closeStdin({ tag: live.stdinTag });
       if (r.ok) return ok(undefined);
       if (r.error.code === 'not_found') return fail('command_exited');
       return err(r.error);
@@ -466,12 +461,10 @@ export class E2BAdapter implements SandboxAdapter {
     return this.#guard('list_sessions', async () => {
       const t = await this.#target(handle);
       if (!t.ok) return t;
-      const r = await this.#envd(t.value).unary('process.Process/List', {});
+      const r = await this.#envd(t.value).list();
       if (!r.ok) return r;
-      const parsed = listReplySchema.safeParse(r.value);
-      if (!parsed.success) return fail('unavailable', 'envd List: unexpected reply');
       const sessions: Session[] = [];
-      for (const p of parsed.data.processes ?? []) {
+      for (const p of r.value.processes) {
         if (!p.tag || !SESSION_ID.test(p.tag)) continue;
         const envs = p.config?.envs ?? {};
         const started = Date.parse(envs[ENV_STARTED] ?? '');
@@ -495,15 +488,11 @@ export class E2BAdapter implements SandboxAdapter {
       const t = await this.#target(handle);
       if (!t.ok) return t;
       const envd = this.#envd(t.value);
-      const has = await this.#run(envd, { cmd: '/bin/sh', args: ['-c', HAS_JOURNAL, 'fountain-has', sessionId], envs: {} }, this.#o.requestTimeoutMs, false);
+      const has = await envd.exists(`~/${JOURNAL_ROOT}/${sessionId}/pid`);
       if (!has.ok) return has;
-      if (has.value.exitCode !== 0) return fail('not_found', 'attach: no such session');
+      if (!has.value) return fail('not_found', 'attach: no such session');
       // envd's Connect replays nothing and drops output nobody listened to: replay the journal instead.
-      const req: StartRequest = {
-        process: { cmd: '/bin/bash', args: ['-c', REPLAY, 'fountain-replay', sessionId], envs: {} },
-        stdin: false,
-      };
-      return this.#startLive(t.value, req, { owner: opts.owner, kind: 'replay', stdinTag: opts.stdin ? sessionId : null, session: sessionId });
+      return this.#follow(t.value, sessionId, { owner: opts.owner, stdinTag: opts.stdin ? sessionId : null });
     });
   }
 
@@ -536,6 +525,21 @@ export class E2BAdapter implements SandboxAdapter {
   /** Drops every live stream this adapter holds (shutdown); remote processes keep running. */
   close(): void {
     for (const l of [...this.#live]) l.stop();
+  }
+}
+
+/** Waits for one stream's `start` and ignores the rest: the shim's acknowledgement. */
+class StartAck implements ProcessEventSink {
+  #settle: ((r: { ok: true; pid: number } | { ok: false; error: SandboxError }) => void) | null = null;
+  readonly acked = new Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }>((resolve) => (this.#settle = resolve));
+  start(pid: number): void {
+    this.#settle?.({ ok: true, pid });
+  }
+  stdout(): void {}
+  stderr(): void {}
+  end(): void {}
+  closed(how: StreamClose): void {
+    this.#settle?.({ ok: false, error: how.kind === 'end_stream' && how.error ? how.error : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start') });
   }
 }
 

@@ -1,6 +1,7 @@
 /**
- * One live spawned or attached command: turns envd process events into contract frames, holds them
- * until spawn has seen envd's `start`, and guarantees exactly one terminal frame after all output.
+ * One live spawned or attached command, seen through its journal replayer: turns the replayer's
+ * envd events into contract frames, holds them until the caller has the Command, and guarantees
+ * exactly one terminal frame after all output.
  */
 import type { FrameSink, SandboxError, StreamFrame } from '../../sandbox/index.ts';
 import { sandboxError } from '../../sandbox/index.ts';
@@ -34,26 +35,19 @@ export function exitCodeOf(e: EndEvent): number | undefined {
   return sig === undefined ? undefined : 128 + sig;
 }
 
-export type CommandKind = 'spawn' | 'replay';
-
 export interface LiveCommandInit {
   readonly ref: string;
   readonly owner: FrameSink;
-  readonly kind: CommandKind;
   /** The envd tag stdin goes to (the session's shim); null when stdin was not asked for. */
   readonly stdinTag: string | null;
-  /** Asks the sandbox for the journaled exit code after a dropped stream (spawn only). */
-  readonly recoverExit: () => Promise<number | undefined>;
   /** Called once when the command ends locally (terminal frame sent, or stopped). */
   readonly onDone: () => void;
 }
 
 export class LiveCommand implements ProcessEventSink {
   readonly ref: string;
-  readonly kind: CommandKind;
   readonly stdinTag: string | null;
   readonly #owner: FrameSink;
-  readonly #recoverExit: () => Promise<number | undefined>;
   readonly #onDone: () => void;
   #held: StreamFrame[] | null = [];
   #terminal = false;
@@ -65,10 +59,8 @@ export class LiveCommand implements ProcessEventSink {
 
   constructor(init: LiveCommandInit) {
     this.ref = init.ref;
-    this.kind = init.kind;
     this.stdinTag = init.stdinTag;
     this.#owner = init.owner;
-    this.#recoverExit = init.recoverExit;
     this.#onDone = init.onDone;
     this.acked = new Promise((resolve) => {
       this.#ack = { resolve };
@@ -90,6 +82,16 @@ export class LiveCommand implements ProcessEventSink {
     const held = this.#held ?? [];
     this.#held = null;
     for (const f of held) this.#deliver(f);
+  }
+
+  /**
+   * The stream is going away under us (the sandbox is about to pause): close it now, so envd
+   * sees the close before the snapshot, and end the command as a close without exit.
+   */
+  drop(why: string): void {
+    if (this.#stopped || this.#terminal) return;
+    this.#stream?.abort();
+    this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
   }
 
   /** Tears down the local end only; the remote process keeps running. Sends no more frames. */
@@ -142,7 +144,7 @@ export class LiveCommand implements ProcessEventSink {
   end(e: EndEvent): void {
     const code = exitCodeOf(e);
     // The replayer kills itself when the journal holds no verdict: that is a close without exit.
-    if (code !== undefined && !(this.kind === 'replay' && !e.exited)) this.#emit({ type: 'exit', ref: this.ref, code });
+    if (code !== undefined && e.exited) this.#emit({ type: 'exit', ref: this.ref, code });
     else this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(e.status || e.error || 'no exit code') });
   }
 
@@ -155,17 +157,7 @@ export class LiveCommand implements ProcessEventSink {
     }
     if (this.#terminal || this.#stopped) return;
     const why = how.kind === 'dropped' ? how.detail : (how.error?.detail ?? 'end-stream without end');
-    if (this.kind === 'replay') {
-      this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
-      return;
-    }
-    // The stream is gone but the shim may have journaled the real verdict: send that, never a guess.
-    void this.#recoverExit().then(
-      (code) => {
-        if (code !== undefined) this.#emit({ type: 'exit', ref: this.ref, code });
-        else this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
-      },
-      () => this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) }),
-    );
+    // A replay that stopped early never implies the rest: no exit code is recovered here.
+    this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
   }
 }

@@ -89,3 +89,20 @@ export function domainOf(baseUrl: string): string {
     return 'e2b.app';
   }
 }
+
+/** The E2B-run domains that serve the shared `sandbox.<domain>` host (js-sdk connectionConfig.ts). */
+const SHARED_HOST_DOMAINS = new Set(['e2b.app', 'e2b.dev', 'e2b.pro', 'e2b-staging.dev']);
+
+/** envd's port inside every sandbox. */
+export const ENVD_PORT = 49983;
+
+/**
+ * Where envd of one sandbox is reached: the configured override; `https://sandbox.<domain>` (the
+ * sandbox named in headers) on E2B's own domains; elsewhere `https://49983-<id>.<domain>`, as the
+ * SDK's getSandboxUrl does, since other deployments may not serve the shared host.
+ */
+export function envdBaseUrl(sandboxId: string, domain: string, override: string | undefined): string {
+  if (override) return override;
+  if (SHARED_HOST_DOMAINS.has(domain)) return `https://sandbox.${domain}`;
+  return `https://${ENVD_PORT}-${sandboxId}.${domain}`;
+}

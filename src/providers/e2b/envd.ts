@@ -1,36 +1,31 @@
 /**
- * Client for envd, the daemon inside an E2B sandbox: Connect unary calls, enveloped server
- * streams for Start, and the multipart file upload. Auth is the sandbox's `X-Access-Token`.
+ * Client for envd, the daemon inside an E2B sandbox: the official Connect transport over E2B's
+ * published process and filesystem services, plus the multipart file upload (plain HTTP).
  */
 import { randomBytes } from 'node:crypto';
-import { z } from 'zod';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import type { CallOptions, Client, Transport } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import type { SandboxError, SandboxResult } from '../../sandbox/index.ts';
 import { err, ok } from '../../sandbox/index.ts';
-import {
-  EnvelopeReader,
-  FLAG_COMPRESSED,
-  FLAG_END_STREAM,
-  STREAM_CONTENT_TYPE,
-  UNARY_CONTENT_TYPE,
-  encodeEnvelope,
-  endStreamSchema,
-  parseJson,
-} from './connect.ts';
-import { badReply, connectErrorSchema, fromConnect, fromHttp } from './errors.ts';
-import { call, openStream, readAll } from './http.ts';
-
-export const ENVD_PORT = 49983;
+import { ENVD_PORT } from './config.ts';
+import { fromConnect, fromHttp } from './errors.ts';
+import { Filesystem } from './gen/filesystem_pb.ts';
+import { Process, Signal } from './gen/process_pb.ts';
+import type { ProcessEvent } from './gen/process_pb.ts';
+import { call } from './http.ts';
 
 export interface EnvdTarget {
   readonly sandboxId: string;
   readonly accessToken: string | null;
-  /** Where envd is reached; requests name the sandbox in headers (`E2b-Sandbox-Id`). */
+  /** Where envd is reached; requests also name the sandbox in headers (`E2b-Sandbox-Id`). */
   readonly sandboxUrl: string;
 }
 
 export interface EnvdOptions {
   /** The Linux user commands run as; absent = envd's default user. */
   readonly user?: string;
+  /** Deadline of one unary call and of the wait for a stream's response headers. */
   readonly timeoutMs: number;
   /** Seconds between envd keepalive events on a stream, so idle streams stay distinguishable from dead ones. */
   readonly keepaliveS: number;
@@ -48,30 +43,12 @@ export interface StartRequest {
     readonly cwd?: string;
   };
   readonly tag?: string;
-  /** envd SDK >= 2.2 defaults to a /dev/null stdin; always say what we want. */
+  /** Said every time: SDKs >= 2.2 default to /dev/null, envd itself to an open stdin. */
   readonly stdin: boolean;
 }
 
-const processEventSchema = z.object({
-  event: z
-    .object({
-      start: z.object({ pid: z.number().optional() }).optional(),
-      data: z.object({ stdout: z.string().optional(), stderr: z.string().optional(), pty: z.string().optional() }).optional(),
-      end: z
-        .object({
-          exitCode: z.number().optional(),
-          exited: z.boolean().optional(),
-          status: z.string().optional(),
-          error: z.string().optional(),
-        })
-        .optional(),
-      keepalive: z.object({}).optional(),
-    })
-    .optional(),
-});
-
 export interface EndEvent {
-  /** As sent: proto3 JSON omits a zero, so absent means 0 only when `exited` is true. */
+  /** proto3 omits a zero on the wire; it decodes as 0, which means 0 only when `exited` is true. */
   readonly exitCode: number | undefined;
   readonly exited: boolean;
   readonly status: string;
@@ -96,170 +73,155 @@ export interface ProcessStream {
   abort(): void;
 }
 
-const b64 = (s: string) => Buffer.from(s, 'base64');
+/** Connect codes a server sends; anything else on a stream means the connection itself failed. */
+const SERVER_VERDICTS = new Set<Code>([
+  Code.NotFound,
+  Code.InvalidArgument,
+  Code.FailedPrecondition,
+  Code.PermissionDenied,
+  Code.Unauthenticated,
+  Code.ResourceExhausted,
+  Code.DeadlineExceeded,
+  Code.Unimplemented,
+  Code.AlreadyExists,
+  Code.OutOfRange,
+  Code.Internal,
+]);
+
+/** `Code.NotFound` → `not_found`: the wire names errors.ts maps. */
+const codeName = (c: Code): string => (Code[c] ?? 'unknown').replace(/[A-Z]/g, (m, i: number) => (i ? '_' : '') + m.toLowerCase());
 
 export class Envd {
   readonly #t: EnvdTarget;
   readonly #o: EnvdOptions;
+  readonly #process: Client<typeof Process>;
+  readonly #fs: Client<typeof Filesystem>;
 
   constructor(target: EnvdTarget, opts: EnvdOptions) {
     this.#t = target;
     this.#o = opts;
+    const transport: Transport = createConnectTransport({
+      baseUrl: target.sandboxUrl,
+      httpVersion: '1.1',
+      useBinaryFormat: false,
+    });
+    this.#process = createClient(Process, transport);
+    this.#fs = createClient(Filesystem, transport);
   }
 
   get #secrets() {
     return [this.#t.accessToken, ...(this.#o.secrets ?? [])];
   }
 
-  #headers(extra: Record<string, string>): Record<string, string> {
+  #headers(): Record<string, string> {
     const h: Record<string, string> = {
       'e2b-sandbox-id': this.#t.sandboxId,
       'e2b-sandbox-port': String(ENVD_PORT),
-      ...extra,
     };
     if (this.#t.accessToken) h['x-access-token'] = this.#t.accessToken;
     if (this.#o.user) h.authorization = `Basic ${Buffer.from(`${this.#o.user}:`).toString('base64')}`;
     return h;
   }
 
-  #url(path: string): URL {
-    const base = this.#t.sandboxUrl.endsWith('/') ? this.#t.sandboxUrl : `${this.#t.sandboxUrl}/`;
-    return new URL(path, base);
+  #error(e: unknown, context: string) {
+    const ce = ConnectError.from(e);
+    return fromConnect({ code: codeName(ce.code), message: ce.rawMessage }, context, this.#secrets);
   }
 
-  /** A Connect unary call; resolves with the decoded JSON reply. */
-  async unary(method: string, body: unknown): Promise<SandboxResult<unknown>> {
-    const context = `envd ${method.split('/')[1] ?? method}`;
-    const r = await call({
-      method: 'POST',
-      url: this.#url(method),
-      headers: this.#headers({ 'content-type': UNARY_CONTENT_TYPE, 'connect-protocol-version': '1' }),
-      body: Buffer.from(JSON.stringify(body), 'utf8'),
-      timeoutMs: this.#o.timeoutMs,
-      secrets: this.#secrets,
-      context,
-    });
-    if (!r.ok) return r;
-    const json = parseJson(r.value.body);
-    if (r.value.status !== 200) {
-      const ce = connectErrorSchema.safeParse(json);
-      return err(ce.success ? fromConnect(ce.data, context, this.#secrets) : fromHttp(r.value, context, this.#secrets));
+  async #unary<T>(context: string, run: (opts: CallOptions) => Promise<T>): Promise<SandboxResult<T>> {
+    try {
+      return ok(await run({ headers: this.#headers(), timeoutMs: this.#o.timeoutMs }));
+    } catch (e) {
+      return err(this.#error(e, context));
     }
-    return json === undefined ? err(badReply(context, 'not json')) : ok(json);
+  }
+
+  /** Running processes envd knows, with their tags and configs. */
+  list() {
+    return this.#unary('envd List', (o) => this.#process.list({}, o));
+  }
+
+  /** Stdin bytes to a running process; `not_found` once it has exited (or before `start`). */
+  async sendInput(process: ProcessSelector, data: Uint8Array): Promise<SandboxResult<void>> {
+    const r = await this.#unary('envd SendInput', (o) => this.#process.sendInput({ process: { selector: selector(process) }, input: { input: { case: 'stdin', value: data } } }, o));
+    return r.ok ? ok(undefined) : r;
+  }
+
+  /** A real EOF on a non-PTY process's stdin (envd >= 0.5.2). */
+  async closeStdin(process: ProcessSelector): Promise<SandboxResult<void>> {
+    const r = await this.#unary('envd CloseStdin', (o) => this.#process.closeStdin({ process: { selector: selector(process) } }, o));
+    return r.ok ? ok(undefined) : r;
+  }
+
+  async sendSignal(process: ProcessSelector, signal: 'SIGTERM' | 'SIGKILL'): Promise<SandboxResult<void>> {
+    const r = await this.#unary('envd SendSignal', (o) =>
+      this.#process.sendSignal({ process: { selector: selector(process) }, signal: signal === 'SIGKILL' ? Signal.SIGKILL : Signal.SIGTERM }, o),
+    );
+    return r.ok ? ok(undefined) : r;
+  }
+
+  /** Whether a path exists (`~/` is the user's home); `not_found` is the answer "no". */
+  async exists(path: string): Promise<SandboxResult<boolean>> {
+    const r = await this.#unary('envd Stat', (o) => this.#fs.stat({ path }, o));
+    if (r.ok) return ok(true);
+    return r.error.code === 'not_found' ? ok(false) : r;
   }
 
   /**
-   * Starts a process and streams its events into `sink`. Resolves once envd accepted the stream
-   * (HTTP 200); the caller waits for `start` itself. `lifetimeMs` is the process lifetime envd
-   * enforces (0 = none): always explicit, never a client library's short default.
+   * Starts a process and streams its events into `sink`. `lifetimeMs` is the process lifetime
+   * envd enforces; without one no `Connect-Timeout-Ms` goes out at all, because connect-go reads
+   * `0` as a deadline already passed (envd would start the process and end the stream before `start`).
    */
-  async start(req: StartRequest, lifetimeMs: number, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
-    return this.#stream('Start', req, { 'connect-timeout-ms': String(Math.max(0, Math.floor(lifetimeMs))) }, sink);
+  start(req: StartRequest, lifetimeMs: number, sink: ProcessEventSink): ProcessStream {
+    const limit = Math.floor(lifetimeMs);
+    return this.#stream('envd Start', sink, limit > 0 ? limit : undefined, (opts) =>
+      this.#process.start(
+        {
+          process: { cmd: req.process.cmd, args: [...req.process.args], envs: { ...req.process.envs }, ...(req.process.cwd !== undefined ? { cwd: req.process.cwd } : {}) },
+          ...(req.tag !== undefined ? { tag: req.tag } : {}),
+          stdin: req.stdin,
+        },
+        opts,
+      ),
+    );
   }
 
   /**
    * Subscribes to a running process. envd replays nothing here and drops output nobody was
    * subscribed to, which is why the adapter attaches through the journal instead.
    */
-  async connect(process: ProcessSelector, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
-    return this.#stream('Connect', { process }, {}, sink);
+  connect(process: ProcessSelector, sink: ProcessEventSink): ProcessStream {
+    return this.#stream('envd Connect', sink, undefined, (opts) => this.#process.connect({ process: { selector: selector(process) } }, opts));
   }
 
-  async #stream(method: 'Start' | 'Connect', body: unknown, extra: Record<string, string>, sink: ProcessEventSink): Promise<SandboxResult<ProcessStream>> {
-    const context = `envd ${method}`;
-    const opened = await openStream({
-      method: 'POST',
-      url: this.#url(`process.Process/${method}`),
-      headers: this.#headers({
-        'content-type': STREAM_CONTENT_TYPE,
-        'connect-protocol-version': '1',
-        'keepalive-ping-interval': String(this.#o.keepaliveS),
-        ...extra,
-      }),
-      body: encodeEnvelope(body),
-      timeoutMs: this.#o.timeoutMs,
-      secrets: this.#secrets,
-      context,
-    });
-    if (!opened.ok) return opened;
-    const s = opened.value;
-    if (s.status !== 200) {
-      const body = await readAll(s.body);
-      const ce = connectErrorSchema.safeParse(parseJson(body));
-      return err(ce.success ? fromConnect(ce.data, context, this.#secrets) : fromHttp({ status: s.status, body, headers: s.headers }, context, this.#secrets));
-    }
-    const ctype = String(s.headers['content-type'] ?? '');
-    if (!ctype.startsWith(STREAM_CONTENT_TYPE)) {
-      s.abort();
-      return err(badReply(context, `content-type ${ctype || 'missing'}`));
-    }
-
-    let done = false;
+  #stream(context: string, sink: ProcessEventSink, timeoutMs: number | undefined, open: (opts: CallOptions) => AsyncIterable<{ event?: ProcessEvent | undefined }>): ProcessStream {
+    const abort = new AbortController();
     let aborted = false;
-    const finish = (how: StreamClose) => {
-      if (done) return;
-      done = true;
-      if (!aborted) sink.closed(how);
+    const opts: CallOptions = {
+      headers: { ...this.#headers(), 'keepalive-ping-interval': String(this.#o.keepaliveS) },
+      signal: abort.signal,
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
     };
-    const reader = new EnvelopeReader();
-    s.body.on('data', (chunk: Buffer) => {
-      if (done) return;
-      let envelopes;
+    void (async () => {
+      let how: StreamClose;
       try {
-        envelopes = reader.push(chunk);
+        for await (const msg of open(opts)) {
+          if (aborted) return;
+          deliver(msg.event, sink);
+        }
+        how = { kind: 'end_stream' };
       } catch (e) {
-        s.abort();
-        finish({ kind: 'dropped', detail: `bad envelope: ${e instanceof Error ? e.message : String(e)}` });
-        return;
+        const ce = ConnectError.from(e);
+        how = SERVER_VERDICTS.has(ce.code) ? { kind: 'end_stream', error: this.#error(ce, context) } : { kind: 'dropped', detail: `${codeName(ce.code)} ${ce.rawMessage}`.slice(0, 160) };
       }
-      for (const env of envelopes) {
-        if (done) return;
-        if (env.flags & FLAG_COMPRESSED) {
-          s.abort();
-          finish({ kind: 'dropped', detail: 'compressed envelope not negotiated' });
-          return;
-        }
-        const json = parseJson(env.data);
-        if (env.flags & FLAG_END_STREAM) {
-          const end = endStreamSchema.safeParse(json ?? {});
-          const error = end.success && end.data.error ? fromConnect(end.data.error, context, this.#secrets) : undefined;
-          finish(error ? { kind: 'end_stream', error } : { kind: 'end_stream' });
-          return;
-        }
-        const ev = processEventSchema.safeParse(json);
-        if (!ev.success) {
-          s.abort();
-          finish({ kind: 'dropped', detail: 'malformed process event' });
-          return;
-        }
-        const e = ev.data.event;
-        if (!e) continue;
-        if (e.start) sink.start(e.start.pid ?? 0);
-        else if (e.data) {
-          if (e.data.stdout !== undefined) sink.stdout(b64(e.data.stdout));
-          else if (e.data.stderr !== undefined) sink.stderr(b64(e.data.stderr));
-          else if (e.data.pty !== undefined) sink.stdout(b64(e.data.pty));
-        } else if (e.end) {
-          sink.end({
-            exitCode: e.end.exitCode,
-            exited: e.end.exited ?? false,
-            status: e.end.status ?? '',
-            ...(e.end.error !== undefined ? { error: e.end.error } : {}),
-          });
-        }
-      }
-    });
-    s.body.on('end', () => finish({ kind: 'dropped', detail: reader.pending ? 'truncated envelope' : 'stream ended without end-stream' }));
-    s.body.on('aborted', () => finish({ kind: 'dropped', detail: 'connection reset' }));
-    s.body.on('error', (e) => finish({ kind: 'dropped', detail: e.message }));
-    s.body.on('close', () => finish({ kind: 'dropped', detail: 'connection closed' }));
-    return ok({
+      if (!aborted) sink.closed(how);
+    })();
+    return {
       abort: () => {
         aborted = true;
-        done = true;
-        s.abort();
+        abort.abort();
       },
-    });
+    };
   }
 
   /** Uploads one file (creates parents, overwrites) as multipart, which every envd version accepts. */
@@ -274,10 +236,11 @@ export class Envd {
     const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
     const q = new URLSearchParams({ path });
     if (this.#o.user) q.set('username', this.#o.user);
+    const base = this.#t.sandboxUrl.endsWith('/') ? this.#t.sandboxUrl : `${this.#t.sandboxUrl}/`;
     const r = await call({
       method: 'POST',
-      url: this.#url(`files?${q.toString()}`),
-      headers: this.#headers({ 'content-type': `multipart/form-data; boundary=${boundary}` }),
+      url: new URL(`files?${q.toString()}`, base),
+      headers: { ...this.#headers(), 'content-type': `multipart/form-data; boundary=${boundary}` },
       body: Buffer.concat([head, Buffer.from(data), tail]),
       timeoutMs: this.#o.timeoutMs,
       secrets: this.#secrets,
@@ -286,5 +249,22 @@ export class Envd {
     if (!r.ok) return r;
     if (r.value.status === 200 || r.value.status === 201 || r.value.status === 204) return ok(undefined);
     return err(fromHttp(r.value, context, this.#secrets));
+  }
+}
+
+function selector(p: ProcessSelector) {
+  return 'pid' in p ? { case: 'pid' as const, value: p.pid } : { case: 'tag' as const, value: p.tag };
+}
+
+function deliver(ev: ProcessEvent | undefined, sink: ProcessEventSink): void {
+  const e = ev?.event;
+  if (!e?.case) return;
+  if (e.case === 'start') sink.start(e.value.pid);
+  else if (e.case === 'data') {
+    const out = e.value.output;
+    if (out.case === 'stdout' || out.case === 'pty') sink.stdout(Buffer.from(out.value));
+    else if (out.case === 'stderr') sink.stderr(Buffer.from(out.value));
+  } else if (e.case === 'end') {
+    sink.end({ exitCode: e.value.exitCode, exited: e.value.exited, status: e.value.status, ...(e.value.error !== undefined ? { error: e.value.error } : {}) });
   }
 }

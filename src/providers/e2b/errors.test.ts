@@ -1,11 +1,10 @@
 /**
- * Unit tests for the E2B error normalisation and the Connect envelope codec.
+ * Unit tests for the E2B error normalisation and exit-code reading.
  * Pure functions only; the wire-level behaviour is covered against the stub elsewhere.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isTransient } from '../../sandbox/index.ts';
-import { EnvelopeReader, FLAG_END_STREAM, MAX_ENVELOPE, encodeEnvelope } from './connect.ts';
 import { fromConnect, fromHttp, fromTransport, redact, retryAfterMs } from './errors.ts';
 import { exitCodeOf } from './command.ts';
 
@@ -66,31 +65,6 @@ describe('e2b errors', () => {
     assert.equal(exitCodeOf({ exitCode: -1, exited: false, status: 'signal: killed' }), 137);
     assert.equal(exitCodeOf({ exitCode: -1, exited: false, status: 'signal: terminated' }), 143);
     assert.equal(exitCodeOf({ exitCode: undefined, exited: false, status: '' }), undefined);
-  });
-});
-
-describe('Connect envelope codec', () => {
-  it('round-trips envelopes however the bytes are split', () => {
-    const bytes = Buffer.concat([encodeEnvelope({ a: 1 }), encodeEnvelope({ b: 'two' }), encodeEnvelope({}, FLAG_END_STREAM)]);
-    for (const size of [1, 3, 5, 7, bytes.length]) {
-      const r = new EnvelopeReader();
-      const out = [];
-      for (let i = 0; i < bytes.length; i += size) out.push(...r.push(bytes.subarray(i, i + size)));
-      assert.deepEqual(
-        out.map((e) => [e.flags, JSON.parse(e.data.toString())]),
-        [[0, { a: 1 }], [0, { b: 'two' }], [FLAG_END_STREAM, {}]],
-      );
-      assert.equal(r.pending, 0);
-    }
-  });
-
-  it('reports a truncated tail and refuses an oversized frame', () => {
-    const r = new EnvelopeReader();
-    r.push(encodeEnvelope({ a: 1 }).subarray(0, 8));
-    assert.equal(r.pending, 8);
-    const huge = Buffer.alloc(5);
-    huge.writeUInt32BE(MAX_ENVELOPE + 1, 1);
-    assert.throws(() => new EnvelopeReader().push(huge));
   });
 });
 

@@ -1,6 +1,6 @@
 /**
- * A minimal HTTP transport over node:http(s) for the E2B clients: buffered calls with a deadline,
- * and streamed replies whose body is read as it arrives (no body timeout: envd streams idle for hours).
+ * A minimal HTTP transport over node:http(s) for E2B's REST control plane and envd's file upload:
+ * buffered calls with a deadline (envd's RPCs go through the Connect transport instead).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -16,7 +16,7 @@ export interface HttpRequest {
   readonly url: URL;
   readonly headers: Headers;
   readonly body?: Buffer;
-  /** Deadline for the whole buffered call, or for the response headers of a stream. */
+  /** Deadline for the whole buffered call. */
   readonly timeoutMs: number;
   /** Only used to scrub transport error messages. */
   readonly secrets: readonly (string | null | undefined)[];
@@ -27,14 +27,6 @@ export interface HttpReply {
   readonly status: number;
   readonly headers: IncomingMessage['headers'];
   readonly body: Buffer;
-}
-
-export interface HttpStream {
-  readonly status: number;
-  readonly headers: IncomingMessage['headers'];
-  readonly body: IncomingMessage;
-  /** Drops the connection; idempotent. */
-  abort(): void;
 }
 
 const lib = (url: URL) => (url.protocol === 'https:' ? https : http);
@@ -101,31 +93,5 @@ export function call(req: HttpRequest): Promise<SandboxResult<HttpReply>> {
       },
       (e) => resolve(err(e)),
     );
-  });
-}
-
-/** A streamed call: resolves once the response headers arrive; the caller consumes `body`. */
-export function openStream(req: HttpRequest): Promise<SandboxResult<HttpStream>> {
-  return new Promise((resolve) => {
-    start(
-      req,
-      (res, abort) => resolve(ok({ status: res.statusCode ?? 0, headers: res.headers, body: res, abort })),
-      (e) => resolve(err(e)),
-    );
-  });
-}
-
-/** Reads a whole stream body (for a non-200 streamed reply). */
-export function readAll(body: IncomingMessage, limit = 64 * 1024): Promise<Buffer> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    body.on('data', (c: Buffer) => {
-      if (size < limit) chunks.push(c);
-      size += c.length;
-    });
-    body.on('end', () => resolve(Buffer.concat(chunks)));
-    body.on('error', () => resolve(Buffer.concat(chunks)));
-    body.on('aborted', () => resolve(Buffer.concat(chunks)));
   });
 }

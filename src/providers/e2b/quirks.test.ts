@@ -8,6 +8,7 @@ import { inspect } from 'node:util';
 import type { Handle } from '../../sandbox/index.ts';
 import { E2BStub } from '../../../test/stubs/e2b/server.ts';
 import { Frames, sleep } from '../../../test/stubs/e2b/frames.ts';
+import { envdBaseUrl } from './config.ts';
 import { E2BAdapter, NAME_KEY } from './index.ts';
 import type { E2BOptions } from './index.ts';
 
@@ -132,16 +133,8 @@ describe('e2b quirks on stdin, exit codes, replay and lifetimes', () => {
     assert.equal(!unknown.ok && unknown.error.code, 'not_found');
   });
 
-  it('quirk #500 (Connect-Timeout-Ms is the process lifetime): spawn sends 0 explicitly; an exec timeout kills the process', async () => {
+  it('quirk #500 (Connect-Timeout-Ms is the process lifetime): an exec timeout kills the process', async () => {
     const h = await ctx.handle();
-    const before = ctx.stub.requests.length;
-    const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo hi'], { owner: f.sink });
-    assert.ok(c.ok);
-    await f.terminal();
-    const starts = ctx.stub.requests.slice(before).filter((r) => r.path === '/process.Process/Start');
-    assert.ok(starts.length >= 1);
-    for (const s of starts) assert.equal(s.headers['connect-timeout-ms'], '0', 'lifetime always sent explicitly');
     const e = await ctx.adapter.exec(h, 'sleep', ['30'], { timeoutMs: 200 });
     assert.deepEqual(e, { ok: false, error: { code: 'unavailable', detail: 'timeout' } });
   });
@@ -306,5 +299,72 @@ describe('e2b: secrets stay private', () => {
     const e = await ctx.adapter.exec(h, 'true', []);
     assert.ok(!e.ok);
     assert.ok(!inspect(e).includes(token) && !inspect(e).includes(KEY), inspect(e));
+  });
+});
+
+describe('issue 19: first-contact defects the stub used to hide', () => {
+  const ctx = withStub({});
+
+  it('item 1 (Connect-Timeout-Ms: 0 is a deadline already passed in connect-go): spawn, attach and an exec without a limit omit the header and work, and an exec runs once', async () => {
+    const h = await ctx.handle();
+    const before = ctx.stub.requests.length;
+    const f = new Frames();
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo hi; read l; echo "got:$l"'], { owner: f.sink, stdin: true });
+    assert.ok(c.ok, inspect(c));
+    await f.untilText('hi');
+    const sessions = await ctx.adapter.listSessions(h);
+    assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
+    await ctx.adapter.stopCommand(c.value);
+    const g = new Frames();
+    const a = await ctx.adapter.attach(h, sessions.value[0].id, { owner: g.sink, stdin: true });
+    assert.ok(a.ok, inspect(a));
+    assert.ok((await ctx.adapter.writeStdin(a.value, utf8('x\n'))).ok);
+    await g.untilText('got:x');
+    assert.deepEqual(await g.terminal(), { type: 'exit', ref: a.value.ref, code: 0 });
+    const once = await ctx.adapter.exec(h, 'sh', ['-c', 'echo ran >> "$HOME/count"; cat "$HOME/count"']);
+    assert.ok(once.ok, inspect(once));
+    assert.equal(Buffer.from(once.value.output).toString(), 'ran\n');
+    await sleep(200);
+    const count = await ctx.adapter.exec(h, 'cat', ['/home/user/count']);
+    assert.equal(count.ok && Buffer.from(count.value.output).toString(), 'ran\n', 'the command ran exactly once');
+    const starts = ctx.stub.requests.slice(before).filter((r) => r.path === '/process.Process/Start');
+    assert.ok(starts.length >= 3);
+    for (const st of starts) assert.notEqual(st.headers['connect-timeout-ms'], '0');
+  });
+
+  it('item 3 (a stream open across a pause wedges envd\'s output fan-out for ~15 min, infra#3292): after resume the agent\'s output keeps flowing', async () => {
+    const h = await ctx.handle();
+    const f = new Frames();
+    // Like an agent: answers each line, here with a large answer (4 MB) that needs the pipes to drain.
+    const agent = 'echo ready; while read l; do head -c 4000000 /dev/zero | tr "\\0" a; echo; echo "done:$l"; done';
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', agent], { owner: f.sink, stdin: true });
+    assert.ok(c.ok, inspect(c));
+    await f.untilText('ready');
+    assert.ok((await ctx.adapter.suspend(h)).ok);
+    const r = await ctx.adapter.resume(h);
+    assert.ok(r.ok, inspect(r));
+    const sessions = await ctx.adapter.listSessions(r.value);
+    assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
+    const g = new Frames();
+    const a = await ctx.adapter.attach(r.value, sessions.value[0].id, { owner: g.sink, stdin: true });
+    assert.ok(a.ok, inspect(a));
+    await g.untilText('ready');
+    assert.ok((await ctx.adapter.writeStdin(a.value, utf8('one\n'))).ok);
+    // A hang guard of its own: the frames hold megabytes, too much for a failure message.
+    for (let i = 0; i < 300 && !g.stdout().includes('done:one'); i++) await sleep(100);
+    assert.ok(g.stdout().includes('done:one'), `no answer after resume (the fan-out stall lasts ~15 min); ${g.stdout().length} bytes replayed`);
+    assert.ok((await ctx.adapter.closeStdin(a.value)).ok);
+    assert.deepEqual(await g.terminal(), { type: 'exit', ref: a.value.ref, code: 0 });
+  });
+
+  it('item 4 (envd host: 49983-<id>.<domain> off the four E2B domains; sh -c wrapper; stdin open by default): the URL, a missing binary is exit 127', async () => {
+    assert.equal(envdBaseUrl('isb1', 'e2b.app', undefined), 'https://sandbox.e2b.app');
+    assert.equal(envdBaseUrl('isb1', 'e2b-staging.dev', undefined), 'https://sandbox.e2b-staging.dev');
+    assert.equal(envdBaseUrl('isb1', 'sandboxes.example.com', undefined), 'https://49983-isb1.sandboxes.example.com');
+    assert.equal(envdBaseUrl('isb1', 'example.com', 'http://127.0.0.1:9'), 'http://127.0.0.1:9');
+    const h = await ctx.handle();
+    const missing = await ctx.adapter.exec(h, 'no-such-binary-e2b', ['x']);
+    assert.ok(missing.ok, inspect(missing));
+    assert.equal(missing.value.exitCode, 127);
   });
 });

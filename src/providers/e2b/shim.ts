@@ -1,6 +1,7 @@
 /**
  * The in-sandbox shell programs behind spawn and attach: a shim that journals a command's stdout,
  * stderr and exit code to files, and a replayer that streams that journal from byte zero, then tails it.
+ * Every Command's output comes through a replayer, a freshly spawned one included.
  */
 
 /** Session ids are envd tags we mint; anything else is refused before it reaches a shell. */
@@ -14,32 +15,34 @@ export const ENV_COMMAND = 'FOUNTAIN_E2B_COMMAND';
 export const ENV_STARTED = 'FOUNTAIN_E2B_STARTED';
 
 /**
- * `bash -c SHIM fountain-shim <session> <cmd> <args...>`. Output is tee'd live to the stream and
- * into `out`/`err`; a pipeline (not process substitution) so both tees are flushed before `exit`
- * is written; the exit file is renamed into place so a reader never sees half a number.
- * With `pipefail` the pipeline's status is the command's unless a tee failed.
+ * `bash -c SHIM fountain-shim <session> <cmd> <args...>`. The command's stdout and stderr go to
+ * `out`/`err` only, never to the shim's own stdout: envd fans a process's output out to its
+ * streams, and a stream left open across a pause can wedge that fan-out for ~15 minutes
+ * (infra#3292), which would block the agent on its next write. The replayer reads the files.
+ * The exit file is renamed into place so a reader never sees half a number.
  */
 export const SHIM = [
-  'set -o pipefail',
   `d="$HOME/${JOURNAL_ROOT}/$1"; shift`,
   'mkdir -p "$d" && : >"$d/out" && : >"$d/err" && echo $$ >"$d/pid" || exit 125',
-  '{ { "$@" 2>&1 1>&3 3>&- | tee -a "$d/err" >&2; } 3>&1 | tee -a "$d/out"; }',
+  '"$@" >>"$d/out" 2>>"$d/err"',
   'code=$?',
   'printf %s "$code" >"$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"',
   'exit "$code"',
 ].join('\n');
 
 /** Same, with the command's stdin closed: for a spawn that asked for no stdin. */
-export const SHIM_NO_STDIN = SHIM.replace('{ { "$@" 2>&1', '{ { "$@" </dev/null 2>&1');
+export const SHIM_NO_STDIN = SHIM.replace('"$@" >>', '"$@" </dev/null >>');
 
 /**
  * `bash -c REPLAY fountain-replay <session>`. Streams `out` to stdout and `err` to stderr from
  * byte zero and follows them until the shim's pid is gone, then exits with the journaled code.
- * With no verdict on disk (the shim was killed) it kills itself, which the adapter reads as
- * `closed_before_exit` rather than inventing a code.
+ * A replayer started with its shim waits briefly for the shim to write its pid. With no verdict
+ * on disk (the shim was killed) it kills itself, which the adapter reads as `closed_before_exit`
+ * rather than inventing a code.
  */
 export const REPLAY = [
   `d="$HOME/${JOURNAL_ROOT}/$1"`,
+  'i=0; while [ ! -s "$d/pid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done',
   'pid=$(cat "$d/pid" 2>/dev/null) || kill -9 $$',
   'tail -c +1 -s 0.2 -f --pid="$pid" "$d/out" & a=$!',
   'tail -c +1 -s 0.2 -f --pid="$pid" "$d/err" >&2 & b=$!',
@@ -47,12 +50,6 @@ export const REPLAY = [
   'if [ -f "$d/exit" ]; then exit "$(cat "$d/exit")"; fi',
   'kill -9 $$',
 ].join('\n');
-
-/** Prints the journaled exit code, if any: how a dropped stream's real verdict is recovered. */
-export const READ_EXIT = `cat "$HOME/${JOURNAL_ROOT}/$1/exit" 2>/dev/null`;
-
-/** Exits 0 when the session's journal exists. */
-export const HAS_JOURNAL = `test -f "$HOME/${JOURNAL_ROOT}/$1/pid"`;
 
 /** A shell-quoted rendering of a command line, for `Session.command` only (never executed). */
 export function describeCommand(cmd: string, args: readonly string[]): string {

@@ -477,6 +477,15 @@ describe('the server end of the socket refuses bad frames', () => {
     assert.equal((await c).code, 1003);
   });
 
+  it('a frame nested deeper than the bound closes with 1003 instead of blowing the stack (issue 22 #11)', async () => {
+    hub.enroll('deep', RUNNER_ID);
+    const ws = await dial('deep');
+    const c = closed(ws);
+    ws.send(`{"neither":${'['.repeat(200_000)}${']'.repeat(200_000)}}`);
+    assert.deepEqual(await c, { code: 1003, reason: 'frames may nest at most 64 levels' });
+    await until(() => hub.host.whereis(RUNNER_ID) === undefined, 'unregister');
+  });
+
   it('a second socket for a registered runner is closed with 4409 and announces nothing', async () => {
     hub.enroll('twice', RUNNER_ID);
     const first = await dial('twice');

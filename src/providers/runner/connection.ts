@@ -8,7 +8,7 @@ import type { RawData } from 'ws';
 import { z } from 'zod';
 import type { SandboxResult } from '../../sandbox/index.ts';
 import { err, fail, ok, sandboxError } from '../../sandbox/index.ts';
-import { CLOSE, decodeBase64, decodeOutputFrameBytes, encodeFrame, replySchema } from '../../wire/index.ts';
+import { CLOSE, TOO_DEEP, decodeBase64, decodeOutputFrameBytes, encodeFrame, nestsDeeperThan, replySchema } from '../../wire/index.ts';
 import type { Request } from '../../wire/index.ts';
 import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT, malformed, quote, wireError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
@@ -206,6 +206,10 @@ class SocketRunnerConnection implements RunnerConnection {
     const output = decodeOutputFrameBytes(bytes);
     if (output) {
       this.#deliver(output.session_id, output.replay_for, (s) => s.listener.output(output.stream, output.data));
+      return;
+    }
+    if (nestsDeeperThan(bytes)) {
+      this.close(CLOSE.unsupportedData, TOO_DEEP);
       return;
     }
     let value: unknown;

@@ -30,7 +30,9 @@ import {
 } from '../../sandbox/index.ts';
 import { SpritesApi, type PolicyRule, type RawSession, type Sprite } from './api.ts';
 import { resolveSpritesConfig, type ResolvedSpritesConfig, type SpritesOptions } from './config.ts';
-import { ExecSocket, type ExecEvent } from './exec-socket.ts';
+import { ExecSocket, type ExecEvent, type SessionInfo } from './exec-socket.ts';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 import {
   NO_JOURNAL_EXIT,
   displayCommand,
@@ -212,14 +214,18 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!token.ok) return token;
       const sessions = await this.#api.listSessions(token.value, handle.name);
       if (!sessions.ok) return sessions;
-      let failure: SandboxError | null = null;
+      // Replayers end with their shim; killing one that already ended answers 410. A kill that
+      // fails leaves one session running (kept awake, not lost): a failed suspend would instead
+      // become a destroy of the sprite and its disk, so it never fails on one session.
       for (const s of sessions.value) {
+        if (isReplayer(s.command)) continue;
         const k = await this.#api.killSession(token.value, handle.name, String(s.id), 'TERM', 10_000);
-        if (!k.ok) failure ??= k.error;
-        else if (k.value === 'unconfirmed') failure ??= sandboxError('unavailable', 'termination_unconfirmed');
+        if (!k.ok || k.value === 'unconfirmed') {
+          this.#cfg.logger?.warn({ provider: 'sprites', sessionId: String(s.id), code: k.ok ? 'unconfirmed' : k.error.code }, 'suspend: a session did not end');
+        }
       }
       this.#letGo(handle.name);
-      return failure ? err(failure) : ok(undefined);
+      return ok(undefined);
     });
   }
 
@@ -230,7 +236,9 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!token.ok) return token;
       const g = await this.#api.getSprite(token.value, handle.name);
       if (!g.ok) return g;
-      const woke = await this.exec(handle, 'true', []);
+      // A fast command may close without its exit frame (sprites-py#16): one more probe decides.
+      let woke = await this.exec(handle, 'true', []);
+      if (!woke.ok && woke.error.code === 'closed_before_exit') woke = await this.exec(handle, 'true', []);
       if (!woke.ok) return woke;
       return ok(this.buildHandle(handle.name, handle.private));
     });
@@ -298,7 +306,9 @@ export class SpritesAdapter implements SandboxAdapter {
     clearTimeout(timer);
     if (outcome === 'timeout') {
       sock.value.close();
-      void this.#api.killSession(token, sprite, sock.value.info.sessionId, 'KILL', 5000).catch(() => undefined);
+      // Without session_info there is no id to kill; the default 10 s disconnect grace ends it.
+      const id = sock.value.info?.sessionId;
+      if (id) void this.#api.killSession(token, sprite, id, 'KILL', 5000).catch(() => undefined);
       return err(sandboxError('unavailable', 'timeout'));
     }
     if (outcome.type === 'exit') return ok({ output: Buffer.concat(chunks), exitCode: outcome.code });
@@ -319,8 +329,9 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!argv.ok) return argv;
       const stdin = opts.stdin ?? true;
       const state = this.#newState(handle.name, token.value, opts.owner);
+      const key = newJournalKey();
       const sock = await ExecSocket.open({
-        url: this.#execUrl(handle.name, shimArgv(newJournalKey(), argv.value), {
+        url: this.#execUrl(handle.name, shimArgv(key, argv.value), {
           stdin,
           detachable: opts.detachable ?? false,
           ...(opts.dir ? { dir: opts.dir } : {}),
@@ -330,13 +341,36 @@ export class SpritesAdapter implements SandboxAdapter {
         ackTimeoutMs: this.#cfg.ackTimeoutMs,
         onEvent: (ev) => this.#onEvent(state, ev),
       });
-      // ExecSocket.open resolves only on `session_info`: the process is registered from here on.
       if (!sock.ok) return sock;
-      state.sessionId = sock.value.info.sessionId;
+      // The acknowledgment is `session_info`, or, where it does not come, the session showing up
+      // in the listing under this spawn's journal key: either way the process is registered.
+      const id = await this.#acknowledged(token.value, handle.name, key, sock.value);
+      if (!id.ok) {
+        sock.value.close();
+        return id;
+      }
+      state.sessionId = id.value;
       state.sockets.push(sock.value);
       state.stdinSocket = stdin ? sock.value : null;
       return ok(this.#register(state));
     });
+  }
+
+  async #acknowledged(token: Private<string>, sprite: string, key: string, sock: ExecSocket): Promise<SandboxResult<string>> {
+    const deadline = Date.now() + this.#cfg.ackTimeoutMs;
+    let info: SessionInfo | null = sock.info;
+    const arrived = sock.whenInfo().then((i) => (info = i));
+    while (!info) {
+      const listed = await this.#api.listSessions(token, sprite);
+      if (!info && listed.ok) {
+        const mine = listed.value.find((x) => x.command?.includes(key));
+        if (mine) return ok(String(mine.id));
+      }
+      if (info) break;
+      if (sock.ended || Date.now() >= deadline) return err(sandboxError('unavailable', 'spawn_unacknowledged'));
+      await Promise.race([arrived, sleep(Math.min(250, Math.max(1, deadline - Date.now())))]);
+    }
+    return ok((info as SessionInfo).sessionId);
   }
 
   #newState(sprite: string, token: Private<string>, owner: FrameSink): CommandState {
@@ -409,19 +443,20 @@ export class SpritesAdapter implements SandboxAdapter {
     });
   }
 
-  #stop(state: CommandState): void {
+  /** `endReplayer`: also end the replayer session (not when its shim is being ended anyway). */
+  #stop(state: CommandState, endReplayer = true): void {
     state.stopped = true;
     state.done = true;
     for (const s of state.sockets) s.close();
     this.#commands.delete(state.ref);
-    if (state.replaySessionId) {
+    if (endReplayer && state.replaySessionId) {
       void this.#api.killSession(state.token, state.sprite, state.replaySessionId, 'KILL', 5000).catch(() => undefined);
     }
   }
 
   /** Drops every local socket into a sprite (its remote processes are not touched here). */
   #letGo(sprite: string): void {
-    for (const state of [...this.#commands.values()]) if (state.sprite === sprite) this.#stop(state);
+    for (const state of [...this.#commands.values()]) if (state.sprite === sprite) this.#stop(state, false);
   }
 
   listSessions(handle: Handle): Promise<SandboxResult<Session[]>> {
@@ -461,15 +496,20 @@ export class SpritesAdapter implements SandboxAdapter {
       state.sessionId = sessionId;
 
       if (opts.stdin) {
-        const native = await ExecSocket.open({
-          url: this.#api.wsUrl(`v1/sprites/${encodeURIComponent(handle.name)}/exec/${encodeURIComponent(sessionId)}`, []),
-          token: token.value,
-          tty: false,
-          ackTimeoutMs: this.#cfg.ackTimeoutMs,
-          // Its output is the partial scrollback and then the live stream, which the journal
-          // replayer already delivers: only its stdin matters.
-          onEvent: () => undefined,
-        });
+        const open = (url: URL) =>
+          ExecSocket.open({
+            url,
+            token: token.value,
+            tty: false,
+            ackTimeoutMs: this.#cfg.ackTimeoutMs,
+            // Its output is the partial scrollback and then the live stream, which the journal
+            // replayer already delivers: only its stdin matters.
+            onEvent: () => undefined,
+          });
+        const sprite = encodeURIComponent(handle.name);
+        let native = await open(this.#api.wsUrl(`v1/sprites/${sprite}/exec/${encodeURIComponent(sessionId)}`, []));
+        // Sprites older than 0.0.1-rc30 know only `?id=` and answer the path form with 404.
+        if (!native.ok && native.error.code === 'not_found') native = await open(this.#api.wsUrl(`v1/sprites/${sprite}/exec`, [['id', sessionId]]));
         if (!native.ok) return native;
         state.sockets.push(native.value);
         state.stdinSocket = native.value;
@@ -502,7 +542,8 @@ export class SpritesAdapter implements SandboxAdapter {
         return replay;
       }
       state.sockets.push(replay.value);
-      state.replaySessionId = replay.value.info.sessionId;
+      if (replay.value.info) state.replaySessionId = replay.value.info.sessionId;
+      else void replay.value.whenInfo().then((i) => (state.replaySessionId = i.sessionId));
       return ok(this.#register(state));
     });
   }
@@ -510,7 +551,9 @@ export class SpritesAdapter implements SandboxAdapter {
   /** The replay ended with the shim: its exit file holds the real code, or it was killed. */
   async #finishReplay(state: CommandState, token: Private<string>, journal: string): Promise<void> {
     try {
-      const r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
+      let r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
+      // A fast read may close without its exit frame (sprites-py#16): read once more.
+      if (!r.ok && r.error.code === 'closed_before_exit') r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
       const code = r.ok && r.value.exitCode === 0 ? Number.parseInt(Buffer.from(r.value.output).toString('utf8').trim(), 10) : Number.NaN;
       if (Number.isInteger(code) && code >= 0 && code <= 255) this.#terminal(state, { type: 'exit', ref: state.ref, code });
       else if (!r.ok && r.error.code !== 'unavailable') this.#terminal(state, { type: 'error', ref: state.ref, error: r.error });

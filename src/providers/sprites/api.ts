@@ -180,7 +180,8 @@ export class SpritesApi {
       timeoutMs: timeoutMs + 5000,
     });
     if (!r.ok) return r;
-    if (r.value.status === 404) return ok('absent');
+    // 410 Gone: the session already exited (sprites-go client.go); as gone as a 404.
+    if (r.value.status === 404 || r.value.status === 410) return ok('absent');
     if (r.value.status < 200 || r.value.status > 299) return this.#failure(r.value);
     let confirmed = false;
     let failed = false;

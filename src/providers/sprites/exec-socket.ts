@@ -43,8 +43,13 @@ export interface OpenOptions {
   readonly url: URL;
   readonly token: Private<string>;
   readonly tty: boolean;
-  /** Bounds the upgrade plus the wait for `session_info`. */
+  /** Bounds the upgrade plus, when `awaitInfo`, the wait for `session_info`. */
   readonly ackTimeoutMs: number;
+  /**
+   * Resolve only once `session_info` arrived. Neither official SDK waits for it and its order
+   * relative to output is undocumented, so by default the socket is ready once the upgrade is done.
+   */
+  readonly awaitInfo?: boolean;
   readonly onEvent: (ev: ExecEvent) => void;
 }
 
@@ -75,18 +80,18 @@ const readBody = (res: IncomingMessage, limit = 8192): Promise<unknown> =>
   });
 
 /**
- * A live exec socket. `open` resolves only once Sprites has acknowledged the process with
- * `session_info`, so a first stdin write can never race the process registration.
+ * A live exec socket. Output is delivered from the first frame, whether or not `session_info`
+ * came first; `info` is filled in whenever it arrives (it may never come).
  */
 export class ExecSocket {
-  readonly info: SessionInfo;
+  #info: SessionInfo | null = null;
+  readonly #infoWaiters: Array<(i: SessionInfo) => void> = [];
   readonly #ws: WebSocket;
   readonly #tty: boolean;
   #terminal = false;
 
-  private constructor(ws: WebSocket, info: SessionInfo, tty: boolean) {
+  private constructor(ws: WebSocket, tty: boolean) {
     this.#ws = ws;
-    this.info = info;
     this.#tty = tty;
   }
 
@@ -94,10 +99,26 @@ export class ExecSocket {
     return this.#terminal;
   }
 
+  /** The process's session, once Sprites said which it is. */
+  get info(): SessionInfo | null {
+    return this.#info;
+  }
+
+  /** Resolves when `session_info` arrives (never, if it does not). */
+  whenInfo(): Promise<SessionInfo> {
+    const known = this.#info;
+    return known ? Promise.resolve(known) : new Promise((resolve) => this.#infoWaiters.push(resolve));
+  }
+
+  #setInfo(i: SessionInfo): void {
+    if (this.#info) return;
+    this.#info = i;
+    for (const w of this.#infoWaiters.splice(0)) w(i);
+  }
+
   static open(opts: OpenOptions): Promise<SandboxResult<ExecSocket>> {
     return new Promise((resolve) => {
       let settled = false;
-      let socket: ExecSocket | undefined;
       let ws: WebSocket;
       const settle = (r: SandboxResult<ExecSocket>) => {
         if (settled) return;
@@ -123,15 +144,21 @@ export class ExecSocket {
         resolve(err(fromTransport(e)));
         return;
       }
+      const socket = new ExecSocket(ws, opts.tty);
       const timer = setTimeout(() => failEarly(sandboxError('unavailable', 'ack_timeout')), opts.ackTimeoutMs);
-
+      // Frames that end the stream before the caller has the socket still count: they are
+      // delivered in order and the caller sees them once `open` resolves.
       const terminal = (ev: ExecEvent) => {
-        if (!socket || socket.#terminal) return;
+        if (socket.#terminal) return;
         socket.#terminal = true;
         opts.onEvent(ev);
         if (ws.readyState === WebSocket.OPEN) ws.close(1000);
+        settle(ok(socket));
       };
 
+      ws.on('open', () => {
+        if (!opts.awaitInfo) settle(ok(socket));
+      });
       ws.on('unexpected-response', (_req, res) => {
         void readBody(res).then((body) =>
           failEarly(fromHttpStatus(res.statusCode ?? 0, body, res.headers['retry-after'] as string | undefined)),
@@ -142,7 +169,7 @@ export class ExecSocket {
         else terminal({ type: 'lost', error: fromTransport(e) });
       });
       ws.on('close', () => {
-        if (!settled) failEarly(sandboxError('unavailable', 'closed_before_ack'));
+        if (!settled && !socket.#terminal && socket.#info === null && opts.awaitInfo) failEarly(sandboxError('unavailable', 'closed_before_ack'));
         else terminal({ type: 'lost', error: sandboxError('closed_before_exit') });
       });
       ws.on('message', (data, isBinary) => {
@@ -155,8 +182,7 @@ export class ExecSocket {
           }
           const frame = textFrameSchema.safeParse(json);
           if (!frame.success) {
-            if (!settled) failEarly(badReply('text_frame'));
-            else terminal({ type: 'lost', error: badReply('text_frame') });
+            terminal({ type: 'lost', error: badReply('text_frame') });
             return;
           }
           if (frame.data.type === 'session_info') {
@@ -165,10 +191,8 @@ export class ExecSocket {
               if (!settled) failEarly(badReply('session_info'));
               return;
             }
-            if (!settled) {
-              socket = new ExecSocket(ws, { sessionId: String(info.data.session_id), command: info.data.command }, opts.tty);
-              settle(ok(socket));
-            }
+            socket.#setInfo({ sessionId: String(info.data.session_id), command: info.data.command });
+            settle(ok(socket));
             return;
           }
           if (frame.data.type === 'exit') {
@@ -179,7 +203,7 @@ export class ExecSocket {
           // Port notices and other announcements carry nothing the contract needs.
           return;
         }
-        if (!socket || socket.#terminal) return;
+        if (socket.#terminal) return;
         const bytes = toBytes(data);
         if (opts.tty) {
           if (bytes.length > 0) opts.onEvent({ type: 'stdout', data: bytes });

@@ -314,6 +314,114 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     });
   });
 
+  describe('issue 19: first-contact defects the stub used to hide', () => {
+    it('item 8 (kill answers 410 Gone for an ended session; replayers end with their shim): suspend never fails on one session and never kills a replayer', async () => {
+      const { stub, adapter } = await setup({ listEndedForMs: 60_000 });
+      try {
+        const h = await created(adapter);
+        const quick = await adapter.exec(h, 'sh', ['-c', 'echo done']);
+        assert.ok(quick.ok, inspect(quick));
+        const frames = new Frames();
+        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        assert.ok(c.ok, inspect(c));
+        await frames.until((f) => f.text().includes('ready'), 'first output');
+        const sessions = await adapter.listSessions(h);
+        assert.ok(sessions.ok, inspect(sessions));
+        const shim = sessions.value.find((x) => x.command?.includes('while read'));
+        assert.ok(shim, inspect(sessions));
+        await adapter.stopCommand(c.value);
+        const replay = new Frames();
+        const a = await adapter.attach(h, shim.id, { owner: replay.sink });
+        assert.ok(a.ok, inspect(a));
+        await replay.until((f) => f.text().includes('ready'), 'the replay');
+        stub.kills.length = 0;
+        const s = await adapter.suspend(h);
+        assert.ok(s.ok, `a failed suspend becomes a destroy: ${inspect(s)}`);
+        assert.ok(stub.kills.includes(shim.id), 'the shim session was ended');
+        const raw = await fetch(`${stub.url}/v1/sprites/${h.name}/exec`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        const listed = (await raw.json()) as { sessions: Array<{ id: number; command: string }> };
+        const replayers = listed.sessions.filter((x) => x.command.includes('fountain-replay')).map((x) => String(x.id));
+        for (const id of replayers) assert.ok(!stub.kills.includes(id), `replayer ${id} was killed: ${inspect(stub.kills)}`);
+        assert.equal(stub.status(h.name) !== null, true, 'the sprite and its disk are still there');
+      } finally {
+        await stub.close();
+      }
+    });
+
+    it('item 9 (sprites older than 0.0.1-rc30 attach only with ?id=): attach falls back on the 404 of /exec/{id}', async () => {
+      const { stub, adapter } = await setup({ legacyAttach: true });
+      try {
+        const h = await created(adapter);
+        const frames = new Frames();
+        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        assert.ok(c.ok, inspect(c));
+        await frames.until((f) => f.text().includes('ready'), 'first output');
+        const sessions = await adapter.listSessions(h);
+        assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
+        await adapter.stopCommand(c.value);
+        const replay = new Frames();
+        const a = await adapter.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
+        assert.ok(a.ok, inspect(a));
+        assert.ok((await adapter.writeStdin(a.value, Buffer.from('legacy\n'))).ok);
+        await replay.until((f) => f.text().includes('echo:legacy'), 'stdin through the legacy attach');
+        await adapter.closeStdin(a.value);
+        await replay.until((f) => f.terminals().length > 0, 'exit');
+        assert.deepEqual(replay.summary().slice(-1), ['exit:0']);
+      } finally {
+        await stub.close();
+      }
+    });
+
+    for (const mode of ['after_output', 'never'] as const) {
+      it(`item 10 (session_info order is undocumented; here: ${mode}): exec keeps output that arrives before it, and does not wait for it`, async () => {
+        const { stub, adapter } = await setup({ sessionInfo: mode });
+        try {
+          const h = await created(adapter);
+          const r = await adapter.exec(h, 'sh', ['-c', 'echo early; echo late'], { timeoutMs: 10_000 });
+          assert.ok(r.ok, inspect(r));
+          assert.equal(Buffer.from(r.value.output).toString(), 'early\nlate\n');
+          if (mode === 'after_output') {
+            const frames = new Frames();
+            const c = await adapter.spawn(h, 'sh', ['-c', 'echo first-words; read l; echo "got:$l"'], { owner: frames.sink });
+            assert.ok(c.ok, inspect(c));
+            assert.ok((await adapter.writeStdin(c.value, Buffer.from('x\n'))).ok);
+            await frames.until((f) => f.terminals().length > 0, 'exit');
+            assert.equal(frames.text(), 'first-words\ngot:x\n', 'output sent before session_info is kept');
+          }
+        } finally {
+          await stub.close();
+        }
+      });
+    }
+
+    it('item 11 (fast commands close with 1000 and no exit frame, sprites-py#16): resume and the exit code after attach retry the probe once', async () => {
+      const { stub, adapter } = await setup();
+      try {
+        const h = await created(adapter);
+        stub.faults.closeWithoutExit = { times: 1, commandIncludes: 'true' };
+        const r = await adapter.resume(h);
+        assert.ok(r.ok, `resume failed on one lost exit frame: ${inspect(r)}`);
+        const frames = new Frames();
+        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        assert.ok(c.ok, inspect(c));
+        await frames.until((f) => f.text().includes('ready'), 'first output');
+        const sessions = await adapter.listSessions(h);
+        assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
+        await adapter.stopCommand(c.value);
+        stub.faults.closeWithoutExit = { times: 1, commandIncludes: 'fountain-exit' };
+        const replay = new Frames();
+        const a = await adapter.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
+        assert.ok(a.ok, inspect(a));
+        await replay.until((f) => f.text().includes('ready'), 'the replay');
+        assert.ok((await adapter.closeStdin(a.value)).ok);
+        await replay.until((f) => f.terminals().length > 0, 'the terminal frame');
+        assert.deepEqual(replay.summary(), ['stdout:ready\n', 'exit:0']);
+      } finally {
+        await stub.close();
+      }
+    });
+  });
+
   it('a stopped endpoint is unavailable, never not_found', async () => {
     const { stub, adapter } = await setup();
     const h = await created(adapter);

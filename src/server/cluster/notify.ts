@@ -10,6 +10,8 @@ export interface PgNotifyOptions {
   /** The store's schema: the write session's search_path (parked message bodies live there). */
   readonly schema?: string | undefined;
   readonly logger: Logger;
+  /** The listening session's application_name, so an operator (or a test) can find it in pg_stat_activity. */
+  readonly name?: string;
   /** First reconnect delay; it doubles up to `maxBackoffMs`. */
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
@@ -86,7 +88,7 @@ export class PgNotify {
   }
 
   async #connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.#o.url });
+    const client = new pg.Client({ connectionString: this.#o.url, ...(this.#o.name ? { application_name: this.#o.name } : {}) });
     client.on('notification', (msg) => {
       const handler = this.#channels.get(msg.channel);
       if (!handler) return;

@@ -112,3 +112,18 @@ export async function turnsTakenOver(db: EngineDb, ids: readonly string[], self:
     .where(and(inArray(turns.id, [...ids]), sql`${turns.nodeId} IS DISTINCT FROM ${self}`));
   return rows.map((r) => r.id);
 }
+
+/**
+ * The live node other than `self` that drives a conversation: the node of its open turn, else the node
+ * that launched its agent; null when that is this node, no node, or a node whose heartbeat expired.
+ */
+export async function liveOwnerOf(db: EngineDb, conversationId: string, l: { readonly self: string; readonly expiryMs: number }): Promise<string | null> {
+  const owner = sql`(SELECT coalesce(
+      (SELECT ${turns.nodeId} FROM ${turns} WHERE ${turns.conversationId} = ${conversationId} AND ${turns.status} IN ('pending', 'running') ORDER BY ${turns.turnNumber} DESC LIMIT 1),
+      (SELECT ${conversations.nodeId} FROM ${conversations} WHERE ${conversations.id} = ${conversationId})))`;
+  const [row] = await db
+    .select({ node: serverNodes.nodeId })
+    .from(serverNodes)
+    .where(and(sql`${serverNodes.nodeId} = ${owner}`, sql`${serverNodes.nodeId} <> ${l.self}`, sql`${serverNodes.heartbeatAt} >= now() - make_interval(secs => ${l.expiryMs / 1000})`));
+  return row?.node ?? null;
+}

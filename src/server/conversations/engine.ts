@@ -2,7 +2,13 @@
  * The conversation engine's facade, a table of contents: each call names the part that does the work
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
  */
+import { z } from 'zod';
+import { EventBus } from '../cluster/bus.ts';
+import { liveOwnerOf } from '../cluster/store.ts';
+import { isUuid } from '../http/ids.ts';
+import { answerOf, type EngineCommand } from './commands.ts';
 import { mintNodeId } from '../cluster/node.ts';
+import { EventFeeds } from './feed.ts';
 import { NodeOwnership } from '../cluster/ownership.ts';
 import { Endings } from './endings.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
@@ -20,10 +26,17 @@ import { TurnMachine } from './turns.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
 
 export type { EngineDeps } from './live.ts';
+
+/** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
+const COMMAND_TIMEOUT_MS = 30_000;
+const TurnIdSchema = z.object({ turnId: z.string() });
+const NothingSchema = z.undefined();
 export type { CreateConversationInput } from './provisioner.ts';
 
 export class ConversationEngine {
   readonly events: EventLog;
+  /** One live feed per conversation and per account, fed by this log and by other nodes (feed.ts). */
+  readonly feeds: EventFeeds;
   /** The per-conversation sandbox tokens (§3.3) and the base URL sandboxes reach the server at. */
   readonly sandboxTokens: SandboxTokens;
   readonly #c: EngineCore;
@@ -37,6 +50,7 @@ export class ConversationEngine {
     this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
     this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
     const nodeId = deps.node?.id ?? mintNodeId();
+    this.feeds = new EventFeeds({ db: deps.db, events: this.events, bus: deps.bus ?? new EventBus(), nodeId, logger: log });
     this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, stopped: false };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
     parts.turns = new TurnMachine(this.#c, parts);
@@ -55,6 +69,7 @@ export class ConversationEngine {
       expiryMs: deps.config.nodeExpiryMs,
       logger: log,
     });
+    deps.link?.serve((command) => this.#serve(command));
   }
 
   /** The id this node's open turns and provisionings carry in the store. */
@@ -84,6 +99,7 @@ export class ConversationEngine {
     await this.#p.recovery.settled();
     for (const live of [...this.#c.live.values()]) await this.#p.launcher.detach(live, 'the server is stopping');
     await this.events.close();
+    this.feeds.stop();
     // Only now, with every event stored: an adopter skips what is stored, so nothing is stored twice.
     await this.#owner.leave();
   }
@@ -120,6 +136,11 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+    const away = await this.#routed(id, { op: 'prompt', accountId, conversationId: id, text }, TurnIdSchema, this.#promptTimeoutMs);
+    return away ?? this.#promptHere(accountId, id, text);
+  }
+
+  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
     const { live, lock, d } = this.#c;
     // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
@@ -145,6 +166,10 @@ export class ConversationEngine {
   }
 
   async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
+    return (await this.#routed(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema)) ?? this.#interruptHere(accountId, id);
+  }
+
+  async #interruptHere(accountId: string, id: string): Promise<EngineResult<void>> {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     const live = this.#c.live.get(id);
@@ -156,9 +181,45 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- permissions
 
   async answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    const away = await this.#routed(id, { op: 'answer', accountId, conversationId: id, requestId, optionId }, NothingSchema);
+    return away ?? this.#answerHere(accountId, id, requestId, optionId);
+  }
+
+  async #answerHere(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     return this.#p.asks.answer(this.#c.live.get(id), id, requestId, optionId);
+  }
+
+  // ---------------------------------------------------------------- commands for another node's conversation
+
+  /**
+   * A command for a conversation another live node drives goes to that node, and its answer is ours;
+   * null means this node handles it (it drives the conversation, or nobody alive does).
+   */
+  async #routed<T>(id: string, command: EngineCommand, valueSchema: z.ZodType<T>, timeoutMs = COMMAND_TIMEOUT_MS): Promise<EngineResult<T> | null> {
+    const { d, live, nodeId } = this.#c;
+    if (!d.link || live.has(id) || !isUuid(id)) return null;
+    const owner = await liveOwnerOf(d.db, id, { self: nodeId, expiryMs: d.config.nodeExpiryMs });
+    if (!owner) return null;
+    return answerOf(await d.link.request(owner, command, timeoutMs), valueSchema);
+  }
+
+  /** What this node does with a command another node routed to it: the same as if a client had sent it here. */
+  #serve(command: EngineCommand): Promise<EngineResult<unknown>> {
+    switch (command.op) {
+      case 'prompt':
+        return this.#promptHere(command.accountId, command.conversationId, command.text);
+      case 'interrupt':
+        return this.#interruptHere(command.accountId, command.conversationId);
+      case 'answer':
+        return this.#answerHere(command.accountId, command.conversationId, command.requestId, command.optionId);
+    }
+  }
+
+  /** Waking a parked sandbox may install the agent first. */
+  get #promptTimeoutMs(): number {
+    return Math.max(COMMAND_TIMEOUT_MS, this.#c.d.config.installTimeoutMs + COMMAND_TIMEOUT_MS);
   }
 
   // ---------------------------------------------------------------- endings

@@ -18,6 +18,7 @@ export type EngineErrorCode =
   | 'provisioning'
   | 'sandbox_probe_failed'
   | 'runner_offline'
+  | 'server_node_unreachable'
   | 'backend_lacks_network_policy';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
@@ -36,6 +37,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   provisioning: 503,
   sandbox_probe_failed: 503,
   runner_offline: 503,
+  server_node_unreachable: 503,
   backend_lacks_network_policy: 422,
 };
 
@@ -44,6 +46,7 @@ export const ENGINE_RETRY_AFTER: Partial<Readonly<Record<EngineErrorCode, number
   provisioning: 30,
   sandbox_probe_failed: 10,
   runner_offline: 30,
+  server_node_unreachable: 5,
 };
 
 export interface EngineError {

@@ -2,7 +2,7 @@
  * The event log: batched inserts (one statement per flush, ids in insertion order) and cursor paging.
  */
 import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzle-orm';
-import { events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
+import { conversations, events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
 /** One multi-row INSERT; PostgreSQL assigns the bigserial ids in VALUES order. */
@@ -19,15 +19,20 @@ export interface EventPageQuery {
   readonly streams?: ReadonlyArray<EventStream | 'stage'> | undefined;
 }
 
+/** `?streams=`: output streams to include, plus `stage` for stage events; absent or empty means all. */
+export function streamFilter(streams: EventPageQuery['streams']): SQL | undefined {
+  if (!streams || streams.length === 0) return undefined;
+  const outputs = streams.filter((s): s is EventStream => s !== 'stage');
+  const stage = streams.includes('stage');
+  if (stage && outputs.length === 0) return eq(events.kind, 'stage');
+  if (!stage) return and(eq(events.kind, 'output'), inArray(events.stream, outputs));
+  return inArray(events.stream, [...outputs, '']);
+}
+
 export async function pageEvents(db: EngineDb, conversationId: string, q: EventPageQuery): Promise<EventRow[]> {
   const where: SQL[] = [eq(events.conversationId, conversationId), gt(events.id, q.after)];
-  if (q.streams && q.streams.length > 0) {
-    const outputs = q.streams.filter((s): s is EventStream => s !== 'stage');
-    const stage = q.streams.includes('stage');
-    if (stage && outputs.length === 0) where.push(eq(events.kind, 'stage'));
-    else if (!stage) where.push(and(eq(events.kind, 'output'), inArray(events.stream, outputs))!);
-    else where.push(inArray(events.stream, [...outputs, '']));
-  }
+  const streams = streamFilter(q.streams);
+  if (streams) where.push(streams);
   return db.select().from(events).where(and(...where)).orderBy(asc(events.id)).limit(q.limit);
 }
 
@@ -59,4 +64,40 @@ export async function permissionWasAsked(db: EngineDb, conversationId: string, r
     .where(and(eq(events.conversationId, conversationId), eq(events.stage, 'permission'), sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`))
     .limit(1);
   return rows.length > 0;
+}
+
+/** Events of some of an account's conversations (or all of them), after a cursor, oldest first. */
+export async function pageAccountEvents(
+  db: EngineDb,
+  accountId: string,
+  q: EventPageQuery & { conversationIds?: readonly string[] | undefined },
+): Promise<EventRow[]> {
+  const where: SQL[] = [eq(conversations.accountId, accountId), gt(events.id, q.after)];
+  if (q.conversationIds) where.push(inArray(events.conversationId, [...q.conversationIds]));
+  const streams = streamFilter(q.streams);
+  if (streams) where.push(streams);
+  const rows = await db
+    .select({ event: events })
+    .from(events)
+    .innerJoin(conversations, eq(conversations.id, events.conversationId))
+    .where(and(...where))
+    .orderBy(asc(events.id))
+    .limit(q.limit);
+  return rows.map((r) => r.event);
+}
+
+/** Which account each conversation belongs to (unknown ids are absent). */
+export async function accountsOf(db: EngineDb, conversationIds: readonly string[]): Promise<Map<string, string>> {
+  if (conversationIds.length === 0) return new Map();
+  const rows = await db
+    .select({ id: conversations.id, accountId: conversations.accountId })
+    .from(conversations)
+    .where(inArray(conversations.id, [...conversationIds]));
+  return new Map(rows.map((r) => [r.id, r.accountId]));
+}
+
+/** The highest stored event id (0 when none): where a stream without a cursor starts. */
+export async function latestEventId(db: EngineDb): Promise<number> {
+  const [row] = await db.select({ id: sql<string | null>`max(${events.id})` }).from(events);
+  return Number(row?.id ?? 0);
 }

@@ -93,7 +93,8 @@ export class Launcher {
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();
     const agentSessionId = priv && typeof priv === 'object' && typeof (priv as { sessionId?: unknown }).sessionId === 'string' ? (priv as { sessionId: string }).sessionId : null;
-    await updateConversation(this.c.d.db, conv.id, { runtimeSessionId: sessionId, acpNextId: proc.client.nextRequestId });
+    // The node running the agent is where commands for the conversation go (commands.ts).
+    await updateConversation(this.c.d.db, conv.id, { runtimeSessionId: sessionId, acpNextId: proc.client.nextRequestId, nodeId: this.c.nodeId });
     await updateSandbox(this.c.d.db, sandbox.id, { agentSessionId });
     this.c.live.set(conv.id, live);
     return { ok: true, value: live };

@@ -9,6 +9,8 @@ import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
 import type { Conversation, PermissionPolicy, Turn, TurnUsage } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
+import type { EventBus } from '../cluster/bus.ts';
+import type { OwnerLink } from './commands.ts';
 import type { AgentProcess } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
 import type { EventLog } from './event-log.ts';
@@ -30,6 +32,10 @@ export interface EngineDeps {
    * Default: a fresh id, alone on the database (a restart adopts everything its predecessor left open).
    */
   readonly node?: { readonly id: string; readonly shared: boolean };
+  /** The bus other nodes' "events stored" notices arrive on (feeds read them back); default: one of its own. */
+  readonly bus?: EventBus;
+  /** Other nodes sharing the database: commands for a conversation another node drives go to it. */
+  readonly link?: OwnerLink;
 }
 
 export interface HeldAsk {

@@ -28,6 +28,8 @@ describe('permission policy', () => {
         assert.equal(verdictFor({ default: 'ask' }, tool), 'ask', `${name} as ${Object.keys(tool)[0]}`);
         assert.equal(verdictFor({ default: 'auto_deny' }, tool), 'auto_deny', `${name} as ${Object.keys(tool)[0]}`);
       }
+      // A policy with no default: still never a function or a prototype value.
+      assert.equal(verdictFor({}, { toolName: name, title: name, kind: 'execute' }), 'auto_allow', name);
     }
   });
 

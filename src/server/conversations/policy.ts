@@ -15,18 +15,21 @@ export interface ToolIdentity {
   readonly kind?: string | null | undefined;
 }
 
-/** A stored value outside the closed set (a hand-edited row, a future verdict) is treated as `ask`. */
-const closed = (v: unknown): Verdict => ((VERDICTS as readonly unknown[]).includes(v) ? (v as Verdict) : 'ask');
+const isVerdict = (v: unknown): v is Verdict => (VERDICTS as readonly unknown[]).includes(v);
 
 /**
- * Own keys only: a tool titled `constructor` or `toString` must not find Object.prototype's members
- * (issue 22 #5). The first key the policy has decides.
+ * The policy's own entry for a key: a title like `constructor` must not reach Object.prototype, and
+ * a stored value outside the closed set of verdicts counts as `ask`, never as allow (issue 22 #5).
  */
+function entry(policy: PermissionPolicy, key: string | null | undefined): Verdict | undefined {
+  if (!key || !Object.hasOwn(policy, key)) return undefined;
+  const v: unknown = policy[key];
+  return isVerdict(v) ? v : 'ask';
+}
+
+/** The first key the policy has decides: the runtime's tool name, the title, the kind, then `default`. */
 export function verdictFor(policy: PermissionPolicy, tool: ToolIdentity): Verdict {
-  for (const key of [tool.toolName, tool.title, tool.kind]) {
-    if (key && Object.hasOwn(policy, key)) return closed(policy[key]);
-  }
-  return Object.hasOwn(policy, 'default') ? closed(policy.default) : 'auto_allow';
+  return entry(policy, tool.toolName) ?? entry(policy, tool.title) ?? entry(policy, tool.kind) ?? entry(policy, 'default') ?? 'auto_allow';
 }
 
 /**
@@ -49,5 +52,5 @@ export const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, as
 
 /** True when any rule of the policy is stricter than auto_allow. */
 export function asksAnything(policy: PermissionPolicy): boolean {
-  return Object.keys(policy).some((k) => closed(policy[k]) !== 'auto_allow');
+  return Object.keys(policy).some((k) => entry(policy, k) !== 'auto_allow');
 }

@@ -3,7 +3,6 @@
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { streamSSE } from 'hono/streaming';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from './engine.ts';
 import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
@@ -14,7 +13,8 @@ import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type Eve
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
-import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, SseWaker, type RouteDeps } from '../http/common.ts';
+import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
+import { sseTail } from '../http/sse.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
@@ -161,6 +161,12 @@ const ListQuery = z.object({
 });
 
 const STREAM_FILTERS = [...EVENT_STREAMS.filter((s) => s !== ''), 'stage'] as const;
+/** Whether a live event passes `?streams=` (the store applies the same filter to replays). */
+export const wantedBy =
+  (streams: ReadonlyArray<string> | undefined) =>
+  (e: Pick<EventRow, 'kind' | 'stream'>): boolean =>
+    !streams || (e.kind === 'stage' ? streams.includes('stage') : streams.includes(e.stream));
+
 /** `?streams=stdout,acp,stage`: shared by the conversation, account and team streams. */
 export const streamsParam = z
   .string()
@@ -424,51 +430,50 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
     const start = fromHeader ?? q.data.after ?? 0;
     const streams = q.data.streams;
-    const wanted = (e: EventRow): boolean =>
-      !streams || (e.kind === 'stage' ? streams.includes('stage') : (streams as readonly string[]).includes(e.stream));
-    const convId = row.conversation.id;
-    c.header('cache-control', 'no-cache');
-    c.header('connection', 'keep-alive');
-    return streamSSE(c, async (stream) => {
-      const pending: EventRow[] = [];
-      const waker = new SseWaker();
-      const unsubscribe = engine.events.subscribe(convId, (e) => {
-        pending.push(e);
-        waker.poke();
-      });
-      stream.onAbort(() => {
-        unsubscribe();
-        waker.poke();
-      });
-      const send = (e: EventRow) => {
+    const wanted = wantedBy(streams);
+    return sseTail(c, {
+      source: engine.feeds.conversation(row.conversation.id, streams),
+      idOf: (e) => e.id,
+      after: start,
+      follow: q.data.wait !== 'false',
+      heartbeatMs,
+      send: async (stream, e) => {
+        if (!wanted(e)) return;
         const v: EventView = eventView(e);
-        return stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
-      };
-      let last = start;
-      try {
-        // Replay from the store first; live events that arrive meanwhile wait in `pending`.
-        for (;;) {
-          const page = await pageEvents(db, convId, { after: last, limit: 1000, streams });
-          for (const e of page) {
-            await send(e);
-            last = e.id;
-          }
-          if (page.length < 1000) break;
-        }
-        if (q.data.wait === 'false') return;
-        while (!stream.aborted && !stream.closed) {
-          while (pending.length > 0) {
-            const e = pending.shift()!;
-            if (e.id <= last) continue;
-            last = e.id;
-            if (wanted(e)) await send(e);
-          }
-          const beat = await waker.sleep(heartbeatMs);
-          if (beat && pending.length === 0 && !stream.aborted) await stream.write(': heartbeat\n\n');
-        }
-      } finally {
-        unsubscribe();
-      }
+        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
+      },
+    });
+  });
+
+  const AccountStreamQuery = z.object({ streams: streamsParam, after: z.coerce.number().int().min(0).optional() });
+  app.openAPIRegistry.registerPath({
+    method: 'get',
+    path: '/api/events/stream',
+    summary:
+      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
+    security: bearer,
+    request: { query: AccountStreamQuery },
+    responses: {
+      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`', content: { 'text/event-stream': { schema: z.string() } } },
+      ...errorResponses(401, 422),
+    },
+  });
+  app.get('/api/events/stream', auth, async (c) => {
+    const accountId = c.get('principal').account.id;
+    const q = AccountStreamQuery.safeParse(c.req.query());
+    if (!q.success) throw ApiError.validation(q.error, 422);
+    const streams = q.data.streams;
+    const wanted = wantedBy(streams);
+    const after = lastEventIdOf(c.req.header('last-event-id')) ?? q.data.after ?? (await engine.feeds.present());
+    return sseTail(c, {
+      source: engine.feeds.account(accountId, streams),
+      idOf: (e) => e.id,
+      after,
+      heartbeatMs,
+      send: async (stream, e) => {
+        if (!wanted(e)) return;
+        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify({ ...eventView(e), conversation_id: e.conversationId }) });
+      },
     });
   });
 

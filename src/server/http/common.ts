@@ -46,28 +46,6 @@ export const newRouter = (): OpenAPIHono<AppEnv> =>
     },
   });
 
-/**
- * The pause of an SSE loop: `sleep(ms)` resolves true when the interval ran out (time for a heartbeat),
- * false as soon as `poke()` is called. A poke outside a sleep is dropped: loops check their work first.
- */
-export class SseWaker {
-  #wake: (() => void) | null = null;
-  readonly poke = (): void => this.#wake?.();
-  sleep(ms: number): Promise<boolean> {
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.#wake = null;
-        resolve(true);
-      }, ms);
-      this.#wake = () => {
-        clearTimeout(t);
-        this.#wake = null;
-        resolve(false);
-      };
-    });
-  }
-}
-
 /** The SSE `Last-Event-ID` header as an event id; anything but digits is no cursor. */
 export function lastEventIdOf(header: string | undefined): number | undefined {
   return header !== undefined && /^\d+$/.test(header.trim()) ? Number(header.trim()) : undefined;

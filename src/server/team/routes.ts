@@ -3,7 +3,6 @@
  * messages, a teammate's conversation history, the team SSE stream, and schedules.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { streamSSE } from 'hono/streaming';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 import { parseCron } from './cron.ts';
@@ -13,16 +12,17 @@ import type { TeamService, Teammate } from './service.ts';
 import type { EngineResult } from '../conversations/errors.ts';
 import { eventView } from '../conversations/views.ts';
 import { ApiError } from '../http/errors.ts';
-import { EVENTS_TOPIC, runnersTopic, teamTopic } from '../cluster/bus.ts';
+import { runnersTopic, teamTopic } from '../cluster/bus.ts';
 import { isUuid } from '../http/ids.ts';
 import { getAgent, conversationCounts } from '../agents/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { deleteSchedule, getSchedule, insertSchedule, latestEventId, listSchedules, pageTeamEvents, teamConversationAgents, updateSchedule } from './store.ts';
+import { deleteSchedule, getSchedule, insertSchedule, listSchedules, pageTeamEvents, teamConversationAgents, updateSchedule, type TeamEventRow } from './store.ts';
 import type { Schedule } from '../store/team-schema.ts';
 import { audit } from '../account/audit.ts';
 import { AgentSchema, agentView } from '../agents/routes.ts';
-import { bearer, errorResponses, lastEventIdOf, newRouter, SseWaker, type RouteDeps } from '../http/common.ts';
-import { ConversationSchema, engineApiError, streamsParam } from '../conversations/routes.ts';
+import { bearer, errorResponses, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
+import { sseTail } from '../http/sse.ts';
+import { ConversationSchema, engineApiError, streamsParam, wantedBy } from '../conversations/routes.ts';
 
 export interface TeamRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -222,62 +222,58 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
     const requested = fromHeader ?? q.data.after;
     // Without a cursor the stream starts at the present; with one it replays what the client missed.
-    let last = requested ?? (await latestEventId(db));
+    const after = requested ?? (await deps.engine.feeds.present());
     const streams = q.data.streams;
-    c.header('cache-control', 'no-cache');
-    c.header('connection', 'keep-alive');
-    return streamSSE(c, async (stream) => {
-      let members = await teamConversationAgents(db, accountId);
-      /** Conversations known not to be this account's teammates (membership only changes with a `team` event). */
-      const others = new Set<string>();
-      const unknown = new Set<string>();
-      let dirty = true;
-      let teamSignal = false;
-      let scheduleSignal = false;
-      let refreshMembers = false;
-      const waker = new SseWaker();
-      const poke = waker.poke;
-      const unsubs = [
-        deps.bus.subscribe(teamTopic(accountId), (e) => {
-          if (e.type === 'team_changed') {
-            teamSignal = true;
-            others.clear();
-            refreshMembers = true;
-            dirty = true;
-          } else if (e.type === 'schedule_changed') scheduleSignal = true;
-          poke();
-        }),
-        deps.bus.subscribe(runnersTopic(accountId), (e) => {
-          if (e.type === 'runner_online' || e.type === 'runner_offline') teamSignal = true;
-          poke();
-        }),
-        deps.bus.subscribe(EVENTS_TOPIC, (e) => {
-          if (e.type !== 'events_appended') return;
-          if (e.conversationIds.some((id) => members.has(id))) dirty = true;
+    const wanted = wantedBy(streams);
+    let members = await teamConversationAgents(db, accountId);
+    /** Conversations known not to be this account's teammates (membership only changes with a `team` event). */
+    const others = new Set<string>();
+    let teamSignal = false;
+    let scheduleSignal = false;
+    const account = deps.engine.feeds.account(accountId, streams);
+    type Item = { readonly event: TeamEventRow['event']; readonly agentId: string | null };
+    return sseTail<Item>(c, {
+      source: {
+        page: (from, limit) => pageTeamEvents(db, accountId, { after: from, limit, streams }),
+        live: (push) => account.live((event) => push({ event, agentId: null })),
+      },
+      idOf: (t) => t.event.id,
+      after,
+      heartbeatMs,
+      send: async (stream, { event, agentId: known }) => {
+        const convId = event.conversationId;
+        let agentId: string | undefined = known ?? members.get(convId);
+        if (agentId === undefined && !others.has(convId)) {
           // A conversation never seen may be a teammate's that started a moment ago: re-read to be sure.
-          const fresh = e.conversationIds.filter((id) => !members.has(id) && !others.has(id));
-          if (fresh.length > 0) {
-            for (const id of fresh) unknown.add(id);
-            refreshMembers = true;
-            dirty = true;
-          }
-          if (dirty) poke();
-        }),
-      ];
-      stream.onAbort(() => {
-        for (const u of unsubs) u();
-        poke();
-      });
-      try {
-        await stream.write(': connected\n\n');
-        while (!stream.aborted && !stream.closed) {
-          if (refreshMembers) {
-            refreshMembers = false;
-            members = await teamConversationAgents(db, accountId);
+          members = await teamConversationAgents(db, accountId);
+          agentId = members.get(convId);
+          if (agentId === undefined) {
             if (others.size > 10_000) others.clear();
-            for (const id of unknown) if (!members.has(id)) others.add(id);
-            unknown.clear();
+            others.add(convId);
           }
+        }
+        if (!agentId || !wanted(event)) return;
+        await stream.writeSSE({ id: String(event.id), event: event.kind, data: JSON.stringify({ ...eventView(event), conversation_id: convId, agent_id: agentId }) });
+      },
+      signals: {
+        watch: (wake) => {
+          const offTeam = deps.bus.subscribe(teamTopic(accountId), (e) => {
+            if (e.type === 'team_changed') {
+              teamSignal = true;
+              others.clear();
+            } else if (e.type === 'schedule_changed') scheduleSignal = true;
+            wake();
+          });
+          const offRunners = deps.bus.subscribe(runnersTopic(accountId), (e) => {
+            if (e.type === 'runner_online' || e.type === 'runner_offline') teamSignal = true;
+            wake();
+          });
+          return () => {
+            offTeam();
+            offRunners();
+          };
+        },
+        flush: async (stream) => {
           if (teamSignal) {
             teamSignal = false;
             await stream.writeSSE({ event: 'team', data: JSON.stringify({ reason: 'changed' }) });
@@ -286,28 +282,8 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
             scheduleSignal = false;
             await stream.writeSSE({ event: 'schedule', data: JSON.stringify({ reason: 'changed' }) });
           }
-          while (dirty && !stream.aborted) {
-            dirty = false;
-            for (;;) {
-              const page = await pageTeamEvents(db, accountId, { after: last, limit: 500, streams });
-              for (const { event, agentId } of page) {
-                await stream.writeSSE({
-                  id: String(event.id),
-                  event: event.kind,
-                  data: JSON.stringify({ ...eventView(event), conversation_id: event.conversationId, agent_id: agentId }),
-                });
-                last = event.id;
-              }
-              if (page.length < 500) break;
-            }
-          }
-          if (teamSignal || scheduleSignal || dirty || refreshMembers) continue;
-          const beat = await waker.sleep(heartbeatMs);
-          if (beat && !stream.aborted) await stream.write(': heartbeat\n\n');
-        }
-      } finally {
-        for (const u of unsubs) u();
-      }
+        },
+      },
     });
   });
 

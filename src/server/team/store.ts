@@ -2,6 +2,7 @@
  * Team queries: the conversations bound to the team channel, their turns' usage and replies, the
  * account-wide event page of the team stream, and the schedule rows with their firing queue.
  */
+import { streamFilter } from '../conversations/events-store.ts';
 import { and, asc, desc, eq, gt, inArray, isNotNull, lte, sql, type SQL } from 'drizzle-orm';
 import { conversations, events, sandboxes, turns, type EventRow, type EventStream, type Turn } from '../store/conversation-schema.ts';
 import type { ConversationWithSandbox } from '../conversations/store.ts';
@@ -99,13 +100,8 @@ export async function pageTeamEvents(
   q: { after: number; limit: number; streams?: ReadonlyArray<EventStream | 'stage'> | undefined },
 ): Promise<TeamEventRow[]> {
   const where: SQL[] = [eq(conversations.accountId, accountId), eq(conversations.channelId, TEAM_CHANNEL), isNotNull(conversations.agentId), gt(events.id, q.after)];
-  if (q.streams && q.streams.length > 0) {
-    const outputs = q.streams.filter((s): s is EventStream => s !== 'stage');
-    const stage = q.streams.includes('stage');
-    if (stage && outputs.length === 0) where.push(eq(events.kind, 'stage'));
-    else if (!stage) where.push(and(eq(events.kind, 'output'), inArray(events.stream, outputs))!);
-    else where.push(inArray(events.stream, [...outputs, '']));
-  }
+  const streams = streamFilter(q.streams);
+  if (streams) where.push(streams);
   const rows = await db
     .select({ event: events, agentId: conversations.agentId })
     .from(events)
@@ -114,12 +110,6 @@ export async function pageTeamEvents(
     .orderBy(asc(events.id))
     .limit(q.limit);
   return rows.map((r) => ({ event: r.event, agentId: r.agentId! }));
-}
-
-/** The newest event id in the store (0 when empty): where a stream without Last-Event-ID starts. */
-export async function latestEventId(db: EngineDb): Promise<number> {
-  const [row] = await db.select({ id: sql<string | null>`max(${events.id})` }).from(events);
-  return Number(row?.id ?? 0);
 }
 
 // ---------------------------------------------------------------- schedules

@@ -3,7 +3,7 @@
  * changes and sends only the ones whose HTML differs, plus the helper that renders JSX to a string.
  */
 import type { Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import { sseTail } from '../http/sse.ts';
 
 export const toHtml = async (el: unknown): Promise<string> => String(await Promise.resolve((el as { toString(): string | Promise<string> }).toString()));
 
@@ -17,53 +17,50 @@ export interface FragmentStreamOptions {
   readonly onError: (e: unknown) => void;
 }
 
-/** Keeps the connection open until the client leaves; comments every 15 s keep proxies from closing it. */
+/** Keeps the connection open until the client leaves, on the one SSE loop (http/sse.ts), which sends the heartbeats. */
 export function fragmentStream(c: Context, opts: FragmentStreamOptions): Response {
-  return streamSSE(c, async (stream) => {
-    const last = new Map<string, string>();
-    let closed = false;
-    let pending = false;
-    let unwatch: () => void = () => {};
-    let wake: () => void = () => {};
-    const changed = () => {
-      pending = true;
-      wake();
-    };
-    const cycle = async () => {
-      pending = false;
-      const frags = await opts.render();
-      unwatch();
-      unwatch = opts.watch(changed);
-      for (const [event, html] of frags) {
-        if (last.get(event) === html) continue;
-        last.set(event, html);
-        await stream.writeSSE({ event, data: html });
-      }
-    };
-    stream.onAbort(() => {
-      closed = true;
-      wake();
-    });
-    await stream.write(': connected\n\n');
-    const refresh = setInterval(changed, opts.refreshMs);
-    const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), 15_000);
-    try {
-      // The first render only records what the page already shows.
-      for (const [event, html] of await opts.render()) last.set(event, html);
-      unwatch = opts.watch(changed);
-      while (!closed) {
-        if (!pending) await new Promise<void>((r) => (wake = r));
-        if (closed) break;
+  const last = new Map<string, string>();
+  let pending = false;
+  let primed = false;
+  let unwatch: () => void = () => {};
+  let refresh: NodeJS.Timeout | undefined;
+  let changed: () => void = () => {};
+  return sseTail(c, {
+    signals: {
+      watch: (wake) => {
+        changed = () => {
+          pending = true;
+          wake();
+        };
+        unwatch = opts.watch(changed);
+        refresh = setInterval(changed, opts.refreshMs);
+        return () => {
+          clearInterval(refresh);
+          unwatch();
+        };
+      },
+      flush: async (stream) => {
+        if (!primed) {
+          // The first render only records what the page already shows.
+          primed = true;
+          for (const [event, html] of await opts.render()) last.set(event, html);
+          return;
+        }
+        if (!pending) return;
         // Coalesce bursts (a streamed answer) into one render.
         await new Promise((r) => setTimeout(r, 50));
-        await cycle();
-      }
-    } catch (e) {
-      if (!closed) opts.onError(e);
-    } finally {
-      clearInterval(refresh);
-      clearInterval(heartbeat);
-      unwatch();
-    }
+        pending = false;
+        const frags = await opts.render();
+        // Sources may change with what was rendered: subscribe again.
+        unwatch();
+        unwatch = opts.watch(changed);
+        for (const [event, html] of frags) {
+          if (last.get(event) === html) continue;
+          last.set(event, html);
+          await stream.writeSSE({ event, data: html });
+        }
+      },
+    },
+    onError: opts.onError,
   });
 }

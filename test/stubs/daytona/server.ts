@@ -58,6 +58,11 @@ export interface StubSandbox {
   networkBlockAll: boolean;
   networkAllowList: string;
   domainAllowList: string;
+  /**
+   * What the runner enforces, which the fields alone do not say: `open` after a settings call
+   * that restores general outbound access, else default-deny with the listed exceptions.
+   */
+  egress: 'open' | 'lists';
   proxyGen: number;
   readonly home: string;
   readonly sessions: Map<string, StubSession>;
@@ -151,6 +156,8 @@ export class DaytonaStub {
   #stopped = false;
   /** Count of follow-socket connections, so a test can show the adapter never relied on one. */
   followSocketConnections = 0;
+  /** Body bytes of every log read and file download: what following a command costs. */
+  journalBytesServed = 0;
 
   private constructor(opts: DaytonaStubOptions) {
     this.#opts = {
@@ -181,6 +188,16 @@ export class DaytonaStub {
   /** The control API base, as `DAYTONA_API_URL` would name it. */
   get apiUrl(): string {
     return `http://127.0.0.1:${this.#port}/api`;
+  }
+
+  /** Whether a sandbox may reach `host` (a domain or an IPv4 address) under its settings. */
+  egressAllowed(name: string, host: string): boolean {
+    const s = this.sandbox(name);
+    if (!s || s.egress === 'open') return true;
+    const list = (l: string) => l.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean);
+    const h = host.toLowerCase();
+    if (list(s.domainAllowList).some((d) => d === h || (d.startsWith('*.') && h.endsWith(d.slice(1))))) return true;
+    return list(s.networkAllowList).some((c) => ipv4InCidr(h, c));
   }
 
   sandbox(name: string): StubSandbox | undefined {
@@ -287,6 +304,7 @@ export class DaytonaStub {
         networkBlockAll: b.networkBlockAll ?? false,
         networkAllowList: b.networkAllowList ?? '',
         domainAllowList: b.domainAllowList ?? '',
+        egress: b.networkBlockAll || b.networkAllowList || b.domainAllowList ? 'lists' : 'open',
         proxyGen: 1,
         home,
         sessions: new Map(),
@@ -367,6 +385,14 @@ export class DaytonaStub {
       if (b.networkAllowList !== '') s.networkBlockAll = false;
     }
     if (b.domainAllowList !== undefined) s.domainAllowList = b.domainAllowList;
+    // The runner (apps/runner/pkg/docker/network.go): block-all sets a deny-all rule; otherwise a
+    // CIDR list replaces the rules, and an empty one removes them, which restores general outbound
+    // access whatever the domain list says. A domain list sent on its own is enforced (the SDK's
+    // `domain-allow-list` example); that path is not in the public runner, so it is modelled here.
+    if (b.networkBlockAll === true) s.egress = 'lists';
+    else if (b.networkAllowList !== undefined) s.egress = b.networkAllowList === '' ? 'open' : 'lists';
+    else if (b.networkBlockAll === false) s.egress = 'open';
+    else if (b.domainAllowList !== undefined) s.egress = b.domainAllowList === '' && !s.networkBlockAll ? 'open' : 'lists';
     return json(res, 200, this.#dto(s));
   }
 
@@ -408,6 +434,21 @@ export class DaytonaStub {
       } catch {
         throw new HttpError(404, `file not found: ${p}`);
       }
+      // The daemon serves downloads with gin's c.File (Go's http.ServeFile): `Range: bytes=N-`
+      // gets 206 with the rest of the file, or 416 when N is at or past the end.
+      const range = /^bytes=(\d+)-$/.exec(String(req.headers.range ?? ''));
+      if (range) {
+        const from = Number(range[1]);
+        if (from >= data.length) {
+          res.writeHead(416, { 'content-range': `bytes */${data.length}`, 'content-length': 0 });
+          return void res.end();
+        }
+        const part = data.subarray(from);
+        this.journalBytesServed += part.length;
+        res.writeHead(206, { 'content-type': 'application/octet-stream', 'content-range': `bytes ${from}-${data.length - 1}/${data.length}`, 'content-length': part.length });
+        return void res.end(part);
+      }
+      this.journalBytesServed += data.length;
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': data.length });
       return void res.end(data);
     }
@@ -445,6 +486,7 @@ export class DaytonaStub {
       // Without the split header (or a new enough SDK version) the markers are stripped and the
       // two streams come back merged: a client that forgot the header cannot tell them apart.
       const out = split ? raw : stripMarkers(raw);
+      this.journalBytesServed += out.length;
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': out.length });
       return void res.end(out);
     }
@@ -648,6 +690,17 @@ export class DaytonaStub {
 }
 
 // ---- helpers ----
+
+function ipv4InCidr(ip: string, cidr: string): boolean {
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3})(?:\/(\d{1,2}))?$/;
+  const a = m.exec(ip);
+  const c = m.exec(cidr);
+  if (!a || !c || a[2]) return false;
+  const bits = c[2] === undefined ? 32 : Number(c[2]);
+  const n = (x: string) => x.split('.').reduce((v, o) => (v << 8) + Number(o), 0) >>> 0;
+  const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
+  return (n(a[1]!) & mask) === (n(c[1]!) & mask);
+}
 
 function appendLines(cmd: StubCommand, marker: Buffer, text: Buffer): void {
   const clean = Buffer.from(text.filter((b) => b !== 0));

@@ -1,18 +1,26 @@
 /**
- * A local stand-in for E2B on loopback: the control plane (REST, X-API-Key) and envd (Connect JSON,
- * real child processes), reproducing E2B's quirks so the adapter's workarounds are tested for real.
+ * A local stand-in for E2B on loopback: the control plane (REST, X-API-Key) and envd (real Connect
+ * over HTTP/1.1, served by @connectrpc/connect-node from E2B's published process and filesystem
+ * services, running real child processes), reproducing E2B's quirks so the adapter's workarounds
+ * are tested for real.
  *
- * Quirks reproduced (vendors.md §1):
+ * Quirks reproduced (vendors.md §1 and its December 2026 corrections):
  * - no names: identity only through metadata filters on GET /v2/sandboxes, paged with X-Next-Token;
  * - POST /sandboxes without `timeout` lives 15 s; expiry pauses (autoPause) or kills;
  * - pause drops every open envd stream; processes are frozen (SIGSTOP) and thawed on connect;
+ * - `Connect-Timeout-Ms: 0` is a deadline already passed (connect-go): envd starts the process,
+ *   then ends the stream with deadline_exceeded before `start`; the process runs on unobserved;
+ * - any other `Connect-Timeout-Ms` on Start is the process lifetime (#500);
  * - the spawn race (#693): a process is registered, and `start` sent, only after `startDelayMs`;
  *   SendInput before that is `not_found`;
- * - stdin is /dev/null unless Start says `stdin: true` (#927);
- * - Connect replays nothing and output with no subscriber is discarded (#1640, #2639); after a
- *   resume Connect stops delivering stdout after 8 KiB (#1352); data may precede `start` (#1396);
- * - `Connect-Timeout-Ms` on Start is the process lifetime: envd kills the process at expiry (#500);
- * - proto3 JSON: `exitCode: 0` is omitted from the end event;
+ * - every command runs as `/bin/sh -c 'exec "$@"' -- cmd args`, so a missing binary is exit 127;
+ *   stdin is open unless Start says `stdin: false`; a missing cwd is invalid_argument;
+ * - output fans out to every subscriber in turn (envd's MultiplexedChannel); output with no
+ *   subscriber is discarded (#1640, #2639); a stream still open when the sandbox is paused
+ *   becomes a ghost after resume that never reads, so the whole fan-out of that process stalls
+ *   (`ghostStallMs`, ~15 min at E2B: infra#3292, E2B#1587): 64 events queue, then the process's
+ *   stdout pipe fills and the process blocks on its writes;
+ * - proto3: `exitCode: 0` is omitted from the end event on the wire;
  * - PUT /network replaces the whole policy; with no matching rule the firewall allows;
  *   `denyOut` takes IPs and CIDRs only.
  * Processes see their sandbox's own /home (a bind mount in a private mount namespace) when
@@ -21,13 +29,26 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { z } from 'zod';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { FileType, Filesystem } from '../../../src/providers/e2b/gen/filesystem_pb.ts';
+import { Process, ProcessEventSchema, Signal } from '../../../src/providers/e2b/gen/process_pb.ts';
+import type { ProcessSelector, StartRequest } from '../../../src/providers/e2b/gen/process_pb.ts';
+
+type EventInit = MessageInitShape<typeof ProcessEventSchema>;
+
+/** envd's fan-out buffer (outputBufferSize) and read size (stdChunkSize). */
+const FANOUT_EVENTS = 64;
+const CHUNK = 32 * 1024;
 
 export interface E2BStubOptions {
   readonly apiKey: string;
@@ -41,6 +62,8 @@ export interface E2BStubOptions {
   readonly defaultUser?: string;
   /** Use a private mount namespace per process (default: when available). */
   readonly isolate?: boolean;
+  /** How long a ghost subscriber (open across a pause) stalls a process's fan-out (~924 s at E2B). */
+  readonly ghostStallMs?: number;
 }
 
 export interface Fault {
@@ -55,15 +78,14 @@ interface Network {
 }
 
 interface Subscriber {
-  readonly res: ServerResponse;
-  /** Events held until `start` is sent; null once live. */
-  queue: unknown[] | null;
-  /** Bytes of stdout still deliverable (the post-resume Connect bug); Infinity normally. */
-  stdoutBudget: number;
-  readonly isStart: boolean;
-  deadlineExceeded: boolean;
-  /** The marker went out while events were still held: cut the stream right after the flush. */
-  dropAfterFlush?: boolean;
+  readonly queue: EventInit[];
+  wake: (() => void) | null;
+  /** Open when the sandbox was paused: after resume it never reads again. */
+  ghost: boolean;
+  /** The client went away cleanly; the fan-out skips it. */
+  gone: boolean;
+  /** Cut the connection (no end-stream) once this subscriber has sent what it holds. */
+  cut: boolean;
 }
 
 interface Proc {
@@ -74,9 +96,11 @@ interface Proc {
   readonly stdin: boolean;
   registered: boolean;
   exited: boolean;
-  end: Record<string, unknown> | null;
-  readonly subscribers: Set<Subscriber>;
-  readonly resumesAtStart: number;
+  end: EventInit | null;
+  readonly subs: Set<Subscriber>;
+  /** Events not yet fanned out (envd's Source channel). */
+  readonly source: EventInit[];
+  ghostTimer: NodeJS.Timeout | null;
 }
 
 interface Sandbox {
@@ -95,6 +119,8 @@ interface Sandbox {
   readonly procs: Map<number, Proc>;
   resumes: number;
   readonly streams: Set<ServerResponse>;
+  /** Every subscriber of every process, so a pause can turn the open ones into ghosts. */
+  readonly subs: Set<Subscriber>;
 }
 
 export interface RecordedRequest {
@@ -129,28 +155,6 @@ const newSandboxSchema = z.object({
 
 const IP_OR_CIDR = /^(\d{1,3}\.){3}\d{1,3}(\/\d{1,2})?$/;
 
-const selectorSchema = z.union([z.object({ pid: z.number() }), z.object({ tag: z.string() })]);
-
-const startSchema = z.object({
-  process: z.object({
-    cmd: z.string().min(1),
-    args: z.array(z.string()).optional(),
-    envs: z.record(z.string(), z.string()).optional(),
-    cwd: z.string().optional(),
-  }),
-  tag: z.string().optional(),
-  stdin: z.boolean().optional(),
-  pty: z.unknown().optional(),
-});
-
-function envelope(message: unknown, flags = 0): Buffer {
-  const json = Buffer.from(JSON.stringify(message));
-  const head = Buffer.alloc(5);
-  head.writeUInt8(flags, 0);
-  head.writeUInt32BE(json.length, 1);
-  return Buffer.concat([head, json]);
-}
-
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -167,22 +171,6 @@ function json(res: ServerResponse, status: number, body?: unknown, headers: Reco
   }
   const data = Buffer.from(JSON.stringify(body));
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(data.length), ...headers }).end(data);
-}
-
-/** The HTTP status Connect assigns to each code. */
-const CONNECT_STATUS: Record<string, number> = {
-  not_found: 404,
-  unauthenticated: 401,
-  permission_denied: 403,
-  invalid_argument: 400,
-  failed_precondition: 400,
-  already_exists: 409,
-  unavailable: 503,
-  internal: 500,
-};
-
-function connectError(res: ServerResponse, code: string, message: string): void {
-  json(res, CONNECT_STATUS[code] ?? 500, { code, message });
 }
 
 let isolationProbe: boolean | undefined;
@@ -219,10 +207,12 @@ export class E2BStub {
       dropMarker: o.dropMarker,
       defaultUser: o.defaultUser ?? 'user',
       isolate: o.isolate ?? isolationWorks(),
+      ghostStallMs: o.ghostStallMs ?? 924_000,
     };
     this.#dir = mkdtempSync(join(tmpdir(), 'e2b-stub-'));
     this.#api = http.createServer((req, res) => void this.#onApi(req, res).catch((e) => this.#crash(res, e)));
-    this.#envd = http.createServer((req, res) => void this.#onEnvd(req, res).catch((e) => this.#crash(res, e)));
+    const rpc = connectNodeAdapter({ routes: (router) => this.#routes(router), fallback: (req, res) => void this.#fallback(req as IncomingMessage, res as ServerResponse) });
+    this.#envd = http.createServer((req, res) => void this.#onEnvd(req, res, rpc).catch((e) => this.#crash(res, e)));
   }
 
   static async start(o: E2BStubOptions): Promise<E2BStub> {
@@ -389,6 +379,7 @@ export class E2BStub {
       procs: new Map(),
       resumes: 0,
       streams: new Set(),
+      subs: new Set(),
     };
     this.#sandboxes.set(id, s);
     // The spec's default lifetime when the client does not say: 15 seconds.
@@ -469,10 +460,11 @@ export class E2BStub {
     if (s.ttl) clearTimeout(s.ttl);
     s.ttl = null;
     this.#signalAll(s, 'SIGSTOP');
-    // Every client connection drops at pause, envd streams included.
+    // Every client connection drops at pause, envd streams included; but a stream envd had not
+    // yet seen close is snapshotted with the VM and, after resume, blocks its fan-out (infra#3292).
+    for (const sub of s.subs) if (!sub.gone) sub.ghost = true;
     for (const res of s.streams) res.destroy();
     s.streams.clear();
-    for (const p of s.procs.values()) p.subscribers.clear();
   }
 
   #resume(s: Sandbox): void {
@@ -485,6 +477,7 @@ export class E2BStub {
     if (s.ttl) clearTimeout(s.ttl);
     s.ttl = null;
     this.#signalAll(s, 'SIGKILL');
+    for (const p of s.procs.values()) if (p.ghostTimer) clearTimeout(p.ghostTimer);
     for (const res of s.streams) res.destroy();
     s.streams.clear();
     rmSync(s.root, { recursive: true, force: true });
@@ -492,19 +485,11 @@ export class E2BStub {
 
   // ---- envd ---------------------------------------------------------------------------------
 
-  #user(req: IncomingMessage): string | null {
-    const auth = req.headers.authorization;
-    if (!auth) return this.#o.defaultUser;
-    const m = /^Basic (.+)$/.exec(auth);
-    if (!m) return null;
-    const user = Buffer.from(m[1]!, 'base64').toString('utf8').split(':')[0] ?? '';
-    return /^[a-z_][a-z0-9_-]{0,31}$/.test(user) ? user : null;
-  }
-
-  async #onEnvd(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Checks the edge's routing, then hands RPCs to the Connect adapter; `/files` is plain HTTP. */
+  async #onEnvd(req: IncomingMessage, res: ServerResponse, rpc: (req: IncomingMessage, res: ServerResponse) => void): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://stub');
-    const raw = await readBody(req);
-    this.requests.push({ server: 'envd', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body: raw.length < 4096 ? raw.toString('utf8') : `<${raw.length} bytes>` });
+    const isRpc = url.pathname.startsWith('/process.Process/') || url.pathname.startsWith('/filesystem.Filesystem/');
+    this.requests.push({ server: 'envd', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body: isRpc ? '<rpc>' : undefined });
     const fault = this.#fault('envd', req, url.pathname + url.search);
     if (fault) return json(res, fault.status, fault.body ?? { code: 'unavailable', message: 'injected' }, fault.headers);
     const id = req.headers['e2b-sandbox-id'];
@@ -512,77 +497,112 @@ export class E2BStub {
     // The edge proxy answers for sandboxes it cannot route to.
     if (!s) return json(res, 502, { code: 502, message: `sandbox ${String(id)} not found` });
     if (s.state === 'paused') return json(res, 502, { code: 502, message: `sandbox ${s.id} is paused` });
-    if (req.headers['x-access-token'] !== s.token) return connectError(res, 'unauthenticated', 'invalid access token');
-    const user = this.#user(req);
-    if (!user) return connectError(res, 'unauthenticated', 'invalid user');
-    const home = join(s.root, 'home', user);
-    mkdirSync(home, { recursive: true });
+    if (!isRpc) return this.#fallback(req, res);
+    s.streams.add(res);
+    res.on('close', () => s.streams.delete(res));
+    const key = randomBytes(8).toString('hex');
+    this.#responses.set(key, res);
+    res.on('close', () => this.#responses.delete(key));
+    req.headers['x-stub-request'] = key;
+    rpc(req, res);
+  }
 
-    if (req.method === 'POST' && url.pathname === '/files') return this.#upload(req, res, s, user, url, raw);
-    const rpc = /^\/(process\.Process)\/(\w+)$/.exec(url.pathname);
-    if (req.method !== 'POST' || !rpc) return json(res, 404, { code: 'not_found', message: 'no such route' });
-    const method = rpc[2]!;
-    const streaming = method === 'Start' || method === 'Connect';
-    const ctype = String(req.headers['content-type'] ?? '');
-    if (streaming && ctype !== 'application/connect+json') return json(res, 415, { code: 'invalid_argument', message: 'expected application/connect+json' });
-    if (!streaming && ctype !== 'application/json') return json(res, 415, { code: 'invalid_argument', message: 'expected application/json' });
-    let msg: unknown;
-    try {
-      msg = JSON.parse((streaming ? raw.subarray(5) : raw).toString('utf8'));
-    } catch {
-      return connectError(res, 'invalid_argument', 'bad message');
-    }
-    switch (method) {
-      case 'Start':
-        return this.#start(req, res, s, user, msg);
-      case 'Connect':
-        return this.#connect(res, s, msg);
-      case 'List':
-        return json(res, 200, {
+  readonly #responses = new Map<string, ServerResponse>();
+
+  /** The sandbox and Linux user of an RPC, or the Connect error envd answers with. */
+  #caller(ctx: HandlerContext): { s: Sandbox; user: string } {
+    const s = this.#sandboxes.get(ctx.requestHeader.get('e2b-sandbox-id') ?? '');
+    if (!s) throw new ConnectError('sandbox not found', Code.Unavailable);
+    if (ctx.requestHeader.get('x-access-token') !== s.token) throw new ConnectError('invalid access token', Code.Unauthenticated);
+    const user = this.#userOf(ctx.requestHeader.get('authorization'));
+    if (!user) throw new ConnectError('invalid user', Code.Unauthenticated);
+    mkdirSync(join(s.root, 'home', user), { recursive: true });
+    return { s, user };
+  }
+
+  #userOf(auth: string | null): string | null {
+    if (!auth) return this.#o.defaultUser;
+    const m = /^Basic (.+)$/.exec(auth);
+    if (!m) return null;
+    const user = Buffer.from(m[1]!, 'base64').toString('utf8').split(':')[0] ?? '';
+    return /^[a-z_][a-z0-9_-]{0,31}$/.test(user) ? user : null;
+  }
+
+  async #fallback(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://stub');
+    const raw = await readBody(req);
+    const s = this.#sandboxes.get(String(req.headers['e2b-sandbox-id'] ?? ''));
+    if (!s || req.method !== 'POST' || url.pathname !== '/files') return json(res, 404, { code: 'not_found', message: 'no such route' });
+    if (req.headers['x-access-token'] !== s.token) return json(res, 401, { code: 401, message: 'invalid access token' });
+    const user = this.#userOf(req.headers.authorization ?? null);
+    if (!user) return json(res, 401, { code: 401, message: 'invalid user' });
+    return this.#upload(req, res, s, user, url, raw);
+  }
+
+  #routes(router: ConnectRouter): void {
+    router.service(Process, {
+      list: (_req, ctx) => {
+        const { s } = this.#caller(ctx);
+        return {
           processes: [...s.procs.values()]
             .filter((p) => p.registered && !p.exited)
-            .map((p) => ({ config: p.config, pid: p.pid, ...(p.tag ? { tag: p.tag } : {}) })),
-        });
-      case 'SendInput': {
-        const b = z.object({ process: selectorSchema, input: z.object({ stdin: z.string() }) }).safeParse(msg);
-        if (!b.success) return connectError(res, 'invalid_argument', 'bad SendInput');
-        const p = this.#find(s, b.data.process);
-        if (!p) return connectError(res, 'not_found', 'process not found');
-        if (!p.stdin || !p.child.stdin || p.child.stdin.writableEnded) return connectError(res, 'failed_precondition', 'stdin not enabled or closed');
-        p.child.stdin.write(Buffer.from(b.data.input.stdin, 'base64'));
-        return json(res, 200, {});
-      }
-      case 'CloseStdin': {
-        const b = z.object({ process: selectorSchema }).safeParse(msg);
-        if (!b.success) return connectError(res, 'invalid_argument', 'bad CloseStdin');
-        const p = this.#find(s, b.data.process);
-        if (!p) return connectError(res, 'not_found', 'process not found');
-        if (!p.stdin) return connectError(res, 'failed_precondition', 'stdin not enabled');
+            .map((p) => ({ config: p.config, pid: p.pid, ...(p.tag !== undefined ? { tag: p.tag } : {}) })),
+        };
+      },
+      start: (req, ctx) => this.#start(req, ctx),
+      connect: (req, ctx) => this.#connect(req.process, ctx),
+      sendInput: (req, ctx) => {
+        const { s } = this.#caller(ctx);
+        const p = this.#find(s, req.process);
+        if (!p) throw new ConnectError('process not found', Code.NotFound);
+        if (req.input?.input.case !== 'stdin') throw new ConnectError('stdin expected', Code.InvalidArgument);
+        if (!p.stdin || !p.child.stdin || p.child.stdin.writableEnded) throw new ConnectError('stdin not enabled or closed', Code.FailedPrecondition);
+        p.child.stdin.write(req.input.input.value);
+        return {};
+      },
+      closeStdin: (req, ctx) => {
+        const { s } = this.#caller(ctx);
+        const p = this.#find(s, req.process);
+        if (!p) throw new ConnectError('process not found', Code.NotFound);
         p.child.stdin?.end();
-        return json(res, 200, {});
-      }
-      case 'SendSignal': {
-        const b = z.object({ process: selectorSchema, signal: z.enum(['SIGNAL_SIGTERM', 'SIGNAL_SIGKILL']) }).safeParse(msg);
-        if (!b.success) return connectError(res, 'invalid_argument', 'bad SendSignal');
-        const p = this.#find(s, b.data.process);
-        if (!p) return connectError(res, 'not_found', 'process not found');
+        return {};
+      },
+      sendSignal: (req, ctx) => {
+        const { s } = this.#caller(ctx);
+        const p = this.#find(s, req.process);
+        if (!p) throw new ConnectError('process not found', Code.NotFound);
+        if (req.signal !== Signal.SIGTERM && req.signal !== Signal.SIGKILL) throw new ConnectError('bad signal', Code.InvalidArgument);
         try {
-          process.kill(-p.pid, b.data.signal === 'SIGNAL_SIGKILL' ? 'SIGKILL' : 'SIGTERM');
+          process.kill(-p.pid, req.signal === Signal.SIGKILL ? 'SIGKILL' : 'SIGTERM');
         } catch {
           // Raced its exit.
         }
-        return json(res, 200, {});
-      }
-      default:
-        return connectError(res, 'unimplemented' as string, `${method} is not implemented by the stub`);
-    }
+        return {};
+      },
+    });
+    router.service(Filesystem, {
+      stat: (req, ctx) => {
+        const { s, user } = this.#caller(ctx);
+        const abs = req.path.startsWith('~/') ? posix.join('/home', user, req.path.slice(2)) : req.path;
+        const host = this.#resolvePath(s, user, abs);
+        let st;
+        try {
+          st = statSync(host);
+        } catch {
+          throw new ConnectError(`path '${abs}' does not exist`, Code.NotFound);
+        }
+        return { entry: { name: posix.basename(abs), path: abs, type: st.isDirectory() ? FileType.DIRECTORY : FileType.FILE } };
+      },
+    });
   }
 
   /** Only registered, running processes are addressable: before `start` and after exit it is not_found. */
-  #find(s: Sandbox, sel: z.infer<typeof selectorSchema>): Proc | undefined {
+  #find(s: Sandbox, sel: ProcessSelector | undefined): Proc | undefined {
+    const which = sel?.selector;
+    if (!which?.case) return undefined;
     for (const p of s.procs.values()) {
       if (!p.registered || p.exited) continue;
-      if ('pid' in sel ? p.pid === sel.pid : p.tag === sel.tag) return p;
+      if (which.case === 'pid' ? p.pid === which.value : p.tag === which.value) return p;
     }
     return undefined;
   }
@@ -615,51 +635,117 @@ export class E2BStub {
     return json(res, 200, [{ path, name: posix.basename(path), type: 'file' }]);
   }
 
-  #openStream(res: ServerResponse, s: Sandbox): void {
-    res.writeHead(200, { 'content-type': 'application/connect+json' });
-    res.flushHeaders();
-    s.streams.add(res);
-    res.on('close', () => s.streams.delete(res));
+  // ---- the fan-out ----------------------------------------------------------------------------
+
+  #subscribe(s: Sandbox, p: Proc | null): Subscriber {
+    const sub: Subscriber = { queue: [], wake: null, ghost: false, gone: false, cut: false };
+    p?.subs.add(sub);
+    s.subs.add(sub);
+    return sub;
   }
 
-  #send(sub: Subscriber, event: unknown): void {
-    if (sub.queue) sub.queue.push(event);
-    else if (!sub.res.destroyed) sub.res.write(envelope(event));
+  #leave(s: Sandbox, p: Proc | null, sub: Subscriber): void {
+    // A ghost stays: envd never learns that its peer is gone until TCP gives up.
+    if (sub.ghost) return;
+    sub.gone = true;
+    p?.subs.delete(sub);
+    s.subs.delete(sub);
   }
 
-  /** Flush what was written, then close the connection with no end event and no end-stream. */
-  #drop(sub: Subscriber): void {
-    sub.res.socket?.end();
+  #emit(p: Proc, ev: EventInit): void {
+    p.source.push(ev);
+    this.#pump(p);
   }
 
-  #finish(sub: Subscriber, error?: { code: string; message: string }): void {
-    if (sub.res.destroyed) return;
-    sub.res.end(envelope(error ? { error } : {}, 0x02));
-  }
-
-  #start(req: IncomingMessage, res: ServerResponse, s: Sandbox, user: string, msg: unknown): void {
-    const b = startSchema.safeParse(msg);
-    if (!b.success) {
-      this.#openStream(res, s);
-      res.end(envelope({ error: { code: 'invalid_argument', message: 'bad StartRequest' } }, 0x02));
-      return;
+  /** envd's MultiplexedChannel.run: each event goes to every subscriber in turn; a ghost blocks it. */
+  #pump(p: Proc): void {
+    while (p.source.length > 0) {
+      const ghost = [...p.subs].find((x) => x.ghost);
+      if (ghost) {
+        if (!p.ghostTimer) {
+          p.ghostTimer = setTimeout(() => {
+            // The kernel gives up retransmitting: the ghost's send fails and it is dropped.
+            p.ghostTimer = null;
+            ghost.ghost = false;
+            ghost.gone = true;
+            p.subs.delete(ghost);
+            this.#pump(p);
+          }, this.#o.ghostStallMs);
+          p.ghostTimer.unref();
+        }
+        break;
+      }
+      const ev = p.source.shift()!;
+      // Output nobody subscribed to is discarded.
+      for (const sub of p.subs) {
+        if (sub.gone) continue;
+        sub.queue.push(ev);
+        sub.wake?.();
+      }
     }
-    const { process: pc, tag } = b.data;
-    const lifetimeMs = Number(req.headers['connect-timeout-ms'] ?? 0) || 0;
-    const keepaliveS = Number(req.headers['keepalive-ping-interval'] ?? 0) || 0;
+    // Back-pressure: with the Source buffer full the pipe readers stop, the pipe fills, and the
+    // process blocks on its next write.
+    const full = p.source.length >= FANOUT_EVENTS;
+    for (const st of [p.child.stdout, p.child.stderr]) {
+      if (!st) continue;
+      if (full && !st.isPaused()) st.pause();
+      else if (!full && st.isPaused()) st.resume();
+    }
+  }
+
+  /** Streams a subscriber's events until the process ends, the client leaves, or it is cut. */
+  async *#drain(sub: Subscriber, ctx: HandlerContext): AsyncGenerator<{ event: EventInit }> {
+    const res = this.#responses.get(ctx.requestHeader.get('x-stub-request') ?? '');
+    for (;;) {
+      while (sub.queue.length > 0) {
+        const ev = sub.queue.shift()!;
+        yield { event: ev };
+        if (ev.event?.case === 'end') return;
+      }
+      if (sub.cut) {
+        // What was written reaches the client; then the connection closes with no end-stream.
+        res?.socket?.end();
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+        throw new ConnectError('connection cut', Code.Aborted);
+      }
+      // A deadline (the process lifetime) ends the RPC with deadline_exceeded, as envd does.
+      if (ctx.signal.aborted) throw ctx.signal.reason instanceof ConnectError ? ctx.signal.reason : new ConnectError('client went away', Code.Canceled);
+      await new Promise<void>((resolve) => {
+        sub.wake = resolve;
+        ctx.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      sub.wake = null;
+    }
+  }
+
+  #start(req: StartRequest, ctx: HandlerContext): AsyncGenerator<{ event: EventInit }> {
+    const { s, user } = this.#caller(ctx);
+    const pc = req.process;
+    if (!pc || !pc.cmd) throw new ConnectError('process config is required', Code.InvalidArgument);
     const home = `/home/${user}`;
     const cwdInside = pc.cwd ?? home;
+    if (pc.cwd !== undefined && !existsSync(this.#resolvePath(s, user, pc.cwd))) {
+      throw new ConnectError(`cwd '${pc.cwd}' does not exist`, Code.InvalidArgument);
+    }
+    const header = ctx.requestHeader.get('connect-timeout-ms');
+    // envd's own reading of the header: 0 or absent is no process lifetime.
+    const lifetimeMs = Number(header ?? 0) || 0;
+    const keepaliveS = Number(ctx.requestHeader.get('keepalive-ping-interval') ?? 0) || 0;
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
       LANG: 'C.UTF-8',
       USER: user,
+      LOGNAME: user,
       HOME: this.#o.isolate ? home : join(s.root, 'home', user),
       ...s.envVars,
-      ...(pc.envs ?? {}),
+      ...pc.envs,
     };
-    const args = pc.args ?? [];
+    const args = [...pc.args];
+    // envd opens stdin unless told not to (clients older than the field expect it open).
+    const stdin = req.stdin !== false;
+    const stdio: ['pipe' | 'ignore', 'pipe', 'pipe'] = [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'];
     let child: ChildProcess;
-    const stdio: ['pipe' | 'ignore', 'pipe', 'pipe'] = [b.data.stdin === true ? 'pipe' : 'ignore', 'pipe', 'pipe'];
+    // Like envd, every command runs as `/bin/sh -c '… exec "$@"' -- cmd args`.
     if (this.#o.isolate) {
       child = spawn(
         'unshare',
@@ -668,37 +754,32 @@ export class E2BStub {
       );
     } else {
       const cwd = cwdInside.startsWith('/home/') ? join(s.root, cwdInside) : cwdInside;
-      mkdirSync(join(s.root, 'home', user), { recursive: true });
-      child = spawn(pc.cmd, args, { env, stdio, detached: true, cwd });
+      child = spawn('/bin/sh', ['-c', 'exec "$@"', '--', pc.cmd, ...args], { env, stdio, detached: true, cwd });
     }
-    this.#openStream(res, s);
-    const sub: Subscriber = { res, queue: [], stdoutBudget: Infinity, isStart: true, deadlineExceeded: false };
-    child.on('error', (e) => {
-      // A missing binary: envd fails the RPC before any event.
-      if (!res.destroyed) res.end(envelope({ error: { code: 'unknown', message: `failed to start: ${e.message}` } }, 0x02));
-    });
-    if (child.pid === undefined) return;
+    child.on('error', () => undefined);
+    child.stdin?.on('error', () => undefined);
+    if (child.pid === undefined) throw new ConnectError('failed to start process', Code.Internal);
     const proc: Proc = {
       pid: child.pid,
-      tag,
+      tag: req.tag,
       child,
-      config: { cmd: pc.cmd, args, envs: pc.envs ?? {}, ...(pc.cwd ? { cwd: pc.cwd } : {}) },
-      stdin: b.data.stdin === true,
+      config: { cmd: pc.cmd, args, envs: { ...pc.envs }, ...(pc.cwd !== undefined ? { cwd: pc.cwd } : {}) },
+      stdin,
       registered: false,
       exited: false,
       end: null,
-      subscribers: new Set([sub]),
-      resumesAtStart: s.resumes,
+      subs: new Set(),
+      source: [],
+      ghostTimer: null,
     };
     s.procs.set(proc.pid, proc);
-    child.stdin?.on('error', () => undefined);
-    res.on('close', () => proc.subscribers.delete(sub));
+    const sub = this.#subscribe(s, proc);
+    ctx.signal.addEventListener('abort', () => this.#leave(s, proc, sub), { once: true });
 
     let lifetime: NodeJS.Timeout | undefined;
     if (lifetimeMs > 0) {
       // The deadline header is the process lifetime on Start.
       lifetime = setTimeout(() => {
-        sub.deadlineExceeded = true;
         try {
           process.kill(-proc.pid, 'SIGKILL');
         } catch {
@@ -706,82 +787,77 @@ export class E2BStub {
         }
       }, lifetimeMs);
     }
-    let keepalive: NodeJS.Timeout | undefined;
-    if (keepaliveS > 0) keepalive = setInterval(() => this.#send(sub, { event: { keepalive: {} } }), keepaliveS * 1000);
-
+    const marker = this.#o.dropMarker;
     const output = (kind: 'stdout' | 'stderr') => (chunk: Buffer) => {
-      // Output with no subscriber is discarded: nothing is kept for a later Connect.
-      for (const sb of [...proc.subscribers]) {
-        let data = chunk;
-        if (kind === 'stdout' && sb.stdoutBudget !== Infinity) {
-          data = chunk.subarray(0, Math.max(0, sb.stdoutBudget));
-          sb.stdoutBudget -= data.length;
-          if (data.length === 0) continue;
-        }
-        this.#send(sb, { event: { data: { [kind]: data.toString('base64') } } });
-        if (this.#o.dropMarker && chunk.includes(this.#o.dropMarker)) {
-          proc.subscribers.delete(sb);
-          if (sb.queue) sb.dropAfterFlush = true;
-          else this.#drop(sb);
-        }
+      for (let i = 0; i < chunk.length; i += CHUNK) {
+        const part = chunk.subarray(i, i + CHUNK);
+        this.#emit(proc, { event: { case: 'data', value: { output: { case: kind, value: new Uint8Array(part) } } } });
+      }
+      if (marker && chunk.includes(marker)) {
+        // A proxy drop: every current stream is cut right after this output.
+        for (const x of proc.subs) x.cut = true;
+        for (const x of proc.subs) x.wake?.();
+        proc.subs.clear();
       }
     };
     child.stdout!.on('data', output('stdout'));
     child.stderr!.on('data', output('stderr'));
     child.on('close', (code, signal) => {
       clearTimeout(lifetime);
-      clearInterval(keepalive);
       proc.exited = true;
-      const end: Record<string, unknown> =
+      proc.end =
         code !== null
-          ? { exited: true, status: `exit status ${code}`, ...(code !== 0 ? { exitCode: code } : {}) }
-          : { exitCode: -1, exited: false, status: `signal: ${GO_SIGNAL_NAMES[signal ?? ''] ?? signal}` };
-      proc.end = end;
-      for (const sb of [...proc.subscribers]) {
-        this.#send(sb, { event: { end } });
-        if (!sb.queue) this.#finish(sb, sb.deadlineExceeded ? { code: 'deadline_exceeded', message: 'process lifetime exceeded' } : undefined);
-      }
+          ? { event: { case: 'end', value: { exited: true, status: `exit status ${code}`, exitCode: code } } }
+          : { event: { case: 'end', value: { exitCode: -1, exited: false, status: `signal: ${GO_SIGNAL_NAMES[signal ?? ''] ?? signal}` } } };
+      this.#emit(proc, proc.end);
       // envd keeps an exited process's end for 30 s for late Connects.
       setTimeout(() => s.procs.delete(proc.pid), 30_000).unref();
     });
-    // The race window: envd registers the process, then sends `start`.
-    setTimeout(() => {
+
+    const self = this;
+    return (async function* () {
+      if (header === '0') {
+        // connect-go turns a 0 header into a deadline already passed. envd has started the process
+        // (it runs on, with no lifetime) and the RPC ends before `start`.
+        setTimeout(() => (proc.registered = true), self.#o.startDelayMs);
+        self.#leave(s, proc, sub);
+        throw new ConnectError('the operation timed out', Code.DeadlineExceeded);
+      }
+      // The race window: envd registers the process, then sends `start`.
+      await new Promise((r) => setTimeout(r, self.#o.startDelayMs));
       proc.registered = true;
-      const queued = sub.queue ?? [];
-      sub.queue = null;
-      if (res.destroyed) return;
-      res.write(envelope({ event: { start: { pid: proc.pid } } }));
-      for (const e of queued) res.write(envelope(e));
-      if (sub.dropAfterFlush) return this.#drop(sub);
-      if (proc.exited) this.#finish(sub, sub.deadlineExceeded ? { code: 'deadline_exceeded', message: 'process lifetime exceeded' } : undefined);
-    }, this.#o.startDelayMs);
+      yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
+      let keepalive: NodeJS.Timeout | undefined;
+      if (keepaliveS > 0) {
+        keepalive = setInterval(() => {
+          sub.queue.push({ event: { case: 'keepalive', value: {} } });
+          sub.wake?.();
+        }, keepaliveS * 1000);
+      }
+      try {
+        yield* self.#drain(sub, ctx);
+      } finally {
+        clearInterval(keepalive);
+      }
+    })();
   }
 
-  #connect(res: ServerResponse, s: Sandbox, msg: unknown): void {
-    this.#openStream(res, s);
-    const b = z.object({ process: selectorSchema }).safeParse(msg);
-    const sel = b.success ? b.data.process : null;
-    const proc = sel
-      ? [...s.procs.values()].find((p) => p.registered && ('pid' in sel ? p.pid === sel.pid : p.tag === sel.tag))
+  async *#connect(sel: ProcessSelector | undefined, ctx: HandlerContext): AsyncGenerator<{ event: EventInit }> {
+    const { s } = this.#caller(ctx);
+    const which = sel?.selector;
+    const proc = which?.case
+      ? [...s.procs.values()].find((p) => p.registered && (which.case === 'pid' ? p.pid === which.value : p.tag === which.value))
       : undefined;
-    if (!proc) {
-      res.end(envelope({ error: { code: 'not_found', message: 'process not found' } }, 0x02));
+    if (!proc) throw new ConnectError('process not found', Code.NotFound);
+    yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
+    if (proc.exited && proc.end) {
+      yield { event: proc.end };
       return;
     }
-    if (proc.exited) {
-      res.write(envelope({ event: { start: { pid: proc.pid } } }));
-      res.write(envelope({ event: { end: proc.end } }));
-      res.end(envelope({}, 0x02));
-      return;
-    }
-    // No replay: only output produced from now on. After a resume stdout stalls at 8 KiB.
-    const sub: Subscriber = { res, queue: null, stdoutBudget: s.resumes > proc.resumesAtStart ? 8192 : Infinity, isStart: false, deadlineExceeded: false };
-    proc.subscribers.add(sub);
-    res.on('close', () => proc.subscribers.delete(sub));
-    // `start` goes out a tick later, so output already in flight can precede it.
-    setImmediate(() => {
-      if (!res.destroyed) res.write(envelope({ event: { start: { pid: proc.pid } } }));
-    });
+    // No replay: only output fanned out from now on.
+    const sub = this.#subscribe(s, proc);
+    ctx.signal.addEventListener('abort', () => this.#leave(s, proc, sub), { once: true });
+    yield* this.#drain(sub, ctx);
   }
 }
 

@@ -28,6 +28,22 @@ export interface SpritesStubOptions {
   readonly duplicateStatus?: 400 | 409;
   /** The status of a network-policy POST: 200 per the docs, 204 per the SDK. */
   readonly policyPostStatus?: 200 | 204;
+  /**
+   * A sprite older than 0.0.1-rc30: attach is `/exec?id=<id>` only, and `/exec/{id}` answers 404
+   * (sprites-go falls back on that 404).
+   */
+  readonly legacyAttach?: boolean;
+  /**
+   * When a new exec's `session_info` text frame goes out. Its order relative to output is
+   * undocumented and neither official SDK waits for it: `first` (before any output),
+   * `after_output` (after the first output or exit frame), or `never`.
+   */
+  readonly sessionInfo?: 'first' | 'after_output' | 'never';
+  /**
+   * Listing and killing are separate requests, so a session can end between them. This widens
+   * that window: an ended session stays in GET /exec for this long (its kill answers 410).
+   */
+  readonly listEndedForMs?: number;
 }
 
 /** Failures the real service produces now and then, switched on by a test. */
@@ -38,6 +54,11 @@ export interface StubFaults {
   rateLimitCreates?: number;
   /** Claim more pages but give no continuation token. */
   brokenPaging?: boolean;
+  /**
+   * The next N sessions that end close their sockets with 1000 and no exit frame, as 25–35% of
+   * fast commands do at Sprites (sprites-py#16).
+   */
+  closeWithoutExit?: { times: number; commandIncludes?: string };
 }
 
 export interface PolicyRule {
@@ -59,6 +80,8 @@ interface StubSession {
   readonly maxRunMs: number;
   disconnectTimer: NodeJS.Timeout | null;
   exited: boolean;
+  /** The owner socket still owed its `session_info` (sessionInfo: after_output). */
+  infoOwed: WebSocket | null;
 }
 
 interface StubSprite {
@@ -70,6 +93,8 @@ interface StubSprite {
   status: 'running' | 'warm' | 'cold';
   rules: PolicyRule[];
   readonly sessions: Map<string, StubSession>;
+  /** Sessions whose process has exited: killing one answers 410 Gone (sprites-go client.go). */
+  readonly exited: Map<string, StubSession & { endedAt: number }>;
   /** Every process group ever started in the sprite: hibernation takes them all. */
   readonly groups: Set<number>;
   hibernateTimer: NodeJS.Timeout | null;
@@ -99,6 +124,8 @@ const signalNumber = (sig: NodeJS.Signals | null): number =>
 
 export class SpritesStub {
   readonly faults: StubFaults = {};
+  /** Session ids in the order kill requests named them. */
+  readonly kills: string[] = [];
   readonly #opts: Required<SpritesStubOptions>;
   readonly #server: Server;
   readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
@@ -117,6 +144,9 @@ export class SpritesStub {
       pageSize: 50,
       duplicateStatus: 409,
       policyPostStatus: 204,
+      legacyAttach: false,
+      sessionInfo: 'first',
+      listEndedForMs: 0,
       ...opts,
     };
     this.#dir = mkdtempSync(join(tmpdir(), 'sprites-stub-'));
@@ -278,7 +308,10 @@ export class SpritesStub {
     }
     if (rest[0] === 'exec' && rest.length === 1 && method === 'GET') {
       return json(res, 200, {
-        sessions: [...sprite.sessions.values()].map((s) => ({
+        sessions: [
+          ...sprite.sessions.values(),
+          ...[...sprite.exited.values()].filter((s) => Date.now() - s.endedAt < this.#opts.listEndedForMs),
+        ].map((s) => ({
           id: Number(s.id),
           command: s.command,
           created: s.created.toISOString(),
@@ -346,7 +379,7 @@ export class SpritesStub {
     const now = new Date();
     const sprite: StubSprite = {
       id, name: body.data.name, root, created: now, updated: now, status: 'running',
-      rules: [], sessions: new Map(), groups: new Set(), hibernateTimer: null,
+      rules: [], sessions: new Map(), exited: new Map(), groups: new Set(), hibernateTimer: null,
     };
     this.#sprites.set(sprite.name, sprite);
     this.#touch(sprite);
@@ -372,6 +405,8 @@ export class SpritesStub {
 
   async #kill(sprite: StubSprite, id: string, url: URL, res: ServerResponse): Promise<void> {
     const session = sprite.sessions.get(id);
+    this.kills.push(id);
+    if (!session && sprite.exited.has(id)) return json(res, 410, { error: 'session_exited' });
     if (!session || !session.child) return json(res, 404, { error: 'session_not_found' });
     const signal = (url.searchParams.get('signal') ?? 'TERM').toUpperCase();
     const timeoutMs = parseDuration(url.searchParams.get('timeout') ?? '10s') ?? 10_000;
@@ -413,8 +448,10 @@ export class SpritesStub {
     const sprite = this.#sprites.get(parts[2] ?? '');
     if (!sprite) return refuse(404, 'sprite_not_found');
 
-    if (parts.length === 5) {
-      const session = sprite.sessions.get(parts[4] ?? '');
+    const legacyId = parts.length === 4 ? url.searchParams.get('id') : null;
+    if (parts.length === 5 && this.#opts.legacyAttach) return refuse(404, 'not_found');
+    if (parts.length === 5 || (legacyId !== null && this.#opts.legacyAttach)) {
+      const session = sprite.sessions.get(parts.length === 5 ? (parts[4] ?? '') : (legacyId ?? ''));
       if (!session || session.exited) return refuse(404, 'session_not_found');
       this.#touch(sprite);
       this.#wss.handleUpgrade(req, socket, head, (ws) => this.#attachClient(sprite, session, ws, false));
@@ -486,6 +523,7 @@ export class SpritesStub {
     const session: StubSession = {
       id: String(pid), command: argv.join(' '), created: new Date(), lastActivity: new Date(), child,
       clients: new Set(), scrollback: [], scrollbackSize: 0, maxRunMs: o.maxRunMs, disconnectTimer: null, exited: false,
+      infoOwed: null,
     };
     sprite.sessions.set(session.id, session);
     const output = (stream: number) => (data: Buffer) => {
@@ -514,6 +552,7 @@ export class SpritesStub {
           if (sever) c.terminate();
         });
       }
+      this.#payInfo(session);
     };
     child.stdout?.on('data', output(1));
     child.stderr?.on('data', output(2));
@@ -521,10 +560,15 @@ export class SpritesStub {
       session.exited = true;
       if (session.disconnectTimer) clearTimeout(session.disconnectTimer);
       sprite.sessions.delete(session.id);
+      sprite.exited.set(session.id, Object.assign(session, { endedAt: Date.now() }));
       const exitCode = (code ?? 128 + signalNumber(sig)) & 0xff;
-      // The exit frame carries one byte: the code.
+      this.#payInfo(session);
+      const lose = this.faults.closeWithoutExit;
+      const withoutExit = !!lose && lose.times > 0 && (!lose.commandIncludes || session.command.includes(lose.commandIncludes));
+      if (withoutExit && lose) lose.times--;
+      // The exit frame carries one byte: the code. Some fast commands lose it (sprites-py#16).
       for (const c of session.clients) {
-        send(c, Buffer.of(3, exitCode));
+        if (!withoutExit) send(c, Buffer.of(3, exitCode));
         c.close(1000);
       }
       session.clients.clear();
@@ -533,11 +577,22 @@ export class SpritesStub {
     this.#attachClient(sprite, session, ws, true);
   }
 
+  #info(session: StubSession, owner: boolean): string {
+    return JSON.stringify({ type: 'session_info', session_id: Number(session.id), command: session.command, created: session.created.getTime(), is_owner: owner, tty: false });
+  }
+
+  #payInfo(session: StubSession): void {
+    const ws = session.infoOwed;
+    session.infoOwed = null;
+    if (ws) send(ws, this.#info(session, true));
+  }
+
   #attachClient(sprite: StubSprite, session: StubSession, ws: WebSocket, owner: boolean): void {
     if (session.disconnectTimer) clearTimeout(session.disconnectTimer);
     session.disconnectTimer = null;
     session.clients.add(ws);
-    send(ws, JSON.stringify({ type: 'session_info', session_id: Number(session.id), command: session.command, created: session.created.getTime(), is_owner: owner, tty: false }));
+    if (!owner || this.#opts.sessionInfo === 'first') send(ws, this.#info(session, owner));
+    else if (this.#opts.sessionInfo === 'after_output') session.infoOwed = ws;
     if (!owner) {
       // A native attach replays only what is left of the scrollback, then tails.
       for (const { stream, data } of session.scrollback) send(ws, Buffer.concat([Buffer.of(stream), data]));

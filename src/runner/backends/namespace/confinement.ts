@@ -5,8 +5,8 @@
 import { createHash } from 'node:crypto';
 import type { Socket as UdpSocket } from 'node:dgram';
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { isAbsolute, join, posix, relative, sep } from 'node:path';
+import { chmod, lchown, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, isAbsolute, join, posix, relative, sep } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Result } from '../../../sandbox/result.ts';
@@ -15,6 +15,7 @@ import type { WireError } from '../../backend.ts';
 import type { CommandRequest, Confinement, LaunchSpec } from '../process/confinement.ts';
 import { childEnv } from '../process/env.ts';
 import { SPRITE_HOME } from '../process/paths.ts';
+import type { BeneathTarget } from '../process/write-beneath.ts';
 import { SandboxCgroup } from './cgroups.ts';
 import type { CgroupLimits } from './cgroups.ts';
 import { startResolver } from './dns.ts';
@@ -27,11 +28,16 @@ import type { Lookup } from './proxy.ts';
 /** Per-sandbox state beside the sandboxes (dot-directories are neither listed nor valid names). */
 export const STATE_DIR = '.fountain-ns';
 const DNS_TTL_S = 5;
+/** USER inside a namespace sandbox (its HOME is /home/sprite). */
+const SANDBOX_USER = 'sprite';
 
 /** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
 const JOIN_CGROUPS = 'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
-/** The last step inside the sandbox: a shell exec gives 127 for a missing command, as the process backend does. */
-const EXEC_COMMAND = 'exec "$@"';
+/**
+ * The last step inside the sandbox, as the sandbox's uid: enter the working directory (bwrap, no
+ * longer able to override permissions, cannot), then exec; a missing command gives 127 as on the process backend.
+ */
+const EXEC_COMMAND = 'cd "$1" || exit 126; shift; unset OLDPWD; exec "$@"';
 
 const stateSchema = z.object({ slot: z.number().int().nonnegative(), allow: z.array(z.string()) });
 type SandboxState = z.infer<typeof stateSchema>;
@@ -39,7 +45,9 @@ type SandboxState = z.infer<typeof stateSchema>;
 export interface NamespaceConfinementOptions {
   readonly root: string;
   readonly logger: Logger;
-  readonly tools: Tools & { readonly bwrap: string; readonly sh: string };
+  readonly tools: Tools & { readonly bwrap: string; readonly sh: string; readonly setpriv: string };
+  /** Sandbox commands run as uid (and gid) `uidBase + slot`: unprivileged, one per sandbox. */
+  readonly uidBase: number;
   readonly subnet: { readonly base: number; readonly prefix: number };
   readonly limits: CgroupLimits;
   /** The ports the egress proxy serves (each sniffs TLS SNI or the HTTP Host header). */
@@ -50,9 +58,15 @@ export interface NamespaceConfinementOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Host directories the sandbox must not see (the daemon user's home, with its credentials). */
   readonly hidden: readonly string[];
+  /**
+   * Directories an agent's own program lives in (this Fountain installation, the Node running it):
+   * bound read-only at the same path wherever they are, even under /tmp, /home or a hidden directory.
+   */
+  readonly programs: readonly string[];
 }
 
 interface Live {
+  readonly uid: number;
   readonly net: SandboxNet;
   readonly cgroup: SandboxCgroup;
   readonly resolver: UdpSocket;
@@ -69,6 +83,8 @@ const under = (parent: string, child: string): boolean => {
 
 export class NamespaceConfinement implements Confinement {
   readonly extraCapabilities: readonly string[] = ['network_policy'];
+  /** Commands see the sandbox at /home/sprite, never at its host directory. */
+  readonly insidePath = SPRITE_HOME;
   readonly #o: NamespaceConfinementOptions;
   readonly #live = new Map<string, Live>();
   /** One setup or teardown at a time per sandbox. */
@@ -94,21 +110,27 @@ export class NamespaceConfinement implements Confinement {
     return this.#live.get(name)?.net.gateway;
   }
 
-  prepare(name: string, _dir: string): Promise<Result<void, WireError>> {
+  prepare(name: string, dir: string): Promise<Result<void, WireError>> {
     return this.#locked(name, async () => {
       if (this.#live.has(name)) return ok(undefined);
       const r = await this.#setUp(name);
-      return r.ok ? ok(undefined) : err({ code: 'unavailable', detail: r.error });
+      if (!r.ok) return err({ code: 'unavailable', detail: r.error });
+      // A sandbox made (or last served) by a daemon that ran commands as root becomes its uid's.
+      const uid = this.#live.get(name)!.uid;
+      try {
+        if ((await lstat(dir)).uid !== uid) await chownTree(dir, uid);
+      } catch (e) {
+        return err({ code: 'unavailable', detail: `sandbox ownership: ${message(e)}` });
+      }
+      return ok(undefined);
     });
   }
 
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec {
     const o = this.#o;
-    const base: Record<string, string | undefined> = {};
-    // The daemon's own credentials stay outside; everything else is inherited as in trusted mode.
-    for (const [k, v] of Object.entries(o.env)) if (!k.startsWith('FOUNTAIN_')) base[k] = v;
-    const env = childEnv(SPRITE_HOME, req.env, { base, realHome: SPRITE_HOME });
+    const env = childEnv(SPRITE_HOME, req.env, { base: o.env, realHome: SPRITE_HOME, user: SANDBOX_USER, tmpdir: '/tmp' });
     const live = this.#live.get(name);
+    const uid = live?.uid ?? this.#uidOf(name);
     const bwrap = [
       '--ro-bind', '/', '/',
       '--dev', '/dev',
@@ -118,12 +140,21 @@ export class NamespaceConfinement implements Confinement {
       '--bind', dir, SPRITE_HOME,
       '--bind', this.#tmpDir(name), '/tmp',
       ...this.#hiddenMounts(),
+      ...this.#programMounts(),
       '--ro-bind', this.#resolvConf(name), '/etc/resolv.conf',
+      '--ro-bind', join(this.#stateDir(name), 'passwd'), '/etc/passwd',
+      '--ro-bind', join(this.#stateDir(name), 'group'), '/etc/group',
       '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
       '--hostname', 'sprite',
       '--die-with-parent',
-      '--cap-drop', 'ALL',
-      '--chdir', this.#cwd(name, dir, req.dir),
+      // Only what setpriv needs to leave root; it drops these too before the command runs.
+      '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_SETPCAP',
+    ];
+    // The command runs as the sandbox's own unprivileged uid, with no capabilities and no way to
+    // gain any: the host's permission bits protect root-only files as they do from any user.
+    const unprivileged = [
+      o.tools.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups',
+      '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--',
     ];
     const cgroups = live?.cgroup.procsFiles ?? [];
     return {
@@ -132,7 +163,8 @@ export class NamespaceConfinement implements Confinement {
         '-c', JOIN_CGROUPS, 'fountain-cgroup', ...cgroups, '--',
         o.tools.nsenter, `--net=${nsPath(live?.net.ns ?? this.#net(name, 0).ns)}`, '--',
         o.tools.bwrap, ...bwrap, '--',
-        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', req.cmd, ...req.args,
+        ...unprivileged,
+        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', this.#cwd(name, dir, req.dir), req.cmd, ...req.args,
       ],
       cwd: dir,
       env,
@@ -140,10 +172,12 @@ export class NamespaceConfinement implements Confinement {
   }
 
   /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
-  writablePath(name: string, dir: string, path: string): string | null {
+  writablePath(name: string, dir: string, path: string): BeneathTarget | null {
     const p = posix.resolve(SPRITE_HOME, path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path);
-    if (p.startsWith(`${SPRITE_HOME}/`)) return join(dir, p.slice(SPRITE_HOME.length + 1));
-    if (p.startsWith('/tmp/')) return join(this.#tmpDir(name), p.slice(5));
+    const uid = this.#live.get(name)?.uid ?? this.#uidOf(name);
+    const owner = { uid, gid: uid };
+    if (p.startsWith(`${SPRITE_HOME}/`)) return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/'), owner };
+    if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/'), owner };
     return null;
   }
 
@@ -207,8 +241,11 @@ export class NamespaceConfinement implements Confinement {
     const net = this.#net(name, state.slot);
     try {
       await mkdir(this.#tmpDir(name), { recursive: true, mode: 0o1777 });
+      // Every uid may create in /tmp, as on any host; the umask took these bits at creation.
+      await chmod(this.#tmpDir(name), 0o1777);
       await writeFile(this.#resolvConf(name), `nameserver ${net.gateway}\noptions attempts:1 timeout:2\n`, { mode: 0o644 });
       await this.#writeState(name, state);
+      await this.#writeAccounts(name, this.#o.uidBase + state.slot);
     } catch (e) {
       return err(`sandbox state: ${message(e)}`);
     }
@@ -231,7 +268,7 @@ export class NamespaceConfinement implements Confinement {
         log.warn({ err: e.message }, 'runner: sandbox resolver error'),
       );
       const proxy = await EgressProxy.start({ address: net.gateway, ports: o.ports, allowed, lookup: o.lookup, logger: log });
-      this.#live.set(name, { net, cgroup, resolver, proxy, policy });
+      this.#live.set(name, { uid: o.uidBase + state.slot, net, cgroup, resolver, proxy, policy });
       return ok(undefined);
     } catch (e) {
       resolver?.close();
@@ -294,6 +331,24 @@ export class NamespaceConfinement implements Confinement {
     return join(this.#stateDir(name), 'resolv.conf');
   }
 
+  /** The sandbox's uid when it is not live yet: from its slot, else the base (still unprivileged). */
+  #uidOf(name: string): number {
+    return this.#o.uidBase + (this.#readState(name)?.slot ?? 0);
+  }
+
+  /** /etc/passwd and /etc/group as the sandbox sees them: the host's, plus its own user `sprite`. */
+  async #writeAccounts(name: string, uid: number): Promise<void> {
+    const host = (f: string) => {
+      try {
+        return readFileSync(f, 'utf8').split('\n').filter((l) => l !== '' && !l.startsWith(`${SANDBOX_USER}:`)).join('\n');
+      } catch {
+        return '';
+      }
+    };
+    await writeFile(join(this.#stateDir(name), 'passwd'), `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SPRITE_HOME}:/bin/sh\n`, { mode: 0o644 });
+    await writeFile(join(this.#stateDir(name), 'group'), `${host('/etc/group')}\n${SANDBOX_USER}:x:${uid}:\n`, { mode: 0o644 });
+  }
+
   #readState(name: string): SandboxState | null {
     try {
       const parsed = stateSchema.safeParse(JSON.parse(readFileSync(join(this.#stateDir(name), 'state.json'), 'utf8')));
@@ -320,6 +375,29 @@ export class NamespaceConfinement implements Confinement {
     return out;
   }
 
+  /**
+   * Program directories the mounts above would cover (under /tmp, /home, /run or a hidden directory)
+   * come back read-only; anything inside the runner root (other sandboxes, journals) stays hidden.
+   */
+  #programMounts(): string[] {
+    const covered = ['/tmp', '/home', '/run', ...this.#o.hidden];
+    const out: string[] = [];
+    const root = this.#o.root;
+    for (const p of this.#o.programs) {
+      if (p === root || under(root, p)) continue;
+      const cover = covered.find((c) => p === c || under(c, p));
+      if (cover === undefined) continue;
+      // bwrap would make the missing parents 0700, closed to the sandbox's uid: made 0755 first.
+      const parents: string[] = [];
+      for (let a = dirname(p); a !== cover && under(cover, a); a = dirname(a)) parents.unshift(a);
+      for (const a of parents) out.push('--perms', '0755', '--dir', a);
+      out.push('--ro-bind', p, p);
+    }
+    // A runner root inside a bound installation is hidden again.
+    if (this.#o.programs.some((p) => under(p, root))) out.push('--tmpfs', root);
+    return out;
+  }
+
   /** The working directory inside the sandbox: the requested one when it exists there, else /home/sprite. */
   #cwd(name: string, dir: string, requested: string | undefined): string {
     const r = requested ?? '';
@@ -339,3 +417,12 @@ export class NamespaceConfinement implements Confinement {
     return SPRITE_HOME;
   }
 }
+
+/** lchown of a tree, never following a link. */
+async function chownTree(path: string, uid: number): Promise<void> {
+  await lchown(path, uid, uid);
+  const st = await lstat(path);
+  if (!st.isDirectory()) return;
+  for (const e of await readdir(path, { withFileTypes: true })) await chownTree(join(path, e.name), uid);
+}
+

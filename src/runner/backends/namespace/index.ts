@@ -3,8 +3,10 @@
  * sessions and journals, with every command confined by bubblewrap, cgroups and an egress policy.
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
+import { realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { delimiter } from 'node:path';
+import { delimiter, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Result } from '../../../sandbox/result.ts';
 import { err, ok } from '../../../sandbox/result.ts';
 import { findExecutable } from '../process/env.ts';
@@ -20,6 +22,8 @@ export type { Lookup } from './proxy.ts';
 
 export const DEFAULT_SUBNET = '10.62.0.0/16';
 export const DEFAULT_PORTS: readonly number[] = [80, 443];
+/** Sandbox uids are this plus the sandbox's slot: above every ordinary account and subordinate-id range start. */
+export const DEFAULT_UID_BASE = 990_000;
 
 export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'confinement'> {
   /** IPv4 range the per-sandbox /30 links are cut from. */
@@ -33,6 +37,17 @@ export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'co
   readonly cgroupParent?: string;
   /** Where the required tools are looked up; default the daemon's PATH plus the sbin directories. */
   readonly path?: string;
+  /** First sandbox uid; default DEFAULT_UID_BASE. */
+  readonly uidBase?: number;
+  /** Directories bound read-only so an agent's own program runs inside; default defaultProgramDirs(). */
+  readonly programDirs?: readonly string[];
+}
+
+/** This Fountain installation (the package root) and the Node installation running it. */
+export function defaultProgramDirs(): string[] {
+  const pkg = fileURLToPath(new URL('../../../../', import.meta.url)).replace(/\/+$/, '');
+  const node = dirname(dirname(realpathSync(process.execPath)));
+  return [...new Set([pkg, node])].filter((d) => d !== '/' && d !== '');
 }
 
 const defaultLookup: Lookup = async (name) => (await dnsLookup(name, { all: true, family: 4 })).map((a) => a.address);
@@ -44,7 +59,7 @@ export function namespaceSupportProblem(opts: { path?: string; cgroupMount?: str
   if (process.platform !== 'linux') return 'the namespace backend needs Linux';
   if (process.getuid?.() !== 0) return 'the namespace backend must run as root (network namespaces, veth pairs and cgroups)';
   const path = opts.path ?? `${process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin`;
-  for (const [tool, pkg] of [['bwrap', 'bubblewrap'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['nft', 'nftables'], ['sh', 'a POSIX shell']] as const) {
+  for (const [tool, pkg] of [['bwrap', 'bubblewrap'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['nft', 'nftables'], ['sh', 'a POSIX shell'], ['setpriv', 'util-linux']] as const) {
     if (findTool(tool, path) === null) return `${tool} not found on PATH (install ${pkg})`;
   }
   return cgroupV1Problem(opts.cgroupMount ?? '/sys/fs/cgroup');
@@ -65,7 +80,8 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
     const confinement = new NamespaceConfinement({
       root: opts.root,
       logger: opts.logger,
-      tools: { ip: tool('ip'), nft: tool('nft'), nsenter: tool('nsenter'), bwrap: tool('bwrap'), sh: tool('sh') },
+      tools: { ip: tool('ip'), nft: tool('nft'), nsenter: tool('nsenter'), bwrap: tool('bwrap'), sh: tool('sh'), setpriv: tool('setpriv') },
+      uidBase: opts.uidBase ?? DEFAULT_UID_BASE,
       subnet,
       limits: { memoryBytes: (opts.memoryMib ?? 2048) * 1024 * 1024, pids: opts.maxPids ?? 4096 },
       ports: opts.ports ?? DEFAULT_PORTS,
@@ -74,6 +90,7 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
       cgroupParent: opts.cgroupParent ?? 'fountain',
       env: opts.env ?? process.env,
       hidden: [realHome],
+      programs: opts.programDirs ?? defaultProgramDirs(),
     });
     return ok(new ProcessBackend({ ...opts, confinement }));
   } catch (e) {

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { CollectingOut, captureLogger, until } from '../../testing.ts';
 import type { OpResult } from '../../backend.ts';
 import type { ProcessBackend } from '../process/index.ts';
-import { namespaceSupportProblem, openNamespaceBackend } from './index.ts';
+import { defaultProgramDirs, namespaceSupportProblem, openNamespaceBackend } from './index.ts';
 import { startTestInternet } from './testing.ts';
 import type { TestInternet } from './testing.ts';
 
@@ -29,10 +29,17 @@ describe('namespace backend', { skip: problem ?? false }, () => {
   let backend: ProcessBackend;
   let inet: TestInternet;
   let hostListener: Server;
+  let install: string;
 
   before(async () => {
     inet = await startTestInternet(octet);
     root = join(realpathSync(mkdtempSync(join(tmpdir(), 'fountain-ns-'))), 'sandboxes');
+    // An agent's program installed under the temporary directory, which the sandbox's own /tmp covers.
+    install = join(root, '..', 'install');
+    mkdirSync(install, { recursive: true });
+    // An installation is readable by every user (mkdtemp made its parent 0700): sandboxes run as their own uid.
+    chmodSync(join(root, '..'), 0o755);
+    writeFileSync(join(install, 'agent.sh'), 'echo "agent runs in $(pwd)"\n');
     const names: Record<string, string[]> = { 'allowed.test': [inet.address], 'denied.test': [inet.address], 'sub.wild.test': [inet.address] };
     const opened = openNamespaceBackend({
       root,
@@ -43,6 +50,7 @@ describe('namespace backend', { skip: problem ?? false }, () => {
       graceMs: { destroy: 1000, suspend: 1000, stopAll: 1000 },
       memoryMib: 256,
       maxPids: 64,
+      programDirs: [install, ...defaultProgramDirs()],
     });
     assert.ok(opened.ok, opened.ok ? '' : opened.error);
     backend = opened.value;
@@ -90,7 +98,7 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.match(r.output, /Read-only file system/);
     assert.match(r.output, /pid1=bwrap/, 'own PID namespace');
     // The other sandbox's private /tmp is its own.
-    assert.equal((await sh('other', 'ls /tmp | wc -l')).output.trim(), '0');
+    assert.equal((await sh('other', 'test -e /tmp/shared.txt && echo seen || echo own')).output.trim(), 'own');
     const denied = await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '/etc/passwd', data: b64('x') });
     assert.equal(!denied.ok && denied.error.code, 'invalid');
     assert.equal((await sh('conf', 'exec no-such-command-here')).code, 127);
@@ -212,4 +220,78 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     const fresh = await fetch('keep', 'http://allowed.test/');
     assert.notEqual(fresh.code, 0, 'a re-created sandbox starts denied');
   });
+
+  it('a command sees the fixed base environment plus the request env, nothing of the runner (issue 22 #4)', async () => {
+    process.env.RUNNER_ENV_MARKER_22 = 'leaked';
+    try {
+      await create('env');
+      const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
+      const lines = unb64(r.output).split('\0').filter((l) => l !== '');
+      // PWD is the launching shell's own (the working directory), nothing of the runner's.
+      const keys = lines.map((l) => l.slice(0, l.indexOf('='))).filter((k) => k !== 'PWD').sort();
+      assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+      assert.ok(lines.includes('HOME=/home/sprite') && lines.includes('TMPDIR=/tmp') && lines.includes('USER=sprite'), lines.join('\n'));
+      assert.ok(!lines.some((l) => l.includes('leaked')));
+    } finally {
+      delete process.env.RUNNER_ENV_MARKER_22;
+    }
+  });
+
+  it('write_file (the daemon writes as root) never follows a link the sandbox planted (issue 22 #3)', async () => {
+    await create('links');
+    await create('sibling');
+    const outside = join(root, '..', 'outside');
+    mkdirSync(join(outside, 'dir'), { recursive: true });
+    writeFileSync(join(outside, 'file'), 'host');
+    writeFileSync(join(root, 'sibling', 'secret'), 'sibling');
+    // The link texts are host paths the sandbox cannot see; the daemon on the host would follow them.
+    const planted = await sh('links', `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && echo "K=v" > .env && rm .env && ln -s ${outside}/file .env && ln -s ${outside}/dir /tmp/t`);
+    assert.equal(planted.code, 0, planted.output);
+    const write = (path: string) => backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
+    for (const path of ['f', '/home/sprite/d/new.txt', 'sib/secret', '~/.env', '/tmp/t/x']) {
+      const r = await write(path);
+      assert.equal(!r.ok && r.error.code, 'invalid', path);
+      assert.match(!r.ok ? r.error.detail : '', /is a symbolic link; write_file does not follow links/);
+    }
+    assert.equal(readFileSync(join(outside, 'file'), 'utf8'), 'host');
+    assert.deepEqual(readdirSync(join(outside, 'dir')), []);
+    assert.equal(readFileSync(join(root, 'sibling', 'secret'), 'utf8'), 'sibling');
+    value(await write('/tmp/fine/x.txt'));
+    assert.equal((await sh('links', 'cat /tmp/fine/x.txt')).output, 'PWNED');
+  });
+
+  it("an agent's own program runs inside wherever it is installed, read-only; get answers the path commands see (issue 22 #1)", async () => {
+    await create('prog');
+    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'prog' })), { status: 'running', path: '/home/sprite' });
+    const ran = await sh('prog', `sh ${install}/agent.sh`);
+    assert.deepEqual(ran, { output: 'agent runs in /home/sprite\n', code: 0 });
+    const written = await sh('prog', `echo x > ${install}/agent.sh`);
+    assert.notEqual(written.code, 0);
+    assert.match(written.output, /Read-only file system/);
+    // This installation (the demo agent's entry point) and the Node running it, whatever their paths.
+    const bin = join(defaultProgramDirs()[0]!, 'bin', 'fountain.js');
+    const node = await sh('prog', `test -r ${bin} && ${process.execPath} -e 'console.log(process.version)'`);
+    assert.deepEqual(node, { output: `${process.version}\n`, code: 0 });
+  });
+
+  it('commands run as an unprivileged uid: root-only host files stay unreadable, the sandbox stays theirs (issue 22 #2)', async () => {
+    await create('uid');
+    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'uid', path: '~/given.txt', data: b64('given') }));
+    const r = await sh('uid', 'id -u; id -un; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-denied; grep Cap[EPB] /proc/self/status; echo more >> given.txt && mkdir -p work/a && echo ok > /tmp/t && echo writes-ok');
+    assert.equal(r.code, 0, r.output);
+    const lines = r.output.trim().split('\n');
+    const uid = Number(lines[0]);
+    assert.ok(uid >= 1000, `an unprivileged uid, got ${lines[0]}`);
+    assert.equal(lines[1], 'sprite', 'the uid has a name inside');
+    assert.equal(lines[2], 'shadow-denied');
+    for (const cap of lines.slice(3, 6)) assert.match(cap, /:\s+0000000000000000$/, cap);
+    assert.equal(lines[6], 'writes-ok');
+    // What the daemon writes for the sandbox belongs to the sandbox's uid.
+    assert.equal(statSync(join(root, 'uid', 'given.txt')).uid, uid);
+    assert.equal(statSync(join(root, 'uid')).uid, uid);
+    // Another sandbox runs under another uid.
+    await create('uid2');
+    assert.notEqual(Number((await sh('uid2', 'id -u')).output.trim()), uid);
+  });
 });
+

@@ -7,6 +7,7 @@ import { ok } from '../../../sandbox/result.ts';
 import type { WireError } from '../../backend.ts';
 import { childEnv, resolveCommand } from './env.ts';
 import { mapArg, mapCwd, writablePath } from './paths.ts';
+import type { BeneathTarget } from './write-beneath.ts';
 
 /** What a request asks to run, before any mapping. */
 export interface CommandRequest {
@@ -30,8 +31,13 @@ export interface Confinement {
   /** Idempotent; runs before every exec and spawn, so a sandbox left parked or set up by an earlier daemon answers. */
   prepare(name: string, dir: string): Promise<Result<void, WireError>>;
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec;
-  /** The host path write_file may write, or null when the path leaves what the sandbox may touch. */
-  writablePath(name: string, dir: string, path: string): string | null;
+  /**
+   * The sandbox directory as its own commands see it: `get` answers it as `path`, and the server
+   * maps an agent's ACP cwd through it. Absent: the host directory itself (trusted mode).
+   */
+  readonly insidePath?: string;
+  /** Where write_file may write (a base the daemon owns, components it opens without following links), or null when the path leaves what the sandbox may touch. */
+  writablePath(name: string, dir: string, path: string): BeneathTarget | null;
   /** When present, suspend freezes the sandbox's processes instead of ending them. */
   freeze?(name: string): Promise<Result<void, WireError>>;
   thaw?(name: string): Promise<Result<void, WireError>>;
@@ -71,7 +77,7 @@ export class DirectoryConfinement implements Confinement {
     };
   }
 
-  writablePath(_name: string, dir: string, path: string): string | null {
+  writablePath(_name: string, dir: string, path: string): BeneathTarget | null {
     return writablePath(this.#opts.root, dir, path);
   }
 

@@ -3,36 +3,61 @@
  * resolution against the child's PATH, so a missing command surfaces as exit 127.
  */
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 export interface EnvInputs {
-  /** The daemon's own environment. */
+  /** The daemon's own environment: only PATH, LANG, TERM and SHELL are read from it. */
   readonly base: Readonly<Record<string, string | undefined>>;
   /** The daemon user's real home (not the sandbox's). */
   readonly realHome: string;
+  /** USER inside the sandbox; default the daemon's. */
+  readonly user?: string;
+  /** TMPDIR inside the sandbox; default the daemon's, else /tmp. */
+  readonly tmpdir?: string;
   /** Which extra directories exist; injectable so tests need not touch /opt. */
   readonly exists?: (path: string) => boolean;
 }
 
+/** What every sandboxed command gets beyond the request's own pairs; nothing else of the daemon's environment. */
+export const BASE_ENV_KEYS = ['PATH', 'HOME', 'LANG', 'TERM', 'USER', 'SHELL', 'TMPDIR'] as const;
+
+/**
+ * The child environment: a fixed base, the sandbox layout (`npm_config_*`, FOUNTAIN_SANDBOX_DIR),
+ * then the request's pairs. The daemon's own variables (its key, the shell's cloud credentials,
+ * a server's settings under `fountain up`) never reach a sandbox: it holds only what it is given.
+ */
 export function childEnv(dir: string, pairs: readonly (readonly string[])[], inputs: EnvInputs): Record<string, string> {
   const exists = inputs.exists ?? existsSync;
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(inputs.base)) if (v !== undefined) env[k] = v;
-
+  const b = inputs.base;
   const path = [join(dir, '.local/bin'), join(dir, '.npm-global/bin'), join(dir, '.bun/bin')];
-  for (const p of (inputs.base.PATH ?? '').split(delimiter)) if (p !== '') path.push(p);
+  for (const p of (b.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter)) if (p !== '' && !path.includes(p)) path.push(p);
   const extras = ['/opt/homebrew/bin', '/usr/local/bin', join(inputs.realHome, '.local/bin'), join(inputs.realHome, '.bun/bin')];
   for (const p of extras) if (!path.includes(p) && exists(p)) path.push(p);
-  env.PATH = path.join(delimiter);
-
-  env.HOME = dir;
-  env.npm_config_prefix = join(dir, '.npm-global');
-  if (!env.npm_config_cache) env.npm_config_cache = join(inputs.realHome, '.npm');
-  env.FOUNTAIN_SANDBOX_DIR = dir;
+  const env: Record<string, string> = {
+    PATH: path.join(delimiter),
+    HOME: dir,
+    LANG: b.LANG || 'C.UTF-8',
+    TERM: b.TERM || 'dumb',
+    USER: inputs.user ?? (b.USER || daemonUser()),
+    SHELL: b.SHELL || '/bin/sh',
+    TMPDIR: inputs.tmpdir ?? (b.TMPDIR || '/tmp'),
+    npm_config_prefix: join(dir, '.npm-global'),
+    npm_config_cache: join(inputs.realHome, '.npm'),
+    FOUNTAIN_SANDBOX_DIR: dir,
+  };
   for (const pair of pairs) {
     if (pair.length === 2) env[pair[0]!] = pair[1]!;
   }
   return env;
+}
+
+function daemonUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'fountain';
+  }
 }
 
 /** A bare name becomes the first executable match on the child's PATH; otherwise it is kept as given. */

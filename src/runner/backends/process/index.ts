@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { chmod, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir, userInfo } from 'node:os';
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import type { Logger } from 'pino';
 import { err, ok } from '../../../sandbox/result.ts';
 import type { Result } from '../../../sandbox/result.ts';
@@ -21,6 +21,7 @@ import { runExec } from './exec.ts';
 import { stopGroup } from './groups.ts';
 import { Journal, defaultSegmentBytes } from './journal.ts';
 import { badSandboxName } from './paths.ts';
+import { writeBeneath } from './write-beneath.ts';
 import { Session } from './session.ts';
 
 export const SUSPENDED_MARKER = '.fountain-suspended';
@@ -134,7 +135,7 @@ export class ProcessBackend implements Backend {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
     const suspended = existsSync(join(dir.value, SUSPENDED_MARKER));
-    return done({ status: suspended ? 'suspended' : 'running', path: dir.value });
+    return done({ status: suspended ? 'suspended' : 'running', path: this.#confinement.insidePath ?? dir.value });
   }
 
   async destroy(req: RequestOf<'destroy'>): Promise<OpResult<Record<string, never>>> {
@@ -173,14 +174,14 @@ export class ProcessBackend implements Backend {
     } else {
       await this.#stopSessions(req.name, this.#grace.suspend);
     }
+    // The marker sits in a directory the sandbox writes: whatever it planted there is removed, never written through.
     try {
-      const marker = join(dir.value, SUSPENDED_MARKER);
-      await writeFile(marker, '', { mode: 0o600 });
-      await chmod(marker, 0o600);
-      return done({});
+      await rm(join(dir.value, SUSPENDED_MARKER), { force: true, recursive: true });
     } catch (e) {
       return fail('write_failed', `suspend: ${message(e)}`);
     }
+    const marked = await writeBeneath({ base: dir.value, components: [SUSPENDED_MARKER] }, SUSPENDED_MARKER, new Uint8Array(), { mode: 0o600, dirMode: 0o700 });
+    return marked.ok ? done({}) : fail('write_failed', `suspend: ${marked.error.detail}`);
   }
 
   async resume(req: RequestOf<'resume'>): Promise<OpResult<Record<string, never>>> {
@@ -203,16 +204,8 @@ export class ProcessBackend implements Backend {
     if (data === null) return fail('invalid', 'data is not base64');
     const target = this.#confinement.writablePath(req.name, dir.value, req.path);
     if (target === null) return fail('invalid', `path leaves the sandbox: ${req.path}`);
-    const mode = req.mode ?? 0o644;
-    try {
-      await mkdir(dirname(target), { recursive: true, mode: 0o755 });
-      await writeFile(target, data, { mode });
-      // The umask masks the mode at creation, and an existing file keeps its old one.
-      await chmod(target, mode);
-      return done({});
-    } catch (e) {
-      return fail('write_failed', message(e));
-    }
+    const written = await writeBeneath(target, req.path, data, { mode: req.mode ?? 0o644, dirMode: 0o755 });
+    return written.ok ? done({}) : written;
   }
 
   async exec(req: RequestOf<'exec'>): Promise<OpResult<{ output: string; code: number }>> {

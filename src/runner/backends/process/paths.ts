@@ -5,6 +5,7 @@
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import type { BeneathTarget } from './write-beneath.ts';
 
 export const SPRITE_HOME = '/home/sprite';
 
@@ -50,13 +51,16 @@ const inside = (parent: string, child: string): boolean => {
  * (the agents' /tmp workspaces live there) but never in the runner root, where the other
  * sandboxes and the journals are. Anything else is an escape and is refused.
  */
-export function writablePath(root: string, dir: string, path: string): string | null {
+export function writablePath(root: string, dir: string, path: string): BeneathTarget | null {
   const target = resolve(mapPath(dir, path));
   if (target === dir) return null;
-  if (inside(dir, target)) return target;
+  if (inside(dir, target)) return beneath(dir, target);
   if (inside(root, target)) return null;
   for (const shared of new Set(['/tmp', resolve(tmpdir())])) {
-    if (target !== shared && inside(shared, target)) return target;
+    if (target !== shared && inside(shared, target)) return beneath(shared, target);
   }
   return null;
 }
+
+/** The components of `target` below `base` (both resolved, target inside base). */
+export const beneath = (base: string, target: string): BeneathTarget => ({ base, components: relative(base, target).split(sep) });

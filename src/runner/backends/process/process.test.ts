@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CollectingOut, captureLogger, until } from '../../testing.ts';
@@ -118,6 +118,46 @@ describe('process backend', () => {
     rmSync(shared);
     assert.equal(code(await write('x.txt', '%%not base64')), 'invalid');
     assert.equal(code(await backend.writeFile({ id: id(), op: 'write_file', name: 'nope', path: 'x', data: b64('x') })), 'not_found');
+  });
+
+  it('write_file never follows a link the sandbox planted: files, directories, a sibling sandbox, .env (issue 22 #3)', async () => {
+    await create('links');
+    await create('sibling');
+    const dir = join(root, 'links');
+    const outside = join(root, '..', 'outside');
+    mkdirSync(join(outside, 'dir'), { recursive: true });
+    writeFileSync(join(outside, 'file'), 'host');
+    writeFileSync(join(root, 'sibling', 'secret'), 'sibling');
+    writeFileSync(join(dir, '.env'), "K='v'\n");
+    // The sandbox plants the links with its own commands.
+    const planted = await exec('links', 'sh', ['-c', `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && rm .env && ln -s ${outside}/file .env && mkdir -p real && ln -s ${outside}/dir real/deeper && ln ${outside}/file hard`]);
+    assert.equal(planted.code, 0, planted.output);
+    const write = (path: string) => backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
+    for (const [path, words] of [
+      ['f', /f: f is a symbolic link/],
+      ['/home/sprite/d/new.txt', /d\/new.txt: d is a symbolic link/],
+      ['sib/secret', /sib\/secret: sib is a symbolic link/],
+      ['~/.env', /\.env: \.env is a symbolic link/],
+      ['real/deeper/x/y', /real\/deeper is a symbolic link/],
+      ['hard', /hard: hard is a hard link/],
+    ] as const) {
+      const r = await write(path);
+      assert.equal(code(r), 'invalid', path);
+      assert.match(!r.ok ? r.error.detail : '', words);
+    }
+    assert.equal(readFileSync(join(outside, 'file'), 'utf8'), 'host');
+    assert.deepEqual(readdirSync(join(outside, 'dir')), []);
+    assert.equal(readFileSync(join(root, 'sibling', 'secret'), 'utf8'), 'sibling');
+    // A plain nested write beside the links still works, and a FIFO does not block the daemon.
+    value(await write('real/ok/file.txt'));
+    assert.equal(readFileSync(join(dir, 'real/ok/file.txt'), 'utf8'), 'PWNED');
+    assert.equal((await exec('links', 'mkfifo', ['pipe'])).code, 0);
+    assert.equal(code(await write('pipe')), 'invalid');
+    // The daemon's own suspended marker is never written through a link either.
+    assert.equal((await exec('links', 'ln', ['-s', `${outside}/file`, '.fountain-suspended'])).code, 0);
+    value(await backend.suspend({ id: id(), op: 'suspend', name: 'links' }));
+    assert.equal(readFileSync(join(outside, 'file'), 'utf8'), 'host');
+    assert.ok(statSync(join(dir, '.fountain-suspended')).isFile());
   });
 
   it('exec maps paths, sets the child environment, and returns a nonzero exit as data', async () => {
@@ -340,3 +380,43 @@ describe('replay frames', () => {
     assert.deepEqual(replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length), [1]);
   });
 });
+
+describe('a process-backend sandbox environment holds only what it is given (issue 22 #4)', () => {
+  const MARKER = 'RUNNER_ENV_MARKER_22';
+  let root: string;
+  let backend: ProcessBackend;
+  before(() => {
+    // The runner's own environment: a marker, a credential of the shell, the runner's key.
+    process.env[MARKER] = 'leaked';
+    process.env.AWS_SECRET_ACCESS_KEY = 'leaked-too';
+    process.env.FOUNTAIN_API_KEY = 'ftn_leaked';
+    root = join(realpathSync(mkdtempSync(join(tmpdir(), 'fountain-pb-env-'))), 'sandboxes');
+    const opened = openProcessBackend({ root, logger: captureLogger().logger, graceMs: { stopAll: 1000 } });
+    assert.ok(opened.ok);
+    backend = opened.value;
+  });
+  after(async () => {
+    delete process.env[MARKER];
+    delete process.env.AWS_SECRET_ACCESS_KEY;
+    delete process.env.FOUNTAIN_API_KEY;
+    await backend.stopAll();
+    rmSync(join(root, '..'), { recursive: true, force: true });
+  });
+
+  it('exec and spawn see the fixed base plus the request env, nothing of the runner', async () => {
+    value(await backend.create({ id: id(), op: 'create', name: 'env' }));
+    const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
+    const keys = unb64(r.output).split('\0').filter((l) => l !== '').map((l) => l.slice(0, l.indexOf('='))).sort();
+    assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+    const out = new CollectingOut();
+    const reqId = id();
+    const sp = await backend.spawn({ id: reqId, op: 'spawn', name: 'env', cmd: 'env', args: [], env: [], stdin: false }, { requestId: reqId, out });
+    assert.ok(sp.ok);
+    sp.value.followUp?.();
+    await until(() => out.frames.some((f) => f.stream === 'exit'), 'the spawned env to exit');
+    const text = out.bytes(sp.value.result.session_id).toString();
+    assert.doesNotMatch(text, /leaked/);
+    assert.match(text, /^HOME=/m);
+  });
+});
+

@@ -4,7 +4,8 @@
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
-import { streamSSE } from 'hono/streaming';
+import type { SSEStreamingApi } from 'hono/streaming';
+import { sseTail } from '../../http/sse.ts';
 import { z } from 'zod';
 import type { ConversationView } from '../../conversations/views.ts';
 import { getAgent } from '../../agents/store.ts';
@@ -177,77 +178,54 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const after = Math.max(0, Number(c.req.query('after') ?? 0) || 0);
     // htmx's EventSource reconnects with Last-Event-ID; resume after it so nothing is appended twice.
     const resumeFrom = Math.max(after, Number(c.req.header('last-event-id') ?? 0) || 0);
-    return streamSSE(c, async (stream) => {
-      const queue: EventRow[] = [];
-      let wake: () => void = () => {};
-      let closed = false;
-      const off = deps.engine.events.subscribe(conv.id, (row) => {
-        queue.push(row);
-        wake();
-      });
-      stream.onAbort(() => {
-        closed = true;
-        wake();
-      });
-      const heartbeat = setInterval(() => void stream.write(': heartbeat\n\n').catch(() => undefined), 15_000);
-      let sent = resumeFrom;
-      let textBlock: string | null = null;
-      // Requests and tool calls the page showed before this stream began are read once, when first referred to.
-      const asked = new Asked();
-      let historyRead = resumeFrom === 0;
-      const knows = async (has: () => boolean): Promise<boolean> => {
-        if (!has() && !historyRead) {
-          historyRead = true;
-          for (const r of await allEvents(deps, conv.id)) {
-            const earlier = r.id <= resumeFrom ? interpret(r) : null;
-            if (earlier) asked.note(earlier);
-          }
+    let textBlock: string | null = null;
+    // Requests and tool calls the page showed before this stream began are read once, when first referred to.
+    const asked = new Asked();
+    let historyRead = resumeFrom === 0;
+    const knows = async (has: () => boolean): Promise<boolean> => {
+      if (!has() && !historyRead) {
+        historyRead = true;
+        for (const r of await allEvents(deps, conv.id)) {
+          const earlier = r.id <= resumeFrom ? interpret(r) : null;
+          if (earlier) asked.note(earlier);
         }
-        return has();
-      };
-      const send = async (row: EventRow) => {
-        if (row.id <= sent) return;
-        sent = row.id;
-        const item = interpret(row);
-        if (item) {
-          const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
-          const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
-          const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
-          // A streamed answer grows inside one text block, as the page draws it on reload.
-          let html: string;
-          if (item.kind !== 'text') {
-            textBlock = null;
-            html = await toHtml(view);
-          } else if (textBlock) {
-            html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
-          } else {
-            textBlock = `text-${row.id}`;
-            html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
-          }
-          // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
-          if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
-          if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
-          asked.note(item);
-          await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
-        }
-        if (row.kind === 'stage') {
-          const fresh = await deps.engine.get(user.account.id, conv.id);
-          if (fresh.ok) await stream.writeSSE({ event: 'status', data: await toHtml(<ConversationStatus conv={fresh.value} />) });
-        }
-      };
-      try {
-        await stream.write(': connected\n\n');
-        for (const row of await allEvents(deps, conv.id, resumeFrom)) await send(row);
-        while (!closed) {
-          if (queue.length === 0) await new Promise<void>((r) => (wake = r));
-          while (queue.length > 0 && !closed) await send(queue.shift()!);
-        }
-      } catch (e) {
-        if (!closed) deps.logger.warn({ err: e }, 'conversation stream failed');
-      } finally {
-        off();
-        clearInterval(heartbeat);
       }
+      return has();
+    };
+    const send = async (stream: SSEStreamingApi, row: EventRow) => {
+      const item = interpret(row);
+      if (item) {
+        const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
+        const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
+        const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
+        // A streamed answer grows inside one text block, as the page draws it on reload.
+        let html: string;
+        if (item.kind !== 'text') {
+          textBlock = null;
+          html = await toHtml(view);
+        } else if (textBlock) {
+          html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
+        } else {
+          textBlock = `text-${row.id}`;
+          html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
+        }
+        // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
+        if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
+        if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
+        asked.note(item);
+        await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
+      }
+      if (row.kind === 'stage') {
+        const fresh = await deps.engine.get(user.account.id, conv.id);
+        if (fresh.ok) await stream.writeSSE({ event: 'status', data: await toHtml(<ConversationStatus conv={fresh.value} />) });
+      }
+    };
+    return sseTail(c, {
+      source: deps.engine.feeds.conversation(conv.id),
+      idOf: (row) => row.id,
+      after: resumeFrom,
+      send,
+      onError: (e) => deps.logger.warn({ err: e }, 'conversation stream failed'),
     });
   });
 

@@ -1,0 +1,194 @@
+/**
+ * One EventFeed per conversation and per account on this node, fed by the local event log (rows as
+ * they are stored) and by the cluster bus (other nodes' "events stored" notices, read back from the
+ * store), so a client on any node sees every event live, once, in id order within its conversation.
+ */
+import type { Logger } from 'pino';
+import { CLUSTER_TOPIC, EVENTS_TOPIC, type EventBus } from '../cluster/bus.ts';
+import type { EventRow, EventStream } from '../store/conversation-schema.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import type { EventLog } from './event-log.ts';
+import { accountsOf, latestEventId, pageAccountEvents, pageEvents } from './events-store.ts';
+
+/** What a stream tails: stored rows after a cursor (replay, catch-up), and the live rows. */
+export interface EventTail {
+  page(after: number, limit: number): Promise<EventRow[]>;
+  /** Live rows of the scope, each once; returns the unsubscribe. */
+  live(push: (row: EventRow) => void): () => void;
+}
+
+type Streams = ReadonlyArray<EventStream | 'stage'> | undefined;
+type Scope = { readonly kind: 'conversation'; readonly id: string } | { readonly kind: 'account'; readonly id: string };
+
+interface Feed {
+  readonly scope: Scope;
+  readonly subs: Set<(row: EventRow) => void>;
+  /** Per conversation: the highest id this feed emitted. */
+  readonly last: Map<string, number>;
+  /** Rows at or below this existed before the feed opened: subscribers replay them from the store. */
+  floor: Promise<number>;
+  pulling: Promise<void>;
+}
+
+const PAGE = 500;
+const ACCOUNT_CACHE_MAX = 50_000;
+
+export interface EventFeedsDeps {
+  readonly db: EngineDb;
+  readonly events: EventLog;
+  readonly bus: EventBus;
+  /** This node's id: its own "events stored" notices are already in the local log. */
+  readonly nodeId: string;
+  readonly logger: Logger;
+}
+
+export class EventFeeds {
+  readonly #d: EventFeedsDeps;
+  readonly #feeds = new Map<string, Feed>();
+  readonly #accountOf = new Map<string, string>();
+  /** Local rows bound for account feeds wait here, in order, for their conversation's account. */
+  #routing: Promise<void> = Promise.resolve();
+  #accountFeeds = 0;
+  readonly #unsubs: Array<() => void>;
+
+  constructor(d: EventFeedsDeps) {
+    this.#d = d;
+    this.#unsubs = [
+      d.events.subscribeAll((row) => this.#local(row)),
+      d.bus.subscribe(EVENTS_TOPIC, (e) => {
+        if (e.type === 'events_appended' && e.node !== d.nodeId) this.#remote(e.conversationIds);
+      }),
+      // Notices sent while this node's connection was down are lost: every open feed re-reads the store.
+      d.bus.subscribe(CLUSTER_TOPIC, (e) => {
+        if (e.type === 'reconnected') for (const f of this.#feeds.values()) this.#pull(f, null);
+      }),
+    ];
+  }
+
+  stop(): void {
+    for (const u of this.#unsubs) u();
+  }
+
+  conversation(conversationId: string, streams?: Streams): EventTail {
+    return {
+      page: (after, limit) => pageEvents(this.#d.db, conversationId, { after, limit, streams }),
+      live: (push) => this.#subscribe({ kind: 'conversation', id: conversationId }, push),
+    };
+  }
+
+  account(accountId: string, streams?: Streams): EventTail {
+    return {
+      page: (after, limit) => pageAccountEvents(this.#d.db, accountId, { after, limit, streams }),
+      live: (push) => this.#subscribe({ kind: 'account', id: accountId }, push),
+    };
+  }
+
+  /** Where a stream without a cursor starts: after everything stored now. */
+  present(): Promise<number> {
+    return latestEventId(this.#d.db);
+  }
+
+  #subscribe(scope: Scope, push: (row: EventRow) => void): () => void {
+    const key = `${scope.kind}:${scope.id}`;
+    let feed = this.#feeds.get(key);
+    if (!feed) {
+      feed = { scope, subs: new Set(), last: new Map(), floor: latestEventId(this.#d.db).catch(() => 0), pulling: Promise.resolve() };
+      this.#feeds.set(key, feed);
+      if (scope.kind === 'account') this.#accountFeeds++;
+    }
+    const f = feed;
+    f.subs.add(push);
+    return () => {
+      f.subs.delete(push);
+      if (f.subs.size > 0 || this.#feeds.get(key) !== f) return;
+      this.#feeds.delete(key);
+      if (scope.kind === 'account') this.#accountFeeds--;
+    };
+  }
+
+  #emit(f: Feed, row: EventRow): void {
+    const last = f.last.get(row.conversationId);
+    if (last !== undefined && row.id <= last) return;
+    f.last.set(row.conversationId, row.id);
+    for (const push of [...f.subs]) push(row);
+  }
+
+  #local(row: EventRow): void {
+    const conv = this.#feeds.get(`conversation:${row.conversationId}`);
+    if (conv) this.#emit(conv, row);
+    if (this.#accountFeeds === 0) return;
+    const known = this.#accountOf.get(row.conversationId);
+    if (known !== undefined) {
+      // Rows queued before this one go first.
+      this.#routing = this.#routing.then(() => this.#toAccount(known, row));
+      return;
+    }
+    const lookup = this.#lookup([row.conversationId]);
+    this.#routing = this.#routing.then(async () => {
+      const acc = (await lookup).get(row.conversationId);
+      if (acc !== undefined) this.#toAccount(acc, row);
+    });
+  }
+
+  #toAccount(accountId: string, row: EventRow): void {
+    const f = this.#feeds.get(`account:${accountId}`);
+    if (f) this.#emit(f, row);
+  }
+
+  #remote(conversationIds: readonly string[]): void {
+    for (const id of conversationIds) {
+      const f = this.#feeds.get(`conversation:${id}`);
+      if (f) this.#pull(f, [id]);
+    }
+    if (this.#accountFeeds === 0) return;
+    void this.#lookup(conversationIds).then((accounts) => {
+      const byAccount = new Map<string, string[]>();
+      for (const [conv, acc] of accounts) byAccount.set(acc, [...(byAccount.get(acc) ?? []), conv]);
+      for (const [acc, ids] of byAccount) {
+        const f = this.#feeds.get(`account:${acc}`);
+        if (f) this.#pull(f, ids);
+      }
+    });
+  }
+
+  /** Reads the scope's rows (of `ids`, or all) stored after what the feed emitted, and emits them; pulls run one at a time. */
+  #pull(f: Feed, ids: readonly string[] | null): void {
+    f.pulling = f.pulling
+      .then(async () => {
+        const floor = await f.floor;
+        const after = Math.min(...(ids ?? [...f.last.keys()]).map((id) => f.last.get(id) ?? floor), floor);
+        for (let cursor = after; ; ) {
+          const page =
+            f.scope.kind === 'conversation'
+              ? await pageEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE })
+              : await pageAccountEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE, conversationIds: ids ?? undefined });
+          for (const row of page) if (row.id > (f.last.get(row.conversationId) ?? floor)) this.#emit(f, row);
+          if (page.length < PAGE) return;
+          cursor = page[page.length - 1]!.id;
+        }
+      })
+      .catch((e: unknown) => this.#d.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'event feed read failed'));
+  }
+
+  async #lookup(ids: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    const missing: string[] = [];
+    for (const id of ids) {
+      const acc = this.#accountOf.get(id);
+      if (acc === undefined) missing.push(id);
+      else out.set(id, acc);
+    }
+    if (missing.length === 0) return out;
+    try {
+      const found = await accountsOf(this.#d.db, missing);
+      if (this.#accountOf.size + found.size > ACCOUNT_CACHE_MAX) this.#accountOf.clear();
+      for (const [id, acc] of found) {
+        this.#accountOf.set(id, acc);
+        out.set(id, acc);
+      }
+    } catch (e) {
+      this.#d.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'event feed account lookup failed');
+    }
+    return out;
+  }
+}
