@@ -13,6 +13,7 @@ import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type Eve
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
+import { deriverFor, type BlockDeriver } from './blocks.ts';
 import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
 import { sseTail } from '../http/sse.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
@@ -139,6 +140,13 @@ export const EventSchema = z
     duration_ms: z.number().int().nullable(),
     turn_id: z.string().nullable(),
     ts: z.string(),
+    blocks: z
+      .array(z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough())
+      .optional()
+      .openapi({
+        description:
+          'With ?blocks=true: what the event means (platform-api §7.3). Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
+      }),
   })
   .openapi('LogEvent');
 
@@ -184,7 +192,10 @@ export const streamsParam = z
     return parts as Array<(typeof STREAM_FILTERS)[number]>;
   });
 
+const blocksParam = z.enum(['true', 'false']).optional().openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
+
 const EventsQuery = z.object({
+  blocks: blocksParam,
   after: z.coerce.number({ error: 'after must be an event id' }).int().min(0).default(0),
   limit: z.coerce.number({ error: 'limit must be a number' }).int().min(1).max(1000, 'limit must be at most 1000').default(100),
   streams: streamsParam,
@@ -382,7 +393,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       const rows = await pageEvents(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
       const page = rows.slice(0, q.limit);
       const last = page[page.length - 1];
-      return c.json({ data: page.map(eventView), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
+      const deriver = q.blocks === 'true' ? await deriverFor(db, row.conversation.id, page) : null;
+      return c.json({ data: page.map((e) => eventView(e, deriver?.blocks(e))), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
     },
   );
 
@@ -408,6 +420,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
   );
 
   const StreamQuery = z.object({
+    blocks: blocksParam,
     streams: streamsParam,
     wait: z.enum(['true', 'false']).optional(),
     after: z.coerce.number().int().min(0).optional(),
@@ -431,6 +444,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     const start = fromHeader ?? q.data.after ?? 0;
     const streams = q.data.streams;
     const wanted = wantedBy(streams);
+    // Blocks merge tool calls across events: the deriver sees every event sent, primed with the earlier ones of their turns.
+    let deriver: BlockDeriver | null = null;
     return sseTail(c, {
       source: engine.feeds.conversation(row.conversation.id, streams),
       idOf: (e) => e.id,
@@ -439,7 +454,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       heartbeatMs,
       send: async (stream, e) => {
         if (!wanted(e)) return;
-        const v: EventView = eventView(e);
+        if (q.data.blocks === 'true' && !deriver) deriver = await deriverFor(db, row.conversation.id, [e]);
+        const v: EventView = eventView(e, deriver?.blocks(e));
         await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
       },
     });

@@ -3,6 +3,7 @@
  * plus what only the live registry knows (is the sandbox's runner online?).
  */
 import { join } from 'node:path';
+import type { Block } from './blocks.ts';
 import type { Conversation, ConversationStatus, EventRow, SandboxRow, Turn, UsageTotal } from '../store/conversation-schema.ts';
 
 /** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
@@ -141,10 +142,13 @@ export interface EventView {
   duration_ms: number | null;
   turn_id: string | null;
   ts: string;
+  /** With `?blocks=true` (§7.3). */
+  blocks?: Block[];
 }
 
-export function eventView(e: EventRow): EventView {
+export function eventView(e: EventRow, blocks?: Block[]): EventView {
   return {
+    ...(blocks ? { blocks } : {}),
     id: e.id,
     kind: e.kind,
     stream: e.stream,
