@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { interpret, ItemView, permissionOutcome } from './event-view.tsx';
+import { EventReader, interpret, ItemView, permissionOutcome } from './event-view.tsx';
 import { toHtml } from './live.ts';
 
 let n = 0;
@@ -9,19 +9,31 @@ const row = (over: Partial<EventRow>): EventRow => ({ id: ++n, conversationId: '
 const acp = (update: Record<string, unknown>) => row({ data: JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update } }) });
 
 describe('conversation events as items', () => {
-  it('maps ACP updates: text, thoughts, tool calls and terminal tool updates; drops the rest', () => {
+  it('maps ACP updates: text and thoughts; drops the rest', () => {
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'Hi ' } })), { kind: 'text', text: 'Hi ', turnId: 't' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } })), { kind: 'thought', text: 'hmm' });
-    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), {
-      kind: 'tool', id: 'x', turnId: 't', title: 'Run `ls`', status: 'pending', input: '{"command":"ls"}',
-    });
-    assert.equal(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'in_progress' })), null);
-    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'no' } }] })), {
-      kind: 'tool_result', id: 'x', turnId: 't', status: 'failed', output: 'no',
-    });
     assert.equal(interpret(acp({ sessionUpdate: 'plan', entries: [] })), null);
     assert.equal(interpret(row({ data: 'not json' })), null);
     assert.deepEqual(interpret(row({ stream: 'stderr', data: 'oops' })), { kind: 'output', stream: 'stderr', text: 'oops' });
+  });
+
+  it("merges every tool update into its call, as Claude sends them: the card shows the command, its output and an edit's diff", async () => {
+    const reader = new EventReader();
+    const first = reader.read(acp({ sessionUpdate: 'tool_call', toolCallId: 'toolu_1', title: 'Terminal', kind: 'execute', status: 'pending', rawInput: {}, _meta: { claudeCode: { toolName: 'Bash' } } }));
+    assert.ok(first?.kind === 'tool' && first.first);
+    const titled = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_1', title: 'ls -la', rawInput: { command: 'ls -la' } }));
+    assert.ok(titled?.kind === 'tool' && !titled.first && titled.view.title === 'ls -la');
+    const done = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'a.ts\n<b>.ts' } }] }));
+    assert.ok(done?.kind === 'tool');
+    const html = await toHtml(<ItemView item={done} conversationId="c" />);
+    assert.match(html, /<strong>ls -la<\/strong> <span class="badge">completed<\/span>/);
+    assert.match(html, /Bash · execute/);
+    assert.match(html, /a\.ts\n&lt;b&gt;\.ts/, 'agent output is escaped');
+    reader.read(acp({ sessionUpdate: 'tool_call', toolCallId: 'toolu_2', title: 'Edit', kind: 'edit', status: 'pending', _meta: { claudeCode: { toolName: 'Edit' } } }));
+    const edit = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_2', title: 'Edit a.txt', content: [{ type: 'diff', path: '/w/a.txt', oldText: 'red\n', newText: 'green\n' }] }));
+    assert.ok(edit?.kind === 'tool');
+    const diff = await toHtml(<ItemView item={edit} conversationId="c" />);
+    assert.match(diff, /<span class="diff-del">-red\n<\/span><span class="diff-add">\+green\n<\/span>/);
   });
 
   it('maps stage events: permission requests with options, turns, failures', () => {

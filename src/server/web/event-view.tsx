@@ -1,16 +1,18 @@
 /**
- * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls with status and
- * output, permission requests with their options as buttons, turn status and errors. Pure: rows in, JSX out.
+ * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls shown as they are
+ * (each merged with all its updates: title, input, output, diffs), permission requests with their options
+ * as buttons, turn status and errors. Rows in, JSX out; the reader keeps only the tool calls' merged views.
  */
 import { z } from 'zod';
+import { diffLines, inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
   | { kind: 'thought'; text: string }
-  | { kind: 'tool'; id: string; turnId: string | null; title: string; status: string; input: string | null }
-  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; output: string }
+  /** A tool call as merged so far; `first` marks its first appearance (later ones update it in place). */
+  | { kind: 'tool'; key: string; view: ToolView; first: boolean }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
   | { kind: 'turn'; state: string; turnId: string | null; detail: string }
@@ -41,29 +43,12 @@ const permissionStarted = z.object({
 });
 const permissionDone = z.object({ request_id: z.string(), tool: z.string().nullish(), outcome: z.string().optional(), option_id: z.string().nullish() });
 
-const TERMINAL_TOOL = new Set(['completed', 'failed', 'cancelled']);
-
 function parseJson(s: string): unknown {
   try {
     return JSON.parse(s);
   } catch {
     return undefined;
   }
-}
-
-/** Text inside ACP tool content: `[{type:'content', content:{type:'text', text}}]` and friends. */
-function toolOutput(content: unknown, raw: unknown): string {
-  const parts: string[] = [];
-  if (Array.isArray(content)) {
-    for (const c of content) {
-      const inner = z.object({ content: contentText }).safeParse(c);
-      if (inner.success) parts.push(inner.data.content.text);
-      const diff = z.object({ type: z.literal('diff'), path: z.string() }).safeParse(c);
-      if (diff.success) parts.push(`(edited ${diff.data.path})`);
-    }
-  }
-  if (parts.length === 0 && raw !== undefined) parts.push(typeof raw === 'string' ? raw : JSON.stringify(raw, null, 2));
-  return parts.join('\n');
 }
 
 function stageDetail(data: unknown): string {
@@ -76,6 +61,30 @@ function stageDetail(data: unknown): string {
   return bits.join(' · ');
 }
 
+/**
+ * Reads a conversation's rows in order: tool lines (`tool_call`, every `tool_call_update`, the call inside a
+ * permission request) merge into one view per call; everything else is interpreted on its own.
+ */
+export class EventReader {
+  readonly #tools = new ToolFold();
+  readonly #seen = new Set<string>();
+
+  read(row: EventRow): Item | null {
+    if (row.kind === 'output' && row.stream === 'acp') {
+      const scope = row.turnId ?? '';
+      const hit = this.#tools.applyLine(row.data, scope);
+      if (hit) {
+        const key = `${scope}.${hit.view.id}`;
+        const first = !this.#seen.has(key);
+        this.#seen.add(key);
+        return { kind: 'tool', key, view: hit.view, first };
+      }
+    }
+    return interpret(row);
+  }
+}
+
+/** One row on its own (tool lines need an EventReader, which merges them). */
 export function interpret(row: EventRow): Item | null {
   if (row.kind === 'stage') {
     const data = parseJson(row.data);
@@ -104,18 +113,6 @@ export function interpret(row: EventRow): Item | null {
       const c = contentText.safeParse(u.content);
       return c.success ? { kind: 'thought', text: c.data.text } : null;
     }
-    case 'tool_call':
-      return {
-        kind: 'tool',
-        id: u.toolCallId ?? '',
-        turnId: row.turnId,
-        title: u.title ?? u.kind ?? 'tool',
-        status: u.status ?? 'pending',
-        input: u.rawInput === undefined ? null : typeof u.rawInput === 'string' ? u.rawInput : JSON.stringify(u.rawInput),
-      };
-    case 'tool_call_update':
-      if (!u.status || !TERMINAL_TOOL.has(u.status)) return null;
-      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, output: toolOutput(u.content, u.rawOutput) };
     default:
       return null;
   }
@@ -126,8 +123,6 @@ type PermissionOption = { option_id: string; name: string; kind: string };
 /** An element id from an agent-chosen id (request ids carry dots, tool ids anything). */
 const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
 const permissionDomId = (requestId: string): string => domId('perm', requestId);
-/** A tool call within its turn: an agent may number its calls afresh in each session, so the id alone can repeat. */
-export const toolKey = (it: { id: string; turnId: string | null }): string => `${it.turnId ?? '-'}.${it.id}`;
 
 export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: PermissionOption[] }) {
   const labelId = `${permissionDomId(p.requestId)}-label`;
@@ -168,12 +163,42 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
   );
 }
 
-/** The latest status of a tool call, as the badge next to its title (out-of-band when it arrives live). */
-export function ToolStatus(p: { tool: { id: string; turnId: string | null }; status: string; oob?: boolean }) {
+/** An element id for a tool call (its key is the turn and the agent's tool call id). */
+export const toolDomId = (key: string): string => domId('tool', key);
+
+/**
+ * A tool call as it stands: what it is (title, the runtime's tool name, kind), its status, what it was
+ * given, and what it produced — text, edits as unified diffs, terminals. `oob` replaces the card in place.
+ */
+export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) {
+  const v = p.view;
+  const ended = TERMINAL_TOOL_STATUSES.has(v.status);
+  const summary = inputSummary(v);
+  const texts = v.content.some((c) => c.type === 'text');
+  const output = ended && !texts ? outputText(v) : '';
   return (
-    <span id={domId('tool-status', toolKey(p.tool))} class="badge" hx-swap-oob={p.oob ? 'true' : undefined}>
-      {p.status}
-    </span>
+    <div id={toolDomId(p.toolKey)} class={`ev tool${v.status === 'failed' || v.status === 'cancelled' ? ' err' : ''}`} data-tool-id={v.id} data-tool-status={v.status} hx-swap-oob={p.oob ? 'true' : undefined}>
+      <strong>{toolLabel(v)}</strong> <span class="badge">{v.status}</span>
+      {v.tool_name || v.kind ? <span class="muted small"> {[v.tool_name, v.kind].filter(Boolean).join(' · ')}</span> : null}
+      {summary && summary !== toolLabel(v) ? <pre class="tool-input">{summary}</pre> : null}
+      {v.content.map((c) => {
+        if (c.type === 'text') return <pre class="tool-output">{c.text}</pre>;
+        if (c.type === 'terminal') return <p class="muted small">Ran in terminal {c.terminal_id}; its output is not reported here.</p>;
+        if (c.type === 'other') return <p class="muted small">{c.summary}</p>;
+        return (
+          <div class="diff" data-path={c.path}>
+            <div class="small">{c.old_text === null ? `New file ${c.path}` : c.path}</div>
+            <pre>
+              {diffLines(c).map((l) => (
+                <span class={`diff-${l.type}`}>{`${l.text}\n`}</span>
+              ))}
+            </pre>
+          </div>
+        );
+      })}
+      {output ? <pre class="tool-output">{output}</pre> : null}
+      {ended && v.content.length === 0 && !output ? <p class="muted small">The agent reported no output.</p> : null}
+    </div>
   );
 }
 
@@ -212,19 +237,7 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
         </details>
       );
     case 'tool':
-      return (
-        <div class="ev tool" data-tool-id={it.id}>
-          <strong>Tool:</strong> {it.title} <ToolStatus tool={it} status={it.status} />
-          {it.input ? <pre>{it.input}</pre> : null}
-        </div>
-      );
-    case 'tool_result':
-      return (
-        <div class={`ev tool${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id}>
-          <span class="badge">{it.status}</span>
-          {it.output ? <pre>{it.output}</pre> : null}
-        </div>
-      );
+      return <ToolCard toolKey={it.key} view={it.view} />;
     case 'permission':
       return <PermissionForm conversationId={p.conversationId} requestId={it.requestId} tool={it.tool} options={it.options} />;
     case 'permission_done':
