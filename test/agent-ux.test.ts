@@ -93,6 +93,35 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       assert.equal(JSON.parse(denied.data.data).option_id, 'reject_once');
       await s.stage('turn', 'done', denied.id!);
       assert.match(answer(s.events, p3.body.turn_id), /You did not allow it/);
+
+      // Tool calls as they are: each tool block carries its call merged with every update so far.
+      const all: Json[] = [];
+      for (let after = 0; ; ) {
+        const page = await api('GET', `/api/conversations/${conv.id}/events?blocks=true&limit=7&after=${after}`);
+        assert.equal(page.status, 200, JSON.stringify(page.body));
+        all.push(...page.body.data);
+        if (!page.body.meta.has_more) break;
+        after = page.body.meta.next_cursor;
+      }
+      const toolBlocks = all.flatMap((e) => (e.blocks as Json[]).filter((b) => b.kind.startsWith('tool_')));
+      const bashEnd = toolBlocks.find((b) => b.kind === 'tool_result' && b.tool.tool_name === 'Bash');
+      assert.ok(bashEnd, JSON.stringify(toolBlocks.map((b) => b.kind)));
+      assert.deepEqual([bashEnd.tool.title, bashEnd.tool.kind, bashEnd.tool.status, bashEnd.tool.raw_input.command], ['echo tool-name-matched > proof.txt', 'execute', 'completed', 'echo tool-name-matched > proof.txt']);
+      const bashStart = toolBlocks.find((b) => b.kind === 'tool_use' && b.id === bashEnd.tool_id);
+      assert.deepEqual([bashStart.name, bashStart.tool.raw_input], ['Terminal', {}], 'the first tool_call says only "Terminal"');
+      const edit = toolBlocks.filter((b) => b.tool.tool_name === 'Edit').at(-1);
+      assert.equal(edit.tool.title, 'Edit notes.txt');
+      assert.deepEqual(edit.tool.content, [{ type: 'diff', path: join(dir, 'notes.txt'), old_text: 'colour: red\n', new_text: 'colour: green\n' }]);
+      assert.ok(all.every((e) => Array.isArray(e.blocks)));
+      const plain = await api('GET', `/api/conversations/${conv.id}/events?limit=3`);
+      assert.ok(plain.body.data.every((e: Json) => e.blocks === undefined), 'blocks only when asked for');
+      // The stream derives the same views, replaying from the middle of a turn (primed from its earlier tool lines).
+      const mid = all.find((e) => e.blocks.some((b: Json) => b.kind === 'tool_update' && b.tool.tool_name === 'Edit'));
+      const sse = await fetch(`${srv.url}/api/conversations/${conv.id}/stream?blocks=true&wait=false&after=${mid.id}`, { headers: { authorization: `Bearer ${key}` } });
+      const text = await sse.text();
+      const streamed = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      const editEnd = streamed.flatMap((e) => e.blocks).find((b: Json) => b.kind === 'tool_result' && b.tool.tool_name === 'Edit');
+      assert.deepEqual([editEnd.tool.title, editEnd.tool.kind, editEnd.tool.status], ['Edit notes.txt', 'edit', 'completed']);
     } finally {
       s.close();
     }

@@ -85,7 +85,10 @@ export class EventRenderer {
       return this.status(`${ev.stage} failed: ${reason}`);
     }
     if (ev.stage === 'turn' && ev.state === 'interrupted') return this.status('turn interrupted');
-    if (ev.stage === 'turn' && ev.state === 'done') return this.newline();
+    if (ev.stage === 'turn' && ev.state === 'done') {
+      const usage = usageText(meta?.usage);
+      return usage ? this.status(usage) : this.newline();
+    }
   }
 
   #acp(line: string, turnId: string): void {
@@ -149,6 +152,15 @@ export class EventRenderer {
       }
     }
   }
+}
+
+/** A turn's or conversation's usage in one line: tokens in and out, cost when reported; null when there is none. */
+export function usageText(u: unknown): string | null {
+  if (!u || typeof u !== 'object') return null;
+  const o = u as { input?: unknown; output?: unknown; cost?: { amount?: unknown; currency?: unknown } };
+  if (typeof o.input !== 'number' || typeof o.output !== 'number') return null;
+  const cost = o.cost && typeof o.cost.amount === 'number' && typeof o.cost.currency === 'string' ? ` · ${o.cost.amount} ${o.cost.currency}` : '';
+  return `usage: ${o.input} in, ${o.output} out tokens${cost}`;
 }
 
 const indent = (text: string): string =>

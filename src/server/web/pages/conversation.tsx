@@ -51,6 +51,12 @@ export function ConversationStatus(p: { conv: ConversationView }) {
       ) : (
         <span class="muted">No sandbox</span>
       )}
+      {c.usage_total.input + c.usage_total.output > 0 || c.usage_total.cost ? (
+        <span class="muted" data-usage>
+          Usage: {c.usage_total.input} in · {c.usage_total.output} out tokens
+          {c.usage_total.cost ? ` · ${c.usage_total.cost.amount} ${c.usage_total.cost.currency}` : ''}
+        </span>
+      ) : null}
       {c.failure_reason ? <span class="error">{c.failure_reason}</span> : null}
     </div>
   );
