@@ -296,6 +296,50 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.ok(rows.length >= 1 && rows.every((r) => r.revokedAt !== null), 'every token of the terminated conversation is revoked');
   });
 
+  it('a sandbox token acts for its conversation only: the rule table of docs/api.md, row by row (issue 22 #6)', async () => {
+    const as = (method: string, path: string, body?: unknown) => call(srv.url, token1, method, path, body);
+    const no = async (method: string, path: string, body?: unknown) => {
+      const r = await as(method, path, body);
+      assert.deepEqual([r.status, r.body?.error], [403, 'sandbox_token_forbidden'], `${method} ${path}: ${JSON.stringify(r.body)}`);
+    };
+    // Nothing that widens its own authority: agents are the user's.
+    await no('PATCH', `/api/agents/${alpha}`, { permission_policy: { default: 'auto_allow' } });
+    assert.deepEqual((await api('GET', `/api/agents/${alpha}`)).body.data.permission_policy, { execute: 'ask' });
+    await no('POST', '/api/agents', { name: 'loose', runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' } });
+    await no('DELETE', `/api/agents/${beta}`);
+    // Nothing outside its tree: a teammate's conversation is read, never driven or ended.
+    await no('DELETE', `/api/conversations/${betaConv}`);
+    await no('POST', `/api/conversations/${betaConv}/terminate`);
+    await no('POST', `/api/conversations/${betaConv}/interrupt`);
+    await no('POST', `/api/conversations/${betaConv}/prompts`, { prompt: 'hi' });
+    await no('GET', '/api/conversations');
+    await no('GET', '/api/events/stream');
+    // The team's shape and its schedules are the user's.
+    await no('POST', '/api/team', { agent_id: alpha });
+    await no('PATCH', `/api/team/${beta}`, {});
+    await no('DELETE', `/api/team/${beta}`);
+    await no('POST', `/api/team/${beta}/conversations`);
+    await no('POST', `/api/team/${beta}/schedules`, { cron: '0 * * * *', prompt: 'tick' });
+    assert.notEqual((await api('GET', `/api/conversations/${betaConv}`)).body.data.status, 'terminated');
+    // It reads its teammates.
+    for (const path of [`/api/conversations/${betaConv}`, `/api/conversations/${betaConv}/turns`, `/api/conversations/${betaConv}/events?limit=1`, `/api/team/${beta}`, '/api/team/schedules']) {
+      assert.equal((await as('GET', path)).status, 200, path);
+    }
+    // Child conversations: never looser than its own policy (alpha's: execute asks).
+    const loose = await api('POST', '/api/agents', { name: 'loose', runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' } });
+    assert.equal(loose.status, 201);
+    const widened = await as('POST', '/api/conversations', { agent_id: loose.body.data.id, prompt: 'run: echo unasked' });
+    assert.deepEqual([widened.status, widened.body.error], [422, 'permission_policy_widens'], JSON.stringify(widened.body));
+    assert.match(widened.body.message, /execute would be auto_allow, where the parent's policy says ask/);
+    const child = await as('POST', '/api/conversations', { agent_id: alpha, permission_policy: { default: 'ask' } });
+    assert.equal(child.status, 201, JSON.stringify(child.body));
+    const childId = child.body.data.id as string;
+    // Its tree: the child is read and ended with the same token.
+    assert.equal((await as('GET', `/api/conversations/${childId}`)).status, 200);
+    assert.equal((await as('POST', `/api/conversations/${childId}/terminate`)).status, 204);
+    assert.equal((await api('GET', `/api/conversations/${childId}`)).body.data.status, 'terminated');
+  });
+
   it('a relaunch mints a new token and revokes the previous one; session/load carries the MCP with the new token', async () => {
     await runner.stop();
     await runnerOnline(false);

@@ -16,6 +16,7 @@ import {
   type RequestPermissionRequest,
   type ResumeSessionResponse,
   type SessionNotification,
+  type SetSessionConfigOptionResponse,
 } from '@agentclientprotocol/sdk';
 import { describeError, err, ok, type Result, type SandboxError } from '../sandbox/index.ts';
 import { acpError, type AcpError, type AcpErrorCode, type AcpProblem } from './errors.ts';
@@ -23,6 +24,7 @@ import { LineSplitter, MAX_LINE_BYTES, decodeLine, isBlank } from './lines.ts';
 import { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
 import {
   zInitializeResponse,
+  zSetSessionConfigOptionResponse,
   zLoadSessionResponse,
   zNewSessionResponse,
   zPromptResponse,
@@ -240,6 +242,13 @@ export class AcpClient {
     if (!call.ok) return Promise.resolve(call);
     this.session = p.sessionId;
     return call.value.done;
+  }
+
+  /** `session/set_config_option` on the current session (e.g. the `model` option an adapter offers). */
+  setConfigOption(configId: string, value: string): Promise<Result<SetSessionConfigOptionResponse, AcpError>> {
+    if (this.session === null) return Promise.resolve(err(acpError('acp_no_session', 'set_config_option needs a session')));
+    const call = this.call<SetSessionConfigOptionResponse>('session/set_config_option', { sessionId: this.session, configId, value }, zSetSessionConfigOptionResponse);
+    return call.ok ? call.value.done : Promise.resolve(call);
   }
 
   /** Sends `session/prompt`. Text is sent as one text block. */

@@ -11,6 +11,7 @@ import type {
   RequestPermissionRequest,
   ResumeSessionResponse,
   SessionNotification,
+  SetSessionConfigOptionResponse,
 } from '@agentclientprotocol/sdk';
 
 /** The slice of a zod schema this module relies on; keeps the SDK's 600 KB of generated types out of tsc. */
@@ -35,6 +36,7 @@ export const zInitializeResponse = pick<InitializeResponse>('zInitializeResponse
 export const zNewSessionResponse = pick<NewSessionResponse>('zNewSessionResponse');
 export const zLoadSessionResponse = pick<LoadSessionResponse>('zLoadSessionResponse');
 export const zResumeSessionResponse = pick<ResumeSessionResponse>('zResumeSessionResponse');
+export const zSetSessionConfigOptionResponse = pick<SetSessionConfigOptionResponse>('zSetSessionConfigOptionResponse');
 export const zPromptResponse = pick<PromptResponse>('zPromptResponse');
 export const zSessionNotification = pick<SessionNotification>('zSessionNotification');
 export const zRequestPermissionRequest = pick<RequestPermissionRequest>('zRequestPermissionRequest');

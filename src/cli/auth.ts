@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { ApiError, FountainApi } from './api.ts';
 import { CredentialsError, credentialsPath, DEFAULT_BASE_URL, readCredentials, saveProfile } from './credentials.ts';
+import { promptHidden, readStdinLine } from './secret-input.ts';
 
 const API_KEY = /^ftn_[0-9a-f]{64}$/;
 
@@ -25,48 +26,6 @@ const meSchema = z.object({
 function fail(message: string, code = 1): never {
   process.stderr.write(`fountain auth login: ${message}\n`);
   process.exit(code);
-}
-
-/** Reads a line from the terminal without echoing it. */
-function promptHidden(question: string): Promise<string> {
-  const stdin = process.stdin;
-  process.stderr.write(question);
-  return new Promise((resolve) => {
-    let value = '';
-    stdin.setRawMode(true);
-    stdin.setEncoding('utf8');
-    stdin.resume();
-    const onData = (chunk: string) => {
-      for (const ch of chunk) {
-        if (ch === '\r' || ch === '\n') {
-          stdin.off('data', onData);
-          stdin.setRawMode(false);
-          stdin.pause();
-          process.stderr.write('\n');
-          resolve(value);
-          return;
-        }
-        if (ch === '\u0003') {
-          stdin.setRawMode(false);
-          process.stderr.write('\n');
-          process.exit(130);
-        }
-        if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);
-        else value += ch;
-      }
-    };
-    stdin.on('data', onData);
-  });
-}
-
-/** The first line of a piped stdin, so `fountain auth login < keyfile` works in scripts. */
-async function readStdinLine(): Promise<string> {
-  let text = '';
-  for await (const chunk of process.stdin) {
-    text += String(chunk);
-    if (text.includes('\n') || text.length > 4096) break;
-  }
-  return text.split(/\r?\n/)[0] ?? '';
 }
 
 export function register(program: Command): void {

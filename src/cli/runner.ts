@@ -26,6 +26,7 @@ const flagsSchema = z.object({
   root: z.string().min(1).optional(),
   backend: z.enum(['process', 'namespace', 'firecracker'], { message: '--backend must be "process", "namespace" or "firecracker"' }),
   nsSubnet: z.string().optional(),
+  npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
   profile: z.string().optional(),
@@ -47,6 +48,7 @@ export function register(program: Command): void {
     .option('--root <dir>', 'sandbox directory (default: ~/.fountain/runners/<name>/sandboxes)')
     .option('--backend <backend>', 'what a sandbox is: process (a directory), namespace (bubblewrap, cgroups, egress policy; root) or firecracker (a microVM)', 'process')
     .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
+    .option('--npm-cache <dir>', "process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)")
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
     // Tests shorten the reconnect backoff (1 s doubling to 30 s) so a cut connection returns quickly.
@@ -76,7 +78,7 @@ export function register(program: Command): void {
           ? await openVmFromFlags(cmd.opts(), root, logger)
           : flags.backend === 'namespace'
             ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet })
-            : openProcessBackend(common);
+            : openProcessBackend({ ...common, npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined });
       if (!opened.ok) {
         process.stderr.write(`fountain runner: ${opened.error}\n`);
         process.exit(1);

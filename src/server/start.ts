@@ -35,6 +35,8 @@ import { Scheduler, SCHEDULER_DEFAULTS, type SchedulerConfig } from './team/sche
 import { TeamService } from './team/service.ts';
 import { audit } from './account/audit.ts';
 import type { EngineDb } from './store/engine-db.ts';
+import { CredentialService } from './credentials/service.ts';
+import { loadSecretKey } from './credentials/secret-key.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -98,6 +100,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   if (!engineEnv.ok) throw new ConfigError('environment', engineEnv.message);
   const logger = opts.logger ?? pino({ enabled: false });
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  // Before the database opens: a malformed FOUNTAIN_SECRET_KEY stops the boot at once.
+  const secretKey = loadSecretKey(env, opts.dataDir);
 
   const stack = new StopStack(logger);
   const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
@@ -106,6 +110,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();
+    const credentials = new CredentialService(database.db as unknown as EngineDb, secretKey);
     // PostgreSQL may be shared by several nodes; PGlite is one process by construction.
     const shared = database.kind === 'postgres' && !!config.databaseUrl;
     const nodeId = mintNodeId();
@@ -179,6 +184,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       node: { id: nodeId, shared: cluster !== undefined },
       bus,
       ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
+      credentials,
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);
@@ -210,6 +216,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       runnersEnabled: config.runnersEnabled,
+      credentials,
       ...(opts.version ? { version: opts.version } : {}),
       engine: { engine, registry, defaultProvider, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },

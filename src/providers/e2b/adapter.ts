@@ -224,7 +224,8 @@ export class E2BAdapter implements SandboxAdapter {
       // Every envd stream drops at the pause anyway, but one envd has not yet seen close is
       // snapshotted and wedges its process's output fan-out after resume (infra#3292): close
       // them first. Their commands end in closed_before_exit and reattach later.
-      for (const l of [...this.#live]) if (targets.get(l)?.sandboxId === t.value.sandboxId) l.drop('sandbox paused');
+      const mine = [...this.#live].filter((l) => targets.get(l)?.sandboxId === t.value.sandboxId);
+      await Promise.all(mine.map((l) => l.drop('sandbox paused')));
       const p = await this.#api.pauseSandbox(t.value.sandboxId);
       return p.ok ? ok(undefined) : p;
     });
@@ -365,6 +366,9 @@ export class E2BAdapter implements SandboxAdapter {
         stopBeat();
         this.#live.delete(live);
       },
+      onAbandon: async (pid) => {
+        await envd.sendSignal({ pid }, 'SIGTERM');
+      },
     });
     targets.set(live, t);
     const req: StartRequest = { process: { cmd: '/bin/bash', args: ['-c', REPLAY, 'fountain-replay', session], envs: {} }, stdin: false };
@@ -450,7 +454,7 @@ export class E2BAdapter implements SandboxAdapter {
 
   stopCommand(command: Command): Promise<SandboxResult<void>> {
     return this.#guard('stop_command', async () => {
-      this.#liveOf(command)?.stop();
+      await this.#liveOf(command)?.stop();
       return ok(undefined);
     });
   }
@@ -524,7 +528,7 @@ export class E2BAdapter implements SandboxAdapter {
 
   /** Drops every live stream this adapter holds (shutdown); remote processes keep running. */
   close(): void {
-    for (const l of [...this.#live]) l.stop();
+    for (const l of [...this.#live]) void l.stop();
   }
 }
 

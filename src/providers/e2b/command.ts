@@ -42,6 +42,8 @@ export interface LiveCommandInit {
   readonly stdinTag: string | null;
   /** Called once when the command ends locally (terminal frame sent, or stopped). */
   readonly onDone: () => void;
+  /** Ends the replayer process once nobody reads it (it would otherwise tail until the session ends). */
+  readonly onAbandon: (pid: number) => Promise<void>;
 }
 
 export class LiveCommand implements ProcessEventSink {
@@ -49,6 +51,7 @@ export class LiveCommand implements ProcessEventSink {
   readonly stdinTag: string | null;
   readonly #owner: FrameSink;
   readonly #onDone: () => void;
+  readonly #onAbandon: (pid: number) => Promise<void>;
   #held: StreamFrame[] | null = [];
   #terminal = false;
   #stopped = false;
@@ -62,6 +65,7 @@ export class LiveCommand implements ProcessEventSink {
     this.stdinTag = init.stdinTag;
     this.#owner = init.owner;
     this.#onDone = init.onDone;
+    this.#onAbandon = init.onAbandon;
     this.acked = new Promise((resolve) => {
       this.#ack = { resolve };
     });
@@ -88,19 +92,30 @@ export class LiveCommand implements ProcessEventSink {
    * The stream is going away under us (the sandbox is about to pause): close it now, so envd
    * sees the close before the snapshot, and end the command as a close without exit.
    */
-  drop(why: string): void {
-    if (this.#stopped || this.#terminal) return;
+  drop(why: string): Promise<void> {
+    if (this.#stopped || this.#terminal) return Promise.resolve();
     this.#stream?.abort();
     this.#emit({ type: 'error', ref: this.ref, error: closedBeforeExit(why) });
+    return this.#abandon();
   }
 
-  /** Tears down the local end only; the remote process keeps running. Sends no more frames. */
-  stop(): void {
-    if (this.#stopped) return;
+  /**
+   * Tears down the local end only: the session's command keeps running, the replayer that read
+   * it for this Command is ended. Sends no more frames.
+   */
+  stop(): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
     this.#stopped = true;
     this.#stream?.abort();
     this.#settleAck({ ok: false, error: sandboxError('unavailable', 'stopped before start') });
-    if (!this.#terminal) this.#onDone();
+    const wasLive = !this.#terminal;
+    if (wasLive) this.#onDone();
+    return wasLive ? this.#abandon() : Promise.resolve();
+  }
+
+  #abandon(): Promise<void> {
+    const pid = this.#pid;
+    return pid === null ? Promise.resolve() : this.#onAbandon(pid).catch(() => undefined);
   }
 
   #settleAck(r: { ok: true; pid: number } | { ok: false; error: SandboxError }): void {

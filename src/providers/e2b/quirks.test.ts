@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import { inspect } from 'node:util';
 import type { Handle } from '../../sandbox/index.ts';
 import { E2BStub } from '../../../test/stubs/e2b/server.ts';
@@ -366,5 +367,33 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     const missing = await ctx.adapter.exec(h, 'no-such-binary-e2b', ['x']);
     assert.ok(missing.ok, inspect(missing));
     assert.equal(missing.value.exitCode, 127);
+  });
+
+  it('stop_command and a pause end the replayer a Command read through (and its tails), never the session', async () => {
+    const h = await ctx.handle();
+    const f = new Frames();
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo up; exec cat'], { owner: f.sink, stdin: true });
+    assert.ok(c.ok, inspect(c));
+    await f.untilText('up');
+    const sessions = await ctx.adapter.listSessions(h);
+    assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
+    const id = sessions.value[0].id;
+    // Processes on this host whose command line names the session: shim, replayer, two tails.
+    const count = () => Number(spawnSync('pgrep', ['-fc', id], { encoding: 'utf8' }).stdout.trim() || '0');
+    assert.ok(count() >= 4, `expected shim, replayer and tails, saw ${count()}`);
+    assert.ok((await ctx.adapter.stopCommand(c.value)).ok);
+    for (let i = 0; i < 50 && count() > 1; i++) await sleep(100);
+    assert.equal(count(), 1, 'only the shim is left');
+    const g = new Frames();
+    const a = await ctx.adapter.attach(h, id, { owner: g.sink, stdin: true });
+    assert.ok(a.ok, inspect(a));
+    assert.ok((await ctx.adapter.writeStdin(a.value, utf8('still-here\n'))).ok);
+    await g.untilText('still-here');
+    assert.ok((await ctx.adapter.suspend(h)).ok);
+    assert.equal((await g.terminal()).type, 'error');
+    const r = await ctx.adapter.resume(h);
+    assert.ok(r.ok, inspect(r));
+    for (let i = 0; i < 50 && count() > 1; i++) await sleep(100);
+    assert.equal(count(), 1, 'the paused-over replayer is gone too');
   });
 });

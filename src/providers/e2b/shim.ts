@@ -46,6 +46,8 @@ export const REPLAY = [
   'pid=$(cat "$d/pid" 2>/dev/null) || kill -9 $$',
   'tail -c +1 -s 0.2 -f --pid="$pid" "$d/out" & a=$!',
   'tail -c +1 -s 0.2 -f --pid="$pid" "$d/err" >&2 & b=$!',
+  // Ended by the adapter (SIGTERM) once nobody reads it: take the tails along.
+  `trap 'kill "$a" "$b" 2>/dev/null; exit 143' TERM`,
   'wait "$a" "$b"',
   'if [ -f "$d/exit" ]; then exit "$(cat "$d/exit")"; fi',
   'kill -9 $$',

@@ -1,9 +1,7 @@
 /**
- * opencode asks before a tool only when its own config says so (acp.md §13): a policy stricter than
- * auto_allow is enforced by setting its shell, edit and fetch tools to `ask`, so each reaches Fountain's policy.
+ * opencode asks before a tool only when its own config says so (acp.md §13): its shell, edit and fetch
+ * tools are set to `ask`, so every such call reaches Fountain's permission policy.
  */
-import type { PermissionPolicy } from '../store/conversation-schema.ts';
-import { asksAnything } from '../conversations/policy.ts';
 
 export interface OpencodePermission {
   readonly bash: 'ask';
@@ -11,16 +9,11 @@ export interface OpencodePermission {
   readonly webfetch: 'ask';
 }
 
-/** The `permission` part of opencode's config for a policy; null when the policy allows everything (opencode's default). */
-export function opencodePermission(policy: PermissionPolicy): OpencodePermission | null {
-  return asksAnything(policy) ? { bash: 'ask', edit: 'ask', webfetch: 'ask' } : null;
-}
-
 /**
- * The launch env that carries it: OPENCODE_CONFIG_CONTENT is merged last over opencode's config files,
- * so it holds beside the provider config written into the runtime's HOME.
+ * The `permission` part of opencode's config. Always `ask`, whatever the agent's policy: the policy is
+ * applied by Fountain on each request (an auto_allow verdict answers allow_once at once), so a policy
+ * changed later, or narrowed at launch, holds without rewriting the file.
  */
-export function opencodePermissionEnv(policy: PermissionPolicy): Array<[string, string]> {
-  const permission = opencodePermission(policy);
-  return permission ? [['OPENCODE_CONFIG_CONTENT', JSON.stringify({ permission })]] : [];
+export function opencodePermission(): OpencodePermission {
+  return { bash: 'ask', edit: 'ask', webfetch: 'ask' };
 }

@@ -5,6 +5,7 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
 import { requireKey, type AppEnv } from '../http/auth.ts';
+import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
@@ -62,7 +63,7 @@ const AgentCreateBody = z
     sandbox_provider: SandboxProviderField.default(null),
     // A fresh agent asks before every tool: its runner may run as the user (issue 16 #3).
     permission_policy: PermissionPolicySchema.default({ default: 'ask' }),
-    metadata: z.record(z.string(), z.unknown()).default({}),
+    metadata: MetadataSchema.default({}),
   })
   .strict()
   .openapi('AgentCreate');
@@ -76,7 +77,7 @@ const AgentPatchBody = z
     model: z.string().max(200),
     sandbox_provider: SandboxProviderField,
     permission_policy: PermissionPolicySchema,
-    metadata: z.record(z.string(), z.unknown()),
+    metadata: MetadataSchema,
   })
   .partial()
   .strict()

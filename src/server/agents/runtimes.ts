@@ -30,6 +30,12 @@ export interface RuntimeSpec {
   readonly requiresBin: string | null;
   /** Process env the adapter needs beyond the sandbox's (never a credential). */
   readonly env: ReadonlyArray<readonly [string, string]>;
+  /**
+   * Whether the model is also chosen through the adapter's ACP `model` config option. Only where the
+   * runtime's own config does not already name it: opencode's picker lists its built-in providers, and
+   * choosing from it would move a gateway model back to the vendor's API.
+   */
+  readonly modelOption: boolean;
   /** Accepted model providers (the part of `model` before the slash). */
   readonly modelProviders: readonly string[];
   readonly models: readonly string[];
@@ -46,7 +52,14 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: { pkg: '@agentclientprotocol/claude-agent-acp', version: '0.66.0', bin: 'claude-agent-acp' },
     requiresBin: null,
     // Claude Code refuses its permission-bypass mode as uid 0 unless told it is in a sandbox (acp.md §10 #8).
-    env: [['IS_SANDBOX', '1']],
+    env: [
+      ['IS_SANDBOX', '1'],
+      // A refused key is retried ten times with backoff (minutes of silence); four retries still ride out an overload.
+      ['CLAUDE_CODE_MAX_RETRIES', '4'],
+      // No telemetry, error reporting or auto-update from a sandbox: the model API is the only peer it needs.
+      ['CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC', '1'],
+    ],
+    modelOption: true,
     modelProviders: ['anthropic'],
     models: ['anthropic/claude-sonnet-4-5', 'anthropic/claude-opus-4-1', 'anthropic/claude-haiku-4-5'],
   },
@@ -60,6 +73,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: { pkg: '@agentclientprotocol/codex-acp', version: '1.1.14', bin: 'codex-acp' },
     requiresBin: null,
     env: [],
+    modelOption: false,
     modelProviders: ['openai'],
     models: ['openai/gpt-5', 'openai/gpt-5-codex'],
   },
@@ -70,9 +84,11 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     cwd: `${ROOT_TMP}/gemini-workspace`,
     workspace: `${ROOT_TMP}/gemini-workspace`,
     launch: ['gemini', '--acp'],
-    install: null,
-    requiresBin: 'gemini',
-    env: [],
+    // Installed like the adapters when the sandbox lacks the pinned version (a runner's machine may have none).
+    install: { pkg: '@google/gemini-cli', version: '0.61.0', bin: 'gemini' },
+    requiresBin: null,
+    env: [['GEMINI_TELEMETRY_ENABLED', 'false']],
+    modelOption: false,
     modelProviders: ['google'],
     models: ['google/gemini-2.5-pro', 'google/gemini-2.5-flash'],
   },
@@ -83,9 +99,17 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     cwd: `${ROOT_TMP}/opencode-workspace`,
     workspace: `${ROOT_TMP}/opencode-workspace`,
     launch: ['opencode', 'acp'],
-    install: null,
-    requiresBin: 'opencode',
-    env: [],
+    install: { pkg: 'opencode-ai', version: '1.18.33', bin: 'opencode' },
+    requiresBin: null,
+    // Its own update checks, model catalogue fetch, plugin and LSP downloads are not the sandbox's business.
+    env: [
+      ['OPENCODE_DISABLE_AUTOUPDATE', 'true'],
+      ['OPENCODE_DISABLE_MODELS_FETCH', 'true'],
+      ['OPENCODE_DISABLE_DEFAULT_PLUGINS', 'true'],
+      ['OPENCODE_DISABLE_LSP_DOWNLOAD', 'true'],
+      ['OPENCODE_DISABLE_SHARE', 'true'],
+    ],
+    modelOption: false,
     modelProviders: ['anthropic', 'openai', 'google'],
     models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5', 'google/gemini-2.5-pro'],
   },
@@ -99,6 +123,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     install: null,
     requiresBin: null,
     env: [],
+    modelOption: false,
     modelProviders: ['fountain'],
     models: ['fountain/demo'],
   },
@@ -132,20 +157,30 @@ export function installScript(i: AdapterInstall): string {
   ].join('\n');
 }
 
-/** The credential env each runtime reads (§13), named in the reason of a turn the agent refused for want of auth. */
-const CREDENTIAL_ENV: Readonly<Record<Runtime, string>> = {
-  claude: 'CLAUDE_CODE_OAUTH_TOKEN or ANTHROPIC_API_KEY',
-  codex: 'OPENAI_API_KEY',
-  gemini: 'GEMINI_API_KEY',
+/** The credential each runtime reads (§13), named in the reason of a turn the agent refused for want of auth. */
+const CREDENTIAL_NAME: Readonly<Record<Runtime, string>> = {
+  claude: 'claude_code_oauth_token or anthropic_api_key',
+  codex: 'openai_api_key',
+  gemini: 'gemini_api_key',
   opencode: "the model provider's API key",
   demo: 'nothing',
 };
+
+/**
+ * How the runtimes word a model API's refusal of their key when they fail the prompt with a generic
+ * error instead of auth_required: Claude Code ("Invalid API key"), Gemini CLI (Google's 400
+ * API_KEY_INVALID), OpenAI and Anthropic 401 bodies.
+ */
+const MODEL_AUTH_REFUSAL = /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
 
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
 
 /** Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime needs. */
 export function promptFailureReason(runtime: Runtime, e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined }): string {
-  if (e.rpc?.code !== ACP_AUTH_REQUIRED) return e.message;
-  return `${e.message} — the ${runtime} agent has no usable model credential in its sandbox (it reads ${CREDENTIAL_ENV[runtime]})`;
+  if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
+  return (
+    `${e.message} — the ${runtime} agent's model credential (${CREDENTIAL_NAME[runtime]}) is missing or was refused by the model API: ` +
+    'set it again on the Model credentials page (/account/credentials) or with `fountain credentials set`'
+  );
 }

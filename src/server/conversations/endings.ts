@@ -25,6 +25,7 @@ export class Endings {
   }
 
   async #terminateLocked(id: string): Promise<void> {
+    this.p.launcher.forget(id);
     const db = this.c.d.db;
     const row = await getConversationById(db, id);
     if (!row || row.conversation.status === 'terminated') return;

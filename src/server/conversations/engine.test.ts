@@ -7,6 +7,8 @@ import { listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { ConversationEngine } from './engine.ts';
 import { startEngineRig, type EngineRig } from './test-rig.ts';
+import type { RunnerAdapter } from '../../providers/runner/index.ts';
+import type { SandboxAdapter } from '../../sandbox/index.ts';
 import { allEvents, answerText, until, waitForStage } from './testing.ts';
 
 describe('ConversationEngine on a real runner with the demo agent', () => {
@@ -25,6 +27,30 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   after(async () => {
     await rig?.stop();
   });
+
+  /**
+   * A dependency-free NDJSON agent script: it answers initialize and session/new, and runs `onPrompt`
+   * (JavaScript lines with `m`, the request, and `send`) for each session/prompt; none ignores them.
+   */
+  const ndjsonAgent = (file: string, sessionId: string, onPrompt: readonly string[]): string => {
+    const script = join(tmp, file);
+    writeFileSync(
+      script,
+      [
+        "import { createInterface } from 'node:readline';",
+        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
+        'createInterface({ input: process.stdin }).on("line", (l) => {',
+        '  const m = JSON.parse(l);',
+        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
+        `  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "${sessionId}" } });`,
+        '  else if (m.method === "session/prompt") {',
+        ...onPrompt.map((l) => `    ${l}`),
+        '  }',
+        '});',
+      ].join('\n'),
+    );
+    return script;
+  };
 
   it('runs a turn, a permission, the idle park, a wake that remembers, and terminate', async () => {
     const agent = await rig.demoAgent('demo', { execute: 'ask' }, 'Be brief.');
@@ -116,19 +142,7 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
   it('fails a turn whose agent goes silent (a real agent process that never answers session/prompt)', async () => {
     // A dependency-free NDJSON agent: it answers initialize and session/new, then ignores every prompt,
     // as an adapter stuck retrying an unreachable model API does.
-    const script = join(tmp, 'silent-agent.mjs');
-    writeFileSync(
-      script,
-      [
-        "import { createInterface } from 'node:readline';",
-        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
-        'createInterface({ input: process.stdin }).on("line", (l) => {',
-        '  const m = JSON.parse(l);',
-        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: {}, authMethods: [] } });',
-        '  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "silent-1" } });',
-        '});',
-      ].join('\n'),
-    );
+    const script = ndjsonAgent('silent-agent.mjs', 'silent-1', []);
     const silent = rig.engineWith({ idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, demoAgentArgv: [process.execPath, script] }, false);
     try {
       const agent = await rig.demoAgent('silent');
@@ -146,4 +160,60 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
       await silent.stop();
     }
   });
+
+  it('stores and shows agent output holding NUL bytes instead of dropping it (issue 22 #7)', async () => {
+    // An NDJSON agent that answers its prompt with a NUL in an ACP text and on stderr.
+    const script = ndjsonAgent('nul-agent.mjs', 'nul-1', [
+      'process.stderr.write("stderr\\u0000byte\\n");',
+      'send({ jsonrpc: "2.0", method: "session/update", params: { sessionId: "nul-1", update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text: "before\\u0000after" } } } });',
+      'setTimeout(() => send({ jsonrpc: "2.0", id: m.id, result: { stopReason: "end_turn" } }), 100);',
+    ]);
+    const nul = rig.engineWith({ idleTimeoutMs: 0, demoAgentArgv: [process.execPath, script] }, false);
+    try {
+      const agent = await rig.demoAgent('nul');
+      const created = await nul.create(accountId, { agentId: agent.id, prompt: 'hello' });
+      assert.ok(created.ok, JSON.stringify(created));
+      const done = await waitForStage(db, created.value.id, 'turn', 'done');
+      await until(async () => (await allEvents(db, created.value.id)).some((e) => e.stream === 'stderr') || null, 'the stderr chunk stored');
+      const events = await allEvents(db, created.value.id);
+      assert.equal(answerText(events, done.turnId!), 'before\u0000after');
+      const stderr = events.filter((e) => e.stream === 'stderr').map((e) => e.data).join('');
+      assert.match(stderr, /stderr\\u0000byte/, 'stored, escaped, once');
+      assert.ok((await nul.terminate(accountId, created.value.id)).ok);
+    } finally {
+      await nul.stop();
+    }
+  });
+
+  it("caps a runner's long error detail in failure_reason and the stage event; the whole text goes to the log (issue 22 #10)", async () => {
+    // A runner that answers write_file with a 100 KB detail, as a hostile or broken daemon may.
+    const detail = `disk says: ${'x'.repeat(100_000)}`;
+    const hostile = (real: RunnerAdapter): SandboxAdapter =>
+      new Proxy(real, {
+        get(target, prop, receiver) {
+          if (prop === 'writeFile') return async () => ({ ok: false, error: { code: 'write_failed', detail } });
+          const v: unknown = Reflect.get(target, prop, receiver);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+    const broken = rig.engineWith({ idleTimeoutMs: 0 }, true, hostile);
+    try {
+      const agent = await rig.demoAgent('broken');
+      const created = await broken.create(accountId, { agentId: agent.id, prompt: 'hello' });
+      assert.ok(created.ok, JSON.stringify(created));
+      const failed = await waitForStage(db, created.value.id, 'provision', 'failed');
+      const conv = await broken.get(accountId, created.value.id);
+      assert.ok(conv.ok);
+      const reason = conv.value.failure_reason ?? '';
+      assert.match(reason, /disk says: x+/);
+      assert.ok(reason.length <= 1100, `failure_reason is ${reason.length} characters`);
+      assert.match(reason, /\(\d+ more characters in the server log\)$/);
+      assert.ok(JSON.parse(failed.data).reason.length <= 1100, 'the stage event is capped too');
+      const [turn] = await listTurns(db, created.value.id);
+      assert.ok((turn?.reason ?? '').length <= 1200, 'and the turn reason');
+    } finally {
+      await broken.stop();
+    }
+  });
 });
+

@@ -159,7 +159,7 @@ export class ConversationEngine {
       if (!awake.ok) return awake;
       // Stored as running at once (one write instead of insert + update); its conversation's
       // counters go with the running mark in TurnMachine.start.
-      const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId });
+      const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
       await this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
       return accept({ turnId: turn.id });
     });

@@ -19,7 +19,9 @@ export type EngineErrorCode =
   | 'sandbox_probe_failed'
   | 'runner_offline'
   | 'server_node_unreachable'
-  | 'backend_lacks_network_policy';
+  | 'backend_lacks_network_policy'
+  | 'inference_credential_missing'
+  | 'inference_credential_unreadable';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -39,6 +41,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   runner_offline: 503,
   server_node_unreachable: 503,
   backend_lacks_network_policy: 422,
+  inference_credential_missing: 422,
+  inference_credential_unreadable: 422,
 };
 
 /** Seconds for `Retry-After` (platform-api.md §2). */

@@ -34,7 +34,10 @@ export class EventLog {
   }
 
   append(ev: NewEvent): void {
-    this.#queue.push({ ...ev, ts: ev.ts ?? new Date() });
+    // PostgreSQL's text holds no NUL byte; a row carrying one was refused and lost. It is stored as the
+    // JSON escape \u0000 instead: shown as such in plain output, and an ACP line reads back as the agent meant it.
+    const data = ev.data?.includes('\0') ? ev.data.replaceAll('\0', '\\u0000') : ev.data;
+    this.#queue.push({ ...ev, ...(data === undefined ? {} : { data }), ts: ev.ts ?? new Date() });
     if (this.#queue.length >= this.#opts.flushMax) this.#schedule(0);
     else this.#schedule(this.#opts.flushMs);
   }

@@ -7,18 +7,23 @@ import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { opencodePermissionEnv } from '../agents/opencode-permission.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
 import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import { newLive, stopTurnTimers, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
 import { runningSessionsOf } from './recovery.ts';
 import { platformMcpServers } from './sandbox-token.ts';
+import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
+import { accept, refuse, type EngineResult } from './errors.ts';
+import { modelOptionToSet } from './model-option.ts';
 import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
 
 export class Launcher {
+  /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
+  readonly #sessionOpenedAt = new Map<string, number>();
+
   constructor(
     private readonly c: EngineCore,
     private readonly p: EngineParts,
@@ -31,6 +36,32 @@ export class Launcher {
     return env;
   }
 
+  /** The credential, endpoint and model settings a launch of `runtime` hands its agent process. */
+  async delivery(accountId: string, runtime: Conversation['runtime'], model: string): Promise<EngineResult<Delivery>> {
+    if (!this.c.d.credentials) return accept(deliveryFor(runtime, model, null));
+    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model);
+    return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
+  }
+
+  /** Forgets a terminated conversation. */
+  forget(conversationId: string): void {
+    this.#sessionOpenedAt.delete(conversationId);
+  }
+
+  /**
+   * gemini-cli (0.61, upstream #28775) fails a session/load within the UTC minute of the session's
+   * session/new and deletes the saved conversation: a quick park and wake waits for the minute to turn.
+   */
+  async #outwaitSameMinuteLoad(conv: Conversation): Promise<void> {
+    const opened = this.#sessionOpenedAt.get(conv.id);
+    if (conv.runtime !== 'gemini' || opened === undefined) return;
+    const minute = (t: number) => Math.floor(t / 60_000);
+    if (minute(Date.now()) !== minute(opened)) return;
+    const wait = (minute(opened) + 1) * 60_000 - Date.now() + 1_000;
+    this.c.events.stage(conv.id, null, 'session', 'started', { event: 'load_delayed', reason: 'gemini_same_minute_load', delay_ms: wait });
+    await new Promise((r) => setTimeout(r, wait));
+  }
+
   #argv(spec: RuntimeSpec): readonly string[] {
     return spec.id === 'demo' ? this.c.d.config.demoAgentArgv : spec.launch;
   }
@@ -39,15 +70,24 @@ export class Launcher {
    * Spawns the agent, `initialize`, then `session/load` of the stored session when the agent can
    * (else `session/new`, announced as a session reset when a session existed). Registers the Live.
    */
-  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null): Promise<Launched> {
+  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null, model: string): Promise<Launched> {
     const spec = RUNTIME_SPECS[conv.runtime];
-    const live = newLive(conv, sandbox.id, adapter, handle);
+    const delivered = await this.delivery(conv.accountId, conv.runtime, model);
+    if (!delivered.ok) return { ok: false, error: delivered.error.message };
+    const delivery = delivered.value;
+    for (const f of delivery.files) {
+      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(f.content), { mode: 0o600 });
+      if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
+    }
+    const live = newLive(conv, sandbox.id, adapter, handle, model);
     // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
-    if (spec.id === 'opencode') env.push(...opencodePermissionEnv(conv.permissionPolicy));
+    env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
+    // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
+    env.push(...delivery.secretEnv.map(([k, v]): [string, string] => [k, v.reveal()]));
     await this.reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
@@ -77,18 +117,31 @@ export class Launcher {
 
     const mcpServers = platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
     let sessionId: string | null = null;
+    let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
+      await this.#outwaitSameMinuteLoad(conv);
       const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
-      if (loaded.ok) sessionId = resumeSessionId;
+      if (loaded.ok) {
+        sessionId = resumeSessionId;
+        configOptions = loaded.value.configOptions;
+      }
       else this.c.log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
     }
     if (!sessionId) {
       const created = await withTimeout(proc.client.newSession({ cwd: cwd.value, mcpServers }), timeout, timedOut('session/new'));
       if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
       sessionId = created.value.sessionId;
+      this.#sessionOpenedAt.set(conv.id, Date.now());
+      configOptions = created.value.configOptions;
       if (resumeSessionId) {
         this.c.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
       }
+    }
+    const pick = spec.modelOption ? modelOptionToSet(configOptions, model, delivery.modelId) : null;
+    if (pick) {
+      const set = await withTimeout(proc.client.setConfigOption('model', pick), timeout, timedOut('session/set_config_option'));
+      // The runtime's env or config already names the model; the option only keeps the adapter's picker in step.
+      if (!set.ok) this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
     }
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();
@@ -107,7 +160,7 @@ export class Launcher {
   hooks(live: Live, stderrThrough = -1): (proc: AgentProcess) => AgentProcessEvents {
     return (proc) => ({
       acp: {
-        onMessage: (raw, _m, ctx) => this.#onAcpLine(live, raw, ctx),
+        onMessage: (raw, m, ctx) => this.#onAcpLine(live, raw, m, ctx),
         onNotification: (n, ctx) => this.#onUpdate(live, n, ctx),
         onPermissionRequest: (held) => void this.p.asks.request(live, proc, held).catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
         onProblem: (pr) => {
@@ -124,10 +177,13 @@ export class Launcher {
     });
   }
 
-  #onAcpLine(live: Live, raw: string, ctx: LineContext): void {
+  #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
-    if (live.turn) live.turn.lastHeardAt = Date.now();
+    if (live.turn) {
+      live.turn.lastHeardAt = Date.now();
+      live.turn.refusal.observe(message);
+    }
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 

@@ -17,6 +17,8 @@ import type { EventLog } from './event-log.ts';
 import type { KeyedLock } from './lock.ts';
 import type { Placement } from './placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
+import type { LaunchCredentials } from '../credentials/service.ts';
+import { RefusalWatch } from './model-refusal.ts';
 
 export interface EngineDeps {
   readonly db: EngineDb;
@@ -36,6 +38,8 @@ export interface EngineDeps {
   readonly bus?: EventBus;
   /** Other nodes sharing the database: commands for a conversation another node drives go to it. */
   readonly link?: OwnerLink;
+  /** The account's model credentials; without it runtimes get none (demo needs none). */
+  readonly credentials?: LaunchCredentials;
 }
 
 export interface HeldAsk {
@@ -74,6 +78,8 @@ export interface ActiveTurn {
   reported: Pick<TurnUsage, 'context' | 'cost'>;
   /** The end of what the agent wrote to stderr during the turn (a silence failure quotes it when it names an auth failure). */
   stderrTail: string;
+  /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
+  readonly refusal: RefusalWatch;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -85,6 +91,8 @@ export interface Live {
   readonly adapter: SandboxAdapter;
   readonly policy: PermissionPolicy;
   readonly runtime: Conversation['runtime'];
+  /** The model the agent process was told to use (`provider/model`), recorded on each turn. */
+  readonly model: string;
   proc: AgentProcess | null;
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
@@ -105,7 +113,7 @@ export interface EngineCore {
   stopped: boolean;
 }
 
-export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle): Live {
+export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle, model: string): Live {
   return {
     conversationId: c.id,
     accountId: c.accountId,
@@ -114,6 +122,7 @@ export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdap
     adapter,
     policy: c.permissionPolicy,
     runtime: c.runtime,
+    model,
     proc: null,
     turn: null,
     resolved: new Set(),
@@ -137,6 +146,7 @@ export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess |
     silenceTimer: null,
     reported: {},
     stderrTail: '',
+    refusal: new RefusalWatch(),
   };
 }
 

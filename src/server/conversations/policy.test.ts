@@ -1,8 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { allowOutcome, asksAnything, denyOutcome, verdictFor } from './policy.ts';
+import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import type { PermissionPolicy } from '../store/conversation-schema.ts';
-import { opencodePermission, opencodePermissionEnv } from '../agents/opencode-permission.ts';
 
 const options = [
   { optionId: 'a2', name: 'Always', kind: 'allow_always' as const },
@@ -50,16 +49,4 @@ describe('permission policy', () => {
     assert.deepEqual(denyOutcome(options.slice(0, 2)), { outcome: 'cancelled' });
   });
 
-  it('opencode gets ask for its shell, edit and fetch tools whenever the policy is stricter than auto_allow', () => {
-    assert.equal(asksAnything({}), false);
-    assert.equal(asksAnything({ default: 'auto_allow', execute: 'auto_allow' }), false);
-    assert.equal(opencodePermission({ default: 'auto_allow' }), null);
-    assert.deepEqual(opencodePermissionEnv({}), []);
-    for (const p of [{ default: 'ask' }, { execute: 'auto_deny' }, { bash: 'ask' }] as PermissionPolicy[]) {
-      assert.deepEqual(opencodePermission(p), { bash: 'ask', edit: 'ask', webfetch: 'ask' });
-      const [[name, value]] = opencodePermissionEnv(p) as [[string, string]];
-      assert.equal(name, 'OPENCODE_CONFIG_CONTENT');
-      assert.deepEqual(JSON.parse(value), { permission: { bash: 'ask', edit: 'ask', webfetch: 'ask' } });
-    }
-  });
 });

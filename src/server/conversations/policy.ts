@@ -47,10 +47,23 @@ export function denyOutcome(options: readonly PermissionOption[]): RequestPermis
   return pick ? { outcome: 'selected', optionId: pick.optionId } : { outcome: 'cancelled' };
 }
 
-/** The verdicts, strictest last: a launch policy may only move a key rightwards (§8). */
+/** How strict a verdict is: a policy may narrow (go up), never widen. */
 export const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, ask: 1, auto_deny: 2 };
 
-/** True when any rule of the policy is stricter than auto_allow. */
-export function asksAnything(policy: PermissionPolicy): boolean {
-  return Object.keys(policy).some((k) => entry(policy, k) !== 'auto_allow');
+/**
+ * Where `child` would decide looser than `parent` for some tool call, in words, or null when it never
+ * does. Every lookup path is tried: each title either policy names (and none), with each ACP kind (and none).
+ */
+export function loosening(child: PermissionPolicy, parent: PermissionPolicy): string | null {
+  const titles: Array<string | null> = [null, ...new Set([...Object.keys(child), ...Object.keys(parent)].filter((k) => k !== 'default'))];
+  const kinds: Array<string | null> = [null, ...TOOL_KINDS];
+  for (const title of titles) {
+    for (const kind of kinds) {
+      const c = verdictFor(child, { toolName: title, title, kind });
+      const p = verdictFor(parent, { toolName: title, title, kind });
+      if (STRICTNESS[c] < STRICTNESS[p]) return `${title ?? kind ?? 'default'} would be ${c}, where the parent's policy says ${p}`;
+    }
+  }
+  return null;
 }
+

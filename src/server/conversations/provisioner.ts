@@ -11,9 +11,10 @@ import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { Launched } from './launcher.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
-import { STRICTNESS, verdictFor } from './policy.ts';
+import { STRICTNESS, loosening, verdictFor } from './policy.ts';
+import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
-import { insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import { getConversationById, insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
 
 export interface CreateConversationInput {
   readonly agentId: string;
@@ -22,6 +23,8 @@ export interface CreateConversationInput {
   readonly permissionPolicy?: PermissionPolicy | undefined;
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
+  /** Created with this conversation's sandbox token: a child, never looser than its parent's policy. */
+  readonly parentId?: string | undefined;
 }
 
 export class Provisioner {
@@ -44,6 +47,15 @@ export class Provisioner {
     }
     const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
     if (!policy.ok) return policy;
+    if (input.parentId !== undefined) {
+      const parent = await getConversationById(db, input.parentId);
+      if (!parent || parent.conversation.accountId !== accountId) return refuse('not_found', 'the parent conversation is gone');
+      const looser = loosening(policy.value, parent.conversation.permissionPolicy);
+      if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
+    }
+    // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
+    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
+    if (!delivery.ok) return delivery;
     const name = this.c.d.placement.mint(accountId, provider);
     if (!name.ok) return name;
     const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced);
@@ -70,6 +82,8 @@ export class Provisioner {
         permissionPolicy: policy.value,
         source: 'api',
         channelId: input.channelId ?? null,
+        parentConversationId: input.parentId ?? null,
+        ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
         turnCount: input.prompt ? 1 : 0,
         nodeId: this.c.nodeId,
       },
@@ -90,6 +104,13 @@ export class Provisioner {
   /** Resolves once every provisioning in flight has finished (stop). */
   async settled(): Promise<void> {
     await Promise.allSettled([...this.#running.values()].map((p) => p.done));
+  }
+
+  /** What is stored and shown of a failure: capped, with the whole text in the log. */
+  #storedReason(conversationId: string, text: string): string {
+    const reason = capReason(text);
+    if (reason !== text) this.c.log.warn({ conversation: conversationId, reason: text }, 'provisioning failed (the stored reason is capped)');
+    return reason;
   }
 
   #publishRefusal(conversationId: string, r: BrokerageRefusal): void {
@@ -128,11 +149,12 @@ export class Provisioner {
       return;
     }
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      await updateConversation(db, conv.id, { status: 'failed', failureReason: r.error });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
+      await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
       for (const t of await openTurns(db, conv.id)) {
-        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${r.error}`, endedAt: new Date() });
+        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
       }
       return;
     }
@@ -165,7 +187,7 @@ export class Provisioner {
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null);
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -207,7 +229,7 @@ export class Provisioner {
         return probeFailed(probe.error);
       }
     }
-    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId);
+    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model);
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
   }
@@ -234,9 +256,10 @@ export class Provisioner {
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
     const r = await this.#bringUp(conv, sandbox, agent, () => false);
     if (!r.ok) {
+      const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason: r.error }, Date.now() - t0);
-      return refuse('sandbox_probe_failed', r.error);
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
+      return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
     if (conv.runtimeSessionId) {

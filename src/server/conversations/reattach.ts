@@ -201,7 +201,7 @@ export class TurnRecovery {
     const provider = s.provider as KnownProvider;
     if (!this.c.d.registry.isRegistered(provider)) return false;
     const adapter = this.c.d.registry.adapterFor(provider);
-    const live = newLive(c, s.id, adapter, adapter.buildHandle(s.name));
+    const live = newLive(c, s.id, adapter, adapter.buildHandle(s.name), t.model ?? '');
     const turn = newActiveTurn(t, (t.startedAt ?? new Date()).getTime(), null, Date.now());
     live.turn = turn;
     // A process this node still holds for the conversation belongs to an earlier turn; the adopted turn's replaces it.

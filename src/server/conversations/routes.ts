@@ -267,8 +267,11 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
+      const p = c.get('principal');
+      // Created with a sandbox token: a child of the token's conversation, never looser than it.
+      const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
       const data = unwrap(
-        await engine.create(c.get('principal').account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy }),
+        await engine.create(p.account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy, parentId }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);
     },

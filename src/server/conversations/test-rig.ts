@@ -9,7 +9,7 @@ import pino from 'pino';
 import { localDemoAgentArgv } from '../../acp/index.ts';
 import { LocalRunnerHost, RunnerAdapter } from '../../providers/runner/index.ts';
 import { startRunnerTestHub, type RunnerTestHub } from '../../providers/runner/test-hub.ts';
-import { ProviderRegistry } from '../../sandbox/index.ts';
+import { ProviderRegistry, type SandboxAdapter } from '../../sandbox/index.ts';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
 import type { Agent, PermissionPolicy } from '../store/conversation-schema.ts';
@@ -33,8 +33,8 @@ export interface EngineRig {
   readonly tmp: string;
   /** The runner's sandbox root. */
   readonly root: string;
-  /** Another engine on the same database and runner, with its own config; the caller stops it. */
-  engineWith(config: Partial<EngineConfig>, runnerKnown?: boolean): ConversationEngine;
+  /** Another engine on the same database and runner, with its own config; the caller stops it. `adapter` may wrap the runner's (a runner that misbehaves). */
+  engineWith(config: Partial<EngineConfig>, runnerKnown?: boolean, adapter?: (real: RunnerAdapter) => SandboxAdapter): ConversationEngine;
   /** A demo-runtime agent of the rig's account. */
   demoAgent(name: string, permissionPolicy?: PermissionPolicy, system?: string): Promise<Agent>;
   stop(): Promise<void>;
@@ -52,10 +52,10 @@ export async function startEngineRig(prefix: string, config: Partial<EngineConfi
   hub.enroll('t', RUNNER_ID, accountId);
   const runner: RunnerChild = startRunnerChild({ name: 't', root, baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: RUNNER_KEY, home: tmp });
   await until(() => host.whereis(RUNNER_ID), 'the runner to connect', 120_000);
-  const engineWith = (c: Partial<EngineConfig>, runnerKnown = true) =>
+  const engineWith = (c: Partial<EngineConfig>, runnerKnown = true, adapter: (real: RunnerAdapter) => SandboxAdapter = (a) => a) =>
     new ConversationEngine({
       db,
-      registry: new ProviderRegistry([new RunnerAdapter(host, { logger })], {}),
+      registry: new ProviderRegistry([adapter(new RunnerAdapter(host, { logger }))], {}),
       placement: providerPlacement(host, { find: async (_a, id) => (runnerKnown && id === RUNNER_ID ? { id, name: 't', hostname: 'test', root } : undefined) }),
       logger,
       config: { ...ENGINE_DEFAULTS, publicUrl: null, demoAgentArgv: localDemoAgentArgv(), ...c },

@@ -26,8 +26,12 @@ export function startRunnerChild(opts: {
   home: string;
   /** More flags, e.g. the hidden `--reconnect-base-ms` that shortens the reconnect backoff. */
   extraArgs?: readonly string[];
+  /** More environment for the daemon (and so for its sandboxes), e.g. a persistent npm cache. */
+  env?: Readonly<Record<string, string>>;
+  /** The daemon's log level; default warn. */
+  logLevel?: string;
 }): RunnerChild {
-  const args = [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', 'warn', ...(opts.extraArgs ?? [])];
+  const args = [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', opts.logLevel ?? 'warn', ...(opts.extraArgs ?? [])];
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
@@ -36,6 +40,7 @@ export function startRunnerChild(opts: {
       FOUNTAIN_PROFILE: '',
       FOUNTAIN_HOME: opts.home,
       FOUNTAIN_LOG_FORMAT: 'json',
+      ...opts.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -6,7 +6,7 @@ import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
 import { addUsageTotal, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { turnUsage } from './usage.ts';
-import { promptFailureReason } from '../agents/runtimes.ts';
+import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
 import { newActiveTurn, stopTurnTimers, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
 
@@ -62,7 +62,7 @@ export class TurnMachine {
     live.tools.clear();
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
     await Promise.all([
-      turn.status === 'running' ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt }),
+      turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
       updateConversation(this.c.d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
     ]);
     this.c.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
@@ -132,6 +132,8 @@ export class TurnMachine {
   /** The one end of a turn: rows settle, then the stage event is published. A second call does nothing. */
   async finish(live: Live, turn: ActiveTurn, r: TurnOutcome): Promise<void> {
     if (live.turn !== turn) return;
+    const refused = r.ok ? turn.refusal.failure : null;
+    if (refused) r = { ok: false, error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }) };
     stopTurnTimers(turn);
     if (turn.ask) {
       clearTimeout(turn.ask.timer);

@@ -2,10 +2,24 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
+import { loosening } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
 import { silenceReason } from './turns.ts';
 import { platformMcpServers } from './sandbox-token.ts';
+
+import { modelOptionToSet } from './model-option.ts';
+describe('permission policy', () => {
+  it('loosening finds any lookup where a child would decide looser than its parent (issue 22 #6)', () => {
+    assert.equal(loosening({ execute: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'ask' }, { execute: 'ask' }), null);
+    assert.equal(loosening({ default: 'auto_deny' }, { default: 'ask', read: 'auto_allow' }), null);
+    assert.match(loosening({}, { execute: 'ask' }) ?? '', /execute would be auto_allow/);
+    assert.match(loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '', /Run `ls` would be auto_allow/);
+    assert.match(loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '', /Run `rm` would be auto_allow, where the parent's policy says auto_deny/);
+    assert.match(loosening({ default: 'ask' }, { default: 'auto_deny' }) ?? '', /would be ask/);
+  });
+});
 
 describe('runtimes', () => {
   it('checks only the model provider against the runtime', () => {
@@ -53,14 +67,18 @@ describe('KeyedLock', () => {
 describe('real adapters', () => {
   it('an auth_required refusal names the credential the runtime reads; other errors pass through', () => {
     const auth = promptFailureReason('claude', { message: 'session/prompt failed: Authentication required (-32000)', rpc: { code: -32000 } });
-    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent has no usable model credential/);
-    assert.match(auth, /ANTHROPIC_API_KEY/);
-    assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /GEMINI_API_KEY/);
+    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent's model credential \(claude_code_oauth_token or anthropic_api_key\) is missing or was refused/);
+    assert.match(auth, /\/account\/credentials/);
+    assert.match(auth, /fountain credentials set/);
+    assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
     assert.equal(promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }), 'session/prompt failed: boom (-32603)');
+    // Refusals the runtimes report as generic errors (seen with Claude Code 2.1 and Gemini CLI 0.61).
+    assert.match(promptFailureReason('claude', { message: 'session/prompt failed: Internal error: Invalid API key · Fix external API key (-32603)', rpc: { code: -32603 } }), /\/account\/credentials/);
+    assert.match(promptFailureReason('gemini', { message: 'session/prompt failed: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key."}} (400)', rpc: { code: 400 } }), /gemini_api_key/);
     assert.equal(promptFailureReason('claude', { message: 'the agent exited with code 1' }), 'the agent exited with code 1');
   });
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
-    assert.deepEqual(RUNTIME_SPECS.claude.env, [['IS_SANDBOX', '1']]);
+    assert.deepEqual(RUNTIME_SPECS.claude.env[0], ['IS_SANDBOX', '1']);
     for (const spec of Object.values(RUNTIME_SPECS)) for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
   });
 });
@@ -95,5 +113,18 @@ describe('silence', () => {
     const auth = silenceReason(601_000, 'API Error: 401 {"type":"error","error":{"type":"authentication_error"}}\nretrying in 30s');
     assert.match(auth, /authentication failure: check the runtime's model credential/);
     assert.match(auth, /401/);
+  });
+});
+
+describe('the model option an adapter offers', () => {
+  const option = (currentValue: string, values: string[]) =>
+    [{ id: 'model', name: 'Model', category: 'model', type: 'select', currentValue, options: values.map((value) => ({ value, name: value })) }] as unknown as Parameters<typeof modelOptionToSet>[0];
+  it('is set only to an exact listing of the agent model, and only when another is current', () => {
+    assert.equal(modelOptionToSet(option('default', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), 'claude-sonnet-4-5');
+    assert.equal(modelOptionToSet(option('claude-sonnet-4-5', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    // An alias would let the runtime choose its own model id: left to the env (ANTHROPIC_MODEL).
+    assert.equal(modelOptionToSet(option('default', ['default', 'sonnet', 'opus[1m]']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    assert.equal(modelOptionToSet(option('x', ['openai/gpt-5', 'x']), 'openai/gpt-5', 'gpt-5'), 'openai/gpt-5');
+    assert.equal(modelOptionToSet(undefined, 'openai/gpt-5', 'gpt-5'), null);
   });
 });

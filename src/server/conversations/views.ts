@@ -112,6 +112,7 @@ export interface TurnView {
   inserted_at: string;
   image_count: number;
   usage: Turn['usage'];
+  model: string | null;
 }
 
 export function turnView(t: Turn): TurnView {
@@ -129,6 +130,7 @@ export function turnView(t: Turn): TurnView {
     inserted_at: t.insertedAt.toISOString(),
     image_count: 0,
     usage: t.usage,
+    model: t.model,
   };
 }
 

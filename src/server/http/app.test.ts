@@ -225,6 +225,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/stream',
       '/api/conversations/{id}/terminate',
       '/api/conversations/{id}/turns',
+      '/api/events/stream',
       '/api/health',
       '/api/mcp/team/{conversation_id}',
       '/api/runners',

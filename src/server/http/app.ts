@@ -4,13 +4,13 @@
  */
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import { sql } from 'drizzle-orm';
-import { bodyLimit } from 'hono/body-limit';
 import type { Logger } from 'pino';
 import type { RunnerHost } from '../../providers/runner/host.ts';
 import type { AppEnv } from './auth.ts';
 import { ApiError, errorResponse, toApiError } from './errors.ts';
 import type { EventBus } from '../cluster/bus.ts';
 import { healthRoutes } from './health.ts';
+import { checkBodies, limitBodies } from './input-guard.ts';
 import { accountRoutes } from '../account/routes.ts';
 import { adminRoutes } from '../account/admin-routes.ts';
 import { authRoutes } from '../account/keys-routes.ts';
@@ -29,6 +29,8 @@ import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
 import { createWebApp } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { credentialRoutes } from '../credentials/routes.ts';
+import type { CredentialService } from '../credentials/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -46,10 +48,9 @@ export interface AppDeps {
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
+  /** The account's model credentials (`/api/account/inference-credentials`). */
+  readonly credentials?: CredentialService;
 }
-
-/** JSON bodies beyond this are refused with 413 before parsing. */
-export const MAX_BODY_BYTES = 1024 * 1024;
 
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>();
@@ -57,16 +58,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
 
   app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
   app.notFound((c) => errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
-  app.use(
-    '/api/*',
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        // The unread rest of the body makes the connection unusable for another request.
-        throw new ApiError(413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`, {}, { connection: 'close' });
-      },
-    }),
-  );
+  // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
+  app.use('*', limitBodies(), checkBodies());
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', {
     type: 'http',
@@ -99,6 +92,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', authRoutes(routeDeps));
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
+  if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
@@ -124,6 +118,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           secureCookies: deps.web.secureCookies ?? false,
           docs: loadDocs(),
           logger: deps.logger,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),
       );
     }

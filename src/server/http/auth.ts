@@ -5,6 +5,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import { ApiError } from './errors.ts';
+import { checkSandboxToken } from '../conversations/sandbox-authority.ts';
 import type { Db } from '../store/db.ts';
 import { API_KEY_PATTERN, findKeyByPlaintext, touchApiKey } from '../account/keys-store.ts';
 import type { Account, ApiKey, ApiKeyScope } from '../store/schema.ts';
@@ -49,6 +50,8 @@ export function requireKey(db: Db, logger: Logger, scope: ApiKeyScope | 'any' = 
   return async (c, next) => {
     const principal = await authenticate(db, c.req.header('authorization'), logger);
     if (scope !== 'any' && !hasScope(principal, scope)) throw ApiError.insufficientScope('full');
+    // A sandbox token acts for its conversation only: the rule table decides every route it reaches.
+    if (!hasScope(principal, 'full')) await checkSandboxToken(db, principal, c.req.method, c.req.path);
     c.set('principal', principal);
     await next();
   };

@@ -81,6 +81,8 @@ export const conversations = pgTable(
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
     failureReason: text('failure_reason'),
+    /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
+    parentConversationId: uuid('parent_conversation_id'),
     /** The server node that created the conversation: while it is `pending`, the node provisioning it (migration 0050). */
     nodeId: text('node_id'),
     turnCount: integer('turn_count').notNull().default(0),
@@ -157,6 +159,8 @@ export const turns = pgTable(
     /** The server node driving the turn while it is open; another node adopts it only once this one's heartbeat expired. */
     nodeId: text('node_id'),
     usage: jsonb('usage').$type<TurnUsage>(),
+    /** The model the agent process was told to use for this turn (`provider/model`). */
+    model: text('model'),
     startedAt: ts('started_at'),
     endedAt: ts('ended_at'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),

@@ -12,6 +12,7 @@ import { STATIC_PREFIX } from './layout.tsx';
 import { agentRoutes } from './pages/agents.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
 import { keyRoutes } from './pages/keys.tsx';
+import { credentialPages } from './pages/credentials.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
 import { signinRoutes } from './pages/signin.tsx';
 import { teamRoutes } from './pages/team.tsx';
@@ -81,6 +82,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', agentRoutes(deps));
   pages.route('/', runnerRoutes(deps));
   pages.route('/', keyRoutes(deps));
+  if (deps.credentials) pages.route('/', credentialPages({ ...deps, credentials: deps.credentials }));
   app.route('/', pages);
 
   app.onError((e, c) => {

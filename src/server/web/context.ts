@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { RunnerHost } from '../../providers/runner/host.ts';
 import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
+import type { CredentialService } from '../credentials/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { DocsSite } from './docs.tsx';
 import type { SessionUser } from './session.ts';
@@ -30,6 +31,8 @@ export interface WebDeps {
   readonly logger: Logger;
   /** Adds `Secure` to the session cookie (set when served over https). */
   readonly secureCookies?: boolean;
+  /** The account's model credentials (the Model credentials page). */
+  readonly credentials?: CredentialService;
   /** How often live pages re-check state that has no change event (new agents, sandbox states); default 2000 ms. */
   readonly refreshMs?: number;
 }

@@ -4,7 +4,7 @@
  */
 import type { Child } from 'hono/jsx';
 
-export type Section = 'team' | 'agents' | 'runners' | 'keys' | 'docs' | 'signin' | 'conversation';
+export type Section = 'team' | 'agents' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation';
 
 export const STATIC_PREFIX = '/static';
 
@@ -23,6 +23,7 @@ const LINKS: ReadonlyArray<{ section: Section; href: string; label: string; sign
   { section: 'agents', href: '/agents', label: 'Agents', signedIn: true },
   { section: 'runners', href: '/account/runners', label: 'Runners', signedIn: true },
   { section: 'keys', href: '/account/api-keys', label: 'API keys', signedIn: true },
+  { section: 'credentials', href: '/account/credentials', label: 'Model credentials', signedIn: true },
   { section: 'docs', href: '/docs', label: 'Docs', signedIn: false },
 ];
 

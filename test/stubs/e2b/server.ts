@@ -573,7 +573,8 @@ export class E2BStub {
         if (!p) throw new ConnectError('process not found', Code.NotFound);
         if (req.signal !== Signal.SIGTERM && req.signal !== Signal.SIGKILL) throw new ConnectError('bad signal', Code.InvalidArgument);
         try {
-          process.kill(-p.pid, req.signal === Signal.SIGKILL ? 'SIGKILL' : 'SIGTERM');
+          // envd signals the process itself (cmd.Process.Signal), not its group.
+          process.kill(p.pid, req.signal === Signal.SIGKILL ? 'SIGKILL' : 'SIGTERM');
         } catch {
           // Raced its exit.
         }

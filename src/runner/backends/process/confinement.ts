@@ -52,6 +52,7 @@ export interface DirectoryConfinementOptions {
   readonly root: string;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly realHome: string;
+  readonly npmCache?: string | undefined;
 }
 
 /** Trusted mode (runner-protocol.md §9): the host's own view, HOME in the sandbox directory. */
@@ -68,7 +69,7 @@ export class DirectoryConfinement implements Confinement {
   }
 
   launch(_name: string, dir: string, req: CommandRequest): LaunchSpec {
-    const env = childEnv(dir, req.env, { base: this.#opts.env, realHome: this.#opts.realHome });
+    const env = childEnv(dir, req.env, { base: this.#opts.env, realHome: this.#opts.realHome, ...(this.#opts.npmCache ? { npmCache: this.#opts.npmCache } : {}) });
     return {
       file: resolveCommand(mapArg(dir, req.cmd), env.PATH),
       args: req.args.map((a) => mapArg(dir, a)),

@@ -15,6 +15,8 @@ export interface EnvInputs {
   readonly user?: string;
   /** TMPDIR inside the sandbox; default the daemon's, else /tmp. */
   readonly tmpdir?: string;
+  /** The npm cache sandboxes install through; default `<realHome>/.npm` (`fountain runner --npm-cache`). */
+  readonly npmCache?: string;
   /** Which extra directories exist; injectable so tests need not touch /opt. */
   readonly exists?: (path: string) => boolean;
 }
@@ -43,7 +45,7 @@ export function childEnv(dir: string, pairs: readonly (readonly string[])[], inp
     SHELL: b.SHELL || '/bin/sh',
     TMPDIR: inputs.tmpdir ?? (b.TMPDIR || '/tmp'),
     npm_config_prefix: join(dir, '.npm-global'),
-    npm_config_cache: join(inputs.realHome, '.npm'),
+    npm_config_cache: inputs.npmCache ?? join(inputs.realHome, '.npm'),
     FOUNTAIN_SANDBOX_DIR: dir,
   };
   for (const pair of pairs) {

@@ -43,6 +43,8 @@ export interface ProcessBackendOptions {
   /** The daemon environment children inherit; default process.env. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly realHome?: string;
+  /** The npm cache sandboxes install through (adapters, packages); default `<realHome>/.npm`. */
+  readonly npmCache?: string | undefined;
   /** How commands are confined; default none (trusted mode). The namespace backend supplies its own. */
   readonly confinement?: Confinement;
 }
@@ -99,7 +101,7 @@ export class ProcessBackend implements Backend {
     this.#maxFinished = opts.maxFinishedSessions ?? 100;
     this.#grace = { destroy: 5000, suspend: 5000, stopAll: 3000, ...opts.graceMs };
     this.#confinement =
-      opts.confinement ?? new DirectoryConfinement({ root: opts.root, env: opts.env ?? process.env, realHome: opts.realHome ?? safeRealHome() });
+      opts.confinement ?? new DirectoryConfinement({ root: opts.root, env: opts.env ?? process.env, realHome: opts.realHome ?? safeRealHome(), npmCache: opts.npmCache });
   }
 
   get root(): string {

@@ -1,0 +1,141 @@
+/**
+ * Account → Model credentials: set (value in a password field, never shown again), list which are set
+ * with their base URL, remove. The value goes straight into the credential service.
+ */
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { Private } from '../../../sandbox/private.ts';
+import { CREDENTIAL_API, CREDENTIAL_PROVIDERS, type CredentialProvider } from '../../credentials/providers.ts';
+import { baseUrlSchema } from '../../credentials/routes.ts';
+import type { CredentialService, CredentialView } from '../../credentials/service.ts';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { userName } from '../context.ts';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+
+const setForm = z.object({
+  provider: z.enum(CREDENTIAL_PROVIDERS, { error: 'Pick which credential this is.' }),
+  value: z
+    .string()
+    .trim()
+    .min(1, 'Paste the key or token.')
+    .max(8192, 'At most 8192 characters.')
+    .refine((s) => !/\s/.test(s), 'A key has no spaces or line breaks in it.'),
+  base_url: z.union([z.literal(''), baseUrlSchema]).optional(),
+  validate: z.string().optional(),
+});
+
+const RUNTIME_USE: Readonly<Record<CredentialProvider, string>> = {
+  anthropic_api_key: 'Claude Code; opencode with anthropic/… models',
+  claude_code_oauth_token: 'Claude Code (preferred over the API key when both are set)',
+  openai_api_key: 'Codex; opencode with openai/… models',
+  gemini_api_key: 'Gemini CLI; opencode with google/… models',
+};
+
+function CredentialsPage(p: { user: { name: string }; rows: readonly CredentialView[]; error?: string; notice?: string }) {
+  const set = new Map(p.rows.map((r) => [r.provider, r]));
+  return (
+    <Layout title="Model credentials" section="credentials" user={p.user}>
+      <h1>Model credentials</h1>
+      <p>
+        The keys your agents use to reach their model. They are stored encrypted, handed only to the agent process that needs them, and never shown again.
+        See <a href="/docs/connect-your-model">Connect your model</a>.
+      </p>
+      {p.notice ? <p role="status">{p.notice}</p> : null}
+      <div class="table">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Credential</th>
+              <th scope="col">Used by</th>
+              <th scope="col">Base URL</th>
+              <th scope="col">Set</th>
+              <th scope="col">
+                <span class="muted">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {CREDENTIAL_PROVIDERS.map((provider) => {
+              const row = set.get(provider);
+              return (
+                <tr>
+                  <td>
+                    <code>{provider}</code>
+                    <div class="muted small">{CREDENTIAL_API[provider].label}</div>
+                  </td>
+                  <td>{RUNTIME_USE[provider]}</td>
+                  <td>{row?.base_url ? <code>{row.base_url}</code> : <span class="muted">{row ? 'vendor API' : '—'}</span>}</td>
+                  <td>{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
+                  <td>
+                    {row ? (
+                      <form method="post" action={`/account/credentials/${provider}/remove`} class="inline">
+                        <button type="submit" class="danger" aria-label={`Remove ${provider}`}>
+                          Remove
+                        </button>
+                      </form>
+                    ) : null}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+      <form method="post" action="/account/credentials" class="card" autocomplete="off">
+        <h2>Set a credential</h2>
+        <label for="cred-provider">Credential</label>
+        <select id="cred-provider" name="provider">
+          {CREDENTIAL_PROVIDERS.map((provider) => (
+            <option value={provider}>{`${provider} — ${CREDENTIAL_API[provider].label}`}</option>
+          ))}
+        </select>
+        <label for="cred-value">Key or token</label>
+        <input id="cred-value" name="value" type="password" required maxlength={8192} autocomplete="off" aria-describedby={p.error ? 'cred-error' : undefined} aria-invalid={p.error ? 'true' : undefined} />
+        <label for="cred-base-url">Base URL (optional: a gateway instead of the vendor API)</label>
+        <input id="cred-base-url" name="base_url" type="url" placeholder="https://gateway.example.com" />
+        <label>
+          <input type="checkbox" name="validate" value="on" checked /> Check it against the provider before saving
+        </label>
+        <ErrorNote id="cred-error" message={p.error} />
+        <p>
+          <button type="submit">Save credential</button>
+        </p>
+      </form>
+    </Layout>
+  );
+}
+
+export function credentialPages(deps: WebDeps & { credentials: CredentialService }): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+  const { credentials } = deps;
+
+  app.get('/account/credentials', async (c) => {
+    const user = c.get('user');
+    return c.html(<CredentialsPage user={userName(user)} rows={await credentials.list(user.account.id)} />);
+  });
+
+  app.post('/account/credentials', async (c) => {
+    const user = c.get('user');
+    const form = setForm.safeParse(await c.req.parseBody());
+    if (!form.success) {
+      return c.html(<CredentialsPage user={userName(user)} rows={await credentials.list(user.account.id)} error={form.error.issues[0]?.message} />, 422);
+    }
+    const { provider, value, base_url, validate } = form.data;
+    const r = await credentials.set(user.account.id, provider, new Private(value), { baseUrl: base_url ? base_url : null, validate: validate === 'on' });
+    const rows = await credentials.list(user.account.id);
+    if (!r.ok) return c.html(<CredentialsPage user={userName(user)} rows={rows} error={`Not saved: ${r.failure.message}.`} />, 422);
+    return c.html(<CredentialsPage user={userName(user)} rows={rows} notice={`${provider} saved.`} />);
+  });
+
+  app.post('/account/credentials/:provider/remove', async (c) => {
+    const user = c.get('user');
+    const provider = z.enum(CREDENTIAL_PROVIDERS).safeParse(c.req.param('provider'));
+    const done = provider.success && (await credentials.remove(user.account.id, provider.data));
+    const rows = await credentials.list(user.account.id);
+    return done
+      ? c.html(<CredentialsPage user={userName(user)} rows={rows} notice={`${provider.data} removed.`} />)
+      : c.html(<CredentialsPage user={userName(user)} rows={rows} error="That credential is not set." />, 404);
+  });
+
+  return app;
+}

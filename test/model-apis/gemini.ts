@@ -1,0 +1,71 @@
+/**
+ * A local Gemini API as gemini-cli uses it: `POST /v1beta/models/{model}:streamGenerateContent?alt=sse`
+ * (SSE chunks of candidates; text parts or a `functionCall` part), `:generateContent`, and
+ * `GET /v1beta/models`. The key comes as `x-goog-api-key` (or `?key=`); a wrong one gets what Google
+ * really answers: 400 INVALID_ARGUMENT with reason API_KEY_INVALID, not a 401.
+ */
+import { z } from 'zod';
+import { header, json, ModelApiServer, pieces, sse } from './server.ts';
+import { nextStep, type Entry, type Step } from './script.ts';
+
+const Part = z.looseObject({ text: z.string().optional(), functionCall: z.unknown().optional(), functionResponse: z.looseObject({ response: z.unknown().optional() }).optional() });
+const Body = z.looseObject({
+  contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(Part) })),
+  tools: z.array(z.looseObject({ functionDeclarations: z.array(z.looseObject({ name: z.string() })).optional() })).optional(),
+});
+
+const KEY_INVALID = {
+  error: {
+    code: 400,
+    message: 'API key not valid. Please pass a valid API key.',
+    status: 'INVALID_ARGUMENT',
+    details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'API_KEY_INVALID', domain: 'googleapis.com', metadata: { service: 'generativelanguage.googleapis.com' } }],
+  },
+};
+
+function entries(contents: z.infer<typeof Body>['contents']): Entry[] {
+  return contents.map((c): Entry => {
+    const fr = c.parts.find((p) => p.functionResponse);
+    if (fr) return { role: 'tool_result', text: JSON.stringify(fr.functionResponse?.response ?? '') };
+    const text = c.parts.map((p) => p.text ?? (p.functionCall ? JSON.stringify(p.functionCall) : '')).join('\n');
+    return { role: c.role === 'model' ? 'assistant' : 'user', text };
+  });
+}
+
+function candidate(parts: unknown[], finish: string | null, model: string, usage: boolean) {
+  return {
+    candidates: [{ content: { parts, role: 'model' }, index: 0, ...(finish ? { finishReason: finish } : {}) }],
+    ...(usage ? { usageMetadata: { promptTokenCount: 120, candidatesTokenCount: 12, totalTokenCount: 132 } } : {}),
+    modelVersion: model,
+    responseId: `r${Date.now().toString(36)}`,
+  };
+}
+
+export function startGeminiApi(key: string): Promise<ModelApiServer> {
+  return ModelApiServer.start(key, (req, res, body, api) => {
+    const url = new URL(req.url ?? '/', 'http://local');
+    const path = url.pathname;
+    const presented = header(req, 'x-goog-api-key') ?? url.searchParams.get('key') ?? undefined;
+    const authorized = presented === api.key;
+    const m = /^\/v1beta\/models\/([^:/]+):(streamGenerateContent|generateContent|countTokens)$/.exec(path);
+    const parsed = Body.safeParse(body);
+    const tools = parsed.success ? (parsed.data.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((f) => f.name)) : [];
+    const asked = api.record({ method: req.method ?? '', path, model: m?.[1] ?? null, authorized, tools });
+    if (!authorized) return json(res, 400, KEY_INVALID);
+    if (req.method === 'GET' && path === '/v1beta/models') {
+      return json(res, 200, { models: [{ name: 'models/gemini-2.5-flash', displayName: 'Gemini 2.5 Flash', supportedGenerationMethods: ['generateContent', 'countTokens'] }] });
+    }
+    if (req.method !== 'POST' || !m) return json(res, 404, { error: { code: 404, message: `no route ${req.method} ${path}`, status: 'NOT_FOUND' } });
+    if (m[2] === 'countTokens') return json(res, 200, { totalTokens: 120 });
+    if (!parsed.success) return json(res, 400, { error: { code: 400, message: parsed.error.issues[0]?.message ?? 'invalid body', status: 'INVALID_ARGUMENT' } });
+    const shell = tools.find((t) => t === 'run_shell_command');
+    const step: Step = shell ? nextStep(entries(parsed.data.contents)) : { kind: 'text', text: '{"next_speaker": "user", "reasoning": "The model answered."}' };
+    if (shell) asked.answered = step.kind === 'tool' ? `tool:${step.command}` : `text:${step.text}`;
+    const model = m[1]!;
+    const parts = step.kind === 'tool' ? [[{ functionCall: { name: shell, args: { command: step.command, description: 'Run the requested command' } } }]] : pieces(step.text).map((t) => [{ text: t }]);
+    if (m[2] === 'generateContent') return json(res, 200, candidate(parts.flat(), 'STOP', model, true));
+    const out = sse(res);
+    parts.forEach((p, i) => out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1)));
+    out.end();
+  });
+}

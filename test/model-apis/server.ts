@@ -1,0 +1,102 @@
+/**
+ * What every local model-API server shares: a loopback HTTP server, JSON bodies, SSE writing, the
+ * expected key, and a log of what was asked (path, model, whether the key was right).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Asked {
+  readonly method: string;
+  readonly path: string;
+  readonly model: string | null;
+  readonly authorized: boolean;
+  /** Tool names offered (empty for a tool-less request). */
+  readonly tools: readonly string[];
+  /** What the scripted model answered: `tool:<command>`, `text:<text>`, or null for auxiliary calls. */
+  answered: string | null;
+}
+
+export type Handler = (req: IncomingMessage, res: ServerResponse, body: unknown, api: ModelApiServer) => Promise<void> | void;
+
+export class ModelApiServer {
+  readonly asked: Asked[] = [];
+  /** The key the server accepts; change it to make the next calls 401. */
+  key: string;
+  #server: Server;
+  url = '';
+
+  private constructor(key: string, handler: Handler) {
+    this.key = key;
+    this.#server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = null;
+        if (text) {
+          try {
+            body = JSON.parse(text);
+          } catch {
+            res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid json"}');
+            return;
+          }
+        }
+        Promise.resolve(handler(req, res, body, this)).catch((e: unknown) => {
+          if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: String(e) }));
+        });
+      });
+    });
+  }
+
+  static async start(key: string, handler: Handler): Promise<ModelApiServer> {
+    const s = new ModelApiServer(key, handler);
+    await new Promise<void>((resolve) => s.#server.listen(0, '127.0.0.1', resolve));
+    s.url = `http://127.0.0.1:${(s.#server.address() as AddressInfo).port}`;
+    return s;
+  }
+
+  record(a: Omit<Asked, 'answered'>): Asked {
+    const entry: Asked = { ...a, answered: null };
+    this.asked.push(entry);
+    if (process.env.FOUNTAIN_MODEL_API_DEBUG) console.error(`[model api ${new Date().toISOString().slice(11, 23)}] ${a.method} ${a.path} model=${a.model} authorized=${a.authorized} tools=${a.tools.length}`);
+    return entry;
+  }
+
+  /** The model names of the calls that got a scripted answer. */
+  get modelsAnswered(): string[] {
+    return this.asked.filter((a) => a.answered !== null).map((a) => a.model ?? '');
+  }
+
+  close(): Promise<void> {
+    this.#server.closeAllConnections();
+    return new Promise((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+export function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+}
+
+/** Starts an SSE response; `send(event, data)` writes one event (event line omitted when null). */
+export function sse(res: ServerResponse): { send: (event: string | null, data: unknown) => void; end: () => void } {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  return {
+    send: (event, data) => res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`),
+    end: () => res.end(),
+  };
+}
+
+/** Splits a string into a few pieces, so every answer really streams as several deltas. */
+export function pieces(s: string, n = 3): string[] {
+  if (s.length < n) return [s];
+  const size = Math.ceil(s.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
+  return out;
+}
+
+export const header = (req: IncomingMessage, name: string): string | undefined => {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};

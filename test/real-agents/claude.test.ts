@@ -1,0 +1,28 @@
+/**
+ * Claude Code (claude-agent-acp 0.66.0) through Fountain against a local Anthropic Messages API:
+ * one real conversation, from the credential to a failed turn with a rotated key.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { startAnthropicApi } from '../model-apis/anthropic.ts';
+import { assertRealRun, realAgentConversation, type RealAgentCase } from './harness.ts';
+
+const CLAUDE: RealAgentCase = {
+  runtime: 'claude',
+  model: 'anthropic/claude-sonnet-4-5',
+  credential: 'anthropic_api_key',
+  keyPrefix: 'sk-ant-api03-',
+  startApi: startAnthropicApi,
+  baseUrl: (api) => api.url,
+  modelAsked: 'claude-sonnet-4-5',
+  workdir: (dir) => dir,
+};
+
+describe('claude: a real turn through the public API', { timeout: 600_000 }, () => {
+  it('runs, asks, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
+    const r = await realAgentConversation(CLAUDE);
+    assertRealRun(CLAUDE, r);
+    // Claude Code calls HEAD /api/hello and sends its key as x-api-key.
+    assert.ok(r.api.asked.some((a) => a.path === '/v1/messages' && a.tools.includes('Bash')));
+  });
+});

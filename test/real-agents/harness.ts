@@ -1,0 +1,281 @@
+/**
+ * One real conversation with a real coding agent, as a user would have it: the adapter installed from
+ * the npm registry into a runner sandbox by provisioning, its credential and base_url set through
+ * the public API, a local model API speaking the vendor's wire format. Each runtime's test calls
+ * `realAgentConversation` once and asserts on what it returns and on what the run left behind.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
+import { startRunnerChild, until, type RunnerChild } from '../../src/server/conversations/testing.ts';
+import { startServer, type RunningServer } from '../../src/server/start.ts';
+import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
+import type { ModelApiServer } from '../model-apis/server.ts';
+import { FINAL_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+/** The persistent npm cache `.ci/run` pre-warms: sandbox installs read the adapters from it. */
+export const NPM_CACHE = join(REPO, '.cache', 'npm');
+
+export interface RealAgentCase {
+  readonly runtime: 'claude' | 'codex' | 'gemini' | 'opencode';
+  readonly model: string;
+  /** The account credential this runtime reads for the model. */
+  readonly credential: 'anthropic_api_key' | 'claude_code_oauth_token' | 'openai_api_key' | 'gemini_api_key';
+  /** A key in the vendor's shape; a random tail is added. */
+  readonly keyPrefix: string;
+  startApi(key: string): Promise<ModelApiServer>;
+  /** The base_url a user would give for this API (the form the runtime's SDK takes). */
+  baseUrl(api: ModelApiServer): string;
+  /** The model id the model API must be asked for. */
+  readonly modelAsked: string;
+  /** Where the agent's shell runs, on the host, given the sandbox directory. */
+  workdir(sandboxDir: string): string;
+  /** Called before a wake (gemini loses a session loaded within the minute it was created). */
+  beforeWake?(): Promise<void>;
+}
+
+export interface RealAgentRun {
+  readonly key: string;
+  readonly api: ModelApiServer;
+  readonly sandboxDir: string;
+  readonly token: string;
+  readonly refusedBeforeCredential: Json;
+  readonly validation: { wrong: Json; right: Json; list: Json };
+  readonly firstTurn: Json;
+  readonly firstAnswer: string;
+  readonly permission: Json;
+  readonly proofFile: string | null;
+  readonly recallTurn: Json;
+  readonly recallAnswer: string;
+  readonly resets: SseEvent[];
+  readonly wrongKeyTurn: Json;
+  /** What the agent said in the wrong-key turn (ACP lines), for the failure message. */
+  readonly wrongKeyAcp: string[];
+  readonly streamEvents: SseEvent[];
+  /** Everything the run wrote where a secret must not be: logs, events, errors, `ps`, `.env`. */
+  readonly exposures: Record<string, string>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LONG = 300_000;
+
+async function stageAfter(s: Stream, stage: string, state: string, afterId: number, timeoutMs = LONG): Promise<SseEvent> {
+  return until(() => s.events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state), `${stage}/${state} on the stream`, timeoutMs);
+}
+
+function processListing(): string {
+  try {
+    return execFileSync('ps', ['-eo', 'pid,args', '--no-headers'], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+  } catch (e) {
+    return `ps failed: ${String(e)}`;
+  }
+}
+
+export async function realAgentConversation(c: RealAgentCase): Promise<RealAgentRun> {
+  const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
+  const api = await c.startApi(key);
+  const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-real-${c.runtime}-`)));
+  const logFile = join(tmp, 'server.log');
+  mkdirSync(NPM_CACHE, { recursive: true });
+  let srv: RunningServer | null = null;
+  let runner: RunnerChild | null = null;
+  const ps: string[] = [];
+  const t0 = Date.now();
+  const phase = (what: string) => console.error(`[${c.runtime} ${((Date.now() - t0) / 1000).toFixed(1)} s] ${what}`);
+  try {
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: {},
+      acceptRunnerSocket,
+      logger: pino({ level: 'debug' }, pino.destination({ dest: logFile, sync: true })),
+      engine: { idleTimeoutMs: 4000, sweepIntervalMs: 500, askTimeoutMs: 240_000, acpCallTimeoutMs: 120_000, turnSilenceTimeoutMs: 180_000 },
+      sseHeartbeatMs: 1000,
+    });
+    const bootKey = srv.bootstrapKey!;
+    const base = srv.url;
+    const http = (method: string, path: string, body?: unknown) => call(base, bootKey, method, path, body);
+    const root = join(tmp, 'sandboxes');
+    runner = startRunnerChild({ name: 'real', root, baseUrl: base, apiKey: bootKey, home: tmp, logLevel: 'debug', extraArgs: ['--npm-cache', NPM_CACHE] });
+    await until(async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
+
+    const agent = await http('POST', '/api/agents', { name: `real-${c.runtime}`, runtime: c.runtime, model: c.model, system: 'You are a test agent.', permission_policy: { default: 'ask' } });
+    assert.equal(agent.status, 201, JSON.stringify(agent.body));
+    const agentId: string = agent.body.data.id;
+
+    // No credential yet: refused before any sandbox exists.
+    const refused = await http('POST', '/api/conversations', { agent_id: agentId });
+    const refusedBeforeCredential = { status: refused.status, body: refused.body, sandboxes: existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [] };
+
+    const wrong = await http('PUT', `/api/account/inference-credentials/${c.credential}`, { value: `${c.keyPrefix}wrong${randomBytes(8).toString('hex')}`, base_url: c.baseUrl(api) });
+    const right = await http('PUT', `/api/account/inference-credentials/${c.credential}`, { value: key, base_url: c.baseUrl(api), validate: true });
+    assert.equal(right.status, 200, JSON.stringify(right.body));
+    const list = await http('GET', '/api/account/inference-credentials');
+
+    const created = await http('POST', '/api/conversations', { agent_id: agentId });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const convId: string = created.body.data.id;
+    const sandboxDir: string = created.body.data.sandbox.runner.path;
+    const s = openStream(`${base}/api/conversations/${convId}/stream`, bootKey);
+    try {
+      const provisioned = await until(
+        () => s.events.find((e) => e.data?.stage === 'provision' && (e.data?.state === 'done' || e.data?.state === 'failed')),
+        'provisioning to end',
+        LONG,
+      );
+      phase('provisioned');
+      assert.equal(provisioned.data.state, 'done', `provisioning failed: ${JSON.stringify(provisioned.data.data)}`);
+
+      // Turn 1: a shell tool call that asks permission, allowed through the API.
+      const token = `proof-${randomBytes(4).toString('hex')}`;
+      const p1 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: `RUN: echo ${token} > ${token}.txt && cat ${token}.txt` });
+      assert.equal(p1.status, 200, JSON.stringify(p1.body));
+      const asked = await until(
+        () => s.events.find((e) => e.data?.stage === 'permission' && e.data?.state === 'started') ?? s.events.find((e) => e.data?.stage === 'turn' && e.data?.state === 'done'),
+        'a permission request (or the turn ending without one)',
+        LONG,
+      );
+      phase('permission asked');
+      let permission: Json = null;
+      if (asked.data.stage === 'permission') {
+        ps.push(processListing());
+        permission = typeof asked.data.data === 'string' ? JSON.parse(asked.data.data) : asked.data.data;
+        const allow = (permission.options as Json[]).find((o) => o.kind === 'allow_once') ?? (permission.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
+        const yes = await http('POST', `/api/conversations/${convId}/requests/${permission.request_id}`, { option_id: allow.option_id });
+        assert.equal(yes.status, 200, JSON.stringify(yes.body));
+      }
+      const t1done = await stageAfter(s, 'turn', 'done', asked.id ?? 0);
+      phase('turn 1 done');
+      const turns1 = (await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[];
+      const firstTurn = turns1.find((t) => t.id === p1.body.turn_id);
+      const firstAnswer = answer(s.events, p1.body.turn_id);
+      const proofPath = join(c.workdir(sandboxDir), `${token}.txt`);
+      const proofFile = existsSync(proofPath) ? readFileSync(proofPath, 'utf8') : null;
+
+      // Park after the idle timeout, then wake on the next prompt with the history kept.
+      const parked = await stageAfter(s, 'sandbox', 'done', t1done.id!, 60_000);
+      phase('parked');
+      await c.beforeWake?.();
+      const p2 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'RECALL what you ran before.' });
+      assert.equal(p2.status, 200, JSON.stringify(p2.body));
+      const t2done = await stageAfter(s, 'turn', 'done', parked.id!);
+      phase('turn 2 done');
+      const recallTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((t) => t.id === p2.body.turn_id);
+      const recallAnswer = answer(s.events, p2.body.turn_id);
+      const resets = s.events.filter((e) => e.data?.stage === 'session' && e.data?.data?.event === 'reset');
+
+      // The model API stops accepting the key: the next turn fails with words.
+      api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
+      await stageAfter(s, 'sandbox', 'done', t2done.id!, 60_000);
+      phase('parked again');
+      const p3 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'Say hello.' });
+      assert.equal(p3.status, 200, JSON.stringify(p3.body));
+      await until(async () => {
+        const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((x) => x.id === p3.body.turn_id);
+        return t && !['pending', 'running'].includes(t.status) ? t : null;
+      }, 'the wrong-key turn to end', LONG);
+      phase('wrong-key turn ended');
+      const wrongKeyTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((x) => x.id === p3.body.turn_id);
+      ps.push(processListing());
+      phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
+
+      const dotenv = existsSync(join(sandboxDir, '.env')) ? readFileSync(join(sandboxDir, '.env'), 'utf8') : '';
+      const events: Json[] = [];
+      for (let after = 0; ; ) {
+        const page = await http('GET', `/api/conversations/${convId}/events?after=${after}&limit=1000`);
+        events.push(...(page.body.data as Json[]));
+        if (!page.body.meta.has_more) break;
+        after = page.body.meta.next_cursor;
+      }
+      const conversation = await http('GET', `/api/conversations/${convId}`);
+      const allTurns = await http('GET', `/api/conversations/${convId}/turns`);
+      const term = await http('POST', `/api/conversations/${convId}/terminate`);
+      assert.equal(term.status, 204);
+      await sleep(200);
+      await runner.stop();
+      const runnerLog = runner.stderr();
+      runner = null;
+      await srv.stop();
+      srv = null;
+      return {
+        key,
+        api,
+        sandboxDir,
+        token,
+        refusedBeforeCredential,
+        validation: { wrong: { status: wrong.status, body: wrong.body }, right: right.body, list: list.body },
+        firstTurn,
+        firstAnswer,
+        permission,
+        proofFile,
+        recallTurn,
+        recallAnswer,
+        resets,
+        wrongKeyTurn,
+        wrongKeyAcp: events.filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '').map((e) => String(e.data).slice(0, 600)),
+        streamEvents: s.events,
+        exposures: {
+          'server log': readFileSync(logFile, 'utf8'),
+          'runner log': runnerLog,
+          events: JSON.stringify(events),
+          'SSE stream': s.raw(),
+          conversation: JSON.stringify(conversation.body),
+          turns: JSON.stringify(allTurns.body),
+          'credential answers': JSON.stringify([wrong.body, right.body, list.body]),
+          'process listing': ps.join('\n'),
+          '/home/sprite/.env': dotenv,
+        },
+      };
+    } finally {
+      s.close();
+    }
+  } finally {
+    await runner?.stop();
+    await srv?.stop();
+    await api.close();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** The checks every runtime's run must pass; runtime-specific ones stay in its test file. */
+export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
+  assert.equal(r.refusedBeforeCredential.status, 422, JSON.stringify(r.refusedBeforeCredential.body));
+  assert.equal(r.refusedBeforeCredential.body.error, 'inference_credential_missing');
+  assert.match(r.refusedBeforeCredential.body.message, /\/account\/credentials/);
+  assert.match(r.refusedBeforeCredential.body.message, /fountain credentials set/);
+  assert.deepEqual(r.refusedBeforeCredential.sandboxes, [], 'no sandbox was created for the refused launch');
+
+  assert.equal(r.validation.wrong.status, 422, JSON.stringify(r.validation.wrong.body));
+  assert.equal(r.validation.wrong.body.error, 'credential_refused');
+  assert.deepEqual(
+    r.validation.list.data.map((x: Json) => [x.provider, x.base_url]),
+    [[c.credential, c.baseUrl(r.api)]],
+  );
+
+  assert.ok(r.permission, 'the agent asked permission for its shell command');
+  assert.equal(r.firstTurn.status, 'completed', JSON.stringify(r.firstTurn));
+  assert.equal(r.proofFile?.trim(), r.token, "the command's effect is in the sandbox");
+  assert.ok(r.firstAnswer.includes(FINAL_PREFIX) && r.firstAnswer.includes(r.token), `the answer streamed over SSE: ${r.firstAnswer}`);
+  assert.equal(r.firstTurn.model, c.model, 'the turn records the model');
+  assert.ok(r.api.modelsAnswered.length > 0 && r.api.modelsAnswered.every((m) => m === c.modelAsked), `the model API was asked for ${c.modelAsked}: ${JSON.stringify(r.api.modelsAnswered)}`);
+
+  assert.equal(r.recallTurn.status, 'completed', JSON.stringify(r.recallTurn));
+  assert.deepEqual(r.resets, [], 'the wake loaded the session instead of starting a new one');
+  assert.ok(r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token), `the history survived the park: ${r.recallAnswer}`);
+
+  assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
+  assert.match(String(r.wrongKeyTurn.reason), /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/, 'the failed turn says why and what to do');
+  assert.ok(r.api.asked.some((a) => !a.authorized), 'the model API refused the rotated key');
+
+  for (const [where, text] of Object.entries(r.exposures)) {
+    assert.ok(!text.includes(r.key), `the credential appears in the ${where}`);
+  }
+  assert.ok(r.exposures['process listing']!.length > 0 && r.exposures['server log']!.length > 0, 'there was something to search');
+}

@@ -1,0 +1,28 @@
+/**
+ * opencode (`opencode-ai@1.18.33`, `opencode acp`) through Fountain against a local OpenAI Chat
+ * Completions API: its openai-compatible provider in opencode.json, the key referenced as
+ * `{env:OPENAI_API_KEY}`, and `ask` for bash so the permission reaches Fountain.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { startOpenAiApi } from '../model-apis/openai.ts';
+import { assertRealRun, realAgentConversation, type RealAgentCase } from './harness.ts';
+
+const OPENCODE: RealAgentCase = {
+  runtime: 'opencode',
+  model: 'openai/gpt-5',
+  credential: 'openai_api_key',
+  keyPrefix: 'sk-proj-',
+  startApi: startOpenAiApi,
+  baseUrl: (api) => `${api.url}/v1`,
+  modelAsked: 'gpt-5',
+  workdir: () => `/${'tmp'}/opencode-workspace`,
+};
+
+describe('opencode: a real turn through the public API', { timeout: 600_000 }, () => {
+  it('runs, asks, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
+    const r = await realAgentConversation(OPENCODE);
+    assertRealRun(OPENCODE, r);
+    assert.ok(r.api.asked.some((a) => a.path === '/v1/chat/completions'), 'opencode spoke Chat Completions');
+  });
+});
