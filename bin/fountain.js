@@ -1,6 +1,12 @@
 #!/usr/bin/env node
-// Entry point of the `fountain` executable: registers tsx so the TypeScript
-// sources run as they are (no build step), then hands over to the CLI.
-import { register } from 'tsx/esm/api';
-register();
-await import('../src/cli/main.ts');
+// Entry point of the `fountain` executable: runs the compiled dist/ (built by `npm install`'s prepare
+// step) while it matches the sources, else the TypeScript sources through tsx, so an edit never runs stale code.
+import { distIsFresh } from './dist-stamp.mjs';
+
+if (process.env.FOUNTAIN_FROM_SOURCE !== '1' && distIsFresh()) {
+  await import('../dist/cli/main.js');
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../src/cli/main.ts');
+}

@@ -6,7 +6,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,16 +18,9 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from './helpers/http.ts';
+import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
-const NODE = new URL('./fixtures/cluster-node.ts', import.meta.url).pathname;
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
-
-interface NodeProcess {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly id: string;
-  readonly exited: Promise<void>;
-}
 
 describe('two server nodes: streams and commands on B for a turn A drives', { timeout: 600_000 }, () => {
   const schema = uniqueSchemaName();
@@ -50,20 +42,6 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
   const db = () => observer.db as unknown as EngineDb;
   const stored = (id: string): Promise<EventRow[]> => allEvents(db(), id);
   const turnRow = async (id: string) => (await db().select().from(turns).where(eq(turns.id, id)))[0]!;
-
-  async function spawnNode(name: string): Promise<NodeProcess> {
-    const child = spawn(process.execPath, ['--import', 'tsx', NODE], {
-      env: { ...process.env, FOUNTAIN_PROFILE: '', ...env, CLUSTER_NODE_SCHEMA: schema },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let log = '';
-    child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    const url = await until(() => /\{"url":"([^"]+)"\}/.exec(log)?.[1], `node ${name} listening`, 60_000);
-    const id = await until(() => /\{"node":"([^"]+)"\}/.exec(log)?.[1], `node ${name}'s id`, 10_000);
-    return { child, url, id, exited };
-  }
 
   /** The backend pid of a node's notification connection (its application_name names the node). */
   const listenerPid = async (node: NodeProcess): Promise<number | undefined> => {
@@ -95,8 +73,8 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-feed-')));
-    a = await spawnNode('A');
-    b = await spawnNode('B');
+    a = await spawnClusterNode('A', schema, env);
+    b = await spawnClusterNode('B', schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     runner = startRunnerChild({ name: 'r', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: KEY, home: tmp });
     await until(async () => ((await call(a.url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner on node A', 60_000);
@@ -116,12 +94,8 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
   after(async () => {
     for (const s of streams) s.close();
     await runner?.stop();
-    for (const n of [a, b]) {
-      if (n && n.child.exitCode === null && n.child.signalCode === null) {
-        n.child.kill('SIGTERM');
-        await n.exited;
-      }
-    }
+    await stopClusterNode(a);
+    await stopClusterNode(b);
     await observer?.close();
     await dropSchema(schema);
     rmSync(tmp, { recursive: true, force: true });

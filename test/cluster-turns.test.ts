@@ -5,7 +5,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +19,9 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { call, type Json } from './helpers/http.ts';
+import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
 import { CutProxy, assertStoredOnce } from './helpers/recovery.ts';
 
-const NODE = new URL('./fixtures/cluster-node.ts', import.meta.url).pathname;
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 const SLOW = 120;
 
@@ -38,7 +37,7 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
   };
   let tmp: string;
   let observer: Database;
-  let nodeA: { child: ChildProcess; url: string; exited: Promise<void>; log: () => string };
+  let nodeA: NodeProcess;
   let nodeB: RunningServer | undefined;
   let proxy: CutProxy;
   let runner: RunnerChild;
@@ -81,16 +80,8 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-turns-')));
-    const child = spawn(process.execPath, ['--import', 'tsx', NODE], {
-      env: { ...process.env, FOUNTAIN_PROFILE: '', ...env, CLUSTER_NODE_SCHEMA: schema },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let log = '';
-    child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    const url = await until(() => /\{"url":"([^"]+)"\}/.exec(log)?.[1], 'node A listening', 60_000);
-    nodeA = { child, url, exited, log: () => log };
+    nodeA = await spawnClusterNode('A', schema, env);
+    const url = nodeA.url;
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     proxy = await CutProxy.start(Number(new URL(url).port));
     runner = startRunnerChild({
@@ -109,10 +100,7 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
 
   after(async () => {
     await runner?.stop();
-    if (nodeA && nodeA.child.exitCode === null && nodeA.child.signalCode === null) {
-      nodeA.child.kill('SIGTERM');
-      await nodeA.exited;
-    }
+    await stopClusterNode(nodeA);
     await nodeB?.stop();
     await proxy?.close();
     await observer?.close();

@@ -10,6 +10,7 @@ import { lifecycleBenchmark } from './lifecycle.ts';
 import { memoryBenchmark } from './memory.ts';
 import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
+import { startupBenchmark } from './startup.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark];

@@ -27,12 +27,13 @@ class StreamTransport implements FrameTransport {
     return !this.#stream.destroyed && this.#stream.writable;
   }
 
-  send(frame: Buffer): void {
+  send(frame: Buffer, written?: () => void): void {
     const seq = ++this.#sent;
     // Corked, the frame and its newline leave in one write without copying the frame.
     this.#stream.cork();
     this.#stream.write(frame);
     this.#stream.write('\n', () => {
+      written?.();
       this.#flushed = Math.max(this.#flushed, seq);
       const ready = this.#waiters.filter((w) => w.seq <= this.#flushed);
       this.#waiters = this.#waiters.filter((w) => w.seq > this.#flushed);

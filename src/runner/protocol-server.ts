@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Reply, Request, StreamFrame } from '../wire/index.ts';
 import { decodeFrame, encodeFrameBytes, errorReply, okReply } from '../wire/index.ts';
 import type { Backend, OpContext, OpResult, StreamOut } from './backend.ts';
+import { FramePool } from './frame-pool.ts';
 
 /**
  * One peer's ordered text channel (a WebSocket, a newline-delimited vsock stream, ...).
@@ -14,7 +15,8 @@ import type { Backend, OpContext, OpResult, StreamOut } from './backend.ts';
  */
 export interface FrameTransport {
   readonly open: boolean;
-  send(frame: Buffer): void;
+  /** Queues a frame; `written` runs once the transport no longer reads `frame` (sent, or dropped with the connection). */
+  send(frame: Buffer, written?: () => void): void;
   drained(): Promise<void>;
 }
 
@@ -29,6 +31,7 @@ export class ProtocolServer {
   readonly #log: Logger;
   readonly #opts: ProtocolServerOptions;
   readonly out: StreamOut;
+  readonly #pool = new FramePool();
 
   constructor(backend: Backend, transport: FrameTransport, logger: Logger, opts: ProtocolServerOptions = {}) {
     this.#backend = backend;
@@ -129,7 +132,10 @@ export class ProtocolServer {
   #write(frame: Reply | StreamFrame): void {
     if (!this.#transport.open) return;
     try {
-      this.#transport.send(encodeFrameBytes(frame));
+      let pooled: Buffer | undefined;
+      const bytes = encodeFrameBytes(frame, (size) => (pooled = this.#pool.take(size)));
+      const buf = pooled;
+      this.#transport.send(bytes, buf && (() => this.#pool.give(buf)));
     } catch (e) {
       this.#log.warn({ err: e }, 'runner: write failed');
     }

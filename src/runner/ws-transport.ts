@@ -23,10 +23,14 @@ export class WsTransport implements FrameTransport {
     return this.#ws.readyState === WebSocket.OPEN;
   }
 
-  send(frame: Buffer): void {
+  send(frame: Buffer, written?: () => void): void {
     const seq = ++this.#sent;
     this.#armStall();
-    this.#ws.send(frame, { binary: false }, () => this.#done(seq));
+    // ws calls back once the socket took the frame, or with an error when the socket is gone.
+    this.#ws.send(frame, { binary: false }, () => {
+      written?.();
+      this.#done(seq);
+    });
   }
 
   drained(): Promise<void> {

@@ -107,13 +107,16 @@ const ENCODE_SLICE = 48 * 1024;
  * encodeFrame as UTF-8 bytes. An output frame's payload is encoded a slice at a time into the
  * frame's buffer: as one string it would be copied three times more (flattened, measured,
  * re-encoded) and, past a few hundred KiB, be allocated in V8's old generation.
+ * `alloc` supplies an output frame's buffer (at least the size asked; the frame is its start), so
+ * a sender can reuse buffers the transport is done with; other frames are small and always fresh.
  */
-export function encodeFrameBytes(frame: Request | Reply | StreamFrame): Buffer {
+export function encodeFrameBytes(frame: Request | Reply | StreamFrame, alloc: (size: number) => Buffer = Buffer.allocUnsafe): Buffer {
   const parts = outputBytes.get(frame);
   if (parts === undefined) return Buffer.from(encodeFrame(frame), 'utf8');
   const [head, tail] = outputFrameEnds(frame as StreamFrame);
   const size = parts.reduce((n, p) => n + p.byteLength, 0);
-  const out = Buffer.allocUnsafe(Buffer.byteLength(head, 'utf8') + Math.ceil(size / 3) * 4 + Buffer.byteLength(tail, 'utf8'));
+  const length = Buffer.byteLength(head, 'utf8') + Math.ceil(size / 3) * 4 + Buffer.byteLength(tail, 'utf8');
+  const out = alloc(length).subarray(0, length);
   let at = out.write(head, 0, 'utf8');
   // Base64 runs in groups of 3 bytes; a group split between two pieces is carried over.
   let carry: Buffer = Buffer.alloc(0);

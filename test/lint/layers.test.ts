@@ -26,6 +26,8 @@ const KNOWN = new Set([
   'src/server/team/mcp-routes.ts -> src/server/store/team-schema.ts',
   'src/server/team/routes.ts -> src/server/agents/store.ts',
   'src/server/team/routes.ts -> src/server/team/store.ts',
+  'src/server/team/schedule-routes.ts -> src/server/agents/store.ts',
+  'src/server/team/schedule-routes.ts -> src/server/team/store.ts',
   'src/server/web/pages/agents.tsx -> src/server/agents/store.ts',
   'src/server/web/pages/agents.tsx -> src/server/store/conversation-schema.ts',
   'src/server/web/pages/conversation.tsx -> src/server/agents/store.ts',

@@ -1,6 +1,10 @@
 /**
  * The RunnerHost for several nodes sharing one PostgreSQL: a registrations table says which node
  * holds each runner's socket; calls to a runner held elsewhere go to that node over NOTIFY.
+ *
+ * Over 400 lines on purpose: the registry, the proxies, the calls in flight and the forwarded
+ * streams are one state that every cluster message changes together (a presence message ends the
+ * calls and streams of its runner); split, each part would need the others' private maps.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';

@@ -24,6 +24,7 @@ function lostNode(col: AnyColumn | SQL, l: Liveness): SQL {
 }
 
 const OPEN = ['pending', 'running'] as const;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const hasOpenTurn = sql`EXISTS (SELECT 1 FROM ${turns} WHERE ${turns.conversationId} = ${conversations.id} AND ${turns.status} IN ('pending', 'running'))`;
 
 /** Writes this node's heartbeat (the row is created on the first beat and again if it was reaped). */
@@ -118,6 +119,8 @@ export async function turnsTakenOver(db: EngineDb, ids: readonly string[], self:
  * that launched its agent; null when that is this node, no node, or a node whose heartbeat expired.
  */
 export async function liveOwnerOf(db: EngineDb, conversationId: string, l: { readonly self: string; readonly expiryMs: number }): Promise<string | null> {
+  // Not a uuid: no conversation has it (and PostgreSQL would refuse to compare it).
+  if (!UUID.test(conversationId)) return null;
   const owner = sql`(SELECT coalesce(
       (SELECT ${turns.nodeId} FROM ${turns} WHERE ${turns.conversationId} = ${conversationId} AND ${turns.status} IN ('pending', 'running') ORDER BY ${turns.turnNumber} DESC LIMIT 1),
       (SELECT ${conversations.nodeId} FROM ${conversations} WHERE ${conversations.id} = ${conversationId})))`;

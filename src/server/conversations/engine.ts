@@ -5,7 +5,6 @@
 import { z } from 'zod';
 import { EventBus } from '../cluster/bus.ts';
 import { liveOwnerOf } from '../cluster/store.ts';
-import { isUuid } from '../http/ids.ts';
 import { answerOf, type EngineCommand } from './commands.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
@@ -199,7 +198,7 @@ export class ConversationEngine {
    */
   async #routed<T>(id: string, command: EngineCommand, valueSchema: z.ZodType<T>, timeoutMs = COMMAND_TIMEOUT_MS): Promise<EngineResult<T> | null> {
     const { d, live, nodeId } = this.#c;
-    if (!d.link || live.has(id) || !isUuid(id)) return null;
+    if (!d.link || live.has(id)) return null;
     const owner = await liveOwnerOf(d.db, id, { self: nodeId, expiryMs: d.config.nodeExpiryMs });
     if (!owner) return null;
     return answerOf(await d.link.request(owner, command, timeoutMs), valueSchema);

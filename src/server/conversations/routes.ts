@@ -6,16 +6,15 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from './engine.ts';
 import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
-import { eventView, turnView, type EventView } from './views.ts';
+import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
-import { deriverFor, type BlockDeriver } from './blocks.ts';
-import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
-import { sseTail } from '../http/sse.ts';
+import { deriverFor } from './blocks.ts';
+import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
@@ -192,7 +191,7 @@ export const streamsParam = z
     return parts as Array<(typeof STREAM_FILTERS)[number]>;
   });
 
-const blocksParam = z.enum(['true', 'false']).optional().openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
+export const blocksParam = z.enum(['true', 'false']).optional().openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
 
 const EventsQuery = z.object({
   blocks: blocksParam,
@@ -213,7 +212,6 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
   const db = deps.db as unknown as EngineDb;
   const { engine } = deps;
   const auth = requireKey(deps.db, deps.logger, 'any');
-  const heartbeatMs = deps.sseHeartbeatMs ?? 15_000;
   const one = { 'application/json': { schema: z.object({ data: ConversationSchema }) } };
 
   const owned = async (accountId: string, id: string) => {
@@ -421,80 +419,6 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       return c.json({ ok: true as const }, 200);
     },
   );
-
-  const StreamQuery = z.object({
-    blocks: blocksParam,
-    streams: streamsParam,
-    wait: z.enum(['true', 'false']).optional(),
-    after: z.coerce.number().int().min(0).optional(),
-  });
-  app.openAPIRegistry.registerPath({
-    method: 'get',
-    path: '/api/conversations/{id}/stream',
-    summary: 'Server-sent events: replays after Last-Event-ID (or ?after=), then tails; `: heartbeat` every 15 s',
-    security: bearer,
-    request: { params: IdParam, query: StreamQuery },
-    responses: {
-      200: { description: 'text/event-stream of `id`, `event: output|stage`, `data: LogEvent`', content: { 'text/event-stream': { schema: z.string() } } },
-      ...errorResponses(401, 404, 422),
-    },
-  });
-  app.get('/api/conversations/:id/stream', auth, async (c) => {
-    const row = await owned(c.get('principal').account.id, c.req.param('id'));
-    const q = StreamQuery.safeParse(c.req.query());
-    if (!q.success) throw ApiError.validation(q.error, 422);
-    const fromHeader = lastEventIdOf(c.req.header('last-event-id'));
-    const start = fromHeader ?? q.data.after ?? 0;
-    const streams = q.data.streams;
-    const wanted = wantedBy(streams);
-    // Blocks merge tool calls across events: the deriver sees every event sent, primed with the earlier ones of their turns.
-    let deriver: BlockDeriver | null = null;
-    return sseTail(c, {
-      source: engine.feeds.conversation(row.conversation.id, streams),
-      idOf: (e) => e.id,
-      after: start,
-      follow: q.data.wait !== 'false',
-      heartbeatMs,
-      send: async (stream, e) => {
-        if (!wanted(e)) return;
-        if (q.data.blocks === 'true' && !deriver) deriver = await deriverFor(db, row.conversation.id, [e]);
-        const v: EventView = eventView(e, deriver?.blocks(e));
-        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(v) });
-      },
-    });
-  });
-
-  const AccountStreamQuery = z.object({ streams: streamsParam, after: z.coerce.number().int().min(0).optional() });
-  app.openAPIRegistry.registerPath({
-    method: 'get',
-    path: '/api/events/stream',
-    summary:
-      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
-    security: bearer,
-    request: { query: AccountStreamQuery },
-    responses: {
-      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`', content: { 'text/event-stream': { schema: z.string() } } },
-      ...errorResponses(401, 422),
-    },
-  });
-  app.get('/api/events/stream', auth, async (c) => {
-    const accountId = c.get('principal').account.id;
-    const q = AccountStreamQuery.safeParse(c.req.query());
-    if (!q.success) throw ApiError.validation(q.error, 422);
-    const streams = q.data.streams;
-    const wanted = wantedBy(streams);
-    const after = lastEventIdOf(c.req.header('last-event-id')) ?? q.data.after ?? (await engine.feeds.present());
-    return sseTail(c, {
-      source: engine.feeds.account(accountId, streams),
-      idOf: (e) => e.id,
-      after,
-      heartbeatMs,
-      send: async (stream, e) => {
-        if (!wanted(e)) return;
-        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify({ ...eventView(e), conversation_id: e.conversationId }) });
-      },
-    });
-  });
 
   return app;
 }

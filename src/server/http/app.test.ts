@@ -209,6 +209,8 @@ describe('server HTTP API (PostgreSQL)', () => {
     const paths = Object.keys(r.body.paths).sort();
     assert.deepEqual(paths, [
       '/api/account',
+      '/api/account/inference-credentials',
+      '/api/account/inference-credentials/{provider}',
       '/api/admin/accounts',
       '/api/agents',
       '/api/agents/{id}',

@@ -18,7 +18,9 @@ import { errorResponses, type RouteDeps } from './common.ts';
 import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
+import { streamRoutes } from '../conversations/stream-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
+import { scheduleRoutes } from '../team/schedule-routes.ts';
 import { mcpTeamRoutes } from '../team/mcp-routes.ts';
 import type { TeamService } from '../team/service.ts';
 import type { Scheduler } from '../team/scheduler.ts';
@@ -97,7 +99,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
+      // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
+      app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
@@ -116,7 +121,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
           runnersEnabled: deps.runnersEnabled,
           sessionSecret: deps.web.sessionSecret,
           secureCookies: deps.web.secureCookies ?? false,
-          docs: loadDocs(),
+          docs: loadDocs,
           logger: deps.logger,
           ...(deps.credentials ? { credentials: deps.credentials } : {}),
         }),

@@ -88,6 +88,15 @@ function lockDataDir(dataDir: string): () => void {
   }
 }
 
+/**
+ * Server settings for the embedded database, on its command line (never written to postgresql.conf).
+ * PGlite runs one backend inside this process's WebAssembly memory, which RSS counts and which never
+ * shrinks: the default 128 MB of shared buffers alone holds ~120 MiB once touched. Fountain's working
+ * set (recent events, conversations, keys) fits in 16 MB; a page beyond it is re-read from the data
+ * directory through the OS page cache. Measured in docs/benchmarks.md (memory, turn).
+ */
+export const PGLITE_SETTINGS: readonly string[] = ['shared_buffers=16MB'];
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
@@ -95,7 +104,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   const unlock = lockDataDir(dataDir);
   let client: PGlite;
   try {
-    client = await PGlite.create(dir);
+    client = await PGlite.create(dir, { startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
   } catch (e) {
     unlock();
     throw e;

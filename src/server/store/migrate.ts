@@ -29,12 +29,27 @@ export function loadMigrations(dir = MIGRATIONS_DIR): Migration[] {
     .map((name) => ({ name, sql: readFileSync(`${dir}/${name}`, 'utf8') }));
 }
 
+async function allApplied(client: SqlClient, migrations: readonly Migration[]): Promise<boolean> {
+  let rows: Array<{ name: string }>;
+  try {
+    rows = await client.query<{ name: string }>('SELECT name FROM fountain_migrations');
+  } catch {
+    // No table yet (a new database). Outside a transaction, so nothing is left aborted.
+    return false;
+  }
+  const done = new Set(rows.map((r) => r.name));
+  return migrations.every((m) => done.has(m.name));
+}
+
 /** Applies what is missing and returns the names applied now (empty when up to date). */
 export async function migrate(
   client: SqlClient,
   opts: { migrations?: Migration[]; prelude?: string } = {},
 ): Promise<string[]> {
   const migrations = opts.migrations ?? loadMigrations();
+  // A start after the first finds everything applied: one read instead of a locked transaction and a
+  // CREATE TABLE. Anything missing (or no table yet) takes the locked path, which checks again under the lock.
+  if (await allApplied(client, migrations)) return [];
   const applied: string[] = [];
   await client.exec('BEGIN');
   try {

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { DataDirInUseError, openDatabase } from './db.ts';
-import { loadMigrations } from './migrate.ts';
+import { PGlite } from '@electric-sql/pglite';
+import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 
 const ALL_MIGRATIONS = loadMigrations().map((m) => m.name);
 import { createAccount, findAccount, findOwner } from '../account/store.ts';
@@ -135,6 +136,34 @@ describe('migrations', () => {
       assert.equal(rows.length, 1);
     } finally {
       await dropSchema(schema);
+    }
+  });
+
+  it('an up-to-date database costs one read; a newly shipped migration still takes the locked path', async () => {
+    const pglite = new PGlite();
+    const statements: string[] = [];
+    const client: SqlClient = {
+      exec: async (text) => {
+        statements.push(text.split('\n')[0]!);
+        await pglite.exec(text);
+      },
+      query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) => {
+        statements.push(text);
+        return (await pglite.query<T>(text, params)).rows;
+      },
+    };
+    try {
+      const shipped = [{ name: '0001_a.sql', sql: 'CREATE TABLE a (id int)' }];
+      assert.deepEqual(await migrate(client, { migrations: shipped }), ['0001_a.sql']);
+      statements.length = 0;
+      assert.deepEqual(await migrate(client, { migrations: shipped }), []);
+      assert.deepEqual(statements, ['SELECT name FROM fountain_migrations']);
+      const next = [...shipped, { name: '0002_b.sql', sql: 'CREATE TABLE b (id int)' }];
+      assert.deepEqual(await migrate(client, { migrations: next }), ['0002_b.sql']);
+      assert.ok(statements.includes('SELECT pg_advisory_xact_lock($1)'));
+      await pglite.query('SELECT * FROM b');
+    } finally {
+      await pglite.close();
     }
   });
 

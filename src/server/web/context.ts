@@ -27,7 +27,8 @@ export interface WebDeps {
   /** SANDBOX_RUNNERS_ENABLED */
   readonly runnersEnabled: boolean;
   readonly sessionSecret: string;
-  readonly docs: DocsSite;
+  /** The rendered docs site, asked for on the first /docs request (rendering every page costs a few hundred ms). */
+  readonly docs: () => DocsSite;
   readonly logger: Logger;
   /** Adds `Secure` to the session cookie (set when served over https). */
   readonly secureCookies?: boolean;

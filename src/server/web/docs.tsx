@@ -1,6 +1,6 @@
 /**
- * The documentation site: the pages docs/nav.yml names, rendered once at start-up with the nav as a
- * sidebar. Any slug the nav does not name is a 404, whatever exists on disk.
+ * The documentation site: the pages docs/nav.yml names, rendered once, on the first request for one
+ * (not at start-up), with the nav as a sidebar. Any slug the nav does not name is a 404, whatever exists on disk.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -78,9 +78,11 @@ function Sidebar(p: { nav: readonly NavEntry[]; current: string }) {
 }
 
 /** `/docs` and `/docs/<slug>`; `user` lets the header show the signed-in links. */
-export function docsRoutes(site: DocsSite, user: (c: import('hono').Context) => Promise<{ name: string } | null>): Hono {
+export function docsRoutes(docs: () => DocsSite, user: (c: import('hono').Context) => Promise<{ name: string } | null>): Hono {
   const app = new Hono();
+  let loaded: DocsSite | undefined;
   const serve = async (c: import('hono').Context, slug: string) => {
+    const site = (loaded ??= docs());
     const doc = site.pages.get(slug);
     const u = await user(c);
     if (!doc) {

@@ -25,6 +25,13 @@ export interface EnvInputs {
 export const BASE_ENV_KEYS = ['PATH', 'HOME', 'LANG', 'TERM', 'USER', 'SHELL', 'TMPDIR'] as const;
 
 /**
+ * Where the machine's extra TLS trust anchors are: paths to public CA bundles, never a secret. Behind a
+ * TLS-intercepting proxy (common on company networks) npm cannot reach the registry without them, so
+ * provisioning could not install an agent.
+ */
+export const TRUST_ENV_KEYS = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR'] as const;
+
+/**
  * The child environment: a fixed base, the sandbox layout (`npm_config_*`, FOUNTAIN_SANDBOX_DIR),
  * then the request's pairs. The daemon's own variables (its key, the shell's cloud credentials,
  * a server's settings under `fountain up`) never reach a sandbox: it holds only what it is given.
@@ -48,6 +55,7 @@ export function childEnv(dir: string, pairs: readonly (readonly string[])[], inp
     npm_config_cache: inputs.npmCache ?? join(inputs.realHome, '.npm'),
     FOUNTAIN_SANDBOX_DIR: dir,
   };
+  for (const k of TRUST_ENV_KEYS) if (b[k]) env[k] = b[k];
   for (const pair of pairs) {
     if (pair.length === 2) env[pair[0]!] = pair[1]!;
   }

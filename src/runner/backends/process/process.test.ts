@@ -24,6 +24,7 @@ function code(r: OpResult<object>): string {
   return r.ok ? '' : r.error.code;
 }
 
+import { childEnv, TRUST_ENV_KEYS } from './env.ts';
 describe('process backend', () => {
   let root: string;
   let backend: ProcessBackend;
@@ -407,7 +408,9 @@ describe('a process-backend sandbox environment holds only what it is given (iss
     value(await backend.create({ id: id(), op: 'create', name: 'env' }));
     const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
     const keys = unb64(r.output).split('\0').filter((l) => l !== '').map((l) => l.slice(0, l.indexOf('='))).sort();
-    assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', 'npm_config_cache', 'npm_config_prefix']);
+    // Trust-anchor paths (public CA bundles) pass when the runner has them: npm behind a TLS-intercepting proxy needs them.
+    const trust = TRUST_ENV_KEYS.filter((k) => process.env[k]);
+    assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', ...trust, 'npm_config_cache', 'npm_config_prefix'].sort());
     const out = new CollectingOut();
     const reqId = id();
     const sp = await backend.spawn({ id: reqId, op: 'spawn', name: 'env', cmd: 'env', args: [], env: [], stdin: false }, { requestId: reqId, out });
@@ -417,6 +420,14 @@ describe('a process-backend sandbox environment holds only what it is given (iss
     const text = out.bytes(sp.value.result.session_id).toString();
     assert.doesNotMatch(text, /leaked/);
     assert.match(text, /^HOME=/m);
+  });
+
+  it('takes the npm cache the runner names (--npm-cache) and the trust anchors, nothing else', () => {
+    const env = childEnv('/sb', [], { base: { PATH: '/bin', NODE_EXTRA_CA_CERTS: '/etc/ca.pem', AWS_SECRET_ACCESS_KEY: 'x' }, realHome: '/home/u', npmCache: '/repo/.cache/npm', exists: () => false });
+    assert.equal(env.npm_config_cache, '/repo/.cache/npm');
+    assert.equal(env.NODE_EXTRA_CA_CERTS, '/etc/ca.pem');
+    assert.equal(env.AWS_SECRET_ACCESS_KEY, undefined);
+    assert.equal(childEnv('/sb', [], { base: {}, realHome: '/home/u', exists: () => false }).npm_config_cache, '/home/u/.npm');
   });
 });
 
