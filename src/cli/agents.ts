@@ -8,6 +8,7 @@ import type { FountainApi } from './api.ts';
 import { agentSchema, data } from './schemas.ts';
 import type { Agent } from './schemas.ts';
 import { CliError, action, apiFor, printJson, printTable } from './session.ts';
+import { findEnvironment } from './environments.ts';
 
 export async function findAgent(api: FountainApi, ref: string): Promise<Agent> {
   const { data: agents } = await api.request('GET', '/api/agents', data(z.array(agentSchema)));
@@ -50,11 +51,13 @@ export function register(program: Command): void {
     .option('--model <model>', 'provider/model_id, e.g. anthropic/claude-sonnet-4-5')
     .option('--system <prompt>', 'system prompt', '')
     .option('--sandbox-provider <provider>', 'sandbox provider (default: the instance default)')
+    .option('--environment <environment>', 'environment (id or name) its sandboxes are provisioned with')
     .option('--policy <tool=verdict>', 'permission policy entry, repeatable (default=ask, execute=auto_allow, ...)', policyEntry)
     .option('--json', 'print JSON')
     .action(
-      action(async (opts: { name: string; runtime: string; model?: string; system: string; sandboxProvider?: string; policy?: Record<string, string>; json?: boolean }, cmd: Command) => {
+      action(async (opts: { name: string; runtime: string; model?: string; system: string; sandboxProvider?: string; environment?: string; policy?: Record<string, string>; json?: boolean }, cmd: Command) => {
         const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
+        if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
         if (opts.model) body.model = opts.model;
         if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
         if (opts.policy) body.permission_policy = opts.policy;

@@ -16,6 +16,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['auth'], load: () => import('./auth.ts') },
   { commands: ['server'], load: () => import('./server.ts') },
   { commands: ['agents', 'agent'], load: () => import('./agents.ts') },
+  { commands: ['environments', 'env'], load: () => import('./environments.ts') },
   { commands: ['credentials'], load: () => import('./model-credentials.ts') },
   { commands: ['chat'], load: () => import('./chat.ts') },
   { commands: ['conversations', 'conv'], load: () => import('./conversations.ts') },

@@ -61,3 +61,17 @@ export const requestStartedSchema = z
   .loose();
 
 export const data = <S extends z.ZodType>(s: S) => z.object({ data: s }).loose();
+
+export const environmentSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    env_vars: z.record(z.string(), z.string()).optional(),
+    secret_keys: z.array(z.string()).optional(),
+    networking_type: z.string().optional(),
+    networking_config: z.object({ allowed_hosts: z.array(z.string()) }).loose().optional(),
+    packages: z.object({ apt: z.array(z.string()), npm: z.array(z.string()) }).loose().optional(),
+    repositories: z.array(z.object({ url: z.string(), mount_path: z.string().optional() }).loose()).optional(),
+  })
+  .loose();
+export type Environment = z.infer<typeof environmentSchema>;

@@ -125,6 +125,8 @@ describe('server configuration', () => {
       [{ FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: '1.5' }, 'FOUNTAIN_RUNNER_CALL_TIMEOUT_MS'],
       [{ FOUNTAIN_SESSION_SECRET: 'short' }, 'FOUNTAIN_SESSION_SECRET'],
       [{ PUBLIC_URL: 'fountain.example' }, 'PUBLIC_URL'],
+      [{ FOUNTAIN_SECRET_KEY: 'too-short' }, 'FOUNTAIN_SECRET_KEY'],
+      [{ FOUNTAIN_SKILLS_GIT_URL: 'http://github.com' }, 'FOUNTAIN_SKILLS_GIT_URL'],
       [{ SANDBOX_PROVIDER: 'modal' }, 'SANDBOX_PROVIDER'],
       [{ SANDBOX_PROVIDER: 'fake' }, 'SANDBOX_PROVIDER'],
       [{ SANDBOX_IDLE_TIMEOUT_MINUTES: 'sixty' }, 'SANDBOX_IDLE_TIMEOUT_MINUTES'],

@@ -62,6 +62,11 @@ const envSchema = z.object({
   FOUNTAIN_BOOTSTRAP_KEY: z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits').optional(),
   FOUNTAIN_SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   PUBLIC_URL: httpUrl,
+  FOUNTAIN_SECRET_KEY: z
+    .string()
+    .regex(/^([0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, 'must be 32 bytes as 64 hex digits or base64')
+    .optional(),
+  FOUNTAIN_SKILLS_GIT_URL: z.string().regex(/^https:\/\/\S+$/, 'must be an https:// URL').optional(),
   // Sandboxes and conversations
   SANDBOX_PROVIDER: z
     .string()
@@ -111,7 +116,7 @@ export const SERVER_ENV_VARS = Object.keys(envSchema.shape) as ServerEnvVar[];
 
 /** Where a variable belongs; the docs' sections follow these groups. */
 export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>> = {
-  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL'],
+  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL', 'FOUNTAIN_SECRET_KEY', 'FOUNTAIN_SKILLS_GIT_URL'],
   sandboxes: [
     'SANDBOX_PROVIDER',
     'SANDBOX_RUNNERS_ENABLED',

@@ -37,6 +37,7 @@ import { audit } from './account/audit.ts';
 import type { EngineDb } from './store/engine-db.ts';
 import { CredentialService } from './credentials/service.ts';
 import { loadSecretKey } from './credentials/secret-key.ts';
+import { EnvironmentService } from './environments/service.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -168,7 +169,10 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       ...opts.engine,
     };
     const defaultProvider = defaultProviderOf(config, registry);
+    // The same server key seals environment secrets at rest.
+    const environments = new EnvironmentService(database.db as unknown as EngineDb, secretKey);
     const engine = new ConversationEngine({
+      environments,
       db: database.db as unknown as EngineDb,
       registry,
       placement: providerPlacement(host, {
@@ -218,7 +222,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       credentials,
       ...(opts.version ? { version: opts.version } : {}),
-      engine: { engine, registry, defaultProvider, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      engine: { engine, registry, defaultProvider, environments, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
       team: { team, scheduler },
     });

@@ -9,15 +9,19 @@ import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from './store.ts';
+import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentEnvironmentFields, type AgentFields } from './store.ts';
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
+import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 
 export interface AgentRouteDeps extends RouteDeps {
   readonly registry: ProviderRegistry;
   /** SANDBOX_PROVIDER: what `sandbox_provider: null` means. */
   readonly defaultProvider: KnownProvider;
+  /** Checks that an agent's environment_id is the account's. */
+  readonly environments: EnvironmentService;
 }
 
 export const PermissionPolicySchema = z
@@ -46,6 +50,10 @@ export const AgentSchema = z
     sandbox_provider: z.enum(KNOWN_PROVIDERS).nullable(),
     permission_policy: PermissionPolicySchema,
     metadata: z.record(z.string(), z.unknown()),
+    environment_id: z.string().nullable(),
+    skills: SkillsSchema,
+    mcp_servers: McpServersSchema,
+    allowed_environment_ids: z.array(z.string()).nullable(),
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
@@ -64,6 +72,10 @@ const AgentCreateBody = z
     // A fresh agent asks before every tool: its runner may run as the user (issue 16 #3).
     permission_policy: PermissionPolicySchema.default({ default: 'ask' }),
     metadata: MetadataSchema.default({}),
+    environment_id: z.string().max(100).nullable().default(null),
+    skills: SkillsSchema.default([]),
+    mcp_servers: McpServersSchema.default({}),
+    allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable().default(null),
   })
   .strict()
   .openapi('AgentCreate');
@@ -78,6 +90,10 @@ const AgentPatchBody = z
     sandbox_provider: SandboxProviderField,
     permission_policy: PermissionPolicySchema,
     metadata: MetadataSchema,
+    environment_id: z.string().max(100).nullable(),
+    skills: SkillsSchema,
+    mcp_servers: McpServersSchema,
+    allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable(),
   })
   .partial()
   .strict()
@@ -86,6 +102,9 @@ const AgentPatchBody = z
 const AgentListQuery = z.object({
   search: z.string().max(200).optional(),
   runtime: z.string().max(200).optional().openapi({ description: 'Comma-separated runtimes' }),
+  environment_id: z.string().max(2000).optional().openapi({ description: 'Comma-separated environment ids' }),
+  has_skills: z.enum(['true', 'false']).optional(),
+  has_mcp: z.enum(['true', 'false']).optional(),
 });
 
 const CatalogSchema = z
@@ -112,6 +131,10 @@ export function agentView(a: Agent, conversationCount: number) {
     sandbox_provider: isKnownProvider(a.sandboxProvider) ? a.sandboxProvider : null,
     permission_policy: a.permissionPolicy,
     metadata: a.metadata,
+    environment_id: a.environmentId,
+    skills: a.skills,
+    mcp_servers: a.mcpServers,
+    allowed_environment_ids: a.allowedEnvironmentIds,
     acp: true,
     conversation_count: conversationCount,
     inserted_at: a.insertedAt.toISOString(),
@@ -135,6 +158,16 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const problem = modelProblem(runtime, model);
     if (problem) throw fieldError('model', problem);
   };
+  const checkEnvironment = async (accountId: string, id: string | null): Promise<string | null> => {
+    if (id === null) return null;
+    if (!isUuid(id) || !(await deps.environments.get(accountId, id))) throw new ApiError(404, 'environment_not_found', `environment ${id} not found`);
+    return id;
+  };
+  const checkAllowed = async (accountId: string, ids: readonly string[] | null): Promise<string[] | null> => {
+    if (ids === null) return null;
+    for (const id of ids) await checkEnvironment(accountId, id);
+    return [...new Set(ids)];
+  };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
     if (!a) throw ApiError.notFound('agent');
@@ -156,7 +189,14 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const q = c.req.valid('query');
       const accountId = c.get('principal').account.id;
-      const rows = await listAgents(db, accountId, { search: q.search, runtimes: q.runtime?.split(',').map((s) => s.trim()).filter(Boolean) });
+      const list = (v: string | undefined) => v?.split(',').map((s) => s.trim()).filter(Boolean);
+      const rows = (await listAgents(db, accountId, { search: q.search, runtimes: list(q.runtime) })).filter((a) => {
+        const envs = list(q.environment_id);
+        if (envs && envs.length > 0 && !(a.environmentId && envs.includes(a.environmentId))) return false;
+        if (q.has_skills !== undefined && (a.skills.length > 0) !== (q.has_skills === 'true')) return false;
+        if (q.has_mcp !== undefined && (Object.keys(a.mcpServers).length > 0) !== (q.has_mcp === 'true')) return false;
+        return true;
+      });
       const counts = await conversationCounts(db, rows.map((r) => r.id));
       return c.json({ data: rows.map((r) => agentView(r, counts.get(r.id) ?? 0)) }, 200);
     },
@@ -176,7 +216,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const b = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       checkModel(b.runtime, b.model);
-      const fields: AgentFields = {
+      const fields: AgentFields & AgentEnvironmentFields = {
         name: b.name,
         description: b.description,
         system: b.system,
@@ -185,6 +225,10 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         sandboxProvider: checkProvider(b.sandbox_provider),
         permissionPolicy: b.permission_policy,
         metadata: b.metadata,
+        environmentId: await checkEnvironment(accountId, b.environment_id),
+        skills: b.skills,
+        mcpServers: b.mcp_servers,
+        allowedEnvironmentIds: await checkAllowed(accountId, b.allowed_environment_ids),
       };
       const r = await insertAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
@@ -222,7 +266,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const b = c.req.valid('json');
         const runtime = b.runtime ?? current.runtime;
         if (b.runtime !== undefined || b.model !== undefined) checkModel(runtime, b.model ?? current.model);
-        const p: Partial<AgentFields> = {};
+        const p: Partial<AgentFields & AgentEnvironmentFields> = {};
         if (b.name !== undefined) p.name = b.name;
         if (b.description !== undefined) p.description = b.description;
         if (b.system !== undefined) p.system = b.system;
@@ -230,6 +274,10 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         if (b.model !== undefined) p.model = b.model;
         if (b.permission_policy !== undefined) p.permissionPolicy = b.permission_policy;
         if (b.metadata !== undefined) p.metadata = b.metadata;
+        if (b.environment_id !== undefined) p.environmentId = await checkEnvironment(accountId, b.environment_id);
+        if (b.skills !== undefined) p.skills = b.skills;
+        if (b.mcp_servers !== undefined) p.mcpServers = b.mcp_servers;
+        if (b.allowed_environment_ids !== undefined) p.allowedEnvironmentIds = await checkAllowed(accountId, b.allowed_environment_ids);
         if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider) p.sandboxProvider = checkProvider(b.sandbox_provider);
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');

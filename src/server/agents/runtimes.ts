@@ -18,6 +18,10 @@ export interface RuntimeSpec {
   readonly id: Runtime;
   readonly home: string;
   readonly instructionsFile: string;
+  /** The runtime's config directory under HOME; skills go to `<home>/<configDir>/skills` (§13). */
+  readonly configDir: string;
+  /** How MCP servers reach it (§13): project files (claude), its settings.json (gemini), or ACP session/new. */
+  readonly mcpDelivery: 'claude_project' | 'gemini_settings' | 'session';
   /** The ACP cwd in sandbox terms (mapped through the provider's hostPath before session/new). */
   readonly cwd: string;
   /** A workspace that must exist (git-initialised) before launch; null when cwd is HOME. */
@@ -44,6 +48,8 @@ export interface RuntimeSpec {
 export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   claude: {
     id: 'claude',
+    configDir: '.claude',
+    mcpDelivery: 'claude_project',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/CLAUDE.md`,
     cwd: SANDBOX_HOME,
@@ -65,6 +71,8 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   codex: {
     id: 'codex',
+    configDir: '.codex',
+    mcpDelivery: 'session',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
     cwd: SANDBOX_HOME,
@@ -79,6 +87,8 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   gemini: {
     id: 'gemini',
+    configDir: '.gemini',
+    mcpDelivery: 'gemini_settings',
     home: ROOT_TMP,
     instructionsFile: `${ROOT_TMP}/GEMINI.md`,
     cwd: `${ROOT_TMP}/gemini-workspace`,
@@ -94,6 +104,8 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   opencode: {
     id: 'opencode',
+    configDir: '.config/opencode',
+    mcpDelivery: 'session',
     home: ROOT_TMP,
     instructionsFile: `${ROOT_TMP}/AGENTS.md`,
     cwd: `${ROOT_TMP}/opencode-workspace`,
@@ -115,6 +127,8 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   demo: {
     id: 'demo',
+    configDir: '.demo',
+    mcpDelivery: 'session',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
     cwd: SANDBOX_HOME,

@@ -3,6 +3,7 @@
  */
 import { and, asc, count, eq, ilike, inArray, type SQL } from 'drizzle-orm';
 import { agents, conversations, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
+import type { McpServer, Skill } from '../store/environment-schema.ts';
 import { isUniqueViolation, type EngineDb } from '../store/engine-db.ts';
 
 export interface AgentFields {
@@ -14,6 +15,14 @@ export interface AgentFields {
   sandboxProvider: string | null;
   permissionPolicy: PermissionPolicy;
   metadata: Record<string, unknown>;
+}
+
+/** The environment an agent launches with, its skills and MCP servers (§4); defaults when left out. */
+export interface AgentEnvironmentFields {
+  environmentId: string | null;
+  skills: Skill[];
+  mcpServers: Record<string, McpServer>;
+  allowedEnvironmentIds: string[] | null;
 }
 
 export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };
@@ -41,7 +50,7 @@ export async function findAgentByName(db: EngineDb, accountId: string, name: str
   return row;
 }
 
-export async function insertAgent(db: EngineDb, accountId: string, fields: AgentFields): Promise<AgentWrite<Agent>> {
+export async function insertAgent(db: EngineDb, accountId: string, fields: AgentFields & Partial<AgentEnvironmentFields>): Promise<AgentWrite<Agent>> {
   try {
     const [row] = await db.insert(agents).values({ accountId, ...fields }).returning();
     return { ok: true, agent: row! };
@@ -55,7 +64,7 @@ export async function updateAgent(
   db: EngineDb,
   accountId: string,
   id: string,
-  patch: Partial<AgentFields>,
+  patch: Partial<AgentFields & AgentEnvironmentFields>,
 ): Promise<AgentWrite<Agent | undefined>> {
   try {
     const [row] = await db

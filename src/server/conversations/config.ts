@@ -39,6 +39,8 @@ export interface EngineConfig {
   readonly nodeHeartbeatMs: number;
   /** FOUNTAIN_NODE_EXPIRY_MS: a node whose heartbeat is older than this is lost; its open turns are adopted. */
   readonly nodeExpiryMs: number;
+  /** FOUNTAIN_SKILLS_GIT_URL: where GitHub-sourced skills are cloned from (`<base>/<owner>/<repo>.git`). */
+  readonly skillsGitBaseUrl: string;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -59,6 +61,7 @@ export const ENGINE_DEFAULTS = {
   brokerAllowUnenforced: false,
   nodeHeartbeatMs: 5_000,
   nodeExpiryMs: 30_000,
+  skillsGitBaseUrl: 'https://github.com',
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
@@ -77,7 +80,7 @@ export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'
 /**
  * Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS,
  * FOUNTAIN_RUNNER_RECOVERY_SECONDS, FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS, FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS,
- * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, PUBLIC_URL.
+ * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
  */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
@@ -99,6 +102,9 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
   if (!handshake.success) return { ok: false, message: 'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
   const silence = secondsOr(env.FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, ENGINE_DEFAULTS.turnSilenceTimeoutMs, secondsOrOff);
   if (!silence.success) return { ok: false, message: 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS must be a whole number of seconds (0 = never, up to 86400)' };
+  if (!blank(env.FOUNTAIN_SKILLS_GIT_URL) && !/^https:\/\/[^\s]+$/.test(env.FOUNTAIN_SKILLS_GIT_URL!.trim())) {
+    return { ok: false, message: 'FOUNTAIN_SKILLS_GIT_URL must be an https:// URL' };
+  }
   return {
     ok: true,
     value: {
@@ -111,6 +117,7 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       acpCallTimeoutMs: handshake.data * 1000,
       turnSilenceTimeoutMs: silence.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
+      skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL) ? ENGINE_DEFAULTS.skillsGitBaseUrl : env.FOUNTAIN_SKILLS_GIT_URL!.trim().replace(/\/+$/, ''),
     },
   };
 }

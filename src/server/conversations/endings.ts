@@ -90,6 +90,9 @@ export class Endings {
           permissionPolicy: conv.permissionPolicy,
           source: 'api',
           channelId: input.channelId ?? null,
+          // The successor keeps the sandbox, so it keeps what the sandbox was provisioned with.
+          environmentId: conv.environmentId,
+          launchSecrets: conv.launchSecrets,
         },
         s,
       );

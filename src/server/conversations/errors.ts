@@ -21,7 +21,9 @@ export type EngineErrorCode =
   | 'server_node_unreachable'
   | 'backend_lacks_network_policy'
   | 'inference_credential_missing'
-  | 'inference_credential_unreadable';
+  | 'inference_credential_unreadable'
+  | 'environment_not_found'
+  | 'environment_not_allowed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -43,6 +45,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   backend_lacks_network_policy: 422,
   inference_credential_missing: 422,
   inference_credential_unreadable: 422,
+  environment_not_found: 404,
+  environment_not_allowed: 422,
 };
 
 /** Seconds for `Retry-After` (platform-api.md §2). */

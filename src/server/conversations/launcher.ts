@@ -16,6 +16,7 @@ import { platformMcpServers } from './sandbox-token.ts';
 import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
+import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
 import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
@@ -29,10 +30,14 @@ export class Launcher {
     private readonly p: EngineParts,
   ) {}
 
-  /** What `.env` holds; the sandbox token is not in it (each launch rotates it): only the agent's process env has it. */
-  sandboxEnv(conversationId: string): Array<[string, string]> {
+  /**
+   * What `.env` holds: the environment's variables, never a secret. The sandbox token and secrets are
+   * not in it (a file outlives the process and lands in checkpoints): only the agent's process env has them.
+   */
+  sandboxEnv(conversationId: string, plan: LaunchPlan | null): Array<[string, string]> {
     const env: Array<[string, string]> = [['FOUNTAIN_CONVERSATION_ID', conversationId]];
     if (this.c.sandboxTokens.baseUrl) env.push(['FOUNTAIN_BASE_URL', this.c.sandboxTokens.baseUrl]);
+    for (const [k, v] of plan?.env ?? []) env.push([k, v]);
     return env;
   }
 
@@ -70,7 +75,7 @@ export class Launcher {
    * Spawns the agent, `initialize`, then `session/load` of the stored session when the agent can
    * (else `session/new`, announced as a session reset when a session existed). Registers the Live.
    */
-  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null, model: string): Promise<Launched> {
+  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null, model: string, plan: LaunchPlan | null): Promise<Launched> {
     const spec = RUNTIME_SPECS[conv.runtime];
     const delivered = await this.delivery(conv.accountId, conv.runtime, model);
     if (!delivered.ok) return { ok: false, error: delivered.error.message };
@@ -88,6 +93,11 @@ export class Launcher {
     env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
     // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
     env.push(...delivery.secretEnv.map(([k, v]): [string, string] => [k, v.reveal()]));
+    // §14.1 step 5: identity, the environment's variables, then its secrets (launch-attached ones already won).
+    env.push(...GIT_IDENTITY.map(([k, v]): [string, string] => [k, v]));
+    for (const [k, v] of plan?.env ?? []) env.push([k, v]);
+    // The only place a secret leaves its box for the agent: its process env, never a file, an argv or a log.
+    for (const [k, v] of plan?.secrets.reveal() ?? []) env.push([k, v]);
     await this.reapAgents(adapter, handle, conv.id, null);
     const launched = await AgentProcess.launch(
       adapter,
@@ -115,7 +125,7 @@ export class Launcher {
     const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
     if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
 
-    const mcpServers = platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities);
+    const mcpServers = [...platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities), ...(plan?.mcpSession ?? [])];
     let sessionId: string | null = null;
     let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {

@@ -19,6 +19,7 @@ import type { Placement } from './placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
 import type { LaunchCredentials } from '../credentials/service.ts';
 import { RefusalWatch } from './model-refusal.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 
 export interface EngineDeps {
   readonly db: EngineDb;
@@ -40,6 +41,8 @@ export interface EngineDeps {
   readonly link?: OwnerLink;
   /** The account's model credentials; without it runtimes get none (demo needs none). */
   readonly credentials?: LaunchCredentials;
+  /** Environments and their secrets; without it every launch has no environment. */
+  readonly environments?: EnvironmentService;
 }
 
 export interface HeldAsk {

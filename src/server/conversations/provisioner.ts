@@ -9,12 +9,14 @@ import { RUNTIME_SPECS } from '../agents/runtimes.ts';
 import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
-import type { Launched } from './launcher.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
 import { STRICTNESS, loosening, verdictFor } from './policy.ts';
 import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
 import { getConversationById, insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
+import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
+import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
 
 export interface CreateConversationInput {
   readonly agentId: string;
@@ -25,7 +27,15 @@ export interface CreateConversationInput {
   readonly channelId?: string | undefined;
   /** Created with this conversation's sandbox token: a child, never looser than its parent's policy. */
   readonly parentId?: string | undefined;
+  /** Overrides the agent's environment for this conversation (must pass the agent's allowed_environment_ids). */
+  readonly environmentId?: string | undefined;
+  /** Secrets attached at launch: sealed on the conversation, winning over the environment's on collision. */
+  readonly secrets?: Readonly<Record<string, string>> | undefined;
 }
+
+/** A provisioning failure: the reason in words and, when a step failed, which one. */
+type BringUpFailure = { ok: false; error: string; step?: StepName | undefined };
+type BringUp = { ok: true; value: Live } | BringUpFailure;
 
 export class Provisioner {
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
@@ -56,14 +66,17 @@ export class Provisioner {
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
     const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
     if (!delivery.ok) return delivery;
+    const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
+    if (!chosen.ok) return chosen;
+    const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
     const name = this.c.d.placement.mint(accountId, provider);
     if (!name.ok) return name;
-    const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced);
+    const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced, chosen.value.limited);
     if (refused) {
       // The refusal is recorded on a failed conversation so its stage event has a home; no sandbox is created.
       const row = await insertConversation(
         db,
-        { accountId, agentId: agent.id, title: input.title ?? null, firstPrompt: input.prompt ?? null, status: 'failed', failureReason: refused.reason, runtime: agent.runtime, permissionPolicy: policy.value, source: 'api' },
+        { accountId, agentId: agent.id, title: input.title ?? null, firstPrompt: input.prompt ?? null, status: 'failed', failureReason: refused.reason, runtime: agent.runtime, permissionPolicy: policy.value, source: 'api', environmentId: input.environmentId ?? null },
         { provider, name: name.value, status: 'failed' },
       );
       this.#publishRefusal(row.conversation.id, refused);
@@ -86,6 +99,8 @@ export class Provisioner {
         ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
         turnCount: input.prompt ? 1 : 0,
         nodeId: this.c.nodeId,
+        environmentId: input.environmentId ?? null,
+        launchSecrets,
       },
       { provider, name: name.value, status: 'starting' },
     );
@@ -99,6 +114,59 @@ export class Provisioner {
   cancel(conversationId: string): void {
     const prov = this.#running.get(conversationId);
     if (prov) prov.cancelled = true;
+  }
+
+  /**
+   * The environment a launch uses (the override, else the agent's) and, when it limits the network,
+   * its name for the gate. An override must be the account's and pass the agent's allowed_environment_ids.
+   */
+  async #chooseEnvironment(accountId: string, agent: Agent, override: string | undefined): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
+    const envs = this.c.d.environments;
+    if (override !== undefined) {
+      const allowed = agent.allowedEnvironmentIds;
+      const env = envs ? await envs.get(accountId, override) : undefined;
+      if (!env) return refuse('environment_not_found', `environment ${override} not found`);
+      if (allowed !== null && !allowed.includes(override) && override !== agent.environmentId) {
+        return refuse('environment_not_allowed', `agent ${agent.name} does not allow environment ${env.name} (see its allowed_environment_ids)`);
+      }
+      return accept({ id: env.id, limited: env.networkingType === 'limited' ? env.name : null });
+    }
+    return this.#limitedOf(accountId, agent.environmentId);
+  }
+
+  async #limitedOf(accountId: string, environmentId: string | null): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
+    if (!environmentId || !this.c.d.environments) return accept({ id: null, limited: null });
+    const env = await this.c.d.environments.get(accountId, environmentId);
+    return accept({ id: env?.id ?? null, limited: env?.networkingType === 'limited' ? env.name : null });
+  }
+
+  /** The launch plan of a conversation: its environment (override or agent's) with secrets opened, skills, MCP. */
+  async #plan(conv: Conversation, agent: Agent): Promise<{ ok: true; value: LaunchPlan | null } | BringUpFailure> {
+    const envs = this.c.d.environments;
+    if (!envs) return { ok: true, value: null };
+    const launch = await envs.forLaunch(conv.accountId, conv.environmentId ?? agent.environmentId, conv.launchSecrets);
+    if (!launch.ok) return { ok: false, error: launch.message };
+    const plan = planLaunch(RUNTIME_SPECS[conv.runtime], agent, launch.value);
+    if (!plan.ok) {
+      this.c.events.stage(conv.id, null, plan.step, 'failed', { reason: plan.reason });
+      return { ok: false, error: `${plan.step}: ${plan.reason}`, step: plan.step };
+    }
+    return { ok: true, value: plan.value };
+  }
+
+  /** Runs the environment's steps (all of them, or on a woken sandbox those whose input changed) and records what ran. */
+  async #applySteps(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, plan: LaunchPlan, previous: Record<string, string> | null): Promise<{ ok: true; ran: StepName[] } | BringUpFailure> {
+    const r = await runSteps({
+      adapter,
+      handle,
+      plan,
+      previous,
+      timeouts: STEP_TIMEOUTS,
+      skillsGitBaseUrl: this.c.d.config.skillsGitBaseUrl,
+      stage: (stage, state, data, ms) => this.c.events.stage(conv.id, null, stage, state, data, ms),
+    });
+    await updateSandbox(this.c.d.db, sandbox.id, { provisioned: r.hashes });
+    return r.ok ? { ok: true, ran: r.ran } : { ok: false, error: r.reason, step: r.step };
   }
 
   /** Resolves once every provisioning in flight has finished (stop). */
@@ -152,7 +220,7 @@ export class Provisioner {
       const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
       await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
       for (const t of await openTurns(db, conv.id)) {
         await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
       }
@@ -165,29 +233,37 @@ export class Provisioner {
   }
 
   /**
-   * Create (adopt), prepare, launch the agent and open its ACP session. On failure the sandbox this
-   * call created is destroyed again.
+   * Plan, create (adopt), run the environment's steps, prepare, launch the agent and open its ACP
+   * session. On failure the sandbox this call created is destroyed again.
    */
-  async #bringUp(conv: Conversation, sandbox: SandboxRow, agent: Agent, cancelled: () => boolean): Promise<Launched> {
+  async #bringUp(conv: Conversation, sandbox: SandboxRow, agent: Agent, cancelled: () => boolean): Promise<BringUp> {
+    // Before any sandbox: a missing ${VAR} or secret costs nothing to report.
+    const plan = await this.#plan(conv, agent);
+    if (!plan.ok) return plan;
     const adapter = this.c.d.registry.adapterFor(sandbox.provider as KnownProvider);
     const created = await adapter.create(sandbox.name);
     if (!created.ok) return { ok: false, error: `creating the sandbox failed: ${describeError(created.error)}` };
     const handle = created.value;
-    const destroy = async (error: string): Promise<Launched> => {
+    const destroy = async (error: string, step?: StepName): Promise<BringUpFailure> => {
       const d = await adapter.destroy(handle);
       if (!d.ok) this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
-      return { ok: false, error };
+      return { ok: false, error, step };
     };
     if (cancelled()) return destroy('terminated while provisioning');
+    if (plan.value) {
+      const steps = await this.#applySteps(conv, sandbox, adapter, handle, plan.value, null);
+      if (!steps.ok) return destroy(steps.error, steps.step);
+      if (cancelled()) return destroy('terminated while provisioning');
+    }
     const spec = RUNTIME_SPECS[conv.runtime];
     const prep = await prepareSandbox(adapter, handle, spec, {
       system: agent.system,
-      env: this.p.launcher.sandboxEnv(conv.id),
+      env: this.p.launcher.sandboxEnv(conv.id, plan.value),
       installTimeoutMs: this.c.d.config.installTimeoutMs,
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model);
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model, plan.value);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -229,9 +305,36 @@ export class Provisioner {
         return probeFailed(probe.error);
       }
     }
-    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model);
+    const plan = await this.#plan(conv, agent);
+    if (!plan.ok) return refuse('sandbox_probe_failed', plan.error);
+    if (plan.value) {
+      const reapplied = await this.#reapply(conv, sandbox, adapter, handle, plan.value);
+      if (!reapplied.ok) return reapplied;
+    }
+    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model, plan.value);
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
+  }
+
+  /**
+   * A woken sandbox keeps what its steps did; only steps whose input changed since run again, announced
+   * as `provision` `{event: "reapply", steps}`. A failed step destroys the sandbox: the next prompt provisions afresh.
+   */
+  async #reapply(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, plan: LaunchPlan): Promise<EngineResult<void>> {
+    const changed = plan.steps.filter((s) => sandbox.provisioned[s.name] !== s.hash).map((s) => s.name);
+    if (changed.length === 0) return accept(undefined);
+    const t0 = Date.now();
+    this.c.events.stage(conv.id, null, 'provision', 'started', { event: 'reapply', steps: changed, reason: 'the environment changed since the sandbox was provisioned' });
+    const r = await this.#applySteps(conv, sandbox, adapter, handle, plan, sandbox.provisioned);
+    if (!r.ok) {
+      const d = await adapter.destroy(handle);
+      if (!d.ok) this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
+      await updateSandbox(this.c.d.db, sandbox.id, { status: 'failed' });
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { event: 'reapply', reason: r.error, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      return refuse('sandbox_probe_failed', `applying the changed environment failed at ${r.error}`);
+    }
+    this.c.events.stage(conv.id, null, 'provision', 'done', { event: 'reapply', steps: r.ran }, Date.now() - t0);
+    return accept(undefined);
   }
 
   /** The disk is gone (or was reclaimed): a new sandbox, and the runtime session starts over. */
@@ -245,7 +348,8 @@ export class Provisioner {
         ? refuse('runner_offline', 'No runner is connected; the conversation wakes when a runner connects.')
         : name;
     }
-    const refused = await checkBrokerage(db, conv.accountId, this.c.d.registry.adapterFor(provider), name.value, this.c.d.config.brokerAllowUnenforced);
+    const env = await this.#limitedOf(conv.accountId, conv.environmentId ?? agent.environmentId);
+    const refused = await checkBrokerage(db, conv.accountId, this.c.d.registry.adapterFor(provider), name.value, this.c.d.config.brokerAllowUnenforced, env.ok ? env.value.limited : null);
     if (refused) {
       this.#publishRefusal(conv.id, refused);
       return refuse(refused.reason, refused.message, { conversation_id: conv.id, provider });
@@ -258,7 +362,7 @@ export class Provisioner {
     if (!r.ok) {
       const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason }, Date.now() - t0);
+      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
       return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);

@@ -16,6 +16,7 @@ import { pageEvents } from './events-store.ts';
 import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
+import { LaunchSecretsSchema } from '../environments/schemas.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -81,7 +82,7 @@ export const ConversationSchema = z
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
     agent_id: z.string().nullable(),
-    environment_id: z.null(),
+    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -155,6 +156,8 @@ const CreateBody = z
     title: z.string().max(120).optional(),
     prompt: z.string().min(1).max(200_000).optional(),
     permission_policy: PermissionPolicySchema.optional(),
+    environment_id: z.string().max(100).optional().openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
+    secrets: LaunchSecretsSchema.optional(),
   })
   .openapi('ConversationCreate');
 
@@ -265,11 +268,20 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
+      if (b.environment_id !== undefined && !isUuid(b.environment_id)) throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
       const p = c.get('principal');
       // Created with a sandbox token: a child of the token's conversation, never looser than it.
       const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
       const data = unwrap(
-        await engine.create(p.account.id, { agentId: b.agent_id, title: b.title, prompt: b.prompt, permissionPolicy: b.permission_policy, parentId }),
+        await engine.create(p.account.id, {
+          agentId: b.agent_id,
+          title: b.title,
+          prompt: b.prompt,
+          permissionPolicy: b.permission_policy,
+          parentId,
+          environmentId: b.environment_id,
+          secrets: b.secrets,
+        }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);
     },

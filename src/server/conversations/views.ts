@@ -34,7 +34,7 @@ export interface ConversationView {
   sandbox_id: string | null;
   sandbox: SandboxView | null;
   agent_id: string | null;
-  environment_id: null;
+  environment_id: string | null;
   permission_policy: Record<string, string>;
   runtime: string;
   acp: true;
@@ -78,7 +78,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     sandbox_id: c.sandboxId,
     sandbox,
     agent_id: c.agentId,
-    environment_id: null,
+    environment_id: c.environmentId,
     permission_policy: c.permissionPolicy,
     runtime: c.runtime,
     acp: true,

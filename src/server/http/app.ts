@@ -31,6 +31,8 @@ import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
 import { createWebApp } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
+import { environmentRoutes } from '../environments/routes.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 
@@ -45,7 +47,13 @@ export interface AppDeps {
   /** Shown in the OpenAPI document. */
   readonly version?: string;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
-  readonly engine?: { readonly engine: ConversationEngine; readonly registry: ProviderRegistry; readonly defaultProvider: KnownProvider; readonly sseHeartbeatMs?: number };
+  readonly engine?: {
+    readonly engine: ConversationEngine;
+    readonly registry: ProviderRegistry;
+    readonly defaultProvider: KnownProvider;
+    readonly environments: EnvironmentService;
+    readonly sseHeartbeatMs?: number;
+  };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
   /** The team and its scheduler; mounted with the engine. */
@@ -97,7 +105,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
   if (deps.engine) {
-    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider }));
+    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
+    app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
@@ -107,12 +116,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
     if (deps.web) {
-      const { engine, registry, defaultProvider } = deps.engine;
+      const { engine, registry, defaultProvider, environments } = deps.engine;
       app.route(
         '/',
         createWebApp({
           db: deps.db,
           engine,
+          environments,
           registry,
           defaultProvider,
           runnerHost: deps.host,

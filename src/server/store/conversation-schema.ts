@@ -4,6 +4,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import type { McpServer, Skill } from './environment-schema.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -29,6 +30,12 @@ export const agents = pgTable(
     sandboxProvider: text('sandbox_provider'),
     permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    /** The environment its sandboxes are provisioned with (migration 0070); null: none. */
+    environmentId: uuid('environment_id'),
+    skills: jsonb('skills').$type<Skill[]>().notNull().default(sql`'[]'::jsonb`),
+    mcpServers: jsonb('mcp_servers').$type<Record<string, McpServer>>().notNull().default(sql`'{}'::jsonb`),
+    /** Environments a conversation may pick instead: null any of the account's, [] none. */
+    allowedEnvironmentIds: jsonb('allowed_environment_ids').$type<string[] | null>(),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
@@ -49,6 +56,8 @@ export const sandboxes = pgTable(
     status: text('status', { enum: SANDBOX_STATUSES }).notNull().default('pending'),
     /** The runner-side session id of the running agent process (for re-attach after a restart). */
     agentSessionId: text('agent_session_id'),
+    /** What each provisioning step last ran with (step -> hash), so a wake redoes only what changed. */
+    provisioned: jsonb('provisioned').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
     lastResumedAt: ts('last_resumed_at'),
     terminatedAt: ts('terminated_at'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
@@ -69,7 +78,7 @@ export const conversations = pgTable(
     agentId: uuid('agent_id'),
     sandboxId: uuid('sandbox_id'),
     title: text('title'),
-    /** The title came from the agent's `session_info_update` (migration 0065); a user's title is never replaced. */
+    /** The title came from the agent's `session_info_update` (migration 0070); a user's title is never replaced. */
     titleFromAgent: boolean('title_from_agent').notNull().default(false),
     firstPrompt: text('first_prompt'),
     status: text('status', { enum: CONVERSATION_STATUSES }).notNull().default('pending'),
@@ -80,6 +89,10 @@ export const conversations = pgTable(
     source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
+    /** The environment this conversation overrides its agent's with; null: the agent's (migration 0070). */
+    environmentId: uuid('environment_id'),
+    /** Secrets attached at launch, sealed as one JSON object; they win over the environment's on collision. */
+    launchSecrets: text('launch_secrets'),
     failureReason: text('failure_reason'),
     /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
     parentConversationId: uuid('parent_conversation_id'),
@@ -88,7 +101,7 @@ export const conversations = pgTable(
     turnCount: integer('turn_count').notNull().default(0),
     /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
     acpNextId: integer('acp_next_id'),
-    /** Sums of its turns' usage (migration 0065). */
+    /** Sums of its turns' usage (migration 0070). */
     usageTotal: jsonb('usage_total').$type<UsageTotal>().notNull().default(sql`'{"input": 0, "output": 0}'::jsonb`),
     lastActiveAt: ts('last_active_at').notNull().defaultNow(),
     lastReadAt: ts('last_read_at'),

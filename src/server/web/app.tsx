@@ -10,6 +10,7 @@ import { isHtmx } from './context.ts';
 import { docsRoutes } from './docs.tsx';
 import { STATIC_PREFIX } from './layout.tsx';
 import { agentRoutes } from './pages/agents.tsx';
+import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
 import { keyRoutes } from './pages/keys.tsx';
 import { credentialPages } from './pages/credentials.tsx';
@@ -28,7 +29,7 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
 const readStatic = () => new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
 
 /** Paths behind the session check; everything else (the API) is left to the server's other routes. */
-const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations/*', '/agents', '/agents/*', '/account/*'];
+const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations/*', '/agents', '/agents/*', '/environments', '/environments/*', '/account/*'];
 
 export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
@@ -80,6 +81,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', teamRoutes(deps));
   pages.route('/', conversationRoutes(deps));
   pages.route('/', agentRoutes(deps));
+  pages.route('/', environmentRoutes(deps));
   pages.route('/', runnerRoutes(deps));
   pages.route('/', keyRoutes(deps));
   if (deps.credentials) pages.route('/', credentialPages({ ...deps, credentials: deps.credentials }));

@@ -9,6 +9,7 @@ import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
+import type { EnvironmentService } from '../environments/service.ts';
 import type { DocsSite } from './docs.tsx';
 import type { SessionUser } from './session.ts';
 
@@ -16,6 +17,8 @@ export interface WebDeps {
   /** The server's database (accounts, keys, runners and the engine's tables). */
   readonly db: EngineDb;
   readonly engine: ConversationEngine;
+  /** Environments and their write-only secrets (the environments page, the agent form's choice). */
+  readonly environments: EnvironmentService;
   readonly registry: ProviderRegistry;
   readonly defaultProvider: KnownProvider;
   /** Live runner sockets (online status); null when this node serves no runners. */

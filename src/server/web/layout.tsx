@@ -4,7 +4,7 @@
  */
 import type { Child } from 'hono/jsx';
 
-export type Section = 'team' | 'agents' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation';
+export type Section = 'team' | 'agents' | 'environments' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation';
 
 export const STATIC_PREFIX = '/static';
 
@@ -21,6 +21,7 @@ export interface LayoutProps {
 const LINKS: ReadonlyArray<{ section: Section; href: string; label: string; signedIn: boolean }> = [
   { section: 'team', href: '/', label: 'Team', signedIn: true },
   { section: 'agents', href: '/agents', label: 'Agents', signedIn: true },
+  { section: 'environments', href: '/environments', label: 'Environments', signedIn: true },
   { section: 'runners', href: '/account/runners', label: 'Runners', signedIn: true },
   { section: 'keys', href: '/account/api-keys', label: 'API keys', signedIn: true },
   { section: 'credentials', href: '/account/credentials', label: 'Model credentials', signedIn: true },

@@ -10,6 +10,10 @@ import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, ty
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
+import type { Environment } from '../../store/environment-schema.ts';
+import { inWords } from '../actions.ts';
+
+const ENV_ERROR = 'That environment does not exist (any more).';
 
 /** Which model providers a runtime accepts (platform-api.md §4); demo takes its own. */
 const MODEL_PROVIDERS: Readonly<Record<Runtime, readonly string[]>> = {
@@ -108,7 +112,38 @@ const described = (id: string, hint: boolean, error: string | undefined) => ({
   'aria-invalid': error ? 'true' : undefined,
 });
 
-function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string }) {
+/** The agent form's environment choice: what its sandboxes are provisioned with. */
+function EnvironmentChoice(p: { environments: readonly Environment[]; selected: string | null; error?: string | undefined }) {
+  return (
+    <div class="field">
+      <label for="environment_id">Environment</label>
+      <select id="environment_id" name="environment_id" aria-describedby="environment_id_hint">
+        <option value="" selected={!p.selected}>
+          None
+        </option>
+        {p.environments.map((e) => (
+          <option value={e.id} selected={p.selected === e.id}>
+            {e.name}
+            {e.networkingType === 'limited' ? ' (limited network)' : ''}
+          </option>
+        ))}
+      </select>
+      <p class="muted small" id="environment_id_hint">
+        Variables, secrets, packages, repositories and setup its sandboxes get. <a href="/environments">Manage environments</a>.
+      </p>
+      <ErrorNote id="environment_id_error" message={p.error} />
+    </div>
+  );
+}
+
+/** The environment the form chose: '' is none; an id must be one of the account's. */
+function chosenEnvironment(body: Record<string, unknown>, environments: readonly Environment[]): { ok: true; id: string | null } | { ok: false; error: string } {
+  const v = typeof body.environment_id === 'string' ? body.environment_id : '';
+  if (v === '') return { ok: true, id: null };
+  return environments.some((e) => e.id === v) ? { ok: true, id: v } : { ok: false, error: 'That environment does not exist (any more).' };
+}
+
+function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string; environments?: readonly Environment[]; environmentId?: string | null }) {
   const v = p.values;
   const e = p.errors;
   return (
@@ -143,6 +178,7 @@ function AgentForm(p: { action: string; values: FormValues; errors: Errors; enab
           </select>
         </Field>
       ) : null}
+      <EnvironmentChoice environments={p.environments ?? []} selected={p.environmentId ?? null} error={e.form === ENV_ERROR ? e.form : undefined} />
       <Field id="system" label="System prompt" error={e.system}>
         <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
           {v.system}
@@ -233,28 +269,32 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     );
   });
 
-  app.get('/agents/new', (c) =>
+  app.get('/agents/new', async (c) =>
     c.html(
       <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
         <h1>New agent</h1>
-        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" />
+        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" environments={await deps.environments.list(c.get('user').account.id)} />
       </Layout>,
     ),
   );
 
   app.post('/agents', async (c) => {
     const user = c.get('user');
-    const parsed = parseAgentForm(await c.req.parseBody(), enabled());
+    const body = await c.req.parseBody();
+    const parsed = parseAgentForm(body, enabled());
+    const environments = await deps.environments.list(user.account.id);
+    const env = chosenEnvironment(body, environments);
     const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
       c.html(
         <Layout title="New agent" section="agents" user={userName(user)}>
           <h1>New agent</h1>
-          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" />
+          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" environments={environments} environmentId={env.ok ? env.id : null} />
         </Layout>,
         status,
       );
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
-    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {} });
+    if (!env.ok) return page(fromAgent(undefined), { form: env.error }, 422);
+    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
     return c.redirect('/', 303);
   });
@@ -263,10 +303,12 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const agent = z.string().uuid().safeParse(c.req.param('id')).success ? await getAgent(deps.db, user.account.id, c.req.param('id')) : undefined;
     if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1><a href="/agents">All agents</a></Layout>, 404);
+    const environments = await deps.environments.list(user.account.id);
     return c.html(
       <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
         <h1>Edit {agent.name}</h1>
-        <AgentForm action={`/agents/${agent.id}`} values={fromAgent(agent)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" />
+        <AgentForm action={`/agents/${agent.id}`} values={fromAgent(agent)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" environments={environments} environmentId={agent.environmentId} />
+        <StartConversation agent={agent} environments={environments} />
       </Layout>,
     );
   });
@@ -278,22 +320,82 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1></Layout>, 404);
     // A provider the agent already pins stays valid even if it was turned off since ("validated only when changed").
     const allowed = agent.sandboxProvider ? [...new Set([...enabled(), agent.sandboxProvider])] : enabled();
-    const parsed = parseAgentForm(await c.req.parseBody(), allowed);
+    const body = await c.req.parseBody();
+    const parsed = parseAgentForm(body, allowed);
+    const environments = await deps.environments.list(user.account.id);
+    const env = chosenEnvironment(body, environments);
     const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
       c.html(
         <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
           <h1>Edit {agent.name}</h1>
-          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" />
+          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" environments={environments} environmentId={env.ok ? env.id : agent.environmentId} />
         </Layout>,
         status,
       );
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
+    if (!env.ok) return page(fromAgent(agent), { form: env.error }, 422);
     // Without the select (one provider) the form posts no provider: keep what the agent has.
-    const fields = enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider };
+    const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
     return c.redirect('/agents', 303);
   });
 
+  // A conversation with this agent in the environment the form picks (the agent's, or another it allows).
+  app.post('/agents/:id/conversations', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const agent = z.string().uuid().safeParse(id).success ? await getAgent(deps.db, user.account.id, id) : undefined;
+    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1></Layout>, 404);
+    const body = await c.req.parseBody();
+    const environments = await deps.environments.list(user.account.id);
+    const env = chosenEnvironment(body, environments);
+    const prompt = typeof body.prompt === 'string' && body.prompt.trim() !== '' ? body.prompt.slice(0, 200_000) : undefined;
+    const created = env.ok
+      ? await deps.engine.create(user.account.id, { agentId: agent.id, prompt, ...(env.id && env.id !== agent.environmentId ? { environmentId: env.id } : {}) })
+      : null;
+    if (created?.ok) return c.redirect(`/conversations/${created.value.id}`, 303);
+    const message = created ? inWords(created.error).message : ENV_ERROR;
+    return c.html(
+      <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
+        <h1>Edit {agent.name}</h1>
+        <StartConversation agent={agent} environments={environments} error={message} />
+      </Layout>,
+      422,
+    );
+  });
+
   return app;
+}
+
+/** Starts a conversation with the agent, choosing its environment for this launch. */
+function StartConversation(p: { agent: Agent; environments: readonly Environment[]; error?: string }) {
+  const allowed = p.agent.allowedEnvironmentIds;
+  const choices = p.environments.filter((e) => e.id === p.agent.environmentId || allowed === null || allowed.includes(e.id));
+  return (
+    <form method="post" action={`/agents/${p.agent.id}/conversations`} class="card">
+      <h2>Start a conversation</h2>
+      <ErrorNote id="start_error" message={p.error} />
+      <div class="field">
+        <label for="start_environment">Environment for this conversation</label>
+        <select id="start_environment" name="environment_id">
+          <option value={p.agent.environmentId ?? ''} selected>
+            The agent's ({p.environments.find((e) => e.id === p.agent.environmentId)?.name ?? 'none'})
+          </option>
+          {choices
+            .filter((e) => e.id !== p.agent.environmentId)
+            .map((e) => (
+              <option value={e.id}>{e.name}</option>
+            ))}
+        </select>
+      </div>
+      <div class="field">
+        <label for="start_prompt">First message (optional)</label>
+        <textarea id="start_prompt" name="prompt" rows={2}></textarea>
+      </div>
+      <p>
+        <button type="submit">Start</button>
+      </p>
+    </form>
+  );
 }
