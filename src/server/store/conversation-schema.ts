@@ -30,7 +30,7 @@ export const agents = pgTable(
     sandboxProvider: text('sandbox_provider'),
     permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
-    /** The environment its sandboxes are provisioned with (migration 0070); null: none. */
+    /** The environment its sandboxes are provisioned with (migration 0065); null: none. */
     environmentId: uuid('environment_id'),
     skills: jsonb('skills').$type<Skill[]>().notNull().default(sql`'[]'::jsonb`),
     mcpServers: jsonb('mcp_servers').$type<Record<string, McpServer>>().notNull().default(sql`'{}'::jsonb`),
@@ -89,7 +89,7 @@ export const conversations = pgTable(
     source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
-    /** The environment this conversation overrides its agent's with; null: the agent's (migration 0070). */
+    /** The environment this conversation overrides its agent's with; null: the agent's (migration 0065). */
     environmentId: uuid('environment_id'),
     /** Secrets attached at launch, sealed as one JSON object; they win over the environment's on collision. */
     launchSecrets: text('launch_secrets'),
