@@ -10,6 +10,9 @@ import type { Agent } from './schemas.ts';
 import { CliError, action, apiFor, printJson, printTable } from './session.ts';
 import { findEnvironment } from './environments.ts';
 
+/** The demo runtime has exactly one model, so `--model` is optional for it. */
+const DEMO_MODEL = 'fountain/demo';
+
 export async function findAgent(api: FountainApi, ref: string): Promise<Agent> {
   const { data: agents } = await api.request('GET', '/api/agents', data(z.array(agentSchema)));
   const found = agents.find((a) => a.id === ref) ?? agents.filter((a) => a.name === ref);
@@ -29,8 +32,8 @@ export function register(program: Command): void {
   const agents = program.command('agents').alias('agent').description('manage agents');
 
   agents
-    .command('list')
-    .description('list your agents')
+    .command('list', { isDefault: true })
+    .description('list your agents (the default)')
     .option('--json', 'print JSON')
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
@@ -48,7 +51,7 @@ export function register(program: Command): void {
     .description('create an agent')
     .requiredOption('--name <name>', 'unique name')
     .requiredOption('--runtime <runtime>', 'claude, codex, gemini, opencode or demo')
-    .option('--model <model>', 'provider/model_id, e.g. anthropic/claude-sonnet-4-5')
+    .option('--model <model>', 'provider/model_id, e.g. anthropic/claude-sonnet-4-5 (demo: fountain/demo, its only model)')
     .option('--system <prompt>', 'system prompt', '')
     .option('--sandbox-provider <provider>', 'sandbox provider (default: the instance default)')
     .option('--environment <environment>', 'environment (id or name) its sandboxes are provisioned with')
@@ -59,6 +62,7 @@ export function register(program: Command): void {
         const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
         if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
         if (opts.model) body.model = opts.model;
+        else if (opts.runtime === 'demo') body.model = DEMO_MODEL;
         if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
         if (opts.policy) body.permission_policy = opts.policy;
         const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(agentSchema), body);

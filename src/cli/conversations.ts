@@ -5,9 +5,15 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { EventRenderer, usageText } from './render.ts';
-import { conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
+import { agentSchema, conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
 import type { Conversation } from './schemas.ts';
 import { action, apiFor, printJson, printTable } from './session.ts';
+
+/** The title, or else the first message (most conversations are never given a title), on one short line. */
+export const titleOf = (c: Conversation): string => {
+  const t = (c.title ?? c.first_prompt ?? '').replace(/\s+/g, ' ').trim();
+  return t.length > 48 ? `${t.slice(0, 47)}…` : t;
+};
 
 export const where = (c: Conversation): string => {
   const s = c.sandbox;
@@ -20,16 +26,19 @@ export function register(program: Command): void {
   const conv = program.command('conversations').alias('conv').description('list, show and terminate conversations');
 
   conv
-    .command('list')
-    .description('list your conversations')
+    .command('list', { isDefault: true })
+    .description('list your conversations, newest first (the default)')
     .option('--json', 'print JSON')
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
-        const { data: list } = await apiFor(cmd).request('GET', '/api/conversations', data(z.array(conversationSchema)));
+        const api = apiFor(cmd);
+        const { data: list } = await api.request('GET', '/api/conversations', data(z.array(conversationSchema)));
         if (opts.json) return printJson(list);
+        const { data: agents } = await api.request('GET', '/api/agents', data(z.array(agentSchema)));
+        const names = new Map(agents.map((a) => [a.id, a.name]));
         printTable(
-          ['ID', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX'],
-          list.map((c) => [c.id, c.status, String(c.turn_count ?? ''), c.title ?? '', where(c)]),
+          ['ID', 'AGENT', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX'],
+          list.map((c) => [c.id, c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '', c.status, String(c.turn_count ?? ''), titleOf(c), where(c)]),
         );
       }),
     );
@@ -55,7 +64,7 @@ export function register(program: Command): void {
           after = page.meta.next_cursor;
         }
         if (opts.json) return printJson({ conversation: c, turns, events });
-        process.stdout.write(`${c.id}  ${c.status}  ${c.title ?? ''}  ${where(c)}\n`);
+        process.stdout.write(`${c.id}  ${c.status}  ${titleOf(c)}  ${where(c)}\n`);
         const total = usageText(c.usage_total);
         if (total) process.stdout.write(`  ${total}\n`);
         for (const t of turns) {

@@ -24,7 +24,8 @@ const flagsSchema = z
 
 export function register(program: Command): void {
   program
-    .command('runner-guest')
+    // Internal: the microVM image runs it; a user never does.
+    .command('runner-guest', { hidden: true })
     .description('Inside a microVM: serve /home/sprite to the runner daemon (vsock port 1024 by default)')
     .option('--root <dir>', 'directory holding the sandbox "sprite"', '/home')
     .option('--port <n>', 'vsock port to listen on', '1024')

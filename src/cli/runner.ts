@@ -12,7 +12,7 @@ import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
 import type { Backend } from '../runner/backend.ts';
-import { CredentialsError, resolveCredentials } from './credentials.ts';
+import { CredentialsError, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { addVmOptions, openVmFromFlags } from './runner-vm.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 
@@ -32,7 +32,36 @@ const flagsSchema = z.object({
   profile: z.string().optional(),
   reconnectBaseMs: z.coerce.number({ message: '--reconnect-base-ms must be a number' }).int().min(10).max(60_000).optional(),
   reconnectCapMs: z.coerce.number({ message: '--reconnect-cap-ms must be a number' }).int().min(10).max(600_000).optional(),
+  token: z.string().regex(/^ftr_[0-9a-f]{48}$/, '--token must be the registration token the Runners page shows (ftr_…)').optional(),
+  url: z.url({ protocol: /^https?$/, message: '--url must be the http(s) address of the Fountain server' }).optional(),
 });
+
+const registered = z.object({ data: z.object({ api_key: z.string().regex(/^ftn_[0-9a-f]{64}$/) }) });
+const refusal = z.object({ error: z.string(), message: z.string() }).loose();
+
+/**
+ * Trades a registration token for this runner's own key and keeps it in the credentials file as the
+ * profile `runner.<name>`, which later starts of the same runner use without the token.
+ */
+async function exchangeToken(baseUrl: string, token: string, name: string): Promise<string> {
+  let res: Response;
+  try {
+    res = await fetch(`${baseUrl}/api/runners/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token, name }) });
+  } catch (e) {
+    usage(`cannot reach ${baseUrl}: ${(e as Error).message}`);
+  }
+  const body: unknown = await res.json().catch(() => null);
+  if (res.status !== 201) {
+    const why = refusal.safeParse(body);
+    usage(`registration refused: ${why.success ? why.data.message : `the server answered ${res.status}`}`);
+  }
+  const parsed = registered.safeParse(body);
+  if (!parsed.success) usage('registration: the server sent no key');
+  saveProfile(runnerProfile(name), { base_url: baseUrl, api_key: parsed.data.data.api_key });
+  return parsed.data.data.api_key;
+}
+
+const runnerProfile = (name: string): string => `runner.${name}`;
 
 /** A plain message and exit code 2: the invocation is wrong, not the world. */
 function usage(message: string): never {
@@ -51,6 +80,8 @@ export function register(program: Command): void {
     .option('--npm-cache <dir>', "process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)")
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
+    .option('--token <token>', 'registration token from "Add runner" on the Runners page: exchanged once for this runner\'s own key')
+    .option('--url <url>', 'the Fountain server (with --token; default: the profile\'s base_url)')
     // Tests shorten the reconnect backoff (1 s doubling to 30 s) so a cut connection returns quickly.
     .addOption(new Option('--reconnect-base-ms <ms>', 'first reconnect delay').hideHelp())
     .addOption(new Option('--reconnect-cap-ms <ms>', 'longest reconnect delay').hideHelp());
@@ -59,17 +90,23 @@ export function register(program: Command): void {
       if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
       const flags = parsed.data;
 
+      const name = flags.name ?? defaultRunnerName(hostname());
       let creds;
       try {
-        creds = resolveCredentials({ profile: flags.profile });
+        // A runner added with a token keeps its own key in the profile runner.<name>; --profile or the environment override it.
+        const own = !flags.profile && !process.env.FOUNTAIN_API_KEY?.trim() && readCredentials()[runnerProfile(name)]?.api_key;
+        creds = resolveCredentials({ profile: flags.profile ?? (own ? runnerProfile(name) : undefined) });
       } catch (e) {
         usage(e instanceof CredentialsError ? e.message : String(e));
       }
+      if (flags.token) {
+        const baseUrl = (flags.url ?? creds.baseUrl).replace(/\/+$/, '');
+        creds = { ...creds, baseUrl, apiKey: await exchangeToken(baseUrl, flags.token, name) };
+      }
       if (!creds.apiKey) {
-        usage(`no API key for profile "${creds.profile}": run \`fountain auth login\` or set FOUNTAIN_API_KEY (a full-scope key)`);
+        usage(`no API key for profile "${creds.profile}": add the runner on the Runners page (it gives a one-line command), run \`fountain auth login\`, or set FOUNTAIN_API_KEY`);
       }
 
-      const name = flags.name ?? defaultRunnerName(hostname());
       const root = flags.root ? resolve(flags.root) : defaultRoot(name);
       const logger = createLogger(flags.logLevel, 'fountain-runner');
       const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
@@ -83,7 +120,8 @@ export function register(program: Command): void {
         process.stderr.write(`fountain runner: ${opened.error}\n`);
         process.exit(1);
       }
-      logger.info({ name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
+      // `name` is pino's own key (the logger's name); a second one would repeat it in every JSON line.
+      logger.info({ runner: name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
 
       const daemon = runDaemon({
         name,

@@ -23,6 +23,7 @@ export const conversationSchema = z
   .object({
     id: z.string(),
     title: z.string().nullish(),
+    first_prompt: z.string().nullish(),
     agent_id: z.string().nullish(),
     status: z.string(),
     turn_count: z.number().optional(),
@@ -36,7 +37,13 @@ export const conversationSchema = z
 export type Conversation = z.infer<typeof conversationSchema>;
 
 export const turnSchema = z
-  .object({ id: z.string(), turn_number: z.number(), prompt: z.string().nullish(), status: z.string() })
+  .object({
+    id: z.string(),
+    turn_number: z.number(),
+    prompt: z.string().nullish(),
+    status: z.string(),
+    pending_permission: z.object({ request_id: z.string() }).loose().nullish(),
+  })
   .loose();
 
 export const logEventSchema = z

@@ -112,6 +112,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     const cards = page.locator('#events [data-tool-status]');
     assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.getAttribute('data-tool-status'))), ['completed']);
     assert.match(await cards.first().innerText(), /browser-ok/);
+    assert.deepEqual(await cards.locator('summary .badge').allInnerTexts(), ['done']);
 
     // Answered elsewhere (the CLI, over the API): the open page's buttons give way all the same.
     await page.getByLabel('Message', { exact: true }).fill('run: echo answered-elsewhere');

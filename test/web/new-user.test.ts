@@ -122,7 +122,7 @@ describe('a new user: fountain up, the printed link, the demo agent', { skip: sk
     await page.goto(conversation);
     const events = page.locator('#events');
     await events.locator('.ev.text', { hasText: 'You said: hello from a newcomer' }).waitFor();
-    await events.locator('.ev.text', { hasText: 'I ran `echo newcomer-ok`; it exited with code 0' }).waitFor();
+    await events.locator('.ev.text', { hasText: 'I ran echo newcomer-ok; it exited with code 0' }).waitFor();
     await page.goto(`${base}/`);
     await page.locator('[data-preview="them"]', { hasText: 'I ran `echo newcomer-ok`' }).waitFor();
     await shoot(page, 'team-after');

@@ -9,6 +9,7 @@ import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineR
 import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
+import { messageField } from './limits.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
@@ -154,14 +155,14 @@ const CreateBody = z
   .object({
     agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
     title: z.string().max(120).optional(),
-    prompt: z.string().min(1).max(200_000).optional(),
+    prompt: messageField.optional(),
     permission_policy: PermissionPolicySchema.optional(),
     environment_id: z.string().max(100).optional().openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
     secrets: LaunchSecretsSchema.optional(),
   })
   .openapi('ConversationCreate');
 
-const PromptBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('Prompt');
+const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
 
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 

@@ -235,6 +235,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/health',
       '/api/mcp/team/{conversation_id}',
       '/api/runners',
+      '/api/runners/register',
       '/api/runners/ws',
       '/api/runners/{id}',
       '/api/team',

@@ -29,12 +29,13 @@ import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { Db } from '../store/db.ts';
 import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
-import { createWebApp } from '../web/app.tsx';
+import { createWebApp, webNotFound } from '../web/app.tsx';
 import { loadDocs } from '../web/docs.tsx';
 import { environmentRoutes } from '../environments/routes.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
+import { runnerRegisterRoutes } from '../runners/register-route.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -67,7 +68,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const routeDeps: RouteDeps = deps;
 
   app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
-  app.notFound((c) => errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)));
+  app.notFound((c) =>
+    // A browser asking for a page nobody serves gets a page saying so; API clients keep the JSON error.
+    deps.web && deps.engine && !c.req.path.startsWith('/api/') && c.req.header('accept')?.includes('text/html') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
+  );
   // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
   app.use('*', limitBodies(), checkBodies());
 
@@ -104,6 +108,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
     app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments }));
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));

@@ -22,6 +22,9 @@ export interface AppEnv {
 export const hasScope = (p: Principal, scope: ApiKeyScope): boolean =>
   p.key.scopes.includes('full') || p.key.scopes.includes(scope);
 
+/** A key from "Add runner": it may dial the runner socket and do nothing else. */
+export const isRunnerOnly = (p: Principal): boolean => !p.key.scopes.includes('full') && p.key.scopes.includes('runner');
+
 /** How stale last_used_at may get: it tells a key in use from an abandoned one, not request times. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
@@ -49,7 +52,7 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
 export function requireKey(db: Db, logger: Logger, scope: ApiKeyScope | 'any' = 'full'): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = await authenticate(db, c.req.header('authorization'), logger);
-    if (scope !== 'any' && !hasScope(principal, scope)) throw ApiError.insufficientScope('full');
+    if (scope === 'any' ? isRunnerOnly(principal) : !hasScope(principal, scope)) throw ApiError.insufficientScope('full');
     // A sandbox token acts for its conversation only: the rule table decides every route it reaches.
     if (!hasScope(principal, 'full')) await checkSandboxToken(db, principal, c.req.method, c.req.path);
     c.set('principal', principal);

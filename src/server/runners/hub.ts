@@ -36,7 +36,7 @@ export interface RunnerHubDeps {
 /** Checks 0–1: a full-scope key (401/403), then whether runners are enabled (404). */
 export async function runnerPreflight(deps: RunnerHubDeps, authorization: string | undefined): Promise<Principal> {
   const principal = await authenticate(deps.db, authorization, deps.logger);
-  if (!hasScope(principal, 'full')) {
+  if (!hasScope(principal, 'full') && !hasScope(principal, 'runner')) {
     throw new ApiError(403, 'insufficient_scope', 'a runner needs a full-scope API key; sandbox keys may never attach a runner', {
       required_scope: 'full',
     });

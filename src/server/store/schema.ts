@@ -21,8 +21,9 @@ export const accounts = pgTable('accounts', {
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
 
-/** `sprite` is the per-conversation sandbox token's scope (platform-api.md §3.3); only the engine mints it. */
-export const API_KEY_SCOPES = ['full', 'sandbox', 'sprite'] as const;
+/** `sprite` is the per-conversation sandbox token's scope (platform-api.md §3.3); only the engine mints it.
+ * `runner` may dial the runner socket and nothing else (a runner added with a registration token). */
+export const API_KEY_SCOPES = ['full', 'sandbox', 'sprite', 'runner'] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 export const apiKeys = pgTable(

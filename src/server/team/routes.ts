@@ -14,6 +14,7 @@ import { ApiError } from '../http/errors.ts';
 import { runnersTopic, teamTopic } from '../cluster/bus.ts';
 import { isUuid } from '../http/ids.ts';
 import { conversationCounts } from '../agents/store.ts';
+import { messageField } from '../conversations/limits.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageTeamEvents, teamConversationAgents, type TeamEventRow } from './store.ts';
 import { AgentSchema, agentView } from '../agents/routes.ts';
@@ -72,7 +73,7 @@ const AddBody = z
   .openapi('TeamAdd');
 const RenameBody = z.object({ name: z.string().max(120).nullable() }).openapi('TeamRename');
 const RotateBody = z.object({ name: z.string().max(120).optional() }).openapi('TeamRotate');
-const MessageBody = z.object({ prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(200_000) }).openapi('TeamMessage');
+const MessageBody = z.object({ prompt: messageField }).openapi('TeamMessage');
 export const queued = z.object({ status: z.literal('queued'), conversation_id: z.string() });
 
 const TeamStreamQuery = z.object({

@@ -8,10 +8,11 @@ import { getCookie } from 'hono/cookie';
 import type { WebDeps, WebEnv } from './context.ts';
 import { isHtmx } from './context.ts';
 import { docsRoutes } from './docs.tsx';
-import { STATIC_PREFIX } from './layout.tsx';
+import { Layout, STATIC_PREFIX } from './layout.tsx';
 import { agentRoutes } from './pages/agents.tsx';
 import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
+import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
 import { credentialPages } from './pages/credentials.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
@@ -23,13 +24,25 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
   'htmx.min.js': 'text/javascript; charset=utf-8',
   'htmx-ext-sse.min.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8',
+  'favicon.svg': 'image/svg+xml',
 };
 // Read when an app is made, not at import: every `fountain` subcommand imports this module, and the
 // guest image's one-file bundle has no static/ folder beside it (it serves runner-guest, never pages).
 const readStatic = () => new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
 
 /** Paths behind the session check; everything else (the API) is left to the server's other routes. */
-const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations/*', '/agents', '/agents/*', '/environments', '/environments/*', '/account/*'];
+const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations', '/conversations/*', '/agents', '/agents/*', '/environments', '/environments/*', '/account/*'];
+
+/** The page for an address the server does not serve (mounted as the server's not-found handler). */
+export function webNotFound(c: import('hono').Context): Response | Promise<Response> {
+  return c.html(
+    <Layout title="Page not found" section="none" user={null}>
+      <h1>Page not found</h1>
+      <p>Nothing lives at this address. Try the <a href="/">Team page</a>, your <a href="/conversations">conversations</a> or the <a href="/docs">documentation</a>.</p>
+    </Layout>,
+    404,
+  );
+}
 
 export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
@@ -79,6 +92,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   };
   for (const p of SIGNED_IN_PATHS) pages.use(p, signedIn);
   pages.route('/', teamRoutes(deps));
+  pages.route('/', conversationListRoutes(deps));
   pages.route('/', conversationRoutes(deps));
   pages.route('/', agentRoutes(deps));
   pages.route('/', environmentRoutes(deps));

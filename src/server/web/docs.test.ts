@@ -52,7 +52,7 @@ describe('nav.yml grammar', () => {
     assert.throws(() => parseNav('  - Home: index.md\n'), NavError);
     assert.throws(() => parseNav('nav:\n  - Home index.md\n'), /unreadable/);
     assert.throws(() => parseNav('nav:\n  - A:\n      - B:\n          - C: c.md\n'), /one level/);
-    assert.throws(() => parseNav('nav:\n      - C: c.md\n'), /without a section/);
+    assert.throws(() => parseNav('nav:\n  - A: [\n'), NavError);
     assert.throws(() => parseNav('nav:\n  - X: ../../etc/passwd.md\n'), /plain lower-case path/);
     assert.throws(() => parseNav('nav:\n  - Empty:\n'), /no pages/);
   });

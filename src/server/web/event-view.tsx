@@ -1,12 +1,16 @@
 /**
- * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls shown as they are
- * (each merged with all its updates: title, input, output, diffs), permission requests with their options
- * as buttons, turn status and errors. Rows in, JSX out; the reader keeps only the tool calls' merged views.
+ * Turns stored events into conversation HTML: agent text as Markdown, folded thoughts, tool calls as cards
+ * (each merged with all its updates: title, `$ command`, input, output folded, edits as coloured diffs,
+ * terminals), permission requests with their options as buttons, turn status and errors in words. Rows in,
+ * JSX out; the reader keeps only the tool calls' merged views.
  */
+import { raw } from 'hono/html';
+import { stringify } from 'yaml';
 import { z } from 'zod';
-import { diffLines, inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../../acp/tool-view.ts';
+import { diffLines, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
-
+import { renderAgentMarkdown } from './markdown.ts';
+import { stageInWords, turnInWords } from './words.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
@@ -15,8 +19,8 @@ export type Item =
   | { kind: 'tool'; key: string; view: ToolView; first: boolean }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
-  | { kind: 'turn'; state: string; turnId: string | null; detail: string }
-  | { kind: 'stage'; stage: string; state: string; detail: string; failed: boolean }
+  | { kind: 'turn'; state: string; turnId: string | null; text: string }
+  | { kind: 'stage'; stage: string; state: string; text: string; failed: boolean }
   | { kind: 'output'; stream: string; text: string };
 
 const contentText = z.object({ type: z.literal('text'), text: z.string() });
@@ -26,12 +30,6 @@ const update = z.object({
       .object({
         sessionUpdate: z.string(),
         content: z.unknown().optional(),
-        toolCallId: z.string().optional(),
-        title: z.string().nullish(),
-        kind: z.string().nullish(),
-        status: z.string().nullish(),
-        rawInput: z.unknown().optional(),
-        rawOutput: z.unknown().optional(),
       })
       .passthrough(),
   }),
@@ -49,16 +47,6 @@ function parseJson(s: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function stageDetail(data: unknown): string {
-  if (!data || typeof data !== 'object') return '';
-  const d = data as Record<string, unknown>;
-  const bits: string[] = [];
-  for (const k of ['reason', 'stop_reason', 'message', 'outcome', 'event', 'exit_code']) {
-    if (d[k] !== undefined && d[k] !== null && d[k] !== '') bits.push(`${k.replace('_', ' ')}: ${String(d[k])}`);
-  }
-  return bits.join(' · ');
 }
 
 /**
@@ -97,8 +85,8 @@ export function interpret(row: EventRow): Item | null {
       const p = permissionDone.safeParse(data);
       return p.success ? { kind: 'permission_done', requestId: p.data.request_id, tool: p.data.tool ?? null, outcome: p.data.outcome ?? state, optionId: p.data.option_id ?? null } : null;
     }
-    if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, detail: stageDetail(data) };
-    return { kind: 'stage', stage: row.stage ?? 'stage', state, detail: stageDetail(data), failed: state === 'failed' };
+    if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, text: turnInWords(state, data) };
+    return { kind: 'stage', stage: row.stage ?? 'stage', state, text: stageInWords(row.stage ?? '', state, data), failed: state === 'failed' };
   }
   if (row.stream !== 'acp') return { kind: 'output', stream: row.stream, text: row.data };
   const msg = update.safeParse(parseJson(row.data));
@@ -163,41 +151,130 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
   );
 }
 
+const TOOL_STATUS_WORDS: Readonly<Record<string, string>> = { pending: 'waiting', in_progress: 'running', completed: 'done', failed: 'failed', cancelled: 'cancelled' };
+
+/** What kind of tool it is, in a word, from ACP's tool kinds. */
+const TOOL_KIND_WORDS: Readonly<Record<string, string>> = { read: 'Read', edit: 'Edit', delete: 'Delete', move: 'Move', search: 'Search', execute: 'Run', think: 'Think', fetch: 'Fetch', switch_mode: 'Mode' };
+
+/** Structured values as YAML, which reads as "key: value" lines rather than JSON punctuation. */
+const readable = (v: unknown): string => (typeof v === 'string' ? v : stringify(v, { lineWidth: 0 }).trimEnd());
+
+const commandInput = z.object({ command: z.union([z.string(), z.array(z.string())]) }).loose();
+const isBlank = (v: unknown): boolean => v === undefined || v === null || v === '';
+
+/** A shell command the tool runs, when its input has one; the rest of the input, readable. */
+export function toolInput(rawInput: unknown): { command: string | null; input: string | null } {
+  if (isBlank(rawInput)) return { command: null, input: null };
+  const cmd = commandInput.safeParse(rawInput);
+  if (cmd.success) {
+    const { command, ...rest } = cmd.data;
+    const others = Object.fromEntries(Object.entries(rest).filter(([, v]) => !isBlank(v)));
+    return { command: Array.isArray(command) ? command.join(' ') : command, input: Object.keys(others).length ? readable(others) : null };
+  }
+  if (typeof rawInput === 'object' && rawInput !== null && Object.keys(rawInput).length === 0) return { command: null, input: null };
+  return { command: null, input: readable(rawInput) };
+}
+
+/** What a finished tool produced when it sent no text content: its raw output, as words rather than JSON. */
+function rawOutputText(v: ToolView): string {
+  const r = v.raw_output;
+  if (r !== null && typeof r === 'object' && !('output' in r) && !('stdout' in r)) return readable(r);
+  return outputText(v);
+}
+
+/** Output longer than this many lines shows its start, the rest behind "show more". */
+export const FOLD_LINES = 12;
+
+function FoldedText(p: { text: string }) {
+  const lines = p.text.replace(/\n$/, '').split('\n');
+  if (lines.length <= FOLD_LINES) return <pre class="out">{lines.join('\n')}</pre>;
+  return (
+    <div class="folded">
+      <pre class="out">{lines.slice(0, FOLD_LINES).join('\n')}</pre>
+      <details>
+        <summary>Show {lines.length - FOLD_LINES} more lines</summary>
+        <pre class="out">{lines.slice(FOLD_LINES).join('\n')}</pre>
+      </details>
+    </div>
+  );
+}
+
+/** A file edit as a unified diff, added and removed lines coloured. */
+function DiffView(p: { diff: Extract<ToolContent, { type: 'diff' }> }) {
+  const d = p.diff;
+  const cls = { hunk: 'hunk', context: 'ctx', del: 'del', add: 'add' } as const;
+  return (
+    <div class="diff" data-path={d.path}>
+      <div class="diff-path">{d.old_text === null ? `New file ${d.path}` : d.path}</div>
+      <pre>
+        {diffLines(d).map((l) => (
+          <>
+            <span class={cls[l.type]}>{l.text}</span>
+            {'\n'}
+          </>
+        ))}
+      </pre>
+    </div>
+  );
+}
+
+function ContentView(p: { content: ToolContent }) {
+  const c = p.content;
+  if (c.type === 'text') return <FoldedText text={c.text} />;
+  if (c.type === 'diff') return <DiffView diff={c} />;
+  if (c.type === 'terminal') return <p class="small muted">Ran in a terminal ({c.terminal_id}); its output is not reported here.</p>;
+  return <p class="small muted">{c.summary}</p>;
+}
+
 /** An element id for a tool call (its key is the turn and the agent's tool call id). */
 export const toolDomId = (key: string): string => domId('tool', key);
 
 /**
- * A tool call as it stands: what it is (title, the runtime's tool name, kind), its status, what it was
- * given, and what it produced — text, edits as unified diffs, terminals. `oob` replaces the card in place.
+ * A tool call as it stands, as one collapsible card: what it is (kind, title, the runtime's tool name), its
+ * status in words, the command (`$ …`) and the rest of its input as key: value lines, and what it produced —
+ * text folded after FOLD_LINES lines, edits as coloured unified diffs, terminals. `oob` replaces the card in
+ * place as the call's updates arrive.
  */
 export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) {
   const v = p.view;
   const ended = TERMINAL_TOOL_STATUSES.has(v.status);
-  const summary = inputSummary(v);
-  const texts = v.content.some((c) => c.type === 'text');
-  const output = ended && !texts ? outputText(v) : '';
+  const { command, input } = toolInput(v.raw_input);
+  const location = !command && !input ? v.locations[0]?.path : undefined;
+  const output = ended && !v.content.some((c) => c.type === 'text') ? rawOutputText(v) : '';
+  const kindWord = TOOL_KIND_WORDS[v.kind ?? ''] ?? 'Tool';
   return (
-    <div id={toolDomId(p.toolKey)} class={`ev tool${v.status === 'failed' || v.status === 'cancelled' ? ' err' : ''}`} data-tool-id={v.id} data-tool-status={v.status} hx-swap-oob={p.oob ? 'true' : undefined}>
-      <strong>{toolLabel(v)}</strong> <span class="badge">{v.status}</span>
-      {v.tool_name || v.kind ? <span class="muted small"> {[v.tool_name, v.kind].filter(Boolean).join(' · ')}</span> : null}
-      {summary && summary !== toolLabel(v) ? <pre class="tool-input">{summary}</pre> : null}
-      {v.content.map((c) => {
-        if (c.type === 'text') return <pre class="tool-output">{c.text}</pre>;
-        if (c.type === 'terminal') return <p class="muted small">Ran in terminal {c.terminal_id}; its output is not reported here.</p>;
-        if (c.type === 'other') return <p class="muted small">{c.summary}</p>;
-        return (
-          <div class="diff" data-path={c.path}>
-            <div class="small">{c.old_text === null ? `New file ${c.path}` : c.path}</div>
-            <pre>
-              {diffLines(c).map((l) => (
-                <span class={`diff-${l.type}`}>{`${l.text}\n`}</span>
-              ))}
-            </pre>
-          </div>
-        );
-      })}
-      {output ? <pre class="tool-output">{output}</pre> : null}
-      {ended && v.content.length === 0 && !output ? <p class="muted small">The agent reported no output.</p> : null}
+    <details
+      id={toolDomId(p.toolKey)}
+      class={`ev tool${v.status === 'failed' || v.status === 'cancelled' ? ' err' : ''}`}
+      data-tool-id={v.id}
+      data-tool-status={v.status}
+      hx-swap-oob={p.oob ? 'true' : undefined}
+      open
+    >
+      <summary>
+        <span class="tool-kind">{kindWord}</span> <span class="tool-title">{toolLabel(v)}</span>{' '}
+        <span class={`badge tool-${v.status}`} data-status={v.status}>
+          {TOOL_STATUS_WORDS[v.status] ?? v.status}
+        </span>
+        {v.tool_name && v.tool_name !== toolLabel(v) ? <span class="muted small"> {v.tool_name}</span> : null}
+      </summary>
+      {command ? <pre class="cmd">$ {command}</pre> : null}
+      {input ? <pre class="input">{input}</pre> : null}
+      {location && location !== toolLabel(v) ? <pre class="input">{location}</pre> : null}
+      {v.content.map((c) => (
+        <ContentView content={c} />
+      ))}
+      {output ? <FoldedText text={output} /> : null}
+      {ended && v.content.length === 0 && !output ? <p class="small muted">{v.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[v.status] ?? v.status}`}</p> : null}
+    </details>
+  );
+}
+
+/** Agent text as Markdown (sanitised: markdown-it with raw HTML off). */
+export function AgentText(p: { text: string; id?: string; oob?: boolean }) {
+  return (
+    <div class="ev text md" id={p.id} hx-swap-oob={p.oob ? 'true' : undefined}>
+      {raw(renderAgentMarkdown(p.text))}
     </div>
   );
 }
@@ -247,21 +324,19 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
         return (
           <div class="ev you">
             <span class="muted small">You</span>
-            <div>{p.prompt ?? ''}</div>
+            <div class="prompt-text">{p.prompt ?? ''}</div>
           </div>
         );
       }
       return (
         <div class={`ev stage turn-${it.state}${it.state === 'failed' ? ' err' : ''}`} data-turn-state={it.state}>
-          Turn {it.state}
-          {it.detail ? ` — ${it.detail}` : ''}
+          {it.text}
         </div>
       );
     case 'stage':
       return (
-        <div class={`ev stage${it.failed ? ' err' : ''}`}>
-          {it.stage} {it.state}
-          {it.detail ? ` — ${it.detail}` : ''}
+        <div class={`ev stage${it.failed ? ' err' : ''}`} data-stage={`${it.stage}/${it.state}`}>
+          {it.text}
         </div>
       );
     case 'output':

@@ -4,7 +4,7 @@
  */
 import type { Child } from 'hono/jsx';
 
-export type Section = 'team' | 'agents' | 'environments' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation';
+export type Section = 'team' | 'conversations' | 'agents' | 'environments' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation' | 'none';
 
 export const STATIC_PREFIX = '/static';
 
@@ -15,11 +15,14 @@ export interface LayoutProps {
   readonly user: { readonly name: string } | null;
   /** Load the htmx SSE extension (live pages). */
   readonly live?: boolean;
+  /** A class on <main> (the conversation page widens it for its sidebar). */
+  readonly mainClass?: string;
   readonly children?: Child;
 }
 
 const LINKS: ReadonlyArray<{ section: Section; href: string; label: string; signedIn: boolean }> = [
   { section: 'team', href: '/', label: 'Team', signedIn: true },
+  { section: 'conversations', href: '/conversations', label: 'Conversations', signedIn: true },
   { section: 'agents', href: '/agents', label: 'Agents', signedIn: true },
   { section: 'environments', href: '/environments', label: 'Environments', signedIn: true },
   { section: 'runners', href: '/account/runners', label: 'Runners', signedIn: true },
@@ -35,7 +38,7 @@ export function Layout(p: LayoutProps) {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${p.title} · Fountain`}</title>
-        <link rel="icon" href="data:," />
+        <link rel="icon" href={`${STATIC_PREFIX}/favicon.svg`} type="image/svg+xml" />
         <link rel="stylesheet" href={`${STATIC_PREFIX}/app.css`} />
         <script src={`${STATIC_PREFIX}/htmx.min.js`} defer></script>
         {p.live ? <script src={`${STATIC_PREFIX}/htmx-ext-sse.min.js`} defer></script> : null}
@@ -67,7 +70,9 @@ export function Layout(p: LayoutProps) {
             )}
           </nav>
         </header>
-        <main id="main">{p.children}</main>
+        <main id="main" class={p.mainClass}>
+          {p.children}
+        </main>
       </body>
     </html>
   );

@@ -1,9 +1,11 @@
 /**
- * docs/nav.yml: the one list of documentation pages, in the two-line-shape grammar of
- * platform-api.md §17. Only files the nav names become pages; anything the parser can't read is an error.
+ * docs/nav.yml: the one list of documentation pages (MkDocs' `nav:` shape, read with the `yaml` package).
+ * Only files the nav names become pages; anything the nav cannot mean is an error naming the entry.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { parse } from 'yaml';
+import { z } from 'zod';
 
 export interface NavPage {
   readonly title: string;
@@ -22,15 +24,12 @@ export interface NavEntry {
 }
 
 export class NavError extends Error {
-  constructor(line: number, detail: string) {
-    super(`docs/nav.yml line ${line}: ${detail}`);
+  constructor(detail: string) {
+    super(`docs/nav.yml: ${detail}`);
     this.name = 'NavError';
   }
 }
 
-const TOP_PAGE = /^ {2}- ([^:]+?):\s+(\S+\.md)\s*$/;
-const TOP_SECTION = /^ {2}- ([^:]+?):\s*$/;
-const CHILD_PAGE = /^ {6}- ([^:]+?):\s+(\S+\.md)\s*$/;
 const SAFE_FILE = /^[a-z0-9][a-z0-9_-]*(\/[a-z0-9][a-z0-9_-]*)*\.md$/;
 
 export function slugFor(file: string): string {
@@ -39,44 +38,40 @@ export function slugFor(file: string): string {
   return noExt.endsWith('/index') ? noExt.slice(0, -'/index'.length) : noExt;
 }
 
+/** `- Title: file.md` or `- Section: [ - Title: file.md ]`: each entry one key. */
+const oneKey = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length === 1);
+const navFile = z.object({ nav: z.array(z.unknown()) });
+
 export function parseNav(text: string): NavEntry[] {
-  const lines = text.replace(/\r\n?/g, '\n').split('\n');
-  const entries: Array<{ title: string; page?: NavPage; children?: NavPage[] }> = [];
-  let sawNav = false;
-  let section: { title: string; children: NavPage[] } | null = null;
-  const page = (n: number, title: string, file: string, sec: string | null): NavPage => {
-    if (!SAFE_FILE.test(file)) throw new NavError(n, `file ${JSON.stringify(file)} is not a plain lower-case path ending in .md`);
-    return { title: title.trim(), file, slug: slugFor(file), section: sec };
+  let doc: unknown;
+  try {
+    doc = parse(text);
+  } catch (e) {
+    throw new NavError((e as Error).message);
+  }
+  const top = navFile.safeParse(doc);
+  if (!top.success) throw new NavError('expected a "nav:" list first');
+  const entryOf = (item: unknown): [string, unknown] => {
+    const m = oneKey.safeParse(item);
+    if (!m.success) throw new NavError(`unreadable entry ${JSON.stringify(item)}: each is "- Title: file.md" or a section of those`);
+    return Object.entries(m.data)[0]!;
   };
-  lines.forEach((line, idx) => {
-    const n = idx + 1;
-    if (line.trim() === '' || line.trimStart().startsWith('#')) return;
-    if (!sawNav) {
-      if (line === 'nav:') {
-        sawNav = true;
-        return;
-      }
-      throw new NavError(n, 'expected the "nav:" block first');
-    }
-    let m: RegExpExecArray | null;
-    if ((m = TOP_PAGE.exec(line))) {
-      section = null;
-      entries.push({ title: m[1]!.trim(), page: page(n, m[1]!, m[2]!, null) });
-    } else if ((m = TOP_SECTION.exec(line))) {
-      section = { title: m[1]!.trim(), children: [] };
-      entries.push({ title: section.title, children: section.children });
-    } else if ((m = CHILD_PAGE.exec(line))) {
-      if (!section) throw new NavError(n, 'a child page without a section above it');
-      section.children.push(page(n, m[1]!, m[2]!, section.title));
-    } else if (/^ {6}- [^:]+:\s*$/.test(line) || /^ {10}-/.test(line)) {
-      throw new NavError(n, 'sections nest one level deep only');
-    } else {
-      throw new NavError(n, `unreadable line ${JSON.stringify(line)}`);
-    }
+  const page = (title: string, file: string, section: string | null): NavPage => {
+    if (!SAFE_FILE.test(file)) throw new NavError(`file ${JSON.stringify(file)} is not a plain lower-case path ending in .md`);
+    return { title: title.trim(), file, slug: slugFor(file), section };
+  };
+  return top.data.nav.map((item): NavEntry => {
+    const [title, value] = entryOf(item);
+    if (typeof value === 'string') return { title: title.trim(), page: page(title, value, null) };
+    if (value === null || (Array.isArray(value) && value.length === 0)) throw new NavError(`section ${JSON.stringify(title)} has no pages`);
+    if (!Array.isArray(value)) throw new NavError(`unreadable entry ${JSON.stringify(title)}`);
+    const children = value.map((child) => {
+      const [t, f] = entryOf(child);
+      if (typeof f !== 'string') throw new NavError(`${JSON.stringify(t)} in ${JSON.stringify(title)}: sections nest one level deep only`);
+      return page(t, f, title.trim());
+    });
+    return { title: title.trim(), children };
   });
-  if (!sawNav) throw new NavError(1, 'missing "nav:" block');
-  for (const e of entries) if (e.children && e.children.length === 0) throw new NavError(1, `section ${JSON.stringify(e.title)} has no pages`);
-  return entries;
 }
 
 export const navPages = (entries: readonly NavEntry[]): NavPage[] => entries.flatMap((e) => (e.page ? [e.page] : [...(e.children ?? [])]));

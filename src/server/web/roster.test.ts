@@ -19,9 +19,9 @@ describe('presence (platform-api.md §10, first matching row wins)', () => {
     [conv('idle', sandbox({ provider: 'daytona', status: 'suspended' })), 'asleep', 'asleep · wakes on message'],
     [conv('idle', sandbox({ provider: 'daytona', status: 'terminated' })), 'away', 'away · wakes on message'],
     [conv('idle', null), 'away', 'away · wakes on message'],
-    [conv('failed', null), 'failed', 'offline · failed'],
-    [conv('terminated', null), 'offline', 'offline · new computer on message'],
-    [null, 'offline', 'offline · new computer on message'],
+    [conv('failed', null), 'failed', 'stopped after an error · a message starts afresh'],
+    [conv('terminated', null), 'offline', 'ended · a message starts a new conversation'],
+    [null, 'offline', 'not started · a message starts it'],
   ];
   for (const [c, state, label] of cases) {
     it(`${c?.status ?? 'no conversation'} / ${c?.sandbox?.status ?? '-'} → ${state}`, () => assert.deepEqual(presenceOf(c), { state, label }));

@@ -42,7 +42,7 @@ export function previewOf(turn: Turn | null, reply: string): Preview {
 
 /** First matching row wins (platform-api.md §10). */
 export function presenceOf(c: ConversationView | null): Presence {
-  if (!c) return { state: 'offline', label: 'offline · new computer on message' };
+  if (!c) return { state: 'offline', label: 'not started · a message starts it' };
   const s = c.sandbox;
   switch (c.status) {
     case 'running':
@@ -55,9 +55,9 @@ export function presenceOf(c: ConversationView | null): Presence {
       if (s?.status === 'suspended') return { state: 'asleep', label: 'asleep · wakes on message' };
       return { state: 'away', label: 'away · wakes on message' };
     case 'failed':
-      return { state: 'failed', label: 'offline · failed' };
+      return { state: 'failed', label: 'stopped after an error · a message starts afresh' };
     default:
-      return { state: 'offline', label: 'offline · new computer on message' };
+      return { state: 'offline', label: 'ended · a message starts a new conversation' };
   }
 }
 

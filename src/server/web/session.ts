@@ -130,7 +130,7 @@ export async function checkKeyForSignIn(db: EngineDb, presented: string): Promis
   if (!row) return { ok: false, message: 'That API key is not known to this server.' };
   if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one under Account → API keys, or ask the owner.' };
   if (row.key.expiresAt && row.key.expiresAt <= new Date()) return { ok: false, message: 'That API key has expired.' };
-  if (!row.key.scopes.includes('full')) return { ok: false, message: 'That key is a sandbox key; signing in needs a full-scope API key.' };
+  if (!row.key.scopes.includes('full')) return { ok: false, message: 'That key belongs to a runner or a running agent; signing in needs a full-scope API key.' };
   return { ok: true, account: row.account, key: row.key };
 }
 

@@ -139,7 +139,7 @@ export class EgressProxy {
     try {
       addresses = await this.#opts.lookup(name);
     } catch (e) {
-      log.info({ name, err: e instanceof Error ? e.message : String(e) }, 'runner: egress lookup failed');
+      log.info({ host: name, err: e instanceof Error ? e.message : String(e) }, 'runner: egress lookup failed');
       client.destroy();
       return;
     }

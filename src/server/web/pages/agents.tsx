@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
-import { getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../agents/store.ts';
+import { deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../agents/store.ts';
 import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, type Verdict } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -49,7 +49,7 @@ export const fromAgent = (a: Agent | undefined): FormValues => ({
   model: a?.model ?? MODEL_EXAMPLE.demo,
   system: a?.system ?? '',
   sandbox_provider: a?.sandboxProvider ?? '',
-  // A new agent asks before every tool: its runner may run as the user.
+  // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
   policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
 });
 
@@ -235,7 +235,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
           <p class="muted">No agents yet.</p>
         ) : (
           <div class="table">
-            <table>
+            <table class="stack">
               <thead>
                 <tr>
                   <th scope="col">Name</th>
@@ -250,14 +250,21 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
               <tbody>
                 {agents.map((a) => (
                   <tr>
-                    <td>{a.name}</td>
-                    <td>{a.runtime}</td>
-                    <td>{a.model}</td>
-                    <td>{a.sandboxProvider ?? `default (${deps.defaultProvider})`}</td>
-                    <td>
+                    <td data-label="Name">
+                      <strong>{a.name}</strong>
+                    </td>
+                    <td data-label="Runtime">{a.runtime}</td>
+                    <td data-label="Model">{a.model}</td>
+                    <td data-label="Provider">{a.sandboxProvider ?? `default (${deps.defaultProvider})`}</td>
+                    <td class="actions">
                       <a href={`/agents/${a.id}/edit`} aria-label={`Edit ${a.name}`}>
                         Edit
-                      </a>
+                      </a>{' '}
+                      <form method="post" action={`/agents/${a.id}/delete`} class="inline" onsubmit={`return confirm(${JSON.stringify(`Delete the agent ${a.name}? Its conversations stay, but cannot take new messages.`)})`}>
+                        <button type="submit" class="danger" aria-label={`Delete ${a.name}`}>
+                          Delete
+                        </button>
+                      </form>
                     </td>
                   </tr>
                 ))}
@@ -338,6 +345,14 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
+    return c.redirect('/agents', 303);
+  });
+
+  app.post('/agents/:id/delete', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const gone = z.string().uuid().safeParse(id).success && (await deleteAgent(deps.db, user.account.id, id));
+    if (!gone) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1><a href="/agents">All agents</a></Layout>, 404);
     return c.redirect('/agents', 303);
   });
 

@@ -13,14 +13,18 @@ import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { listTurns } from '../../conversations/store.ts';
 import { pageEvents } from '../../conversations/events-store.ts';
 import { inWords } from '../actions.ts';
+import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
+import { explainExits } from '../words.ts';
+import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
+import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
-import { EventReader, ItemView, PermissionResolved, resolvedRequests, ToolCard, type Item } from '../event-view.tsx';
+import { AgentText, EventReader, ItemView, PermissionResolved, resolvedRequests, ToolCard, type Item } from '../event-view.tsx';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
 
-const promptForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
+const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
 const uuid = z.string().uuid();
 
@@ -34,22 +38,25 @@ async function allEvents(deps: WebDeps, conversationId: string, after = 0): Prom
   }
 }
 
+const COMPUTER_WORDS: Readonly<Record<string, string>> = { starting: 'starting', ready: 'running', suspended: 'asleep', terminated: 'removed', failed: 'failed' };
+
 export function ConversationStatus(p: { conv: ConversationView }) {
   const c = p.conv;
   const presence = presenceOf(c);
+  const where = whereOf(c);
   return (
     <div id="conv-status" class="row small" data-status={c.status}>
       <span>
-        Status: <strong class="conv-status">{c.status}</strong>
+        Status: <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
       </span>
       <PresenceBadge state={presence.state} label={presence.label} />
       {c.sandbox ? (
-        <span class="muted">
-          Sandbox: {c.sandbox.provider} · {c.sandbox.status}
-          {whereOf(c) && c.sandbox.provider === 'runner' ? ` · ${whereOf(c)}` : ''}
+        <span class="muted" id="placement">
+          Computer: {COMPUTER_WORDS[c.sandbox.status] ?? c.sandbox.status}
+          {where ? ` · ${where}` : ''}
         </span>
       ) : (
-        <span class="muted">No sandbox</span>
+        <span class="muted">No computer yet: the first message starts one</span>
       )}
       {c.usage_total.input + c.usage_total.output > 0 || c.usage_total.cost ? (
         <span class="muted" data-usage>
@@ -57,8 +64,77 @@ export function ConversationStatus(p: { conv: ConversationView }) {
           {c.usage_total.cost ? ` · ${c.usage_total.cost.amount} ${c.usage_total.cost.currency}` : ''}
         </span>
       ) : null}
-      {c.failure_reason ? <span class="error">{c.failure_reason}</span> : null}
+      {c.failure_reason ? <span class="error">{explainExits(c.failure_reason)}</span> : null}
     </div>
+  );
+}
+
+/**
+ * The message box and the turn controls, or the notice that the conversation has ended. Sent again
+ * out-of-band when the conversation ends (here or elsewhere), so no stale Send or Interrupt stays.
+ */
+export function Composer(p: { conv: ConversationView; agentName: string | null; oob?: boolean }) {
+  const id = p.conv.id;
+  if (p.conv.status === 'terminated' || p.conv.status === 'failed') {
+    return (
+      <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined} data-ended="true">
+        <p class="notice" role="status">
+          This conversation has {p.conv.status === 'failed' ? 'stopped after an error' : 'ended'}.{' '}
+          {p.conv.agent_id && p.agentName ? (
+            <form method="post" action="/conversations/new" class="inline">
+              <input type="hidden" name="agent_id" value={p.conv.agent_id} />
+              <button type="submit" class="secondary">
+                New conversation with {p.agentName}
+              </button>
+            </form>
+          ) : (
+            <a href="/conversations">Back to your conversations</a>
+          )}
+        </p>
+      </div>
+    );
+  }
+  return (
+    <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined}>
+      <form method="post" action={`/conversations/${id}/prompts`} hx-post={`/conversations/${id}/prompts`} hx-target="#prompt-result" hx-swap="innerHTML" class="card" hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()">
+        <label for="prompt">Message</label>
+        <textarea id="prompt" name="prompt" rows={3} required maxlength={MESSAGE_LIMIT}></textarea>
+        <div class="row" style="margin-top:6px">
+          <button type="submit">Send</button>
+          <div id="prompt-result" aria-live="polite"></div>
+        </div>
+      </form>
+      <div class="row">
+        <form method="post" action={`/conversations/${id}/interrupt`} hx-post={`/conversations/${id}/interrupt`} hx-target="#control-result" class="inline">
+          <button type="submit" class="secondary">
+            Interrupt
+          </button>
+        </form>
+        <form method="post" action={`/conversations/${id}/terminate`} hx-post={`/conversations/${id}/terminate`} hx-target="#control-result" hx-confirm="End this conversation and remove its computer?" class="inline">
+          <button type="submit" class="danger">
+            Terminate
+          </button>
+        </form>
+        <div id="control-result" aria-live="polite"></div>
+      </div>
+    </div>
+  );
+}
+
+/** Recent conversations beside the transcript (shown on wide screens only). */
+function Recent(p: { rows: readonly ListedConversation[]; current: string }) {
+  return (
+    <aside class="recent" aria-label="Recent conversations">
+      <h2 class="small">Recent conversations</h2>
+      <ul class="plain">
+        {p.rows.map((r) => (
+          <ConversationItem c={r} current={p.current} />
+        ))}
+      </ul>
+      <a class="small" href="/conversations">
+        All conversations
+      </a>
+    </aside>
   );
 }
 
@@ -80,7 +156,7 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
   const out: Child[] = [];
   let text: string[] = [];
   const flush = () => {
-    if (text.length) out.push(<div class="ev text">{text.join('')}</div>);
+    if (text.length) out.push(<AgentText text={text.join('')} />);
     text = [];
   };
   for (const { item, row } of p.items) {
@@ -88,14 +164,16 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
       text.push(item.text);
       continue;
     }
+    // A tool call shows once, where it first appeared, merged with every update it got; its later updates
+    // leave the text around them as one block.
+    if (item.kind === 'tool' && !item.first) continue;
     flush();
     if (item.kind === 'permission' && resolved.has(item.requestId)) {
       out.push(<PermissionResolved requestId={item.requestId} tool={item.tool} />);
       continue;
     }
-    // A tool call shows once, where it first appeared, merged with every update it got.
     if (item.kind === 'tool') {
-      if (item.first) out.push(<ToolCard toolKey={item.key} view={asked.tools.get(item.key) ?? item.view} />);
+      out.push(<ToolCard toolKey={item.key} view={asked.tools.get(item.key) ?? item.view} />);
       continue;
     }
     const askedOptions = item.kind === 'permission_done' ? asked.requests.get(item.requestId)?.options : undefined;
@@ -135,11 +213,14 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       return item ? [{ item, row }] : [];
     });
     const lastId = rows.at(-1)?.id ?? 0;
-    const ended = conv.status === 'terminated' || conv.status === 'failed';
+    const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
+    const heading = conv.title ?? (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
-      <Layout title={conv.title ?? agent?.name ?? 'Conversation'} section="conversation" user={userName(user)} live>
+      <Layout title={heading} section="conversation" user={userName(user)} live mainClass="with-recent">
+        <Recent rows={recent.rows} current={conv.id} />
+        <div class="conversation">
         <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
-          <h1>{conv.title ?? agent?.name ?? 'Conversation'}</h1>
+          <h1 class="conv-heading">{heading}</h1>
           <p class="small muted">
             {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started {conv.inserted_at.slice(0, 16).replace('T', ' ')} UTC
           </p>
@@ -152,30 +233,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             </div>
           </section>
         </div>
-        {ended ? (
-          <p class="notice">This conversation has ended. A message on the Team page starts a new one.</p>
-        ) : (
-          <form method="post" action={`/conversations/${conv.id}/prompts`} hx-post={`/conversations/${conv.id}/prompts`} hx-target="#prompt-result" hx-swap="innerHTML" class="card" hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()">
-            <label for="prompt">Message</label>
-            <textarea id="prompt" name="prompt" rows={3} required></textarea>
-            <div class="row" style="margin-top:6px">
-              <button type="submit">Send</button>
-              <div id="prompt-result" aria-live="polite"></div>
-            </div>
-          </form>
-        )}
-        <div class="row">
-          <form method="post" action={`/conversations/${conv.id}/interrupt`} hx-post={`/conversations/${conv.id}/interrupt`} hx-target="#control-result" class="inline">
-            <button type="submit" class="secondary" disabled={ended}>
-              Interrupt
-            </button>
-          </form>
-          <form method="post" action={`/conversations/${conv.id}/terminate`} hx-post={`/conversations/${conv.id}/terminate`} hx-target="#control-result" hx-confirm="End this conversation and destroy its sandbox?" class="inline">
-            <button type="submit" class="danger" disabled={ended}>
-              Terminate
-            </button>
-          </form>
-          <div id="control-result" aria-live="polite"></div>
+        <Composer conv={conv} agentName={agent?.name ?? null} />
         </div>
       </Layout>,
     );
@@ -189,6 +247,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // htmx's EventSource reconnects with Last-Event-ID; resume after it so nothing is appended twice.
     const resumeFrom = Math.max(after, Number(c.req.header('last-event-id') ?? 0) || 0);
     let textBlock: string | null = null;
+    let blockText = '';
+    let endedShown = conv.status === 'terminated' || conv.status === 'failed';
+    const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
     // Requests and tool calls the page showed before this stream began: later events refer back to them
     // (a permission's answer names its request's options; a tool update merges into its call).
     const asked = new Asked();
@@ -212,15 +273,21 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         // A tool call's later events replace its card in place (out of band).
         const view =
           item.kind === 'tool' ? <ToolCard toolKey={item.key} view={item.view} oob={!item.first} /> : <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
-        // A streamed answer grows inside one text block, as the page draws it on reload.
+        // A streamed answer grows inside one text block, as the page draws it on reload; once the block is
+        // complete it is redrawn as Markdown, as a reload would show it.
         let html: string;
-        if (item.kind !== 'text') {
-          textBlock = null;
+        if (item.kind === 'tool' && !item.first) {
           html = await toHtml(view);
+        } else if (item.kind !== 'text') {
+          html = textBlock ? await toHtml(<AgentText id={textBlock} text={blockText} oob />) : '';
+          textBlock = null;
+          html += await toHtml(view);
         } else if (textBlock) {
+          blockText += item.text;
           html = await toHtml(<div hx-swap-oob={`beforeend:#${textBlock}`}>{view}</div>);
         } else {
           textBlock = `text-${row.id}`;
+          blockText = item.text;
           html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
         }
         // Out of band: the buttons of an answered request give way to how it was answered.
@@ -230,7 +297,16 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       }
       if (row.kind === 'stage') {
         const fresh = await deps.engine.get(user.account.id, conv.id);
-        if (fresh.ok) await stream.writeSSE({ event: 'status', data: await toHtml(<ConversationStatus conv={fresh.value} />) });
+        if (fresh.ok) {
+          let status = await toHtml(<ConversationStatus conv={fresh.value} />);
+          // Ended here or elsewhere: the message box and controls give way to the ended notice.
+          const ended = fresh.value.status === 'terminated' || fresh.value.status === 'failed';
+          if (ended && !endedShown) {
+            endedShown = true;
+            status += await toHtml(<Composer conv={fresh.value} agentName={agentName} oob />);
+          }
+          await stream.writeSSE({ event: 'status', data: status });
+        }
       }
     };
     return sseTail(c, {
@@ -271,6 +347,11 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
   app.post('/conversations/:id/terminate', async (c) => {
     const id = c.req.param('id');
     const r = await deps.engine.terminate(c.get('user').account.id, id);
+    // The whole page changes (no message box, no controls): htmx reloads it rather than patching pieces.
+    if (r.ok && isHtmx(c)) {
+      c.header('HX-Refresh', 'true');
+      return c.html(<span class="small">Ended.</span>);
+    }
     return respond(c, id, r.ok ? { ok: true } : inWords(r.error), 'Terminated.');
   });
 

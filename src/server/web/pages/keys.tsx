@@ -1,5 +1,6 @@
 /**
- * Account → API keys: create (the plaintext is shown once, on the response page), list, revoke.
+ * Account → API keys: create (the plaintext is shown once, on the response page), list, revoke. Your keys
+ * are listed apart from the tokens Fountain gives running agents and the keys runners use.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -11,6 +12,34 @@ import { userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 
 const nameForm = z.object({ name: z.string().trim().min(1, 'Give the key a name, so you can tell it apart later.').max(200, 'At most 200 characters.') });
+
+type KeyKind = 'user' | 'runner' | 'agent';
+const kindOf = (k: ApiKey): KeyKind => (k.conversationId || k.scopes.includes('sprite') ? 'agent' : k.scopes.length === 1 && k.scopes[0] === 'runner' ? 'runner' : 'user');
+
+/** Keys as a list of cards: one per key, so nothing sits off-screen on a phone. */
+function KeyList(p: { keys: readonly ApiKey[]; currentKeyId: string; empty: string; agents?: boolean }) {
+  if (p.keys.length === 0) return <p class="muted">{p.empty}</p>;
+  return (
+    <ul class="cards">
+      {p.keys.map((k) => (
+        <li class="card item">
+          <div class="item-main">
+            <strong>{p.agents && k.conversationId ? <a href={`/conversations/${k.conversationId}`}>Agent in a conversation</a> : k.name}</strong>
+            {k.id === p.currentKeyId ? <span class="muted small"> (this session)</span> : null}
+            <div class="small muted">
+              <code>{k.prefix}…</code> · created {when(k.createdAt)} · last used {when(k.lastUsedAt)}
+            </div>
+          </div>
+          <form method="post" action={`/account/api-keys/${k.id}/revoke`} class="inline">
+            <button type="submit" class="danger" aria-label={`Revoke key ${k.name}`}>
+              Revoke
+            </button>
+          </form>
+        </li>
+      ))}
+    </ul>
+  );
+}
 
 function KeysPage(p: { user: { name: string }; keys: readonly ApiKey[]; currentKeyId: string; created?: { name: string; key: string }; error?: string; notice?: string }) {
   return (
@@ -33,43 +62,14 @@ function KeysPage(p: { user: { name: string }; keys: readonly ApiKey[]; currentK
           <button type="submit">Create key</button>
         </p>
       </form>
-      <div class="table">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              <th scope="col">
-                <span class="muted">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {p.keys.map((k) => (
-              <tr>
-                <td>
-                  {k.name}
-                  {k.id === p.currentKeyId ? <span class="muted small"> (this session)</span> : null}
-                </td>
-                <td>
-                  <code>{k.prefix}…</code>
-                </td>
-                <td>{when(k.createdAt)}</td>
-                <td>{when(k.lastUsedAt)}</td>
-                <td>
-                  <form method="post" action={`/account/api-keys/${k.id}/revoke`} class="inline">
-                    <button type="submit" class="danger" aria-label={`Revoke key ${k.name}`}>
-                      Revoke
-                    </button>
-                  </form>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <h2>Your keys</h2>
+      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'user')} currentKeyId={p.currentKeyId} empty="No keys of your own yet." />
+      <h2>Runner keys</h2>
+      <p class="small muted">Each runner added on the Runners page gets a key that can only connect that runner.</p>
+      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'runner')} currentKeyId={p.currentKeyId} empty="No runner keys." />
+      <h2>Used by running agents</h2>
+      <p class="small muted">Fountain gives each running agent a token for its own conversation; it is revoked with the conversation.</p>
+      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'agent')} currentKeyId={p.currentKeyId} empty="No agent is running." agents />
     </Layout>
   );
 }

@@ -1,6 +1,7 @@
 /**
- * Account → Runners: every runner with live online status, hostname, version, root and last seen,
- * updated over SSE when a runner connects or drops; delete closes its socket.
+ * Account → Runners: every runner with live online status, hostname, version, root, last seen and what
+ * runs on it, updated over SSE when a runner connects or drops; delete closes its socket. "Add runner"
+ * shows a one-line command carrying a short-lived, single-use registration token.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -11,15 +12,17 @@ import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 import { fragmentStream, toHtml } from '../live.ts';
+import { mintRegistration } from '../../runners/registration.ts';
+import { runnerLoads, type RunnerLoad } from '../../runners/usage.ts';
 
 const db = (deps: WebDeps): Db => deps.db as unknown as Db;
 
-export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<string> }) {
+export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<string>; loads: ReadonlyMap<string, RunnerLoad> }) {
   if (p.runners.length === 0) {
     return (
       <tr>
-        <td colspan={7} class="muted">
-          No runners yet. Start one with <code>fountain runner</code> on a machine you own.
+        <td colspan={8} class="muted">
+          No runners yet. <strong>Add runner</strong> above gives the command to run on a machine you own.
         </td>
       </tr>
     );
@@ -30,15 +33,35 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
         const on = p.online.has(r.id);
         return (
           <tr data-runner={r.name} data-online={on ? 'true' : 'false'}>
-            <td>{r.name}</td>
-            <td>
+            <td data-label="Name">
+              <strong>{r.name}</strong>
+            </td>
+            <td data-label="Status">
               <span class={`badge ${on ? 'online' : 'offline'} runner-status`}>{on ? 'online' : 'offline'}</span>
             </td>
-            <td>{r.hostname ?? '—'}</td>
-            <td>{r.version ?? '—'}</td>
-            <td class="key">{r.root ?? '—'}</td>
-            <td>{on ? 'now' : when(r.lastSeenAt)}</td>
-            <td>
+            <td data-label="Hostname">{r.hostname ?? '—'}</td>
+            <td data-label="Version">{r.version ?? '—'}</td>
+            <td data-label="Root" class="key">{r.root ?? '—'}</td>
+            <td data-label="Last seen">{on ? 'now' : when(r.lastSeenAt)}</td>
+            <td data-label="Running" class="runs">
+              {(() => {
+                const load = p.loads.get(r.id);
+                if (!load) return <span class="muted">nothing</span>;
+                return (
+                  <>
+                    {load.count === 1 ? '1 conversation' : `${load.count} conversations`}
+                    <ul class="plain small">
+                      {load.conversations.map((c) => (
+                        <li>
+                          <a href={`/conversations/${c.id}`}>{c.title}</a>
+                        </li>
+                      ))}
+                    </ul>
+                  </>
+                );
+              })()}
+            </td>
+            <td class="actions">
               <form method="post" action={`/account/runners/${r.id}/delete`} class="inline" hx-post={`/account/runners/${r.id}/delete`} hx-confirm={`Delete runner ${r.name}? Its connection is closed.`} hx-target="#runner-result">
                 <button type="submit" class="danger" aria-label={`Delete runner ${r.name}`}>
                   Delete
@@ -55,17 +78,33 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
 export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const online = (accountId: string) => new Set((deps.runnerHost?.online(accountId) ?? []).map((i) => i.runnerId));
-  const rows = async (accountId: string) => <RunnerRows runners={await listRunners(db(deps), accountId)} online={online(accountId)} />;
+  const rows = async (accountId: string) => <RunnerRows runners={await listRunners(db(deps), accountId)} online={online(accountId)} loads={await runnerLoads(deps.db, accountId)} />;
 
-  app.get('/account/runners', async (c) => {
+  const page = async (c: import('hono').Context<WebEnv>, added?: { command: string; expiresAt: Date }) => {
     const user = c.get('user');
     return c.html(
       <Layout title="Runners" section="runners" user={userName(user)} live>
         <h1>Runners</h1>
         {deps.runnersEnabled ? null : <p class="notice">Runners are disabled on this server (SANDBOX_RUNNERS_ENABLED=false): daemons cannot connect.</p>}
+        {added ? (
+          <div class="card" role="status" id="add-runner-command">
+            <p>
+              <strong>Run this on the machine that should run your agents.</strong> The token in it works once, until {when(added.expiresAt)}; the runner trades it for a key of its own that can do nothing but connect as a runner.
+            </p>
+            <pre class="key" id="runner-command">{added.command}</pre>
+            <p class="small muted">
+              Add <code>--name &lt;name&gt;</code> to choose its name (default: the machine's hostname) and <code>--backend namespace</code> or <code>firecracker</code> for stronger isolation; see the <a href="/docs/runners">runner docs</a>.
+            </p>
+          </div>
+        ) : (
+          <form method="post" action="/account/runners/add" class="card">
+            <p>A runner is a machine of yours that runs agents' computers. It connects out to this server; nothing needs to reach it.</p>
+            <button type="submit">Add runner</button>
+          </form>
+        )}
         <div id="runner-result" aria-live="polite"></div>
         <div class="table card" hx-ext="sse" sse-connect="/account/runners/stream">
-          <table>
+          <table class="stack">
             <caption class="muted small" style="text-align:left">
               Machines running <code>fountain runner</code> for your account. Status updates live.
             </caption>
@@ -77,6 +116,7 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
                 <th scope="col">Version</th>
                 <th scope="col">Root</th>
                 <th scope="col">Last seen</th>
+                <th scope="col">Running</th>
                 <th scope="col">
                   <span class="muted">Actions</span>
                 </th>
@@ -89,6 +129,14 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
         </div>
       </Layout>,
     );
+  };
+
+  app.get('/account/runners', (c) => page(c));
+
+  app.post('/account/runners/add', async (c) => {
+    const minted = await mintRegistration(db(deps), c.get('user').account.id);
+    const origin = new URL(c.req.url).origin;
+    return page(c, { command: `fountain runner --url ${origin} --token ${minted.token}`, expiresAt: minted.expiresAt });
   });
 
   app.get('/account/runners/stream', (c) => {

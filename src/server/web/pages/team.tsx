@@ -11,11 +11,12 @@ import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { fragmentStream, toHtml } from '../live.ts';
 import { buildRoster, currentConversation, type Teammate } from '../roster.ts';
 import { messageTeammate } from '../actions.ts';
+import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 
 /** What the demo agent understands, for someone who has never talked to it. */
 const DEMO_HINT = 'Say hello, or try: run: uname -a · remember: something · recall';
 
-const messageForm = z.object({ prompt: z.string().trim().min(1, 'Write a message first.').max(100_000) });
+const messageForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 
 function PreviewLine(p: { mate: Teammate }) {
   const v = p.mate.preview;
@@ -86,7 +87,7 @@ function MateCard(p: { mate: Teammate }) {
         hx-on--after-request="if(event.detail.successful && !this.querySelector('.error')) this.reset()"
       >
         <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
-        <textarea id={`msg-${id}`} name="prompt" rows={2} required placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
+        <textarea id={`msg-${id}`} name="prompt" rows={2} required maxlength={MESSAGE_LIMIT} placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
           <div id={`msg-result-${id}`} aria-live="polite"></div>

@@ -1,0 +1,192 @@
+/**
+ * The Conversations page: every conversation of the account, newest activity first, with filters by agent
+ * and status, a title search and keyset paging; a new conversation with any agent; delete.
+ */
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
+import { listAgents } from '../../agents/store.ts';
+import { CONVERSATION_STATUSES, type ConversationStatus } from '../../store/conversation-schema.ts';
+import { inWords } from '../actions.ts';
+import type { WebDeps, WebEnv } from '../context.ts';
+import { userName } from '../context.ts';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
+
+export const PAGE_SIZE = 25;
+
+/** Conversation statuses as a reader says them. */
+export const STATUS_WORDS: Readonly<Record<ConversationStatus, string>> = {
+  pending: 'starting',
+  running: 'working',
+  idle: 'waiting for you',
+  failed: 'failed',
+  terminated: 'ended',
+};
+
+const filterQuery = z.object({
+  agent: z.string().uuid().optional().catch(undefined),
+  status: z.enum(CONVERSATION_STATUSES).optional().catch(undefined),
+  q: z.string().max(200).optional().catch(undefined),
+  after: z.string().max(200).optional().catch(undefined),
+});
+
+const newForm = z.object({
+  agent_id: z.string().uuid('Pick an agent.'),
+  prompt: messageField.optional().or(z.literal('').transform(() => undefined)),
+});
+
+/** The line a conversation is known by: its title, else its first message, else nothing yet. */
+export const titleOf = (c: { title: string | null; firstPrompt: string | null }): string => {
+  const t = (c.title ?? c.firstPrompt ?? '').replace(/\s+/g, ' ').trim();
+  return t === '' ? 'New conversation' : t.length > 90 ? `${t.slice(0, 89)}…` : t;
+};
+
+export function ConversationItem(p: { c: ListedConversation; current?: string }) {
+  const c = p.c;
+  return (
+    <li class={`conv-item${p.c.id === p.current ? ' current' : ''}`} data-conversation-id={c.id} data-status={c.status}>
+      <a href={`/conversations/${c.id}`} aria-current={p.c.id === p.current ? 'page' : undefined}>
+        {c.unread ? <span class="unread" title="New since you last looked">●</span> : null}
+        <span class="conv-title">{titleOf(c)}</span>
+      </a>
+      <span class="small muted conv-meta">
+        {c.agentName ?? 'deleted agent'} · <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span> · {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
+      </span>
+    </li>
+  );
+}
+
+function NewConversation(p: { agents: ReadonlyArray<{ id: string; name: string }>; selected?: string | undefined; error?: string | undefined }) {
+  if (p.agents.length === 0) {
+    return (
+      <p class="card">
+        No agents yet. <a href="/agents/new">Create an agent</a> to start a conversation.
+      </p>
+    );
+  }
+  return (
+    <form method="post" action="/conversations/new" class="card" id="new-conversation">
+      <h2>New conversation</h2>
+      <label for="new-agent">Agent</label>
+      <select id="new-agent" name="agent_id">
+        {p.agents.map((a) => (
+          <option value={a.id} selected={a.id === p.selected}>
+            {a.name}
+          </option>
+        ))}
+      </select>
+      <label for="new-prompt">First message (optional)</label>
+      <textarea id="new-prompt" name="prompt" rows={2} maxlength={MESSAGE_LIMIT}></textarea>
+      <ErrorNote message={p.error} />
+      <p>
+        <button type="submit">Start conversation</button>
+      </p>
+    </form>
+  );
+}
+
+export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
+  const app = new Hono<WebEnv>();
+
+  const page = async (c: import('hono').Context<WebEnv>, error?: string) => {
+    const user = c.get('user');
+    const f = filterQuery.parse(c.req.query());
+    const agents = await listAgents(deps.db, user.account.id);
+    const listing = await listConversationPage(deps.db, user.account.id, { agentId: f.agent, statuses: f.status ? [f.status] : undefined, search: f.q, after: f.after, limit: PAGE_SIZE });
+    const keep = new URLSearchParams();
+    if (f.agent) keep.set('agent', f.agent);
+    if (f.status) keep.set('status', f.status);
+    if (f.q) keep.set('q', f.q);
+    const filtered = keep.size > 0;
+    const older = listing.next ? `/conversations?${new URLSearchParams([...keep, ['after', listing.next]])}` : null;
+    return c.html(
+      <Layout title="Conversations" section="conversations" user={userName(user)}>
+        <h1>Conversations</h1>
+        <NewConversation agents={agents} selected={f.agent} error={error} />
+        <form method="get" action="/conversations" class="filters row" role="search">
+          <div>
+            <label for="f-agent">Filter by agent</label>
+            <select id="f-agent" name="agent">
+              <option value="">All agents</option>
+              {agents.map((a) => (
+                <option value={a.id} selected={a.id === f.agent}>
+                  {a.name}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div>
+            <label for="f-status">Filter by status</label>
+            <select id="f-status" name="status">
+              <option value="">Any status</option>
+              {CONVERSATION_STATUSES.map((s) => (
+                <option value={s} selected={s === f.status}>
+                  {STATUS_WORDS[s]}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="grow">
+            <label for="f-q">Search titles</label>
+            <input id="f-q" name="q" type="search" value={f.q ?? ''} maxlength={200} />
+          </div>
+          <button type="submit" class="secondary">
+            Filter
+          </button>
+          {filtered ? <a href="/conversations">Clear</a> : null}
+        </form>
+        {listing.rows.length === 0 ? (
+          <p class="muted" id="no-conversations">
+            {filtered || f.after ? 'No conversation matches.' : 'No conversations yet: start one above, or message a teammate on the Team page.'}
+          </p>
+        ) : (
+          <ul class="conv-list card" aria-label="Conversations, newest activity first">
+            {listing.rows.map((r) => (
+              <li class="conv-row">
+                <ul class="plain">
+                  <ConversationItem c={r} />
+                </ul>
+                <form method="post" action={`/conversations/${r.id}/delete`} class="inline" onsubmit="return confirm('Delete this conversation, its history and its computer?')">
+                  <button type="submit" class="danger small-button" aria-label={`Delete conversation ${titleOf(r)}`}>
+                    Delete
+                  </button>
+                </form>
+              </li>
+            ))}
+          </ul>
+        )}
+        <nav class="row pager" aria-label="Pages">
+          {f.after ? <a href={`/conversations${keep.size ? `?${keep}` : ''}`}>Newest</a> : null}
+          {older ? (
+            <a href={older} rel="next">
+              Older conversations
+            </a>
+          ) : null}
+        </nav>
+      </Layout>,
+      error ? 400 : 200,
+    );
+  };
+
+  app.get('/conversations', (c) => page(c));
+
+  app.post('/conversations/new', async (c) => {
+    const user = c.get('user');
+    const form = newForm.safeParse(await c.req.parseBody());
+    if (!form.success) return page(c, form.error.issues[0]?.message ?? 'The form is incomplete.');
+    const created = await deps.engine.create(user.account.id, { agentId: form.data.agent_id, prompt: form.data.prompt });
+    if (!created.ok) return page(c, inWords(created.error).message);
+    return c.redirect(`/conversations/${created.value.id}`, 303);
+  });
+
+  app.post('/conversations/:id/delete', async (c) => {
+    const user = c.get('user');
+    const id = c.req.param('id');
+    const r = z.string().uuid().safeParse(id).success ? await deps.engine.delete(user.account.id, id) : null;
+    if (r && !r.ok) return page(c, inWords(r.error).message);
+    return c.redirect('/conversations', 303);
+  });
+
+  return app;
+}
