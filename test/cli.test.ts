@@ -68,7 +68,8 @@ describe('fountain CLI', () => {
     assert.match(r.out(), /new conversation [0-9a-f-]{36} with demo \(each chat starts one; --continue picks up the latest\)/);
     assert.match(r.out(), /permission requested/);
     assert.match(r.out(), /no more input: answered "Reject"/);
-    assert.doesNotMatch(r.out(), /never-runs\n/);
+    // The card names the command (`$ echo never-runs`); its output never appears on a line of its own.
+    assert.doesNotMatch(r.out(), /^never-runs$/m);
     const id = /new conversation ([0-9a-f-]{36})/.exec(r.out())![1]!;
     const turns = await api('GET', `/api/conversations/${id}/turns`);
     assert.equal(turns.body.data.length, 1);
@@ -96,7 +97,7 @@ describe('fountain CLI', () => {
 
     const back = onTerminal(['chat', 'demo', '--conversation', id]);
     await until(() => /^> /m.test(back.out()), 'the prompt');
-    assert.match(back.out(), new RegExp(`continuing conversation ${id} with demo · 2 turns · "remember: the kettle is blue"`));
+    assert.match(back.out(), new RegExp(`continuing conversation ${id} with demo · 2 turns · "(Demo: )?remember: the kettle is blue"`));
     assert.match(back.out(), /the latest turn, in case you missed it:/);
     assert.match(back.out(), /the kettle is blue/);
     back.write('\x03');
@@ -117,7 +118,7 @@ describe('fountain CLI', () => {
     assert.equal(await convs.exited, 0, convs.err());
     const [header, ...rows] = convs.out().trimEnd().split('\n');
     assert.match(header!, /^ID\s+AGENT\s+STATUS\s+TURNS\s+TITLE/);
-    assert.ok(rows.some((r) => /demo\s+\w+\s+\d+\s+remember: the kettle is blue/.test(r)), convs.out());
+    assert.ok(rows.some((r) => /demo\s+\w+\s+\d+\s+(Demo: )?remember: the kettle is blue/.test(r)), convs.out());
     assert.ok(rows.every((r) => / demo /.test(r)), 'every row names its agent');
   });
 

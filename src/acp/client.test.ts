@@ -95,15 +95,18 @@ describe('AcpClient against one demo agent process (real child process over stdi
       unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
       const second = await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' });
       assert.equal(second.ok ? 'ok' : second.error.code, 'acp_unknown_request');
-      assert.equal(unwrap(await h.done).stopReason, 'end_turn');
+      const reply = unwrap(await h.done);
+      assert.equal(reply.stopReason, 'end_turn');
+      // The reply's usage (ACP draft `Usage`) survives the stable schema, which would drop it.
+      assert.deepEqual(reply.usage, { inputTokens: 5, outputTokens: 15, cachedReadTokens: 0, cachedWriteTokens: 0, totalTokens: 20 });
       const statuses = p.rec.notifications.slice(at.notifications).flatMap(({ n }) =>
         n.update.sessionUpdate === 'tool_call' || n.update.sessionUpdate === 'tool_call_update' ? [n.update.status] : [],
       );
       assert.deepEqual(statuses, ['pending', 'in_progress', 'completed']);
       const mine = p.rec.notifications.slice(at.notifications).map(({ n }) => n.update.sessionUpdate);
-      // The answer streams after the tool call is done.
+      // The answer streams after the tool call is done; the session's title and usage follow it.
       assert.equal(mine[mine.indexOf('agent_message_chunk') - 1], 'tool_call_update');
-      assert.deepEqual(mine.slice(mine.indexOf('agent_message_chunk')).filter((u) => u !== 'agent_message_chunk'), []);
+      assert.deepEqual(mine.slice(mine.indexOf('agent_message_chunk')).filter((u) => u !== 'agent_message_chunk'), ['session_info_update', 'usage_update']);
       assert.match(answerText(p.rec, at.notifications), new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`));
     }
   });

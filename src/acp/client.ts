@@ -29,8 +29,10 @@ import {
   zNewSessionResponse,
   zPromptResponse,
   zRequestPermissionRequest,
+  zPromptUsage,
   zResumeSessionResponse,
   zSessionNotification,
+  type PromptUsage,
   type Schema,
 } from './schemas.ts';
 import { JournalSkipper } from './skipper.ts';
@@ -102,8 +104,11 @@ export interface Call<T> {
   readonly done: Promise<Result<T, AcpError>>;
 }
 
+/** A prompt's reply, with the token usage the agent reported (when it did and it was well-formed). */
+export type PromptReply = PromptResponse & { readonly usage?: PromptUsage };
+
 /** The id is the turn's acp_prompt_id: persist it once `sent` succeeds. The reply's stop reason ends the turn. */
-export type PromptHandle = Call<PromptResponse>;
+export type PromptHandle = Call<PromptReply>;
 
 export interface SessionParams {
   readonly cwd: string;
@@ -250,7 +255,7 @@ export class AcpClient {
   prompt(content: string | ContentBlock[]): Result<PromptHandle, AcpError> {
     if (this.session === null) return err(acpError('acp_no_session', 'prompt needs a session: call newSession or loadSession first'));
     const prompt: ContentBlock[] = typeof content === 'string' ? [{ type: 'text', text: content }] : content;
-    return this.call<PromptResponse>('session/prompt', { sessionId: this.session, prompt }, zPromptResponse);
+    return this.call<PromptReply>('session/prompt', { sessionId: this.session, prompt }, zPromptResponse as Schema<PromptReply>);
   }
 
   /**
@@ -273,7 +278,7 @@ export class AcpClient {
     let resolve!: (r: Result<unknown, AcpError>) => void;
     const done = new Promise<Result<unknown, AcpError>>((r) => (resolve = r));
     this.waiting = { id: a.promptId, method: 'session/prompt', schema: zPromptResponse, nullAsEmpty: false, resolve };
-    return ok({ id: a.promptId, done: done as Promise<Result<PromptResponse, AcpError>> });
+    return ok({ id: a.promptId, done: done as Promise<Result<PromptReply, AcpError>> });
   }
 
   /** Answers a held permission request. The first answer wins; a second gets `acp_unknown_request`. */
@@ -452,6 +457,14 @@ export class AcpClient {
       return;
     }
     const r = w.schema.safeParse(m.result);
+    if (r.success && w.method === 'session/prompt') {
+      // Usage is not part of the stable reply schema (which drops it); a malformed one is left out, not fatal.
+      const usage = zPromptUsage.safeParse((m.result as { usage?: unknown } | null)?.usage);
+      if (usage.success) {
+        w.resolve(ok({ ...(r.data as object), usage: usage.data }));
+        return;
+      }
+    }
     w.resolve(r.success ? ok(r.data) : err(acpError('acp_invalid_response', `${w.method}: the agent's result does not match the ACP schema: ${r.error.message}`)));
   }
 

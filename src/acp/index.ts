@@ -11,6 +11,7 @@ export type {
   HeldPermission,
   LineContext,
   PromptHandle,
+  PromptReply,
   SessionParams,
 } from './client.ts';
 export type { AcpError, AcpErrorCode, AcpProblem, AcpProblemCode } from './errors.ts';
@@ -18,3 +19,4 @@ export { JournalSkipper, type ReplayError } from './skipper.ts';
 export { MAX_LINE_BYTES } from './lines.ts';
 export { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
 export { DEMO_AGENT_SUBCOMMAND, localDemoAgentArgv } from './demo/launch.ts';
+export type { PromptUsage } from './schemas.ts';

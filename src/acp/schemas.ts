@@ -43,3 +43,17 @@ export const zRequestPermissionRequest = pick<RequestPermissionRequest>('zReques
 
 export const zJsonRpcId = z.union([z.string(), z.number(), z.null()]);
 export const zRpcError = z.object({ code: z.number(), message: z.string(), data: z.unknown().optional() });
+
+/**
+ * A prompt reply's `usage` (ACP's draft `Usage`, which claude-agent-acp already sends): the stable v1
+ * schema above drops it, so the client reads it on its own. Counts are tokens.
+ */
+export const zPromptUsage = z.object({
+  inputTokens: z.number().int().min(0),
+  outputTokens: z.number().int().min(0),
+  totalTokens: z.number().int().min(0).nullish(),
+  thoughtTokens: z.number().int().min(0).nullish(),
+  cachedReadTokens: z.number().int().min(0).nullish(),
+  cachedWriteTokens: z.number().int().min(0).nullish(),
+});
+export type PromptUsage = z.infer<typeof zPromptUsage>;

@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { EventRenderer } from './render.ts';
+import { EventRenderer, usageText } from './render.ts';
 import { agentSchema, conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
 import type { Conversation } from './schemas.ts';
 import { action, apiFor, printJson, printTable } from './session.ts';
@@ -65,7 +65,12 @@ export function register(program: Command): void {
         }
         if (opts.json) return printJson({ conversation: c, turns, events });
         process.stdout.write(`${c.id}  ${c.status}  ${titleOf(c)}  ${where(c)}\n`);
-        for (const t of turns) process.stdout.write(`  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}\n`);
+        const total = usageText(c.usage_total);
+        if (total) process.stdout.write(`  ${total}\n`);
+        for (const t of turns) {
+          const used = usageText(t.usage);
+          process.stdout.write(`  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`);
+        }
         process.stdout.write('\n');
         const r = new EventRenderer((s) => process.stdout.write(s));
         for (const ev of events) r.render(ev);

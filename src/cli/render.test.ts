@@ -33,5 +33,35 @@ test('the renderer streams agent text, folds thoughts and shows tools and stages
   r.render({ kind: 'output', stream: 'acp', data: acp({ sessionUpdate: 'tool_call_update', toolCallId: 't1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'hi\n' } }] }) });
   r.render({ kind: 'output', stream: 'acp', data: 'not json' });
   r.render({ kind: 'stage', stage: 'turn', state: 'failed', data: '{"reason":"peer_down"}' });
-  assert.equal(out, '· starting a sandbox…\n· thinking: hmm\nHello\n· tool: echo hi (pending)\n· tool completed\n  hi\n· turn failed: peer_down\n');
+  assert.equal(out, '· starting a sandbox…\n· thinking: hmm\nHello\n· tool: echo hi\n· tool completed\n  hi\n· turn failed: peer_down\n');
+});
+
+test("the renderer merges Claude's tool updates: the command once it is known, its output, an edit as a diff", () => {
+  let out = '';
+  const r = new EventRenderer((s) => (out += s));
+  const ev = (update: unknown) => r.render({ kind: 'output', stream: 'acp', turn_id: 't', data: acp(update) });
+  ev({ sessionUpdate: 'tool_call', toolCallId: 'b', title: 'Terminal', kind: 'execute', status: 'pending', rawInput: {}, _meta: { claudeCode: { toolName: 'Bash' } } });
+  assert.equal(out, '', 'an empty first call waits for its details');
+  ev({ sessionUpdate: 'tool_call_update', toolCallId: 'b', title: 'ls', rawInput: { command: 'ls', description: 'List' } });
+  ev({ sessionUpdate: 'tool_call_update', toolCallId: 'b', status: 'completed', rawOutput: { stdout: 'a.ts\n', stderr: '' } });
+  ev({ sessionUpdate: 'tool_call', toolCallId: 'e', title: 'Edit', kind: 'edit', status: 'pending', _meta: { claudeCode: { toolName: 'Edit' } } });
+  ev({ sessionUpdate: 'tool_call_update', toolCallId: 'e', title: 'Edit a.txt', content: [{ type: 'diff', path: '/w/a.txt', oldText: 'red\n', newText: 'green\n' }] });
+  ev({ sessionUpdate: 'tool_call_update', toolCallId: 'e', status: 'completed', rawOutput: 'The file /w/a.txt has been updated successfully.' });
+  assert.equal(
+    out,
+    [
+      '· tool: ls (Bash, execute)',
+      '· tool completed',
+      '  a.ts',
+      '· tool: Edit a.txt (Edit, edit)',
+      '  --- /w/a.txt',
+      '  +++ /w/a.txt',
+      '  @@ -1,1 +1,1 @@',
+      '  -red',
+      '  +green',
+      '· tool completed',
+      '  The file /w/a.txt has been updated successfully.',
+      '',
+    ].join('\n'),
+  );
 });

@@ -26,10 +26,20 @@ describe('server configuration', () => {
     assert.equal(c.engine.idleTimeoutMs, 60 * 60_000);
     assert.equal(c.engine.sweepIntervalMs, 60_000);
     assert.equal(c.engine.askTimeoutMs, 300_000);
+    assert.equal(c.engine.installTimeoutMs, 180_000);
+    assert.equal(c.engine.acpCallTimeoutMs, 30_000);
+    assert.equal(c.engine.turnSilenceTimeoutMs, 600_000);
     assert.deepEqual(c.providers, { e2b: null, daytona: null, sprites: null });
     assert.equal(c.brokerAllowUnenforced, false);
     assert.equal(c.nodeHeartbeatMs, 5000);
     assert.equal(c.nodeExpiryMs, 30_000);
+  });
+
+  it('takes the agent timeouts in seconds; a silence timeout of 0 means never', () => {
+    const c = parseServerConfig({ FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: '900', FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: '120', FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: '0' });
+    assert.equal(c.engine.installTimeoutMs, 900_000);
+    assert.equal(c.engine.acpCallTimeoutMs, 120_000);
+    assert.equal(c.engine.turnSilenceTimeoutMs, 0);
   });
 
   it('treats blank values as unset, every one of them', () => {
@@ -131,6 +141,9 @@ describe('server configuration', () => {
       [{ SPRITES_TIMEOUT_MS: '700000' }, 'SPRITES_TIMEOUT_MS'],
       [{ BROKER_ALLOW_UNENFORCED: 'sometimes' }, 'BROKER_ALLOW_UNENFORCED'],
       [{ FOUNTAIN_RUNNER_RECOVERY_SECONDS: '0' }, 'FOUNTAIN_RUNNER_RECOVERY_SECONDS'],
+      [{ FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: '0' }, 'FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS'],
+      [{ FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: '30s' }, 'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS'],
+      [{ FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: '-1' }, 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS'],
       [{ FOUNTAIN_SCHEDULE_TICK_MS: '0' }, 'FOUNTAIN_SCHEDULE_TICK_MS'],
       [{ FOUNTAIN_SCHEDULE_SNOOZE_MS: 'soon' }, 'FOUNTAIN_SCHEDULE_SNOOZE_MS'],
       [{ FOUNTAIN_SCHEDULE_PATIENCE_MS: '-1' }, 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],

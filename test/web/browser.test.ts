@@ -102,13 +102,17 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await allow.waitFor();
     await allow.click();
     await page.locator('#events').getByText('Answered: Allow once').waitFor();
-    // The buttons gave way to the request they answered, and the tool call's badge moved on from pending.
+    // The buttons gave way to the request they answered.
     await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo browser-ok`' }).waitFor();
     // The answer streams in word groups; together they read as one sentence.
     await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
-    assert.deepEqual(await page.locator('[id^="tool-status-"]').allInnerTexts(), ['done']);
+    // One card per tool call, replaced in place as its updates arrive: it ends completed, with the command's output.
+    const cards = page.locator('#events [data-tool-status]');
+    assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.getAttribute('data-tool-status'))), ['completed']);
+    assert.match(await cards.first().innerText(), /browser-ok/);
+    assert.deepEqual(await cards.locator('summary .badge').allInnerTexts(), ['done']);
 
     // Answered elsewhere (the CLI, over the API): the open page's buttons give way all the same.
     await page.getByLabel('Message', { exact: true }).fill('run: echo answered-elsewhere');

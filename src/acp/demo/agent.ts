@@ -1,8 +1,10 @@
 /**
  * The `demo` runtime: a real ACP agent built on the SDK's agent side, with no model and no network.
- * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `remember: <text>`, `recall`,
+ * It answers deterministically: `run: <cmd>` (asks permission, then runs it), `bash: <cmd>` and
+ * `edit: <path> :: <old> => <new>` (the same, shaped as Claude Code sends them), `remember: <text>`, `recall`,
  * `slow: <n> [<ms>ms] [stamped]` (n numbered lines, one chunk each, paced; stamped: each carries the wall-clock
  * time it was written, for latency benchmarks), `mcp servers` (what the session got), else an echo.
+ * Each turn reports usage (a `usage_update` and the reply's `usage`, counted in words) and the first one titles the session.
  */
 import { randomUUID } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
@@ -10,6 +12,7 @@ import * as acp from '@agentclientprotocol/sdk';
 import type { AgentContext, ContentBlock, McpServer, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
 import { DemoStore } from './store.ts';
 import { killAllShells, runShell } from './shell.ts';
+import { claudeBash, claudeEdit, type ToolContext } from './claude-tools.ts';
 
 export const DEMO_AGENT_VERSION = '1.0.0';
 const WORDS_PER_CHUNK = 4;
@@ -30,10 +33,21 @@ interface DemoSession {
   /** What session/new or session/load brought, for `mcp servers`. */
   readonly mcpServers: readonly McpServer[];
   abort: AbortController | null;
+  /** Whether the session has a title yet (a loaded one has). */
+  titled: boolean;
+  /** Words in and out so far: the context window `usage_update` reports, and what its cost is counted from. */
+  used: number;
 }
+
+/** The demo's price list: a micro-dollar per word, so usage and cost are checkable numbers. */
+const DEMO_CONTEXT_SIZE = 200_000;
+const DEMO_USD_PER_WORD = 0.000001;
+const words = (text: string): number => (text.match(/\S+/g) ?? []).length;
 
 type Intent =
   | { readonly kind: 'run'; readonly command: string }
+  | { readonly kind: 'bash'; readonly command: string }
+  | { readonly kind: 'edit'; readonly spec: string }
   | { readonly kind: 'remember'; readonly text: string }
   | { readonly kind: 'recall' }
   | { readonly kind: 'mcp' }
@@ -44,6 +58,10 @@ export function parseIntent(text: string): Intent {
   const t = text.trim();
   const run = /^run:\s*([\s\S]+)$/i.exec(t);
   if (run?.[1]) return { kind: 'run', command: run[1].trim() };
+  const bash = /^bash:\s*([\s\S]+)$/i.exec(t);
+  if (bash?.[1]) return { kind: 'bash', command: bash[1].trim() };
+  const edit = /^edit:\s*([\s\S]+)$/i.exec(t);
+  if (edit?.[1]) return { kind: 'edit', spec: edit[1].trim() };
   const remember = /^remember:\s*([\s\S]+)$/i.exec(t);
   if (remember?.[1]) return { kind: 'remember', text: remember[1].trim() };
   if (/^recall\b/i.test(t) || /what do you remember/i.test(t)) return { kind: 'recall' };
@@ -191,9 +209,24 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     intent: Exclude<Intent, { kind: 'slow' }>,
     signal: AbortSignal,
   ): Promise<{ stop: StopReason; answer: string }> => {
+    const tools: ToolContext = {
+      cwd: session.cwd,
+      signal,
+      update: (u) => update(client, sessionId, u),
+      askPermission: async (toolCall, options) => {
+        const decision = await client.request(acp.methods.client.session.requestPermission, { sessionId, toolCall, options });
+        return decision.outcome;
+      },
+    };
     switch (intent.kind) {
       case 'run':
         return runCommand(client, sessionId, session, intent.command, signal);
+      case 'bash':
+      case 'edit': {
+        const toolCallId = `toolu_${String(++toolCalls).padStart(4, '0')}`;
+        const r = intent.kind === 'bash' ? await claudeBash(tools, toolCallId, intent.command) : await claudeEdit(tools, toolCallId, intent.spec);
+        return { stop: r.cancelled ? 'cancelled' : 'end_turn', answer: r.answer };
+      }
       case 'remember':
         await store.remember(intent.text);
         return { stop: 'end_turn', answer: `I will remember that: ${intent.text}` };
@@ -229,13 +262,13 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     .onRequest(acp.methods.agent.session.new, async ({ params }) => {
       const sessionId = randomUUID();
       await store.createHistory(sessionId);
-      sessions.set(sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null });
+      sessions.set(sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null, titled: false, used: 0 });
       return { sessionId };
     })
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
       const history = await store.readHistory(params.sessionId);
       if (history === null) throw acp.RequestError.resourceNotFound(params.sessionId);
-      sessions.set(params.sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null });
+      sessions.set(params.sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null, titled: true, used: 0 });
       // The protocol wants the whole history replayed before the load reply.
       for (const u of history) await update(client, params.sessionId, u);
       return {};
@@ -278,7 +311,22 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
           { sessionUpdate: 'user_message_chunk', content: { type: 'text', text } },
           { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: answer } },
         ]);
-        return { stopReason: 'end_turn' };
+        if (!session.titled) {
+          session.titled = true;
+          await update(client, params.sessionId, { sessionUpdate: 'session_info_update', title: `Demo: ${text.slice(0, 40)}` });
+        }
+        // Usage as Claude reports it: the context window and cost in an update, the tokens in the reply.
+        const input = words(text);
+        const output = words(answer);
+        session.used += input + output;
+        await update(client, params.sessionId, {
+          sessionUpdate: 'usage_update',
+          used: session.used,
+          size: DEMO_CONTEXT_SIZE,
+          cost: { amount: Number((session.used * DEMO_USD_PER_WORD).toFixed(6)), currency: 'USD' },
+        });
+        const usage = { inputTokens: input, outputTokens: output, cachedReadTokens: 0, cachedWriteTokens: 0, totalTokens: input + output };
+        return { stopReason: 'end_turn', usage } as acp.PromptResponse;
       } catch (e) {
         if (e instanceof acp.RequestError) throw e;
         log(`demo agent: prompt failed: ${e instanceof Error ? e.message : String(e)}`);

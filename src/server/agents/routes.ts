@@ -28,8 +28,9 @@ export interface AgentRouteDeps extends RouteDeps {
 export const PermissionPolicySchema = z
   .record(z.string().min(1).max(200), z.enum(VERDICTS))
   .openapi('PermissionPolicy', {
-    description: 'Tool title or ACP tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other), or "default", to a verdict',
-    example: { execute: 'ask', default: 'auto_allow' },
+    description:
+      'The runtime\'s tool name (Claude: Bash, Edit, …), a tool title, or an ACP tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other), or "default", to a verdict. Looked up in that order; no match and no default is auto_allow. New agents default to {"default": "ask"}.',
+    example: { Bash: 'ask', read: 'auto_allow', default: 'ask' },
   });
 
 // A string, not an enum, so an unknown provider answers 422 sandbox_provider_disabled; the spec still lists the registry's names.
@@ -78,7 +79,8 @@ const AgentCreateBody = z
     runtime: z.enum(RUNTIMES, { error: `runtime must be one of ${RUNTIMES.join(', ')}` }),
     model: z.string({ error: 'model is required' }).max(200),
     sandbox_provider: SandboxProviderField.default(null),
-    permission_policy: PermissionPolicySchema.default({}),
+    // A fresh agent asks before every tool: its runner may run as the user (issue 16 #3).
+    permission_policy: PermissionPolicySchema.default({ default: 'ask' }),
     metadata: MetadataSchema.default({}),
     environment_id: z.string().max(100).nullable().default(null),
     skills: SkillsSchema.default([]),

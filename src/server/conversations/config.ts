@@ -14,11 +14,14 @@ export interface EngineConfig {
   /** The event writer flushes after this long or this many queued events, whichever comes first. */
   readonly eventFlushMs: number;
   readonly eventFlushMax: number;
-  /** How long initialize / session/new / session/load may take before the launch fails. */
+  /** FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: how long each of initialize / session/new / session/load may take before the launch fails. */
   readonly acpCallTimeoutMs: number;
-  /** A running turn whose agent sends nothing for this long fails (0 = never); a held permission request pauses it. */
+  /**
+   * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: a running turn whose agent sends nothing for this long fails (0 = never);
+   * a held permission request and a tool call still running pause it.
+   */
   readonly turnSilenceTimeoutMs: number;
-  /** Adapter install (npm) budget (§13: 180 s). */
+  /** FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: the adapter install (npm) budget (§13: 180 s). */
   readonly installTimeoutMs: number;
   /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
   readonly publicUrl: string | null;
@@ -63,12 +66,21 @@ export const ENGINE_DEFAULTS = {
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
 const seconds = z.coerce.number().int().min(1).max(86_400);
+const secondsOrOff = z.coerce.number().int().min(0).max(86_400);
+
+/** A seconds variable, or its default (given in ms) when blank. */
+function secondsOr(v: string | undefined, defaultMs: number, schema: z.ZodType<number>): { success: true; data: number } | { success: false } {
+  if (v === undefined || v.trim() === '') return { success: true, data: defaultMs / 1000 };
+  const r = schema.safeParse(v);
+  return r.success ? { success: true, data: r.data } : { success: false };
+}
 
 export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'> } | { ok: false; message: string };
 
 /**
  * Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS,
- * FOUNTAIN_RUNNER_RECOVERY_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
+ * FOUNTAIN_RUNNER_RECOVERY_SECONDS, FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS, FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS,
+ * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
  */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
@@ -84,6 +96,12 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
     ? { success: true as const, data: ENGINE_DEFAULTS.recoveryWindowMs / 1000 }
     : seconds.safeParse(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS);
   if (!recovery.success) return { ok: false, message: 'FOUNTAIN_RUNNER_RECOVERY_SECONDS must be a whole number of seconds (1..86400)' };
+  const install = secondsOr(env.FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS, ENGINE_DEFAULTS.installTimeoutMs, seconds);
+  if (!install.success) return { ok: false, message: 'FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  const handshake = secondsOr(env.FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS, ENGINE_DEFAULTS.acpCallTimeoutMs, seconds);
+  if (!handshake.success) return { ok: false, message: 'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  const silence = secondsOr(env.FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, ENGINE_DEFAULTS.turnSilenceTimeoutMs, secondsOrOff);
+  if (!silence.success) return { ok: false, message: 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS must be a whole number of seconds (0 = never, up to 86400)' };
   if (!blank(env.FOUNTAIN_SKILLS_GIT_URL) && !/^https:\/\/[^\s]+$/.test(env.FOUNTAIN_SKILLS_GIT_URL!.trim())) {
     return { ok: false, message: 'FOUNTAIN_SKILLS_GIT_URL must be an https:// URL' };
   }
@@ -95,6 +113,9 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       sweepIntervalMs: sweep.data * 1000,
       askTimeoutMs: ask.data * 1000,
       recoveryWindowMs: recovery.data * 1000,
+      installTimeoutMs: install.data * 1000,
+      acpCallTimeoutMs: handshake.data * 1000,
+      turnSilenceTimeoutMs: silence.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
       skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL) ? ENGINE_DEFAULTS.skillsGitBaseUrl : env.FOUNTAIN_SKILLS_GIT_URL!.trim().replace(/\/+$/, ''),
     },

@@ -150,7 +150,7 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
       assert.ok(created.ok, JSON.stringify(created));
       const id = created.value.id;
       const failed = await waitForStage(db, id, 'turn', 'failed');
-      assert.match(JSON.parse(failed.data).reason, /the agent sent nothing for \d+ s; the turn was abandoned/);
+      assert.match(JSON.parse(failed.data).reason, /the agent sent nothing for \d+ s with no tool call running; the turn was abandoned/);
       const [turn] = await listTurns(db, id);
       assert.equal(turn?.status, 'failed');
       const after = await silent.get(accountId, id);

@@ -101,3 +101,24 @@ export async function latestEventId(db: EngineDb): Promise<number> {
   const [row] = await db.select({ id: sql<string | null>`max(${events.id})` }).from(events);
   return Number(row?.id ?? 0);
 }
+
+/**
+ * The stored tool-call lines of some turns before an event id (tool_call, tool_call_update, the permission
+ * requests naming a call): what blocks derived from the middle of a conversation merge into.
+ */
+export async function toolLinesBefore(db: EngineDb, conversationId: string, turnIds: readonly string[], beforeId: number): Promise<EventRow[]> {
+  if (turnIds.length === 0) return [];
+  return db
+    .select()
+    .from(events)
+    .where(
+      and(
+        eq(events.conversationId, conversationId),
+        inArray(events.turnId, [...turnIds]),
+        eq(events.stream, 'acp'),
+        sql`${events.id} < ${beforeId}`,
+        sql`${events.data} LIKE '%"toolCallId"%'`,
+      ),
+    )
+    .orderBy(asc(events.id));
+}

@@ -2,7 +2,9 @@
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
  */
+import type { SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
+import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
@@ -15,7 +17,7 @@ import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
-import { updateConversation, updateSandbox } from './store.ts';
+import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
 
@@ -169,6 +171,7 @@ export class Launcher {
     return (proc) => ({
       acp: {
         onMessage: (raw, m, ctx) => this.#onAcpLine(live, raw, m, ctx),
+        onNotification: (n, ctx) => this.#onUpdate(live, n, ctx),
         onPermissionRequest: (held) => void this.p.asks.request(live, proc, held).catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
         onProblem: (pr) => {
           if (pr.code === 'acp_not_json' && pr.raw !== undefined) this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', pr.raw, pr.seq);
@@ -177,6 +180,7 @@ export class Launcher {
       onStderr: (text, ordinal) => {
         // A replay repeats stderr: what precedes the active turn, or was stored before the drop, is not stored again.
         if (ordinal <= stderrThrough || !proc.client.boundarySeen) return;
+        if (live.turn) live.turn.stderrTail = (live.turn.stderrTail + text).slice(-2000);
         this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text, ordinal);
       },
       onEnd: (reason, error) => this.#onProcessEnd(live, proc, reason, error),
@@ -191,6 +195,20 @@ export class Launcher {
       live.turn.refusal.observe(message);
     }
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
+  }
+
+  /** Tool calls feed the policy's view of them; usage and the session title are recorded as reported. */
+  #onUpdate(live: Live, n: SessionNotification, ctx: LineContext): void {
+    if (ctx.during === 'session/load') return;
+    const u = n.update;
+    const tool = toolFieldsOf(u);
+    if (tool) live.tools.apply(tool);
+    else if (u.sessionUpdate === 'usage_update' && live.turn) {
+      live.turn.reported = { context: { used: u.used, size: u.size }, ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}) };
+    } else if (u.sessionUpdate === 'session_info_update' && u.title && u.title.trim() !== '') {
+      const title = u.title.trim().slice(0, 120);
+      void setAgentTitle(this.c.d.db, live.conversationId, title).catch((e) => this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'));
+    }
   }
 
   #onProcessEnd(live: Live, proc: AgentProcess, reason: string, error?: SandboxError): void {

@@ -5,8 +5,9 @@
 import type { PermissionOption } from '@agentclientprotocol/sdk';
 import type { Logger } from 'pino';
 import type { JsonRpcId } from '../../acp/index.ts';
+import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
-import type { Conversation, PermissionPolicy, Turn } from '../store/conversation-schema.ts';
+import type { Conversation, PermissionPolicy, Turn, TurnUsage } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { EventBus } from '../cluster/bus.ts';
 import type { OwnerLink } from './commands.ts';
@@ -76,6 +77,10 @@ export interface ActiveTurn {
   /** When the agent last sent anything in this turn; the silence watch measures from here. */
   lastHeardAt: number;
   silenceTimer: NodeJS.Timeout | null;
+  /** What the agent's `usage_update`s said during the turn (context window, cost); recorded with the turn. */
+  reported: Pick<TurnUsage, 'context' | 'cost'>;
+  /** The end of what the agent wrote to stderr during the turn (a silence failure quotes it when it names an auth failure). */
+  stderrTail: string;
   /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
   readonly refusal: RefusalWatch;
 }
@@ -95,6 +100,8 @@ export interface Live {
   turn: ActiveTurn | null;
   /** Request ids answered, timed out or withdrawn: a late answer gets 409, not 404. */
   readonly resolved: Set<string>;
+  /** The tool calls of the running process, merged from its updates: a permission request is judged by what the call is. */
+  readonly tools: ToolFold;
 }
 
 /** What every part of the engine shares; the facade owns it. */
@@ -122,6 +129,7 @@ export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdap
     proc: null,
     turn: null,
     resolved: new Set(),
+    tools: new ToolFold(),
   };
 }
 
@@ -139,6 +147,8 @@ export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess |
     boundaryTimer: null,
     lastHeardAt,
     silenceTimer: null,
+    reported: {},
+    stderrTail: '',
     refusal: new RefusalWatch(),
   };
 }

@@ -17,22 +17,33 @@ import { updateConversation, updateTurn } from './store.ts';
 export class Permissions {
   constructor(private readonly c: EngineCore) {}
 
-  /** The agent asked: decide by policy, or hold the ask (running → asking) until answered or timed out. */
+  /**
+   * The agent asked: decide by policy, or hold the ask (running → asking) until answered or timed out.
+   * The call is judged by what its updates said so far (Claude names its tool in the first `tool_call`
+   * only) merged with what the request itself says.
+   */
   async request(live: Live, proc: AgentProcess, held: HeldPermission): Promise<void> {
     const params = held.params as RequestPermissionRequest;
-    const title = params.toolCall.title ?? null;
-    const kind = params.toolCall.kind ?? null;
-    const verdict = verdictFor(live.policy, title, kind);
+    const view = live.tools.apply({ ...params.toolCall, status: null });
+    const title = params.toolCall.title || view.title || null;
+    const kind = params.toolCall.kind ?? view.kind;
+    const tool = { toolName: view.tool_name, title, kind };
+    // Shown to people: the title says what runs (Claude's carries the command); the tool name is kept beside it.
+    const named = title ?? view.tool_name ?? kind;
+    let verdict = verdictFor(live.policy, tool);
     const requestId = `${String(held.id)}.${randomBytes(8).toString('hex')}`;
     const turn = live.turn;
+    // An allow with no allow_once on offer is left to a person: an "always" answer would outlive the policy.
+    const allowed = verdict === 'auto_allow' ? allowOutcome(params.options) : null;
+    if (verdict === 'auto_allow' && !allowed) verdict = 'ask';
     if (verdict !== 'ask' || !turn) {
-      // Only an explicit auto_allow allows; anything else that reaches here denies.
-      const outcome = verdict === 'auto_allow' && turn ? allowOutcome(params.options) : denyOutcome(params.options);
+      const outcome = verdict === 'auto_allow' && allowed && turn ? allowed : denyOutcome(params.options);
       await proc.client.answerPermission(held.id, outcome);
       live.resolved.add(requestId);
       this.c.events.stage(live.conversationId, turn?.id ?? null, 'permission', 'done', {
         request_id: requestId,
-        tool: title ?? kind,
+        tool: named,
+        tool_name: view.tool_name,
         outcome: verdict === 'ask' ? 'turn_ended' : verdict,
         option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
       });
@@ -42,7 +53,7 @@ export class Permissions {
     const pending: PendingPermission = {
       request_id: requestId,
       acp_id: held.id,
-      tool: title ?? kind ?? 'tool',
+      tool: named ?? 'tool',
       kind,
       options: params.options.map((o) => ({ option_id: o.optionId, name: o.name, kind: o.kind })),
       asked_at: askedAt.toISOString(),
@@ -53,6 +64,7 @@ export class Permissions {
     this.c.events.stage(live.conversationId, turn.id, 'permission', 'started', {
       request_id: requestId,
       tool: pending.tool,
+      tool_name: view.tool_name,
       kind,
       options: pending.options,
       timeout_ms: this.c.d.config.askTimeoutMs,

@@ -6,7 +6,7 @@ import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
 import { RUNTIME_SPECS } from '../agents/runtimes.ts';
-import type { Agent, Conversation, PermissionPolicy, SandboxRow, Verdict } from '../store/conversation-schema.ts';
+import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
@@ -190,7 +190,7 @@ export class Provisioner {
   #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
     if (!launch) return accept(agentPolicy);
     for (const [key, verdict] of Object.entries(launch)) {
-      const base = key === 'default' ? verdictFor(agentPolicy, null, null) : verdictFor(agentPolicy, key, key);
+      const base = key === 'default' ? verdictFor(agentPolicy, {}) : verdictFor(agentPolicy, { toolName: key, title: key, kind: key });
       if (STRICTNESS[verdict] < STRICTNESS[base]) {
         return refuse('permission_policy_widens', `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`);
       }

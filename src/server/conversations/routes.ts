@@ -14,6 +14,7 @@ import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type Eve
 import { getConversation, listTurns } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { pageEvents } from './events-store.ts';
+import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
 import { LaunchSecretsSchema } from '../environments/schemas.ts';
@@ -49,10 +50,35 @@ const SandboxSchema = z
   })
   .openapi('Sandbox');
 
+const CostSchema = z.object({ amount: z.number(), currency: z.string() });
+
+/** A turn's usage as its agent reported it (tokens from the prompt reply, context window and cost from `usage_update`). */
+export const TurnUsageSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    context: z.object({ used: z.number(), size: z.number() }).optional(),
+    cost: CostSchema.optional().openapi({ description: 'As the agent reported it in the turn\'s last usage_update (ACP: the session\'s cost so far)' }),
+  })
+  .openapi('TurnUsage');
+
+export const UsageTotalSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    cost: CostSchema.optional().openapi({ description: 'The last cost the agent reported' }),
+  })
+  .openapi('UsageTotal');
+
 export const ConversationSchema = z
   .object({
     id: z.string(),
     title: z.string().nullable(),
+    title_source: z.enum(['user', 'agent']).nullable().openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
     first_prompt: z.string().nullable(),
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
@@ -71,7 +97,7 @@ export const ConversationSchema = z
     last_active_at: z.string(),
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
-    usage_total: z.object({ input: z.number(), output: z.number() }),
+    usage_total: UsageTotalSchema,
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -100,7 +126,7 @@ export const TurnSchema = z
     ended_at: z.string().nullable(),
     inserted_at: z.string(),
     image_count: z.number().int(),
-    usage: z.object({ input: z.number(), output: z.number() }).passthrough().nullable(),
+    usage: TurnUsageSchema.nullable(),
   })
   .openapi('Turn');
 
@@ -115,6 +141,13 @@ export const EventSchema = z
     duration_ms: z.number().int().nullable(),
     turn_id: z.string().nullable(),
     ts: z.string(),
+    blocks: z
+      .array(z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough())
+      .optional()
+      .openapi({
+        description:
+          'With ?blocks=true: what the event means (platform-api §7.3). Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
+      }),
   })
   .openapi('LogEvent');
 
@@ -162,7 +195,10 @@ export const streamsParam = z
     return parts as Array<(typeof STREAM_FILTERS)[number]>;
   });
 
+export const blocksParam = z.enum(['true', 'false']).optional().openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
+
 const EventsQuery = z.object({
+  blocks: blocksParam,
   after: z.coerce.number({ error: 'after must be an event id' }).int().min(0).default(0),
   limit: z.coerce.number({ error: 'limit must be a number' }).int().min(1).max(1000, 'limit must be at most 1000').default(100),
   streams: streamsParam,
@@ -371,7 +407,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       const rows = await pageEvents(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
       const page = rows.slice(0, q.limit);
       const last = page[page.length - 1];
-      return c.json({ data: page.map(eventView), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
+      const deriver = q.blocks === 'true' ? await deriverFor(db, row.conversation.id, page) : null;
+      return c.json({ data: page.map((e) => eventView(e, deriver?.blocks(e))), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
     },
   );
 

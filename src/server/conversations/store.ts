@@ -11,6 +11,7 @@ import {
   type ConversationStatus,
   type SandboxRow,
   type Turn,
+  type TurnUsage,
 } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
@@ -172,4 +173,27 @@ export async function settleRunningConversation(db: EngineDb, id: string, patch:
     .update(conversations)
     .set({ ...patch, status: 'idle', updatedAt: new Date() })
     .where(and(eq(conversations.id, id), eq(conversations.status, 'running')));
+}
+
+/** Adds a turn's usage to its conversation's total in one statement (turns of one conversation never overlap, but nodes may). */
+export async function addUsageTotal(db: EngineDb, id: string, u: TurnUsage): Promise<void> {
+  const sum = (key: 'input' | 'output' | 'cache_read' | 'cache_write', n: number | undefined) =>
+    sql`coalesce((${conversations.usageTotal}->>${key})::bigint, 0) + ${n ?? 0}`;
+  const cost = u.cost ? sql`jsonb_build_object('cost', jsonb_build_object('amount', ${u.cost.amount}::float8, 'currency', ${u.cost.currency}::text))` : sql`'{}'::jsonb`;
+  await db
+    .update(conversations)
+    .set({
+      usageTotal: sql`${conversations.usageTotal} || jsonb_build_object('input', ${sum('input', u.input)}, 'output', ${sum('output', u.output)}, 'cache_read', ${sum('cache_read', u.cache_read)}, 'cache_write', ${sum('cache_write', u.cache_write)}) || ${cost}`,
+    })
+    .where(eq(conversations.id, id));
+}
+
+/** Takes the agent's session title unless the user gave one; true when it changed the conversation. */
+export async function setAgentTitle(db: EngineDb, id: string, title: string): Promise<boolean> {
+  const rows = await db
+    .update(conversations)
+    .set({ title, titleFromAgent: true, updatedAt: new Date() })
+    .where(and(eq(conversations.id, id), sql`(${conversations.title} IS NULL OR ${conversations.titleFromAgent})`, sql`${conversations.title} IS DISTINCT FROM ${title}`))
+    .returning({ id: conversations.id });
+  return rows.length > 0;
 }

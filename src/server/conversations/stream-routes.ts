@@ -11,7 +11,9 @@ import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter } from '../ht
 import { sseOncePer, sseTail } from '../http/sse.ts';
 import { eventView } from './views.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { streamsParam, wantedBy, type ConversationRouteDeps } from './routes.ts';
+import { blocksParam, streamsParam, wantedBy, type ConversationRouteDeps } from './routes.ts';
+import { deriverFor, type BlockDeriver } from './blocks.ts';
+import type { EngineDb } from '../store/engine-db.ts';
 
 /** An event as the conversation stream and as the account stream send it, each encoded once however many clients tail it. */
 const conversationEvent = sseOncePer((e: EventRow) => ({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e)) }));
@@ -32,7 +34,9 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     return r.value;
   };
 
+  const db = deps.db as unknown as EngineDb;
   const StreamQuery = z.object({
+    blocks: blocksParam,
     streams: streamsParam,
     wait: z.enum(['true', 'false']).optional(),
     after: z.coerce.number().int().min(0).optional(),
@@ -56,6 +60,9 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     const start = fromHeader ?? q.data.after ?? 0;
     const streams = q.data.streams;
     const wanted = wantedBy(streams);
+    // Blocks merge tool calls across events, so they are this client's own: a deriver primed with the
+    // earlier tool lines of the first event's turn sees every event sent.
+    let deriver: BlockDeriver | null = null;
     return sseTail(c, {
       source: engine.feeds.conversation(conv.id, streams),
       idOf: (e) => e.id,
@@ -64,7 +71,12 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
       heartbeatMs,
       send: async (stream, e) => {
         if (!wanted(e)) return;
-        await stream.write(conversationEvent(e));
+        if (q.data.blocks !== 'true') {
+          await stream.write(conversationEvent(e));
+          return;
+        }
+        deriver ??= await deriverFor(db, conv.id, [e]);
+        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e, deriver.blocks(e))) });
       },
     });
   });

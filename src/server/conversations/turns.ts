@@ -3,7 +3,9 @@
  * dropped) or be interrupted, and ends exactly once as completed, failed or interrupted.
  */
 import type { Conversation, Turn } from '../store/conversation-schema.ts';
-import { settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import type { PromptReply, PromptUsage } from '../../acp/index.ts';
+import { addUsageTotal, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
 import { newActiveTurn, stopTurnTimers, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
@@ -26,7 +28,19 @@ export function phaseOf(t: ActiveTurn): TurnPhase {
 }
 
 /** How a turn ended, as the agent's reply (or its absence) says. */
-export type TurnOutcome = { ok: true; stopReason: string } | { ok: false; error: string; code?: string };
+export type TurnOutcome = { ok: true; stopReason: string; usage?: PromptUsage | undefined } | { ok: false; error: string; code?: string };
+
+/** What the agent's stderr says when a model API refused its credential. */
+const AUTH_FAILURE = /\b(401|403|unauthori[sz]ed|authentication|invalid[ _-]?api[ _-]?key|api[ _-]?key (is )?(missing|invalid|not set))/i;
+
+/** Why a silent turn was abandoned; the credential is blamed only when the agent's own stderr says so. */
+export function silenceReason(quietMs: number, stderrTail: string): string {
+  const base = `the agent sent nothing for ${Math.round(quietMs / 1000)} s with no tool call running; the turn was abandoned`;
+  if (AUTH_FAILURE.test(stderrTail)) {
+    return `${base} (its stderr reports an authentication failure: check the runtime's model credential): ${stderrTail.trim().slice(-300)}`;
+  }
+  return `${base} (the agent may be stuck, or its model API unreachable; FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS sets how long it may be silent)`;
+}
 
 /** Interrupt: how long the agent gets to answer the cancelled prompt before its process is stopped. */
 const INTERRUPT_GRACE_MS = 10_000;
@@ -44,6 +58,8 @@ export class TurnMachine {
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
     active.acpPromptId = null;
     live.turn = active;
+    // Tool calls are judged within their turn; an agent may reuse ids in a later session.
+    live.tools.clear();
     // The prompt's POST is answered before this: its reply leaves before the writes below take the
     // event loop (PGlite runs each statement on this thread).
     await new Promise((r) => setImmediate(r));
@@ -85,12 +101,12 @@ export class TurnMachine {
   }
 
   /** Ends the turn with the prompt's reply, unless another process has taken the turn over meanwhile. */
-  endOnReply(live: Live, turn: ActiveTurn, proc: AgentProcess, done: Promise<{ ok: true; value: { stopReason: string } } | { ok: false; error: { code: string; message: string } }>): void {
+  endOnReply(live: Live, turn: ActiveTurn, proc: AgentProcess, done: Promise<{ ok: true; value: PromptReply } | { ok: false; error: { code: string; message: string } }>): void {
     void done
       .then((r) => {
         if (turn.driver !== proc) return undefined;
         if (!r.ok && r.error.code === 'runner_replay_line_too_large') return this.p.recovery.fail(live, turn, 'runner_replay_line_too_large', r.error.message);
-        return this.finish(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason } : { ok: false, error: promptFailureReason(live.runtime, r.error) });
+        return this.finish(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason, usage: r.value.usage } : { ok: false, error: promptFailureReason(live.runtime, r.error) });
       })
       .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
   }
@@ -98,7 +114,8 @@ export class TurnMachine {
   /**
    * An agent that sends nothing for the silence timeout (an adapter stuck retrying an unreachable
    * model API, say) would hold the turn forever: the turn fails with the reason and the process is
-   * stopped, so the next prompt starts a fresh one. A held permission request has its own timeout.
+   * stopped, so the next prompt starts a fresh one. A held permission request has its own timeout, and
+   * a tool call still running is not silence (Claude sends nothing while a long command runs).
    */
   watchSilence(live: Live, turn: ActiveTurn, delayMs: number): void {
     const limit = this.c.d.config.turnSilenceTimeoutMs;
@@ -110,13 +127,13 @@ export class TurnMachine {
       const phase = phaseOf(turn);
       // A held permission, a runner recovery and an interrupt have their own deadlines; silence restarts after them.
       const ownDeadline = phase === 'asking' || phase === 'recovering' || phase === 'interrupting';
-      if (ownDeadline || quiet < limit) {
-        this.watchSilence(live, turn, ownDeadline ? limit : limit - quiet);
+      const working = live.tools.anyRunning();
+      if (ownDeadline || working || quiet < limit) {
+        this.watchSilence(live, turn, ownDeadline || working ? limit : limit - quiet);
         return;
       }
       const proc = live.proc;
-      const reason = `the agent sent nothing for ${Math.round(quiet / 1000)} s; the turn was abandoned (is the runtime's model API reachable and its credential set?)`;
-      void this.finish(live, turn, { ok: false, error: reason })
+      void this.finish(live, turn, { ok: false, error: silenceReason(quiet, turn.stderrTail), code: 'agent_silent' })
         .then(async () => {
           if (proc) {
             await proc.client.cancel();
@@ -160,11 +177,14 @@ export class TurnMachine {
       data = { ...base, reason, ...(!r.ok && r.code ? { error: r.code } : {}) };
       patch = { status: 'failed', stopReason: r.ok ? r.stopReason : null, reason };
     }
+    const usage = turnUsage(r.ok ? r.usage : undefined, turn.reported);
+    if (usage) data.usage = usage;
     // Both rows settle before the stage event is published, so a client acting on it reads them
     // settled; the event then skips the batching delay, since the turn's end is what clients wait for.
     await Promise.all([
-      updateTurn(this.c.d.db, turn.id, { ...patch, endedAt, pendingPermission: null }),
+      updateTurn(this.c.d.db, turn.id, { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) }),
       settleRunningConversation(this.c.d.db, live.conversationId, { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null }),
+      usage ? addUsageTotal(this.c.d.db, live.conversationId, usage) : null,
     ]);
     this.c.events.stage(live.conversationId, turn.id, 'turn', state, data, duration);
     this.c.events.flushSoon();

@@ -2,43 +2,14 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
-import { allowOutcome, denyOutcome, loosening, verdictFor } from './policy.ts';
+import { loosening } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
+import { silenceReason } from './turns.ts';
 import { platformMcpServers } from './sandbox-token.ts';
-
-const options = [
-  { optionId: 'a1', name: 'Allow', kind: 'allow_once' as const },
-  { optionId: 'a2', name: 'Always', kind: 'allow_always' as const },
-  { optionId: 'r1', name: 'Reject', kind: 'reject_once' as const },
-];
 
 import { modelOptionToSet } from './model-option.ts';
 describe('permission policy', () => {
-  it('looks up title, then kind, then default, then auto_allow', () => {
-    const p = { 'Run `ls`': 'auto_deny', execute: 'ask', default: 'auto_deny' } as const;
-    assert.equal(verdictFor(p, 'Run `ls`', 'execute'), 'auto_deny');
-    assert.equal(verdictFor(p, 'Run `pwd`', 'execute'), 'ask');
-    assert.equal(verdictFor(p, 'Read', 'read'), 'auto_deny');
-    assert.equal(verdictFor({}, 'Read', 'read'), 'auto_allow');
-  });
-  it('looks up own keys only: every name on Object.prototype falls to default ask (issue 22 #5)', () => {
-    const names = Object.getOwnPropertyNames(Object.prototype);
-    assert.ok(names.includes('constructor') && names.includes('__proto__') && names.includes('hasOwnProperty'));
-    for (const name of names) {
-      assert.equal(verdictFor({ default: 'ask' }, name, null), 'ask', `title ${name}`);
-      assert.equal(verdictFor({ default: 'ask' }, null, name), 'ask', `kind ${name}`);
-      assert.equal(verdictFor({ default: 'auto_deny' }, name, name), 'auto_deny', name);
-    }
-    // A policy with no default: still never a function or a prototype value.
-    for (const name of names) assert.equal(verdictFor({}, name, 'execute'), 'auto_allow', name);
-  });
-  it('a verdict outside the closed set (a stored row from elsewhere) counts as ask, never as allow (issue 22 #5)', () => {
-    const junk = JSON.parse('{"execute":"yes","Read":1,"default":"allow"}') as Record<string, 'ask'>;
-    assert.equal(verdictFor(junk, 'Run', 'execute'), 'ask');
-    assert.equal(verdictFor(junk, 'Read', 'read'), 'ask');
-    assert.equal(verdictFor(junk, 'Other', 'other'), 'ask');
-  });
   it('loosening finds any lookup where a child would decide looser than its parent (issue 22 #6)', () => {
     assert.equal(loosening({ execute: 'ask' }, { execute: 'ask' }), null);
     assert.equal(loosening({ default: 'ask' }, { execute: 'ask' }), null);
@@ -47,12 +18,6 @@ describe('permission policy', () => {
     assert.match(loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '', /Run `ls` would be auto_allow/);
     assert.match(loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '', /Run `rm` would be auto_allow, where the parent's policy says auto_deny/);
     assert.match(loosening({ default: 'ask' }, { default: 'auto_deny' }) ?? '', /would be ask/);
-  });
-  it('allow prefers allow_always; deny picks a reject option or cancels, never inventing an id', () => {
-    assert.deepEqual(allowOutcome(options), { outcome: 'selected', optionId: 'a2' });
-    assert.deepEqual(denyOutcome(options), { outcome: 'selected', optionId: 'r1' });
-    assert.deepEqual(denyOutcome(options.slice(0, 2)), { outcome: 'cancelled' });
-    assert.deepEqual(allowOutcome([]), { outcome: 'cancelled' });
   });
 });
 
@@ -137,6 +102,17 @@ describe('platform MCP servers for a session', () => {
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
     assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
     assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
+  });
+});
+
+describe('silence', () => {
+  it('says the agent was silent; blames the credential only when its stderr reports an auth failure', () => {
+    const plain = silenceReason(601_000, 'loading settings from /home/sprite/.config\n');
+    assert.match(plain, /sent nothing for 601 s with no tool call running/);
+    assert.doesNotMatch(plain, /credential/);
+    const auth = silenceReason(601_000, 'API Error: 401 {"type":"error","error":{"type":"authentication_error"}}\nretrying in 30s');
+    assert.match(auth, /authentication failure: check the runtime's model credential/);
+    assert.match(auth, /401/);
   });
 });
 

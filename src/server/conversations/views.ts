@@ -3,7 +3,8 @@
  * plus what only the live registry knows (is the sandbox's runner online?).
  */
 import { join } from 'node:path';
-import type { Conversation, ConversationStatus, EventRow, SandboxRow, Turn } from '../store/conversation-schema.ts';
+import type { Block } from './blocks.ts';
+import type { Conversation, ConversationStatus, EventRow, SandboxRow, Turn, UsageTotal } from '../store/conversation-schema.ts';
 
 /** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
 export interface RunnerSummary {
@@ -27,6 +28,8 @@ export interface SandboxView {
 export interface ConversationView {
   id: string;
   title: string | null;
+  /** Where the title came from: the user (or API), or the agent's session_info_update; null when there is none. */
+  title_source: 'user' | 'agent' | null;
   first_prompt: string | null;
   sandbox_id: string | null;
   sandbox: SandboxView | null;
@@ -45,7 +48,7 @@ export interface ConversationView {
   last_active_at: string;
   last_read_at: string | null;
   unread: boolean;
-  usage_total: { input: number; output: number };
+  usage_total: UsageTotal;
   inserted_at: string;
   updated_at: string;
 }
@@ -70,6 +73,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
   return {
     id: c.id,
     title: c.title,
+    title_source: c.title === null ? null : c.titleFromAgent ? 'agent' : 'user',
     first_prompt: c.firstPrompt,
     sandbox_id: c.sandboxId,
     sandbox,
@@ -88,7 +92,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     last_active_at: c.lastActiveAt.toISOString(),
     last_read_at: iso(c.lastReadAt),
     unread: c.lastReadAt === null || c.lastActiveAt > c.lastReadAt,
-    usage_total: { input: 0, output: 0 },
+    usage_total: c.usageTotal,
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };
@@ -140,10 +144,13 @@ export interface EventView {
   duration_ms: number | null;
   turn_id: string | null;
   ts: string;
+  /** With `?blocks=true` (§7.3). */
+  blocks?: Block[];
 }
 
-export function eventView(e: EventRow): EventView {
+export function eventView(e: EventRow, blocks?: Block[]): EventView {
   return {
+    ...(blocks ? { blocks } : {}),
     id: e.id,
     kind: e.kind,
     stream: e.stream,

@@ -5,6 +5,7 @@
  */
 import type { Private } from '../../sandbox/private.ts';
 import type { Runtime } from '../store/conversation-schema.ts';
+import { opencodePermission } from '../agents/opencode-permission.ts';
 import type { CredentialProvider } from './providers.ts';
 
 /** A credential opened for one launch. */
@@ -90,7 +91,7 @@ function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential)
       // Titles and summaries use the same model: a gateway may serve only the one the agent names.
       small_model: `${providerId}/${modelId}`,
       provider,
-      permission: { bash: 'ask', edit: 'ask', webfetch: 'ask' },
+      permission: opencodePermission(),
       autoupdate: false,
       share: 'disabled',
     },

@@ -3,7 +3,7 @@
  * Mirrored by migrations/0010_conversations.sql, which also holds the foreign keys to accounts.
  */
 import { sql } from 'drizzle-orm';
-import { bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import type { McpServer, Skill } from './environment-schema.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
@@ -80,6 +80,8 @@ export const conversations = pgTable(
     agentId: uuid('agent_id'),
     sandboxId: uuid('sandbox_id'),
     title: text('title'),
+    /** The title came from the agent's `session_info_update` (migration 0070); a user's title is never replaced. */
+    titleFromAgent: boolean('title_from_agent').notNull().default(false),
     firstPrompt: text('first_prompt'),
     status: text('status', { enum: CONVERSATION_STATUSES }).notNull().default('pending'),
     runtime: text('runtime', { enum: RUNTIMES }).notNull(),
@@ -101,6 +103,8 @@ export const conversations = pgTable(
     turnCount: integer('turn_count').notNull().default(0),
     /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
     acpNextId: integer('acp_next_id'),
+    /** Sums of its turns' usage (migration 0070). */
+    usageTotal: jsonb('usage_total').$type<UsageTotal>().notNull().default(sql`'{"input": 0, "output": 0}'::jsonb`),
     lastActiveAt: ts('last_active_at').notNull().defaultNow(),
     lastReadAt: ts('last_read_at'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
@@ -123,11 +127,34 @@ export interface PendingPermission {
   asked_at: string;
 }
 
+/** Money as the agent reports it (ACP `usage_update.cost`). */
+export interface UsageCost {
+  amount: number;
+  currency: string;
+}
+
+/**
+ * A turn's usage as its agent reported it: tokens from the prompt reply (0 when the agent reported only
+ * its context window), the context window from the last `usage_update`, and the cost it reported.
+ */
 export interface TurnUsage {
   input: number;
   output: number;
   cache_read?: number;
   cache_write?: number;
+  /** The context window after the turn: tokens used of its size. */
+  context?: { used: number; size: number };
+  /** The cost the agent reported in this turn's last `usage_update` (ACP defines it as the session's cost so far). */
+  cost?: UsageCost;
+}
+
+/** A conversation's running total: token sums over its turns, and the last cost reported. */
+export interface UsageTotal {
+  input: number;
+  output: number;
+  cache_read?: number;
+  cache_write?: number;
+  cost?: UsageCost;
 }
 
 export const turns = pgTable(

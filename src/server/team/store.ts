@@ -85,7 +85,7 @@ export async function unbindTeam(db: EngineDb, accountId: string, agentId: strin
 }
 
 export async function setTitle(db: EngineDb, conversationId: string, title: string | null): Promise<void> {
-  await db.update(conversations).set({ title, updatedAt: new Date() }).where(eq(conversations.id, conversationId));
+  await db.update(conversations).set({ title, titleFromAgent: false, updatedAt: new Date() }).where(eq(conversations.id, conversationId));
 }
 
 export interface TeamEventRow {

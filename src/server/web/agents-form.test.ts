@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseAgentForm } from './pages/agents.tsx';
+import { fromAgent, parseAgentForm } from './pages/agents.tsx';
 
 const base = { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandbox_provider: '' };
 
@@ -21,10 +21,14 @@ describe('agent form validation', () => {
     assert.equal(r.values.runtime, 'claude');
   });
 
-  it('refuses an unknown runtime and a malformed model; an ask policy on opencode is enforceable (Fountain writes its permission config)', () => {
+  it('refuses an unknown runtime and a malformed model; takes an ask policy on opencode (its config enforces it)', () => {
     assert.ok(!parseAgentForm({ ...base, runtime: 'bash' }, ['runner']).ok);
     assert.ok(!parseAgentForm({ ...base, model: 'Fountain/Demo' }, ['runner']).ok);
     const oc = parseAgentForm({ ...base, runtime: 'opencode', model: 'google/gemini-2.5-pro', policy_execute: 'ask' }, ['runner']);
-    assert.ok(oc.ok);
+    assert.ok(oc.ok && oc.fields.permissionPolicy.execute === 'ask');
+  });
+
+  it('preselects ask as the default verdict of a new agent', () => {
+    assert.deepEqual(fromAgent(undefined).policy, { default: 'ask' });
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { AgentText, interpret, ItemView, permissionOutcome } from './event-view.tsx';
+import { AgentText, EventReader, interpret, ItemView, permissionOutcome } from './event-view.tsx';
 import { toHtml } from './live.ts';
 
 let n = 0;
@@ -9,19 +9,35 @@ const row = (over: Partial<EventRow>): EventRow => ({ id: ++n, conversationId: '
 const acp = (update: Record<string, unknown>) => row({ data: JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update } }) });
 
 describe('conversation events as items', () => {
-  it('maps ACP updates: text, thoughts, tool calls and terminal tool updates; drops the rest', () => {
+  it('maps ACP updates: text and thoughts; drops the rest', () => {
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'Hi ' } })), { kind: 'text', text: 'Hi ', turnId: 't' });
     assert.deepEqual(interpret(acp({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } })), { kind: 'thought', text: 'hmm' });
-    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), {
-      kind: 'tool', id: 'x', turnId: 't', title: 'Run `ls`', toolKind: 'execute', status: 'pending', command: 'ls', input: null, blocks: [],
-    });
-    assert.equal(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'in_progress' })), null);
-    assert.deepEqual(interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'x', status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'no' } }] })), {
-      kind: 'tool_result', id: 'x', turnId: 't', status: 'failed', blocks: [{ type: 'text', text: 'no' }],
-    });
+    // Tool lines need an EventReader, which merges them: read alone they are nothing.
+    assert.equal(interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'x', title: 'Run `ls`', kind: 'execute', status: 'pending', rawInput: { command: 'ls' } })), null);
     assert.equal(interpret(acp({ sessionUpdate: 'plan', entries: [] })), null);
     assert.equal(interpret(row({ data: 'not json' })), null);
     assert.deepEqual(interpret(row({ stream: 'stderr', data: 'oops' })), { kind: 'output', stream: 'stderr', text: 'oops' });
+  });
+
+  it("merges every tool update into its call, as Claude sends them: the card shows the command, its output and an edit's diff", async () => {
+    const reader = new EventReader();
+    const first = reader.read(acp({ sessionUpdate: 'tool_call', toolCallId: 'toolu_1', title: 'Terminal', kind: 'execute', status: 'pending', rawInput: {}, _meta: { claudeCode: { toolName: 'Bash' } } }));
+    assert.ok(first?.kind === 'tool' && first.first);
+    const titled = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_1', title: 'ls -la', rawInput: { command: 'ls -la' } }));
+    assert.ok(titled?.kind === 'tool' && !titled.first && titled.view.title === 'ls -la');
+    const done = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'a.ts\n<b>.ts' } }] }));
+    assert.ok(done?.kind === 'tool');
+    const html = await toHtml(<ItemView item={done} conversationId="c" />);
+    assert.match(html, /<span class="tool-kind">Run<\/span> <span class="tool-title">ls -la<\/span> <span class="badge tool-completed" data-status="completed">done<\/span>/);
+    assert.match(html, /<span class="muted small"> Bash<\/span>/);
+    assert.match(html, /<pre class="cmd">\$ ls -la<\/pre>/);
+    assert.match(html, /a\.ts\n&lt;b&gt;\.ts/, 'agent output is escaped');
+    assert.ok(first?.kind === 'tool' && done.key === first.key, 'every update lands on the same card');
+    reader.read(acp({ sessionUpdate: 'tool_call', toolCallId: 'toolu_2', title: 'Edit', kind: 'edit', status: 'pending', _meta: { claudeCode: { toolName: 'Edit' } } }));
+    const edit = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'toolu_2', title: 'Edit a.txt', content: [{ type: 'diff', path: '/w/a.txt', oldText: 'red\n', newText: 'green\n' }] }));
+    assert.ok(edit?.kind === 'tool');
+    const diff = await toHtml(<ItemView item={edit} conversationId="c" />);
+    assert.match(diff, /<span class="del">-red<\/span>\n<span class="add">\+green<\/span>/);
   });
 
   it('maps stage events: permission requests with options, turns, failures', () => {
@@ -64,18 +80,20 @@ describe('conversation events as items', () => {
   });
 
   it('shows a tool call as a card: the command, readable input, folded output, a coloured diff', async () => {
-    const call = interpret(acp({ sessionUpdate: 'tool_call', toolCallId: 'e', title: 'Edit a.txt', kind: 'edit', status: 'pending', rawInput: { path: '/w/a.txt', replace_all: false } }))!;
+    const reader = new EventReader();
+    const call = reader.read(acp({ sessionUpdate: 'tool_call', toolCallId: 'e', title: 'Edit a.txt', kind: 'edit', status: 'pending', rawInput: { path: '/w/a.txt', replace_all: false } }))!;
     const card = await toHtml(<ItemView item={call} conversationId="c" />);
-    assert.match(card, /<details class="ev tool"/);
+    assert.match(card, /<details id="tool-t_e" class="ev tool"/);
     assert.match(card, /path: \/w\/a.txt\nreplace_all: false/);
     assert.doesNotMatch(card, /\{"path"/);
     const long = Array.from({ length: 30 }, (_, i) => `line ${i + 1}`).join('\n');
-    const out = interpret(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'e', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: long } }, { type: 'diff', path: '/w/a.txt', oldText: 'one\ntwo\n', newText: 'one\n2\n' }, { type: 'terminal', terminalId: 'term-1' }] }))!;
+    const out = reader.read(acp({ sessionUpdate: 'tool_call_update', toolCallId: 'e', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: long } }, { type: 'diff', path: '/w/a.txt', oldText: 'one\ntwo\n', newText: 'one\n2\n' }, { type: 'terminal', terminalId: 'term-1' }] }))!;
     const html = await toHtml(<ItemView item={out} conversationId="c" />);
     assert.match(html, /line 12<\/pre><details><summary>Show 18 more lines<\/summary><pre class="out">line 13/);
     assert.match(html, /<span class="del">-two<\/span>/);
     assert.match(html, /<span class="add">\+2<\/span>/);
     assert.match(html, /Ran in a terminal \(term-1\)/);
+    assert.match(html, /path: \/w\/a.txt\nreplace_all: false/, 'the merged card keeps the input the call began with');
   });
 
   it('renders a finished answer as sanitised Markdown', async () => {

@@ -1,25 +1,22 @@
 /**
- * Turns stored events into conversation HTML: agent text, folded thoughts, tool calls as cards (command,
- * status, folded output, diffs), permission requests with their options as buttons, turn status and errors
- * in words. Pure: rows in, JSX out.
+ * Turns stored events into conversation HTML: agent text as Markdown, folded thoughts, tool calls as cards
+ * (each merged with all its updates: title, `$ command`, input, output folded, edits as coloured diffs,
+ * terminals), permission requests with their options as buttons, turn status and errors in words. Rows in,
+ * JSX out; the reader keeps only the tool calls' merged views.
  */
 import { raw } from 'hono/html';
-import { structuredPatch } from 'diff';
 import { stringify } from 'yaml';
 import { z } from 'zod';
+import { diffLines, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { renderAgentMarkdown } from './markdown.ts';
 import { stageInWords, turnInWords } from './words.ts';
-
-/** What a tool call carries: text, a file edit, or a terminal the agent ran something in. */
-export type ToolBlock = { type: 'text'; text: string } | { type: 'diff'; path: string; oldText: string | null; newText: string } | { type: 'terminal'; terminalId: string };
-
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
   | { kind: 'thought'; text: string }
-  | { kind: 'tool'; id: string; turnId: string | null; title: string; toolKind: string | null; status: string; command: string | null; input: string | null; blocks: ToolBlock[] }
-  | { kind: 'tool_result'; id: string; turnId: string | null; status: string; blocks: ToolBlock[] }
+  /** A tool call as merged so far; `first` marks its first appearance (later ones update it in place). */
+  | { kind: 'tool'; key: string; view: ToolView; first: boolean }
   | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
   | { kind: 'turn'; state: string; turnId: string | null; text: string }
@@ -33,12 +30,6 @@ const update = z.object({
       .object({
         sessionUpdate: z.string(),
         content: z.unknown().optional(),
-        toolCallId: z.string().optional(),
-        title: z.string().nullish(),
-        kind: z.string().nullish(),
-        status: z.string().nullish(),
-        rawInput: z.unknown().optional(),
-        rawOutput: z.unknown().optional(),
       })
       .passthrough(),
   }),
@@ -50,8 +41,6 @@ const permissionStarted = z.object({
 });
 const permissionDone = z.object({ request_id: z.string(), tool: z.string().nullish(), outcome: z.string().optional(), option_id: z.string().nullish() });
 
-const TERMINAL_TOOL = new Set(['completed', 'failed', 'cancelled']);
-
 function parseJson(s: string): unknown {
   try {
     return JSON.parse(s);
@@ -60,45 +49,30 @@ function parseJson(s: string): unknown {
   }
 }
 
-const toolContent = z.array(z.unknown());
-const contentBlock = z.object({ type: z.literal('content'), content: contentText });
-const diffBlock = z.object({ type: z.literal('diff'), path: z.string(), oldText: z.string().nullish(), newText: z.string() });
-const terminalBlock = z.object({ type: z.literal('terminal'), terminalId: z.string() });
+/**
+ * Reads a conversation's rows in order: tool lines (`tool_call`, every `tool_call_update`, the call inside a
+ * permission request) merge into one view per call; everything else is interpreted on its own.
+ */
+export class EventReader {
+  readonly #tools = new ToolFold();
+  readonly #seen = new Set<string>();
 
-/** ACP tool content blocks as ToolBlocks; `raw` (rawOutput) stands in when there are none. */
-function toolBlocks(content: unknown, raw: unknown): ToolBlock[] {
-  const out: ToolBlock[] = [];
-  const list = toolContent.safeParse(content);
-  for (const c of list.success ? list.data : []) {
-    const text = contentBlock.safeParse(c);
-    if (text.success) out.push({ type: 'text', text: text.data.content.text });
-    const diff = diffBlock.safeParse(c);
-    if (diff.success) out.push({ type: 'diff', path: diff.data.path, oldText: diff.data.oldText ?? null, newText: diff.data.newText });
-    const term = terminalBlock.safeParse(c);
-    if (term.success) out.push({ type: 'terminal', terminalId: term.data.terminalId });
+  read(row: EventRow): Item | null {
+    if (row.kind === 'output' && row.stream === 'acp') {
+      const scope = row.turnId ?? '';
+      const hit = this.#tools.applyLine(row.data, scope);
+      if (hit) {
+        const key = `${scope}.${hit.view.id}`;
+        const first = !this.#seen.has(key);
+        this.#seen.add(key);
+        return { kind: 'tool', key, view: hit.view, first };
+      }
+    }
+    return interpret(row);
   }
-  if (out.length === 0 && raw !== undefined && raw !== null) out.push({ type: 'text', text: readable(raw) });
-  return out;
 }
 
-/** Structured values as YAML, which reads as "key: value" lines rather than JSON punctuation. */
-const readable = (v: unknown): string => (typeof v === 'string' ? v : stringify(v, { lineWidth: 0 }).trimEnd());
-
-const commandInput = z.object({ command: z.union([z.string(), z.array(z.string())]) }).loose();
-
-/** A shell command the tool runs, when its input has one; the rest of the input, readable. */
-function toolInput(rawInput: unknown): { command: string | null; input: string | null } {
-  if (rawInput === undefined || rawInput === null) return { command: null, input: null };
-  const cmd = commandInput.safeParse(rawInput);
-  if (cmd.success) {
-    const { command, ...rest } = cmd.data;
-    const others = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined && v !== null && v !== ''));
-    return { command: Array.isArray(command) ? command.join(' ') : command, input: Object.keys(others).length ? readable(others) : null };
-  }
-  if (typeof rawInput === 'object' && Object.keys(rawInput).length === 0) return { command: null, input: null };
-  return { command: null, input: readable(rawInput) };
-}
-
+/** One row on its own (tool lines need an EventReader, which merges them). */
 export function interpret(row: EventRow): Item | null {
   if (row.kind === 'stage') {
     const data = parseJson(row.data);
@@ -127,20 +101,6 @@ export function interpret(row: EventRow): Item | null {
       const c = contentText.safeParse(u.content);
       return c.success ? { kind: 'thought', text: c.data.text } : null;
     }
-    case 'tool_call':
-      return {
-        kind: 'tool',
-        id: u.toolCallId ?? '',
-        turnId: row.turnId,
-        title: u.title ?? u.kind ?? 'tool',
-        toolKind: u.kind ?? null,
-        status: u.status ?? 'pending',
-        ...toolInput(u.rawInput),
-        blocks: toolBlocks(u.content, undefined),
-      };
-    case 'tool_call_update':
-      if (!u.status || !TERMINAL_TOOL.has(u.status)) return null;
-      return { kind: 'tool_result', id: u.toolCallId ?? '', turnId: row.turnId, status: u.status, blocks: toolBlocks(u.content, u.rawOutput) };
     default:
       return null;
   }
@@ -151,8 +111,6 @@ type PermissionOption = { option_id: string; name: string; kind: string };
 /** An element id from an agent-chosen id (request ids carry dots, tool ids anything). */
 const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
 const permissionDomId = (requestId: string): string => domId('perm', requestId);
-/** A tool call within its turn: an agent may number its calls afresh in each session, so the id alone can repeat. */
-export const toolKey = (it: { id: string; turnId: string | null }): string => `${it.turnId ?? '-'}.${it.id}`;
 
 export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: PermissionOption[] }) {
   const labelId = `${permissionDomId(p.requestId)}-label`;
@@ -195,13 +153,33 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
 
 const TOOL_STATUS_WORDS: Readonly<Record<string, string>> = { pending: 'waiting', in_progress: 'running', completed: 'done', failed: 'failed', cancelled: 'cancelled' };
 
-/** The latest status of a tool call, as the badge next to its title (out-of-band when it arrives live). */
-export function ToolStatus(p: { tool: { id: string; turnId: string | null }; status: string; oob?: boolean }) {
-  return (
-    <span id={domId('tool-status', toolKey(p.tool))} class={`badge tool-${p.status}`} data-status={p.status} hx-swap-oob={p.oob ? 'true' : undefined}>
-      {TOOL_STATUS_WORDS[p.status] ?? p.status}
-    </span>
-  );
+/** What kind of tool it is, in a word, from ACP's tool kinds. */
+const TOOL_KIND_WORDS: Readonly<Record<string, string>> = { read: 'Read', edit: 'Edit', delete: 'Delete', move: 'Move', search: 'Search', execute: 'Run', think: 'Think', fetch: 'Fetch', switch_mode: 'Mode' };
+
+/** Structured values as YAML, which reads as "key: value" lines rather than JSON punctuation. */
+const readable = (v: unknown): string => (typeof v === 'string' ? v : stringify(v, { lineWidth: 0 }).trimEnd());
+
+const commandInput = z.object({ command: z.union([z.string(), z.array(z.string())]) }).loose();
+const isBlank = (v: unknown): boolean => v === undefined || v === null || v === '';
+
+/** A shell command the tool runs, when its input has one; the rest of the input, readable. */
+export function toolInput(rawInput: unknown): { command: string | null; input: string | null } {
+  if (isBlank(rawInput)) return { command: null, input: null };
+  const cmd = commandInput.safeParse(rawInput);
+  if (cmd.success) {
+    const { command, ...rest } = cmd.data;
+    const others = Object.fromEntries(Object.entries(rest).filter(([, v]) => !isBlank(v)));
+    return { command: Array.isArray(command) ? command.join(' ') : command, input: Object.keys(others).length ? readable(others) : null };
+  }
+  if (typeof rawInput === 'object' && rawInput !== null && Object.keys(rawInput).length === 0) return { command: null, input: null };
+  return { command: null, input: readable(rawInput) };
+}
+
+/** What a finished tool produced when it sent no text content: its raw output, as words rather than JSON. */
+function rawOutputText(v: ToolView): string {
+  const r = v.raw_output;
+  if (r !== null && typeof r === 'object' && !('output' in r) && !('stdout' in r)) return readable(r);
+  return outputText(v);
 }
 
 /** Output longer than this many lines shows its start, the rest behind "show more". */
@@ -222,22 +200,17 @@ function FoldedText(p: { text: string }) {
 }
 
 /** A file edit as a unified diff, added and removed lines coloured. */
-function DiffView(p: { path: string; oldText: string | null; newText: string }) {
-  const patch = structuredPatch(p.path, p.path, p.oldText ?? '', p.newText, '', '', { context: 3 });
+function DiffView(p: { diff: Extract<ToolContent, { type: 'diff' }> }) {
+  const d = p.diff;
+  const cls = { hunk: 'hunk', context: 'ctx', del: 'del', add: 'add' } as const;
   return (
-    <div class="diff">
-      <div class="diff-path">{p.oldText === null ? `New file ${p.path}` : p.path}</div>
+    <div class="diff" data-path={d.path}>
+      <div class="diff-path">{d.old_text === null ? `New file ${d.path}` : d.path}</div>
       <pre>
-        {patch.hunks.map((h) => (
+        {diffLines(d).map((l) => (
           <>
-            <span class="hunk">{`@@ -${h.oldStart},${h.oldLines} +${h.newStart},${h.newLines} @@`}</span>
+            <span class={cls[l.type]}>{l.text}</span>
             {'\n'}
-            {h.lines.map((l) => (
-              <>
-                <span class={l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : 'ctx'}>{l}</span>
-                {'\n'}
-              </>
-            ))}
           </>
         ))}
       </pre>
@@ -245,18 +218,57 @@ function DiffView(p: { path: string; oldText: string | null; newText: string }) 
   );
 }
 
-function Blocks(p: { blocks: readonly ToolBlock[] }) {
-  return (
-    <>
-      {p.blocks.map((b) =>
-        b.type === 'text' ? <FoldedText text={b.text} /> : b.type === 'diff' ? <DiffView path={b.path} oldText={b.oldText} newText={b.newText} /> : <p class="small muted">Ran in a terminal ({b.terminalId})</p>,
-      )}
-    </>
-  );
+function ContentView(p: { content: ToolContent }) {
+  const c = p.content;
+  if (c.type === 'text') return <FoldedText text={c.text} />;
+  if (c.type === 'diff') return <DiffView diff={c} />;
+  if (c.type === 'terminal') return <p class="small muted">Ran in a terminal ({c.terminal_id}); its output is not reported here.</p>;
+  return <p class="small muted">{c.summary}</p>;
 }
 
-/** What kind of tool it is, in a word, from ACP's tool kinds. */
-const TOOL_KIND_WORDS: Readonly<Record<string, string>> = { read: 'Read', edit: 'Edit', delete: 'Delete', move: 'Move', search: 'Search', execute: 'Run', think: 'Think', fetch: 'Fetch', switch_mode: 'Mode' };
+/** An element id for a tool call (its key is the turn and the agent's tool call id). */
+export const toolDomId = (key: string): string => domId('tool', key);
+
+/**
+ * A tool call as it stands, as one collapsible card: what it is (kind, title, the runtime's tool name), its
+ * status in words, the command (`$ …`) and the rest of its input as key: value lines, and what it produced —
+ * text folded after FOLD_LINES lines, edits as coloured unified diffs, terminals. `oob` replaces the card in
+ * place as the call's updates arrive.
+ */
+export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) {
+  const v = p.view;
+  const ended = TERMINAL_TOOL_STATUSES.has(v.status);
+  const { command, input } = toolInput(v.raw_input);
+  const location = !command && !input ? v.locations[0]?.path : undefined;
+  const output = ended && !v.content.some((c) => c.type === 'text') ? rawOutputText(v) : '';
+  const kindWord = TOOL_KIND_WORDS[v.kind ?? ''] ?? 'Tool';
+  return (
+    <details
+      id={toolDomId(p.toolKey)}
+      class={`ev tool${v.status === 'failed' || v.status === 'cancelled' ? ' err' : ''}`}
+      data-tool-id={v.id}
+      data-tool-status={v.status}
+      hx-swap-oob={p.oob ? 'true' : undefined}
+      open
+    >
+      <summary>
+        <span class="tool-kind">{kindWord}</span> <span class="tool-title">{toolLabel(v)}</span>{' '}
+        <span class={`badge tool-${v.status}`} data-status={v.status}>
+          {TOOL_STATUS_WORDS[v.status] ?? v.status}
+        </span>
+        {v.tool_name && v.tool_name !== toolLabel(v) ? <span class="muted small"> {v.tool_name}</span> : null}
+      </summary>
+      {command ? <pre class="cmd">$ {command}</pre> : null}
+      {input ? <pre class="input">{input}</pre> : null}
+      {location && location !== toolLabel(v) ? <pre class="input">{location}</pre> : null}
+      {v.content.map((c) => (
+        <ContentView content={c} />
+      ))}
+      {output ? <FoldedText text={output} /> : null}
+      {ended && v.content.length === 0 && !output ? <p class="small muted">{v.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[v.status] ?? v.status}`}</p> : null}
+    </details>
+  );
+}
 
 /** Agent text as Markdown (sanitised: markdown-it with raw HTML off). */
 export function AgentText(p: { text: string; id?: string; oob?: boolean }) {
@@ -302,30 +314,7 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
         </details>
       );
     case 'tool':
-      return (
-        <details class="ev tool" data-tool-id={it.id} open>
-          <summary>
-            <span class="tool-kind">{TOOL_KIND_WORDS[it.toolKind ?? ''] ?? 'Tool'}</span> <span class="tool-title">{it.title}</span> <ToolStatus tool={it} status={it.status} />
-          </summary>
-          {it.command ? <pre class="cmd">$ {it.command}</pre> : null}
-          {it.input ? <pre class="input">{it.input}</pre> : null}
-          <Blocks blocks={it.blocks} />
-        </details>
-      );
-    case 'tool_result':
-      if (it.blocks.length === 0) {
-        return (
-          <div class={`ev tool-out small muted${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id}>
-            {it.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[it.status] ?? it.status}`}
-          </div>
-        );
-      }
-      return (
-        <details class={`ev tool-out${it.status === 'completed' ? '' : ' err'}`} data-tool-id={it.id} open>
-          <summary class="small">{it.status === 'completed' ? 'Output' : `Output (${TOOL_STATUS_WORDS[it.status] ?? it.status})`}</summary>
-          <Blocks blocks={it.blocks} />
-        </details>
-      );
+      return <ToolCard toolKey={it.key} view={it.view} />;
     case 'permission':
       return <PermissionForm conversationId={p.conversationId} requestId={it.requestId} tool={it.tool} options={it.options} />;
     case 'permission_done':

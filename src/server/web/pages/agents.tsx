@@ -45,13 +45,13 @@ interface FormValues {
   policy: Record<string, string>;
 }
 
-const fromAgent = (a: Agent | undefined): FormValues => ({
+export const fromAgent = (a: Agent | undefined): FormValues => ({
   name: a?.name ?? '',
   runtime: a?.runtime ?? 'demo',
   model: a?.model ?? MODEL_EXAMPLE.demo,
   system: a?.system ?? '',
   sandbox_provider: a?.sandboxProvider ?? '',
-  // A new agent asks before it uses a tool, unless the user chooses otherwise.
+  // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
   policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
 });
 
@@ -196,7 +196,10 @@ function AgentForm(p: { action: string; values: FormValues; errors: Errors; enab
       </Field>
       <fieldset>
         <legend>Permission policy</legend>
-        <p class="muted small">What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation.</p>
+        <p class="muted small">
+          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation; an automatic allow
+          answers "allow once", never "always". Rules for a runtime's own tool names (Claude's Bash, Edit, …) can be set through the API.
+        </p>
         <ErrorNote id="permission_policy_error" message={e.permission_policy} />
         <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
           {['default', ...POLICY_KEYS].map((k) => (

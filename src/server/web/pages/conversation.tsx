@@ -19,7 +19,7 @@ import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
-import { AgentText, interpret, ItemView, PermissionResolved, resolvedRequests, toolKey, ToolStatus, type Item } from '../event-view.tsx';
+import { AgentText, EventReader, ItemView, PermissionResolved, resolvedRequests, ToolCard, type Item } from '../event-view.tsx';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
@@ -58,6 +58,12 @@ export function ConversationStatus(p: { conv: ConversationView }) {
       ) : (
         <span class="muted">No computer yet: the first message starts one</span>
       )}
+      {c.usage_total.input + c.usage_total.output > 0 || c.usage_total.cost ? (
+        <span class="muted" data-usage>
+          Usage: {c.usage_total.input} in · {c.usage_total.output} out tokens
+          {c.usage_total.cost ? ` · ${c.usage_total.cost.amount} ${c.usage_total.cost.currency}` : ''}
+        </span>
+      ) : null}
       {c.failure_reason ? <span class="error">{explainExits(c.failure_reason)}</span> : null}
     </div>
   );
@@ -132,13 +138,13 @@ function Recent(p: { rows: readonly ListedConversation[]; current: string }) {
   );
 }
 
-/** What later events refer back to: each permission request (tool, options) and each tool call's latest status. */
+/** What later events refer back to: each permission request (tool, options) and each tool call's latest view. */
 class Asked {
   readonly requests = new Map<string, Extract<Item, { kind: 'permission' }>>();
-  readonly tools = new Map<string, string>();
+  readonly tools = new Map<string, Extract<Item, { kind: 'tool' }>['view']>();
   note(item: Item): void {
     if (item.kind === 'permission') this.requests.set(item.requestId, item);
-    else if (item.kind === 'tool' || item.kind === 'tool_result') this.tools.set(toolKey(item), item.status);
+    else if (item.kind === 'tool') this.tools.set(item.key, item.view);
   }
 }
 
@@ -158,15 +164,20 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
       text.push(item.text);
       continue;
     }
+    // A tool call shows once, where it first appeared, merged with every update it got; its later updates
+    // leave the text around them as one block.
+    if (item.kind === 'tool' && !item.first) continue;
     flush();
     if (item.kind === 'permission' && resolved.has(item.requestId)) {
       out.push(<PermissionResolved requestId={item.requestId} tool={item.tool} />);
       continue;
     }
-    // A tool call shows its final status; its result block below carries the output.
-    const shown = item.kind === 'tool' ? { ...item, status: asked.tools.get(toolKey(item)) ?? item.status } : item;
+    if (item.kind === 'tool') {
+      out.push(<ToolCard toolKey={item.key} view={asked.tools.get(item.key) ?? item.view} />);
+      continue;
+    }
     const askedOptions = item.kind === 'permission_done' ? asked.requests.get(item.requestId)?.options : undefined;
-    out.push(<ItemView item={shown} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} askedOptions={askedOptions} />);
+    out.push(<ItemView item={item} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} askedOptions={askedOptions} />);
   }
   flush();
   return <>{out}</>;
@@ -196,8 +207,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const agent = conv.agent_id ? await getAgent(deps.db, user.account.id, conv.agent_id) : undefined;
     const rows = await allEvents(deps, conv.id);
     const turns = new Map((await listTurns(deps.db, conv.id)).map((t) => [t.id, t]));
+    const reader = new EventReader();
     const items = rows.flatMap((row) => {
-      const item = interpret(row);
+      const item = reader.read(row);
       return item ? [{ item, row }] : [];
     });
     const lastId = rows.at(-1)?.id ?? 0;
@@ -238,29 +250,35 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     let blockText = '';
     let endedShown = conv.status === 'terminated' || conv.status === 'failed';
     const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
-    // Requests and tool calls the page showed before this stream began are read once, when first referred to.
+    // Requests and tool calls the page showed before this stream began: later events refer back to them
+    // (a permission's answer names its request's options; a tool update merges into its call).
     const asked = new Asked();
-    let historyRead = resumeFrom === 0;
-    const knows = async (has: () => boolean): Promise<boolean> => {
-      if (!has() && !historyRead) {
-        historyRead = true;
-        for (const r of await allEvents(deps, conv.id)) {
-          const earlier = r.id <= resumeFrom ? interpret(r) : null;
-          if (earlier) asked.note(earlier);
-        }
+    const reader = new EventReader();
+    let primed = resumeFrom === 0;
+    const prime = async (): Promise<void> => {
+      if (primed) return;
+      primed = true;
+      for (const r of await allEvents(deps, conv.id)) {
+        if (r.id > resumeFrom) break;
+        const earlier = reader.read(r);
+        if (earlier) asked.note(earlier);
       }
-      return has();
     };
     const send = async (stream: SSEStreamingApi, row: EventRow) => {
-      const item = interpret(row);
+      await prime();
+      const item = reader.read(row);
       if (item) {
         const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
-        const request = item.kind === 'permission_done' && (await knows(() => asked.requests.has(item.requestId))) ? asked.requests.get(item.requestId) : undefined;
-        const view = <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
+        const request = item.kind === 'permission_done' ? asked.requests.get(item.requestId) : undefined;
+        // A tool call's later events replace its card in place (out of band).
+        const view =
+          item.kind === 'tool' ? <ToolCard toolKey={item.key} view={item.view} oob={!item.first} /> : <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
         // A streamed answer grows inside one text block, as the page draws it on reload; once the block is
         // complete it is redrawn as Markdown, as a reload would show it.
         let html: string;
-        if (item.kind !== 'text') {
+        if (item.kind === 'tool' && !item.first) {
+          html = await toHtml(view);
+        } else if (item.kind !== 'text') {
           html = textBlock ? await toHtml(<AgentText id={textBlock} text={blockText} oob />) : '';
           textBlock = null;
           html += await toHtml(view);
@@ -272,9 +290,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
           blockText = item.text;
           html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
         }
-        // Out-of-band updates to what is already on the page: the buttons of an answered request, a tool call's status.
+        // Out of band: the buttons of an answered request give way to how it was answered.
         if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
-        if (item.kind === 'tool_result' && (await knows(() => asked.tools.has(toolKey(item))))) html += await toHtml(<ToolStatus tool={item} status={item.status} oob />);
         asked.note(item);
         await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
       }
