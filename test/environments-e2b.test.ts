@@ -73,7 +73,7 @@ describe('environments on the e2b provider against the stub', () => {
       setup_script: 'echo "setup on e2b: $GREETING" > /home/sprite/setup-marker',
     });
     assert.equal(env.status, 201, JSON.stringify(env.body));
-    const agent = await api('POST', '/api/agents', { name: 'e2b-builder', runtime: 'demo', model: 'fountain/demo', sandbox_provider: 'e2b', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', { name: 'e2b-builder', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', sandbox_provider: 'e2b', environment_id: env.body.data.id });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     assert.equal(created.status, 201, JSON.stringify(created.body));

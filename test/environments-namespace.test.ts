@@ -63,7 +63,7 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       setup_script: 'echo "setup in ns: $GREETING" > /home/sprite/setup-marker',
     });
     assert.equal(env.status, 201, JSON.stringify(env.body));
-    const agent = await api('POST', '/api/agents', { name: 'ns-builder', runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', { name: 'ns-builder', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.data.id as string;
@@ -88,7 +88,7 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       networking_config: { allowed_hosts: ['registry.npmjs.org'] },
       repositories: [{ url: 'https://git.example.test/org/app.git' }],
     });
-    const agent = await api('POST', '/api/agents', { name: 'ns-closed', runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', { name: 'ns-closed', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     const failed = await waitStage(api, created.body.data.id, 'provision/failed');
     assert.equal(failed.data.step, 'clone');

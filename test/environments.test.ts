@@ -135,6 +135,8 @@ describe('environments on a runner (process backend) with the demo agent', () =>
       name: 'builder',
       runtime: 'demo',
       model: 'fountain/demo',
+      // The test is about what the provisioned agent sees: its commands run unasked (new agents ask by default).
+      permission_policy: { default: 'auto_allow' },
       environment_id: envId,
       skills: [{ name: 'greeter', content: '# greeter\nSay hello.\n' }, { source: 'acme/skills', name: 'lint' }],
       mcp_servers: { docs: { type: 'http', url: 'https://mcp.example.test/${GREETING}', headers: { Authorization: 'Bearer ${API_TOKEN}' } } },
@@ -212,13 +214,17 @@ describe('environments on a runner (process backend) with the demo agent', () =>
       const c = await tracked('POST', '/api/conversations', { agent_id: a.body.data.id, prompt: 'hello' });
       assert.equal(c.status, 201, JSON.stringify(c.body));
       const failed = await waitStage(api, c.body.data.id, 'provision/failed');
-      const got = await tracked('GET', `/api/conversations/${c.body.data.id}`);
-      assert.equal(got.body.data.status, 'failed');
-      assert.equal(got.body.data.sandbox.status, 'failed');
-      const dir = join(sandboxes(), c.body.data.sandbox.name);
+      // The stage event is stored first; the conversation, its sandbox and its turn are marked after it.
+      const got = await until(async () => {
+        const r = await tracked('GET', `/api/conversations/${c.body.data.id}`);
+        return r.body.data.status === 'failed' && r.body.data.sandbox.status === 'failed' ? r : null;
+      }, `conversation of ${label} failed`, 30_000);
+      const dir = join(sandboxes(), got.body.data.sandbox.name);
       await until(() => !existsSync(dir), `sandbox ${dir} destroyed`, 30_000);
-      const turns = await tracked('GET', `/api/conversations/${c.body.data.id}/turns`);
-      assert.equal(turns.body.data[0].status, 'failed');
+      const turns = await until(async () => {
+        const r = await tracked('GET', `/api/conversations/${c.body.data.id}/turns`);
+        return r.body.data[0]?.status === 'failed' ? r : null;
+      }, `turn of ${label} failed`, 30_000);
       errors.push(failed.data.reason, turns.body.data[0].reason ?? '');
       return { failed, all: await stages(api, c.body.data.id) };
     };
@@ -272,7 +278,7 @@ describe('environments on a runner (process backend) with the demo agent', () =>
   it('a conversation may pick another environment only within allowed_environment_ids', async () => {
     const own = await tracked('POST', '/api/environments', { name: 'own', env_vars: { GREETING: 'from-own' } });
     const other = await tracked('POST', '/api/environments', { name: 'other', env_vars: { GREETING: 'from-other' } });
-    const picker = await tracked('POST', '/api/agents', { name: 'picker', runtime: 'demo', model: 'fountain/demo', environment_id: own.body.data.id, allowed_environment_ids: [] });
+    const picker = await tracked('POST', '/api/agents', { name: 'picker', runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' }, environment_id: own.body.data.id, allowed_environment_ids: [] });
     assert.equal(picker.status, 201, JSON.stringify(picker.body));
     const agentId = picker.body.data.id as string;
     const refused = await tracked('POST', '/api/conversations', { agent_id: agentId, environment_id: other.body.data.id });

@@ -59,12 +59,17 @@ export async function ask(api: Api, conversationId: string, prompt: string): Pro
   const r = await api('POST', `/api/conversations/${conversationId}/prompts`, { prompt });
   if (r.status !== 200) throw new Error(`prompt refused: ${r.status} ${JSON.stringify(r.body)}`);
   const turnId = r.body.turn_id as string;
-  await until(async () => {
+  const turn = await until(async () => {
     const turns = (await api('GET', `/api/conversations/${conversationId}/turns`)).body.data as Json[];
     const t = turns.find((x) => x.id === turnId);
     return t && ['completed', 'failed', 'interrupted'].includes(t.status) ? t : null;
   }, `turn ${turnId} to end`);
-  return answerOf(await allEvents(api, conversationId), turnId);
+  const events = await allEvents(api, conversationId);
+  if (turn.status !== 'completed') {
+    const said = events.filter((e) => e.turn_id === turnId && e.kind === 'stage').map((e) => `${e.stage}/${e.state} ${e.data}`);
+    throw new Error(`turn for ${JSON.stringify(prompt)} ended ${turn.status}: ${said.join(' | ')}`);
+  }
+  return answerOf(events, turnId);
 }
 
 /** The places in `haystacks` where any of `needles` occurs, named by their label. */
