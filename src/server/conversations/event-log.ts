@@ -26,6 +26,10 @@ export class EventLog {
   readonly #subs = new Map<string, Set<EventListener>>();
   /** Listeners for every conversation's events (account-wide streams, cluster announcements). */
   readonly #all = new Set<EventListener>();
+  /** Events appended and events stored (or dropped) so far, for `stored()`. */
+  #appended = 0;
+  #settled = 0;
+  #barriers: Array<{ upTo: number; resolve: () => void }> = [];
 
   constructor(db: EngineDb, logger: Logger, opts: EventLogOptions) {
     this.#db = db;
@@ -38,6 +42,7 @@ export class EventLog {
     // JSON escape \u0000 instead: shown as such in plain output, and an ACP line reads back as the agent meant it.
     const data = ev.data?.includes('\0') ? ev.data.replaceAll('\0', '\\u0000') : ev.data;
     this.#queue.push({ ...ev, ...(data === undefined ? {} : { data }), ts: ev.ts ?? new Date() });
+    this.#appended++;
     if (this.#queue.length >= this.#opts.flushMax) this.#schedule(0);
     else this.#schedule(this.#opts.flushMs);
   }
@@ -63,6 +68,17 @@ export class EventLog {
   /** Stores and publishes what is queued without waiting out the batching delay (for events clients wait on). */
   flushSoon(): void {
     this.#schedule(0);
+  }
+
+  /**
+   * Resolves once every event appended before the call is stored and published, without waiting out
+   * the batching delay; events appended later (other conversations') do not hold it up, unlike `flush`.
+   */
+  stored(): Promise<void> {
+    const upTo = this.#appended;
+    if (this.#settled >= upTo) return Promise.resolve();
+    this.#schedule(0);
+    return new Promise((resolve) => this.#barriers.push({ upTo, resolve }));
   }
 
   /** Resolves once everything appended so far is stored and published. */
@@ -126,6 +142,10 @@ export class EventLog {
         this.#log.debug({ err: e instanceof Error ? e.message : String(e) }, 'event batch retried row by row');
       }
       for (const row of rows) this.#publish(row);
+      this.#settled += batch.length;
+      const open = this.#barriers.filter((b) => b.upTo > this.#settled);
+      for (const b of this.#barriers) if (b.upTo <= this.#settled) b.resolve();
+      this.#barriers = open;
     }
   }
 

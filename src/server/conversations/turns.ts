@@ -179,8 +179,10 @@ export class TurnMachine {
     }
     const usage = turnUsage(r.ok ? r.usage : undefined, turn.reported);
     if (usage) data.usage = usage;
-    // Both rows settle before the stage event is published, so a client acting on it reads them
-    // settled; the event then skips the batching delay, since the turn's end is what clients wait for.
+    // The turn's events are stored before its row says it ended, so a client polling the turn reads
+    // the whole answer; both rows settle before the stage event is published, so a client acting on
+    // it reads them settled; the event then skips the batching delay, since clients wait for it.
+    await this.c.events.stored();
     await Promise.all([
       updateTurn(this.c.d.db, turn.id, { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) }),
       settleRunningConversation(this.c.d.db, live.conversationId, { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null }),
