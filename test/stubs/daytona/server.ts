@@ -2,15 +2,16 @@
  * A local stand-in for Daytona (control API + toolbox) on 127.0.0.1 that runs real processes,
  * with Daytona's quirks: async lifecycle, 409 names, EOF-per-input-write, missing exit codes, a broken follow socket, tier-gated egress.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join, posix } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { z } from 'zod';
+import { isolationWorks, spawnIsolated } from '../isolation.ts';
 
 export interface DaytonaStubOptions {
   readonly apiKey: string;
@@ -26,6 +27,15 @@ export interface DaytonaStubOptions {
   readonly startDelayMs?: number;
   /** Largest page `GET /sandbox` returns, whatever `limit` asks. */
   readonly pageSize?: number;
+  /** Whether processes see the sandbox's own /home (default: when this machine allows it). */
+  readonly isolate?: boolean;
+}
+
+/** One request as the stub received it, so a test can search what the adapter sent. */
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly body: string;
 }
 
 interface StubCommand {
@@ -64,11 +74,16 @@ export interface StubSandbox {
    */
   egress: 'open' | 'lists';
   proxyGen: number;
+  /** The sandbox's disk on this machine; its `home` directory is what processes see as /home. */
+  readonly disk: string;
+  /** The sandbox user's home on this machine (`<disk>/home/sprite`). */
   readonly home: string;
   readonly sessions: Map<string, StubSession>;
   readonly createdAt: number;
 }
 
+/** The sandbox user's home as processes see it (the fountain snapshot's user is sprite). */
+const USER_HOME = '/home/sprite';
 const TIER_MESSAGE = 'Network access is restricted and cannot be overridden at the sandbox level';
 const STDOUT = Buffer.from([1, 1, 1]);
 const STDERR = Buffer.from([2, 2, 2]);
@@ -158,6 +173,10 @@ export class DaytonaStub {
   followSocketConnections = 0;
   /** Body bytes of every log read and file download: what following a command costs. */
   journalBytesServed = 0;
+  /** The organisation's tier (from the options); a test may lower it to see the network-settings refusal. */
+  tier: number;
+  /** Every HTTP request, for searching what the adapter sent. */
+  readonly requests: RecordedRequest[] = [];
 
   private constructor(opts: DaytonaStubOptions) {
     this.#opts = {
@@ -167,8 +186,10 @@ export class DaytonaStub {
       exitCodes: 'missing',
       startDelayMs: 20,
       pageSize: 200,
+      isolate: opts.isolate ?? isolationWorks(),
       ...opts,
     };
+    this.tier = this.#opts.tier;
     this.#root = mkdtempSync(join(tmpdir(), 'daytona-stub-'));
     this.#server = createServer((req, res) => void this.#handle(req, res));
     this.#server.on('connection', (s) => {
@@ -243,6 +264,7 @@ export class DaytonaStub {
       if (!this.#authorised(req)) throw new HttpError(401, 'Unauthorized');
       const url = new URL(req.url ?? '/', 'http://127.0.0.1');
       const body = await readBody(req);
+      this.requests.push({ method: req.method ?? 'GET', path: url.pathname + url.search, body: body.toString('utf8') });
       if (url.pathname.startsWith('/api/')) return this.#control(req.method ?? 'GET', url, body, req, res);
       const m = /^\/toolbox\/g(\d+)\/([^/]+)(\/.*)$/.exec(url.pathname);
       if (m) return await this.#toolbox(Number(m[1]), decodeURIComponent(m[2]!), m[3]!, req.method ?? 'GET', url, body, req, res);
@@ -289,7 +311,8 @@ export class DaytonaStub {
       const id = randomUUID();
       const name = b.name ?? id;
       if (this.sandbox(name)) throw new HttpError(409, `Sandbox with name ${name} already exists`);
-      const home = join(this.#root, id, 'home');
+      const disk = join(this.#root, id);
+      const home = join(disk, 'home', 'sprite');
       const s: StubSandbox = {
         id,
         name,
@@ -306,6 +329,7 @@ export class DaytonaStub {
         domainAllowList: b.domainAllowList ?? '',
         egress: b.networkBlockAll || b.networkAllowList || b.domainAllowList ? 'lists' : 'open',
         proxyGen: 1,
+        disk,
         home,
         sessions: new Map(),
         createdAt: Date.now(),
@@ -371,7 +395,7 @@ export class DaytonaStub {
       return json(res, 200, this.#dto(s));
     }
     // network-settings
-    if (this.#opts.tier < 3) throw new HttpError(400, TIER_MESSAGE);
+    if (this.tier < 3) throw new HttpError(400, TIER_MESSAGE);
     const b = parse(NetworkBody, body);
     if (b.networkBlockAll === undefined && b.networkAllowList === undefined && b.domainAllowList === undefined) {
       throw new HttpError(400, 'At least one network setting must be provided');
@@ -422,7 +446,7 @@ export class DaytonaStub {
 
   async #toolbox(gen: number, id: string, path: string, method: string, url: URL, body: Buffer, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const s = this.#startedSandbox(gen, id);
-    if (method === 'GET' && path === '/user-home-dir') return json(res, 200, { dir: s.home });
+    if (method === 'GET' && path === '/user-home-dir') return json(res, 200, { dir: this.#opts.isolate ? USER_HOME : s.home });
     if (method === 'POST' && path === '/process/execute') return this.#execute(s, parse(ExecuteBody, body), res);
     if (method === 'POST' && path === '/files/bulk-upload') return this.#upload(s, req, body, res);
     if (method === 'GET' && path === '/files/download') {
@@ -516,21 +540,46 @@ export class DaytonaStub {
     return dto;
   }
 
+  /** Where a sandbox path lives here: under /home it is the sandbox's own disk (when isolated). */
   #resolvePath(s: StubSandbox, p: string): string {
-    return isAbsolute(p) ? p : join(s.home, p);
+    if (!isAbsolute(p)) return join(s.home, p);
+    return this.#opts.isolate && (p === '/home' || p.startsWith('/home/')) ? join(s.disk, posix.normalize(p)) : p;
   }
 
   #env(s: StubSandbox): NodeJS.ProcessEnv {
-    return { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...s.env, HOME: s.home };
+    return { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...s.env, HOME: this.#opts.isolate ? USER_HOME : s.home };
+  }
+
+  /** Whether the sandbox could start `cmd` (a path, or a name on its PATH). */
+  #findable(s: StubSandbox, cmd: string): boolean {
+    const runnable = (p: string) => {
+      try {
+        accessSync(p, constants.X_OK);
+        return statSync(p).isFile();
+      } catch {
+        return false;
+      }
+    };
+    if (cmd.includes('/')) return runnable(this.#resolvePath(s, cmd));
+    return (this.#env(s).PATH ?? '').split(':').some((d) => d !== '' && runnable(this.#resolvePath(s, join(d, cmd))));
+  }
+
+  /** A process in the sandbox: `cwd` is a sandbox path; isolated, it sees the sandbox's /home. */
+  #spawn(s: StubSandbox, cmd: string, args: readonly string[], cwd: string | undefined, stdio: SpawnOptions['stdio']): ChildProcess {
+    const env = this.#env(s);
+    if (this.#opts.isolate) return spawnIsolated(join(s.disk, 'home'), cwd ?? USER_HOME, cmd, args, { env, detached: true, stdio });
+    return spawn(cmd, args, { cwd: cwd ?? s.home, env, detached: true, stdio });
   }
 
   #execute(s: StubSandbox, b: z.infer<typeof ExecuteBody>, res: ServerResponse): void {
     const argv = splitWords(b.command);
     if (argv.length === 0) throw new HttpError(400, 'empty command');
+    // The daemon starts the binary itself: one it cannot find reports -1 (daytona#2283), not a shell's 127.
+    if (!this.#findable(s, argv[0]!)) return json(res, 200, { exitCode: -1, result: `exec: "${argv[0]}": executable file not found in $PATH` });
     const chunks: Buffer[] = [];
     let proc: ChildProcess;
     try {
-      proc = spawn(argv[0]!, argv.slice(1), { cwd: b.cwd ?? s.home, env: this.#env(s), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+      proc = this.#spawn(s, argv[0]!, argv.slice(1), b.cwd, ['ignore', 'pipe', 'pipe']);
     } catch (e) {
       return json(res, 200, { exitCode: -1, result: String(e) });
     }
@@ -617,7 +666,7 @@ export class DaytonaStub {
   #runInSession(s: StubSandbox, cmd: StubCommand): void {
     let proc: ChildProcess;
     try {
-      proc = spawn('sh', ['-c', cmd.command], { cwd: s.home, env: this.#env(s), detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+      proc = this.#spawn(s, 'sh', ['-c', cmd.command], undefined, ['pipe', 'pipe', 'pipe']);
     } catch (e) {
       // The session shell could not even be handed the line (e.g. a NUL byte): the command fails.
       appendLines(cmd, STDERR, Buffer.from(`${String(e)}\n`));

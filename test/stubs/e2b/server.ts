@@ -26,7 +26,7 @@
  * Processes see their sandbox's own /home (a bind mount in a private mount namespace) when
  * `unshare` works here; otherwise HOME points into the sandbox directory.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -42,6 +42,7 @@ import type { ConnectRouter, HandlerContext } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { FileType, Filesystem } from '../../../src/providers/e2b/gen/filesystem_pb.ts';
 import { Process, ProcessEventSchema, Signal } from '../../../src/providers/e2b/gen/process_pb.ts';
+import { isolationWorks, spawnIsolated } from '../isolation.ts';
 import type { ProcessSelector, StartRequest } from '../../../src/providers/e2b/gen/process_pb.ts';
 
 type EventInit = MessageInitShape<typeof ProcessEventSchema>;
@@ -171,20 +172,6 @@ function json(res: ServerResponse, status: number, body?: unknown, headers: Reco
   }
   const data = Buffer.from(JSON.stringify(body));
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(data.length), ...headers }).end(data);
-}
-
-let isolationProbe: boolean | undefined;
-function isolationWorks(): boolean {
-  if (isolationProbe === undefined) {
-    const dir = mkdtempSync(join(tmpdir(), 'e2b-stub-probe-'));
-    const r = spawnSync('unshare', ['--user', '--map-current-user', '--mount', '--', '/bin/sh', '-c', 'mount --bind "$0" /home', dir], {
-      stdio: 'ignore',
-      timeout: 5000,
-    });
-    rmSync(dir, { recursive: true, force: true });
-    isolationProbe = r.status === 0;
-  }
-  return isolationProbe;
 }
 
 export class E2BStub {
@@ -748,11 +735,7 @@ export class E2BStub {
     let child: ChildProcess;
     // Like envd, every command runs as `/bin/sh -c '… exec "$@"' -- cmd args`.
     if (this.#o.isolate) {
-      child = spawn(
-        'unshare',
-        ['--user', '--map-current-user', '--mount', '--', '/bin/sh', '-c', 'mount --bind "$0" /home || exit 126; cd "$1" || exit 126; shift; exec "$@"', join(s.root, 'home'), cwdInside, pc.cmd, ...args],
-        { env, stdio, detached: true },
-      );
+      child = spawnIsolated(join(s.root, 'home'), cwdInside, pc.cmd, args, { env, stdio, detached: true });
     } else {
       const cwd = cwdInside.startsWith('/home/') ? join(s.root, cwdInside) : cwdInside;
       child = spawn('/bin/sh', ['-c', 'exec "$@"', '--', pc.cmd, ...args], { env, stdio, detached: true, cwd });

@@ -11,6 +11,7 @@ import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, WebSocket, type RawData } from 'ws';
 import { z } from 'zod';
+import { isolationWorks, spawnIsolated } from '../isolation.ts';
 
 export interface SpritesStubOptions {
   readonly token: string;
@@ -44,6 +45,15 @@ export interface SpritesStubOptions {
    * that window: an ended session stays in GET /exec for this long (its kill answers 410).
    */
   readonly listEndedForMs?: number;
+  /** Whether processes see the sprite's own /home (default: when this machine allows it). */
+  readonly isolate?: boolean;
+}
+
+/** One request as the stub received it (exec upgrades included), so a test can search what the adapter sent. */
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly body: string;
 }
 
 /** Failures the real service produces now and then, switched on by a test. */
@@ -59,6 +69,8 @@ export interface StubFaults {
    * fast commands do at Sprites (sprites-py#16).
    */
   closeWithoutExit?: { times: number; commandIncludes?: string };
+  /** Refuse the next N network-policy POSTs with 400 invalid_policy, as Sprites refuses rules it cannot parse. */
+  refusePolicy?: number;
 }
 
 export interface PolicyRule {
@@ -126,6 +138,8 @@ export class SpritesStub {
   readonly faults: StubFaults = {};
   /** Session ids in the order kill requests named them. */
   readonly kills: string[] = [];
+  /** Every request, for searching what the adapter sent. */
+  readonly requests: RecordedRequest[] = [];
   readonly #opts: Required<SpritesStubOptions>;
   readonly #server: Server;
   readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
@@ -147,6 +161,7 @@ export class SpritesStub {
       legacyAttach: false,
       sessionInfo: 'first',
       listEndedForMs: 0,
+      isolate: opts.isolate ?? isolationWorks(),
       ...opts,
     };
     this.#dir = mkdtempSync(join(tmpdir(), 'sprites-stub-'));
@@ -281,12 +296,14 @@ export class SpritesStub {
   async #rest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!this.#authorized(req)) return json(res, 401, { error: 'unauthorized' });
     const url = new URL(req.url ?? '/', 'http://stub');
+    const body = await readBody(req);
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname + url.search, body: body.toString('utf8') });
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     const method = req.method ?? 'GET';
     if (parts[0] !== 'v1' || parts[1] !== 'sprites') return json(res, 404, { error: 'not_found' });
 
     if (parts.length === 2) {
-      if (method === 'POST') return this.#create(req, res);
+      if (method === 'POST') return this.#create(body, res);
       if (method === 'GET') return this.#list(url, res);
       return json(res, 405, { error: 'method_not_allowed' });
     }
@@ -329,10 +346,14 @@ export class SpritesStub {
     if (rest[0] === 'policy' && rest[1] === 'network' && rest.length === 2) {
       if (method === 'GET') return json(res, 200, { rules: sprite.rules });
       if (method === 'POST') {
-        const body = policySchema.safeParse(await readJson(req));
-        if (!body.success) return json(res, 400, { error: 'invalid_policy' });
+        const policy = policySchema.safeParse(parseJson(body));
+        if (this.faults.refusePolicy && this.faults.refusePolicy > 0) {
+          this.faults.refusePolicy--;
+          return json(res, 400, { error: 'invalid_policy' });
+        }
+        if (!policy.success) return json(res, 400, { error: 'invalid_policy' });
         this.#touch(sprite);
-        sprite.rules = body.data.rules;
+        sprite.rules = policy.data.rules;
         if (this.#opts.policyPostStatus === 204) res.writeHead(204).end();
         else json(res, 200, { rules: sprite.rules });
         return;
@@ -342,7 +363,7 @@ export class SpritesStub {
       const path = url.searchParams.get('path');
       if (!path) return json(res, 400, { error: 'missing_path' });
       const host = this.#map(sprite, path, url.searchParams.get('workingDir') ?? '/home/sprite');
-      const data = await readBody(req);
+      const data = body;
       this.#touch(sprite);
       const parent = posix.dirname(host);
       if (url.searchParams.get('mkdirParents') === 'true') mkdirSync(parent, { recursive: true });
@@ -364,8 +385,8 @@ export class SpritesStub {
     return json(res, 404, { error: 'not_found' });
   }
 
-  async #create(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const body = createSchema.safeParse(await readJson(req));
+  async #create(raw: Buffer, res: ServerResponse): Promise<void> {
+    const body = createSchema.safeParse(parseJson(raw));
     if (!body.success || !SPRITE_NAME.test(body.data.name)) return json(res, 400, { error: 'invalid_name' });
     if (this.faults.rateLimitCreates && this.faults.rateLimitCreates > 0) {
       this.faults.rateLimitCreates--;
@@ -443,6 +464,7 @@ export class SpritesStub {
     };
     if (!this.#authorized(req)) return refuse(401, 'unauthorized');
     const url = new URL(req.url ?? '/', 'http://stub');
+    this.requests.push({ method: 'GET', path: url.pathname + url.search, body: '' });
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     if (parts[0] !== 'v1' || parts[1] !== 'sprites' || parts[3] !== 'exec' || parts.length > 5) return refuse(404, 'not_found');
     const sprite = this.#sprites.get(parts[2] ?? '');
@@ -473,7 +495,7 @@ export class SpritesStub {
     // An `env` parameter replaces the whole default environment; it is not merged.
     const env: Record<string, string> = envParams.length
       ? Object.fromEntries(envParams.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
-      : { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.#map(sprite, '/home/sprite'), USER: 'sprite', LANG: 'C.UTF-8', SHELL: '/bin/sh', TMPDIR: this.#map(sprite, '/tmp') };
+      : { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.#opts.isolate ? '/home/sprite' : this.#map(sprite, '/home/sprite'), USER: 'sprite', LANG: 'C.UTF-8', SHELL: '/bin/sh', TMPDIR: this.#map(sprite, '/tmp') };
     this.#touch(sprite);
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       // Until the process is registered, stdin frames go nowhere: the acknowledgment is session_info.
@@ -481,7 +503,7 @@ export class SpritesStub {
       const start = () => {
         if (ws.readyState !== WebSocket.OPEN) return;
         ws.removeAllListeners('message');
-        this.#startSession(sprite, ws, argv, { cwd, env, stdin, maxRunMs, path: url.searchParams.get('path') });
+        this.#startSession(sprite, ws, argv, { cwd, cwdInside: posix.resolve('/home/sprite', dirParam ?? '.'), env, stdin, maxRunMs, path: url.searchParams.get('path') });
       };
       if (this.#opts.sessionInfoDelayMs > 0) setTimeout(start, this.#opts.sessionInfoDelayMs);
       else start();
@@ -492,17 +514,15 @@ export class SpritesStub {
     sprite: StubSprite,
     ws: WebSocket,
     argv: string[],
-    o: { cwd: string; env: Record<string, string>; stdin: boolean; maxRunMs: number; path: string | null },
+    o: { cwd: string; cwdInside: string; env: Record<string, string>; stdin: boolean; maxRunMs: number; path: string | null },
   ): void {
     let child: ChildProcess | null = null;
+    const stdio: ['pipe' | 'ignore', 'pipe', 'pipe'] = [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'];
     try {
-      child = spawn(o.path ?? argv[0]!, argv.slice(1), {
-        argv0: argv[0],
-        cwd: o.cwd,
-        env: o.env,
-        stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-        detached: true,
-      });
+      // Isolated, the process sees the sprite's own /home, as in a sprite (a missing binary is then exit 127).
+      child = this.#opts.isolate
+        ? spawnIsolated(join(sprite.root, 'home'), o.cwdInside, o.path ?? argv[0]!, argv.slice(1), { env: o.env, stdio, detached: true })
+        : spawn(o.path ?? argv[0]!, argv.slice(1), { argv0: argv[0], cwd: o.cwd, env: o.env, stdio, detached: true });
     } catch {
       child = null;
     }
@@ -650,9 +670,9 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+function parseJson(body: Buffer): unknown {
   try {
-    return JSON.parse((await readBody(req)).toString('utf8'));
+    return JSON.parse(body.toString('utf8'));
   } catch {
     return undefined;
   }
