@@ -83,7 +83,9 @@ export const FOUNTAIN_LABELS: Readonly<Record<string, string>> = { fountain: '1'
 
 const SESSION_PREFIX = 'fountain-';
 const SESSION_ID = /^[A-Za-z0-9_-]{1,256}$/;
-const DOMAIN = /^(\*\.)?([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$/;
+// A host name of one or more labels whose last label has a letter (so never a bare number):
+// single-label hosts (localhost, an internal registry) are what an environment's allowed_hosts may name.
+const DOMAIN = /^(\*\.)?([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 const IPV4_CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(\/(\d|[12]\d|3[0-2]))?$/;
 /** Daytona caps each allow list at 10 entries (source v0.190). */
 const MAX_LIST = 10;

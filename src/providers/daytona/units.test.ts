@@ -98,6 +98,8 @@ test('egress: allow [] blocks all with both lists cleared; entries split into do
   });
   // Domains alone: no block-all flag and no empty CIDR list, either of which reopens egress.
   assert.deepEqual(networkSettingsFor({ allow: ['api.example.com'] }), { ok: true, value: { domainAllowList: 'api.example.com' } });
+  // A single-label host (an internal registry, localhost) is a host name too: the environment API allows it.
+  assert.deepEqual(networkSettingsFor({ allow: ['localhost', 'artifactory'] }), { ok: true, value: { domainAllowList: 'localhost,artifactory' } });
   const bad = networkSettingsFor({ allow: ['not a domain'] });
   assert.equal(!bad.ok && bad.error.code, 'invalid');
   assert.equal(!networkSettingsFor({ allow: ['300.1.1.1'] }).ok, true);
