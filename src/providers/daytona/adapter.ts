@@ -41,6 +41,7 @@ import {
   hasNul,
   quote,
   shimAliveScript,
+  shellNames,
   spawnCommand,
   visibleCommand,
   wrapForExecute,
@@ -280,6 +281,7 @@ export class DaytonaAdapter implements SandboxAdapter {
     return this.#guard('spawn', async () => {
       if (opts.tty) return fail('not_supported', 'tty');
       if (hasNul([cmd, ...args, ...(opts.env ?? []).flat()])) return fail('invalid', 'spawn: NUL byte in the command');
+      if (!shellNames(opts.env)) return fail('invalid', 'spawn: an env name that is not a shell variable name');
       const loc = await this.#locate(handle);
       if (!loc.ok) return loc;
       const l = loc.value;
@@ -289,7 +291,7 @@ export class DaytonaAdapter implements SandboxAdapter {
       const created = await l.toolbox.createSession(sessionId);
       if (!created.ok) return this.#afterToolboxFailure(handle, created);
       // One session per process: commands in one session run one after another in one shell.
-      const line = spawnCommand(stateDir, opts.dir, stdin, commandArgv(cmd, args, opts.env));
+      const line = spawnCommand(stateDir, opts.dir, stdin, [cmd, ...args], opts.env);
       const ex = await l.toolbox.sessionExecAsync(sessionId, line);
       if (!ex.ok) {
         await l.toolbox.deleteSession(sessionId, this.#cfg.requestTimeoutMs);

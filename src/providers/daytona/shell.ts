@@ -63,9 +63,20 @@ export const SHIM = [
   'exit "$c"',
 ].join('\n');
 
-/** The line handed to the session shell; the caller's argv stays readable at its end for list_sessions. */
-export function spawnCommand(stateDir: string, workDir: string | undefined, stdin: boolean, argv: readonly string[]): string {
-  return `bash -c ${quote(SHIM)} fountain-shim ${quote(stateDir)} ${quote(workDir ?? '')} ${stdin ? 'pipe' : 'null'} ${quoteArgv(argv)}`;
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Whether every variable name can be a shell assignment (spawn's env travels that way). */
+export const shellNames = (env: EnvPairs | undefined): boolean => (env ?? []).every(([k]) => SHELL_NAME.test(k));
+
+/**
+ * The line handed to the session shell; the caller's argv stays readable at its end for list_sessions.
+ * The env goes first as `K='v'` assignments: the session shell reads the line from its input and puts
+ * them in the shim's environment, so the values (secrets among them) sit in no process's argv for the
+ * agent's whole life, as `env K=v cmd` in the shim's arguments did. Names must pass `shellNames`.
+ */
+export function spawnCommand(stateDir: string, workDir: string | undefined, stdin: boolean, argv: readonly string[], env: EnvPairs = []): string {
+  const assign = env.map(([k, v]) => `${k}=${quote(v)} `).join('');
+  return `${assign}bash -c ${quote(SHIM)} fountain-shim ${quote(stateDir)} ${quote(workDir ?? '')} ${stdin ? 'pipe' : 'null'} ${quoteArgv(argv)}`;
 }
 
 /** The caller-visible command of a spawned session, recovered from the session command line. */

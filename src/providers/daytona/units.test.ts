@@ -69,6 +69,10 @@ test('shell: quoting survives a real shell, and list_sessions sees the caller ar
   assert.deepEqual(splitQuoted(quoteArgv(argv)), argv);
   const line = spawnCommand('/home/u/.fountain/sessions/s1', undefined, true, ['agent', '--tag', 'conv-42']);
   assert.equal(visibleCommand(line), "'agent' '--tag' 'conv-42'");
+  // The env is an assignment the session shell reads, so neither the listed command nor an argv holds it.
+  const withEnv = spawnCommand('/home/u/.fountain/sessions/s2', undefined, false, ['agent'], [['TOKEN', "s3cr'et"]]);
+  assert.equal(visibleCommand(withEnv), "'agent'");
+  assert.match(withEnv, /^TOKEN='s3cr'\\''et' bash -c /);
 });
 
 test('config: blank equals unset; a missing key turns the provider off', () => {

@@ -565,8 +565,8 @@ export class DaytonaStub {
   }
 
   /** A process in the sandbox: `cwd` is a sandbox path; isolated, it sees the sandbox's /home. */
-  #spawn(s: StubSandbox, cmd: string, args: readonly string[], cwd: string | undefined, stdio: SpawnOptions['stdio']): ChildProcess {
-    const env = this.#env(s);
+  #spawn(s: StubSandbox, cmd: string, args: readonly string[], cwd: string | undefined, stdio: SpawnOptions['stdio'], extraEnv: NodeJS.ProcessEnv = {}): ChildProcess {
+    const env = { ...this.#env(s), ...extraEnv };
     if (this.#opts.isolate) return spawnIsolated(join(s.disk, 'home'), cwd ?? USER_HOME, cmd, args, { env, detached: true, stdio });
     return spawn(cmd, args, { cwd: cwd ?? s.home, env, detached: true, stdio });
   }
@@ -666,7 +666,9 @@ export class DaytonaStub {
   #runInSession(s: StubSandbox, cmd: StubCommand): void {
     let proc: ChildProcess;
     try {
-      proc = this.#spawn(s, 'sh', ['-c', cmd.command], undefined, ['pipe', 'pipe', 'pipe']);
+      // The daemon writes the line into the session's shell, so it is in no process's argv: the
+      // stub's shell takes it from its environment and drops it from there before running it.
+      proc = this.#spawn(s, 'sh', ['-c', 'c=$DAYTONA_STUB_LINE; unset DAYTONA_STUB_LINE; eval "$c"'], undefined, ['pipe', 'pipe', 'pipe'], { DAYTONA_STUB_LINE: cmd.command });
     } catch (e) {
       // The session shell could not even be handed the line (e.g. a NUL byte): the command fails.
       appendLines(cmd, STDERR, Buffer.from(`${String(e)}\n`));
