@@ -39,10 +39,12 @@ import {
   exitReadArgv,
   isReplayer,
   journalRef,
+  envLine,
   newJournalKey,
   replayArgv,
   shimArgv,
   withEnv,
+  type EnvMode,
 } from './shim.ts';
 
 /** What a Sprites handle keeps in its private part: the bearer token it was made with. */
@@ -325,14 +327,18 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!token.ok) return token;
       if (opts.tty) return err(sandboxError('not_supported', 'tty'));
       if (opts.dir !== undefined && (opts.dir === '' || opts.dir.includes('\0'))) return err(sandboxError('invalid', 'dir'));
-      const argv = withEnv(cmd, args, opts.env);
+      const argv = withEnv(cmd, args, undefined);
       if (!argv.ok) return argv;
+      const header = envLine(opts.env);
+      if (!header.ok) return header;
       const stdin = opts.stdin ?? true;
       const state = this.#newState(handle.name, token.value, opts.owner);
       const key = newJournalKey();
+      const mode: EnvMode = header.value === null ? '-' : stdin ? 'env' : 'env-only';
       const sock = await ExecSocket.open({
-        url: this.#execUrl(handle.name, shimArgv(key, argv.value), {
-          stdin,
+        url: this.#execUrl(handle.name, shimArgv(key, argv.value, mode), {
+          // The env travels as the first stdin line, so stdin is open whenever there is an env.
+          stdin: stdin || header.value !== null,
           detachable: opts.detachable ?? false,
           ...(opts.dir ? { dir: opts.dir } : {}),
         }),
@@ -348,6 +354,15 @@ export class SpritesAdapter implements SandboxAdapter {
       if (!id.ok) {
         sock.value.close();
         return id;
+      }
+      if (header.value !== null) {
+        // After the acknowledgment: stdin sent before the process is registered is lost.
+        const sent = await sock.value.writeStdin(Buffer.from(header.value, 'utf8'));
+        if (sent.ok && !stdin) await sock.value.closeStdin();
+        if (!sent.ok) {
+          sock.value.close();
+          return sent;
+        }
       }
       state.sessionId = id.value;
       state.sockets.push(sock.value);

@@ -11,10 +11,15 @@ export const REPLAY_TAG = 'fountain-replay';
 /** The replayer's exit code when there is no journal for the key (a TTY or foreign session). */
 export const NO_JOURNAL_EXIT = 86;
 
-// $1 is the journal key; the rest is the command. The exit file is written last and renamed into
-// place, so a reader that finds it also finds complete output files.
+// $1 is the journal key, $2 how the env arrives (`-` none; `env`: a first stdin line, then stdin is
+// the command's; `env-only`: that line, then no stdin); the rest is the command. The env line is
+// base64 of `export K='v'` lines, decoded by builtins and a pipe, so no value is ever in an argv.
+// The exit file is written last and renamed into place, so a reader that finds it also finds
+// complete output files.
 const SHIM_SCRIPT = [
-  'd="$HOME/.fountain/sessions/$1"; shift',
+  'd="$HOME/.fountain/sessions/$1"; m=$2; shift 2',
+  'case "$m" in env|env-only) IFS= read -r h || exit 125; eval "$(printf %s "$h" | base64 -d)" || exit 125; h=;; esac',
+  'if [ "$m" = env-only ]; then exec </dev/null; fi',
   'mkdir -p "$d" || exit 125',
   'echo $$ > "$d/pid"',
   'ln -sfn "$d" "$HOME/.fountain/sessions/pid-$$" 2>/dev/null',
@@ -60,7 +65,25 @@ export function withEnv(cmd: string, args: readonly string[], env: EnvPairs | un
   return ok(['env', ...assignments, cmd, ...args]);
 }
 
-export const shimArgv = (key: string, argv: readonly string[]): string[] => ['sh', '-c', SHIM_SCRIPT, SHIM_TAG, key, ...argv];
+/** How a shimmed command gets its env: none, or a first stdin line (`envLine`) with or without stdin after it. */
+export type EnvMode = '-' | 'env' | 'env-only';
+
+export const shimArgv = (key: string, argv: readonly string[], mode: EnvMode = '-'): string[] => ['sh', '-c', SHIM_SCRIPT, SHIM_TAG, key, mode, ...argv];
+
+/**
+ * The first stdin line of a shim whose env arrives on stdin (newline included), or null with no env.
+ * A spawned agent lives for the whole conversation: `env K=v cmd` would keep every secret in the
+ * shim's argv, where any process listing in the sprite (and Sprites' session listing) shows it.
+ */
+export function envLine(env: EnvPairs | undefined): SandboxResult<string | null> {
+  if (!env || env.length === 0) return ok(null);
+  const lines: string[] = [];
+  for (const [k, v] of env) {
+    if (!ENV_NAME.test(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
+    lines.push(`export ${k}='${v.replace(/'/g, `'\\''`)}'`);
+  }
+  return ok(`${Buffer.from(lines.join('\n'), 'utf8').toString('base64')}\n`);
+}
 
 /** The journal a session writes, from its command line (key) or else its id (the shim's PID). */
 export function journalRef(sessionId: string, command: string | null | undefined): string | null {
@@ -77,6 +100,6 @@ export const isReplayer = (command: string | null | undefined): boolean => !!com
 
 /** A shimmed session's command line without the shim: what the caller spawned. */
 export function displayCommand(command: string): string {
-  const m = new RegExp(`${SHIM_TAG} [0-9a-f]{32} `).exec(command);
+  const m = new RegExp(`${SHIM_TAG} [0-9a-f]{32} (?:(?:-|env|env-only) )?`).exec(command);
   return m ? command.slice(m.index + m[0].length) : command;
 }
