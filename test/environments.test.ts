@@ -17,7 +17,7 @@ import { startRunnerChild, until, type RunnerChild } from '../src/server/convers
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { startGitHttpsServer, type GitHttpsServer } from './helpers/git-https.ts';
-import { allEvents, apiFor, ask, leaks, npmTarball, stages, waitStage } from './helpers/environments.ts';
+import { allEvents, apiFor, ask, failProvision, leaks, npmTarball, stages, waitStage } from './helpers/environments.ts';
 import type { Json } from './helpers/http.ts';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -207,26 +207,9 @@ describe('environments on a runner (process backend) with the demo agent', () =>
 
   it('a failure at each step fails provisioning, names the step and destroys the sandbox', async () => {
     const failing = async (label: string, envBody: Json, agentExtra: Json = {}) => {
-      const e = await tracked('POST', '/api/environments', { ...baseEnvironment(), name: `fail-${label}`, ...envBody });
-      assert.equal(e.status, 201, JSON.stringify(e.body));
-      const a = await tracked('POST', '/api/agents', { name: `fail-${label}`, runtime: 'demo', model: 'fountain/demo', environment_id: e.body.data.id, ...agentExtra });
-      assert.equal(a.status, 201, JSON.stringify(a.body));
-      const c = await tracked('POST', '/api/conversations', { agent_id: a.body.data.id, prompt: 'hello' });
-      assert.equal(c.status, 201, JSON.stringify(c.body));
-      const failed = await waitStage(api, c.body.data.id, 'provision/failed');
-      // The stage event is stored first; the conversation, its sandbox and its turn are marked after it.
-      const got = await until(async () => {
-        const r = await tracked('GET', `/api/conversations/${c.body.data.id}`);
-        return r.body.data.status === 'failed' && r.body.data.sandbox.status === 'failed' ? r : null;
-      }, `conversation of ${label} failed`, 30_000);
-      const dir = join(sandboxes(), got.body.data.sandbox.name);
-      await until(() => !existsSync(dir), `sandbox ${dir} destroyed`, 30_000);
-      const turns = await until(async () => {
-        const r = await tracked('GET', `/api/conversations/${c.body.data.id}/turns`);
-        return r.body.data[0]?.status === 'failed' ? r : null;
-      }, `turn of ${label} failed`, 30_000);
-      errors.push(failed.data.reason, turns.body.data[0].reason ?? '');
-      return { failed, all: await stages(api, c.body.data.id) };
+      const f = await failProvision(tracked, label, { ...baseEnvironment(), ...envBody }, (name) => !existsSync(join(sandboxes(), name)), agentExtra);
+      errors.push(f.failed.data.reason, f.turnReason);
+      return f;
     };
 
     const skills = await failing('skills', {}, { skills: [{ source: 'acme/missing' }] });
