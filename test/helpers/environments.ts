@@ -243,6 +243,33 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
       );
     });
 
+    it('limited → unrestricted: the next launch says the applied policy stays (the contract can only narrow egress)', async () => {
+      const env = await api('POST', '/api/environments', { name: `${provider}-narrowed`, networking_type: 'limited', networking_config: { allowed_hosts: HOSTS } });
+      assert.equal(env.status, 201, JSON.stringify(env.body));
+      const agent = await api('POST', '/api/agents', { name: `${provider}-narrowed`, permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+      const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const id = created.body.data.id as string;
+      const sandboxName = created.body.data.sandbox.name as string;
+      await waitStage(api, id, 'provision/done');
+      assert.deepEqual(vendor.allowList(sandboxName), vendor.expectedAllowList);
+      // The sweep parks only an idle conversation.
+      await until(async () => {
+        await srv.engine.sweep(new Date(Date.now() + 3 * 3_600_000));
+        return (await api('GET', `/api/conversations/${id}`)).body.data.sandbox.status === 'suspended';
+      }, 'the sandbox to park');
+      assert.equal((await api('PATCH', `/api/environments/${env.body.data.id}`, { networking_type: 'unrestricted' })).status, 200);
+      const mark = (await stages(api, id)).at(-1)!.id;
+      assert.match(await ask(api, id, 'run: echo awake'), /awake/);
+      const woke = await stages(api, id, mark);
+      assert.deepEqual(woke.find((s) => s.what === 'provision/started')?.data.steps, ['network'], JSON.stringify(woke));
+      const net = woke.find((s) => s.what === 'network/done');
+      assert.equal(net?.data.type, 'unrestricted', JSON.stringify(woke));
+      assert.equal(net?.data.lifted, false);
+      assert.match(net?.data.reason ?? '', /stays applied until the conversation gets a new sandbox/);
+      assert.deepEqual(vendor.allowList(sandboxName), vendor.expectedAllowList, 'nothing pretended to lift it');
+    });
+
     it('a failure at packages, network, clone or setup fails provisioning, names the step and destroys the sandbox', async () => {
       const gone = (name: string) => !vendor.holds(name);
       const reasons: string[] = [];

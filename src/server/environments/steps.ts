@@ -114,6 +114,11 @@ const GITHUB_SKILL_SCRIPT = [
   'echo "$found"',
 ].join('\n');
 
+/** Key in a sandbox's recorded step hashes: a limited policy was applied to it (and nothing can lift it). */
+const POLICY_APPLIED = 'network:applied';
+const POLICY_STAYS =
+  "the environment is unrestricted now, but this sandbox's limited network policy stays applied until the conversation gets a new sandbox: the sandbox contract can narrow egress, not lift a policy";
+
 export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
   const secrets = o.plan.secrets.reveal();
   const secretMap = new Map(secrets);
@@ -216,6 +221,12 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     if (reapply && o.previous![step.name] === step.hash) continue;
     if (stepIsEmpty(step)) {
       hashes[step.name] = step.hash;
+      if (reapply && step.name === 'network' && o.previous![POLICY_APPLIED]) {
+        // The contract's apply_network_policy takes an allow list and denies the rest: it can narrow
+        // egress but has no way to lift a policy. Said rather than skipped silently; the mark stays.
+        o.stage('network', 'done', { type: 'unrestricted', lifted: false, reapply: true, reason: POLICY_STAYS });
+        ran.push('network');
+      }
       continue;
     }
     const t0 = Date.now();
@@ -228,6 +239,7 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     }
     o.stage(step.name, 'done', { ...(r.data ?? {}), ...extra }, Date.now() - t0);
     hashes[step.name] = step.hash;
+    if (step.name === 'network') hashes[POLICY_APPLIED] = '1';
     ran.push(step.name);
   }
   return { ok: true, hashes, ran };
