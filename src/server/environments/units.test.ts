@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { RUNTIME_SPECS } from '../agents/runtimes.ts';
 import { Private } from '../../sandbox/private.ts';
 import { deliverMcp } from './mcp.ts';
+import { McpServerSchema } from './schemas.ts';
 import { planLaunch } from './plan.ts';
 import { hostAllowed, packageCommands, scrubber } from './steps.ts';
 import type { McpServer } from '../store/environment-schema.ts';
@@ -59,6 +60,17 @@ describe('MCP delivery per runtime (§13)', () => {
     for (const runtime of ['claude', 'codex', 'gemini', 'opencode', 'demo'] as const) {
       const r = deliverMcp(RUNTIME_SPECS[runtime], { x: { type: 'sse', url: 'https://a.test/${NOPE}' } }, vars, secretKeys);
       assert.deepEqual(r, { ok: false, missing: 'NOPE', where: 'MCP server x url' });
+    }
+  });
+});
+
+describe('MCP server input', () => {
+  it('takes a ${VAR} anywhere in an http url (a port, a whole base), refuses what is no URL with any values', () => {
+    for (const url of ['http://127.0.0.1:${PORT}/mcp', '${MCP_BASE}/mcp', 'https://${HOST}/mcp', 'https://mcp.example.test/v1']) {
+      assert.ok(McpServerSchema.safeParse({ type: 'http', url }).success, url);
+    }
+    for (const url of ['not a url', 'ftp://x.test/${A}', 'http://exa mple.test/${A}', '']) {
+      assert.ok(!McpServerSchema.safeParse({ type: 'http', url }).success, url);
     }
   });
 });
