@@ -113,3 +113,24 @@ export function deliverMcp(
     }
   }
 }
+
+/**
+ * The content of a runtime file the launch writes (the credential's settings) when the configuration
+ * step wrote MCP servers to the same path: gemini keeps both in `$HOME/.gemini/settings.json`, and
+ * the launch, which comes later, would otherwise drop the servers. Both JSON objects: keys merged, the
+ * launch's winning; anything else: the launch's content as it is.
+ */
+export function mergeRuntimeFile(configured: string | undefined, launch: string): string {
+  if (configured === undefined) return launch;
+  const object = (text: string): Record<string, unknown> | null => {
+    try {
+      const v: unknown = JSON.parse(text);
+      return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+    } catch {
+      return null;
+    }
+  };
+  const a = object(configured);
+  const b = object(launch);
+  return a && b ? `${JSON.stringify({ ...a, ...b }, null, 2)}\n` : launch;
+}

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RUNTIME_SPECS } from '../agents/runtimes.ts';
 import { Private } from '../../sandbox/private.ts';
-import { deliverMcp } from './mcp.ts';
+import { deliverMcp, mergeRuntimeFile } from './mcp.ts';
 import { McpServerSchema } from './schemas.ts';
 import { planLaunch } from './plan.ts';
 import { hostAllowed, packageCommands, scrubber } from './steps.ts';
@@ -54,6 +54,15 @@ describe('MCP delivery per runtime (§13)', () => {
         { type: 'http', name: 'docs', url: 'https://docs.example.test/mcp', headers: [{ name: 'Authorization', value: 'Bearer sekrit-value' }] },
       ]);
     }
+  });
+
+  it("gemini: the launch's settings.json keeps the MCP servers the configuration step wrote there", () => {
+    const r = deliverMcp(RUNTIME_SPECS.gemini, servers, vars, secretKeys);
+    assert.ok(r.ok);
+    const merged = JSON.parse(mergeRuntimeFile(r.value.files[0]!.content, '{"privacy": {"usageStatisticsEnabled": false}}'));
+    assert.deepEqual(Object.keys(merged.mcpServers), ['files', 'docs']);
+    assert.deepEqual(merged.privacy, { usageStatisticsEnabled: false });
+    assert.equal(mergeRuntimeFile(undefined, 'x = 1\n'), 'x = 1\n');
   });
 
   it('a missing ${VAR} is an error naming it and where it is used, for every runtime', () => {
