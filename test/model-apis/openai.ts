@@ -37,12 +37,21 @@ function toolName(t: z.infer<typeof Tool>): string {
   return t.function?.name ?? t.name ?? '';
 }
 
-/** Tool names offered, including those grouped under a namespace entry (`{type: "namespace", name, tools}`). */
+/**
+ * Tools offered, by the name the script sees: Codex groups each MCP server's tools under a namespace
+ * entry (`{type: "namespace", name: "mcp__<server>", tools}`), seen here as `<namespace>.<tool>`; a
+ * call to one names the tool and its namespace apart (`{type: "function_call", namespace, name}`).
+ */
 function toolNames(tools: unknown[]): string[] {
   return tools.flatMap((raw) => {
     const t = raw as z.infer<typeof Tool> & { tools?: unknown[] };
-    return Array.isArray(t.tools) ? [toolName(t), ...toolNames(t.tools).map((n) => `${toolName(t)}${n}`)] : [toolName(t)];
+    return Array.isArray(t.tools) ? toolNames(t.tools).map((n) => `${toolName(t)}.${n}`) : [toolName(t)];
   });
+}
+
+function namespaced(name: string): { name: string; namespace?: string } {
+  const dot = name.lastIndexOf('.');
+  return dot < 0 ? { name } : { namespace: name.slice(0, dot), name: name.slice(dot + 1) };
 }
 
 function responsesEntries(input: z.infer<typeof ResponsesBody>['input']): Entry[] {
@@ -83,8 +92,8 @@ function streamResponses(res: ServerResponse, model: string, step: Step, tools: 
   let seq = 1;
   let item: Record<string, unknown>;
   if (step.kind !== 'text') {
-    const call = step.kind === 'tool' ? codexCall(tools, step.command) : { name: step.tool, arguments: JSON.stringify(step.args) };
-    item = { id: id('fc'), type: 'function_call', status: 'completed', call_id: id('call'), name: call.name, arguments: call.arguments };
+    const call = step.kind === 'tool' ? codexCall(tools, step.command) : { ...namespaced(step.tool), arguments: JSON.stringify(step.args) };
+    item = { id: id('fc'), type: 'function_call', status: 'completed', call_id: id('call'), ...call };
     out.send('response.output_item.added', { type: 'response.output_item.added', sequence_number: seq++, output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } });
     for (const p of pieces(call.arguments)) out.send('response.function_call_arguments.delta', { type: 'response.function_call_arguments.delta', sequence_number: seq++, item_id: item.id, output_index: 0, delta: p });
   } else {
