@@ -31,7 +31,7 @@ describe('claude: a real turn through the public API', { timeout: 600_000 }, () 
     assert.equal(servers['probe-http'].headers.Authorization, 'Bearer ${PROBE_HTTP_TOKEN}', 'the secret stays a reference Claude Code expands from its env');
     assert.equal(JSON.parse(settings!).enableAllProjectMcpServers, true);
     assert.match(skill!, /name: fountain-probe/);
-    assertToolsReached(r);
+    assertToolsReached(r, { mcpCallsAsk: true });
     // Claude Code calls HEAD /api/hello and sends its key as x-api-key.
     assert.ok(r.api.asked.some((a) => a.path === '/v1/messages' && a.tools.includes('Bash')));
   });

@@ -29,7 +29,7 @@ describe('codex: a real turn through the public API', { timeout: 600_000 }, () =
     assert.equal(mcpJson, '(absent)');
     assert.doesNotMatch(config!, /probe/);
     assert.match(skill!, /name: fountain-probe/);
-    assertToolsReached(r);
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path === '/v1/responses'), 'Codex spoke the Responses API');
   });
 });

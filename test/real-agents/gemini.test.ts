@@ -33,7 +33,7 @@ describe('gemini: a real turn through the public API', { timeout: 600_000 }, () 
     assert.equal(settings.mcpServers['probe-http'].headers.Authorization, 'Bearer ${PROBE_HTTP_TOKEN}', 'the secret stays a reference gemini expands from its env');
     assert.equal(settings.privacy?.usageStatisticsEnabled, false, settingsJson);
     assert.match(skill!, /name: fountain-probe/);
-    assertToolsReached(r);
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path.endsWith(':streamGenerateContent')));
   });
 });

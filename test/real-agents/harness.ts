@@ -380,7 +380,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
  * tools/list (the HTTP one with the secret from the environment), the model was offered both tools and
  * shown the skill, each tool was called and its answer came back into the agent's answer.
  */
-export function assertToolsReached(r: RealAgentRun): void {
+export function assertToolsReached(r: RealAgentRun, o: { readonly mcpCallsAsk: boolean }): void {
   const t = r.tools;
   const why = () => JSON.stringify({ answer: t.answer, turn: t.turn, stdio: t.stdio, http: t.http, delivered: t.delivered, offered: [...new Set(r.api.asked.flatMap((a) => a.tools))] }, null, 1);
   const stdioMethods = t.stdio.map((e) => e.method);
@@ -393,5 +393,7 @@ export function assertToolsReached(r: RealAgentRun): void {
   assert.ok(t.stdio.some((e) => e.tool === STDIO_TOOL && e.text === t.word), `the stdio tool was called: ${why()}`);
   assert.ok(t.http.some((e) => e.method === 'tools/call' && e.authorized && JSON.stringify(e.params).includes(t.word)), `the HTTP tool was called: ${why()}`);
   assert.equal(t.turn?.status, 'completed', why());
+  // The agent's policy is `ask`: each MCP call reached it as a permission request, answered through the API.
+  if (o.mcpCallsAsk) assert.equal(t.permissions.length, 2, `each MCP call asked permission: ${JSON.stringify(t.permissions)}`);
   assert.ok(t.answer.includes(MCP_PREFIX) && t.answer.includes(`fountain-stdio-saw:${t.word}`) && t.answer.includes(`fountain-http-saw:${t.word}`), `both tools' answers came back: ${why()}`);
 }
