@@ -28,10 +28,10 @@ describe('opencode: a real turn through the public API', { timeout: 600_000 }, (
     // §13: the MCP servers go in ACP session/new, so no file names them.
     const [mcpJson, config, skill] = OPENCODE.deliveredFiles('').map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
-    assert.doesNotMatch(config!, /probe/);
+    // Only the `ask` for the MCP servers' tools (`<server>_*`), so they reach Fountain's policy as bash does.
+    assert.deepEqual(Object.keys(JSON.parse(config!).permission).filter((k) => k.includes('probe')).sort(), ['probe-http_*', 'probe-stdio_*'], config);
     assert.match(skill!, /name: fountain-probe/);
-    // opencode runs MCP tools without asking: its config says `ask` only for bash, edit and webfetch (docs/environments.md).
-    assertToolsReached(r, { mcpCallsAsk: false });
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path === '/v1/chat/completions'), 'opencode spoke Chat Completions');
   });
 });

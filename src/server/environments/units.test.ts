@@ -48,7 +48,7 @@ describe('MCP delivery per runtime (§13)', () => {
     for (const runtime of ['codex', 'opencode'] as const) {
       const r = deliverMcp(RUNTIME_SPECS[runtime], servers, vars, secretKeys);
       assert.ok(r.ok);
-      assert.deepEqual(r.value.files, []);
+      assert.deepEqual(r.value.files.map((f) => JSON.parse(f.content)), runtime === 'opencode' ? [{ permission: { 'files_*': 'ask', 'docs_*': 'ask' } }] : []);
       assert.deepEqual(r.value.session, [
         { name: 'files', command: 'mcp-files', args: ['--root', '/home/sprite/app'], env: [{ name: 'TOKEN', value: 'sekrit-value' }] },
         { type: 'http', name: 'docs', url: 'https://docs.example.test/mcp', headers: [{ name: 'Authorization', value: 'Bearer sekrit-value' }] },
@@ -63,6 +63,14 @@ describe('MCP delivery per runtime (§13)', () => {
     assert.deepEqual(Object.keys(merged.mcpServers), ['files', 'docs']);
     assert.deepEqual(merged.privacy, { usageStatisticsEnabled: false });
     assert.equal(mergeRuntimeFile(undefined, 'x = 1\n'), 'x = 1\n');
+  });
+
+  it("opencode: its MCP tools are `ask` too, beside the launch's bash, edit and webfetch", () => {
+    const r = deliverMcp(RUNTIME_SPECS.opencode, servers, vars, secretKeys);
+    assert.ok(r.ok);
+    assert.deepEqual(r.value.files.map((f) => f.path), ['/tmp/.config/opencode/opencode.json']);
+    const merged = JSON.parse(mergeRuntimeFile(r.value.files[0]!.content, '{"model": "x/y", "permission": {"bash": "ask", "edit": "ask"}}'));
+    assert.deepEqual(merged, { model: 'x/y', permission: { 'files_*': 'ask', 'docs_*': 'ask', bash: 'ask', edit: 'ask' } });
   });
 
   it('a missing ${VAR} is an error naming it and where it is used, for every runtime', () => {
