@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { header, json, ModelApiServer, pieces, sse } from './server.ts';
-import { nextStep, type Entry } from './script.ts';
+import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Block = z.looseObject({ type: z.string(), text: z.string().optional(), content: z.unknown().optional(), input: z.unknown().optional(), name: z.string().optional() });
 const Message = z.looseObject({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) });
@@ -52,7 +52,7 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
     }
     const model = body && typeof body === 'object' && typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : null;
     const parsedForTools = MessagesBody.safeParse(body);
-    const asked = api.record({ method: req.method ?? '', path, model, authorized, tools: parsedForTools.success ? (parsedForTools.data.tools ?? []).map((t) => t.name) : [] });
+    const asked = api.record({ method: req.method ?? '', path, model, authorized, tools: parsedForTools.success ? (parsedForTools.data.tools ?? []).map((t) => t.name) : [], body });
     if (!authorized) return json(res, 401, AUTH_ERROR, { 'request-id': `req_${randomBytes(8).toString('hex')}` });
     if (req.method === 'GET' && path === '/v1/models') {
       return json(res, 200, { data: [{ type: 'model', id: 'claude-sonnet-4-5', display_name: 'Claude Sonnet 4.5', created_at: '2025-09-29T00:00:00Z' }], has_more: false, first_id: 'claude-sonnet-4-5', last_id: 'claude-sonnet-4-5' });
@@ -66,24 +66,24 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
     const tools = b.tools ?? [];
     const shell = tools.find((t) => t.name === 'Bash' || t.name === 'bash');
     // Tool-less calls (Claude Code's title and quota requests) get a short text; only tool calls follow the script.
-    const step = shell ? nextStep(entries(b.messages)) : ({ kind: 'text', text: 'Shell session' } as const);
-    if (shell) asked.answered = step.kind === 'tool' ? `tool:${step.command}` : `text:${step.text}`;
+    const step: Step = shell ? nextStep(entries(b.messages), tools.map((t) => t.name)) : { kind: 'text', text: 'Shell session' };
+    if (shell) asked.answered = answered(step);
     const id = `msg_${randomBytes(12).toString('hex')}`;
     const usage = { input_tokens: 120, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
-    const toolInput = step.kind === 'tool' ? { command: step.command, description: 'Run the requested command' } : null;
+    const call = step.kind === 'tool' ? { name: shell!.name, input: { command: step.command, description: 'Run the requested command' } } : step.kind === 'call' ? { name: step.tool, input: step.args } : null;
     const toolId = `toolu_${randomBytes(12).toString('hex')}`;
-    const stopReason = step.kind === 'tool' ? 'tool_use' : 'end_turn';
+    const stopReason = call ? 'tool_use' : 'end_turn';
     if (!b.stream) {
-      const content = step.kind === 'tool' ? [{ type: 'tool_use', id: toolId, name: shell!.name, input: toolInput }] : [{ type: 'text', text: step.text }];
+      const content = call ? [{ type: 'tool_use', id: toolId, name: call.name, input: call.input }] : [{ type: 'text', text: step.kind === 'text' ? step.text : '' }];
       return json(res, 200, { id, type: 'message', role: 'assistant', model: b.model, content, stop_reason: stopReason, stop_sequence: null, usage: { ...usage, output_tokens: 12 } });
     }
     const out = sse(res);
     out.send('message_start', { type: 'message_start', message: { id, type: 'message', role: 'assistant', model: b.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
     out.send('ping', { type: 'ping' });
-    if (step.kind === 'tool') {
-      out.send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: shell!.name, input: {} } });
-      for (const p of pieces(JSON.stringify(toolInput))) out.send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: p } });
-    } else {
+    if (call) {
+      out.send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: call.name, input: {} } });
+      for (const p of pieces(JSON.stringify(call.input))) out.send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: p } });
+    } else if (step.kind === 'text') {
       out.send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
       for (const p of pieces(step.text)) out.send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: p } });
     }

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { header, json, ModelApiServer, pieces, sse } from './server.ts';
-import { nextStep, type Entry, type Step } from './script.ts';
+import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Part = z.looseObject({ text: z.string().optional(), functionCall: z.unknown().optional(), functionResponse: z.looseObject({ response: z.unknown().optional() }).optional() });
 const Body = z.looseObject({
@@ -50,7 +50,7 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
     const m = /^\/v1beta\/models\/([^:/]+):(streamGenerateContent|generateContent|countTokens)$/.exec(path);
     const parsed = Body.safeParse(body);
     const tools = parsed.success ? (parsed.data.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((f) => f.name)) : [];
-    const asked = api.record({ method: req.method ?? '', path, model: m?.[1] ?? null, authorized, tools });
+    const asked = api.record({ method: req.method ?? '', path, model: m?.[1] ?? null, authorized, tools, body });
     if (!authorized) return json(res, 400, KEY_INVALID);
     if (req.method === 'GET' && path === '/v1beta/models') {
       return json(res, 200, { models: [{ name: 'models/gemini-2.5-flash', displayName: 'Gemini 2.5 Flash', supportedGenerationMethods: ['generateContent', 'countTokens'] }] });
@@ -59,10 +59,13 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
     if (m[2] === 'countTokens') return json(res, 200, { totalTokens: 120 });
     if (!parsed.success) return json(res, 400, { error: { code: 400, message: parsed.error.issues[0]?.message ?? 'invalid body', status: 'INVALID_ARGUMENT' } });
     const shell = tools.find((t) => t === 'run_shell_command');
-    const step: Step = shell ? nextStep(entries(parsed.data.contents)) : { kind: 'text', text: '{"next_speaker": "user", "reasoning": "The model answered."}' };
-    if (shell) asked.answered = step.kind === 'tool' ? `tool:${step.command}` : `text:${step.text}`;
+    const step: Step = shell ? nextStep(entries(parsed.data.contents), tools) : { kind: 'text', text: '{"next_speaker": "user", "reasoning": "The model answered."}' };
+    if (shell) asked.answered = answered(step);
     const model = m[1]!;
-    const parts = step.kind === 'tool' ? [[{ functionCall: { name: shell, args: { command: step.command, description: 'Run the requested command' } } }]] : pieces(step.text).map((t) => [{ text: t }]);
+    const parts =
+      step.kind === 'tool' ? [[{ functionCall: { name: shell, args: { command: step.command, description: 'Run the requested command' } } }]]
+      : step.kind === 'call' ? [[{ functionCall: { name: step.tool, args: step.args } }]]
+      : pieces(step.text).map((t) => [{ text: t }]);
     if (m[2] === 'generateContent') return json(res, 200, candidate(parts.flat(), 'STOP', model, true));
     const out = sse(res);
     parts.forEach((p, i) => out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1)));

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { header, json, ModelApiServer, pieces, sse } from './server.ts';
-import { nextStep, type Entry, type Step } from './script.ts';
+import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Tool = z.looseObject({ type: z.string().optional(), name: z.string().optional(), function: z.looseObject({ name: z.string() }).optional() });
 const ResponsesBody = z.looseObject({
@@ -35,6 +35,23 @@ function text(content: unknown): string {
 
 function toolName(t: z.infer<typeof Tool>): string {
   return t.function?.name ?? t.name ?? '';
+}
+
+/**
+ * Tools offered, by the name the script sees: Codex groups each MCP server's tools under a namespace
+ * entry (`{type: "namespace", name: "mcp__<server>", tools}`), seen here as `<namespace>.<tool>`; a
+ * call to one names the tool and its namespace apart (`{type: "function_call", namespace, name}`).
+ */
+function toolNames(tools: unknown[]): string[] {
+  return tools.flatMap((raw) => {
+    const t = raw as z.infer<typeof Tool> & { tools?: unknown[] };
+    return Array.isArray(t.tools) ? toolNames(t.tools).map((n) => `${toolName(t)}.${n}`) : [toolName(t)];
+  });
+}
+
+function namespaced(name: string): { name: string; namespace?: string } {
+  const dot = name.lastIndexOf('.');
+  return dot < 0 ? { name } : { namespace: name.slice(0, dot), name: name.slice(dot + 1) };
 }
 
 function responsesEntries(input: z.infer<typeof ResponsesBody>['input']): Entry[] {
@@ -74,9 +91,9 @@ function streamResponses(res: ServerResponse, model: string, step: Step, tools: 
   out.send('response.created', { type: 'response.created', sequence_number: 0, response: base });
   let seq = 1;
   let item: Record<string, unknown>;
-  if (step.kind === 'tool') {
-    const call = codexCall(tools, step.command);
-    item = { id: id('fc'), type: 'function_call', status: 'completed', call_id: id('call'), name: call.name, arguments: call.arguments };
+  if (step.kind !== 'text') {
+    const call = step.kind === 'tool' ? codexCall(tools, step.command) : { ...namespaced(step.tool), arguments: JSON.stringify(step.args) };
+    item = { id: id('fc'), type: 'function_call', status: 'completed', call_id: id('call'), ...call };
     out.send('response.output_item.added', { type: 'response.output_item.added', sequence_number: seq++, output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } });
     for (const p of pieces(call.arguments)) out.send('response.function_call_arguments.delta', { type: 'response.function_call_arguments.delta', sequence_number: seq++, item_id: item.id, output_index: 0, delta: p });
   } else {
@@ -97,11 +114,12 @@ function streamChat(res: ServerResponse, model: string, step: Step, shell: strin
   const created = Math.floor(Date.now() / 1000);
   const chunk = (delta: unknown, finish: string | null) => ({ id: chunkId, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] });
   out.send(null, chunk({ role: 'assistant', content: '' }, null));
-  if (step.kind === 'tool') {
-    const args = JSON.stringify({ command: step.command, description: 'Run the requested command' });
+  if (step.kind !== 'text') {
+    const name = step.kind === 'tool' ? shell : step.tool;
+    const args = step.kind === 'tool' ? JSON.stringify({ command: step.command, description: 'Run the requested command' }) : JSON.stringify(step.args);
     const callId = id('call');
     pieces(args).forEach((p, i) =>
-      out.send(null, chunk({ tool_calls: [{ index: 0, ...(i === 0 ? { id: callId, type: 'function', function: { name: shell, arguments: p } } : { function: { arguments: p } }) }] }, null)),
+      out.send(null, chunk({ tool_calls: [{ index: 0, ...(i === 0 ? { id: callId, type: 'function', function: { name, arguments: p } } : { function: { arguments: p } }) }] }, null)),
     );
     out.send(null, chunk({}, 'tool_calls'));
   } else {
@@ -119,8 +137,8 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
     const presented = header(req, 'authorization')?.replace(/^Bearer /i, '');
     const authorized = presented === api.key;
     const model = body && typeof body === 'object' && typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : null;
-    const tools = ((body as { tools?: unknown[] } | null)?.tools ?? []).map((t) => toolName(t as z.infer<typeof Tool>));
-    const asked = api.record({ method: req.method ?? '', path, model, authorized, tools });
+    const tools = toolNames((body as { tools?: unknown[] } | null)?.tools ?? []);
+    const asked = api.record({ method: req.method ?? '', path, model, authorized, tools, body });
     if (!authorized) {
       return json(res, 401, { error: { message: `Incorrect API key provided: ${mask(presented ?? '')}. You can find your API key at https://platform.openai.com/account/api-keys.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
     }
@@ -130,22 +148,21 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
     if (req.method === 'POST' && path === '/v1/responses') {
       const b = ResponsesBody.safeParse(body);
       if (!b.success) return json(res, 400, { error: { message: b.error.issues[0]?.message ?? 'invalid body', type: 'invalid_request_error', param: null, code: null } });
-      const step = tools.length ? nextStep(responsesEntries(b.data.input)) : ({ kind: 'text', text: 'Shell session' } as const);
-      if (tools.length) asked.answered = step.kind === 'tool' ? `tool:${step.command}` : `text:${step.text}`;
+      const step: Step = tools.length ? nextStep(responsesEntries(b.data.input), tools) : { kind: 'text', text: 'Shell session' };
+      if (tools.length) asked.answered = answered(step);
       return streamResponses(res, b.data.model, step, tools);
     }
     if (req.method === 'POST' && path === '/v1/chat/completions') {
       const b = ChatBody.safeParse(body);
       if (!b.success) return json(res, 400, { error: { message: b.error.issues[0]?.message ?? 'invalid body', type: 'invalid_request_error', param: null, code: null } });
       const shell = tools.find((t) => t === 'bash' || t === 'shell');
-      const step = shell ? nextStep(chatEntries(b.data.messages)) : ({ kind: 'text', text: 'Shell session' } as const);
-      if (shell) asked.answered = step.kind === 'tool' ? `tool:${step.command}` : `text:${step.text}`;
+      const step: Step = shell ? nextStep(chatEntries(b.data.messages), tools) : { kind: 'text', text: 'Shell session' };
+      if (shell) asked.answered = answered(step);
       const includeUsage = (body as { stream_options?: { include_usage?: boolean } }).stream_options?.include_usage === true;
       if (b.data.stream === false) {
-        const message = step.kind === 'tool'
-          ? { role: 'assistant', content: null, tool_calls: [{ id: id('call'), type: 'function', function: { name: shell, arguments: JSON.stringify({ command: step.command, description: 'Run the requested command' }) } }] }
-          : { role: 'assistant', content: step.text };
-        return json(res, 200, { id: id('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: b.data.model, choices: [{ index: 0, message, finish_reason: step.kind === 'tool' ? 'tool_calls' : 'stop' }], usage: { prompt_tokens: 120, completion_tokens: 12, total_tokens: 132 } });
+        const fn = step.kind === 'tool' ? { name: shell, arguments: JSON.stringify({ command: step.command, description: 'Run the requested command' }) } : step.kind === 'call' ? { name: step.tool, arguments: JSON.stringify(step.args) } : null;
+        const message = fn ? { role: 'assistant', content: null, tool_calls: [{ id: id('call'), type: 'function', function: fn }] } : { role: 'assistant', content: step.kind === 'text' ? step.text : '' };
+        return json(res, 200, { id: id('chatcmpl'), object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: b.data.model, choices: [{ index: 0, message, finish_reason: fn ? 'tool_calls' : 'stop' }], usage: { prompt_tokens: 120, completion_tokens: 12, total_tokens: 132 } });
       }
       return streamChat(res, b.data.model, step, shell ?? 'bash', includeUsage);
     }

@@ -12,8 +12,10 @@ export interface Asked {
   readonly authorized: boolean;
   /** Tool names offered (empty for a tool-less request). */
   readonly tools: readonly string[];
-  /** What the scripted model answered: `tool:<command>`, `text:<text>`, or null for auxiliary calls. */
+  /** What the scripted model answered: `tool:<command>`, `call:<tool>`, `text:<text>`, or null for auxiliary calls. */
   answered: string | null;
+  /** The request body as sent (system prompt, tool descriptions…), for checks of what the runtime told the model. */
+  readonly body?: unknown;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, body: unknown, api: ModelApiServer) => Promise<void> | void;

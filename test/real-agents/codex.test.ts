@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { startOpenAiApi } from '../model-apis/openai.ts';
-import { assertRealRun, realAgentConversation, type RealAgentCase } from './harness.ts';
+import { join } from 'node:path';
+import { assertRealRun, assertToolsReached, realAgentConversation, type RealAgentCase } from './harness.ts';
 
 const CODEX: RealAgentCase = {
   runtime: 'codex',
@@ -16,12 +17,19 @@ const CODEX: RealAgentCase = {
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
   workdir: (dir) => dir,
+  deliveredFiles: (dir) => [join(dir, '.mcp.json'), join(dir, '.codex', 'config.toml'), join(dir, '.codex', 'skills', 'fountain-probe', 'SKILL.md')],
 };
 
 describe('codex: a real turn through the public API', { timeout: 600_000 }, () => {
-  it('runs, asks, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
+  it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(CODEX);
     assertRealRun(CODEX, r);
+    // §13: the MCP servers go in ACP session/new, so no file names them.
+    const [mcpJson, config, skill] = CODEX.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
+    assert.equal(mcpJson, '(absent)');
+    assert.doesNotMatch(config!, /probe/);
+    assert.match(skill!, /name: fountain-probe/);
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path === '/v1/responses'), 'Codex spoke the Responses API');
   });
 });

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { startGeminiApi } from '../model-apis/gemini.ts';
-import { assertRealRun, realAgentConversation, type RealAgentCase } from './harness.ts';
+import { join } from 'node:path';
+import { assertRealRun, assertToolsReached, realAgentConversation, type RealAgentCase } from './harness.ts';
 
 const GEMINI: RealAgentCase = {
   runtime: 'gemini',
@@ -18,12 +19,21 @@ const GEMINI: RealAgentCase = {
   modelAsked: 'gemini-2.5-flash',
   // HOME is the machine's temporary directory on the process backend (platform-api.md §13).
   workdir: () => `/${'tmp'}/gemini-workspace`,
+  deliveredFiles: () => [`/${'tmp'}/.gemini/settings.json`, `/${'tmp'}/.gemini/skills/fountain-probe/SKILL.md`],
 };
 
 describe('gemini: a real turn through the public API', { timeout: 600_000 }, () => {
-  it('runs, asks, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
+  it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(GEMINI);
     assertRealRun(GEMINI, r);
+    // §13: the MCP servers in $HOME/.gemini/settings.json, beside the settings the credential's delivery writes there.
+    const [settingsJson, skill] = GEMINI.deliveredFiles('').map((f) => r.tools.delivered[f]!);
+    const settings = JSON.parse(settingsJson!);
+    assert.deepEqual(Object.keys(settings.mcpServers ?? {}).sort(), ['probe-http', 'probe-stdio'], settingsJson);
+    assert.equal(settings.mcpServers['probe-http'].headers.Authorization, 'Bearer ${PROBE_HTTP_TOKEN}', 'the secret stays a reference gemini expands from its env');
+    assert.equal(settings.privacy?.usageStatisticsEnabled, false, settingsJson);
+    assert.match(skill!, /name: fountain-probe/);
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path.endsWith(':streamGenerateContent')));
   });
 });

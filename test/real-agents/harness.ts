@@ -17,7 +17,8 @@ import { startRunnerChild, until, type RunnerChild } from '../../src/server/conv
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
-import { FINAL_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
+import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
+import { HTTP_TOOL, readStdioLog, startHttpProbe, STDIO_FIXTURE, STDIO_TOOL, type HttpProbe, type McpSeen } from './mcp-probe.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** The persistent npm cache `.ci/run` pre-warms: sandbox installs read the adapters from it. */
@@ -39,6 +40,8 @@ export interface RealAgentCase {
   workdir(sandboxDir: string): string;
   /** Called before a wake (gemini loses a session loaded within the minute it was created). */
   beforeWake?(): Promise<void>;
+  /** Host paths of the files §13 prescribes for this runtime's skill and MCP delivery, read after provisioning. */
+  deliveredFiles(sandboxDir: string): string[];
 }
 
 export interface RealAgentRun {
@@ -61,6 +64,33 @@ export interface RealAgentRun {
   readonly streamEvents: SseEvent[];
   /** Everything the run wrote where a secret must not be: logs, events, errors, `ps`, `.env`. */
   readonly exposures: Record<string, string>;
+  /** The agent's skill and MCP servers (§13): what reached the runtime and what came back. */
+  readonly tools: ToolsRun;
+}
+
+export interface ToolsRun {
+  /** The environment's secret the HTTP MCP server's `Authorization` header names as `${PROBE_HTTP_TOKEN}`. */
+  readonly mcpToken: string;
+  readonly word: string;
+  readonly skillMark: string;
+  readonly turn: Json;
+  readonly answer: string;
+  /** Permission requests the MCP turn raised (each answered allow_once through the API). */
+  readonly permissions: Json[];
+  /** What the stdio server received (JSON-RPC methods, its tool's calls). */
+  readonly stdio: Array<Record<string, unknown>>;
+  /** What the HTTP server received. */
+  readonly http: McpSeen[];
+  /** What the runtime put where the model reads it: the agent's files and process env as delivered. */
+  readonly delivered: Record<string, string>;
+}
+
+/** The inline skill every real agent gets: its description carries a mark the model API must be shown. */
+function probeSkill(mark: string): { name: string; content: string } {
+  return {
+    name: 'fountain-probe',
+    content: `---\nname: fountain-probe\ndescription: Explains the probe phrase ${mark} when a user asks about it.\n---\n\n# Fountain probe\n\nWhen asked about the probe phrase, answer with ${mark}.\n`,
+  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -84,6 +114,10 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-real-${c.runtime}-`)));
   const logFile = join(tmp, 'server.log');
   mkdirSync(NPM_CACHE, { recursive: true });
+  const mcpToken = `mcp-secret-${randomBytes(12).toString('hex')}`;
+  const probe: HttpProbe = await startHttpProbe(mcpToken);
+  const stdioLog = join(tmp, 'mcp-stdio.jsonl');
+  const skillMark = `fountain-skill-${randomBytes(6).toString('hex')}`;
   let srv: RunningServer | null = null;
   let runner: RunnerChild | null = null;
   const ps: string[] = [];
@@ -106,7 +140,27 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     runner = startRunnerChild({ name: 'real', root, baseUrl: base, apiKey: bootKey, home: tmp, logLevel: 'debug', extraArgs: ['--npm-cache', NPM_CACHE] });
     await until(async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
 
-    const agent = await http('POST', '/api/agents', { name: `real-${c.runtime}`, runtime: c.runtime, model: c.model, system: 'You are a test agent.', permission_policy: { default: 'ask' } });
+    // The environment holds what the MCP servers' `${VAR}`s name: a variable for the port and the log, a secret for the token.
+    const env = await http('POST', '/api/environments', {
+      name: `real-${c.runtime}-tools`,
+      env_vars: { PROBE_HTTP_PORT: String(probe.port), PROBE_STDIO_LOG: stdioLog },
+      secrets: { PROBE_HTTP_TOKEN: mcpToken },
+    });
+    assert.equal(env.status, 201, JSON.stringify(env.body));
+    const agent = await http('POST', '/api/agents', {
+      name: `real-${c.runtime}`,
+      runtime: c.runtime,
+      model: c.model,
+      system: 'You are a test agent.',
+      permission_policy: { default: 'ask' },
+      environment_id: env.body.data.id,
+      skills: [probeSkill(skillMark)],
+      // Hyphens, not underscores: gemini splits `mcp_<server>_<tool>` at the first underscore.
+      mcp_servers: {
+        'probe-stdio': { command: 'node', args: [STDIO_FIXTURE, '${PROBE_STDIO_LOG}'] },
+        'probe-http': { type: 'http', url: 'http://127.0.0.1:${PROBE_HTTP_PORT}/mcp', headers: { Authorization: 'Bearer ${PROBE_HTTP_TOKEN}' } },
+      },
+    });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     const agentId: string = agent.body.data.id;
 
@@ -159,8 +213,46 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       const proofPath = join(c.workdir(sandboxDir), `${token}.txt`);
       const proofFile = existsSync(proofPath) ? readFileSync(proofPath, 'utf8') : null;
 
+      // The skill and both MCP servers: the model calls each MCP tool, every permission is allowed through the API.
+      const delivered: Record<string, string> = {};
+      for (const f of c.deliveredFiles(sandboxDir)) delivered[f] = existsSync(f) ? readFileSync(f, 'utf8') : '(absent)';
+      const word = `w${randomBytes(4).toString('hex')}`;
+      const pm = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: `MCP: ${word}` });
+      assert.equal(pm.status, 200, JSON.stringify(pm.body));
+      const mcpPermissions: Json[] = [];
+      let mcpAfter = t1done.id ?? 0;
+      for (;;) {
+        const e = await until(
+          () => s.events.find((x) => (x.id ?? 0) > mcpAfter && ((x.data?.stage === 'permission' && x.data?.state === 'started') || (x.data?.stage === 'turn' && ['done', 'failed'].includes(x.data?.state)))),
+          'a permission request or the end of the MCP turn',
+          LONG,
+        );
+        mcpAfter = e.id ?? mcpAfter;
+        if (e.data.stage === 'turn') break;
+        const req = typeof e.data.data === 'string' ? JSON.parse(e.data.data) : e.data.data;
+        mcpPermissions.push(req);
+        const allow = (req.options as Json[]).find((o) => o.kind === 'allow_once') ?? (req.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
+        const yes = await http('POST', `/api/conversations/${convId}/requests/${req.request_id}`, { option_id: allow.option_id });
+        assert.equal(yes.status, 200, JSON.stringify(yes.body));
+      }
+      phase(`MCP turn ended after ${mcpPermissions.length} permission request(s)`);
+      const mcpTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((t) => t.id === pm.body.turn_id);
+      const tools: ToolsRun = {
+        mcpToken,
+        word,
+        skillMark,
+        turn: mcpTurn,
+        answer: answer(s.events, pm.body.turn_id),
+        permissions: mcpPermissions,
+        stdio: readStdioLog(stdioLog),
+        http: [...probe.seen],
+        delivered,
+      };
+      const offered = [...new Set(api.asked.flatMap((a) => a.tools))].filter((n) => /probe/.test(n));
+      phase(`MCP tools offered to the model: ${offered.join(', ') || 'none'}; stdio server saw ${tools.stdio.map((e) => e.method ?? e.tool ?? 'start').join(' ')}; http server saw ${tools.http.map((e) => `${e.method}${e.authorized ? '' : '(unauthorized)'}`).join(' ')}; skill shown to the model: ${api.asked.some((a) => JSON.stringify(a.body ?? '').includes(skillMark))}; answer: ${tools.answer.slice(0, 300)}`);
+
       // Park after the idle timeout, then wake on the next prompt with the history kept.
-      const parked = await stageAfter(s, 'sandbox', 'done', t1done.id!, 60_000);
+      const parked = await stageAfter(s, 'sandbox', 'done', mcpAfter, 60_000);
       phase('parked');
       await c.beforeWake?.();
       const p2 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'RECALL what you ran before.' });
@@ -221,6 +313,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         wrongKeyTurn,
         wrongKeyAcp: events.filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '').map((e) => String(e.data).slice(0, 600)),
         streamEvents: s.events,
+        tools,
         exposures: {
           'server log': readFileSync(logFile, 'utf8'),
           'runner log': runnerLog,
@@ -240,6 +333,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     await runner?.stop();
     await srv?.stop();
     await api.close();
+    await probe.close();
     rmSync(tmp, { recursive: true, force: true });
   }
 }
@@ -276,6 +370,30 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
 
   for (const [where, text] of Object.entries(r.exposures)) {
     assert.ok(!text.includes(r.key), `the credential appears in the ${where}`);
+    assert.ok(!text.includes(r.tools.mcpToken), `the MCP server's secret appears in the ${where}`);
   }
   assert.ok(r.exposures['process listing']!.length > 0 && r.exposures['server log']!.length > 0, 'there was something to search');
+}
+
+/**
+ * The skill and both MCP servers reached the runtime: each server saw the runtime's initialize and
+ * tools/list (the HTTP one with the secret from the environment), the model was offered both tools and
+ * shown the skill, each tool was called and its answer came back into the agent's answer.
+ */
+export function assertToolsReached(r: RealAgentRun, o: { readonly mcpCallsAsk: boolean }): void {
+  const t = r.tools;
+  const why = () => JSON.stringify({ answer: t.answer, turn: t.turn, stdio: t.stdio, http: t.http, delivered: t.delivered, offered: [...new Set(r.api.asked.flatMap((a) => a.tools))] }, null, 1);
+  const stdioMethods = t.stdio.map((e) => e.method);
+  assert.ok(stdioMethods.includes('initialize') && stdioMethods.includes('tools/list'), `the stdio server was started and listed by the runtime: ${why()}`);
+  const httpMethods = t.http.filter((e) => e.authorized).map((e) => e.method);
+  assert.ok(httpMethods.includes('initialize') && httpMethods.includes('tools/list'), `the HTTP server was reached with the environment's secret: ${why()}`);
+  const offered = r.api.asked.flatMap((a) => a.tools);
+  assert.ok(offered.some((n) => n.includes(STDIO_TOOL)) && offered.some((n) => n.includes(HTTP_TOOL)), `the model was offered both MCP tools: ${why()}`);
+  assert.ok(r.api.asked.some((a) => JSON.stringify(a.body ?? '').includes(t.skillMark)), `the model was shown the skill's description: ${why()}`);
+  assert.ok(t.stdio.some((e) => e.tool === STDIO_TOOL && e.text === t.word), `the stdio tool was called: ${why()}`);
+  assert.ok(t.http.some((e) => e.method === 'tools/call' && e.authorized && JSON.stringify(e.params).includes(t.word)), `the HTTP tool was called: ${why()}`);
+  assert.equal(t.turn?.status, 'completed', why());
+  // The agent's policy is `ask`: each MCP call reached it as a permission request, answered through the API.
+  if (o.mcpCallsAsk) assert.equal(t.permissions.length, 2, `each MCP call asked permission: ${JSON.stringify(t.permissions)}`);
+  assert.ok(t.answer.includes(MCP_PREFIX) && t.answer.includes(`fountain-stdio-saw:${t.word}`) && t.answer.includes(`fountain-http-saw:${t.word}`), `both tools' answers came back: ${why()}`);
 }

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { startOpenAiApi } from '../model-apis/openai.ts';
-import { assertRealRun, realAgentConversation, type RealAgentCase } from './harness.ts';
+import { join } from 'node:path';
+import { assertRealRun, assertToolsReached, realAgentConversation, type RealAgentCase } from './harness.ts';
 
 const OPENCODE: RealAgentCase = {
   runtime: 'opencode',
@@ -17,12 +18,20 @@ const OPENCODE: RealAgentCase = {
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
   workdir: () => `/${'tmp'}/opencode-workspace`,
+  deliveredFiles: () => [`/${'tmp'}/opencode-workspace/.mcp.json`, `/${'tmp'}/.config/opencode/opencode.json`, `/${'tmp'}/.config/opencode/skills/fountain-probe/SKILL.md`],
 };
 
 describe('opencode: a real turn through the public API', { timeout: 600_000 }, () => {
-  it('runs, asks, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
+  it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(OPENCODE);
     assertRealRun(OPENCODE, r);
+    // §13: the MCP servers go in ACP session/new, so no file names them.
+    const [mcpJson, config, skill] = OPENCODE.deliveredFiles('').map((f) => r.tools.delivered[f]!);
+    assert.equal(mcpJson, '(absent)');
+    // Only the `ask` for the MCP servers' tools (`<server>_*`), so they reach Fountain's policy as bash does.
+    assert.deepEqual(Object.keys(JSON.parse(config!).permission).filter((k) => k.includes('probe')).sort(), ['probe-http_*', 'probe-stdio_*'], config);
+    assert.match(skill!, /name: fountain-probe/);
+    assertToolsReached(r, { mcpCallsAsk: true });
     assert.ok(r.api.asked.some((a) => a.path === '/v1/chat/completions'), 'opencode spoke Chat Completions');
   });
 });

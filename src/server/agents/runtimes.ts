@@ -97,7 +97,12 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     // Installed like the adapters when the sandbox lacks the pinned version (a runner's machine may have none).
     install: { pkg: '@google/gemini-cli', version: '0.61.0', bin: 'gemini' },
     requiresBin: null,
-    env: [['GEMINI_TELEMETRY_ENABLED', 'false']],
+    env: [
+      ['GEMINI_TELEMETRY_ENABLED', 'false'],
+      // Folder trust is on by default and an undecided folder is untrusted: gemini then starts no MCP
+      // server at all (nor loads the workspace's settings). The workspace is Fountain's own, in the sandbox.
+      ['GEMINI_CLI_TRUST_WORKSPACE', 'true'],
+    ],
     modelOption: false,
     modelProviders: ['google'],
     models: ['google/gemini-2.5-pro', 'google/gemini-2.5-flash'],

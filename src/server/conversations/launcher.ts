@@ -17,6 +17,7 @@ import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
+import { mergeRuntimeFile } from '../environments/mcp.ts';
 import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
@@ -80,8 +81,10 @@ export class Launcher {
     const delivered = await this.delivery(conv.accountId, conv.runtime, model);
     if (!delivered.ok) return { ok: false, error: delivered.error.message };
     const delivery = delivered.value;
+    const configured = new Map(plan?.steps.flatMap((st) => (st.name === 'configuration' ? st.files.map((f) => [f.path, f.content] as const) : [])));
     for (const f of delivery.files) {
-      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(f.content), { mode: 0o600 });
+      const content = mergeRuntimeFile(configured.get(`${spec.home}/${f.path}`), f.content);
+      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(content), { mode: 0o600 });
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
     }
     const live = newLive(conv, sandbox.id, adapter, handle, model);

@@ -109,7 +109,38 @@ export function deliverMcp(
       const session: AcpMcpServer[] = Object.entries(full.value).map(([name, s]) =>
         'command' in s ? { name, command: s.command, args: s.args ?? [], env: pairs(s.env) } : { type: s.type, name, url: s.url, headers: pairs(s.headers) },
       );
-      return { ok: true, value: { files: [], session } };
+      // opencode runs a tool unasked unless its config says `ask` for it; its MCP tools are `<server>_<tool>`.
+      const files: ConfigFile[] =
+        spec.id === 'opencode'
+          ? [{ path: `${spec.home}/${spec.configDir}/opencode.json`, content: `${JSON.stringify({ permission: Object.fromEntries(Object.keys(servers).map((n) => [`${n}_*`, 'ask'])) }, null, 2)}\n` }]
+          : [];
+      return { ok: true, value: { files, session } };
     }
   }
+}
+
+/**
+ * The content of a runtime file the launch writes (the credential's settings) when the configuration
+ * step wrote MCP settings to the same path: gemini keeps its servers in `$HOME/.gemini/settings.json`,
+ * opencode the `ask` for their tools in opencode.json, and the launch, which comes later, would
+ * otherwise drop them. Both JSON objects: keys merged two levels deep (so `permission` keeps both
+ * sides' entries), the launch's winning; anything else: the launch's content as it is.
+ */
+export function mergeRuntimeFile(configured: string | undefined, launch: string): string {
+  if (configured === undefined) return launch;
+  const object = (text: string): Record<string, unknown> | null => {
+    try {
+      const v: unknown = JSON.parse(text);
+      return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+    } catch {
+      return null;
+    }
+  };
+  const a = object(configured);
+  const b = object(launch);
+  if (!a || !b) return launch;
+  const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
+  const merged: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) merged[k] = isObject(merged[k]) && isObject(v) ? { ...merged[k], ...v } : v;
+  return `${JSON.stringify(merged, null, 2)}\n`;
 }

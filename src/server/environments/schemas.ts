@@ -91,13 +91,31 @@ function varMap(value: z.ZodString, max: number) {
 
 const stringMap = (max: number) => varMap(z.string().max(8192), max);
 
+/**
+ * An MCP server's url may hold `${VAR}` anywhere (a port, the whole base), as Claude's .mcp.json
+ * allows: it must be an http(s) URL once each reference stands for some value, or start with one.
+ */
+const mcpUrl = z
+  .string()
+  .min(1)
+  .max(2000)
+  .refine((u) => {
+    if (/^\$\{[A-Za-z_][A-Za-z0-9_]*\}/.test(u)) return !/\s/.test(u);
+    try {
+      const p = new URL(u.replace(/\$\{[A-Za-z_][A-Za-z0-9_]*\}/g, '1'));
+      return (p.protocol === 'http:' || p.protocol === 'https:') && !/\s/.test(u);
+    } catch {
+      return false;
+    }
+  }, 'must be an http(s) URL (a ${VAR} may stand for any part)');
+
 export const McpServerSchema = z
   .union([
     z.object({ command: z.string().min(1).max(1000), args: z.array(z.string().max(4096)).max(100).optional(), env: stringMap(100).optional() }).strict(),
     z
       .object({
         type: z.enum(['http', 'sse']),
-        url: z.string().max(2000).url(),
+        url: mcpUrl,
         headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,100}$/, 'not a header name'), z.string().max(8192)).optional(),
       })
       .strict(),

@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RUNTIME_SPECS } from '../agents/runtimes.ts';
 import { Private } from '../../sandbox/private.ts';
-import { deliverMcp } from './mcp.ts';
+import { deliverMcp, mergeRuntimeFile } from './mcp.ts';
+import { McpServerSchema } from './schemas.ts';
 import { planLaunch } from './plan.ts';
 import { hostAllowed, packageCommands, scrubber } from './steps.ts';
 import type { McpServer } from '../store/environment-schema.ts';
@@ -47,7 +48,7 @@ describe('MCP delivery per runtime (§13)', () => {
     for (const runtime of ['codex', 'opencode'] as const) {
       const r = deliverMcp(RUNTIME_SPECS[runtime], servers, vars, secretKeys);
       assert.ok(r.ok);
-      assert.deepEqual(r.value.files, []);
+      assert.deepEqual(r.value.files.map((f) => JSON.parse(f.content)), runtime === 'opencode' ? [{ permission: { 'files_*': 'ask', 'docs_*': 'ask' } }] : []);
       assert.deepEqual(r.value.session, [
         { name: 'files', command: 'mcp-files', args: ['--root', '/home/sprite/app'], env: [{ name: 'TOKEN', value: 'sekrit-value' }] },
         { type: 'http', name: 'docs', url: 'https://docs.example.test/mcp', headers: [{ name: 'Authorization', value: 'Bearer sekrit-value' }] },
@@ -55,10 +56,38 @@ describe('MCP delivery per runtime (§13)', () => {
     }
   });
 
+  it("gemini: the launch's settings.json keeps the MCP servers the configuration step wrote there", () => {
+    const r = deliverMcp(RUNTIME_SPECS.gemini, servers, vars, secretKeys);
+    assert.ok(r.ok);
+    const merged = JSON.parse(mergeRuntimeFile(r.value.files[0]!.content, '{"privacy": {"usageStatisticsEnabled": false}}'));
+    assert.deepEqual(Object.keys(merged.mcpServers), ['files', 'docs']);
+    assert.deepEqual(merged.privacy, { usageStatisticsEnabled: false });
+    assert.equal(mergeRuntimeFile(undefined, 'x = 1\n'), 'x = 1\n');
+  });
+
+  it("opencode: its MCP tools are `ask` too, beside the launch's bash, edit and webfetch", () => {
+    const r = deliverMcp(RUNTIME_SPECS.opencode, servers, vars, secretKeys);
+    assert.ok(r.ok);
+    assert.deepEqual(r.value.files.map((f) => f.path), ['/tmp/.config/opencode/opencode.json']);
+    const merged = JSON.parse(mergeRuntimeFile(r.value.files[0]!.content, '{"model": "x/y", "permission": {"bash": "ask", "edit": "ask"}}'));
+    assert.deepEqual(merged, { model: 'x/y', permission: { 'files_*': 'ask', 'docs_*': 'ask', bash: 'ask', edit: 'ask' } });
+  });
+
   it('a missing ${VAR} is an error naming it and where it is used, for every runtime', () => {
     for (const runtime of ['claude', 'codex', 'gemini', 'opencode', 'demo'] as const) {
       const r = deliverMcp(RUNTIME_SPECS[runtime], { x: { type: 'sse', url: 'https://a.test/${NOPE}' } }, vars, secretKeys);
       assert.deepEqual(r, { ok: false, missing: 'NOPE', where: 'MCP server x url' });
+    }
+  });
+});
+
+describe('MCP server input', () => {
+  it('takes a ${VAR} anywhere in an http url (a port, a whole base), refuses what is no URL with any values', () => {
+    for (const url of ['http://127.0.0.1:${PORT}/mcp', '${MCP_BASE}/mcp', 'https://${HOST}/mcp', 'https://mcp.example.test/v1']) {
+      assert.ok(McpServerSchema.safeParse({ type: 'http', url }).success, url);
+    }
+    for (const url of ['not a url', 'ftp://x.test/${A}', 'http://exa mple.test/${A}', '']) {
+      assert.ok(!McpServerSchema.safeParse({ type: 'http', url }).success, url);
     }
   });
 });
