@@ -10,10 +10,9 @@ import { eventView, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { messageField } from './limits.ts';
-import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
-import { getConversation, listTurns } from './store.ts';
+import type { ConversationStatus, EventRow } from '../store/conversation-schema.ts';
+import { CONVERSATION_STATUSES, EVENT_STREAMS, eventPage, findConversation, turnsOf } from './history.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { pageEvents } from './events-store.ts';
 import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
@@ -219,7 +218,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
   const one = { 'application/json': { schema: z.object({ data: ConversationSchema }) } };
 
   const owned = async (accountId: string, id: string) => {
-    const row = isUuid(id) ? await getConversation(db, accountId, id) : undefined;
+    const row = isUuid(id) ? await findConversation(db, accountId, id) : undefined;
     if (!row) throw ApiError.notFound('conversation');
     return row;
   };
@@ -377,7 +376,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     }),
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
-      return c.json({ data: (await listTurns(db, row.conversation.id)).map(turnView) }, 200);
+      return c.json({ data: (await turnsOf(db, row.conversation.id)).map(turnView) }, 200);
     },
   );
 
@@ -404,7 +403,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
       const q = c.req.valid('query');
-      const rows = await pageEvents(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
+      const rows = await eventPage(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
       const page = rows.slice(0, q.limit);
       const last = page[page.length - 1];
       const deriver = q.blocks === 'true' ? await deriverFor(db, row.conversation.id, page) : null;

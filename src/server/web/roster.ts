@@ -5,10 +5,10 @@
 import type { ConversationEngine } from '../conversations/engine.ts';
 import { PREVIEW_MAX } from '../team/service.ts';
 import type { ConversationView } from '../conversations/views.ts';
-import { listAgents } from '../agents/store.ts';
+import { listAgents } from '../agents/service.ts';
 import type { Agent, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { lastTurn, replyText } from '../team/store.ts';
+import { lastTurnAndReply } from '../team/reads.ts';
 
 export interface Presence {
   readonly state: 'working' | 'online' | 'starting' | 'machine_offline' | 'asleep' | 'away' | 'failed' | 'offline';
@@ -84,8 +84,7 @@ export async function buildRoster(db: EngineDb, engine: ConversationEngine, acco
   const mates = await Promise.all(
     agents.map(async (agent) => {
       const conversation = currentConversation(await engine.list(accountId, { agentId: agent.id }));
-      const turn = conversation ? ((await lastTurn(db, conversation.id)) ?? null) : null;
-      const reply = turn ? await replyText(db, conversation!.id, turn.id) : '';
+      const { turn, reply } = conversation ? await lastTurnAndReply(db, conversation.id) : { turn: null, reply: '' };
       return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation), preview: previewOf(turn, reply) };
     }),
   );

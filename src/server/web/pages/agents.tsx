@@ -5,8 +5,8 @@
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
-import { deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentFields } from '../../agents/store.ts';
-import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime, type Verdict } from '../../store/conversation-schema.ts';
+import { createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentFields } from '../../agents/service.ts';
+import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
@@ -318,7 +318,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
     if (!env.ok) return page(fromAgent(undefined), { form: env.error }, 422);
     if (!runner.ok) return page(fromAgent(undefined), { form: runner.error }, 422);
-    const r = await insertAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id, runnerId: runner.id });
+    const r = await createAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id, runnerId: runner.id });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
     return c.redirect('/', 303);
   });
