@@ -132,7 +132,9 @@ const CatalogSchema = z
 const fieldError = (field: string, message: string, code = 'validation_failed'): ApiError =>
   new ApiError(422, code, `${field}: ${message}`, { errors: { [field]: [message] } });
 
-export function agentView(a: Agent, conversationCount: number) {
+export type AgentView = z.infer<typeof AgentSchema>;
+
+export function agentView(a: Agent, conversationCount: number): AgentView {
   return {
     id: a.id,
     name: a.name,

@@ -20,7 +20,8 @@ import { teamEventPage, teamMembers, type TeamEventRow } from './reads.ts';
 import { AgentSchema, agentView } from '../agents/routes.ts';
 import { bearer, errorResponses, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
 import { sseTail } from '../http/sse.ts';
-import { ConversationSchema, engineApiError, streamsParam, wantedBy } from '../conversations/routes.ts';
+import { engineApiError, streamsParam, wantedBy } from '../conversations/routes.ts';
+import { ConversationSchema } from '../conversations/views.ts';
 
 export interface TeamRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;

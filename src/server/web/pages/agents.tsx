@@ -7,6 +7,8 @@ import type { Child } from 'hono/jsx';
 import { z } from 'zod';
 import { createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentFields } from '../../agents/service.ts';
 import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
+import { MODEL_PATTERN, RUNTIME_SPECS } from '../../agents/runtimes.ts';
+import { TOOL_KINDS } from '../../conversations/policy.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
@@ -17,22 +19,11 @@ import { RunnerChoice, RUNNER_GONE, chosenRunner, runnerOptions, type RunnerOpti
 
 const ENV_ERROR = 'That environment does not exist (any more).';
 
-/** Which model providers a runtime accepts (platform-api.md §4); demo takes its own. */
-const MODEL_PROVIDERS: Readonly<Record<Runtime, readonly string[]>> = {
-  claude: ['anthropic'],
-  codex: ['openai'],
-  gemini: ['google'],
-  opencode: ['anthropic', 'openai', 'google'],
-  demo: ['fountain'],
-};
-const MODEL_EXAMPLE: Readonly<Record<Runtime, string>> = {
-  claude: 'anthropic/claude-sonnet-4-5',
-  codex: 'openai/gpt-5',
-  gemini: 'google/gemini-2.5-pro',
-  opencode: 'anthropic/claude-sonnet-4-5',
-  demo: 'fountain/demo',
-};
-const POLICY_KEYS = ['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'] as const;
+/** Which model providers a runtime accepts, and the model the form suggests: the runtime table's, never a copy. */
+const modelProviders = (r: Runtime): readonly string[] => RUNTIME_SPECS[r].modelProviders;
+const modelExample = (r: Runtime): string => RUNTIME_SPECS[r].models[0]!;
+/** The form has a select per ACP tool kind, the kinds the engine's policy lookup knows. */
+const POLICY_KEYS = TOOL_KINDS;
 
 type Errors = Partial<Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>>;
 
@@ -48,7 +39,7 @@ interface FormValues {
 export const fromAgent = (a: Agent | undefined): FormValues => ({
   name: a?.name ?? '',
   runtime: a?.runtime ?? 'demo',
-  model: a?.model ?? MODEL_EXAMPLE.demo,
+  model: a?.model ?? modelExample('demo'),
   system: a?.system ?? '',
   sandbox_provider: a?.sandboxProvider ?? '',
   // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
@@ -72,10 +63,9 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
   if (values.name.length < 1 || values.name.length > 200) errors.name = 'A name is required (at most 200 characters).';
   const runtime = z.enum(RUNTIMES).safeParse(values.runtime);
   if (!runtime.success) errors.runtime = `Pick a runtime: ${RUNTIMES.join(', ')}.`;
-  const m = /^([a-z0-9_-]+)\/[a-z0-9._-]+$/.exec(values.model);
-  if (!m) errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
-  else if (runtime.success && !MODEL_PROVIDERS[runtime.data].includes(m[1]!)) {
-    errors.model = `The ${runtime.data} runtime takes models from ${MODEL_PROVIDERS[runtime.data].join(' or ')}, e.g. ${MODEL_EXAMPLE[runtime.data]}.`;
+  if (!MODEL_PATTERN.test(values.model)) errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
+  else if (runtime.success && !modelProviders(runtime.data).includes(values.model.slice(0, values.model.indexOf('/')))) {
+    errors.model = `The ${runtime.data} runtime takes models from ${modelProviders(runtime.data).join(' or ')}, e.g. ${modelExample(runtime.data)}.`;
   }
   if (values.system.length > 100_000) errors.system = 'The system prompt is limited to 100,000 characters.';
   if (values.sandbox_provider !== '' && !enabled.includes(values.sandbox_provider)) {
