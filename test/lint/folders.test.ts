@@ -1,5 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMPOSITION, cycles, folderGraph, nodeOf } from './folders.ts';
 
@@ -60,3 +62,31 @@ describe('the folders of src/server import each other without a cycle', () => {
     assert.ok(graph.get('conversations')?.has('store'), 'the scan sees real imports');
   });
 });
+
+describe('one composition root', () => {
+  /** The long-lived parts: every service, the engine, the scheduler. Built anywhere else, a part would have a second owner. */
+  const PART = /\bnew ([A-Z]\w*Service|ConversationEngine|Scheduler)\(/g;
+  const walk = (dir: string, out: string[] = []): string[] => {
+    for (const e of readdirSync(dir)) {
+      const p = join(dir, e);
+      if (statSync(p).isDirectory()) walk(p, out);
+      else if (/\.tsx?$/.test(e) && !/\.test\.tsx?$/.test(e) && !/^(testing|test-rig|test-hub)\.ts$/.test(e)) out.push(p);
+    }
+    return out;
+  };
+
+  it("only the composition (server/start.ts, which the CLI's start-up calls) builds the server's services and engine", () => {
+    const elsewhere: string[] = [];
+    let seen = 0;
+    for (const abs of walk(join(ROOT, 'src'))) {
+      const file = relative(ROOT, abs).split('\\').join('/');
+      for (const m of readFileSync(abs, 'utf8').matchAll(PART)) {
+        seen++;
+        if (nodeOf(file) !== COMPOSITION) elsewhere.push(`${file}: new ${m[1]}`);
+      }
+    }
+    assert.deepEqual(elsewhere, []);
+    assert.ok(seen >= 4, 'the scan finds the composition building them');
+  });
+});
+
