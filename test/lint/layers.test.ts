@@ -1,7 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RULES, violations } from './layers.ts';
+import { isRoutes, RULES, violations } from './layers.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -11,6 +13,22 @@ describe('the dependency rules of DESIGN.md', () => {
 
   it('no import breaks a never rule (there are no exceptions: routes and pages call services)', () => {
     assert.deepEqual(found.map((v) => `${v.rule}: ${key(v)}`), []);
+  });
+
+  it('routes and web pages write no query of their own either (no drizzle-orm: a query goes through a service)', () => {
+    const walk = (dir: string, out: string[] = []): string[] => {
+      for (const e of readdirSync(dir)) {
+        const p = join(dir, e);
+        if (statSync(p).isDirectory()) walk(p, out);
+        else if (/\.tsx?$/.test(e) && !/\.test\.tsx?$/.test(e)) out.push(p);
+      }
+      return out;
+    };
+    const querying = walk(join(ROOT, 'src/server'))
+      .map((abs) => relative(ROOT, abs).split('\\').join('/'))
+      .filter((f) => isRoutes(f) || f.startsWith('src/server/web/'))
+      .filter((f) => /^(?:import|export)\s+(?!type\s)[^;]*?from\s+'drizzle-orm(?:\/[^']*)?'/m.test(readFileSync(join(ROOT, f), 'utf8')));
+    assert.deepEqual(querying, []);
   });
 
   it('each rule catches the import it names (a rule matching nothing would hold vacuously)', () => {

@@ -18,7 +18,7 @@ const isTestSupport = (p: string) => /\.test\.tsx?$/.test(p) || /\/(testing|test
 /** The store: the schema, migrations and db handle under server/store/, and each feature's queries (store.ts, *-store.ts). */
 export const isStore = (p: string) => p.startsWith('src/server/store/') || /^src\/server\/[^/]+\/(store|[\w-]+-store)\.ts$/.test(p);
 /** Route modules: routes.ts and *-routes.ts of every feature. */
-const isRoutes = (p: string) => /^src\/server\/[^/]+\/([\w-]+-)?routes\.ts$/.test(p);
+export const isRoutes = (p: string) => /^src\/server\/[^/]+\/([\w-]+-)?routes\.ts$/.test(p);
 
 export const RULES: readonly Rule[] = [
   { name: 'sandbox/ imports nothing above it', from: under('src/sandbox/'), to: (t) => t.startsWith('src/') && !t.startsWith('src/sandbox/') },
