@@ -16,9 +16,9 @@ export interface Rule {
 const under = (dir: string) => (p: string) => p.startsWith(dir);
 const isTestSupport = (p: string) => /\.test\.tsx?$/.test(p) || /\/(testing|test-rig|test-hub|fake-daemon)\.ts$/.test(p) || p.includes('/testing/');
 /** The store: the schema, migrations and db handle under server/store/, and each feature's queries (store.ts, *-store.ts). */
-const isStore = (p: string) => p.startsWith('src/server/store/') || /^src\/server\/[^/]+\/(store|[\w-]+-store)\.ts$/.test(p);
+export const isStore = (p: string) => p.startsWith('src/server/store/') || /^src\/server\/[^/]+\/(store|[\w-]+-store)\.ts$/.test(p);
 /** Route modules: routes.ts and *-routes.ts of every feature. */
-const isRoutes = (p: string) => /^src\/server\/[^/]+\/([\w-]+-)?routes\.ts$/.test(p);
+export const isRoutes = (p: string) => /^src\/server\/[^/]+\/([\w-]+-)?routes\.ts$/.test(p);
 
 export const RULES: readonly Rule[] = [
   { name: 'sandbox/ imports nothing above it', from: under('src/sandbox/'), to: (t) => t.startsWith('src/') && !t.startsWith('src/sandbox/') },
@@ -45,18 +45,34 @@ export interface Violation {
   readonly target: string;
 }
 
-/** Every value import that breaks a rule; test files and test support are excluded (they may reach anywhere). */
-export function violations(root: string): Violation[] {
-  const out: Violation[] = [];
+export interface Import {
+  readonly file: string;
+  readonly target: string;
+}
+
+/**
+ * Every relative value import of every non-test source file under src/ (repository-relative paths).
+ * A type-only import touches nothing at run time and is left out; test files and test support are too
+ * (they may reach anywhere).
+ */
+export function valueImports(root: string): Import[] {
+  const out: Import[] = [];
   for (const abs of walk(join(root, 'src'))) {
     const file = relative(root, abs).split('\\').join('/');
     if (isTestSupport(file)) continue;
     const text = readFileSync(abs, 'utf8');
-    // A type-only import (a row type) touches nothing at run time; calling the store's queries does.
     for (const m of text.matchAll(/^(?:import|export)\s+(?!type\s)[^;]*?from\s+'(\.{1,2}\/[^']+)'|import\(\s*'(\.{1,2}\/[^']+)'\s*\)/gms)) {
-      const target = relative(root, resolve(dirname(abs), (m[1] ?? m[2])!)).split('\\').join('/');
-      for (const rule of RULES) if (rule.from(file) && rule.to(target)) out.push({ rule: rule.name, file, target });
+      out.push({ file, target: relative(root, resolve(dirname(abs), (m[1] ?? m[2])!)).split('\\').join('/') });
     }
+  }
+  return out;
+}
+
+/** Every value import that breaks a rule. */
+export function violations(root: string): Violation[] {
+  const out: Violation[] = [];
+  for (const { file, target } of valueImports(root)) {
+    for (const rule of RULES) if (rule.from(file) && rule.to(target)) out.push({ rule: rule.name, file, target });
   }
   return out;
 }

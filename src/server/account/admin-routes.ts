@@ -5,10 +5,8 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import type { MiddlewareHandler } from 'hono';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
-import { isUniqueViolation } from '../http/ids.ts';
-import { createAccount, findAccountByEmail } from './store.ts';
 import { audit } from './audit.ts';
-import { createApiKey } from './keys-store.ts';
+import { addAccount } from './service.ts';
 import { accountView, AccountSchema, CreatedApiKeySchema, keyView } from './keys-routes.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
 
@@ -50,17 +48,9 @@ export function adminRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const body = c.req.valid('json');
       const owner = c.get('principal').account;
-      const emailTaken = () => new ApiError(409, 'email_taken', 'an account with this email already exists');
-      if (body.email && (await findAccountByEmail(db, body.email))) throw emailTaken();
-      const { account, created } = await db
-        .transaction(async (tx) => {
-          const account = await createAccount(tx, { name: body.name, email: body.email ?? null, role: 'user' });
-          const created = await createApiKey(tx, { accountId: account.id, name: 'first key', scopes: ['full'] });
-          return { account, created };
-        })
-        .catch((e: unknown) => {
-          throw isUniqueViolation(e) ? emailTaken() : e;
-        });
+      const added = await addAccount(db, { name: body.name, email: body.email ?? null });
+      if (!added.ok) throw new ApiError(409, 'email_taken', 'an account with this email already exists');
+      const { account, created } = added;
       await audit(db, { accountId: owner.id, actor: 'api', action: 'account.created', subjectId: account.id, data: { name: account.name } });
       return c.json({ data: { account: accountView(account), key: { ...keyView(created.row), key: created.key } } }, 201);
     },

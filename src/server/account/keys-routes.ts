@@ -4,8 +4,8 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { audit } from './audit.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from './keys-store.ts';
-import { API_KEY_SCOPES, type Account, type ApiKey } from '../store/schema.ts';
+import { API_KEY_SCOPES, createKey, listKeys, revokeKey } from './service.ts';
+import type { Account, ApiKey } from '../store/schema.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { bearer, errorResponses, IdParam, iso, newRouter, type RouteDeps } from '../http/common.ts';
@@ -108,7 +108,7 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       },
     }),
     async (c) => {
-      const keys = await listApiKeys(db, c.get('principal').account.id);
+      const keys = await listKeys(db, c.get('principal').account.id);
       return c.json({ data: keys.map(keyView) }, 200);
     },
   );
@@ -133,7 +133,7 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       if (expiresAt && expiresAt <= new Date()) {
         throw new ApiError(422, 'validation_failed', 'expires_at must be in the future', { errors: { expires_at: ['must be in the future'] } });
       }
-      const created = await createApiKey(db, { accountId: account.id, name: body.name, scopes: body.scopes, expiresAt });
+      const created = await createKey(db, { accountId: account.id, name: body.name, scopes: body.scopes, expiresAt });
       await audit(db, { accountId: account.id, actor: 'api', action: 'api_key.created', subjectId: created.row.id, data: { name: body.name, scopes: body.scopes } });
       return c.json({ data: { ...keyView(created.row), key: created.key } }, 201);
     },
@@ -152,7 +152,7 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const { id } = c.req.valid('param');
       const { account } = c.get('principal');
-      if (!isUuid(id) || !(await revokeApiKey(db, account.id, id))) throw new ApiError(404, 'not_found', 'API key not found');
+      if (!isUuid(id) || !(await revokeKey(db, account.id, id))) throw new ApiError(404, 'not_found', 'API key not found');
       await audit(db, { accountId: account.id, actor: 'api', action: 'api_key.revoked', subjectId: id });
       return c.body(null, 204);
     },

@@ -77,3 +77,13 @@ export async function revokeApiKey(db: Db, accountId: string, id: string, at = n
     .returning({ id: apiKeys.id });
   return rows.length > 0;
 }
+
+/** An account's unrevoked key by id, with the account: what a web session rests on. */
+export async function findLiveKey(db: Db, accountId: string, id: string): Promise<{ key: ApiKey; account: Account } | undefined> {
+  const [row] = await db
+    .select({ key: apiKeys, account: accounts })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(and(eq(apiKeys.id, id), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt)));
+  return row;
+}

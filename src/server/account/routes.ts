@@ -5,7 +5,7 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
-import { setCredentialBrokerage } from './store.ts';
+import { setBrokerage } from './service.ts';
 import { audit } from './audit.ts';
 import type { Account } from '../store/schema.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
@@ -69,7 +69,7 @@ export function accountRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const body = c.req.valid('json');
       const id = c.get('principal').account.id;
-      const row = await setCredentialBrokerage(db, id, body.credential_brokerage);
+      const row = await setBrokerage(db, id, body.credential_brokerage);
       if (!row) throw ApiError.notFound('account');
       await audit(db, { accountId: id, actor: 'api', action: 'account.updated', subjectId: id, data: { credential_brokerage: body.credential_brokerage } });
       return c.json({ data: view(row) }, 200);

@@ -9,8 +9,8 @@ import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { conversationCounts, deleteAgent, getAgent, insertAgent, listAgents, updateAgent, type AgentEnvironmentFields, type AgentFields } from './store.ts';
-import { RUNTIMES, VERDICTS, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
+import { conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
+import type { Agent, Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { findRunnerByRef } from '../runners/options.ts';
@@ -132,7 +132,9 @@ const CatalogSchema = z
 const fieldError = (field: string, message: string, code = 'validation_failed'): ApiError =>
   new ApiError(422, code, `${field}: ${message}`, { errors: { [field]: [message] } });
 
-export function agentView(a: Agent, conversationCount: number) {
+export type AgentView = z.infer<typeof AgentSchema>;
+
+export function agentView(a: Agent, conversationCount: number): AgentView {
   return {
     id: a.id,
     name: a.name,
@@ -210,12 +212,13 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       const q = c.req.valid('query');
       const accountId = c.get('principal').account.id;
       const list = (v: string | undefined) => v?.split(',').map((s) => s.trim()).filter(Boolean);
-      const rows = (await listAgents(db, accountId, { search: q.search, runtimes: list(q.runtime) })).filter((a) => {
-        const envs = list(q.environment_id);
-        if (envs && envs.length > 0 && !(a.environmentId && envs.includes(a.environmentId))) return false;
-        if (q.has_skills !== undefined && (a.skills.length > 0) !== (q.has_skills === 'true')) return false;
-        if (q.has_mcp !== undefined && (Object.keys(a.mcpServers).length > 0) !== (q.has_mcp === 'true')) return false;
-        return true;
+      const flag = (v: 'true' | 'false' | undefined) => (v === undefined ? undefined : v === 'true');
+      const rows = await listAgents(db, accountId, {
+        search: q.search,
+        runtimes: list(q.runtime),
+        environmentIds: list(q.environment_id),
+        hasSkills: flag(q.has_skills),
+        hasMcp: flag(q.has_mcp),
       });
       const counts = await conversationCounts(db, rows.map((r) => r.id));
       return c.json({ data: rows.map((r) => agentView(r, counts.get(r.id) ?? 0)) }, 200);
@@ -251,7 +254,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         allowedEnvironmentIds: await checkAllowed(accountId, b.allowed_environment_ids),
         runnerId: await checkRunner(accountId, b.runner_id),
       };
-      const r = await insertAgent(db, accountId, fields);
+      const r = await createAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
       return c.json({ data: agentView(r.agent, 0) }, 201);
     },

@@ -6,14 +6,13 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from './engine.ts';
 import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
-import { eventView, turnView } from './views.ts';
+import { ConversationSchema, EventSchema, eventView, TurnSchema, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { messageField } from './limits.ts';
-import { CONVERSATION_STATUSES, EVENT_STREAMS, type ConversationStatus, type EventRow } from '../store/conversation-schema.ts';
-import { getConversation, listTurns } from './store.ts';
+import type { ConversationStatus, EventRow } from '../store/conversation-schema.ts';
+import { CONVERSATION_STATUSES, EVENT_STREAMS, eventPage, findConversation, turnsOf } from './history.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { pageEvents } from './events-store.ts';
 import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
@@ -35,121 +34,6 @@ const unwrap = <T>(r: EngineResult<T>): T => {
   if (!r.ok) throw engineApiError(r.error);
   return r.value;
 };
-
-const RunnerRefSchema = z.object({ id: z.string(), name: z.string(), hostname: z.string().nullable(), online: z.boolean(), path: z.string().nullable() });
-
-const SandboxSchema = z
-  .object({
-    id: z.string(),
-    provider: z.string(),
-    name: z.string(),
-    sprite_name: z.string(),
-    status: z.string(),
-    url: z.string().nullable(),
-    runner: RunnerRefSchema.nullable(),
-  })
-  .openapi('Sandbox');
-
-const CostSchema = z.object({ amount: z.number(), currency: z.string() });
-
-/** A turn's usage as its agent reported it (tokens from the prompt reply, context window and cost from `usage_update`). */
-export const TurnUsageSchema = z
-  .object({
-    input: z.number(),
-    output: z.number(),
-    cache_read: z.number().optional(),
-    cache_write: z.number().optional(),
-    context: z.object({ used: z.number(), size: z.number() }).optional(),
-    cost: CostSchema.optional().openapi({ description: 'As the agent reported it in the turn\'s last usage_update (ACP: the session\'s cost so far)' }),
-  })
-  .openapi('TurnUsage');
-
-export const UsageTotalSchema = z
-  .object({
-    input: z.number(),
-    output: z.number(),
-    cache_read: z.number().optional(),
-    cache_write: z.number().optional(),
-    cost: CostSchema.optional().openapi({ description: 'The last cost the agent reported' }),
-  })
-  .openapi('UsageTotal');
-
-export const ConversationSchema = z
-  .object({
-    id: z.string(),
-    title: z.string().nullable(),
-    title_source: z.enum(['user', 'agent']).nullable().openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
-    first_prompt: z.string().nullable(),
-    sandbox_id: z.string().nullable(),
-    sandbox: SandboxSchema.nullable(),
-    agent_id: z.string().nullable(),
-    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
-    permission_policy: z.record(z.string(), z.string()),
-    runtime: z.string(),
-    acp: z.boolean(),
-    status: z.enum(CONVERSATION_STATUSES),
-    failure_reason: z.string().nullable(),
-    runtime_session_id: z.string().nullable(),
-    source: z.string(),
-    parent_conversation_id: z.null(),
-    channel_id: z.string().nullable(),
-    turn_count: z.number().int(),
-    last_active_at: z.string(),
-    last_read_at: z.string().nullable(),
-    unread: z.boolean(),
-    usage_total: UsageTotalSchema,
-    inserted_at: z.string(),
-    updated_at: z.string(),
-  })
-  .openapi('Conversation');
-
-const PendingPermissionSchema = z.object({
-  request_id: z.string(),
-  acp_id: z.union([z.string(), z.number(), z.null()]),
-  tool: z.string(),
-  kind: z.string().nullable(),
-  options: z.array(z.object({ option_id: z.string(), name: z.string(), kind: z.string() })),
-  asked_at: z.string(),
-});
-
-export const TurnSchema = z
-  .object({
-    id: z.string(),
-    turn_number: z.number().int(),
-    prompt: z.string(),
-    status: z.string(),
-    stop_reason: z.string().nullable(),
-    reason: z.string().nullable(),
-    exit_code: z.number().int().nullable(),
-    pending_permission: PendingPermissionSchema.nullable(),
-    started_at: z.string().nullable(),
-    ended_at: z.string().nullable(),
-    inserted_at: z.string(),
-    image_count: z.number().int(),
-    usage: TurnUsageSchema.nullable(),
-  })
-  .openapi('Turn');
-
-export const EventSchema = z
-  .object({
-    id: z.number().int(),
-    kind: z.enum(['output', 'stage']),
-    stream: z.string(),
-    data: z.string(),
-    stage: z.string().nullable(),
-    state: z.string().nullable(),
-    duration_ms: z.number().int().nullable(),
-    turn_id: z.string().nullable(),
-    ts: z.string(),
-    blocks: z
-      .array(z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough())
-      .optional()
-      .openapi({
-        description:
-          'With ?blocks=true: what the event means (platform-api §7.3). Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
-      }),
-  })
-  .openapi('LogEvent');
 
 const CreateBody = z
   .object({
@@ -219,7 +103,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
   const one = { 'application/json': { schema: z.object({ data: ConversationSchema }) } };
 
   const owned = async (accountId: string, id: string) => {
-    const row = isUuid(id) ? await getConversation(db, accountId, id) : undefined;
+    const row = isUuid(id) ? await findConversation(db, accountId, id) : undefined;
     if (!row) throw ApiError.notFound('conversation');
     return row;
   };
@@ -377,7 +261,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     }),
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
-      return c.json({ data: (await listTurns(db, row.conversation.id)).map(turnView) }, 200);
+      return c.json({ data: (await turnsOf(db, row.conversation.id)).map(turnView) }, 200);
     },
   );
 
@@ -404,7 +288,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
       const q = c.req.valid('query');
-      const rows = await pageEvents(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
+      const rows = await eventPage(db, row.conversation.id, { after: q.after, limit: q.limit + 1, streams: q.streams });
       const page = rows.slice(0, q.limit);
       const last = page[page.length - 1];
       const deriver = q.blocks === 'true' ? await deriverFor(db, row.conversation.id, page) : null;

@@ -1,10 +1,11 @@
 /**
- * The public JSON shapes of conversations, turns and events (platform-api.md §5), built from rows
- * plus what only the live registry knows (is the sandbox's runner online?).
+ * The public JSON shapes of conversations, turns and events (platform-api.md §5): the API schemas, the
+ * view types inferred from them, and the views built from rows plus what only the live registry knows.
  */
 import { join } from 'node:path';
+import { z } from '@hono/zod-openapi';
 import type { Block } from './blocks.ts';
-import type { Conversation, ConversationStatus, EventRow, SandboxRow, Turn, UsageTotal } from '../store/conversation-schema.ts';
+import { CONVERSATION_STATUSES, type Conversation, type EventRow, type SandboxRow, type Turn } from '../store/conversation-schema.ts';
 
 /** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
 export interface RunnerSummary {
@@ -15,43 +16,128 @@ export interface RunnerSummary {
   readonly online: boolean;
 }
 
-export interface SandboxView {
-  id: string;
-  provider: string;
-  name: string;
-  sprite_name: string;
-  status: string;
-  url: string | null;
-  runner: { id: string; name: string; hostname: string | null; online: boolean; path: string | null } | null;
-}
+export const RunnerRefSchema = z.object({ id: z.string(), name: z.string(), hostname: z.string().nullable(), online: z.boolean(), path: z.string().nullable() });
 
-export interface ConversationView {
-  id: string;
-  title: string | null;
-  /** Where the title came from: the user (or API), or the agent's session_info_update; null when there is none. */
-  title_source: 'user' | 'agent' | null;
-  first_prompt: string | null;
-  sandbox_id: string | null;
-  sandbox: SandboxView | null;
-  agent_id: string | null;
-  environment_id: string | null;
-  permission_policy: Record<string, string>;
-  runtime: string;
-  acp: true;
-  status: ConversationStatus;
-  failure_reason: string | null;
-  runtime_session_id: string | null;
-  source: string;
-  parent_conversation_id: null;
-  channel_id: string | null;
-  turn_count: number;
-  last_active_at: string;
-  last_read_at: string | null;
-  unread: boolean;
-  usage_total: UsageTotal;
-  inserted_at: string;
-  updated_at: string;
-}
+export const SandboxSchema = z
+  .object({
+    id: z.string(),
+    provider: z.string(),
+    name: z.string(),
+    sprite_name: z.string(),
+    status: z.string(),
+    url: z.string().nullable(),
+    runner: RunnerRefSchema.nullable(),
+  })
+  .openapi('Sandbox');
+
+export const CostSchema = z.object({ amount: z.number(), currency: z.string() });
+
+/** A turn's usage as its agent reported it (tokens from the prompt reply, context window and cost from `usage_update`). */
+export const TurnUsageSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    context: z.object({ used: z.number(), size: z.number() }).optional(),
+    cost: CostSchema.optional().openapi({ description: 'As the agent reported it in the turn\'s last usage_update (ACP: the session\'s cost so far)' }),
+  })
+  .openapi('TurnUsage');
+
+export const UsageTotalSchema = z
+  .object({
+    input: z.number(),
+    output: z.number(),
+    cache_read: z.number().optional(),
+    cache_write: z.number().optional(),
+    cost: CostSchema.optional().openapi({ description: 'The last cost the agent reported' }),
+  })
+  .openapi('UsageTotal');
+
+export const ConversationSchema = z
+  .object({
+    id: z.string(),
+    title: z.string().nullable(),
+    title_source: z.enum(['user', 'agent']).nullable().openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
+    first_prompt: z.string().nullable(),
+    sandbox_id: z.string().nullable(),
+    sandbox: SandboxSchema.nullable(),
+    agent_id: z.string().nullable(),
+    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
+    permission_policy: z.record(z.string(), z.string()),
+    runtime: z.string(),
+    acp: z.boolean(),
+    status: z.enum(CONVERSATION_STATUSES),
+    failure_reason: z.string().nullable(),
+    runtime_session_id: z.string().nullable(),
+    source: z.string(),
+    parent_conversation_id: z.null(),
+    channel_id: z.string().nullable(),
+    turn_count: z.number().int(),
+    last_active_at: z.string(),
+    last_read_at: z.string().nullable(),
+    unread: z.boolean(),
+    usage_total: UsageTotalSchema,
+    inserted_at: z.string(),
+    updated_at: z.string(),
+  })
+  .openapi('Conversation');
+
+export const PendingPermissionSchema = z.object({
+  request_id: z.string(),
+  acp_id: z.union([z.string(), z.number(), z.null()]),
+  tool: z.string(),
+  kind: z.string().nullable(),
+  options: z.array(z.object({ option_id: z.string(), name: z.string(), kind: z.string() })),
+  asked_at: z.string(),
+});
+
+export const TurnSchema = z
+  .object({
+    id: z.string(),
+    turn_number: z.number().int(),
+    prompt: z.string(),
+    status: z.string(),
+    stop_reason: z.string().nullable(),
+    reason: z.string().nullable(),
+    exit_code: z.number().int().nullable(),
+    pending_permission: PendingPermissionSchema.nullable(),
+    started_at: z.string().nullable(),
+    ended_at: z.string().nullable(),
+    inserted_at: z.string(),
+    image_count: z.number().int(),
+    usage: TurnUsageSchema.nullable(),
+    model: z.string().nullable().openapi({ description: 'The model the turn ran with, as its agent named it' }),
+  })
+  .openapi('Turn');
+
+export const EventSchema = z
+  .object({
+    id: z.number().int(),
+    kind: z.enum(['output', 'stage']),
+    stream: z.string(),
+    data: z.string(),
+    stage: z.string().nullable(),
+    state: z.string().nullable(),
+    duration_ms: z.number().int().nullable(),
+    turn_id: z.string().nullable(),
+    ts: z.string(),
+    blocks: z
+      .array(z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough())
+      .optional()
+      .openapi({
+        description:
+          'With ?blocks=true: what the event means (platform-api §7.3). Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
+      }),
+  })
+  .openapi('LogEvent');
+
+export type SandboxView = z.infer<typeof SandboxSchema>;
+export type ConversationView = z.infer<typeof ConversationSchema>;
+export type TurnView = z.infer<typeof TurnSchema>;
+export type EventView = z.infer<typeof EventSchema>;
+
+
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -98,22 +184,6 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
   };
 }
 
-export interface TurnView {
-  id: string;
-  turn_number: number;
-  prompt: string;
-  status: string;
-  stop_reason: string | null;
-  reason: string | null;
-  exit_code: number | null;
-  pending_permission: Turn['pendingPermission'];
-  started_at: string | null;
-  ended_at: string | null;
-  inserted_at: string;
-  image_count: number;
-  usage: Turn['usage'];
-  model: string | null;
-}
 
 export function turnView(t: Turn): TurnView {
   return {
@@ -134,19 +204,6 @@ export function turnView(t: Turn): TurnView {
   };
 }
 
-export interface EventView {
-  id: number;
-  kind: EventRow['kind'];
-  stream: string;
-  data: string;
-  stage: string | null;
-  state: string | null;
-  duration_ms: number | null;
-  turn_id: string | null;
-  ts: string;
-  /** With `?blocks=true` (§7.3). */
-  blocks?: Block[];
-}
 
 export function eventView(e: EventRow, blocks?: Block[]): EventView {
   return {

@@ -5,7 +5,7 @@
  */
 import type { Private } from '../../sandbox/private.ts';
 import type { Runtime } from '../store/conversation-schema.ts';
-import { opencodePermission } from '../agents/opencode-permission.ts';
+import { opencodePermission } from './opencode-permission.ts';
 import type { CredentialProvider } from './providers.ts';
 
 /** A credential opened for one launch. */

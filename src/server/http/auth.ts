@@ -5,7 +5,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import { ApiError } from './errors.ts';
-import { checkSandboxToken } from '../conversations/sandbox-authority.ts';
+import { checkSandboxToken } from './sandbox-authority.ts';
 import type { Db } from '../store/db.ts';
 import { API_KEY_PATTERN, findKeyByPlaintext, touchApiKey } from '../account/keys-store.ts';
 import type { Account, ApiKey, ApiKeyScope } from '../store/schema.ts';

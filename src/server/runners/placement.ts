@@ -4,7 +4,7 @@
  */
 import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner, type RunnerHost } from '../../providers/runner/index.ts';
 import { mintHostedName, mintRunnerName, parseRunnerName, type KnownProvider, type SandboxError } from '../../sandbox/index.ts';
-import { accept, refuse } from '../conversations/errors.ts';
+import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
 import type { Placement } from '../conversations/placement.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
 import type { RunnerSummary } from '../conversations/views.ts';
@@ -13,6 +13,14 @@ import type { RunnerSummary } from '../conversations/views.ts';
 export interface RunnerDirectory {
   find(accountId: string, runnerId: string): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
 }
+
+// The port's result values, built here from its types alone: a value import of conversations/ would send
+// the prompt's path back into the folder it came from (test/lint/folders.test.ts).
+const refuse = (code: EngineErrorCode, message: string, extras?: Readonly<Record<string, unknown>>): { ok: false; error: EngineError } => ({
+  ok: false,
+  error: extras ? { code, message, extras } : { code, message },
+});
+const accept = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });
 
 export function providerPlacement(host: RunnerHost | null, runners: RunnerDirectory): Placement {
   return {

@@ -9,7 +9,7 @@ import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { RUNNER_WS_PATH, runnerPreflight } from './hub.ts';
 import { audit } from '../account/audit.ts';
-import { deleteRunner, listRunners, RUNNER_NAME_PATTERN } from './store.ts';
+import { deleteRunner, listRunners, RUNNER_NAME_PATTERN } from './service.ts';
 import type { Runner } from '../store/schema.ts';
 import { bearer, errorResponses, IdParam, iso, newRouter, type RouteDeps } from '../http/common.ts';
 

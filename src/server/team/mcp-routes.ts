@@ -10,9 +10,9 @@ import type { TeamService } from './service.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { teamMcpServer } from './mcp.ts';
-import { getConversation } from '../conversations/store.ts';
+import { findConversation } from '../conversations/history.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { TEAM_CHANNEL } from '../store/team-schema.ts';
+import { TEAM_CHANNEL } from './reads.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
 
 export interface McpTeamRouteDeps extends RouteDeps {
@@ -49,7 +49,7 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const principal = c.get('principal');
       const id = c.req.valid('param').conversation_id;
-      const row = isUuid(id) ? await getConversation(db, principal.account.id, id) : undefined;
+      const row = isUuid(id) ? await findConversation(db, principal.account.id, id) : undefined;
       if (!row) throw ApiError.notFound('conversation');
       if (row.conversation.channelId !== TEAM_CHANNEL) {
         throw new ApiError(403, 'not_a_team_conversation', 'the team MCP serves only team conversations (channel fountain:team)');

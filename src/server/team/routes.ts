@@ -13,14 +13,15 @@ import { eventView } from '../conversations/views.ts';
 import { ApiError } from '../http/errors.ts';
 import { runnersTopic, teamTopic } from '../cluster/bus.ts';
 import { isUuid } from '../http/ids.ts';
-import { conversationCounts } from '../agents/store.ts';
+import { conversationCounts } from '../agents/service.ts';
 import { messageField } from '../conversations/limits.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { pageTeamEvents, teamConversationAgents, type TeamEventRow } from './store.ts';
+import { teamEventPage, teamMembers, type TeamEventRow } from './reads.ts';
 import { AgentSchema, agentView } from '../agents/routes.ts';
 import { bearer, errorResponses, lastEventIdOf, newRouter, type RouteDeps } from '../http/common.ts';
 import { sseTail } from '../http/sse.ts';
-import { ConversationSchema, engineApiError, streamsParam, wantedBy } from '../conversations/routes.ts';
+import { engineApiError, streamsParam, wantedBy } from '../conversations/routes.ts';
+import { ConversationSchema } from '../conversations/views.ts';
 
 export interface TeamRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -146,7 +147,7 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     const after = requested ?? (await deps.engine.feeds.present());
     const streams = q.data.streams;
     const wanted = wantedBy(streams);
-    let members = await teamConversationAgents(db, accountId);
+    let members = await teamMembers(db, accountId);
     /** Conversations known not to be this account's teammates (membership only changes with a `team` event). */
     const others = new Set<string>();
     let teamSignal = false;
@@ -155,7 +156,7 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     type Item = { readonly event: TeamEventRow['event']; readonly agentId: string | null };
     return sseTail<Item>(c, {
       source: {
-        page: (from, limit) => pageTeamEvents(db, accountId, { after: from, limit, streams }),
+        page: (from, limit) => teamEventPage(db, accountId, { after: from, limit, streams }),
         live: (push) => account.live((event) => push({ event, agentId: null })),
       },
       idOf: (t) => t.event.id,
@@ -166,7 +167,7 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
         let agentId: string | undefined = known ?? members.get(convId);
         if (agentId === undefined && !others.has(convId)) {
           // A conversation never seen may be a teammate's that started a moment ago: re-read to be sure.
-          members = await teamConversationAgents(db, accountId);
+          members = await teamMembers(db, accountId);
           agentId = members.get(convId);
           if (agentId === undefined) {
             if (others.size > 10_000) others.clear();

@@ -9,9 +9,9 @@ import { parseCron } from './cron.ts';
 import { nextRunAt, type Scheduler } from './scheduler.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { getAgent } from '../agents/store.ts';
+import { getAgent } from '../agents/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { deleteSchedule, getSchedule, insertSchedule, listSchedules, updateSchedule } from './store.ts';
+import { createSchedule, deleteSchedule, getSchedule, listSchedules, updateSchedule } from './schedules.ts';
 import type { Schedule } from '../store/team-schema.ts';
 import { audit } from '../account/audit.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
@@ -154,7 +154,7 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       const agent = await ownedAgent(accountId, c.req.valid('param').agent_id);
       const b = c.req.valid('json');
       const cron = b.cron.trim().replace(/\s+/g, ' ');
-      const s = await insertSchedule(db, {
+      const s = await createSchedule(db, {
         accountId,
         agentId: agent.id,
         name: b.name ?? null,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fromAgent, parseAgentForm } from './pages/agents.tsx';
+import { fromAgent, parseAgentForm } from './pages/agent-form.tsx';
 
 const base = { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandbox_provider: '' };
 

@@ -5,15 +5,13 @@
 import type { ConversationEngine } from '../conversations/engine.ts';
 import { PREVIEW_MAX } from '../team/service.ts';
 import type { ConversationView } from '../conversations/views.ts';
-import { listAgents } from '../agents/store.ts';
-import type { Agent, Turn } from '../store/conversation-schema.ts';
-import type { EngineDb } from '../store/engine-db.ts';
-import { lastTurn, replyText } from '../team/store.ts';
+import { listAgents } from '../agents/service.ts';
+import type { Agent, SandboxStatus, Turn } from '../store/conversation-schema.ts';
+import { presenceOf as teamPresence, type Presence, type PresenceState } from '../team/presence.ts';
 
-export interface Presence {
-  readonly state: 'working' | 'online' | 'starting' | 'machine_offline' | 'asleep' | 'away' | 'failed' | 'offline';
-  readonly label: string;
-}
+export type { Presence } from '../team/presence.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import { lastTurnAndReply } from '../team/reads.ts';
 
 export interface Teammate {
   readonly agent: Agent;
@@ -40,25 +38,22 @@ export function previewOf(turn: Turn | null, reply: string): Preview {
   return turn.status === 'pending' || turn.status === 'running' ? { kind: 'typing', text: '' } : { kind: 'you', text: clip(turn.prompt) };
 }
 
-/** First matching row wins (platform-api.md §10). */
+/** The roster's words where they say more than the API's label (what a message to the teammate will do). */
+const ROSTER_LABELS: Partial<Record<PresenceState, string>> = {
+  failed: 'stopped after an error · a message starts afresh',
+  offline: 'ended · a message starts a new conversation',
+};
+
+/** The presence table of team/presence.ts (platform-api.md §10), read off the conversation's view. */
 export function presenceOf(c: ConversationView | null): Presence {
   if (!c) return { state: 'offline', label: 'not started · a message starts it' };
   const s = c.sandbox;
-  switch (c.status) {
-    case 'running':
-      return { state: 'working', label: 'working' };
-    case 'pending':
-      return s?.status === 'ready' ? { state: 'online', label: 'ready · waiting for a turn' } : { state: 'starting', label: 'starting computer' };
-    case 'idle':
-      if (s?.provider === 'runner' && s.runner && !s.runner.online) return { state: 'machine_offline', label: 'machine offline · wakes when the runner reconnects' };
-      if (s?.status === 'ready' || s?.status === 'starting') return { state: 'online', label: 'online' };
-      if (s?.status === 'suspended') return { state: 'asleep', label: 'asleep · wakes on message' };
-      return { state: 'away', label: 'away · wakes on message' };
-    case 'failed':
-      return { state: 'failed', label: 'stopped after an error · a message starts afresh' };
-    default:
-      return { state: 'offline', label: 'ended · a message starts a new conversation' };
-  }
+  const p = teamPresence({
+    status: c.status,
+    sandbox: s ? { provider: s.provider, status: s.status as SandboxStatus } : null,
+    runnerOnline: s?.runner ? s.runner.online : true,
+  });
+  return { state: p.state, label: ROSTER_LABELS[p.state] ?? p.label };
 }
 
 export function whereOf(c: ConversationView | null): string | null {
@@ -84,8 +79,7 @@ export async function buildRoster(db: EngineDb, engine: ConversationEngine, acco
   const mates = await Promise.all(
     agents.map(async (agent) => {
       const conversation = currentConversation(await engine.list(accountId, { agentId: agent.id }));
-      const turn = conversation ? ((await lastTurn(db, conversation.id)) ?? null) : null;
-      const reply = turn ? await replyText(db, conversation!.id, turn.id) : '';
+      const { turn, reply } = conversation ? await lastTurnAndReply(db, conversation.id) : { turn: null, reply: '' };
       return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation), preview: previewOf(turn, reply) };
     }),
   );

@@ -5,13 +5,10 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { and, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { EngineDb } from '../store/engine-db.ts';
-import type { Db } from '../store/db.ts';
-import { API_KEY_PATTERN, createApiKey, hashApiKey } from '../account/keys-store.ts';
-import { accounts, apiKeys, type Account, type ApiKey } from '../store/schema.ts';
-import { consumeSigninToken, insertSigninToken, signinTokenRefusal } from '../account/signin-store.ts';
+import type { Account, ApiKey } from '../store/schema.ts';
+import { API_KEY_PATTERN, createKey, keyByPlaintext, mintSigninToken, sessionKey, signinRefusal, spendSigninToken } from '../account/service.ts';
 
 export const SESSION_COOKIE = 'fountain_session';
 /** A session lasts this long from sign-in; the key behind it may end it sooner. */
@@ -60,11 +57,7 @@ export interface SessionUser {
 export async function resolveSession(db: EngineDb, secret: string, value: string | undefined): Promise<SessionUser | null> {
   const p = openSession(secret, value);
   if (!p) return null;
-  const [row] = await db
-    .select({ key: apiKeys, account: accounts })
-    .from(apiKeys)
-    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-    .where(and(eq(apiKeys.id, p.k), eq(apiKeys.accountId, p.a), isNull(apiKeys.revokedAt)));
+  const row = await sessionKey(db, p.a, p.k);
   if (!row) return null;
   if (row.key.expiresAt && row.key.expiresAt <= new Date()) return null;
   if (!row.key.scopes.includes('full')) return null;
@@ -76,17 +69,18 @@ export async function resolveSession(db: EngineDb, secret: string, value: string
  * spent by its first use. `fountain up` prints it so a newcomer lands in a signed-in session.
  */
 export async function mintSignInLink(db: EngineDb, accountId: string, baseUrl: string): Promise<string> {
-  const token = await insertSigninToken(db, accountId, SIGNIN_LINK_TTL_MS);
+  const token = await mintSigninToken(db, accountId, SIGNIN_LINK_TTL_MS);
   return `${baseUrl.replace(/\/+$/, '')}${SIGNIN_PATH}?token=${token}`;
 }
 
-export { consumeSigninToken };
+/** Spends a sign-in link's token: the account it was for, or undefined when unknown, used or expired. */
+export const consumeSigninToken = spendSigninToken;
 
 const AGAIN = 'To sign in, paste the owner API key that `fountain up` printed (the CLI also keeps it in ~/.fountain/credentials), or restart `fountain up` for a new link.';
 
 /** The sentence for a sign-in link that was not accepted, saying why and what to do instead. */
 export async function refusedLinkMessage(db: EngineDb, token: string): Promise<string> {
-  switch (await signinTokenRefusal(db, token)) {
+  switch (await signinRefusal(db, token)) {
     case 'used':
       return `This sign-in link has already been used; each link works once. ${AGAIN}`;
     case 'expired':
@@ -122,11 +116,7 @@ export type KeySignIn = { ok: true; account: Account; key: ApiKey } | { ok: fals
 export async function checkKeyForSignIn(db: EngineDb, presented: string): Promise<KeySignIn> {
   const key = presented.trim();
   if (!API_KEY_PATTERN.test(key)) return { ok: false, message: 'An API key is ftn_ followed by 64 lowercase hex digits. Check that you pasted all of it.' };
-  const [row] = await db
-    .select({ key: apiKeys, account: accounts })
-    .from(apiKeys)
-    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-    .where(eq(apiKeys.keyHash, hashApiKey(key)));
+  const row = await keyByPlaintext(db, key);
   if (!row) return { ok: false, message: 'That API key is not known to this server.' };
   if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one under Account → API keys, or ask the owner.' };
   if (row.key.expiresAt && row.key.expiresAt <= new Date()) return { ok: false, message: 'That API key has expired.' };
@@ -136,6 +126,6 @@ export async function checkKeyForSignIn(db: EngineDb, presented: string): Promis
 
 /** A key minted for a session opened by a sign-in link; its plaintext is never shown or kept. */
 export async function mintSessionKey(db: EngineDb, accountId: string): Promise<ApiKey> {
-  const created = await createApiKey(db as unknown as Db, { accountId, name: `Web session — ${new Date().toISOString().slice(0, 10)}`, scopes: ['full'] });
+  const created = await createKey(db, { accountId, name: `Web session — ${new Date().toISOString().slice(0, 10)}`, scopes: ['full'] });
   return created.row;
 }

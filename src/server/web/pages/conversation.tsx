@@ -8,10 +8,9 @@ import type { SSEStreamingApi } from 'hono/streaming';
 import { sseTail } from '../../http/sse.ts';
 import { z } from 'zod';
 import type { ConversationView } from '../../conversations/views.ts';
-import { getAgent } from '../../agents/store.ts';
+import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
-import { listTurns } from '../../conversations/store.ts';
-import { pageEvents } from '../../conversations/events-store.ts';
+import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
 import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
 import { explainExits } from '../words.ts';
@@ -31,7 +30,7 @@ const uuid = z.string().uuid();
 async function allEvents(deps: WebDeps, conversationId: string, after = 0): Promise<EventRow[]> {
   const out: EventRow[] = [];
   for (let cursor = after; ; ) {
-    const page = await pageEvents(deps.db, conversationId, { after: cursor, limit: 1000 });
+    const page = await eventPage(deps.db, conversationId, { after: cursor, limit: 1000 });
     out.push(...page);
     if (page.length < 1000) return out;
     cursor = page[page.length - 1]!.id;
@@ -206,7 +205,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     }
     const agent = conv.agent_id ? await getAgent(deps.db, user.account.id, conv.agent_id) : undefined;
     const rows = await allEvents(deps, conv.id);
-    const turns = new Map((await listTurns(deps.db, conv.id)).map((t) => [t.id, t]));
+    const turns = new Map((await turnsOf(deps.db, conv.id)).map((t) => [t.id, t]));
     const reader = new EventReader();
     const items = rows.flatMap((row) => {
       const item = reader.read(row);
@@ -268,7 +267,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       await prime();
       const item = reader.read(row);
       if (item) {
-        const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await listTurns(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
+        const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await turnsOf(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
         const request = item.kind === 'permission_done' ? asked.requests.get(item.requestId) : undefined;
         // A tool call's later events replace its card in place (out of band).
         const view =
@@ -360,7 +359,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const requestId = c.req.param('requestId');
     const form = answerForm.safeParse(await c.req.parseBody());
     // Read before answering: the answer clears the turn's pending request, and its tool names the line left behind.
-    const tool = uuid.safeParse(id).success ? (await listTurns(deps.db, id)).find((t) => t.pendingPermission?.request_id === requestId)?.pendingPermission?.tool : undefined;
+    const tool = uuid.safeParse(id).success ? (await turnsOf(deps.db, id)).find((t) => t.pendingPermission?.request_id === requestId)?.pendingPermission?.tool : undefined;
     const r = form.success
       ? await deps.engine.answerPermission(c.get('user').account.id, id, requestId, form.data.option_id)
       : ({ ok: false, error: { code: 'option_id_required', message: form.error.issues[0]?.message ?? 'Pick an answer.' } } as const);

@@ -5,7 +5,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Db } from '../../store/db.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../../account/keys-store.ts';
+import { createKey, listKeys, revokeKey } from '../../account/service.ts';
 import type { ApiKey } from '../../store/schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -80,26 +80,26 @@ export function keyRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.get('/account/api-keys', async (c) => {
     const user = c.get('user');
-    return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} />);
+    return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} />);
   });
 
   app.post('/account/api-keys', async (c) => {
     const user = c.get('user');
     const form = nameForm.safeParse(await c.req.parseBody());
     if (!form.success) {
-      return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} error={form.error.issues[0]?.message} />, 422);
+      return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} error={form.error.issues[0]?.message} />, 422);
     }
-    const created = await createApiKey(db, { accountId: user.account.id, name: form.data.name, scopes: ['full'] });
-    return c.html(<KeysPage user={userName(user)} keys={await listApiKeys(db, user.account.id)} currentKeyId={user.key.id} created={{ name: form.data.name, key: created.key }} />, 201);
+    const created = await createKey(db, { accountId: user.account.id, name: form.data.name, scopes: ['full'] });
+    return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} created={{ name: form.data.name, key: created.key }} />, 201);
   });
 
   app.post('/account/api-keys/:id/revoke', async (c) => {
     const user = c.get('user');
     const id = c.req.param('id');
-    const done = z.string().uuid().safeParse(id).success && (await revokeApiKey(db, user.account.id, id));
+    const done = z.string().uuid().safeParse(id).success && (await revokeKey(db, user.account.id, id));
     // Revoking the key this session rests on ends the session: the next request signs out.
     if (done && id === user.key.id) return c.redirect('/signin', 303);
-    const keys = await listApiKeys(db, user.account.id);
+    const keys = await listKeys(db, user.account.id);
     return done
       ? c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} notice="Key revoked." />)
       : c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} error="That key does not exist or was already revoked." />, 404);

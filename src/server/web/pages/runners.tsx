@@ -6,7 +6,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Db } from '../../store/db.ts';
-import { deleteRunner, listRunners } from '../../runners/store.ts';
+import { deleteRunner, listRunners } from '../../runners/service.ts';
 import type { Runner } from '../../store/schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';

@@ -4,8 +4,8 @@
  * no looser than its own — and nothing that widens its authority or reaches outside its tree.
  */
 import { eq } from 'drizzle-orm';
-import type { Principal } from '../http/auth.ts';
-import { ApiError } from '../http/errors.ts';
+import type { Principal } from './auth.ts';
+import { ApiError } from './errors.ts';
 import { conversations } from '../store/conversation-schema.ts';
 import type { Db } from '../store/db.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';

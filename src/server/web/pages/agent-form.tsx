@@ -1,0 +1,213 @@
+/**
+ * The agent form: its fields (runtime, model, system prompt, permission policy, runner, environment, and a
+ * sandbox-provider select only when two or more providers are enabled), and the parse of what it posts.
+ */
+import type { Child } from 'hono/jsx';
+import { z } from 'zod';
+import { RUNTIMES, VERDICTS, type AgentFields } from '../../agents/service.ts';
+import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
+import { MODEL_PATTERN, RUNTIME_SPECS } from '../../agents/runtimes.ts';
+import { TOOL_KINDS } from '../../conversations/policy.ts';
+import { ErrorNote } from '../layout.tsx';
+import type { Environment } from '../../store/environment-schema.ts';
+import { RunnerChoice, RUNNER_GONE, type RunnerOption } from './runner-choice.tsx';
+
+export const ENV_ERROR = 'That environment does not exist (any more).';
+
+/** Which model providers a runtime accepts, and the model the form suggests: the runtime table's, never a copy. */
+const modelProviders = (r: Runtime): readonly string[] => RUNTIME_SPECS[r].modelProviders;
+const modelExample = (r: Runtime): string => RUNTIME_SPECS[r].models[0]!;
+/** The form has a select per ACP tool kind, the kinds the engine's policy lookup knows. */
+const POLICY_KEYS = TOOL_KINDS;
+
+export type Errors = Partial<Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>>;
+
+export interface FormValues {
+  name: string;
+  runtime: string;
+  model: string;
+  system: string;
+  sandbox_provider: string;
+  policy: Record<string, string>;
+}
+
+export const fromAgent = (a: Agent | undefined): FormValues => ({
+  name: a?.name ?? '',
+  runtime: a?.runtime ?? 'demo',
+  model: a?.model ?? modelExample('demo'),
+  system: a?.system ?? '',
+  sandbox_provider: a?.sandboxProvider ?? '',
+  // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
+  policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
+});
+
+const verdict = z.enum(VERDICTS);
+
+/** Validates the posted form into agent fields, or the error to show beside each field. */
+export function parseAgentForm(body: Record<string, unknown>, enabled: readonly string[]): { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> } | { ok: false; errors: Errors; values: FormValues } {
+  const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
+  const values: FormValues = {
+    name: str('name').trim(),
+    runtime: str('runtime'),
+    model: str('model').trim(),
+    system: str('system'),
+    sandbox_provider: str('sandbox_provider'),
+    policy: Object.fromEntries(['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== '')),
+  };
+  const errors: Errors = {};
+  if (values.name.length < 1 || values.name.length > 200) errors.name = 'A name is required (at most 200 characters).';
+  const runtime = z.enum(RUNTIMES).safeParse(values.runtime);
+  if (!runtime.success) errors.runtime = `Pick a runtime: ${RUNTIMES.join(', ')}.`;
+  if (!MODEL_PATTERN.test(values.model)) errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
+  else if (runtime.success && !modelProviders(runtime.data).includes(values.model.slice(0, values.model.indexOf('/')))) {
+    errors.model = `The ${runtime.data} runtime takes models from ${modelProviders(runtime.data).join(' or ')}, e.g. ${modelExample(runtime.data)}.`;
+  }
+  if (values.system.length > 100_000) errors.system = 'The system prompt is limited to 100,000 characters.';
+  if (values.sandbox_provider !== '' && !enabled.includes(values.sandbox_provider)) {
+    errors.sandbox_provider = `${values.sandbox_provider} is not configured on this server.`;
+  }
+  const policy: PermissionPolicy = {};
+  for (const [k, v] of Object.entries(values.policy)) {
+    const p = verdict.safeParse(v);
+    if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
+    else policy[k] = p.data as Verdict;
+  }
+  if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
+  return {
+    ok: true,
+    fields: { name: values.name, runtime: runtime.data, model: values.model, system: values.system, sandboxProvider: values.sandbox_provider || null, permissionPolicy: policy },
+  };
+}
+
+function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
+  return (
+    <div class="field">
+      <label for={p.id}>{p.label}</label>
+      {p.children}
+      {p.hint ? (
+        <p class="muted small" id={`${p.id}_hint`}>
+          {p.hint}
+        </p>
+      ) : null}
+      <ErrorNote id={`${p.id}_error`} message={p.error} />
+    </div>
+  );
+}
+
+const described = (id: string, hint: boolean, error: string | undefined) => ({
+  'aria-describedby': [hint ? `${id}_hint` : '', error ? `${id}_error` : ''].filter(Boolean).join(' ') || undefined,
+  'aria-invalid': error ? 'true' : undefined,
+});
+
+/** The agent form's environment choice: what its sandboxes are provisioned with. */
+function EnvironmentChoice(p: { environments: readonly Environment[]; selected: string | null; error?: string | undefined }) {
+  return (
+    <div class="field">
+      <label for="environment_id">Environment</label>
+      <select id="environment_id" name="environment_id" aria-describedby="environment_id_hint">
+        <option value="" selected={!p.selected}>
+          None
+        </option>
+        {p.environments.map((e) => (
+          <option value={e.id} selected={p.selected === e.id}>
+            {e.name}
+            {e.networkingType === 'limited' ? ' (limited network)' : ''}
+          </option>
+        ))}
+      </select>
+      <p class="muted small" id="environment_id_hint">
+        Variables, secrets, packages, repositories and setup its sandboxes get. <a href="/environments">Manage environments</a>.
+      </p>
+      <ErrorNote id="environment_id_error" message={p.error} />
+    </div>
+  );
+}
+
+/** The environment the form chose: '' is none; an id must be one of the account's. */
+export function chosenEnvironment(body: Record<string, unknown>, environments: readonly Environment[]): { ok: true; id: string | null } | { ok: false; error: string } {
+  const v = typeof body.environment_id === 'string' ? body.environment_id : '';
+  if (v === '') return { ok: true, id: null };
+  return environments.some((e) => e.id === v) ? { ok: true, id: v } : { ok: false, error: 'That environment does not exist (any more).' };
+}
+
+export interface Choices {
+  readonly environments: readonly Environment[];
+  readonly environmentId: string | null;
+  readonly runners: readonly RunnerOption[];
+  readonly runnerId: string | null;
+}
+
+export function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string; choices: Choices }) {
+  const v = p.values;
+  const e = p.errors;
+  return (
+    <form method="post" action={p.action} class="card" novalidate>
+      <ErrorNote message={e.form} />
+      <Field id="name" label="Name" error={e.name}>
+        <input id="name" name="name" type="text" value={v.name} required maxlength={200} {...described('name', false, e.name)} />
+      </Field>
+      <Field id="runtime" label="Runtime" error={e.runtime} hint="demo needs no model and no network.">
+        <select id="runtime" name="runtime" {...described('runtime', true, e.runtime)}>
+          {RUNTIMES.map((r) => (
+            <option value={r} selected={v.runtime === r}>
+              {r}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field id="model" label="Model" error={e.model} hint="provider/model — e.g. anthropic/claude-sonnet-4-5; the demo runtime uses fountain/demo.">
+        <input id="model" name="model" type="text" value={v.model} required {...described('model', true, e.model)} />
+      </Field>
+      {p.enabled.length >= 2 ? (
+        <Field id="sandbox_provider" label="Sandbox provider" error={e.sandbox_provider} hint="Where this agent's sandboxes run.">
+          <select id="sandbox_provider" name="sandbox_provider" {...described('sandbox_provider', true, e.sandbox_provider)}>
+            <option value="" selected={v.sandbox_provider === ''}>
+              Instance default ({p.defaultProvider})
+            </option>
+            {p.enabled.map((prov) => (
+              <option value={prov} selected={v.sandbox_provider === prov}>
+                {prov}
+              </option>
+            ))}
+          </select>
+        </Field>
+      ) : null}
+      {p.enabled.includes('runner') ? <RunnerChoice runners={p.choices.runners} selected={p.choices.runnerId} error={e.form === RUNNER_GONE ? e.form : undefined} /> : null}
+      <EnvironmentChoice environments={p.choices.environments} selected={p.choices.environmentId} error={e.form === ENV_ERROR ? e.form : undefined} />
+      <Field id="system" label="System prompt" error={e.system}>
+        <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
+          {v.system}
+        </textarea>
+      </Field>
+      <fieldset>
+        <legend>Permission policy</legend>
+        <p class="muted small">
+          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation; an automatic allow
+          answers "allow once", never "always". Rules for a runtime's own tool names (Claude's Bash, Edit, …) can be set through the API.
+        </p>
+        <ErrorNote id="permission_policy_error" message={e.permission_policy} />
+        <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
+          {['default', ...POLICY_KEYS].map((k) => (
+            <div>
+              <label for={`policy_${k}`}>{k === 'default' ? 'Default' : k}</label>
+              <select id={`policy_${k}`} name={`policy_${k}`}>
+                <option value="" selected={!v.policy[k]}>
+                  {k === 'default' ? '(auto_allow)' : '(default)'}
+                </option>
+                {VERDICTS.map((x) => (
+                  <option value={x} selected={v.policy[k] === x}>
+                    {x}
+                  </option>
+                ))}
+              </select>
+            </div>
+          ))}
+        </div>
+      </fieldset>
+      <p>
+        <button type="submit">{p.submit}</button>
+      </p>
+    </form>
+  );
+}
+
