@@ -66,7 +66,12 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
   /** Messages a teammate; each held permission request is first tried with `spriteAnswer` (if given), then allowed with the full key. */
   const message = async (agentId: string, conversationId: string, prompt: string, spriteAnswer?: string): Promise<string> => {
     const from = stream.events.length;
-    const r = await api('POST', `/api/team/${agentId}/messages`, { prompt });
+    // A teammate whose computer is still starting answers 503 provisioning ("try again shortly"), as a
+    // loaded machine's may for the first message: the test tries again, as a client does.
+    const r = await until(async () => {
+      const sent = await api('POST', `/api/team/${agentId}/messages`, { prompt });
+      return sent.status === 503 && sent.body.error === 'provisioning' ? null : sent;
+    }, `the message to ${agentId} to be taken`);
     assert.equal(r.status, 202, JSON.stringify(r.body));
     if (prompt.startsWith('run:')) {
       const asked = await stream.wait(stageIs('permission', 'started', agentId), `permission request for ${prompt}`, from);
