@@ -13,6 +13,8 @@ export interface RunnerIdentity {
   readonly root: string;
   /** Comma-separated backend capabilities; omitted from the query when undefined. */
   readonly capabilities?: string;
+  /** What a sandbox is here (`process`, `namespace`, `microvm`); omitted from the query when undefined. */
+  readonly backend?: string;
 }
 
 /** `<base>/api/runners/ws?name=…` with http→ws, https→wss; null when the base URL is not http(s). */

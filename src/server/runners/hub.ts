@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { LocalRunnerHost, type RunnerConnection, type RunnerHost, type RunnerInfo } from '../../providers/runner/host.ts';
-import { MAX_FRAME_BYTES, parseRunnerCapabilities } from '../../wire/index.ts';
+import { MAX_FRAME_BYTES, parseRunnerBackend, parseRunnerCapabilities } from '../../wire/index.ts';
 import { authenticate, hasScope, type Principal } from '../http/auth.ts';
 import { ApiError, toApiError } from '../http/errors.ts';
 import { EventBus, runnersTopic } from '../cluster/bus.ts';
@@ -55,7 +55,9 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
     const v = query.get(field);
     if (v !== null && (v !== '' || field === 'name')) raw[field] = v;
   }
-  const parsed = runnerRegistrationSchema.safeParse(raw);
+  // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
+  const capabilities = parseRunnerCapabilities(query.get('capabilities'));
+  const parsed = runnerRegistrationSchema.safeParse({ ...raw, capabilities, backend: parseRunnerBackend(query.get('backend')) });
   if (!parsed.success) throw ApiError.validation(parsed.error, 400, 'invalid_runner');
   const reg = parsed.data;
   const accountId = principal.account.id;
@@ -67,8 +69,6 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
   if (inserted) {
     await audit(deps.db, { accountId, actor: 'api', action: 'runner.registered', subjectId: runner.id, data: { name: runner.name } });
   }
-  // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
-  const capabilities = parseRunnerCapabilities(query.get('capabilities'));
   return { runnerId: runner.id, accountId, name: runner.name, connectedAt: runner.connectedAt ?? new Date(), capabilities };
 }
 
