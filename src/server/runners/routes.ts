@@ -7,7 +7,7 @@ import { CLOSE, RUNNER_BACKENDS, RUNNER_CAPABILITIES } from '../../wire/index.ts
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { RUNNER_WS_PATH, runnerPreflight } from './hub.ts';
+import { RUNNER_WS_PATH, requireOwnName, runnerPreflight } from './hub.ts';
 import { audit } from '../account/audit.ts';
 import { deleteRunner, listRunners, RUNNER_NAME_PATTERN, runnerBackendOf, runnerCapabilitiesOf } from './store.ts';
 import type { Runner } from '../store/schema.ts';
@@ -119,7 +119,9 @@ export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     },
   });
   app.get(RUNNER_WS_PATH, async (c) => {
-    await runnerPreflight(deps, c.req.header('authorization'));
+    const principal = await runnerPreflight(deps, c.req.header('authorization'));
+    const name = c.req.query('name');
+    if (name !== undefined) await requireOwnName(deps, principal, name);
     throw new ApiError(400, 'not_a_websocket', 'this endpoint only accepts a WebSocket upgrade');
   });
 
