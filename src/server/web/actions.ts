@@ -23,10 +23,19 @@ const WORDS: Partial<Record<EngineErrorCode, string>> = {
   no_agent: "This conversation's agent was deleted.",
 };
 
+/** A refusal that names the runner it waits for says which one, as the API and the CLI do. */
+function sentence(e: EngineError): string {
+  const runner = e.extras?.runner_name;
+  if (e.code === 'runner_offline' && typeof runner === 'string' && runner !== '') {
+    return `Its runner ${JSON.stringify(runner)} is offline. Try again once it reconnects (\`fountain runner --name ${runner}\` on that machine).`;
+  }
+  return WORDS[e.code] ?? e.message;
+}
+
 export const inWords = (e: EngineError): { ok: false; status: number; message: string } => ({
   ok: false,
   status: e.status ?? ENGINE_ERROR_STATUS[e.code] ?? 400,
-  message: WORDS[e.code] ?? e.message,
+  message: sentence(e),
 });
 
 /** The team-page message: into the teammate's current conversation, or a fresh one if it has none live. */
