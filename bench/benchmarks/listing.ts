@@ -35,9 +35,6 @@ interface Case {
 }
 
 /** `count` conversations over four agents, a month of activity, most idle, half opened since, each on a runner sandbox. */
-export async function seedForExplain(db: EngineDb, accountId: string, count: number): Promise<void> {
-  return seed(db, accountId, count);
-}
 
 async function seed(db: EngineDb, accountId: string, count: number): Promise<void> {
   const agentIds: string[] = [];
