@@ -35,7 +35,6 @@ interface Case {
 }
 
 /** `count` conversations over four agents, a month of activity, most idle, half opened since, each on a runner sandbox. */
-
 async function seed(db: EngineDb, accountId: string, count: number): Promise<void> {
   const agentIds: string[] = [];
   for (let i = 0; i < 4; i++) {
