@@ -6,6 +6,7 @@ import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
 import { ENGINE_ERROR_STATUS } from '../conversations/errors.ts';
 import type { WebDeps } from './context.ts';
 import { currentConversation } from './roster.ts';
+import type { TeamService } from '../team/service.ts';
 
 export type ActionResult<T> = ({ ok: true } & T) | { ok: false; status: number; message: string };
 
@@ -47,4 +48,10 @@ export async function messageTeammate(deps: WebDeps, accountId: string, agentId:
   }
   const sent = await deps.engine.prompt(accountId, current.id, prompt);
   return sent.ok ? { ok: true, conversationId: current.id } : inWords(sent.error);
+}
+
+/** A team member's message: into its team conversation (a finished one is replaced), as the team API does. */
+export async function messageMember(team: TeamService, accountId: string, agentId: string, prompt: string): Promise<ActionResult<{ conversationId: string }>> {
+  const sent = await team.message(accountId, agentId, prompt);
+  return sent.ok ? { ok: true, conversationId: sent.value.conversationId } : inWords(sent.error);
 }
