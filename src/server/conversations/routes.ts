@@ -1,6 +1,7 @@
 /**
  * Conversation routes (platform-api.md §5–§9): create, list, get, delete, prompts, interrupt,
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
+ * Over 400 lines on purpose: the conversation API's routes read in one place, in the reference's order.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
