@@ -8,10 +8,11 @@ import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
 import { ingestBenchmark } from './ingest.ts';
 import { lifecycleBenchmark } from './lifecycle.ts';
+import { listingBenchmark } from './listing.ts';
 import { memoryBenchmark } from './memory.ts';
 import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
 import { startupBenchmark } from './startup.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, concurrencyBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, concurrencyBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark, listingBenchmark];

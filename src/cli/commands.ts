@@ -21,6 +21,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['chat'], load: () => import('./chat.ts') },
   { commands: ['conversations', 'conv'], load: () => import('./conversations.ts') },
   { commands: ['runner'], load: () => import('./runner.ts') },
+  { commands: ['runners'], load: () => import('./runners.ts') },
   { commands: ['up'], load: () => import('./up.ts') },
   { commands: [DEMO_AGENT_SUBCOMMAND], load: () => import('./demo-agent.ts') },
   { commands: ['runner-guest'], load: () => import('./runner-guest.ts') },

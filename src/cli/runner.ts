@@ -127,6 +127,7 @@ export function register(program: Command): void {
         name,
         root,
         backend: opened.value,
+        backendKind: flags.backend === 'firecracker' ? 'microvm' : flags.backend,
         baseUrl: creds.baseUrl,
         apiKey: creds.apiKey,
         logger,

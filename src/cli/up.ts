@@ -96,6 +96,7 @@ export function register(program: Command): void {
         name: 'local',
         root: runnerRoot,
         backend: backend.value,
+        backendKind: 'process',
         baseUrl: server.url,
         apiKey: key,
         logger: logger.child({ part: 'runner' }),

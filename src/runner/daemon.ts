@@ -10,7 +10,7 @@ import type { ConnectionTimings } from './connection.ts';
 import { backoffDelay, runnerSocketUrl } from './dial.ts';
 import type { BackoffTimings } from './dial.ts';
 import { goarch, goos } from './identity.ts';
-import { DEFAULT_RUNNER_CAPABILITIES } from '../wire/index.ts';
+import { DEFAULT_RUNNER_CAPABILITIES, type RunnerBackend } from '../wire/index.ts';
 
 export type DaemonTimings = ConnectionTimings & BackoffTimings;
 
@@ -28,6 +28,8 @@ export interface DaemonOptions {
   /** Absolute sandbox root, reported to the server. */
   readonly root: string;
   readonly backend: Backend;
+  /** Reported to the server with the capabilities, so the Runners page says what a sandbox is here. */
+  readonly backendKind?: RunnerBackend;
   readonly baseUrl: string;
   readonly apiKey: string;
   readonly logger: Logger;
@@ -71,6 +73,7 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
       version: opts.version,
       root: opts.root,
       capabilities: (opts.backend.capabilities?.() ?? DEFAULT_RUNNER_CAPABILITIES).join(','),
+      ...(opts.backendKind ? { backend: opts.backendKind } : {}),
     });
     if (url === null) return { kind: 'gave_up', message: `base URL must be http:// or https://, got ${JSON.stringify(opts.baseUrl)}` };
     let attempt = 0;

@@ -13,6 +13,8 @@ export interface RunnerIdentity {
   readonly root: string;
   /** Comma-separated backend capabilities; omitted from the query when undefined. */
   readonly capabilities?: string;
+  /** What a sandbox is here (`process`, `namespace`, `microvm`); omitted from the query when undefined. */
+  readonly backend?: string;
 }
 
 /** `<base>/api/runners/ws?name=…` with http→ws, https→wss; null when the base URL is not http(s). */
@@ -51,9 +53,23 @@ const snippet = (body: string): string => {
   return t.length > 500 ? `${t.slice(0, 500)}…` : t;
 };
 
+/** The `error` code of a JSON refusal body, if it has one. */
+function refusalCode(body: string): string | undefined {
+  try {
+    const v: unknown = JSON.parse(body);
+    return v !== null && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string' ? (v as { error: string }).error : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function classifyRefusal(status: number, body: string): Outcome {
   const detail = snippet(body);
   const withBody = detail ? `: ${detail}` : '';
+  if (status === 403 && refusalCode(body) === 'runner_key_mismatch') {
+    // A key from "Add runner" belongs to one runner name; logging in again would not help.
+    return { kind: 'give_up', message: `this runner key belongs to another runner (HTTP 403${withBody})` };
+  }
   if (status === 401 || status === 403) {
     return { kind: 'give_up', message: `API key refused (HTTP ${status}${withBody}); run \`fountain auth login\` with a full-scope key` };
   }

@@ -36,6 +36,19 @@ export function parseRunnerCapabilities(param: string | null | undefined): Runne
   return [...new Set(param.split(',').map((c) => c.trim()).filter((c): c is RunnerCapability => known.has(c)))];
 }
 
+/**
+ * What a sandbox is on the daemon's machine, sent as the `backend` query parameter of its dial (optional:
+ * a daemon that sends none, an older one or an upstream one, is recorded as not saying). `microvm` covers
+ * `--backend firecracker` with either monitor (Firecracker or QEMU).
+ */
+export const RUNNER_BACKENDS = ['process', 'namespace', 'microvm'] as const;
+export type RunnerBackend = (typeof RUNNER_BACKENDS)[number];
+
+/** The reported backend when it is one this end knows; anything else (absent, a newer daemon's) is null. */
+export function parseRunnerBackend(param: string | null | undefined): RunnerBackend | null {
+  return (RUNNER_BACKENDS as readonly string[]).includes(param ?? '') ? (param as RunnerBackend) : null;
+}
+
 /** `ping` exists only on the microVM guest link. */
 export const GUEST_OPS = [...OPS, 'ping'] as const;
 export type GuestOp = (typeof GUEST_OPS)[number];

@@ -4,7 +4,8 @@
  */
 import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { agents, conversations, type ConversationStatus } from '../store/conversation-schema.ts';
+import { agents, conversations, sandboxes, type ConversationStatus } from '../store/conversation-schema.ts';
+import type { ConversationWithSandbox } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listAgents } from '../agents/store.ts';
 
@@ -15,6 +16,8 @@ export interface ListingFilter {
   readonly statuses?: readonly ConversationStatus[] | undefined;
   /** Matched against the title and the first message, case-insensitively. */
   readonly search?: string | undefined;
+  /** Only conversations with activity since they were last opened (never opened counts). */
+  readonly unread?: boolean | undefined;
   /** The cursor of the previous page's last row. */
   readonly after?: string | undefined;
   readonly limit: number;
@@ -47,44 +50,102 @@ export function decodeCursor(cursor: string): { at: string; id: string } | null 
   return parsed.success ? { at: parsed.data[0], id: parsed.data[1] } : null;
 }
 
+/** The same rule as each row's `unread`: never opened, or active since it was last opened. */
+const UNREAD = sql`(${conversations.lastReadAt} IS NULL OR ${conversations.lastActiveAt} > ${conversations.lastReadAt})`;
+
 /** LIKE's own characters in a search are meant literally. */
 const likePattern = (s: string): string => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
-export async function listConversationPage(db: EngineDb, accountId: string, f: ListingFilter): Promise<ListingPage> {
+/** The page's WHERE: account, filters, and strictly after the cursor row in the index's order. */
+function pageWhere(accountId: string, f: ListingFilter): SQL {
   const where: SQL[] = [eq(conversations.accountId, accountId)];
   if (f.agentId) where.push(eq(conversations.agentId, f.agentId));
   if (f.statuses && f.statuses.length > 0) where.push(inArray(conversations.status, [...f.statuses]));
   const q = f.search?.trim();
   if (q) where.push(or(ilike(conversations.title, likePattern(q)), ilike(conversations.firstPrompt, likePattern(q)))!);
+  if (f.unread) where.push(UNREAD);
   const after = f.after ? decodeCursor(f.after) : null;
-  if (after) {
-    // Row comparison in the index's order: strictly after the cursor row.
-    where.push(sql`(${conversations.lastActiveAt}, ${conversations.id}) < (${after.at}::timestamptz, ${after.id}::uuid)`);
-  }
-  const rows = await db
-    .select({
-      id: conversations.id,
-      title: conversations.title,
-      firstPrompt: conversations.firstPrompt,
-      status: conversations.status,
-      agentId: conversations.agentId,
-      agentName: agents.name,
-      turnCount: conversations.turnCount,
-      lastActiveAt: conversations.lastActiveAt,
-      lastReadAt: conversations.lastReadAt,
-      cursorAt: sql<string>`${conversations.lastActiveAt}::text`,
-    })
-    .from(conversations)
-    .leftJoin(agents, eq(agents.id, conversations.agentId))
-    .where(and(...where))
-    .orderBy(desc(conversations.lastActiveAt), desc(conversations.id))
-    .limit(f.limit + 1);
-  const page = rows.slice(0, f.limit);
+  if (after) where.push(sql`(${conversations.lastActiveAt}, ${conversations.id}) < (${after.at}::timestamptz, ${after.id}::uuid)`);
+  return and(...where)!;
+}
+
+const cursorAt = sql<string>`${conversations.lastActiveAt}::text`;
+const ORDER = [desc(conversations.lastActiveAt), desc(conversations.id)] as const;
+
+/**
+ * Runs a page query walking the activity index in order. Without fresh statistics (the embedded database
+ * never autovacuums, and a busy account outgrows its last ANALYZE) the planner guesses a handful of rows,
+ * reads every row of the account through a bitmap scan, joins them all and sorts: 200 ms at 10,000
+ * conversations where the index walk takes 0.3 ms (docs/benchmarks.md, listing). The settings last for
+ * this transaction only.
+ */
+async function inIndexOrder<T>(db: EngineDb, query: (tx: EngineDb) => Promise<T>): Promise<T> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`SET LOCAL enable_bitmapscan = off`);
+    await tx.execute(sql`SET LOCAL enable_sort = off`);
+    return query(tx as unknown as EngineDb);
+  });
+}
+
+/** One row more than the page tells whether another page follows; the cursor is the last kept row's. */
+function cut<T extends { cursorAt: string; id: string }>(rows: T[], limit: number): { page: T[]; next: string | null } {
+  const page = rows.slice(0, limit);
   const last = page.at(-1);
+  return { page, next: rows.length > limit && last ? `${last.cursorAt}_${last.id}` : null };
+}
+
+export async function listConversationPage(db: EngineDb, accountId: string, f: ListingFilter): Promise<ListingPage> {
+  const rows = await inIndexOrder(db, (tx) =>
+    tx
+      .select({
+        id: conversations.id,
+        title: conversations.title,
+        firstPrompt: conversations.firstPrompt,
+        status: conversations.status,
+        agentId: conversations.agentId,
+        agentName: agents.name,
+        turnCount: conversations.turnCount,
+        lastActiveAt: conversations.lastActiveAt,
+        lastReadAt: conversations.lastReadAt,
+        cursorAt,
+      })
+      .from(conversations)
+      .leftJoin(agents, eq(agents.id, conversations.agentId))
+      .where(pageWhere(accountId, f))
+      .orderBy(...ORDER)
+      .limit(f.limit + 1),
+  );
+  const { page, next } = cut(rows, f.limit);
   return {
     rows: page.map(({ lastReadAt, cursorAt: _, ...r }) => ({ ...r, unread: lastReadAt === null || r.lastActiveAt > lastReadAt })),
-    next: rows.length > f.limit && last ? `${last.cursorAt}_${last.id}` : null,
+    next,
   };
+}
+
+/** The same page as whole rows with their sandboxes, for the API's paged `GET /api/conversations`. */
+export async function listConversationRowsPage(db: EngineDb, accountId: string, f: ListingFilter): Promise<{ rows: ConversationWithSandbox[]; next: string | null }> {
+  const rows = await inIndexOrder(db, (tx) =>
+    tx
+      .select({ conversation: conversations, sandbox: sandboxes, cursorAt, id: conversations.id })
+      .from(conversations)
+      .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+      .where(pageWhere(accountId, f))
+      .orderBy(...ORDER)
+      .limit(f.limit + 1),
+  );
+  const { page, next } = cut(rows, f.limit);
+  return { rows: page.map((r) => ({ conversation: r.conversation, sandbox: r.sandbox })), next };
+}
+
+/**
+ * The person has now seen everything up to the conversation's latest activity (the web conversation page,
+ * when it opens and when its live view shows a turn's end). Never moves the mark backwards.
+ */
+export async function markRead(db: EngineDb, accountId: string, id: string): Promise<void> {
+  await db
+    .update(conversations)
+    .set({ lastReadAt: sql`GREATEST(now(), ${conversations.lastActiveAt}, COALESCE(${conversations.lastReadAt}, ${conversations.lastActiveAt}))` })
+    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
 }
 
 /** The account's conversation count, for the page header; cheap with the account index. */

@@ -12,6 +12,7 @@ import { isUuid } from '../http/ids.ts';
 import { messageField } from './limits.ts';
 import type { ConversationStatus, EventRow } from '../store/conversation-schema.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, eventPage, findConversation, turnsOf } from './history.ts';
+import { decodeCursor, listConversationRowsPage } from './listing.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
@@ -53,7 +54,14 @@ const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).opena
 const ListQuery = z.object({
   status: z.string().max(200).optional().openapi({ description: `Comma list of ${CONVERSATION_STATUSES.join(', ')}` }),
   agent_id: z.string().max(100).optional(),
+  // Paging (beyond upstream, which returns every conversation): any of these switches to pages by last activity.
+  limit: z.coerce.number().int().min(1).max(200).optional().openapi({ description: 'Page size (1-200): pages newest activity first, with meta.next_cursor' }),
+  after: z.string().max(200).optional().openapi({ description: 'meta.next_cursor of the previous page' }),
+  q: z.string().max(200).optional().openapi({ description: 'Search titles and first messages (case-insensitive); pages' }),
+  unread: z.enum(['true', 'false']).optional().openapi({ description: 'true: only conversations with activity since they were last opened; pages' }),
 });
+
+const PAGE_DEFAULT = 50;
 
 const STREAM_FILTERS = [...EVENT_STREAMS.filter((s) => s !== ''), 'stage'] as const;
 /** Whether a live event passes `?streams=` (the store applies the same filter to replays). */
@@ -116,11 +124,17 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     createRoute({
       method: 'get',
       path: '/api/conversations',
-      summary: 'List conversations, newest first (filters: status, agent_id)',
+      summary: 'List conversations, newest first (filters: status, agent_id); with limit, after, q or unread: one page by last activity',
       security: bearer,
       middleware: [auth] as const,
       request: { query: ListQuery },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ConversationSchema) }) } } }, ...errorResponses(400, 401) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(ConversationSchema), meta: z.object({ limit: z.number().int(), has_more: z.boolean(), next_cursor: z.string().nullable() }).optional() }) } },
+        },
+        ...errorResponses(400, 401),
+      },
     }),
     async (c) => {
       const q = c.req.valid('query');
@@ -132,7 +146,15 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
         statuses = parts as ConversationStatus[];
       }
       if (q.agent_id !== undefined && !isUuid(q.agent_id)) return c.json({ data: [] }, 200);
-      const data = await engine.list(c.get('principal').account.id, { statuses, agentId: q.agent_id });
+      const accountId = c.get('principal').account.id;
+      if (q.limit !== undefined || q.after !== undefined || q.q !== undefined || q.unread !== undefined) {
+        if (q.after !== undefined && !decodeCursor(q.after)) throw new ApiError(400, 'invalid_cursor', 'after must be a meta.next_cursor from an earlier page');
+        const limit = q.limit ?? PAGE_DEFAULT;
+        const page = await listConversationRowsPage(db, accountId, { statuses, agentId: q.agent_id, search: q.q, unread: q.unread === 'true', after: q.after, limit });
+        const data = await Promise.all(page.rows.map((r) => engine.view(r)));
+        return c.json({ data, meta: { limit, has_more: page.next !== null, next_cursor: page.next } }, 200);
+      }
+      const data = await engine.list(accountId, { statuses, agentId: q.agent_id });
       return c.json({ data }, 200);
     },
   );

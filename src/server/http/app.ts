@@ -127,6 +127,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         createWebApp({
           db: deps.db,
           engine,
+          ...(deps.team ? { team: deps.team.team } : {}),
           environments,
           registry,
           defaultProvider,

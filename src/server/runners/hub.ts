@@ -8,13 +8,14 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { LocalRunnerHost, type RunnerConnection, type RunnerHost, type RunnerInfo } from '../../providers/runner/host.ts';
-import { MAX_FRAME_BYTES, parseRunnerCapabilities } from '../../wire/index.ts';
-import { authenticate, hasScope, type Principal } from '../http/auth.ts';
+import { MAX_FRAME_BYTES, parseRunnerBackend, parseRunnerCapabilities } from '../../wire/index.ts';
+import { authenticate, hasScope, isRunnerOnly, type Principal } from '../http/auth.ts';
 import { ApiError, toApiError } from '../http/errors.ts';
 import { EventBus, runnersTopic } from '../cluster/bus.ts';
 import type { Db } from '../store/db.ts';
 import { audit } from '../account/audit.ts';
 import { findRunnerByName, runnerRegistrationSchema, touchRunner, upsertRunner } from './store.ts';
+import { runnerNameOfKey } from './registration.ts';
 
 export const RUNNER_WS_PATH = '/api/runners/ws';
 
@@ -46,6 +47,24 @@ export async function runnerPreflight(deps: RunnerHubDeps, authorization: string
 }
 
 /**
+ * A key from "Add runner" connects as the runner it was issued for and no other, so a leaked runner key
+ * cannot stand in for another machine of the account (full-scope keys may use any name, as upstream).
+ */
+export async function requireOwnName(deps: Pick<RunnerHubDeps, 'db'>, principal: Principal, name: string): Promise<void> {
+  if (!isRunnerOnly(principal)) return;
+  const own = await runnerNameOfKey(deps.db, principal.key.id);
+  if (own === name) return;
+  throw new ApiError(
+    403,
+    'runner_key_mismatch',
+    own === undefined
+      ? 'this runner key is not tied to any runner: add the runner again on the Runners page'
+      : `this key was issued for runner ${JSON.stringify(own)} and cannot connect as ${JSON.stringify(name)}: start it with --name ${own}, or add ${JSON.stringify(name)} as a runner of its own on the Runners page`,
+    { runner_name: own ?? null },
+  );
+}
+
+/**
  * Checks 3–5: the query's fields (400), a runner of that name already online (409), then the
  * upsert that stamps connected_at and last_seen_at (a first registration is audited).
  */
@@ -55,9 +74,12 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
     const v = query.get(field);
     if (v !== null && (v !== '' || field === 'name')) raw[field] = v;
   }
-  const parsed = runnerRegistrationSchema.safeParse(raw);
+  // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
+  const capabilities = parseRunnerCapabilities(query.get('capabilities'));
+  const parsed = runnerRegistrationSchema.safeParse({ ...raw, capabilities, backend: parseRunnerBackend(query.get('backend')) });
   if (!parsed.success) throw ApiError.validation(parsed.error, 400, 'invalid_runner');
   const reg = parsed.data;
+  await requireOwnName(deps, principal, reg.name);
   const accountId = principal.account.id;
   const existing = await findRunnerByName(deps.db, accountId, reg.name);
   if (existing && deps.host.whereis(existing.id)) {
@@ -67,8 +89,6 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
   if (inserted) {
     await audit(deps.db, { accountId, actor: 'api', action: 'runner.registered', subjectId: runner.id, data: { name: runner.name } });
   }
-  // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
-  const capabilities = parseRunnerCapabilities(query.get('capabilities'));
   return { runnerId: runner.id, accountId, name: runner.name, connectedAt: runner.connectedAt ?? new Date(), capabilities };
 }
 

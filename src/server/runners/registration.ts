@@ -19,6 +19,8 @@ export const runnerEnrollments = pgTable('runner_enrollments', {
   expiresAt: ts('expires_at').notNull(),
   usedAt: ts('used_at'),
   runnerName: text('runner_name'),
+  /** The runner key this enrollment minted (migration 0074): that key may connect as runnerName only. */
+  apiKeyId: uuid('api_key_id'),
   createdAt: ts('created_at').notNull().defaultNow(),
 });
 
@@ -52,5 +54,13 @@ export async function redeemRegistration(db: Db, token: string, name: string, no
     return { ok: false, reason: known ? 'spent_or_expired' : 'unknown' };
   }
   const key = await createApiKey(db, { accountId: spent.accountId, name: `runner ${name}`, scopes: ['runner'] });
+  // Should this fail, the key is bound to nothing, and an unbound runner key is refused at the socket.
+  await db.update(runnerEnrollments).set({ apiKeyId: key.row.id }).where(eq(runnerEnrollments.tokenHash, hash(token)));
   return { ok: true, apiKey: key.key, accountId: spent.accountId };
+}
+
+/** The runner name a runner key was issued for; undefined when no enrollment minted it. */
+export async function runnerNameOfKey(db: Db, apiKeyId: string): Promise<string | undefined> {
+  const [row] = await db.select({ name: runnerEnrollments.runnerName }).from(runnerEnrollments).where(eq(runnerEnrollments.apiKeyId, apiKeyId));
+  return row?.name ?? undefined;
 }

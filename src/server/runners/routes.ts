@@ -3,13 +3,13 @@
  * 4404), and the WebSocket endpoint's spec entry plus its answer to a plain (non-upgrade) GET.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { CLOSE } from '../../wire/index.ts';
+import { CLOSE, RUNNER_BACKENDS, RUNNER_CAPABILITIES } from '../../wire/index.ts';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { RUNNER_WS_PATH, runnerPreflight } from './hub.ts';
+import { RUNNER_WS_PATH, requireOwnName, runnerPreflight } from './hub.ts';
 import { audit } from '../account/audit.ts';
-import { deleteRunner, listRunners, RUNNER_NAME_PATTERN } from './service.ts';
+import { deleteRunner, listRunners, RUNNER_NAME_PATTERN, runnerBackendOf, runnerCapabilitiesOf } from './service.ts';
 import type { Runner } from '../store/schema.ts';
 import { bearer, errorResponses, IdParam, iso, newRouter, type RouteDeps } from '../http/common.ts';
 
@@ -22,6 +22,8 @@ export const RunnerSchema = z
     arch: z.string().nullable(),
     version: z.string().nullable(),
     root: z.string().nullable(),
+    backend: z.enum(RUNNER_BACKENDS).nullable().openapi({ description: 'What a sandbox is on that machine, as reported at its last connection; null: not reported (an older daemon)' }),
+    capabilities: z.array(z.enum(RUNNER_CAPABILITIES)).openapi({ description: 'The contract capabilities its backend advertised at its last connection' }),
     online: z.boolean(),
     connected_at: z.string().nullable(),
     last_seen_at: z.string().nullable(),
@@ -36,6 +38,8 @@ const RunnerQuery = z.object({
   arch: z.string().max(40).optional(),
   version: z.string().max(80).optional(),
   root: z.string().max(1024).optional(),
+  backend: z.string().optional().openapi({ description: `process, namespace or microvm; optional (older daemons send none)` }),
+  capabilities: z.string().optional().openapi({ description: `Comma-separated: ${RUNNER_CAPABILITIES.join(', ')}; absent means suspend,attach` }),
 });
 
 export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
@@ -52,6 +56,8 @@ export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       arch: r.arch,
       version: r.version,
       root: r.root,
+      backend: runnerBackendOf(r),
+      capabilities: runnerCapabilitiesOf(r),
       online: live !== undefined && live.info.accountId === accountId,
       connected_at: iso(r.connectedAt),
       last_seen_at: iso(r.lastSeenAt),
@@ -113,7 +119,9 @@ export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     },
   });
   app.get(RUNNER_WS_PATH, async (c) => {
-    await runnerPreflight(deps, c.req.header('authorization'));
+    const principal = await runnerPreflight(deps, c.req.header('authorization'));
+    const name = c.req.query('name');
+    if (name !== undefined) await requireOwnName(deps, principal, name);
     throw new ApiError(400, 'not_a_websocket', 'this endpoint only accepts a WebSocket upgrade');
   });
 

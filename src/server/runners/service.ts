@@ -6,7 +6,7 @@ import type { Db } from '../store/db.ts';
 import type { Runner } from '../store/schema.ts';
 import * as store from './store.ts';
 
-export { RUNNER_NAME_PATTERN } from './store.ts';
+export { RUNNER_NAME_PATTERN, runnerBackendOf, runnerCapabilitiesOf } from './store.ts';
 
 /** Most recently connected first (never-connected last), then by name. */
 export const listRunners = (db: Db, accountId: string): Promise<Runner[]> => store.listRunners(db, accountId);

@@ -4,6 +4,7 @@
  */
 import { and, asc, eq, getTableColumns, sql } from 'drizzle-orm';
 import { z } from 'zod';
+import { parseRunnerBackend, parseRunnerCapabilities, RUNNER_BACKENDS, RUNNER_CAPABILITIES, type RunnerBackend, type RunnerCapability } from '../../wire/index.ts';
 import type { Db } from '../store/db.ts';
 import { runners, type Runner } from '../store/schema.ts';
 
@@ -19,8 +20,17 @@ export const runnerRegistrationSchema = z.object({
   arch: z.string().max(40).optional(),
   version: z.string().max(80).optional(),
   root: z.string().max(1024).optional(),
+  /** Parsed from the dial by the wire's rules (known names only), so never a raw query value. */
+  backend: z.enum(RUNNER_BACKENDS).nullable().optional(),
+  capabilities: z.array(z.enum(RUNNER_CAPABILITIES)).optional(),
 });
 export type RunnerRegistration = z.infer<typeof runnerRegistrationSchema>;
+
+/** The stored backend, known names only (a row may predate a rename or come from a newer node). */
+export const runnerBackendOf = (r: Runner): RunnerBackend | null => parseRunnerBackend(r.backend);
+
+/** The stored capabilities; a row from before migration 0073 has none recorded: the upstream set. */
+export const runnerCapabilitiesOf = (r: Runner): RunnerCapability[] => parseRunnerCapabilities(r.capabilities?.join(','));
 
 export async function findRunnerByName(db: Db, accountId: string, name: string): Promise<Runner | undefined> {
   const [row] = await db
@@ -54,6 +64,8 @@ export async function upsertRunner(
     arch: reg.arch ?? null,
     version: reg.version ?? null,
     root: reg.root ?? null,
+    backend: reg.backend ?? null,
+    capabilities: reg.capabilities ?? null,
     connectedAt: now,
     lastSeenAt: now,
     updatedAt: now,

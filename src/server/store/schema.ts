@@ -61,6 +61,9 @@ export const runners = pgTable(
     arch: text('arch'),
     version: text('version'),
     root: text('root'),
+    /** As reported at the last connection (migration 0073); null: not reported. */
+    backend: text('backend'),
+    capabilities: text('capabilities').array(),
     connectedAt: ts('connected_at'),
     lastSeenAt: ts('last_seen_at'),
     createdAt: ts('created_at').notNull().defaultNow(),

@@ -6,6 +6,7 @@ import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
 import { ENGINE_ERROR_STATUS } from '../conversations/errors.ts';
 import type { WebDeps } from './context.ts';
 import { currentConversation } from './roster.ts';
+import type { TeamService } from '../team/service.ts';
 
 export type ActionResult<T> = ({ ok: true } & T) | { ok: false; status: number; message: string };
 
@@ -23,10 +24,19 @@ const WORDS: Partial<Record<EngineErrorCode, string>> = {
   no_agent: "This conversation's agent was deleted.",
 };
 
+/** A refusal that names the runner it waits for says which one, as the API and the CLI do. */
+function sentence(e: EngineError): string {
+  const runner = e.extras?.runner_name;
+  if (e.code === 'runner_offline' && typeof runner === 'string' && runner !== '') {
+    return `Its runner ${JSON.stringify(runner)} is offline. Try again once it reconnects (\`fountain runner --name ${runner}\` on that machine).`;
+  }
+  return WORDS[e.code] ?? e.message;
+}
+
 export const inWords = (e: EngineError): { ok: false; status: number; message: string } => ({
   ok: false,
   status: e.status ?? ENGINE_ERROR_STATUS[e.code] ?? 400,
-  message: WORDS[e.code] ?? e.message,
+  message: sentence(e),
 });
 
 /** The team-page message: into the teammate's current conversation, or a fresh one if it has none live. */
@@ -38,4 +48,10 @@ export async function messageTeammate(deps: WebDeps, accountId: string, agentId:
   }
   const sent = await deps.engine.prompt(accountId, current.id, prompt);
   return sent.ok ? { ok: true, conversationId: current.id } : inWords(sent.error);
+}
+
+/** A team member's message: into its team conversation (a finished one is replaced), as the team API does. */
+export async function messageMember(team: TeamService, accountId: string, agentId: string, prompt: string): Promise<ActionResult<{ conversationId: string }>> {
+  const sent = await team.message(accountId, agentId, prompt);
+  return sent.ok ? { ok: true, conversationId: sent.value.conversationId } : inWords(sent.error);
 }

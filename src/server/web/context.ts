@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { RunnerHost } from '../../providers/runner/host.ts';
 import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
+import type { TeamService } from '../team/service.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { EnvironmentService } from '../environments/service.ts';
@@ -17,6 +18,8 @@ export interface WebDeps {
   /** The server's database (accounts, keys, runners and the engine's tables). */
   readonly db: EngineDb;
   readonly engine: ConversationEngine;
+  /** The team (`/api/team`'s membership): the Team page lists it and messages its members there. */
+  readonly team?: TeamService;
   /** Environments and their write-only secrets (the environments page, the agent form's choice). */
   readonly environments: EnvironmentService;
   readonly registry: ProviderRegistry;

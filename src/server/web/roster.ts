@@ -3,6 +3,7 @@
  * conversation (newest live, else newest finished), with presence by the table of platform-api.md §10.
  */
 import type { ConversationEngine } from '../conversations/engine.ts';
+import type { TeamService } from '../team/service.ts';
 import { PREVIEW_MAX } from '../team/service.ts';
 import type { ConversationView } from '../conversations/views.ts';
 import { listAgents } from '../agents/service.ts';
@@ -88,4 +89,26 @@ export async function buildRoster(db: EngineDb, engine: ConversationEngine, acco
     const tb = b.conversation?.last_active_at ?? '';
     return ta === tb ? a.agent.name.localeCompare(b.agent.name) : tb.localeCompare(ta);
   });
+}
+
+/** The Team page's two lists: the team as `GET /api/team` has it, and the account's other agents. */
+export interface TeamRoster {
+  /** On the team (added with "Add to team" or `POST /api/team`): each shows its team conversation. */
+  readonly members: readonly Teammate[];
+  /** Not on the team: each shows its latest conversation of any kind. */
+  readonly others: readonly Teammate[];
+}
+
+export async function buildTeamRoster(db: EngineDb, engine: ConversationEngine, team: Pick<TeamService, 'roster'> | undefined, accountId: string): Promise<TeamRoster> {
+  const everyone = await buildRoster(db, engine, accountId);
+  if (!team) return { members: [], others: everyone };
+  const members: Teammate[] = (await team.roster(accountId)).map((t) => ({
+    agent: t.agent,
+    conversation: t.conversation,
+    presence: presenceOf(t.conversation),
+    where: whereOf(t.conversation),
+    preview: t.lastTurn?.pendingPermission ? { kind: 'asking', text: t.lastTurn.pendingPermission.tool } : t.preview,
+  }));
+  const ids = new Set(members.map((m) => m.agent.id));
+  return { members, others: everyone.filter((m) => !ids.has(m.agent.id)) };
 }

@@ -12,7 +12,7 @@ import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
-import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
+import { listConversationPage, markRead, type ListedConversation } from '../../conversations/listing.ts';
 import { explainExits } from '../words.ts';
 import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
@@ -212,6 +212,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       return item ? [{ item, row }] : [];
     });
     const lastId = rows.at(-1)?.id ?? 0;
+    // Opened: everything so far has been seen (the list's unread mark and filter go by this).
+    await markRead(deps.db, user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
     const heading = conv.title ?? (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
@@ -295,6 +297,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         await stream.writeSSE({ id: String(row.id), event: 'ev', data: html });
       }
       if (row.kind === 'stage') {
+        // The page is open on this conversation: what it just showed counts as seen.
+        await markRead(deps.db, user.account.id, conv.id);
         const fresh = await deps.engine.get(user.account.id, conv.id);
         if (fresh.ok) {
           let status = await toHtml(<ConversationStatus conv={fresh.value} />);

@@ -1,6 +1,6 @@
 /**
- * The Conversations page: every conversation of the account, newest activity first, with filters by agent
- * and status, a title search and keyset paging; a new conversation with any agent; delete.
+ * The Conversations page: every conversation of the account, newest activity first, with filters by agent,
+ * status and unread, a title search and keyset paging; a new conversation with any agent; delete.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -26,6 +26,7 @@ const filterQuery = z.object({
   agent: z.string().uuid().optional().catch(undefined),
   status: z.enum(CONVERSATION_STATUSES).optional().catch(undefined),
   q: z.string().max(200).optional().catch(undefined),
+  unread: z.literal('1').optional().catch(undefined),
   after: z.string().max(200).optional().catch(undefined),
 });
 
@@ -91,11 +92,12 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const f = filterQuery.parse(c.req.query());
     const agents = await agentChoices(deps.db, user.account.id);
-    const listing = await listConversationPage(deps.db, user.account.id, { agentId: f.agent, statuses: f.status ? [f.status] : undefined, search: f.q, after: f.after, limit: PAGE_SIZE });
+    const listing = await listConversationPage(deps.db, user.account.id, { agentId: f.agent, statuses: f.status ? [f.status] : undefined, search: f.q, unread: f.unread === '1', after: f.after, limit: PAGE_SIZE });
     const keep = new URLSearchParams();
     if (f.agent) keep.set('agent', f.agent);
     if (f.status) keep.set('status', f.status);
     if (f.q) keep.set('q', f.q);
+    if (f.unread) keep.set('unread', '1');
     const filtered = keep.size > 0;
     const older = listing.next ? `/conversations?${new URLSearchParams([...keep, ['after', listing.next]])}` : null;
     return c.html(
@@ -128,6 +130,10 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
           <div class="grow">
             <label for="f-q">Search titles</label>
             <input id="f-q" name="q" type="search" value={f.q ?? ''} maxlength={200} />
+          </div>
+          <div class="check">
+            <input id="f-unread" name="unread" type="checkbox" value="1" checked={f.unread === '1'} />
+            <label for="f-unread">Unread only</label>
           </div>
           <button type="submit" class="secondary">
             Filter

@@ -10,6 +10,8 @@ export { runnerOptions, type RunnerOption } from '../../runners/options.ts';
 export const RUNNER_GONE = 'That runner does not exist (any more).';
 
 export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: string | null; error?: string | undefined }) {
+  // The pin as it stands: a person saving the form should know its runner is away before they rely on it.
+  const away = p.runners.find((r) => r.id === p.selected && !r.online);
   return (
     <div class="field">
       <label for="runner_id">Runner</label>
@@ -25,8 +27,13 @@ export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: st
       </select>
       <p class="muted small" id="runner_id_hint">
         Where its conversations run when the sandbox provider is runner. A chosen runner is the only one used: while it is offline, new conversations are refused.{' '}
-        <a href="/runners">Manage runners</a>.
+        <a href="/account/runners">Manage runners</a>.
       </p>
+      {away ? (
+        <p class="notice" id="runner_id_offline">
+          Runner {JSON.stringify(away.name)} is offline: new conversations with this agent are refused until it reconnects.
+        </p>
+      ) : null}
       <ErrorNote id="runner_id_error" message={p.error} />
     </div>
   );

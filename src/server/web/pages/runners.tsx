@@ -1,12 +1,13 @@
 /**
- * Account → Runners: every runner with live online status, hostname, version, root, last seen and what
- * runs on it, updated over SSE when a runner connects or drops; delete closes its socket. "Add runner"
+ * Account → Runners: every runner with live online status, hostname, version, backend and capabilities, root,
+ * last seen and what runs on it, updated over SSE when a runner connects or drops; delete closes its socket. "Add runner"
  * shows a one-line command carrying a short-lived, single-use registration token.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
 import type { Db } from '../../store/db.ts';
-import { deleteRunner, listRunners } from '../../runners/service.ts';
+import { deleteRunner, listRunners, runnerBackendOf, runnerCapabilitiesOf } from '../../runners/service.ts';
+import type { RunnerBackend, RunnerCapability } from '../../../wire/index.ts';
 import type { Runner } from '../../store/schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
@@ -17,11 +18,24 @@ import { runnerLoads, type RunnerLoad } from '../../runners/usage.ts';
 
 const db = (deps: WebDeps): Db => deps.db as unknown as Db;
 
+/** A backend's name with what it means, for the cell's title. */
+const BACKEND_WORDS: Readonly<Record<RunnerBackend, string>> = {
+  process: 'each sandbox is a directory; agents run as the runner user (trusted mode)',
+  namespace: 'each sandbox is confined: its own namespaces, cgroup and an enforced egress policy',
+  microvm: 'each sandbox is a virtual machine with its own kernel',
+};
+
+const CAPABILITY_WORDS: Readonly<Record<RunnerCapability, string>> = {
+  suspend: 'an idle computer is parked and wakes with the same disk',
+  attach: 'a running agent survives a dropped connection and is re-attached',
+  network_policy: "an environment's allowed hosts are enforced",
+};
+
 export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<string>; loads: ReadonlyMap<string, RunnerLoad> }) {
   if (p.runners.length === 0) {
     return (
       <tr>
-        <td colspan={8} class="muted">
+        <td colspan={10} class="muted">
           No runners yet. <strong>Add runner</strong> above gives the command to run on a machine you own.
         </td>
       </tr>
@@ -41,6 +55,21 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
             </td>
             <td data-label="Hostname">{r.hostname ?? '—'}</td>
             <td data-label="Version">{r.version ?? '—'}</td>
+            <td data-label="Backend" class="runner-backend">
+              {(() => {
+                const b = runnerBackendOf(r);
+                return b ? <span title={BACKEND_WORDS[b]}>{b}</span> : <span class="muted" title="This runner's daemon did not say (an older version)">not reported</span>;
+              })()}
+            </td>
+            <td data-label="Capabilities" class="runner-capabilities">
+              <ul class="plain small">
+                {runnerCapabilitiesOf(r).map((cap) => (
+                  <li data-capability={cap} title={CAPABILITY_WORDS[cap]}>
+                    {cap}
+                  </li>
+                ))}
+              </ul>
+            </td>
             <td data-label="Root" class="key">{r.root ?? '—'}</td>
             <td data-label="Last seen">{on ? 'now' : when(r.lastSeenAt)}</td>
             <td data-label="Running" class="runs">
@@ -114,6 +143,8 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
                 <th scope="col">Status</th>
                 <th scope="col">Hostname</th>
                 <th scope="col">Version</th>
+                <th scope="col">Backend</th>
+                <th scope="col">Capabilities</th>
                 <th scope="col">Root</th>
                 <th scope="col">Last seen</th>
                 <th scope="col">Running</th>

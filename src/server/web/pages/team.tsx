@@ -1,6 +1,7 @@
 /**
- * The Team page: every agent as a teammate with its presence, what it is doing and where it runs,
- * kept live by /team/stream, and a message box per teammate.
+ * The Team page: the team as `GET /api/team` has it (each member on its team conversation), then the
+ * account's other agents with "Add to team"; presence, what each is doing and where it runs, kept live by
+ * /team/stream, and a message box on each.
  */
 import { Hono } from 'hono';
 import type { JSX } from 'hono/jsx/jsx-runtime';
@@ -9,8 +10,8 @@ import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { fragmentStream, toHtml } from '../live.ts';
-import { buildRoster, currentConversation, type Teammate } from '../roster.ts';
-import { messageTeammate } from '../actions.ts';
+import { buildTeamRoster, currentConversation, type Teammate } from '../roster.ts';
+import { inWords, messageMember, messageTeammate } from '../actions.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 
 /** What the demo agent understands, for someone who has never talked to it. */
@@ -67,11 +68,11 @@ export function MateStatus(p: { mate: Teammate }) {
   );
 }
 
-function MateCard(p: { mate: Teammate }) {
+function MateCard(p: { mate: Teammate; member: boolean }) {
   const id = p.mate.agent.id;
   return (
-    <section class="card mate" aria-labelledby={`mate-name-${id}`} data-agent-id={id}>
-      <h2 id={`mate-name-${id}`}>{p.mate.agent.name}</h2>
+    <section class="card mate" aria-labelledby={`mate-name-${id}`} data-agent-id={id} data-team={p.member ? 'member' : 'other'}>
+      <h3 id={`mate-name-${id}`}>{p.mate.agent.name}</h3>
       <p class="small muted">
         {p.mate.agent.runtime} · {p.mate.agent.model}
       </p>
@@ -93,6 +94,13 @@ function MateCard(p: { mate: Teammate }) {
           <div id={`msg-result-${id}`} aria-live="polite"></div>
         </div>
       </form>
+      {p.member ? null : (
+        <form method="post" action={`/team/${id}/join`} class="inline">
+          <button type="submit" class="secondary" aria-label={`Add ${p.mate.agent.name} to the team`}>
+            Add to team
+          </button>
+        </form>
+      )}
     </section>
   );
 }
@@ -102,22 +110,60 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.get('/', async (c) => {
     const user = c.get('user');
-    const roster = await buildRoster(deps.db, deps.engine, user.account.id);
+    const { members, others } = await buildTeamRoster(deps.db, deps.engine, deps.team, user.account.id);
     return c.html(
       <Layout title="Team" section="team" user={userName(user)} live>
         <h1>Team</h1>
-        {roster.length === 0 ? (
+        {members.length + others.length === 0 ? (
           <p class="card">
-            No teammates yet. <a href="/agents/new">Create an agent</a> and it joins the team.
+            No agents yet. <a href="/agents/new">Create an agent</a>, then add it to the team.
           </p>
         ) : (
-          <div class="grid" hx-ext="sse" sse-connect="/team/stream">
-            {roster.map((m) => (
-              <MateCard mate={m} />
-            ))}
+          <div hx-ext="sse" sse-connect="/team/stream">
+            <section aria-labelledby="team-members">
+              <h2 id="team-members">Members</h2>
+              {members.length === 0 ? (
+                <p class="muted" id="no-members">
+                  No one is on the team yet. <strong>Add to team</strong> below gives an agent its team conversation: its teammates can message it, and the API lists it (<code>GET /api/team</code>).
+                </p>
+              ) : (
+                <div class="grid" id="members">
+                  {members.map((m) => (
+                    <MateCard mate={m} member />
+                  ))}
+                </div>
+              )}
+            </section>
+            {others.length > 0 ? (
+              <section aria-labelledby="team-others">
+                <h2 id="team-others">Other agents</h2>
+                <p class="muted small">Not on the team: a message here starts or continues an ordinary conversation.</p>
+                <div class="grid" id="others">
+                  {others.map((m) => (
+                    <MateCard mate={m} member={false} />
+                  ))}
+                </div>
+              </section>
+            ) : null}
           </div>
         )}
       </Layout>,
+    );
+  });
+
+  app.post('/team/:agentId/join', async (c) => {
+    const user = c.get('user');
+    const agentId = c.req.param('agentId');
+    const added = deps.team && z.string().uuid().safeParse(agentId).success ? await deps.team.add(user.account.id, agentId, undefined) : null;
+    if (added?.ok) return c.redirect('/', 303);
+    const message = added ? inWords(added.error).message : 'The team is not available on this server.';
+    return c.html(
+      <Layout title="Team" section="team" user={userName(user)}>
+        <h1>Team</h1>
+        <ErrorNote message={message} />
+        <a href="/">Back to the Team page</a>
+      </Layout>,
+      added ? (inWords(added.error).status as 400) : 404,
     );
   });
 
@@ -128,7 +174,8 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
       refreshMs: deps.refreshMs ?? 2000,
       onError: (e) => deps.logger.warn({ err: e }, 'team stream failed'),
       render: async () => {
-        const roster = await buildRoster(deps.db, deps.engine, accountId);
+        const { members, others } = await buildTeamRoster(deps.db, deps.engine, deps.team, accountId);
+        const roster = [...members, ...others];
         convIds = roster.flatMap((m) => (m.conversation ? [m.conversation.id] : []));
         const out = new Map<string, string>();
         for (const m of roster) out.set(`mate-${m.agent.id}`, await toHtml(<MateStatus mate={m} />));
@@ -147,7 +194,9 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
     const form = messageForm.safeParse(await c.req.parseBody());
     const reply = async (status: number, body: JSX.Element) => (isHtmx(c) ? c.html(body, 200) : c.html(<Layout title="Message" section="team" user={userName(user)}>{body}</Layout>, status as 400));
     if (!form.success) return reply(400, <ErrorNote message={form.error.issues[0]?.message ?? 'The message is invalid.'} />);
-    const sent = await messageTeammate(deps, user.account.id, agentId, form.data.prompt);
+    // A member's message goes to its team conversation, as POST /api/team/:agent_id/messages sends it.
+    const member = deps.team && z.string().uuid().safeParse(agentId).success ? await deps.team.get(user.account.id, agentId) : undefined;
+    const sent = member && deps.team ? await messageMember(deps.team, user.account.id, agentId, form.data.prompt) : await messageTeammate(deps, user.account.id, agentId, form.data.prompt);
     if (!sent.ok) return reply(sent.status, <ErrorNote message={sent.message} />);
     if (!isHtmx(c)) return c.redirect(`/conversations/${sent.conversationId}`, 303);
     return c.html(
