@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
-import { answer, call, openStream, type Json } from './helpers/http.ts';
+import { answer, call, openStream, type Json, type SseEvent } from './helpers/http.ts';
 
 /** Long enough that a loaded machine does not trip it; the sleeping command outlasts it twice. */
 const SILENCE_MS = 3000;
@@ -31,7 +31,8 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       port: 0,
       env: {},
       acceptRunnerSocket,
-      engine: { idleTimeoutMs: 0, askTimeoutMs: 60_000, turnSilenceTimeoutMs: SILENCE_MS },
+      // A wide gap between `event: conversations` signals: a burst's count is then certain, whatever the machine's load.
+      engine: { idleTimeoutMs: 0, askTimeoutMs: 60_000, turnSilenceTimeoutMs: SILENCE_MS, conversationsSignalGapMs: 600_000 },
       sseHeartbeatMs: 1000,
     });
     key = srv.bootstrapKey!;
@@ -171,6 +172,58 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       const reason = JSON.parse(t2.data.data).reason as string;
       assert.match(reason, /sent nothing for \d+ s with no tool call running/);
       assert.doesNotMatch(reason, /credential/);
+    } finally {
+      s.close();
+    }
+  });
+
+  it('the account stream says `event: conversations` when a conversation is created, titled by the agent, renamed, read, terminated or deleted; a burst is one signal', async () => {
+    const isSignal = (e: SseEvent) => e.event === 'conversations' && e.data?.reason === 'changed' && e.id === null;
+    /** A fresh account stream (its first signal goes at once), the change, then the signal it must carry. */
+    const signalled = async <T>(what: string, change: () => Promise<T>): Promise<T> => {
+      const s = openStream(`${srv.url}/api/events/stream`, key);
+      try {
+        await until(() => s.raw().startsWith(': connected') || null, 'the account stream open');
+        const r = await change();
+        await s.wait(isSignal, `the signal for ${what}`);
+        return r;
+      } finally {
+        s.close();
+      }
+    };
+    const a = await agent('listed', { default: 'auto_allow' });
+    const conv = await signalled('create', async () => {
+      const r = await api('POST', '/api/conversations', { agent_id: a.id });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      return r.body.data;
+    });
+    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null, 'the sandbox up');
+    await signalled("the agent's title", () => api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'remember: a title' }));
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.title, 'Demo: remember: a title');
+    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null, 'the turn over');
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.unread, true);
+    await signalled('read', async () => assert.equal((await api('POST', `/api/conversations/${conv.id}/read`)).status, 204));
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.unread, false);
+    assert.equal((await api('POST', '/api/conversations/00000000-0000-4000-8000-000000000000/read')).status, 404);
+    await signalled('terminate', async () => assert.equal((await api('POST', `/api/conversations/${conv.id}/terminate`)).status, 204));
+    await signalled('delete', async () => assert.equal((await api('DELETE', `/api/conversations/${conv.id}`)).status, 204));
+
+    // A teammate's name is its conversation's title.
+    const mate = await agent('mate', { default: 'auto_allow' });
+    await signalled('a teammate added', async () => assert.equal((await api('POST', '/api/team', { agent_id: mate.id })).status, 201));
+    await signalled('rename', async () => assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name: 'Renamed' })).status, 200));
+    const mateConv = (await api('GET', `/api/team/${mate.id}`)).body.data.conversation.id as string;
+
+    // A burst: four changes, then a terminate whose stage event comes after them on the same stream.
+    const s = openStream(`${srv.url}/api/events/stream`, key);
+    try {
+      await until(() => s.raw().startsWith(': connected') || null, 'the account stream open');
+      for (const name of ['One', 'Two']) assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name })).status, 200);
+      for (let i = 0; i < 2; i++) assert.equal((await api('POST', `/api/conversations/${mateConv}/read`)).status, 204);
+      assert.equal((await api('POST', `/api/conversations/${mateConv}/terminate`)).status, 204);
+      const end = await s.wait((e) => e.data?.conversation_id === mateConv && e.data?.stage === 'terminate' && e.data?.state === 'done', 'the terminate on the account stream');
+      const before = s.events.slice(0, s.events.indexOf(end));
+      assert.equal(before.filter(isSignal).length, 1, `one signal for five changes: ${JSON.stringify(before.map((e) => e.event))}`);
     } finally {
       s.close();
     }

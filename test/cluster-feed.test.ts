@@ -1,6 +1,7 @@
 /**
  * Any node serves any client: two real server processes on one PostgreSQL schema, a real runner
- * dialing node A. Node B's conversation and account streams see A's turns live, in order, once;
+ * dialing node A. Node B's conversation and account streams see A's turns live, in order, once (and
+ * B's account stream hears that a conversation was created on A);
  * a prompt, a permission answer and an interrupt posted to B act on A's turn; a node's notification
  * connection killed with pg_terminate_backend mid-turn reconnects and nothing is lost.
  */
@@ -37,6 +38,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
   let b: NodeProcess;
   let runner: RunnerChild;
   let conv: string;
+  let agentId: string;
   const streams: Stream[] = [];
 
   const db = () => observer.db as unknown as EngineDb;
@@ -66,7 +68,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
 
   /** A stream's events of one conversation are exactly what the store holds after its cursor: in id order, none twice, none missing. */
   async function assertSameAsStore(s: Stream, from: number, what: string): Promise<void> {
-    const got = s.events.filter((e) => (e.data?.conversation_id ?? conv) === conv).map((e) => e.id!);
+    const got = s.events.filter((e) => e.id !== null && (e.data?.conversation_id ?? conv) === conv).map((e) => e.id!);
     const want = (await stored(conv)).filter((e) => e.id > from).map((e) => e.id);
     assert.deepEqual(got, want, `${what}: streamed ids = stored ids`);
   }
@@ -85,6 +87,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
       permission_policy: { execute: 'ask' },
     });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
+    agentId = agent.body.data.id;
     const created = await call(a.url, KEY, 'POST', '/api/conversations', { agent_id: agent.body.data.id, prompt: 'remember: the first turn ran on A' });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     conv = created.body.data.id;
@@ -108,6 +111,11 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     streams.push(onB, accountB);
     await until(() => onB.raw().startsWith(': connected') && accountB.raw().startsWith(': connected'), 'both streams open');
 
+    // A conversation created on A: B's account stream hears the list changed (the bus, across nodes).
+    const other = await call(a.url, KEY, 'POST', '/api/conversations', { agent_id: agentId });
+    assert.equal(other.status, 201, JSON.stringify(other.body));
+    await accountB.wait((e) => e.event === 'conversations' && e.data?.reason === 'changed' && e.id === null, "B's account stream: conversations changed on A");
+
     const chunks = 60;
     const p = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/prompts`, { prompt: `slow: ${chunks} 100ms` });
     assert.equal(p.status, 200, JSON.stringify(p.body));
@@ -125,7 +133,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     assert.equal(answer(accountB.events, turnId), slowAnswer(chunks).join(''));
     await assertSameAsStore(onB, from, "B's conversation stream");
     await assertSameAsStore(accountB, from, "B's account stream");
-    assert.ok(accountB.events.every((e) => e.data?.conversation_id === conv));
+    assert.ok(accountB.events.filter((e) => e.id !== null).every((e) => [conv, other.body.data.id].includes(e.data?.conversation_id)));
   });
 
   it('a permission answer posted to B reaches the agent on A', async () => {

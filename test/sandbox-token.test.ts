@@ -325,6 +325,7 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     await no('POST', `/api/conversations/${betaConv}/terminate`);
     await no('POST', `/api/conversations/${betaConv}/interrupt`);
     await no('POST', `/api/conversations/${betaConv}/prompts`, { prompt: 'hi' });
+    await no('POST', `/api/conversations/${alphaConv}/read`);
     await no('GET', '/api/conversations');
     await no('GET', '/api/events/stream');
     // The team's shape and its schedules are the user's.

@@ -10,6 +10,8 @@ export const busEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('runner_offline'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
   /** The roster changed (add, remove, rename, rotate, a replacement conversation). */
   z.object({ type: z.literal('team_changed'), accountId: z.string() }),
+  /** A conversation of the account was created, retitled, read, deleted or finished (lists re-read). */
+  z.object({ type: z.literal('conversations_changed'), accountId: z.string() }),
   /** A schedule was created, updated, deleted or fired. */
   z.object({ type: z.literal('schedule_changed'), accountId: z.string(), scheduleId: z.string() }),
   /** Events of these conversations were stored by `node` (feeds on other nodes read them from the store). */
@@ -24,6 +26,7 @@ export type BusForwarder = (topic: string, event: BusEvent) => void;
 
 export const runnersTopic = (accountId: string): string => `runners:${accountId}`;
 export const teamTopic = (accountId: string): string => `team:${accountId}`;
+export const conversationsTopic = (accountId: string): string => `conversations:${accountId}`;
 export const EVENTS_TOPIC = 'events';
 /** Local signals about the node's link to the others (never forwarded). */
 export const CLUSTER_TOPIC = 'cluster';

@@ -41,6 +41,8 @@ export interface EngineConfig {
   readonly nodeExpiryMs: number;
   /** FOUNTAIN_SKILLS_GIT_URL: where GitHub-sourced skills are cloned from (`<base>/<owner>/<repo>.git`). */
   readonly skillsGitBaseUrl: string;
+  /** The least time between two `event: conversations` signals on one account stream (§7.2: 1 s; tests widen it). */
+  readonly conversationsSignalGapMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -50,6 +52,7 @@ export const ENGINE_DEFAULTS = {
   sweepIntervalMs: 60_000,
   askTimeoutMs: 300_000,
   eventFlushMs: 5,
+  conversationsSignalGapMs: 1000,
   eventFlushMax: 200,
   acpCallTimeoutMs: 30_000,
   installTimeoutMs: 180_000,

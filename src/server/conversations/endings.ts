@@ -49,6 +49,7 @@ export class Endings {
     const now = new Date();
     if (s) await updateSandbox(db, s.id, { status: 'terminated', terminatedAt: now });
     await updateConversation(db, id, { status: 'terminated', lastActiveAt: now });
+    this.c.changed(row.conversation.accountId);
     await this.c.sandboxTokens.revoke(id, now);
     this.c.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
   }
@@ -97,6 +98,8 @@ export class Endings {
         s,
       );
       await updateConversation(db, id, { status: 'terminated', lastActiveAt: new Date() });
+      // One change for the list: the successor appears, the old one is finished.
+      this.c.changed(accountId);
       await this.c.sandboxTokens.revoke(id);
       this.c.events.stage(id, null, 'terminate', 'done', { event: 'released', successor_id: successor.conversation.id });
       return accept(successor);
@@ -109,7 +112,10 @@ export class Endings {
     if (!t.ok) return t;
     await this.c.events.flush();
     const row = await getConversationById(this.c.d.db, id);
-    if (row) await deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
+    if (row) {
+      await deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
+      this.c.changed(accountId);
+    }
     return accept(undefined);
   }
 }

@@ -8,6 +8,7 @@ import { liveOwnerOf } from '../cluster/store.ts';
 import { answerOf, type EngineCommand } from './commands.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
+import { conversationsSignal, publishConversationsChanged } from './changes.ts';
 import { NodeOwnership } from '../cluster/ownership.ts';
 import { Endings } from './endings.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
@@ -19,7 +20,7 @@ import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
 import { TurnRecovery } from './reattach.ts';
 import { SandboxTokens } from './sandbox-token.ts';
-import { getConversation, getConversationForPrompt, insertTurn, listConversations, type ConversationWithSandbox } from './store.ts';
+import { getConversation, getConversationForPrompt, insertTurn, listConversations, markConversationRead, type ConversationWithSandbox } from './store.ts';
 import { Sweeper } from './sweeper.ts';
 import { TurnMachine } from './turns.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
@@ -43,14 +44,18 @@ export class ConversationEngine {
   readonly #owner: NodeOwnership;
   readonly #sweeper: Sweeper;
   readonly #endings: Endings;
+  readonly #bus: EventBus;
 
   constructor(deps: EngineDeps) {
     const log = deps.logger.child({ component: 'engine' });
     this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
     this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
     const nodeId = deps.node?.id ?? mintNodeId();
-    this.feeds = new EventFeeds({ db: deps.db, events: this.events, bus: deps.bus ?? new EventBus(), nodeId, logger: log });
-    this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, stopped: false };
+    const bus = deps.bus ?? new EventBus();
+    this.#bus = bus;
+    this.feeds = new EventFeeds({ db: deps.db, events: this.events, bus, nodeId, logger: log });
+    const changed = (accountId: string) => publishConversationsChanged(bus, accountId);
+    this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, changed, stopped: false };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
     parts.turns = new TurnMachine(this.#c, parts);
     parts.asks = new Permissions(this.#c);
@@ -118,6 +123,18 @@ export class ConversationEngine {
   async list(accountId: string, filter: Parameters<typeof listConversations>[2]): Promise<ConversationView[]> {
     const rows = await listConversations(this.#c.d.db, accountId, filter);
     return Promise.all(rows.map((r) => this.view(r)));
+  }
+
+  /** An account stream's "conversations changed" signal, heard from every node, one per `gapMs` at most. */
+  conversationsSignal(accountId: string): ReturnType<typeof conversationsSignal> {
+    return conversationsSignal(this.#bus, accountId, this.#c.d.config.conversationsSignalGapMs);
+  }
+
+  /** Marks the conversation read (`last_read_at` now); false when it is not the account's. */
+  async markRead(accountId: string, id: string): Promise<EngineResult<void>> {
+    if (!(await markConversationRead(this.#c.d.db, accountId, id))) return refuse('not_found', 'conversation not found');
+    this.#c.changed(accountId);
+    return accept(undefined);
   }
 
   /** True while this node holds a running turn or an open permission request for the conversation. */

@@ -210,7 +210,11 @@ export class Launcher {
       live.turn.reported = { context: { used: u.used, size: u.size }, ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}) };
     } else if (u.sessionUpdate === 'session_info_update' && u.title && u.title.trim() !== '') {
       const title = u.title.trim().slice(0, 120);
-      void setAgentTitle(this.c.d.db, live.conversationId, title).catch((e) => this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'));
+      void setAgentTitle(this.c.d.db, live.conversationId, title)
+        .then((retitled) => {
+          if (retitled) this.c.changed(live.accountId);
+        })
+        .catch((e) => this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'));
     }
   }
 

@@ -113,6 +113,8 @@ export interface EngineCore {
   readonly events: EventLog;
   readonly sandboxTokens: SandboxTokens;
   readonly nodeId: string;
+  /** Tells the account's streams, on every node, that its conversation list changed (changes.ts). */
+  readonly changed: (accountId: string) => void;
   stopped: boolean;
 }
 

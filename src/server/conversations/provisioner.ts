@@ -81,6 +81,7 @@ export class Provisioner {
         { provider, name: name.value, status: 'failed' },
       );
       this.#publishRefusal(row.conversation.id, refused);
+      this.c.changed(accountId);
       return refuse(refused.reason, refused.message, { conversation_id: row.conversation.id, provider });
     }
 
@@ -107,6 +108,7 @@ export class Provisioner {
     );
     const conv = row.conversation;
     if (input.prompt) await insertTurn(db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending', nodeId: this.c.nodeId });
+    this.c.changed(accountId);
     this.#start(conv, row.sandbox!, agent);
     return accept(row);
   }
@@ -221,6 +223,7 @@ export class Provisioner {
       const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
       await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
+      this.c.changed(conv.accountId);
       this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
       for (const t of await openTurns(db, conv.id)) {
         await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });

@@ -237,6 +237,7 @@ export class TurnRecovery {
     }
     if (c.status === 'pending') {
       await updateConversation(db, c.id, { status: 'failed', failureReason: loss.provisioningReason });
+      this.c.changed(c.accountId);
       this.c.events.stage(c.id, null, 'provision', 'failed', { reason: loss.provisioningReason });
     } else if (!this.c.live.get(c.id)?.turn) {
       await settleRunningConversation(db, c.id, {});

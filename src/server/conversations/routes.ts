@@ -273,6 +273,22 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
 
   app.openapi(
     createRoute({
+      method: 'post',
+      path: '/api/conversations/{id}/read',
+      summary: 'Mark the conversation read (`last_read_at` now, so `unread` is false until it is next active)',
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam },
+      responses: { 204: { description: 'marked read' }, ...errorResponses(401, 404) },
+    }),
+    async (c) => {
+      unwrap(await engine.markRead(c.get('principal').account.id, checkId(c.req.valid('param').id)));
+      return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
       method: 'get',
       path: '/api/conversations/{id}/turns',
       summary: 'The turns, oldest first: the way to poll a turn’s status',

@@ -197,3 +197,13 @@ export async function setAgentTitle(db: EngineDb, id: string, title: string): Pr
     .returning({ id: conversations.id });
   return rows.length > 0;
 }
+
+/** Sets `last_read_at` to now; false when the account has no such conversation. */
+export async function markConversationRead(db: EngineDb, accountId: string, id: string): Promise<boolean> {
+  const rows = await db
+    .update(conversations)
+    .set({ lastReadAt: new Date() })
+    .where(and(eq(conversations.id, id), eq(conversations.accountId, accountId)))
+    .returning({ id: conversations.id });
+  return rows.length > 0;
+}

@@ -8,7 +8,7 @@ import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { bearer, errorResponses, IdParam, lastEventIdOf, newRouter } from '../http/common.ts';
-import { sseOncePer, sseTail } from '../http/sse.ts';
+import { encodeSse, sseOncePer, sseTail } from '../http/sse.ts';
 import { eventView } from './views.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { blocksParam, streamsParam, wantedBy, type ConversationRouteDeps } from './routes.ts';
@@ -22,6 +22,9 @@ const accountEvent = sseOncePer((e: EventRow) => ({
   event: e.kind,
   data: JSON.stringify({ ...eventView(e), conversation_id: e.conversationId }),
 }));
+
+/** The account stream's signal that the caller's conversation list changed: re-read it (debounced to one a second). */
+const CONVERSATIONS_CHANGED = encodeSse({ event: 'conversations', data: JSON.stringify({ reason: 'changed' }) });
 
 export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -86,11 +89,11 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     method: 'get',
     path: '/api/events/stream',
     summary:
-      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
+      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; `event: conversations` {\"reason\":\"changed\"} when one is created, retitled, read, deleted or finishes (at most one a second); Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
     security: bearer,
     request: { query: AccountStreamQuery },
     responses: {
-      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`', content: { 'text/event-stream': { schema: z.string() } } },
+      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`, and `event: conversations` (no id) with `data: {"reason":"changed"}`', content: { 'text/event-stream': { schema: z.string() } } },
       ...errorResponses(401, 422),
     },
   });
@@ -101,6 +104,7 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     const streams = q.data.streams;
     const wanted = wantedBy(streams);
     const after = lastEventIdOf(c.req.header('last-event-id')) ?? q.data.after ?? (await engine.feeds.present());
+    const changes = engine.conversationsSignal(accountId);
     return sseTail(c, {
       source: engine.feeds.account(accountId, streams),
       idOf: (e) => e.id,
@@ -109,6 +113,12 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
       send: async (stream, e) => {
         if (!wanted(e)) return;
         await stream.write(accountEvent(e));
+      },
+      signals: {
+        watch: changes.watch,
+        flush: async (stream) => {
+          if (changes.due()) await stream.write(CONVERSATIONS_CHANGED);
+        },
       },
     });
   });

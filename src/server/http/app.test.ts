@@ -223,6 +223,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/events',
       '/api/conversations/{id}/interrupt',
       '/api/conversations/{id}/prompts',
+      '/api/conversations/{id}/read',
       '/api/conversations/{id}/requests/{request_id}',
       '/api/conversations/{id}/stream',
       '/api/conversations/{id}/terminate',

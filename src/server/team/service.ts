@@ -11,6 +11,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { deleteAgentSchedules, lastTurn, replyText, setTitle, teamConversations, unbindTeam, usageTotal } from './store.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 import { teamTopic, type EventBus } from '../cluster/bus.ts';
+import { publishConversationsChanged } from '../conversations/changes.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 import { accept, refuse, type EngineResult } from '../conversations/errors.ts';
 import { presenceOf, type Presence } from './presence.ts';
@@ -131,6 +132,8 @@ export class TeamService {
     await setTitle(this.#d.db, current.conversation.id, title);
     await this.#d.audit(accountId, 'team.renamed', agentId, { name: title });
     this.changed(accountId);
+    // The teammate's name is its conversation's title: conversation lists change too.
+    publishConversationsChanged(this.#d.bus, accountId);
     return accept(undefined);
   }
 
