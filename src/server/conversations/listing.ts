@@ -137,17 +137,6 @@ export async function listConversationRowsPage(db: EngineDb, accountId: string, 
   return { rows: page.map((r) => ({ conversation: r.conversation, sandbox: r.sandbox })), next };
 }
 
-/**
- * The person has now seen everything up to the conversation's latest activity (the web conversation page,
- * when it opens and when its live view shows a turn's end). Never moves the mark backwards.
- */
-export async function markRead(db: EngineDb, accountId: string, id: string): Promise<void> {
-  await db
-    .update(conversations)
-    .set({ lastReadAt: sql`GREATEST(now(), ${conversations.lastActiveAt}, COALESCE(${conversations.lastReadAt}, ${conversations.lastActiveAt}))` })
-    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
-}
-
 /** The account's conversation count, for the page header; cheap with the account index. */
 export async function countConversations(db: EngineDb, accountId: string): Promise<number> {
   const [r] = await db.select({ n: sql<number>`count(*)::int` }).from(conversations).where(eq(conversations.accountId, accountId));

@@ -198,11 +198,14 @@ export async function setAgentTitle(db: EngineDb, id: string, title: string): Pr
   return rows.length > 0;
 }
 
-/** Sets `last_read_at` to now; false when the account has no such conversation. */
+/**
+ * The person has now seen everything up to the conversation's latest activity; the mark never moves
+ * backwards (nor behind the activity, whatever the clocks). False when the account has no such conversation.
+ */
 export async function markConversationRead(db: EngineDb, accountId: string, id: string): Promise<boolean> {
   const rows = await db
     .update(conversations)
-    .set({ lastReadAt: new Date() })
+    .set({ lastReadAt: sql`GREATEST(now(), ${conversations.lastActiveAt}, COALESCE(${conversations.lastReadAt}, ${conversations.lastActiveAt}))` })
     .where(and(eq(conversations.id, id), eq(conversations.accountId, accountId)))
     .returning({ id: conversations.id });
   return rows.length > 0;

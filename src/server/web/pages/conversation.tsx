@@ -12,7 +12,7 @@ import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
-import { listConversationPage, markRead, type ListedConversation } from '../../conversations/listing.ts';
+import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
 import { explainExits } from '../words.ts';
 import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
@@ -213,7 +213,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     });
     const lastId = rows.at(-1)?.id ?? 0;
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
-    await markRead(deps.db, user.account.id, conv.id);
+    await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
     const heading = conv.title ?? (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
@@ -298,7 +298,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       }
       if (row.kind === 'stage') {
         // The page is open on this conversation: what it just showed counts as seen.
-        await markRead(deps.db, user.account.id, conv.id);
+        await deps.engine.markRead(user.account.id, conv.id);
         const fresh = await deps.engine.get(user.account.id, conv.id);
         if (fresh.ok) {
           let status = await toHtml(<ConversationStatus conv={fresh.value} />);
