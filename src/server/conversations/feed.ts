@@ -1,7 +1,7 @@
 /**
  * One EventFeed per conversation and per account on this node, fed by the local event log (rows as
  * they are stored) and by the cluster bus (other nodes' "events stored" notices, read back from the
- * store), so a client on any node sees every event live, once, in id order within its conversation.
+ * store), so a client on any node sees every event live, once, in id order.
  */
 import type { Logger } from 'pino';
 import { CLUSTER_TOPIC, EVENTS_TOPIC, type EventBus } from '../cluster/bus.ts';
@@ -23,8 +23,15 @@ type Scope = { readonly kind: 'conversation'; readonly id: string } | { readonly
 interface Feed {
   readonly scope: Scope;
   readonly subs: Set<(row: EventRow) => void>;
-  /** Per conversation: the highest id this feed emitted. */
-  readonly last: Map<string, number>;
+  /**
+   * The highest id this feed emitted; a feed emits in id order only. A conversation feed's rows come in
+   * order from the one node driving it. An account feed spans conversations driven by several nodes,
+   * so it emits only what it reads from the store after this cursor: a notice for one conversation
+   * read alone could pass over a lower id of another, which the stream's cursor would then skip.
+   */
+  cursor: number;
+  /** A pull is queued and not yet started: another trigger would read the same rows. */
+  queued: boolean;
   /** Rows at or below this existed before the feed opened: subscribers replay them from the store. */
   floor: Promise<number>;
   pulling: Promise<void>;
@@ -46,8 +53,6 @@ export class EventFeeds {
   readonly #d: EventFeedsDeps;
   readonly #feeds = new Map<string, Feed>();
   readonly #accountOf = new Map<string, string>();
-  /** Local rows bound for account feeds wait here, in order, for their conversation's account. */
-  #routing: Promise<void> = Promise.resolve();
   #accountFeeds = 0;
   readonly #unsubs: Array<() => void>;
 
@@ -60,7 +65,7 @@ export class EventFeeds {
       }),
       // Notices sent while this node's connection was down are lost: every open feed re-reads the store.
       d.bus.subscribe(CLUSTER_TOPIC, (e) => {
-        if (e.type === 'reconnected') for (const f of this.#feeds.values()) this.#pull(f, null);
+        if (e.type === 'reconnected') for (const f of this.#feeds.values()) this.#pull(f);
       }),
     ];
   }
@@ -92,7 +97,7 @@ export class EventFeeds {
     const key = `${scope.kind}:${scope.id}`;
     let feed = this.#feeds.get(key);
     if (!feed) {
-      feed = { scope, subs: new Set(), last: new Map(), floor: latestEventId(this.#d.db).catch(() => 0), pulling: Promise.resolve() };
+      feed = { scope, subs: new Set(), cursor: 0, queued: false, floor: latestEventId(this.#d.db).catch(() => 0), pulling: Promise.resolve() };
       this.#feeds.set(key, feed);
       if (scope.kind === 'account') this.#accountFeeds++;
     }
@@ -107,9 +112,8 @@ export class EventFeeds {
   }
 
   #emit(f: Feed, row: EventRow): void {
-    const last = f.last.get(row.conversationId);
-    if (last !== undefined && row.id <= last) return;
-    f.last.set(row.conversationId, row.id);
+    if (row.id <= f.cursor) return;
+    f.cursor = row.id;
     for (const push of [...f.subs]) push(row);
   }
 
@@ -117,52 +121,48 @@ export class EventFeeds {
     const conv = this.#feeds.get(`conversation:${row.conversationId}`);
     if (conv) this.#emit(conv, row);
     if (this.#accountFeeds === 0) return;
-    const known = this.#accountOf.get(row.conversationId);
-    if (known !== undefined) {
-      // Rows queued before this one go first.
-      this.#routing = this.#routing.then(() => this.#toAccount(known, row));
-      return;
-    }
-    const lookup = this.#lookup([row.conversationId]);
-    this.#routing = this.#routing.then(async () => {
-      const acc = (await lookup).get(row.conversationId);
-      if (acc !== undefined) this.#toAccount(acc, row);
-    });
-  }
-
-  #toAccount(accountId: string, row: EventRow): void {
-    const f = this.#feeds.get(`account:${accountId}`);
-    if (f) this.#emit(f, row);
+    this.#toAccounts([row.conversationId]);
   }
 
   #remote(conversationIds: readonly string[]): void {
     for (const id of conversationIds) {
       const f = this.#feeds.get(`conversation:${id}`);
-      if (f) this.#pull(f, [id]);
+      if (f) this.#pull(f);
     }
+    this.#toAccounts(conversationIds);
+  }
+
+  /** The account feeds of these conversations read what was stored since their cursor. */
+  #toAccounts(conversationIds: readonly string[]): void {
     if (this.#accountFeeds === 0) return;
+    const known = conversationIds.map((id) => this.#accountOf.get(id));
+    if (known.every((acc) => acc !== undefined)) {
+      for (const acc of new Set(known)) this.#pullAccount(acc!);
+      return;
+    }
     void this.#lookup(conversationIds).then((accounts) => {
-      const byAccount = new Map<string, string[]>();
-      for (const [conv, acc] of accounts) byAccount.set(acc, [...(byAccount.get(acc) ?? []), conv]);
-      for (const [acc, ids] of byAccount) {
-        const f = this.#feeds.get(`account:${acc}`);
-        if (f) this.#pull(f, ids);
-      }
+      for (const acc of new Set(accounts.values())) this.#pullAccount(acc);
     });
   }
 
-  /** Reads the scope's rows (of `ids`, or all) stored after what the feed emitted, and emits them; pulls run one at a time. */
-  #pull(f: Feed, ids: readonly string[] | null): void {
+  #pullAccount(accountId: string): void {
+    const f = this.#feeds.get(`account:${accountId}`);
+    if (f) this.#pull(f);
+  }
+
+  /** Reads the scope's rows stored after what the feed emitted, in id order, and emits them; pulls run one at a time. */
+  #pull(f: Feed): void {
+    if (f.queued) return;
+    f.queued = true;
     f.pulling = f.pulling
       .then(async () => {
-        const floor = await f.floor;
-        const after = Math.min(...(ids ?? [...f.last.keys()]).map((id) => f.last.get(id) ?? floor), floor);
-        for (let cursor = after; ; ) {
+        f.queued = false;
+        for (let cursor = Math.max(f.cursor, await f.floor); ; ) {
           const page =
             f.scope.kind === 'conversation'
               ? await pageEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE })
-              : await pageAccountEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE, conversationIds: ids ?? undefined });
-          for (const row of page) if (row.id > (f.last.get(row.conversationId) ?? floor)) this.#emit(f, row);
+              : await pageAccountEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE });
+          for (const row of page) this.#emit(f, row);
           if (page.length < PAGE) return;
           cursor = page[page.length - 1]!.id;
         }
