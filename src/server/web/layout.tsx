@@ -87,6 +87,22 @@ export function ErrorNote(p: { readonly id?: string; readonly message: string | 
   ) : null;
 }
 
+/** A labelled form control with its hint and its error, the error tied to the control by id. */
+export function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
+  return (
+    <div class="field">
+      <label for={p.id}>{p.label}</label>
+      {p.children}
+      {p.hint ? (
+        <p class="muted small" id={`${p.id}_hint`}>
+          {p.hint}
+        </p>
+      ) : null}
+      <ErrorNote id={`${p.id}_error`} message={p.error} />
+    </div>
+  );
+}
+
 export function PresenceBadge(p: { readonly state: string; readonly label: string }) {
   return <span class={`badge ${p.state}`}>{p.label}</span>;
 }

@@ -8,7 +8,7 @@ import { RUNTIMES, VERDICTS, type AgentFields } from '../../agents/service.ts';
 import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
 import { MODEL_PATTERN, RUNTIME_SPECS } from '../../agents/runtimes.ts';
 import { TOOL_KINDS } from '../../conversations/policy.ts';
-import { ErrorNote } from '../layout.tsx';
+import { ErrorNote, Field } from '../layout.tsx';
 import type { Environment } from '../../store/environment-schema.ts';
 import { RunnerChoice, RUNNER_GONE, type RunnerOption } from './runner-choice.tsx';
 
@@ -77,21 +77,6 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
     ok: true,
     fields: { name: values.name, runtime: runtime.data, model: values.model, system: values.system, sandboxProvider: values.sandbox_provider || null, permissionPolicy: policy },
   };
-}
-
-function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
-  return (
-    <div class="field">
-      <label for={p.id}>{p.label}</label>
-      {p.children}
-      {p.hint ? (
-        <p class="muted small" id={`${p.id}_hint`}>
-          {p.hint}
-        </p>
-      ) : null}
-      <ErrorNote id={`${p.id}_error`} message={p.error} />
-    </div>
-  );
 }
 
 const described = (id: string, hint: boolean, error: string | undefined) => ({

@@ -12,7 +12,7 @@ import type { EnvironmentFields } from '../../environments/store.ts';
 import type { Environment } from '../../store/environment-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
-import { ErrorNote, Layout } from '../layout.tsx';
+import { ErrorNote, Field, Layout } from '../layout.tsx';
 
 interface FormValues {
   name: string;
@@ -102,21 +102,6 @@ export function parseEnvironmentForm(body: Record<string, unknown>): { ok: true;
     return { ok: false, errors, values: { ...values, secrets: '' } };
   }
   return { ok: true, fields: fieldsFromCreate(parsed.data), secrets: parsed.data.secrets };
-}
-
-function Field(p: { id: string; label: string; error?: string | undefined; hint?: string; children: Child }) {
-  return (
-    <div class="field">
-      <label for={p.id}>{p.label}</label>
-      {p.children}
-      {p.hint ? (
-        <p class="muted small" id={`${p.id}_hint`}>
-          {p.hint}
-        </p>
-      ) : null}
-      <ErrorNote id={`${p.id}_error`} message={p.error} />
-    </div>
-  );
 }
 
 function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors; secretNames: readonly string[]; submit: string }) {
