@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { Logger as QueryLogger } from 'drizzle-orm';
 import { RunnerAdapter, acceptRunnerSocket } from '../../src/providers/runner/index.ts';
 import type { RunnerHost } from '../../src/providers/runner/index.ts';
 import { startServer } from '../../src/server/start.ts';
@@ -28,6 +29,8 @@ export interface RigOptions {
   readonly env?: Record<string, string>;
   /** With FOUNTAIN_DATABASE_URL in `env`: the schema the server uses. */
   readonly databaseSchema?: string;
+  /** Told every statement the server's query builder sends. */
+  readonly queryLogger?: QueryLogger;
 }
 
 export interface RunnerRig {
@@ -64,7 +67,7 @@ export function exited(child: ChildProcess): Promise<void> {
 
 export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
   const home = mkdtempSync(join(tmpdir(), 'fountain-bench-'));
-  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}) });
+  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}), ...(opts.queryLogger ? { queryLogger: opts.queryLogger } : {}) });
   const apiKey = server.bootstrapKey;
   if (!apiKey) throw new Error('the server minted no bootstrap key');
   const name = `bench-${randomUUID().slice(0, 8)}`;
