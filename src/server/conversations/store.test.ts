@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
-import { endTurnRows, getConversationById, getConversationForPrompt, getTurn, insertConversation, insertTurn, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, getConversationById, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
 
 for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
@@ -34,6 +34,9 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
       const turn = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, true);
+      await setTurnPromptId(db, turn.id, 3);
+      await setTurnPromptId(db, turn.id, 5);
+      assert.equal((await getTurn(db, turn.id))?.acpPromptId, 5, 'the prepared write runs again with new values');
       await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
     });

@@ -128,6 +128,22 @@ export async function updateTurn(db: EngineDb, id: string, patch: Partial<typeof
   await db.update(turns).set(patch).where(eq(turns.id, id));
 }
 
+/** The acp_prompt_id write of every turn, built once per database (a named prepared statement on PostgreSQL). */
+const promptIdWrites = new WeakMap<EngineDb, ReturnType<typeof preparePromptIdWrite>>();
+const preparePromptIdWrite = (db: EngineDb) =>
+  db
+    .update(turns)
+    .set({ acpPromptId: sql`${sql.placeholder('promptId')}::integer` })
+    .where(eq(turns.id, sql.placeholder('turnId')))
+    .prepare('fountain_turn_acp_prompt_id');
+
+/** Records the request id the turn's prompt went out with: from here a dropped runner means recovery. */
+export async function setTurnPromptId(db: EngineDb, turnId: string, promptId: number): Promise<void> {
+  let q = promptIdWrites.get(db);
+  if (!q) promptIdWrites.set(db, (q = preparePromptIdWrite(db)));
+  await q.execute({ turnId, promptId });
+}
+
 export async function listTurns(db: EngineDb, conversationId: string): Promise<Turn[]> {
   return db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(asc(turns.turnNumber));
 }

@@ -4,7 +4,7 @@
  */
 import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -94,7 +94,7 @@ export class TurnMachine {
     if (sent.ok) {
       // Set before any await: from here on a dropped runner socket means recovery, not failure.
       active.acpPromptId = call.value.id;
-      await updateTurn(this.c.d.db, turn.id, { acpPromptId: call.value.id });
+      await setTurnPromptId(this.c.d.db, turn.id, call.value.id);
     }
     this.watchSilence(live, active, this.c.d.config.turnSilenceTimeoutMs);
     this.endOnReply(live, active, proc, call.value.done);
