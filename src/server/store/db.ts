@@ -11,6 +11,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { migrate, type SqlClient } from './migrate.ts';
+import { takePreloadedPglite } from './pglite-artifacts.ts';
 import { schema, type Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -107,7 +108,8 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   const unlock = lockDataDir(dataDir);
   let client: PGlite;
   try {
-    client = await PGlite.create(dir, { startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
+    const preloaded = await takePreloadedPglite();
+    client = await PGlite.create(dir, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
   } catch (e) {
     unlock();
     throw e;
