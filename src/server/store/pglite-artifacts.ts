@@ -13,8 +13,8 @@ let pending: Promise<PgliteArtifacts> | null = null;
 async function load(): Promise<PgliteArtifacts> {
   // The files PGlite itself would read, beside its entry point.
   const dist = new URL('.', import.meta.resolve('@electric-sql/pglite'));
-  // Only the Postgres module: initdb's is needed by a new data directory alone, and a preloaded
-  // file-system bundle stayed referenced after the open (+45 MiB idle RSS with all three preloaded).
+  // Only the Postgres module: initdb's is needed by a new data directory alone, and preloading it and
+  // the file-system bundle too cost 45 MiB of idle RSS (docs/benchmarks.md, startup).
   const wasm = await readFile(new URL('pglite.wasm', dist));
   // An asynchronous compile runs on V8's background threads while the main thread loads modules.
   return { pgliteWasmModule: await WebAssembly.compile(wasm) };
