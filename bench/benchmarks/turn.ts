@@ -73,7 +73,7 @@ async function postgresAnswers(url: string): Promise<boolean> {
  * A second server on an external PostgreSQL (its own schema) with its own runner, so the same
  * warm turns can be interleaved on both databases: the difference is the embedded database's share.
  */
-async function postgresConversation(ctx: BenchContext): Promise<{ conv: Conversation; stop: () => Promise<void> } | null> {
+async function postgresConversation(ctx: BenchContext): Promise<{ conv: Conversation; rig: RunnerRig; stop: () => Promise<void> } | null> {
   if (!(await postgresAnswers(POSTGRES_URL))) return null;
   const schema = uniqueSchemaName();
   const rig = await startRunnerRig({ logger: ctx.logger, env: { FOUNTAIN_DATABASE_URL: POSTGRES_URL }, databaseSchema: schema });
@@ -81,6 +81,7 @@ async function postgresConversation(ctx: BenchContext): Promise<{ conv: Conversa
     const { conv } = await openConversation(rig, PROMPT);
     return {
       conv,
+      rig,
       stop: async () => {
         conv.stream.close();
         await rig.stop();
@@ -111,7 +112,8 @@ export const turnBenchmark: Benchmark = {
     agent.onChunk = () => {};
 
     ctx.progress('turn: through Fountain, cold start (create conversation with a prompt → first answer chunk)');
-    const { conv, coldMs, firstTurnMs } = await openConversation(await ctx.rig(), PROMPT);
+    const rig = await ctx.rig();
+    const { conv, coldMs, firstTurnMs } = await openConversation(rig, PROMPT);
     ctx.progress(`turn: the same on PostgreSQL at ${new URL(POSTGRES_URL).host}, if it answers`);
     const onPg = await postgresConversation(ctx);
     const fountain: number[] = [];
@@ -119,6 +121,8 @@ export const turnBenchmark: Benchmark = {
     const postgres: number[] = [];
     const direct: number[] = [];
     let cpuMs = 0;
+    let statements = 0;
+    let pgStatements = 0;
     const warm = async (c: Conversation) => {
       const r = await turn(c, PROMPT);
       if (r.state !== 'done') throw new Error(`turn ended ${r.state}`);
@@ -128,11 +132,17 @@ export const turnBenchmark: Benchmark = {
       ctx.progress(`turn: ${turns} warm turns each, interleaved`);
       for (let i = 0; i < turns; i++) {
         const cpu0 = processCpuMs(process.pid);
+        const s0 = rig.statements();
         const r = await ctx.measured(() => warm(conv));
         cpuMs += processCpuMs(process.pid) - cpu0;
+        statements += rig.statements() - s0;
         fountain.push(r.ms);
         accept.push(r.acceptMs);
-        if (onPg) postgres.push((await warm(onPg.conv)).ms);
+        if (onPg) {
+          const p0 = onPg.rig.statements();
+          postgres.push((await warm(onPg.conv)).ms);
+          pgStatements += onPg.rig.statements() - p0;
+        }
         t0 = process.hrtime.bigint();
         await agent.prompt(sessionId, PROMPT);
         direct.push(msSince(t0));
@@ -158,6 +168,8 @@ export const turnBenchmark: Benchmark = {
         ratioP99: ratio(f.p99, d.p99),
         acceptP50Ms: roundSummary(summarize(accept)).p50,
         serverCpuMsPerTurn: round(cpuMs / turns),
+        statementsPerTurn: round(statements / turns),
+        postgresStatementsPerTurn: onPg ? round(pgStatements / turns) : null,
         postgresMs: pgTurn ? { ...pgTurn } : 'skipped: no PostgreSQL answered',
         postgresRatioP50: pgTurn ? ratio(pgTurn.p50, d.p50) : null,
         coldStartFirstAnswerMs: round(coldMs),
@@ -172,6 +184,7 @@ export const turnBenchmark: Benchmark = {
       notes: [
         'Fountain time runs from sending POST /prompts to receiving the turn `done` stage event on the SSE stream; the direct time from writing session/prompt to reading its reply.',
         'acceptP50Ms: POST /prompts to its answer ("queued"), which comes once the turn row is stored.',
+        'statementsPerTurn: statements the server sent through its query builder (drizzle\'s logger) from the POST to the `done` event, per warm turn (the key check, the prompt\'s read, the turn\'s rows, the event batches).',
         'serverCpuMsPerTurn: CPU (user + system, from /proc) of the bench process (server, HTTP and SSE client) over the PGlite warm turns, per turn.',
         `postgresMs: the same turns, interleaved, on a second server using PostgreSQL (${new URL(POSTGRES_URL).host}) instead of the embedded PGlite; the headline stays on PGlite, the default.`,
       ],

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { Logger as QueryLogger } from 'drizzle-orm';
 import { RunnerAdapter, acceptRunnerSocket } from '../../src/providers/runner/index.ts';
 import type { RunnerHost } from '../../src/providers/runner/index.ts';
 import { startServer } from '../../src/server/start.ts';
@@ -28,6 +29,8 @@ export interface RigOptions {
   readonly env?: Record<string, string>;
   /** With FOUNTAIN_DATABASE_URL in `env`: the schema the server uses. */
   readonly databaseSchema?: string;
+  /** Told every statement the server's query builder sends. */
+  readonly queryLogger?: QueryLogger;
 }
 
 export interface RunnerRig {
@@ -40,6 +43,8 @@ export interface RunnerRig {
   /** The runner's sandbox root (journals live under `<root>/.fountain-journals`). */
   readonly root: string;
   readonly runnerPid: number;
+  /** Statements the server's query builder has sent so far (a turn's count is a difference of two). */
+  statements(): number;
   /** Creates a fresh sandbox on the runner. */
   sandbox(): Promise<Handle>;
   stop(): Promise<void>;
@@ -64,7 +69,14 @@ export function exited(child: ChildProcess): Promise<void> {
 
 export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
   const home = mkdtempSync(join(tmpdir(), 'fountain-bench-'));
-  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}) });
+  let statements = 0;
+  const queryLogger: QueryLogger = {
+    logQuery: (query, params) => {
+      statements++;
+      opts.queryLogger?.logQuery(query, params);
+    },
+  };
+  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}), queryLogger });
   const apiKey = server.bootstrapKey;
   if (!apiKey) throw new Error('the server minted no bootstrap key');
   const name = `bench-${randomUUID().slice(0, 8)}`;
@@ -108,6 +120,7 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
     runnerId,
     root,
     runnerPid: child.pid!,
+    statements: () => statements,
     async sandbox() {
       const minted = mintRunnerName(runnerId);
       if (!minted.ok) throw new Error(minted.error);

@@ -16,6 +16,9 @@ const program = new Command('fountain')
   .option('--profile <name>', 'credentials profile (default: FOUNTAIN_PROFILE, then "default")')
   .showHelpAfterError();
 
-for (const m of modulesFor(process.argv.slice(2))) (await m.load()).register(program);
+const modules = modulesFor(process.argv.slice(2));
+// Only a command line naming one module preloads (help and unknown words load them all).
+if (modules.length === 1) modules[0]!.preload?.();
+for (const m of modules) (await m.load()).register(program);
 
 await program.parseAsync(process.argv);

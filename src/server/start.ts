@@ -19,6 +19,7 @@ import { EventBus } from './cluster/bus.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runners/hub.ts';
 import { checkDefaultProvider, defaultProviderOf, hostedAdapters, PROVIDER_WIRING } from './registry.ts';
 import { openDatabase, type Database } from './store/db.ts';
+import type { Logger as QueryLogger } from 'drizzle-orm';
 import { ProviderRegistry } from '../sandbox/registry.ts';
 import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
 import { mintNodeId } from './cluster/node.ts';
@@ -64,6 +65,8 @@ export interface StartServerOptions {
   readonly sseHeartbeatMs?: number;
   /** Scheduler overrides on top of the environment (tests shorten the tick and the snooze). */
   readonly scheduler?: Partial<SchedulerConfig>;
+  /** Told every statement the query builder sends (the turn benchmark counts statements per turn). */
+  readonly queryLogger?: QueryLogger | undefined;
 }
 
 export interface RunningServer {
@@ -105,7 +108,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const secretKey = loadSecretKey(env, opts.dataDir);
 
   const stack = new StopStack(logger);
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema });
+  const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema, queryLogger: opts.queryLogger });
   stack.push('database', () => database.close());
   try {
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
-import { getConversationById, getConversationForPrompt, insertConversation, insertTurn, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, getConversationById, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
 
 for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
@@ -34,6 +34,9 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
       const turn = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, true);
+      await setTurnPromptId(db, turn.id, 3);
+      await setTurnPromptId(db, turn.id, 5);
+      assert.equal((await getTurn(db, turn.id))?.acpPromptId, 5, 'the prepared write runs again with new values');
       await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
     });
@@ -55,6 +58,43 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       const kept = (await getConversationById(db, c.id))!.conversation;
       assert.equal(kept.status, 'terminated');
       assert.equal(kept.acpNextId, 7);
+    });
+
+    it("ends a turn in one statement: its row, its running conversation settled, the usage added; a stopped conversation keeps its status", async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 's', email: `s-${driver}@example.test`, role: 'owner' });
+      const { conversation: c } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
+        { provider: 'runner', name: 'z', status: 'ready' },
+      );
+      const first = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
+      const endedAt = new Date(Date.now() + 60_000);
+      const usage = { input: 3, output: 5, cost: { amount: 0.5, currency: 'USD' } };
+      await endTurnRows(db, first.id, { status: 'completed', stopReason: 'end_turn', endedAt, usage }, c.id, { lastActiveAt: endedAt, acpNextId: 4 }, usage);
+      const ended = (await getTurn(db, first.id))!;
+      assert.equal(ended.status, 'completed');
+      assert.equal(ended.stopReason, 'end_turn');
+      assert.equal(ended.endedAt?.getTime(), endedAt.getTime());
+      const idle = (await getConversationById(db, c.id))!.conversation;
+      assert.equal(idle.status, 'idle');
+      assert.equal(idle.acpNextId, 4);
+      assert.equal(idle.lastActiveAt.getTime(), endedAt.getTime());
+      assert.deepEqual({ ...idle.usageTotal }, { input: 3, output: 5, cache_read: 0, cache_write: 0, cost: { amount: 0.5, currency: 'USD' } });
+
+      // Terminated meanwhile: the turn still ends and its usage still counts; the status and the rest stay.
+      await updateConversation(db, c.id, { status: 'terminated' });
+      const second = await insertTurn(db, { conversationId: c.id, turnNumber: 2, prompt: 'again', status: 'running', startedAt: new Date() });
+      await endTurnRows(db, second.id, { status: 'failed', reason: 'terminated' }, c.id, { lastActiveAt: new Date(), acpNextId: 9 }, { input: 1, output: 1 });
+      assert.equal((await getTurn(db, second.id))?.status, 'failed');
+      const kept = (await getConversationById(db, c.id))!.conversation;
+      assert.equal(kept.status, 'terminated');
+      assert.equal(kept.acpNextId, 4);
+      assert.equal(kept.lastActiveAt.getTime(), endedAt.getTime());
+      assert.equal(kept.usageTotal.input, 4);
+      assert.equal(kept.usageTotal.output, 6);
+      await endTurnRows(db, second.id, { reason: 'again' }, c.id, { lastActiveAt: new Date(), acpNextId: 11 }, null);
+      assert.equal((await getConversationById(db, c.id))!.conversation.acpNextId, 4, 'without usage, a stopped conversation is not touched');
     });
   });
 }

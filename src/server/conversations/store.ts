@@ -128,6 +128,22 @@ export async function updateTurn(db: EngineDb, id: string, patch: Partial<typeof
   await db.update(turns).set(patch).where(eq(turns.id, id));
 }
 
+/** The acp_prompt_id write of every turn, built once per database (a named prepared statement on PostgreSQL). */
+const promptIdWrites = new WeakMap<EngineDb, ReturnType<typeof preparePromptIdWrite>>();
+const preparePromptIdWrite = (db: EngineDb) =>
+  db
+    .update(turns)
+    .set({ acpPromptId: sql`${sql.placeholder('promptId')}::integer` })
+    .where(eq(turns.id, sql.placeholder('turnId')))
+    .prepare('fountain_turn_acp_prompt_id');
+
+/** Records the request id the turn's prompt went out with: from here a dropped runner means recovery. */
+export async function setTurnPromptId(db: EngineDb, turnId: string, promptId: number): Promise<void> {
+  let q = promptIdWrites.get(db);
+  if (!q) promptIdWrites.set(db, (q = preparePromptIdWrite(db)));
+  await q.execute({ turnId, promptId });
+}
+
 export async function listTurns(db: EngineDb, conversationId: string): Promise<Turn[]> {
   return db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(asc(turns.turnNumber));
 }
@@ -175,17 +191,44 @@ export async function settleRunningConversation(db: EngineDb, id: string, patch:
     .where(and(eq(conversations.id, id), eq(conversations.status, 'running')));
 }
 
-/** Adds a turn's usage to its conversation's total in one statement (turns of one conversation never overlap, but nodes may). */
-export async function addUsageTotal(db: EngineDb, id: string, u: TurnUsage): Promise<void> {
+/** `usage_total` with a turn's usage added (turns of one conversation never overlap, but nodes may). */
+function usageTotalPlus(u: TurnUsage): SQL {
   const sum = (key: 'input' | 'output' | 'cache_read' | 'cache_write', n: number | undefined) =>
     sql`coalesce((${conversations.usageTotal}->>${key})::bigint, 0) + ${n ?? 0}`;
   const cost = u.cost ? sql`jsonb_build_object('cost', jsonb_build_object('amount', ${u.cost.amount}::float8, 'currency', ${u.cost.currency}::text))` : sql`'{}'::jsonb`;
-  await db
-    .update(conversations)
-    .set({
-      usageTotal: sql`${conversations.usageTotal} || jsonb_build_object('input', ${sum('input', u.input)}, 'output', ${sum('output', u.output)}, 'cache_read', ${sum('cache_read', u.cache_read)}, 'cache_write', ${sum('cache_write', u.cache_write)}) || ${cost}`,
-    })
-    .where(eq(conversations.id, id));
+  return sql`${conversations.usageTotal} || jsonb_build_object('input', ${sum('input', u.input)}, 'output', ${sum('output', u.output)}, 'cache_read', ${sum('cache_read', u.cache_read)}, 'cache_write', ${sum('cache_write', u.cache_write)}) || ${cost}`;
+}
+
+/**
+ * A turn's end in one statement (one commit): the turn row's end, its conversation settled idle
+ * unless something else (terminate, failure) changed its status meanwhile, and the turn's usage added
+ * to the conversation's total. One UPDATE of the conversation, since a statement may change a row once.
+ */
+export async function endTurnRows(
+  db: EngineDb,
+  turnId: string,
+  patch: Partial<typeof turns.$inferInsert>,
+  conversationId: string,
+  settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
+  usage: TurnUsage | null,
+): Promise<void> {
+  const running = sql`${conversations.status} = 'running'`;
+  const ifRunning = (value: SQL, otherwise: SQL) => sql`case when ${running} then ${value} else ${otherwise} end`;
+  const conv = db.$with('settled').as(
+    db
+      .update(conversations)
+      .set({
+        status: sql`case when ${running} then 'idle' else ${conversations.status} end`,
+        lastActiveAt: ifRunning(sql`${settle.lastActiveAt.toISOString()}::timestamptz`, sql`${conversations.lastActiveAt}`),
+        acpNextId: ifRunning(sql`${settle.acpNextId}::integer`, sql`${conversations.acpNextId}`),
+        updatedAt: ifRunning(sql`${new Date().toISOString()}::timestamptz`, sql`${conversations.updatedAt}`),
+        ...(usage ? { usageTotal: usageTotalPlus(usage) } : {}),
+      })
+      // Without usage to add, a conversation no longer running is left alone.
+      .where(usage ? eq(conversations.id, conversationId) : and(eq(conversations.id, conversationId), running))
+      .returning({ id: conversations.id }),
+  );
+  await db.with(conv).update(turns).set(patch).where(eq(turns.id, turnId));
 }
 
 /** Takes the agent's session title unless the user gave one; true when it changed the conversation. */

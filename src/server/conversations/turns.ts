@@ -4,7 +4,7 @@
  */
 import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { addUsageTotal, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -94,7 +94,7 @@ export class TurnMachine {
     if (sent.ok) {
       // Set before any await: from here on a dropped runner socket means recovery, not failure.
       active.acpPromptId = call.value.id;
-      await updateTurn(this.c.d.db, turn.id, { acpPromptId: call.value.id });
+      await setTurnPromptId(this.c.d.db, turn.id, call.value.id);
     }
     this.watchSilence(live, active, this.c.d.config.turnSilenceTimeoutMs);
     this.endOnReply(live, active, proc, call.value.done);
@@ -183,11 +183,15 @@ export class TurnMachine {
     // the whole answer; both rows settle before the stage event is published, so a client acting on
     // it reads them settled; the event then skips the batching delay, since clients wait for it.
     await this.c.events.stored();
-    await Promise.all([
-      updateTurn(this.c.d.db, turn.id, { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) }),
-      settleRunningConversation(this.c.d.db, live.conversationId, { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null }),
-      usage ? addUsageTotal(this.c.d.db, live.conversationId, usage) : null,
-    ]);
+    // One statement, one commit: the turn's end, the conversation's settle and its usage total.
+    await endTurnRows(
+      this.c.d.db,
+      turn.id,
+      { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) },
+      live.conversationId,
+      { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null },
+      usage ?? null,
+    );
     this.c.events.stage(live.conversationId, turn.id, 'turn', state, data, duration);
     this.c.events.flushSoon();
     if (!live.proc?.alive && this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);

@@ -5,11 +5,13 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { migrate, type SqlClient } from './migrate.ts';
+import { takePreloadedPglite } from './pglite-artifacts.ts';
 import { schema, type Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -32,12 +34,14 @@ export interface OpenDatabaseOptions {
    * runs share one database without colliding.
    */
   schema?: string | undefined;
+  /** Told every statement the query builder sends (benchmarks count a turn's statements with it). */
+  queryLogger?: QueryLogger | undefined;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
-  return opts.url ? openPostgres(opts.url, opts.schema) : openPglite(opts.dataDir);
+  return opts.url ? openPostgres(opts.url, opts.schema, opts.queryLogger) : openPglite(opts.dataDir, opts.queryLogger);
 }
 
 /** A second process opening the same embedded database would corrupt it; this one refuses instead. */
@@ -97,14 +101,15 @@ function lockDataDir(dataDir: string): () => void {
  */
 export const PGLITE_SETTINGS: readonly string[] = ['shared_buffers=16MB'];
 
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, logger: QueryLogger | undefined): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
   let client: PGlite;
   try {
-    client = await PGlite.create(dir, { startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
+    const preloaded = await takePreloadedPglite();
+    client = await PGlite.create(dir, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
   } catch (e) {
     unlock();
     throw e;
@@ -118,7 +123,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   };
   try {
     const migrated = await migrate(sqlClient);
-    const db: Db = drizzlePglite({ client, schema });
+    const db: Db = drizzlePglite({ client, schema, ...(logger ? { logger } : {}) });
     return {
       db,
       kind: 'pglite',
@@ -135,7 +140,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   }
 }
 
-async function openPostgres(url: string, searchSchema: string | undefined): Promise<Database> {
+async function openPostgres(url: string, searchSchema: string | undefined, logger: QueryLogger | undefined): Promise<Database> {
   if (searchSchema !== undefined && !SCHEMA_NAME.test(searchSchema)) {
     throw new Error(`openDatabase: schema ${JSON.stringify(searchSchema)} must match ${SCHEMA_NAME}`);
   }
@@ -162,7 +167,7 @@ async function openPostgres(url: string, searchSchema: string | undefined): Prom
     } finally {
       conn.release();
     }
-    const db: Db = drizzlePg({ client: pool, schema });
+    const db: Db = drizzlePg({ client: pool, schema, ...(logger ? { logger } : {}) });
     return { db, kind: 'postgres', migrated, close: () => pool.end() };
   } catch (e) {
     await pool.end();
