@@ -1,7 +1,8 @@
 /**
  * A local git server over https for tests: `git http-backend` (smart HTTP) behind a node https server
  * whose certificate is signed by a throwaway test CA, with repositories under `private/` requiring a
- * clone token as `x-access-token` basic auth, as GitHub takes it. Loopback only. Tests only.
+ * clone token as `x-access-token` basic auth, as GitHub takes it. Loopback unless a test gives it a
+ * host-local address of its own (`at`). Tests only.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -10,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 export interface GitHttpsServer {
-  /** `https://localhost:<port>` */
+  /** `https://localhost:<port>`, or `https://<name>[:<port>]` when started `at` an address. */
   readonly url: string;
   /** The test CA's certificate (PEM file), for GIT_SSL_CAINFO. */
   readonly caFile: string;
@@ -23,19 +24,27 @@ export interface GitHttpsServer {
 
 const run = (cmd: string, args: string[], cwd?: string) => execFileSync(cmd, args, { cwd, stdio: 'pipe', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: cwd ?? process.env.HOME } });
 
-/** A CA and a localhost certificate it signed, made with openssl. */
-function makeCerts(dir: string): { ca: string; key: string; cert: string } {
+/** Where the server listens when not on loopback: an address of this host, the name the certificate (and the URL) carries, a port. */
+export interface GitHttpsAt {
+  readonly address: string;
+  readonly name: string;
+  readonly port?: number;
+}
+
+/** A CA and a localhost (and `at`) certificate it signed, made with openssl. */
+function makeCerts(dir: string, at?: GitHttpsAt): { ca: string; key: string; cert: string } {
   const p = (f: string) => join(dir, f);
   run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', p('ca.key'), '-out', p('ca.pem'), '-days', '2', '-subj', '/CN=Fountain test CA']);
   run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', p('server.key'), '-out', p('server.csr'), '-subj', '/CN=localhost']);
-  writeFileSync(p('ext.cnf'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n');
+  const extra = at ? `,DNS:${at.name},IP:${at.address}` : '';
+  writeFileSync(p('ext.cnf'), `subjectAltName=DNS:localhost,IP:127.0.0.1${extra}\nbasicConstraints=CA:FALSE\n`);
   run('openssl', ['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca.key'), '-CAcreateserial', '-out', p('server.pem'), '-days', '2', '-extfile', p('ext.cnf')]);
   return { ca: p('ca.pem'), key: p('server.key'), cert: p('server.pem') };
 }
 
-export async function startGitHttpsServer(dir: string, token: string): Promise<GitHttpsServer> {
+export async function startGitHttpsServer(dir: string, token: string, at?: GitHttpsAt): Promise<GitHttpsServer> {
   mkdirSync(dir, { recursive: true });
-  const certs = makeCerts(dir);
+  const certs = makeCerts(dir, at);
   const root = join(dir, 'repos');
   mkdirSync(root, { recursive: true });
   const requests: GitHttpsServer['requests'] = [];
@@ -91,10 +100,10 @@ export async function startGitHttpsServer(dir: string, token: string): Promise<G
     });
     cgi.on('close', () => res.end());
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  await new Promise<void>((r) => server.listen(at?.port ?? 0, at?.address ?? '127.0.0.1', () => r()));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `https://localhost:${port}`,
+    url: at ? `https://${at.name}${port === 443 ? '' : `:${port}`}` : `https://localhost:${port}`,
     caFile: certs.ca,
     requests,
     addRepo(name, files, branch = 'main') {

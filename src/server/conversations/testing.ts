@@ -30,9 +30,12 @@ export function startRunnerChild(opts: {
   env?: Readonly<Record<string, string>>;
   /** The daemon's log level; default warn. */
   logLevel?: string;
+  /** A command the daemon runs under (it must exec its arguments), e.g. `unshare` for a private view of /etc. */
+  wrap?: readonly string[];
 }): RunnerChild {
   const args = [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', opts.logLevel ?? 'warn', ...(opts.extraArgs ?? [])];
-  const child = spawn(process.execPath, args, {
+  const [file, ...pre] = opts.wrap && opts.wrap.length > 0 ? [...opts.wrap, process.execPath] : [process.execPath];
+  const child = spawn(file!, [...pre, ...args], {
     env: {
       ...process.env,
       FOUNTAIN_API_KEY: opts.apiKey,
