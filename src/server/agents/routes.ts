@@ -15,6 +15,8 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { findRunnerByRef } from '../runners/options.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
+import { BACKEND_LACKS_NETWORK_POLICY } from '../conversations/brokerage.ts';
+import { agentWarnings } from './warnings.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
 export interface AgentRouteDeps extends RouteDeps {
@@ -23,6 +25,8 @@ export interface AgentRouteDeps extends RouteDeps {
   readonly defaultProvider: KnownProvider;
   /** Checks that an agent's environment_id is the account's. */
   readonly environments: EnvironmentService;
+  /** BROKER_ALLOW_UNENFORCED, for the answers' warnings (the launch gate's rule). */
+  readonly allowUnenforced?: boolean;
 }
 
 export const PermissionPolicySchema = z
@@ -62,6 +66,18 @@ export const AgentSchema = z
     updated_at: z.string(),
   })
   .openapi('Agent');
+
+export const AgentWarningSchema = z
+  .object({
+    code: z.enum([BACKEND_LACKS_NETWORK_POLICY]),
+    message: z.string(),
+  })
+  .openapi('AgentWarning', {
+    description: 'What would refuse this agent\'s conversations at launch although the agent saved, e.g. backend_lacks_network_policy: its environment is limited but its provider or runner cannot enforce it.',
+  });
+
+/** Create and update answers: the agent saved, and its warnings (empty when none). */
+const AgentSavedSchema = AgentSchema.extend({ warnings: z.array(AgentWarningSchema) }).openapi('AgentSaved');
 
 const RunnerField = z
   .string()
@@ -197,6 +213,15 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
   };
   const one = async (a: Agent) => agentView(a, (await conversationCounts(db, [a.id])).get(a.id) ?? 0);
   const ok = { 'application/json': { schema: z.object({ data: AgentSchema }) } };
+  const saved = { 'application/json': { schema: z.object({ data: AgentSavedSchema }) } };
+  const warningDeps = {
+    db,
+    registry: deps.registry,
+    defaultProvider: deps.defaultProvider,
+    allowUnenforced: deps.allowUnenforced ?? false,
+    environment: (accountId: string, id: string) => deps.environments.get(accountId, id),
+  };
+  const warned = async (accountId: string, a: Agent, count: number) => ({ ...agentView(a, count), warnings: await agentWarnings(warningDeps, accountId, a) });
 
   app.openapi(
     createRoute({
@@ -233,7 +258,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { body: { content: { 'application/json': { schema: AgentCreateBody } }, required: true } },
-      responses: { 201: { description: 'created', content: ok }, ...errorResponses(401, 422) },
+      responses: { 201: { description: 'created (the warnings say what would refuse its conversations at launch)', content: saved }, ...errorResponses(401, 422) },
     }),
     async (c) => {
       const b = c.req.valid('json');
@@ -256,7 +281,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       };
       const r = await createAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
-      return c.json({ data: agentView(r.agent, 0) }, 201);
+      return c.json({ data: await warned(accountId, r.agent, 0) }, 201);
     },
   );
 
@@ -282,7 +307,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         security: bearer,
         middleware: [auth] as const,
         request: { params: IdParam, body: { content: { 'application/json': { schema: AgentPatchBody } }, required: true } },
-        responses: { 200: { description: 'ok', content: ok }, ...errorResponses(401, 404, 422) },
+        responses: { 200: { description: 'ok (the warnings say what would refuse its conversations at launch)', content: saved }, ...errorResponses(401, 404, 422) },
       }),
       async (c) => {
         const accountId = c.get('principal').account.id;
@@ -307,7 +332,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');
         if (!r.agent) throw ApiError.notFound('agent');
-        return c.json({ data: await one(r.agent) }, 200);
+        return c.json({ data: await warned(accountId, r.agent, (await conversationCounts(db, [r.agent.id])).get(r.agent.id) ?? 0) }, 200);
       },
     );
   patch('patch');

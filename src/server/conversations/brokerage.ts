@@ -17,13 +17,47 @@ export interface BrokerageRefusal {
   readonly message: string;
 }
 
+/** What the rule needs to know about one launch (or one agent configuration). */
+export interface BrokerageFacts {
+  readonly provider: string;
+  /** Whether the backend the launch lands on can enforce an egress policy. */
+  readonly hasNetworkPolicy: boolean;
+  /** Says where the policy is missing, for the message; defaults to the provider's or runner's wording. */
+  readonly where?: string;
+  /** The name of a `limited` environment the launch uses, or null. */
+  readonly limitedEnvironment: string | null;
+  readonly allowUnenforced: boolean;
+  /** Whether the account has credential brokerage on; asked only when the rule needs it. */
+  readonly brokered: () => Promise<boolean>;
+}
+
+/**
+ * The rule itself, shared by the launch gate below and the agent form's warnings (agents/warnings.ts):
+ * a `limited` environment needs the policy whatever BROKER_ALLOW_UNENFORCED says (§14.1 step 1);
+ * a brokered account needs it unless BROKER_ALLOW_UNENFORCED lifts that.
+ */
+export async function brokerageRefusal(f: BrokerageFacts): Promise<BrokerageRefusal | null> {
+  if (f.hasNetworkPolicy) return null;
+  const where = f.where ?? (f.provider === 'runner' ? 'the runner this sandbox would run on does not enforce egress (start it with --backend namespace)' : `provider ${f.provider} has no network policy`);
+  const refusal = (message: string): BrokerageRefusal => ({ type: 'limited', provider: f.provider, reason: BACKEND_LACKS_NETWORK_POLICY, message });
+  if (f.limitedEnvironment !== null) return refusal(`environment ${f.limitedEnvironment} limits the network, but ${where}`);
+  if (f.allowUnenforced) return null;
+  if (!(await f.brokered())) return null;
+  return refusal(`credential brokerage is on for this account, but ${where}; set BROKER_ALLOW_UNENFORCED=true only on a development instance`);
+}
+
+/** Whether the account has credential brokerage on. */
+export async function accountBrokered(db: EngineDb, accountId: string): Promise<boolean> {
+  const [row] = await db.select({ on: accounts.credentialBrokerage }).from(accounts).where(eq(accounts.id, accountId));
+  return row?.on ?? false;
+}
+
 /**
  * Null when the launch may go ahead. `name` is the minted sandbox name: for a runner it names the
  * placed runner, whose advertised capabilities decide (a namespace runner has network_policy).
- * `limitedEnvironment` names a `limited` environment the launch uses: it needs the policy whatever
- * BROKER_ALLOW_UNENFORCED says (§14.1 step 1).
+ * `limitedEnvironment` names a `limited` environment the launch uses.
  */
-export async function checkBrokerage(
+export function checkBrokerage(
   db: EngineDb,
   accountId: string,
   adapter: SandboxAdapter,
@@ -31,12 +65,11 @@ export async function checkBrokerage(
   allowUnenforced: boolean,
   limitedEnvironment: string | null = null,
 ): Promise<BrokerageRefusal | null> {
-  if (adapter.capabilities(adapter.buildHandle(name)).has('network_policy')) return null;
-  const where = adapter.provider === 'runner' ? 'the runner this sandbox would run on does not enforce egress (start it with --backend namespace)' : `provider ${adapter.provider} has no network policy`;
-  const refusal = (message: string): BrokerageRefusal => ({ type: 'limited', provider: adapter.provider, reason: BACKEND_LACKS_NETWORK_POLICY, message });
-  if (limitedEnvironment !== null) return refusal(`environment ${limitedEnvironment} limits the network, but ${where}`);
-  if (allowUnenforced) return null;
-  const [row] = await db.select({ on: accounts.credentialBrokerage }).from(accounts).where(eq(accounts.id, accountId));
-  if (!row?.on) return null;
-  return refusal(`credential brokerage is on for this account, but ${where}; set BROKER_ALLOW_UNENFORCED=true only on a development instance`);
+  return brokerageRefusal({
+    provider: adapter.provider,
+    hasNetworkPolicy: adapter.capabilities(adapter.buildHandle(name)).has('network_policy'),
+    limitedEnvironment,
+    allowUnenforced,
+    brokered: () => accountBrokered(db, accountId),
+  });
 }

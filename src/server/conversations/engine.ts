@@ -46,6 +46,11 @@ export class ConversationEngine {
   readonly #endings: Endings;
   readonly #bus: EventBus;
 
+  /** BROKER_ALLOW_UNENFORCED: the agent form's warnings apply the launch gate's rule with it. */
+  get brokerAllowUnenforced(): boolean {
+    return this.#c.d.config.brokerAllowUnenforced;
+  }
+
   constructor(deps: EngineDeps) {
     const log = deps.logger.child({ component: 'engine' });
     this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
