@@ -9,14 +9,13 @@ import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
+import { agentWarnings, conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
 import type { Agent, Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { findRunnerByRef } from '../runners/options.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
 import { BACKEND_LACKS_NETWORK_POLICY } from '../conversations/brokerage.ts';
-import { agentWarnings } from './warnings.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
 export interface AgentRouteDeps extends RouteDeps {

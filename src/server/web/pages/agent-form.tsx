@@ -4,7 +4,7 @@
  */
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
-import { RUNTIMES, VERDICTS, type AgentFields } from '../../agents/service.ts';
+import { RUNTIMES, VERDICTS, type AgentFields, type AgentWarning } from '../../agents/service.ts';
 import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
 import { MODEL_PATTERN, RUNTIME_SPECS } from '../../agents/runtimes.ts';
 import { TOOL_KINDS } from '../../conversations/policy.ts';
@@ -122,9 +122,41 @@ export interface Choices {
   readonly runnerId: string | null;
 }
 
-export function AgentForm(p: { action: string; values: FormValues; errors: Errors; enabled: readonly string[]; defaultProvider: string; submit: string; choices: Choices }) {
+export const WARNINGS_PATH = '/agents/warnings';
+
+/**
+ * What would refuse this configuration's conversations at launch, beside the placement controls. It asks
+ * the server again whenever the environment, provider or runner select changes, before anything is saved.
+ */
+export function AgentWarnings(p: { warnings: readonly AgentWarning[]; selects?: readonly string[]; agentId?: string | undefined }) {
+  const trigger = p.selects && p.selects.length > 0 ? p.selects.map((id) => `change from:#${id}`).join(', ') : undefined;
+  const url = p.agentId ? `${WARNINGS_PATH}?agent_id=${encodeURIComponent(p.agentId)}` : WARNINGS_PATH;
+  return (
+    <div id="agent_warnings" aria-live="polite" hx-post={trigger ? url : undefined} hx-trigger={trigger} hx-include="closest form" hx-swap="outerHTML">
+      {p.warnings.map((w) => (
+        <p class="notice" data-code={w.code}>
+          {w.message}
+        </p>
+      ))}
+    </div>
+  );
+}
+
+export function AgentForm(p: {
+  action: string;
+  values: FormValues;
+  errors: Errors;
+  enabled: readonly string[];
+  defaultProvider: string;
+  submit: string;
+  choices: Choices;
+  warnings?: readonly AgentWarning[];
+  /** The agent being edited: the warnings keep what the form does not post (its provider, its pin). */
+  agentId?: string;
+}) {
   const v = p.values;
   const e = p.errors;
+  const selects = ['environment_id', ...(p.enabled.length >= 2 ? ['sandbox_provider'] : []), ...(p.enabled.includes('runner') ? ['runner_id'] : [])];
   return (
     <form method="post" action={p.action} class="card" novalidate>
       <ErrorNote message={e.form} />
@@ -159,6 +191,7 @@ export function AgentForm(p: { action: string; values: FormValues; errors: Error
       ) : null}
       {p.enabled.includes('runner') ? <RunnerChoice runners={p.choices.runners} selected={p.choices.runnerId} error={e.form === RUNNER_GONE ? e.form : undefined} /> : null}
       <EnvironmentChoice environments={p.choices.environments} selected={p.choices.environmentId} error={e.form === ENV_ERROR ? e.form : undefined} />
+      <AgentWarnings warnings={p.warnings ?? []} selects={selects} agentId={p.agentId} />
       <Field id="system" label="System prompt" error={e.system}>
         <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
           {v.system}

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { createAgent, deleteAgent, getAgent, listAgents, updateAgent } from '../../agents/service.ts';
+import { agentWarnings, createAgent, deleteAgent, getAgent, listAgents, updateAgent, type AgentPlacement, type AgentWarning } from '../../agents/service.ts';
 import type { Agent } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -13,12 +13,21 @@ import type { Environment } from '../../store/environment-schema.ts';
 import { inWords } from '../actions.ts';
 import type { Db } from '../../store/db.ts';
 import { chosenRunner, runnerOptions } from './runner-choice.tsx';
-import { AgentForm, chosenEnvironment, ENV_ERROR, fromAgent, parseAgentForm, type Choices, type Errors, type FormValues } from './agent-form.tsx';
+import { AgentForm, AgentWarnings, chosenEnvironment, ENV_ERROR, fromAgent, parseAgentForm, WARNINGS_PATH, type Choices, type Errors, type FormValues } from './agent-form.tsx';
 
 export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const enabled = () => deps.registry.enabled();
   const runnersOf = (accountId: string) => runnerOptions(deps.db as unknown as Db, deps.runnerHost, accountId);
+  const warningDeps = {
+    db: deps.db,
+    registry: deps.registry,
+    defaultProvider: deps.defaultProvider,
+    allowUnenforced: deps.engine.brokerAllowUnenforced,
+    environment: (accountId: string, id: string) => deps.environments.get(accountId, id),
+  };
+  const warningsOf = (accountId: string, p: AgentPlacement): Promise<AgentWarning[]> => agentWarnings(warningDeps, accountId, p);
+  const selects = () => ['environment_id', ...(enabled().length >= 2 ? ['sandbox_provider'] : []), ...(enabled().includes('runner') ? ['runner_id'] : [])];
 
   app.get('/agents', async (c) => {
     const user = c.get('user');
@@ -76,13 +85,38 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     );
   });
 
+  // The form's placement as it stands, unsaved: asked by the form whenever a placement select changes.
+  // Registered before /agents/:id, which would otherwise take "warnings" for an id.
+  app.post(WARNINGS_PATH, async (c) => {
+    const accountId = c.get('user').account.id;
+    const body = await c.req.parseBody();
+    const agentId = c.req.query('agent_id');
+    const agent = agentId && z.string().uuid().safeParse(agentId).success ? await getAgent(deps.db, accountId, agentId) : undefined;
+    const env = chosenEnvironment(body, await deps.environments.list(accountId));
+    const runner = enabled().includes('runner') ? chosenRunner(body, await runnersOf(accountId)) : ({ ok: true, id: agent?.runnerId ?? null } as const);
+    // Without the provider select (one provider enabled) the form posts none: the agent's, or the default.
+    const posted = typeof body.sandbox_provider === 'string' ? body.sandbox_provider : undefined;
+    const provider = posted === undefined ? (agent?.sandboxProvider ?? null) : posted === '' || !(enabled() as readonly string[]).includes(posted) ? null : posted;
+    const warnings = await warningsOf(accountId, { environmentId: env.ok ? env.id : null, sandboxProvider: provider, runnerId: runner.ok ? runner.id : null });
+    return c.html(<AgentWarnings warnings={warnings} selects={selects()} agentId={agent?.id} />);
+  });
+
   app.get('/agents/new', async (c) => {
     const accountId = c.get('user').account.id;
     const choices: Choices = { environments: await deps.environments.list(accountId), environmentId: null, runners: await runnersOf(accountId), runnerId: null };
     return c.html(
       <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
         <h1>New agent</h1>
-        <AgentForm action="/agents" values={fromAgent(undefined)} errors={{}} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} />
+        <AgentForm
+          action="/agents"
+          values={fromAgent(undefined)}
+          errors={{}}
+          enabled={enabled()}
+          defaultProvider={deps.defaultProvider}
+          submit="Create agent"
+          choices={choices}
+          warnings={await warningsOf(accountId, { environmentId: null, sandboxProvider: null, runnerId: null })}
+        />
       </Layout>,
     );
   });
@@ -96,11 +130,13 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const runners = await runnersOf(user.account.id);
     const runner = chosenRunner(body, runners);
     const choices: Choices = { environments, environmentId: env.ok ? env.id : null, runners, runnerId: runner.ok ? runner.id : null };
+    const posted = typeof body.sandbox_provider === 'string' && (enabled() as readonly string[]).includes(body.sandbox_provider) ? body.sandbox_provider : null;
+    const warnings = await warningsOf(user.account.id, { environmentId: choices.environmentId, sandboxProvider: posted, runnerId: choices.runnerId });
     const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
       c.html(
         <Layout title="New agent" section="agents" user={userName(user)}>
           <h1>New agent</h1>
-          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} />
+          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} warnings={warnings} />
         </Layout>,
         status,
       );
@@ -109,6 +145,8 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     if (!runner.ok) return page(fromAgent(undefined), { form: runner.error }, 422);
     const r = await createAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id, runnerId: runner.id });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
+    // Saved, but its conversations would be refused at launch: the edit page shows why.
+    if ((await warningsOf(user.account.id, r.agent)).length > 0) return c.redirect(`/agents/${r.agent.id}/edit?saved=1`, 303);
     return c.redirect('/', 303);
   });
 
@@ -120,8 +158,15 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     return c.html(
       <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
         <h1>Edit {agent.name}</h1>
+        {c.req.query('saved') === '1' ? (
+          <p class="notice" role="status">
+            Saved. Read the warning below: it would stop this agent's conversations when they start.
+          </p>
+        ) : null}
         <AgentForm
           action={`/agents/${agent.id}`}
+          agentId={agent.id}
+          warnings={await warningsOf(user.account.id, agent)}
           values={fromAgent(agent)}
           errors={{}}
           enabled={enabled()}
@@ -149,11 +194,13 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     // Without the runner select (runners not enabled) the form posts none: keep the agent's pin.
     const runner = enabled().includes('runner') ? chosenRunner(body, runners) : ({ ok: true, id: agent.runnerId } as const);
     const choices: Choices = { environments, environmentId: env.ok ? env.id : agent.environmentId, runners, runnerId: runner.ok ? runner.id : agent.runnerId };
+    const posted = typeof body.sandbox_provider === 'string' ? (allowed.includes(body.sandbox_provider) ? body.sandbox_provider : null) : agent.sandboxProvider;
+    const warnings = await warningsOf(user.account.id, { environmentId: choices.environmentId, sandboxProvider: posted, runnerId: choices.runnerId });
     const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
       c.html(
         <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
           <h1>Edit {agent.name}</h1>
-          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" choices={choices} />
+          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" choices={choices} warnings={warnings} agentId={agent.id} />
         </Layout>,
         status,
       );
@@ -164,6 +211,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id, runnerId: runner.id };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
+    if (r.agent && (await warningsOf(user.account.id, r.agent)).length > 0) return c.redirect(`/agents/${id}/edit?saved=1`, 303);
     return c.redirect('/agents', 303);
   });
 
