@@ -73,7 +73,9 @@ describe('environments in the web UI (chromium)', { skip: skipWithoutChromium },
     await page.getByLabel('Model').fill('fountain/demo');
     await page.getByLabel('Environment', { exact: true }).selectOption({ label: 'web-project (limited network)' });
     await page.getByRole('button', { name: 'Create agent' }).click();
-    await page.getByRole('heading', { name: 'Team' }).waitFor();
+    // A limited environment on a placement that cannot enforce it is saved, and the edit page says why it would be refused.
+    await page.getByRole('heading', { name: 'Edit Env agent' }).waitFor();
+    await page.locator('#agent_warnings .notice[data-code="backend_lacks_network_policy"]').waitFor();
     const agent = ((await api('GET', '/api/agents')).body.data as Json[]).find((a) => a.name === 'Env agent');
     const [envId] = ((await api('GET', '/api/environments')).body.data as Json[]).filter((e) => e.name === 'web-project').map((e) => e.id);
     assert.equal(agent.environment_id, envId);
