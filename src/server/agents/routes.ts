@@ -15,7 +15,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { findRunnerByRef } from '../runners/options.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
-import { BACKEND_LACKS_NETWORK_POLICY } from '../conversations/brokerage.ts';
+import { BACKEND_LACKS_NETWORK_POLICY } from '../account/brokerage.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
 export interface AgentRouteDeps extends RouteDeps {

@@ -3,7 +3,7 @@
  * saves fine (a `limited` environment on a backend without network_policy), in words a user knows.
  */
 import { isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
-import { accountBrokered, brokerageRefusal, BACKEND_LACKS_NETWORK_POLICY } from '../conversations/brokerage.ts';
+import { accountBrokered, brokerageRefusal, BACKEND_LACKS_NETWORK_POLICY } from '../account/brokerage.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { Db } from '../store/db.ts';
 import type { Environment } from '../store/environment-schema.ts';
