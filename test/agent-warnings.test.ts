@@ -98,4 +98,14 @@ describe('agent warnings over HTTP', () => {
     const still = await call(srv, 'PUT', `/api/agents/${id('open')}`, { runner_id: 'plain' });
     assert.deepEqual(codes(still), ['backend_lacks_network_policy'], 'a runner pinned to one without the capability still warns');
   });
+
+  it('warns a brokered account of a runner without network_policy even without an environment', async () => {
+    assert.equal((await call(srv, 'PATCH', '/api/account', { credential_brokerage: true })).status, 200);
+    const plainPin = await call(srv, 'POST', '/api/agents', { name: 'brokered', runtime: 'demo', model: 'fountain/demo', runner_id: 'plain' });
+    assert.equal(plainPin.status, 201, JSON.stringify(plainPin.body));
+    assert.deepEqual(codes(plainPin), ['backend_lacks_network_policy']);
+    assert.match(plainPin.body.data.warnings[0].message, /brokerage/i);
+    const nsPin = await call(srv, 'PATCH', `/api/agents/${plainPin.body.data.id}`, { runner_id: 'ns' });
+    assert.deepEqual(nsPin.body.data.warnings, []);
+  });
 });
