@@ -11,7 +11,9 @@ import pino from 'pino';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { FakeDaemon } from '../src/providers/runner/fake-daemon.ts';
 import type { RunnerTestHub } from '../src/providers/runner/test-hub.ts';
-import { until } from '../src/server/conversations/testing.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { FOUNTAIN_BIN, until } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -62,6 +64,19 @@ describe('agent warnings over HTTP', () => {
     await ns?.stop();
     await srv?.stop();
     rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('the CLI says the warnings on stderr and still creates and updates the agent (exit 0)', async () => {
+    const env = { ...process.env, FOUNTAIN_API_KEY: srv.bootstrapKey!, FOUNTAIN_BASE_URL: srv.url, FOUNTAIN_PROFILE: '', FOUNTAIN_HOME: join(tmp, 'cli-home') };
+    const cli = (...args: string[]) => promisify(execFile)(process.execPath, [FOUNTAIN_BIN, ...args], { env });
+    const created = await cli('agents', 'create', '--name', 'cli-pinned', '--runtime', 'demo', '--environment', 'locked', '--runner', 'plain');
+    assert.match(created.stdout, /created agent cli-pinned/);
+    assert.match(created.stderr, /^warning: .*locked.*plain/m);
+    const updated = await cli('agents', 'update', 'cli-pinned', '--system', 'be brief');
+    assert.match(updated.stdout, /updated agent cli-pinned/);
+    assert.match(updated.stderr, /^warning: /m);
+    const quiet = await cli('agents', 'update', 'cli-pinned', '--no-runner', '--environment', 'locked');
+    assert.match(quiet.stderr, /^warning: /m, 'any runner: none of the account\'s runners enforces it');
   });
 
   it('warns, and still saves, a limited environment pinned to a runner without network_policy', async () => {

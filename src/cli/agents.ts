@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { FountainApi } from './api.ts';
-import { agentSchema, data } from './schemas.ts';
+import { agentSchema, data, savedAgentSchema } from './schemas.ts';
 import type { Agent } from './schemas.ts';
 import { CliError, action, apiFor, printJson, printTable } from './session.ts';
 import { findEnvironment } from './environments.ts';
@@ -33,6 +33,11 @@ const policyEntry = (value: string, prev: Record<string, string> = {}): Record<s
   if (!m) throw new CliError(`--policy takes tool=auto_allow|ask|auto_deny, not "${value}"`, 2);
   return { ...prev, [m[1]!]: m[2]! };
 };
+
+/** The server saved the agent but says its conversations would be refused at launch: said on stderr, the exit stays 0. */
+function warn(warnings: ReadonlyArray<{ message: string }> | undefined): void {
+  for (const w of warnings ?? []) process.stderr.write(`warning: ${w.message}\n`);
+}
 
 export function register(program: Command): void {
   const agents = program.command('agents').alias('agent').description('manage agents');
@@ -74,9 +79,10 @@ export function register(program: Command): void {
         if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
         if (opts.runner) body.runner_id = opts.runner;
         if (opts.policy) body.permission_policy = opts.policy;
-        const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(agentSchema), body);
+        const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(savedAgentSchema), body);
         if (opts.json) return printJson(agent);
         process.stdout.write(`created agent ${agent.name} (${agent.id})\n`);
+        warn(agent.warnings);
       }),
     );
 
@@ -112,9 +118,10 @@ export function register(program: Command): void {
           else if (opts.runner === false) body.runner_id = null;
           if (opts.policy) body.permission_policy = opts.policy;
           if (Object.keys(body).length === 0) throw new CliError('nothing to change: give at least one option (see `fountain agents update --help`)', 2);
-          const { data: agent } = await api.request('PATCH', `/api/agents/${current.id}`, data(agentSchema), body);
+          const { data: agent } = await api.request('PATCH', `/api/agents/${current.id}`, data(savedAgentSchema), body);
           if (opts.json) return printJson(agent);
           process.stdout.write(`updated agent ${agent.name} (${agent.id})\n`);
+          warn(agent.warnings);
         },
       ),
     );

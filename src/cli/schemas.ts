@@ -16,6 +16,9 @@ export const agentSchema = z
   .loose();
 export type Agent = z.infer<typeof agentSchema>;
 
+/** Create and update answers: the agent and what would refuse its conversations at launch (a server of another version may send none). */
+export const savedAgentSchema = agentSchema.extend({ warnings: z.array(z.object({ code: z.string(), message: z.string() }).loose()).optional() }).loose();
+
 export const runnerRefSchema = z
   .object({ id: z.string(), name: z.string(), hostname: z.string().nullish(), online: z.boolean(), path: z.string().nullish() })
   .loose();
