@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 import type { Handle } from '../../sandbox/index.ts';
 import { E2BStub } from '../../../test/stubs/e2b/server.ts';
@@ -108,10 +109,13 @@ describe('e2b quirks on stdin, exit codes, replay and lifetimes', () => {
   it('quirks #1640/#2639 (no replay; output with no subscriber is dropped): attach replays the journal from byte zero, then tails', async () => {
     const h = await ctx.handle();
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo one; sleep 0.3; echo two; read l; echo "three:$l"'], { owner: f.sink, stdin: true });
+    // "two" waits for a mark the test makes only once the owner is stopped (a fixed sleep lost that race under load).
+    const mark = `/tmp/fountain-quirk-${randomBytes(6).toString('hex')}`;
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', `echo one; while [ ! -e ${mark} ]; do sleep 0.05; done; echo two; read l; echo "three:$l"`], { owner: f.sink, stdin: true });
     assert.ok(c.ok, inspect(c));
     await f.untilText('one');
     assert.ok((await ctx.adapter.stopCommand(c.value)).ok);
+    assert.ok((await ctx.adapter.exec(h, 'touch', [mark])).ok);
     await sleep(600); // "two" is printed while nobody listens
     const sessions = await ctx.adapter.listSessions(h);
     assert.ok(sessions.ok && sessions.value.length === 1, inspect(sessions));

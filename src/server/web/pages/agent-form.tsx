@@ -125,19 +125,33 @@ export interface Choices {
 export const WARNINGS_PATH = '/agents/warnings';
 
 /**
- * What would refuse this configuration's conversations at launch, beside the placement controls. It asks
- * the server again whenever the environment, provider or runner select changes, before anything is saved.
+ * What would refuse this configuration's conversations at launch, beside the placement controls: the
+ * notices alone, which is also what the warnings route answers.
  */
-export function AgentWarnings(p: { warnings: readonly AgentWarning[]; selects?: readonly string[]; agentId?: string | undefined }) {
-  const trigger = p.selects && p.selects.length > 0 ? p.selects.map((id) => `change from:#${id}`).join(', ') : undefined;
-  const url = p.agentId ? `${WARNINGS_PATH}?agent_id=${encodeURIComponent(p.agentId)}` : WARNINGS_PATH;
+export function AgentWarnings(p: { warnings: readonly AgentWarning[] }) {
   return (
-    <div id="agent_warnings" aria-live="polite" hx-post={trigger ? url : undefined} hx-trigger={trigger} hx-include="closest form" hx-swap="outerHTML">
+    <div id="agent_warnings" aria-live="polite">
       {p.warnings.map((w) => (
         <p class="notice" data-code={w.code}>
           {w.message}
         </p>
       ))}
+    </div>
+  );
+}
+
+/**
+ * The notices' host asks the server again whenever the environment, provider or runner select changes,
+ * before anything is saved. It stays in the page and only its content is swapped: when the element
+ * holding the listeners was itself replaced, a change made while the swap settled was never heard
+ * (two quick changes showed the first one's answer); a newer change replaces a request on its way.
+ */
+function AgentWarningsHost(p: { warnings: readonly AgentWarning[]; selects: readonly string[]; agentId?: string | undefined }) {
+  const trigger = p.selects.map((id) => `change from:#${id}`).join(', ');
+  const url = p.agentId ? `${WARNINGS_PATH}?agent_id=${encodeURIComponent(p.agentId)}` : WARNINGS_PATH;
+  return (
+    <div hx-post={url} hx-trigger={trigger} hx-sync="this:replace" hx-include="closest form" hx-target="this" hx-swap="innerHTML">
+      <AgentWarnings warnings={p.warnings} />
     </div>
   );
 }
@@ -191,7 +205,7 @@ export function AgentForm(p: {
       ) : null}
       {p.enabled.includes('runner') ? <RunnerChoice runners={p.choices.runners} selected={p.choices.runnerId} error={e.form === RUNNER_GONE ? e.form : undefined} /> : null}
       <EnvironmentChoice environments={p.choices.environments} selected={p.choices.environmentId} error={e.form === ENV_ERROR ? e.form : undefined} />
-      <AgentWarnings warnings={p.warnings ?? []} selects={selects} agentId={p.agentId} />
+      <AgentWarningsHost warnings={p.warnings ?? []} selects={selects} agentId={p.agentId} />
       <Field id="system" label="System prompt" error={e.system}>
         <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
           {v.system}

@@ -27,7 +27,6 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     environment: (accountId: string, id: string) => deps.environments.get(accountId, id),
   };
   const warningsOf = (accountId: string, p: AgentPlacement): Promise<AgentWarning[]> => agentWarnings(warningDeps, accountId, p);
-  const selects = () => ['environment_id', ...(enabled().length >= 2 ? ['sandbox_provider'] : []), ...(enabled().includes('runner') ? ['runner_id'] : [])];
 
   app.get('/agents', async (c) => {
     const user = c.get('user');
@@ -98,7 +97,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const posted = typeof body.sandbox_provider === 'string' ? body.sandbox_provider : undefined;
     const provider = posted === undefined ? (agent?.sandboxProvider ?? null) : posted === '' || !(enabled() as readonly string[]).includes(posted) ? null : posted;
     const warnings = await warningsOf(accountId, { environmentId: env.ok ? env.id : null, sandboxProvider: provider, runnerId: runner.ok ? runner.id : null });
-    return c.html(<AgentWarnings warnings={warnings} selects={selects()} agentId={agent?.id} />);
+    return c.html(<AgentWarnings warnings={warnings} />);
   });
 
   app.get('/agents/new', async (c) => {
