@@ -7,43 +7,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
-import { FakeDaemon } from '../src/providers/runner/fake-daemon.ts';
-import type { RunnerTestHub } from '../src/providers/runner/test-hub.ts';
+import type { FakeDaemon } from '../src/providers/runner/fake-daemon.ts';
 import { until } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
-
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-const logger = pino({ level: 'silent' });
-
-async function call(srv: RunningServer, method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  const headers: Record<string, string> = { authorization: `Bearer ${srv.bootstrapKey}` };
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(srv.url + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
-
-/** A fake daemon dialing the real server's runner endpoint with the bootstrap key; resolves once listed online. */
-async function dialFake(srv: RunningServer, name: string, capabilities?: readonly string[]): Promise<FakeDaemon> {
-  const hub: RunnerTestHub = {
-    url: `${srv.url.replace(/^http/, 'ws')}/api/runners/ws`,
-    host: srv.host,
-    enroll: () => {},
-    accepted: [],
-    close: async () => {},
-  };
-  const d = new FakeDaemon(
-    { runnerId: name, name, hub, logger, reconnect: false, headers: { authorization: `Bearer ${srv.bootstrapKey}` }, ...(capabilities ? { capabilities } : {}) },
-    hub,
-    false,
-  );
-  await d.dial();
-  await until(async () => ((await call(srv, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.name === name && r.online), `runner ${name} online`);
-  return d;
-}
+import { callAs as call, dialFake } from './helpers/fake-runner.ts';
+import type { Json } from './helpers/http.ts';
 
 async function waitOffline(srv: RunningServer, name: string): Promise<void> {
   await until(async () => ((await call(srv, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.name === name && !r.online), `runner ${name} offline`);
