@@ -11,7 +11,7 @@ import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import type { FakeDaemon } from '../src/providers/runner/fake-daemon.ts';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { FOUNTAIN_BIN, until } from '../src/server/conversations/testing.ts';
+import { FOUNTAIN_BIN } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { callAs as call, dialFake } from './helpers/fake-runner.ts';
 import type { Json } from './helpers/http.ts';
