@@ -3,10 +3,9 @@
  * cannot enforce a network policy): a limited environment on that runner is warned about before saving.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { call } from '../helpers/http.ts';
-import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 20_000;
 
@@ -40,7 +39,7 @@ describe('the agent form warnings in chromium', { skip: skipWithoutChromium }, (
     const warning = page.locator('#agent_warnings .notice[data-code="backend_lacks_network_policy"]');
     await warning.filter({ hasText: /locked/ }).filter({ hasText: new RegExp(RUNNER_NAME) }).waitFor();
     assert.equal((await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data.length, 0, 'nothing saved yet');
-    await page.screenshot({ path: join(ARTIFACTS, 'agent-warnings-before-save.png'), fullPage: true });
+    await screenshot(page, 'agent-warnings-before-save.png');
 
     // Back to no environment: the warning goes.
     await page.getByLabel('Environment', { exact: true }).selectOption({ label: 'None' });

@@ -3,12 +3,11 @@
  * sign in, create an agent, message it, answer a permission request, watch a runner drop and return.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/server/web/session.ts';
 import { call } from '../helpers/http.ts';
-import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 20_000;
 
@@ -162,7 +161,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
         await page.waitForLoadState('load');
         const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
         assert.ok(overflow <= 1, `${p} at ${width}px is ${overflow}px wider than the screen`);
-        await page.screenshot({ path: join(ARTIFACTS, `${width}${p === convHref ? '_conversation' : p.replace(/[^a-z0-9]+/gi, '_')}.png`), fullPage: true });
+        await screenshot(page, `${width}${p === convHref ? '_conversation' : p.replace(/[^a-z0-9]+/gi, '_')}.png`);
       }
     }
     assert.deepEqual(consoleErrors, []);

@@ -3,11 +3,10 @@
  * conversation" form, in chromium against a real stack: a secret's value never comes back to the page.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import { call, type Json } from '../helpers/http.ts';
-import { ARTIFACTS, launchChromium, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { launchChromium, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 20_000;
 
@@ -60,7 +59,7 @@ describe('environments in the web UI (chromium)', { skip: skipWithoutChromium },
     await page.setViewportSize({ width: 390, height: 900 });
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `the edit page is ${overflow}px wider than a phone`);
-    await page.screenshot({ path: join(ARTIFACTS, '390_environment_edit.png'), fullPage: true });
+    await screenshot(page, '390_environment_edit.png');
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 

@@ -20,6 +20,24 @@ export const RUNNER_NAME = 'mac-mini';
 const CHROMIUM = '/usr/bin/chromium';
 /** Screenshots land here (git-ignored): CI keeps them as artifacts. */
 export const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
+/**
+ * A screenshot into ARTIFACTS. Chromium's headless compositor sometimes has no frame to give under load
+ * ("Unable to capture screenshot", puppeteer#5341): the capture is asked again after a frame, up to three
+ * times; any other error, or a third refusal, fails the test.
+ */
+export async function screenshot(page: Page, file: string, fullPage = true): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.screenshot({ path: join(ARTIFACTS, file), fullPage });
+      return;
+    } catch (e) {
+      if (attempt === 3 || !/Unable to capture screenshot/.test(String(e))) throw e;
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
+}
+
 /** `describe(…, { skip })`: false when chromium is there, else the reason. */
 export const skipWithoutChromium: string | false = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (.ci/run installs it)`;
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
-import { ARTIFACTS, FOUNTAIN_BIN, launchChromium, skipWithoutChromium, until, type Browser } from './harness.ts';
+import { FOUNTAIN_BIN, launchChromium, screenshot, skipWithoutChromium, until, type Browser } from './harness.ts';
 
 // The first sandbox is a cold start on a shared machine: generous, and never asserted as a duration.
 const T = 60_000;
@@ -29,7 +29,7 @@ const shoot = async (page: Page, name: string) => {
     // Long sandbox paths and replies must wrap inside their card, not run over its edge.
     const spilled = await page.locator('.card').evaluateAll((els) => els.filter((e) => e.scrollWidth - e.clientWidth > 1).map((e) => e.className));
     assert.deepEqual(spilled, [], `${name} at ${width}px`);
-    await page.screenshot({ path: join(ARTIFACTS, `new-user_${width}_${name}.png`), fullPage: true });
+    await screenshot(page, `new-user_${width}_${name}.png`);
   }
 };
 

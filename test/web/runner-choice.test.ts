@@ -4,10 +4,9 @@
  * starting a conversation (agent page, Conversations page) or messaging it answers a sentence naming it.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { call } from '../helpers/http.ts';
-import { ARTIFACTS, launchChromium, RUNNER_NAME, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 20_000;
 const NAMED = new RegExp(`runner "${RUNNER_NAME}" is offline`, 'i');
@@ -66,7 +65,7 @@ describe('the agent form runner select in chromium', { skip: skipWithoutChromium
     // The agent page's "Start a conversation".
     await page.getByRole('button', { name: 'Start' }).click();
     await page.locator('#start_error').filter({ hasText: NAMED }).waitFor();
-    await page.screenshot({ path: join(ARTIFACTS, 'runner-choice-offline.png'), fullPage: true });
+    await screenshot(page, 'runner-choice-offline.png');
 
     // The Conversations page's "New conversation".
     await page.goto(`${stack.url}/conversations`);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseCredentials } from '../../src/cli/credentials.ts';
 import { call } from '../helpers/http.ts';
-import { ARTIFACTS, FOUNTAIN_BIN, launchChromium, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { FOUNTAIN_BIN, launchChromium, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 30_000;
 /** Routes that take no bearer key at all; the runner key is not what they check. */
@@ -55,14 +55,14 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
     await page.getByRole('button', { name: 'Add runner' }).click();
     const line = (await page.locator('#runner-command').innerText()).trim();
     assert.match(line, /^fountain runner --url http:\/\/127\.0\.0\.1:\d+ --token ftr_[0-9a-f]{48}$/);
-    await page.screenshot({ path: join(ARTIFACTS, 'runner-add-command.png'), fullPage: true });
+    await screenshot(page, 'runner-add-command.png');
     command = line.split(' ').slice(1);
 
     const r = runFountain([...command, '--name', 'onboarded', '--root', join(home, 'sandboxes'), '--log-level', 'warn']);
     runner = r.child;
     await page.goto(`${stack.url}/account/runners`);
     await page.locator('tr[data-runner="onboarded"] .runner-status', { hasText: 'online' }).waitFor({ timeout: 60_000 });
-    await page.screenshot({ path: join(ARTIFACTS, 'runner-onboarded.png'), fullPage: true });
+    await screenshot(page, 'runner-onboarded.png');
     assert.deepEqual(browser.consoleErrors, []);
 
     const creds = parseCredentials(readFileSync(join(home, 'credentials'), 'utf8'), 'credentials');

@@ -4,11 +4,10 @@
  * sit off-screen or widen the page; every step leaves a screenshot; the console stays clean.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import { call } from '../helpers/http.ts';
-import { ARTIFACTS, launchChromium, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import { launchChromium, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
 
 const T = 30_000;
 
@@ -52,7 +51,7 @@ describe('the walk: sign in → conversations → new → run: answered → long
     it(`at ${width} px`, { timeout: 180_000 }, async () => {
       const { page } = browser;
       // The page with the 150 KB message is very tall: that one is shot as the screen shows it.
-      const shot = async (step: string, fullPage = true) => page.screenshot({ path: join(ARTIFACTS, `walk-${width}-${step}.png`), fullPage });
+      const shot = async (step: string, fullPage = true) => screenshot(page, `walk-${width}-${step}.png`, fullPage);
       await page.setViewportSize({ width, height: 844 });
       await browser.ctx.clearCookies();
 
