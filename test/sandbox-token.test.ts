@@ -15,7 +15,7 @@ import { startRunnerChild, until, type RunnerChild } from '../src/server/convers
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { apiKeys } from '../src/server/store/schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { call, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
+import { call, messageTeammate, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
 
 /** A runner WebSocket dial: the status and body of the refusal. */
 function dialRunner(base: string, key: string): Promise<{ status: number; body: Json }> {
@@ -66,12 +66,7 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
   /** Messages a teammate; each held permission request is first tried with `spriteAnswer` (if given), then allowed with the full key. */
   const message = async (agentId: string, conversationId: string, prompt: string, spriteAnswer?: string): Promise<string> => {
     const from = stream.events.length;
-    // A teammate whose computer is still starting answers 503 provisioning ("try again shortly"), as a
-    // loaded machine's may for the first message: the test tries again, as a client does.
-    const r = await until(async () => {
-      const sent = await api('POST', `/api/team/${agentId}/messages`, { prompt });
-      return sent.status === 503 && sent.body.error === 'provisioning' ? null : sent;
-    }, `the message to ${agentId} to be taken`);
+    const r = await messageTeammate(srv.url, key, agentId, prompt);
     assert.equal(r.status, 202, JSON.stringify(r.body));
     if (prompt.startsWith('run:')) {
       const asked = await stream.wait(stageIs('permission', 'started', agentId), `permission request for ${prompt}`, from);

@@ -14,7 +14,7 @@ import { startServer, type RunningServer } from '../src/server/start.ts';
 import { scheduleRuns, schedules } from '../src/server/store/team-schema.ts';
 import { conversations, turns } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { call, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
+import { call, messageTeammate, openStream, stageIs, type Json, type Stream } from './helpers/http.ts';
 
 describe('the team with a real runner and the demo agent', () => {
   let tmp: string;
@@ -33,7 +33,7 @@ describe('the team with a real runner and the demo agent', () => {
   /** Sends a message and waits for its turn to finish on the team stream. */
   const message = async (agentId: string, prompt: string) => {
     const from = stream.events.length;
-    const r = await api('POST', `/api/team/${agentId}/messages`, { prompt });
+    const r = await messageTeammate(srv.url, key, agentId, prompt);
     assert.equal(r.status, 202, JSON.stringify(r.body));
     await stream.wait(stageIs('turn', 'done', agentId), `turn/done for ${prompt}`, from);
     return r.body;

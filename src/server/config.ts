@@ -67,6 +67,10 @@ const envSchema = z.object({
     .regex(/^([0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, 'must be 32 bytes as 64 hex digits or base64')
     .optional(),
   FOUNTAIN_SKILLS_GIT_URL: z.string().regex(/^https:\/\/\S+$/, 'must be an https:// URL').optional(),
+  FOUNTAIN_PGLITE_TEMPLATE_DIR: z
+    .string()
+    .refine((v) => v === 'off' || v.startsWith('/'), 'must be an absolute directory or off')
+    .optional(),
   // Sandboxes and conversations
   SANDBOX_PROVIDER: z
     .string()
@@ -116,7 +120,7 @@ export const SERVER_ENV_VARS = Object.keys(envSchema.shape) as ServerEnvVar[];
 
 /** Where a variable belongs; the docs' sections follow these groups. */
 export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>> = {
-  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL', 'FOUNTAIN_SECRET_KEY', 'FOUNTAIN_SKILLS_GIT_URL'],
+  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL', 'FOUNTAIN_SECRET_KEY', 'FOUNTAIN_SKILLS_GIT_URL', 'FOUNTAIN_PGLITE_TEMPLATE_DIR'],
   sandboxes: [
     'SANDBOX_PROVIDER',
     'SANDBOX_RUNNERS_ENABLED',
@@ -151,6 +155,8 @@ export interface ServerConfig {
   readonly runnersEnabled: boolean;
   /** FOUNTAIN_DATABASE_URL: a real PostgreSQL; embedded PGlite when unset. */
   readonly databaseUrl: string | undefined;
+  /** FOUNTAIN_PGLITE_TEMPLATE_DIR: where new embedded databases are copied from; null = off, undefined = the user's cache. */
+  readonly pgliteTemplateDir: string | null | undefined;
   /** FOUNTAIN_BOOTSTRAP_KEY: used as the owner's first key on first start instead of a minted one. */
   readonly bootstrapKey: string | undefined;
   /** FOUNTAIN_RUNNER_HEARTBEAT_MS: interval of the runner heartbeat (stamps last_seen_at, then pings). */
@@ -232,6 +238,7 @@ export function parseServerConfig(env: Env): ServerConfig {
   return {
     runnersEnabled: c.SANDBOX_RUNNERS_ENABLED,
     databaseUrl: c.FOUNTAIN_DATABASE_URL,
+    pgliteTemplateDir: c.FOUNTAIN_PGLITE_TEMPLATE_DIR === 'off' ? null : c.FOUNTAIN_PGLITE_TEMPLATE_DIR,
     bootstrapKey: c.FOUNTAIN_BOOTSTRAP_KEY,
     runnerHeartbeatMs: c.FOUNTAIN_RUNNER_HEARTBEAT_MS,
     runnerCallTimeoutMs: c.FOUNTAIN_RUNNER_CALL_TIMEOUT_MS,

@@ -108,9 +108,16 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const secretKey = loadSecretKey(env, opts.dataDir);
 
   const stack = new StopStack(logger);
-  const database = await openDatabase({ url: config.databaseUrl, dataDir: opts.dataDir, schema: opts.databaseSchema, queryLogger: opts.queryLogger });
+  const database = await openDatabase({
+    url: config.databaseUrl,
+    dataDir: opts.dataDir,
+    schema: opts.databaseSchema,
+    queryLogger: opts.queryLogger,
+    templateDir: config.pgliteTemplateDir,
+  });
   stack.push('database', () => database.close());
   try {
+    if (database.templateError) logger.warn(database.templateError);
     if (database.migrated.length) logger.info({ migrations: database.migrated }, 'database migrated');
     const boot = await bootstrap(database.db, { dataDir: opts.dataDir, presetKey: config.bootstrapKey });
     const bus = new EventBus();

@@ -28,6 +28,17 @@ export async function call(base: string, key: string | null, method: string, pat
   return { status: res.status, body: parsed, headers: res.headers };
 }
 
+/**
+ * Messages a teammate. One whose computer is still starting answers 503 provisioning ("try again
+ * shortly"), as a loaded machine's may: this tries again, as a client does, and returns the first other answer.
+ */
+export async function messageTeammate(base: string, key: string, agentId: string, prompt: string): Promise<Reply> {
+  return until(async () => {
+    const sent = await call(base, key, 'POST', `/api/team/${agentId}/messages`, { prompt });
+    return sent.status === 503 && sent.body?.error === 'provisioning' ? null : sent;
+  }, `the message to ${agentId} to be taken`, 60_000);
+}
+
 export interface SseEvent {
   id: number | null;
   event: string;

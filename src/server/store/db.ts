@@ -2,7 +2,7 @@
  * Opens the store: embedded PGlite under the data directory by default, a real PostgreSQL
  * server when a URL is given. Both yield the same Drizzle database type, so queries are shared.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
@@ -10,8 +10,9 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
-import { migrate, type SqlClient } from './migrate.ts';
+import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 import { takePreloadedPglite } from './pglite-artifacts.ts';
+import { defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
 import { schema, type Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -19,8 +20,10 @@ export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 export interface Database {
   readonly db: Db;
   readonly kind: 'pglite' | 'postgres';
-  /** Migrations applied by this open (empty when the database was up to date). */
+  /** Migrations applied by this open (empty when the database was up to date); a new embedded database copied from its template counts them all. */
   readonly migrated: string[];
+  /** Why a new embedded database was made without its template, when it was (the server logs it). */
+  readonly templateError?: string;
   close(): Promise<void>;
 }
 
@@ -36,12 +39,21 @@ export interface OpenDatabaseOptions {
   schema?: string | undefined;
   /** Told every statement the query builder sends (benchmarks count a turn's statements with it). */
   queryLogger?: QueryLogger | undefined;
+  /** PGlite only: where migrated templates of new databases are kept (pglite-template.ts); null makes each new one from scratch. */
+  templateDir?: string | null | undefined;
 }
+
+const sqlClientOf = (client: PGlite): SqlClient => ({
+  exec: async (text) => {
+    await client.exec(text);
+  },
+  query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) => (await client.query<T>(text, params)).rows,
+});
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
-  return opts.url ? openPostgres(opts.url, opts.schema, opts.queryLogger) : openPglite(opts.dataDir, opts.queryLogger);
+  return opts.url ? openPostgres(opts.url, opts.schema, opts.queryLogger) : openPglite(opts.dataDir, opts.queryLogger, opts.templateDir === undefined ? defaultTemplateRoot() : opts.templateDir);
 }
 
 /** A second process opening the same embedded database would corrupt it; this one refuses instead. */
@@ -101,33 +113,44 @@ function lockDataDir(dataDir: string): () => void {
  */
 export const PGLITE_SETTINGS: readonly string[] = ['shared_buffers=16MB'];
 
-async function openPglite(dataDir: string | undefined, logger: QueryLogger | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, logger: QueryLogger | undefined, templateRoot: string | null): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
   let client: PGlite;
+  let fromTemplate: string[] | null = null;
+  let templateError: string | undefined;
   try {
     const preloaded = await takePreloadedPglite();
-    client = await PGlite.create(dir, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
+    const create = (at: string) => PGlite.create(at, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
+    if (templateRoot !== null && !existsSync(join(dir, 'PG_VERSION'))) {
+      const migrations = loadMigrations();
+      const seeded = await seedFromTemplate(dir, templateRoot, migrations, async (at) => {
+        const made = await create(at);
+        try {
+          await migrate(sqlClientOf(made), { migrations });
+        } finally {
+          await made.close();
+        }
+      });
+      if (seeded.ok) fromTemplate = migrations.map((m) => m.name);
+      else templateError = seeded.error;
+    }
+    client = await create(dir);
   } catch (e) {
     unlock();
     throw e;
   }
-  const sqlClient: SqlClient = {
-    exec: async (text) => {
-      await client.exec(text);
-    },
-    query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
-      (await client.query<T>(text, params)).rows,
-  };
+  const sqlClient = sqlClientOf(client);
   try {
     const migrated = await migrate(sqlClient);
     const db: Db = drizzlePglite({ client, schema, ...(logger ? { logger } : {}) });
     return {
       db,
       kind: 'pglite',
-      migrated,
+      migrated: fromTemplate ?? migrated,
+      ...(templateError ? { templateError } : {}),
       close: async () => {
         await client.close();
         unlock();
