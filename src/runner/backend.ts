@@ -17,6 +17,11 @@ export interface WireError {
  */
 export interface StreamOut {
   readonly open: boolean;
+  /**
+   * True when send() is done with the frame's bytes by the time it returns (it encodes them for
+   * the wire at once): a replay may then read the journal into one reused buffer.
+   */
+  readonly copiesOnSend?: boolean;
   send(frame: StreamFrame): void;
   /** Resolves once what was sent so far has left the process; long replays wait on it. */
   drained(): Promise<void>;

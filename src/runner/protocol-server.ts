@@ -42,6 +42,8 @@ export class ProtocolServer {
       get open() {
         return transport.open;
       },
+      // #write encodes a frame into a buffer of its own before returning.
+      copiesOnSend: true,
       send: (frame: StreamFrame) => this.#write(frame),
       drained: () => transport.drained(),
     };

@@ -140,6 +140,10 @@ export class JournalReader {
   #offset = 0;
   #lastSeq: number;
   #carry: Buffer = EMPTY;
+  /** The buffer next(true) reads into, kept across calls; grown when a carry and a read do not fit. */
+  #scratch: Buffer | null = null;
+  /** Whether #carry is a view of #scratch (next(true)) rather than a copy of its own. */
+  #carryInScratch = false;
   /** Set when a segment was pruned before this reader reached it: bytes were skipped. */
   gap = false;
 
@@ -160,18 +164,35 @@ export class JournalReader {
   /**
    * Reads up to about 1 MiB asynchronously; returns whole records (possibly none at the end). The
    * part of a record left over from the last read starts the buffer, so nothing is joined after.
+   * With `reuse`, every call reads into the same buffer: the records returned are valid only until
+   * the next call, for a caller that copies them out at once (a replay frame is encoded as it is
+   * sent), instead of leaving a fresh megabyte of garbage per read to the collector.
    */
-  async next(): Promise<JournalRecord[]> {
+  async next(reuse = false): Promise<JournalRecord[]> {
     const cur = this.#current();
     if (cur === null) return [];
     const len = Math.min(READ_CHUNK, cur.seg.size - this.#offset);
     const kept = this.#carry.length;
-    const buf = Buffer.allocUnsafe(kept + len);
-    this.#carry.copy(buf);
+    let buf: Buffer;
+    if (!reuse) {
+      buf = Buffer.allocUnsafe(kept + len);
+      this.#carry.copy(buf);
+    } else if (this.#scratch === null || this.#scratch.length < kept + len) {
+      // Room for a read and a whole carried record, so the buffer is made once per replay.
+      buf = this.#scratch = Buffer.allocUnsafeSlow(Math.max(2 * READ_CHUNK, kept + len));
+      this.#carry.copy(buf);
+    } else {
+      buf = this.#scratch;
+      // A carry left in this buffer moves to its front (copyWithin is a memmove); another is copied in.
+      const from = this.#carry.byteOffset - buf.byteOffset;
+      if (this.#carryInScratch) buf.copyWithin(0, from, from + kept);
+      else this.#carry.copy(buf);
+    }
     this.#carry = EMPTY;
+    this.#carryInScratch = false;
     const n = await new Promise<number>((res, rej) => read(cur.fd, buf, kept, len, this.#offset, (e, bytes) => (e ? rej(e) : res(bytes))));
     this.#offset += n;
-    return this.#parse(buf.subarray(0, kept + n));
+    return this.#parse(buf.subarray(0, kept + n), reuse);
   }
 
   /** Reads everything left synchronously; used for the small tail so no record slips between read and hand-over. */
@@ -183,6 +204,7 @@ export class JournalReader {
       const buf = Buffer.allocUnsafe(kept + len);
       this.#carry.copy(buf);
       this.#carry = EMPTY;
+      this.#carryInScratch = false;
       const n = readSync(cur.fd, buf, kept, len, this.#offset);
       this.#offset += n;
       out.push(...this.#parse(buf.subarray(0, kept + n)));
@@ -230,7 +252,7 @@ export class JournalReader {
   }
 
   /** Whole records from `buf` (which starts with the previous carry); an unfinished one is carried. */
-  #parse(buf: Buffer): JournalRecord[] {
+  #parse(buf: Buffer, inScratch = false): JournalRecord[] {
     const out: JournalRecord[] = [];
     let at = 0;
     while (buf.length - at >= HEADER) {
@@ -239,6 +261,12 @@ export class JournalReader {
       if (buf.length - at - HEADER < len) break;
       if (kind !== undefined) out.push({ kind, payload: buf.subarray(at + HEADER, at + HEADER + len) });
       at += HEADER + len;
+    }
+    if (inScratch) {
+      // Left in place: the next read moves it to the front of the same buffer.
+      this.#carry = at < buf.length ? buf.subarray(at) : EMPTY;
+      this.#carryInScratch = at < buf.length;
+      return out;
     }
     // A copy: the records returned are views of `buf`, and the carry must not keep it all alive.
     this.#carry = at < buf.length ? Buffer.from(buf.subarray(at)) : EMPTY;

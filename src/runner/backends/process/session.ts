@@ -202,11 +202,13 @@ export class Session {
       return bytes;
     };
     const current = () => gen === this.#generation && out.open;
+    // Records read into a reused buffer are gone by the next read: only for a sink that copies them at once.
+    const reuse = out.copiesOnSend === true;
     void (async () => {
       try {
         let sinceFlush = 0;
         while (current() && reader.pending() > SYNC_TAIL) {
-          sinceFlush += send(await reader.next());
+          sinceFlush += send(await reader.next(reuse));
           if (sinceFlush >= FLUSH_EVERY) {
             sinceFlush = 0;
             await out.drained();
