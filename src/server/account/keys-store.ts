@@ -7,7 +7,7 @@ import { and, desc, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db } from '../store/db.ts';
 import { accounts, apiKeys, type Account, type ApiKey, type ApiKeyScope } from '../store/schema.ts';
-import { keysChanged } from './key-cache.ts';
+import { keysChanged } from './key-cache-store.ts';
 
 export const API_KEY_PATTERN = /^ftn_[0-9a-f]{64}$/;
 export const apiKeyString = z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits');

@@ -4,7 +4,7 @@
 import { eq } from 'drizzle-orm';
 import type { Db } from '../store/db.ts';
 import { accounts, type Account, type AccountRole } from '../store/schema.ts';
-import { keysChanged } from './key-cache.ts';
+import { keysChanged } from './key-cache-store.ts';
 
 export async function createAccount(
   db: Db,
@@ -38,7 +38,7 @@ export async function setCredentialBrokerage(db: Db, id: string, on: boolean): P
     const [row] = await db.update(accounts).set({ credentialBrokerage: on, updatedAt: new Date() }).where(eq(accounts.id, id)).returning();
     return row;
   } finally {
-    // Authenticated principals carry the account row (key-cache.ts).
+    // Authenticated principals carry the account row (key-cache-store.ts).
     keysChanged();
   }
 }

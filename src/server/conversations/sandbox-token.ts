@@ -6,7 +6,7 @@ import type { AgentCapabilities, McpServer } from '@agentclientprotocol/sdk';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { EngineDb } from '../store/engine-db.ts';
 import { hashApiKey, keyPrefix, mintApiKey } from '../account/keys-store.ts';
-import { keysChanged } from '../account/key-cache.ts';
+import { keysChanged } from '../account/key-cache-store.ts';
 import { apiKeys } from '../store/schema.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 
@@ -62,7 +62,7 @@ export class SandboxTokens {
         });
       });
     } finally {
-      // The previous token may sit in this node's key memory (key-cache.ts).
+      // The previous token may sit in this node's key memory (key-cache-store.ts).
       keysChanged();
     }
     return key;
