@@ -32,13 +32,50 @@ const pick = <T>(name: string): Schema<T> => {
   return s as Schema<T>;
 };
 
+/** The slice of zod's object, union and intersection schemas the routing below reads (zod 4's public `def`/`shape`). */
+interface RoutableNotification<T> extends Schema<T> {
+  readonly shape?: { readonly update?: { readonly options?: readonly unknown[] } };
+  extend?(shape: { update: unknown }): Schema<T>;
+}
+
+/**
+ * A session/update is a union of 14 intersections tried in order, so an agent message chunk was parsed
+ * twice (the user-chunk option first, failing with its issue list built) on every chunk of every turn.
+ * Each option carries its own `sessionUpdate` literal and only that option can accept an update, so
+ * the update is parsed with it alone: the same output. Anything else (an unknown kind, a failure) goes
+ * through the SDK's union, so errors read as before; if the SDK's shape changes, the union is used as is.
+ */
+function routedByUpdateKind<T>(full: Schema<T>): Schema<T> {
+  const n = full as RoutableNotification<T>;
+  const options = n.shape?.update?.options;
+  if (!options || typeof n.extend !== 'function') return full;
+  const byKind = new Map<string, Schema<T>>();
+  for (const option of options) {
+    const kind = (option as { def?: { right?: { shape?: { sessionUpdate?: { value?: unknown } } } } }).def?.right?.shape?.sessionUpdate?.value;
+    if (typeof kind !== 'string' || byKind.has(kind)) return full;
+    byKind.set(kind, n.extend({ update: option }));
+  }
+  return {
+    safeParse(value: unknown) {
+      const update = typeof value === 'object' && value !== null ? (value as { update?: unknown }).update : undefined;
+      const kind = typeof update === 'object' && update !== null ? (update as { sessionUpdate?: unknown }).sessionUpdate : undefined;
+      const one = typeof kind === 'string' ? byKind.get(kind) : undefined;
+      if (one) {
+        const r = one.safeParse(value);
+        if (r.success) return r;
+      }
+      return full.safeParse(value);
+    },
+  };
+}
+
 export const zInitializeResponse = pick<InitializeResponse>('zInitializeResponse');
 export const zNewSessionResponse = pick<NewSessionResponse>('zNewSessionResponse');
 export const zLoadSessionResponse = pick<LoadSessionResponse>('zLoadSessionResponse');
 export const zResumeSessionResponse = pick<ResumeSessionResponse>('zResumeSessionResponse');
 export const zSetSessionConfigOptionResponse = pick<SetSessionConfigOptionResponse>('zSetSessionConfigOptionResponse');
 export const zPromptResponse = pick<PromptResponse>('zPromptResponse');
-export const zSessionNotification = pick<SessionNotification>('zSessionNotification');
+export const zSessionNotification = routedByUpdateKind(pick<SessionNotification>('zSessionNotification'));
 export const zRequestPermissionRequest = pick<RequestPermissionRequest>('zRequestPermissionRequest');
 
 export const zJsonRpcId = z.union([z.string(), z.number(), z.null()]);

@@ -43,6 +43,11 @@ const zContentItem = z.object({ type: z.literal('content'), content: z.object({ 
 const zDiff = z.object({ type: z.literal('diff'), path: z.string(), oldText: z.string().nullish(), newText: z.string() });
 const zTerminal = z.object({ type: z.literal('terminal'), terminalId: z.string() });
 const zLocation = z.object({ path: z.string(), line: z.number().int().nullish() });
+const zTyped = z.object({ type: z.string() });
+const zToolKind = z.object({ sessionUpdate: z.enum(['tool_call', 'tool_call_update']) });
+const zMethodLine = z.object({ method: z.string(), params: z.unknown() });
+const zUpdateParams = z.object({ update: z.unknown() });
+const zPermissionParams = z.object({ toolCall: z.unknown() });
 const zToolNameMeta = z.object({ claudeCode: z.object({ toolName: z.string().max(200) }).passthrough() }).passthrough();
 
 function contentOf(item: unknown): ToolContent {
@@ -56,7 +61,7 @@ function contentOf(item: unknown): ToolContent {
   if (d.success) return { type: 'diff', path: d.data.path, old_text: d.data.oldText ?? null, new_text: d.data.newText };
   const t = zTerminal.safeParse(item);
   if (t.success) return { type: 'terminal', terminal_id: t.data.terminalId };
-  const type = z.object({ type: z.string() }).safeParse(item);
+  const type = zTyped.safeParse(item);
   return { type: 'other', summary: `(${type.success ? type.data.type : 'unknown'} content)` };
 }
 
@@ -78,7 +83,10 @@ export const TERMINAL_TOOL_STATUSES: ReadonlySet<string> = new Set(['completed',
 
 /** A tool call's fields from a `session/update` update or a permission request's `toolCall`; null when it is neither. */
 export function toolFieldsOf(update: unknown): (ToolCallFields & { readonly origin: 'tool_call' | 'tool_call_update' }) | null {
-  const kind = z.object({ sessionUpdate: z.enum(['tool_call', 'tool_call_update']) }).safeParse(update);
+  // Most updates are message chunks with no toolCallId: zod would reject them too, but only after
+  // building its issue list, which cost more per chunk than the rest of the line's handling (issue 21).
+  if (typeof update !== 'object' || update === null || typeof (update as { toolCallId?: unknown }).toolCallId !== 'string') return null;
+  const kind = zToolKind.safeParse(update);
   const f = zToolCallFields.safeParse(update);
   if (!f.success) return null;
   return { ...f.data, origin: kind.success ? kind.data.sessionUpdate : 'tool_call_update' };
@@ -179,16 +187,16 @@ export class ToolFold {
   /** Applies one stored ACP line (a session/update or a permission request); the merged view when it touched a tool call. */
   applyLine(line: string, scope = ''): { view: ToolView; origin: 'tool_call' | 'tool_call_update' | 'permission' } | null {
     const msg = parseJson(line);
-    const m = z.object({ method: z.string(), params: z.unknown() }).safeParse(msg);
+    const m = zMethodLine.safeParse(msg);
     if (!m.success) return null;
     if (m.data.method === 'session/update') {
-      const u = z.object({ update: z.unknown() }).safeParse(m.data.params);
+      const u = zUpdateParams.safeParse(m.data.params);
       const f = u.success ? toolFieldsOf(u.data.update) : null;
       if (!f) return null;
       return { view: this.apply(f, scope), origin: f.origin };
     }
     if (m.data.method === 'session/request_permission') {
-      const p = z.object({ toolCall: z.unknown() }).safeParse(m.data.params);
+      const p = zPermissionParams.safeParse(m.data.params);
       const f = p.success ? toolFieldsOf(p.data.toolCall) : null;
       if (!f) return null;
       // The request names the call as it stands; its status is the agent's business, not the request's.

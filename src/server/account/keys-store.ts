@@ -7,6 +7,7 @@ import { and, desc, eq, isNull } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Db } from '../store/db.ts';
 import { accounts, apiKeys, type Account, type ApiKey, type ApiKeyScope } from '../store/schema.ts';
+import { keysChanged } from './key-cache-store.ts';
 
 export const API_KEY_PATTERN = /^ftn_[0-9a-f]{64}$/;
 export const apiKeyString = z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits');
@@ -47,11 +48,15 @@ export async function createApiKey(
 
 /** The key row and its account for a presented key, whatever its state; the caller judges it. */
 export async function findKeyByPlaintext(db: Db, key: string): Promise<{ key: ApiKey; account: Account } | undefined> {
+  return findKeyByHash(db, hashApiKey(key));
+}
+
+export async function findKeyByHash(db: Db, keyHash: string): Promise<{ key: ApiKey; account: Account } | undefined> {
   const [row] = await db
     .select({ key: apiKeys, account: accounts })
     .from(apiKeys)
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-    .where(eq(apiKeys.keyHash, hashApiKey(key)));
+    .where(eq(apiKeys.keyHash, keyHash));
   return row;
 }
 
@@ -70,12 +75,16 @@ export async function listApiKeys(db: Db, accountId: string): Promise<ApiKey[]> 
 
 /** Revokes one of the account's live keys; false when there is none with that id (or it is another account's). */
 export async function revokeApiKey(db: Db, accountId: string, id: string, at = new Date()): Promise<boolean> {
-  const rows = await db
-    .update(apiKeys)
-    .set({ revokedAt: at })
-    .where(and(eq(apiKeys.id, id), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt)))
-    .returning({ id: apiKeys.id });
-  return rows.length > 0;
+  try {
+    const rows = await db
+      .update(apiKeys)
+      .set({ revokedAt: at })
+      .where(and(eq(apiKeys.id, id), eq(apiKeys.accountId, accountId), isNull(apiKeys.revokedAt)))
+      .returning({ id: apiKeys.id });
+    return rows.length > 0;
+  } finally {
+    keysChanged();
+  }
 }
 
 /** An account's unrevoked key by id, with the account: what a web session rests on. */

@@ -4,6 +4,7 @@
 import { eq } from 'drizzle-orm';
 import type { Db } from '../store/db.ts';
 import { accounts, type Account, type AccountRole } from '../store/schema.ts';
+import { keysChanged } from './key-cache-store.ts';
 
 export async function createAccount(
   db: Db,
@@ -33,6 +34,11 @@ export async function findOwner(db: Db): Promise<Account | undefined> {
 
 /** Turns the account's credential brokerage on or off; returns the updated row. */
 export async function setCredentialBrokerage(db: Db, id: string, on: boolean): Promise<Account | undefined> {
-  const [row] = await db.update(accounts).set({ credentialBrokerage: on, updatedAt: new Date() }).where(eq(accounts.id, id)).returning();
-  return row;
+  try {
+    const [row] = await db.update(accounts).set({ credentialBrokerage: on, updatedAt: new Date() }).where(eq(accounts.id, id)).returning();
+    return row;
+  } finally {
+    // Authenticated principals carry the account row (key-cache-store.ts).
+    keysChanged();
+  }
 }

@@ -91,6 +91,9 @@ export class PgBusBridge {
       this.#log.warn('bus notification is not JSON; ignored');
       return;
     }
+    // PostgreSQL echoes this node's own NOTIFYs (one per batch of stored events): dropped before the
+    // schema check, which cost more than the rest of receiving them (issue 21).
+    if (typeof raw === 'object' && raw !== null && (raw as { n?: unknown }).n === this.node) return;
     const parsed = envelopeSchema.safeParse(raw);
     if (!parsed.success) {
       this.#log.warn({ issue: parsed.error.issues[0]?.message }, 'bus notification malformed; ignored');

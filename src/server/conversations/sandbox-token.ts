@@ -6,6 +6,7 @@ import type { AgentCapabilities, McpServer } from '@agentclientprotocol/sdk';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { EngineDb } from '../store/engine-db.ts';
 import { hashApiKey, keyPrefix, mintApiKey } from '../account/keys-store.ts';
+import { keysChanged } from '../account/key-cache-store.ts';
 import { apiKeys } from '../store/schema.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 
@@ -44,30 +45,39 @@ export class SandboxTokens {
    */
   async rotate(accountId: string, conversationId: string, now = new Date()): Promise<string> {
     const key = mintApiKey();
-    await this.#db.transaction(async (tx) => {
-      await tx
-        .update(apiKeys)
-        .set({ revokedAt: now })
-        .where(and(eq(apiKeys.conversationId, conversationId), isNull(apiKeys.revokedAt)));
-      await tx.insert(apiKeys).values({
-        accountId,
-        conversationId,
-        name: sandboxTokenName(conversationId),
-        prefix: keyPrefix(key),
-        keyHash: hashApiKey(key),
-        scopes: ['sprite'],
-        expiresAt: new Date(now.getTime() + SANDBOX_TOKEN_TTL_MS),
+    try {
+      await this.#db.transaction(async (tx) => {
+        await tx
+          .update(apiKeys)
+          .set({ revokedAt: now })
+          .where(and(eq(apiKeys.conversationId, conversationId), isNull(apiKeys.revokedAt)));
+        await tx.insert(apiKeys).values({
+          accountId,
+          conversationId,
+          name: sandboxTokenName(conversationId),
+          prefix: keyPrefix(key),
+          keyHash: hashApiKey(key),
+          scopes: ['sprite'],
+          expiresAt: new Date(now.getTime() + SANDBOX_TOKEN_TTL_MS),
+        });
       });
-    });
+    } finally {
+      // The previous token may sit in this node's key memory (key-cache-store.ts).
+      keysChanged();
+    }
     return key;
   }
 
   /** A terminated conversation's tokens stop working at once. */
   async revoke(conversationId: string, now = new Date()): Promise<void> {
-    await this.#db
-      .update(apiKeys)
-      .set({ revokedAt: now })
-      .where(and(eq(apiKeys.conversationId, conversationId), isNull(apiKeys.revokedAt)));
+    try {
+      await this.#db
+        .update(apiKeys)
+        .set({ revokedAt: now })
+        .where(and(eq(apiKeys.conversationId, conversationId), isNull(apiKeys.revokedAt)));
+    } finally {
+      keysChanged();
+    }
   }
 
   /** The environment the agent process gets: base URL (when known), token, conversation id. */

@@ -171,7 +171,16 @@ export async function getConversationForPrompt(
   accountId: string,
   id: string,
 ): Promise<(ConversationWithSandbox & { readonly turnOpen: boolean }) | undefined> {
-  const [row] = await db
+  let q = promptReads.get(db);
+  if (!q) promptReads.set(db, (q = preparePromptRead(db)));
+  const [row] = await q.execute({ accountId, id });
+  return row;
+}
+
+/** The prompt's read is on the path to its "queued" answer: built once per database, like the prompt id write. */
+const promptReads = new WeakMap<EngineDb, ReturnType<typeof preparePromptRead>>();
+const preparePromptRead = (db: EngineDb) =>
+  db
     .select({
       conversation: conversations,
       sandbox: sandboxes,
@@ -179,9 +188,8 @@ export async function getConversationForPrompt(
     })
     .from(conversations)
     .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
-    .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
-  return row;
-}
+    .where(and(eq(conversations.accountId, sql.placeholder('accountId')), eq(conversations.id, sql.placeholder('id'))))
+    .prepare('fountain_conversation_for_prompt');
 
 /** Marks a running conversation idle again; a no-op when something else (terminate, failure) changed its status meanwhile. */
 export async function settleRunningConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {

@@ -91,6 +91,8 @@ describe('server HTTP API (PostgreSQL)', () => {
 
     const made = await api('POST', '/api/auth/api-keys', { key: owner, body: { name: 'short-lived' } });
     assert.equal(made.status, 201);
+    // Used first, so the node remembers it (key-cache-store.ts): the revocation must still take effect at once.
+    assert.equal((await api('GET', '/api/auth/me', { key: made.body.data.key })).status, 200);
     assert.equal((await api('DELETE', `/api/auth/api-keys/${made.body.data.id}`, { key: owner })).status, 204);
     const revoked = await api('GET', '/api/auth/me', { key: made.body.data.key });
     assert.deepEqual([revoked.status, revoked.body.error], [401, 'api_key_revoked']);

@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import { ApiError } from './errors.ts';
 import { checkSandboxToken } from './sandbox-authority.ts';
 import type { Db } from '../store/db.ts';
-import { API_KEY_PATTERN, findKeyByPlaintext, touchApiKey } from '../account/keys-store.ts';
+import { API_KEY_PATTERN, findKeyByHash, hashApiKey, touchApiKey } from '../account/keys-store.ts';
+import { keyGeneration, recall, remember, stamped } from '../account/key-cache-store.ts';
 import type { Account, ApiKey, ApiKeyScope } from '../store/schema.ts';
 
 export interface Principal {
@@ -34,7 +35,14 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
   if (!m) throw ApiError.unauthorized('api_key_missing', 'missing "Authorization: Bearer <api key>" header');
   const presented = m[1]!;
   if (!API_KEY_PATTERN.test(presented)) throw ApiError.unauthorized('api_key_invalid', 'API key is invalid');
-  const found = await findKeyByPlaintext(db, presented);
+  const hash = hashApiKey(presented);
+  let found = recall(db, hash);
+  if (!found) {
+    // Taken before the read: a key change stored while the read runs keeps its row out of the memory.
+    const readAt = keyGeneration();
+    found = await findKeyByHash(db, hash);
+    if (found) remember(db, hash, found, readAt);
+  }
   if (!found) throw ApiError.unauthorized('api_key_invalid', 'API key is invalid');
   const now = new Date();
   if (found.key.revokedAt) throw ApiError.unauthorized('api_key_revoked', 'API key has been revoked');
@@ -43,6 +51,7 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
   // stamp a minute per key: a write per request would sit in front of the request's own queries.
   const last = found.key.lastUsedAt;
   if (!last || now.getTime() - last.getTime() >= LAST_USED_RESOLUTION_MS) {
+    stamped(db, hash, now);
     touchApiKey(db, found.key.id, now).catch((err: unknown) => logger.warn({ err }, 'could not stamp api key last_used_at'));
   }
   return found;
