@@ -26,7 +26,7 @@ try {
   process.exit(2);
 }
 const logger = pino({ level: 'warn' }, pino.destination(2));
-const registry = createProviderRegistry(config, process.env, { host: new LocalRunnerHost(), logger });
+const registry = await createProviderRegistry(config, process.env, { host: new LocalRunnerHost(), logger });
 if (!registry.isEnabled(provider)) {
   process.stderr.write(`${PROVIDER_CREDENTIAL_ENV[provider]} is not set\n`);
   process.exit(2);

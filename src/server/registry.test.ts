@@ -11,7 +11,7 @@ import { PROVIDER_WIRING, checkDefaultProvider, createProviderRegistry, hostedAd
 import { startServer } from './start.ts';
 
 const deps = { host: new LocalRunnerHost(), logger: pino({ enabled: false }) };
-const hostedOf = (env: Env) => hostedAdapters(parseServerConfig(env), deps).map((a) => a.provider);
+const hostedOf = async (env: Env) => (await hostedAdapters(parseServerConfig(env), deps)).map((a) => a.provider);
 const registryFor = (env: Env) => createProviderRegistry(parseServerConfig(env), env, deps);
 const ALL_KEYS: Env = { E2B_API_KEY: 'k', DAYTONA_API_KEY: 'k', SPRITES_TOKEN: 't' };
 
@@ -28,29 +28,29 @@ describe('provider registry wiring', () => {
     assert.deepEqual(Object.keys(PROVIDER_WIRING).sort(), [...KNOWN_PROVIDERS].sort());
   });
 
-  it('plans at boot exactly what the built registry then reports enabled', () => {
+  it('plans at boot exactly what the built registry then reports enabled', async () => {
     const envs: Env[] = [{}, ALL_KEYS, { SANDBOX_RUNNERS_ENABLED: 'no', E2B_API_KEY: 'k' }, { DAYTONA_API_KEY: '  ', SPRITES_TOKEN: 't' }];
-    for (const env of envs) assert.deepEqual(plannedProviders(parseServerConfig(env), env), registryFor(env).enabled(), JSON.stringify(env));
+    for (const env of envs) assert.deepEqual(plannedProviders(parseServerConfig(env), env), (await registryFor(env)).enabled(), JSON.stringify(env));
   });
 
-  it('hands the engine the hosted adapters whose credentials are set', () => {
-    assert.deepEqual(hostedOf({}), []);
-    assert.deepEqual(hostedOf(ALL_KEYS), ['e2b', 'daytona', 'sprites']);
-    assert.deepEqual(hostedOf({ SPRITES_TOKEN: 't', DAYTONA_API_KEY: '' }), ['sprites']);
+  it('hands the engine the hosted adapters whose credentials are set', async () => {
+    assert.deepEqual(await hostedOf({}), []);
+    assert.deepEqual(await hostedOf(ALL_KEYS), ['e2b', 'daytona', 'sprites']);
+    assert.deepEqual(await hostedOf({ SPRITES_TOKEN: 't', DAYTONA_API_KEY: '' }), ['sprites']);
   });
 
-  it('turns on only the runner without credentials', () => {
-    const r = registryFor({});
+  it('turns on only the runner without credentials', async () => {
+    const r = await registryFor({});
     assert.deepEqual(r.enabled(), ['runner']);
     for (const p of ['e2b', 'daytona', 'sprites'] as const) assert.equal(r.isRegistered(p), false, p);
     assert.equal(r.adapterFor('runner').provider, 'runner');
   });
 
-  it('registers each hosted provider whose credential is set, in registry order', () => {
-    const r = registryFor(ALL_KEYS);
+  it('registers each hosted provider whose credential is set, in registry order', async () => {
+    const r = await registryFor(ALL_KEYS);
     assert.deepEqual(r.enabled(), [...KNOWN_PROVIDERS]);
     for (const p of KNOWN_PROVIDERS) assert.equal(r.adapterFor(p).provider, p);
-    assert.deepEqual(registryFor({ SANDBOX_RUNNERS_ENABLED: 'false', SPRITES_TOKEN: 't' }).enabled(), ['sprites']);
+    assert.deepEqual((await registryFor({ SANDBOX_RUNNERS_ENABLED: 'false', SPRITES_TOKEN: 't' })).enabled(), ['sprites']);
   });
 });
 

@@ -3,11 +3,8 @@
  * against it. Adding a provider means one entry in KNOWN_PROVIDERS and its wiring here.
  */
 import type { Logger } from 'pino';
-import { DaytonaAdapter } from '../providers/daytona/adapter.ts';
-import { E2BAdapter } from '../providers/e2b/adapter.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
 import { RunnerAdapter } from '../providers/runner/adapter.ts';
-import { SpritesAdapter } from '../providers/sprites/adapter.ts';
 import type { SandboxAdapter } from '../sandbox/adapter.ts';
 import { KNOWN_PROVIDERS, PROVIDER_CREDENTIAL_ENV, type KnownProvider } from '../sandbox/providers.ts';
 import { ProviderRegistry, credentialPresent, type Env } from '../sandbox/registry.ts';
@@ -24,34 +21,35 @@ export interface RegistryDeps extends AdapterDeps {
 /**
  * How each known provider is wired: whether this configuration registers it, and how its adapter is
  * built. A Record over KnownProvider, so a name added to the registry list does not compile until
- * it is wired here.
+ * it is wired here. A hosted adapter's module is imported only when its credential turns it on: the e2b
+ * client alone (connect-rpc, protobuf) cost ~250 ms of CPU at every start (docs/benchmarks.md, startup).
  */
 export const PROVIDER_WIRING: {
   readonly [P in KnownProvider]: {
     readonly registered: (config: ServerConfig) => boolean;
-    readonly build: (config: ServerConfig, deps: P extends 'runner' ? RegistryDeps : AdapterDeps) => SandboxAdapter;
+    readonly build: (config: ServerConfig, deps: P extends 'runner' ? RegistryDeps : AdapterDeps) => Promise<SandboxAdapter>;
   };
 } = {
   runner: {
     registered: () => true,
-    build: (_config, deps) => new RunnerAdapter(deps.host, { logger: deps.logger }),
+    build: async (_config, deps) => new RunnerAdapter(deps.host, { logger: deps.logger }),
   },
   e2b: {
     registered: (config) => config.providers.e2b !== null,
-    build: (config, deps) => new E2BAdapter({ ...config.providers.e2b!, logger: deps.logger.child({ provider: 'e2b' }) }),
+    build: async (config, deps) => new (await import('../providers/e2b/adapter.ts')).E2BAdapter({ ...config.providers.e2b!, logger: deps.logger.child({ provider: 'e2b' }) }),
   },
   daytona: {
     registered: (config) => config.providers.daytona !== null,
-    build: (config, deps) => new DaytonaAdapter({ ...config.providers.daytona!, logger: deps.logger.child({ provider: 'daytona' }) }),
+    build: async (config, deps) => new (await import('../providers/daytona/adapter.ts')).DaytonaAdapter({ ...config.providers.daytona!, logger: deps.logger.child({ provider: 'daytona' }) }),
   },
   sprites: {
     registered: (config) => config.providers.sprites !== null,
-    build: (config, deps) => new SpritesAdapter({ ...config.providers.sprites!, logger: deps.logger.child({ provider: 'sprites' }) }),
+    build: async (config, deps) => new (await import('../providers/sprites/adapter.ts')).SpritesAdapter({ ...config.providers.sprites!, logger: deps.logger.child({ provider: 'sprites' }) }),
   },
 };
 
-export function createProviderRegistry(config: ServerConfig, env: Env, deps: RegistryDeps): ProviderRegistry {
-  const adapters = KNOWN_PROVIDERS.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps));
+export async function createProviderRegistry(config: ServerConfig, env: Env, deps: RegistryDeps): Promise<ProviderRegistry> {
+  const adapters = await Promise.all(KNOWN_PROVIDERS.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps)));
   return new ProviderRegistry(adapters, env);
 }
 
@@ -59,9 +57,9 @@ export function createProviderRegistry(config: ServerConfig, env: Env, deps: Reg
  * The hosted adapters this configuration turns on, for the engine's wiring (createEngine), which
  * adds the runner adapter over the live host itself.
  */
-export function hostedAdapters(config: ServerConfig, deps: AdapterDeps): SandboxAdapter[] {
+export function hostedAdapters(config: ServerConfig, deps: AdapterDeps): Promise<SandboxAdapter[]> {
   const hosted = KNOWN_PROVIDERS.filter((p): p is Exclude<KnownProvider, 'runner'> => p !== 'runner');
-  return hosted.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps));
+  return Promise.all(hosted.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps)));
 }
 
 /**

@@ -24,7 +24,7 @@ import { ProviderRegistry } from '../sandbox/registry.ts';
 import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
 import { mintNodeId } from './cluster/node.ts';
 import { ownerLinkOver } from './conversations/commands.ts';
-import { PgNotify } from './cluster/notify.ts';
+import type { PgNotify } from './cluster/notify.ts';
 import { localDemoAgentArgv } from '../acp/index.ts';
 import { providerPlacement } from './runners/placement.ts';
 import { findRunner } from './runners/store.ts';
@@ -128,7 +128,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     let bridge: PgBusBridge | null = null;
     let notify: PgNotify | null = null;
     if (shared) {
-      const pgNotify = await PgNotify.open({
+      // Imported only here: node-postgres is not loaded on the embedded database (start-up).
+      const pgNotify = await (await import('./cluster/notify.ts')).PgNotify.open({
         url: config.databaseUrl!,
         schema: opts.databaseSchema,
         logger: logger.child({ node: nodeId }),
@@ -168,7 +169,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
     });
 
-    const registry = new ProviderRegistry([PROVIDER_WIRING.runner.build(config, { host, logger }), ...(opts.adapters ?? hostedAdapters(config, { logger }))], env);
+    const registry = new ProviderRegistry([await PROVIDER_WIRING.runner.build(config, { host, logger }), ...(opts.adapters ?? (await hostedAdapters(config, { logger })))], env);
     const engineConfig: EngineConfig = {
       ...engineEnv.value,
       demoAgentArgv: localDemoAgentArgv(),

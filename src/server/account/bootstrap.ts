@@ -26,6 +26,10 @@ export interface BootstrapResult {
 
 export async function bootstrap(db: Db, opts: { dataDir: string; presetKey?: string | undefined }): Promise<BootstrapResult> {
   const keyFile = join(opts.dataDir, BOOTSTRAP_KEY_FILE);
+  // Every start after the first finds the owner: one read instead of a transaction and an advisory
+  // lock (start-up, docs/benchmarks.md). No owner yet takes the locked path, which looks again under the lock.
+  const owner = await findOwner(db);
+  if (owner) return { owner, created: false, key: readBootstrapKey(keyFile), keyFile };
   const made = await db.transaction(async (tx) => {
     await tx.execute(sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_ID})`);
     const existing = await findOwner(tx);

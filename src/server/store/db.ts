@@ -8,8 +8,6 @@ import { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
-import pg from 'pg';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 import { takePreloadedPglite } from './pglite-artifacts.ts';
 import { defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
@@ -167,6 +165,8 @@ async function openPostgres(url: string, searchSchema: string | undefined, logge
   if (searchSchema !== undefined && !SCHEMA_NAME.test(searchSchema)) {
     throw new Error(`openDatabase: schema ${JSON.stringify(searchSchema)} must match ${SCHEMA_NAME}`);
   }
+  // Imported here, not at the top: the embedded default never needs node-postgres (~130 ms of CPU at start).
+  const [{ default: pg }, { drizzle: drizzlePg }] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
   const pool = new pg.Pool({
     connectionString: url,
     ...(searchSchema ? { options: `-c search_path=${searchSchema}` } : {}),

@@ -3,13 +3,11 @@
  * JSON responses), for team-channel conversations, called with that conversation's sandbox token or a full key.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
-import { StreamableHTTPTransport } from '@hono/mcp';
 import { HTTPException } from 'hono/http-exception';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { TeamService } from './service.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { teamMcpServer } from './mcp.ts';
 import { findConversation } from '../conversations/history.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { TEAM_CHANNEL } from './reads.ts';
@@ -57,6 +55,9 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       if (!hasScope(principal, 'full') && principal.key.conversationId !== id) {
         throw new ApiError(403, 'token_not_for_this_conversation', "only this conversation's sandbox token (or a full-scope key) may use its team MCP");
       }
+      // Imported on the first call, not at start: the MCP SDK and its transport cost ~200 ms of CPU at
+      // every boot (docs/benchmarks.md, startup); the module cache makes later calls free.
+      const [{ StreamableHTTPTransport }, { teamMcpServer }] = await Promise.all([import('@hono/mcp'), import('./mcp.ts')]);
       // A server and transport per request: the server keeps no session, and each knows its caller.
       const server = teamMcpServer({ db, team: deps.team, accountId: principal.account.id, conversationId: id, signal: c.req.raw.signal, logger: deps.logger });
       const transport = new StreamableHTTPTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

@@ -34,7 +34,7 @@ export interface WebDeps {
   readonly runnersEnabled: boolean;
   readonly sessionSecret: string;
   /** The rendered docs site, asked for on the first /docs request (rendering every page costs a few hundred ms). */
-  readonly docs: () => DocsSite;
+  readonly docs: () => Promise<DocsSite>;
   readonly logger: Logger;
   /** Adds `Secure` to the session cookie (set when served over https). */
   readonly secureCookies?: boolean;

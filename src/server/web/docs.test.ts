@@ -5,8 +5,8 @@ import { describe, it } from 'node:test';
 import { DOCS_DIR, docsRoutes, loadDocs, rewriteDocsLink } from './docs.tsx';
 import { markdownFilesUnder, navPages, parseNav, NavError } from './nav.ts';
 
-const site = loadDocs();
-const app = docsRoutes(() => site, async () => null);
+const site = await loadDocs();
+const app = docsRoutes(async () => site, async () => null);
 
 describe('docs/nav.yml and the pages on disk', () => {
   it('names every Markdown page under docs/, and every page it names exists', () => {

@@ -8,7 +8,6 @@ import { join, posix } from 'node:path';
 import { Hono } from 'hono';
 import { raw } from 'hono/html';
 import { Layout } from './layout.tsx';
-import { renderMarkdown } from './markdown.ts';
 import { navPages, readNav, type NavEntry, type NavPage } from './nav.ts';
 
 export const DOCS_DIR = fileURLToPath(new URL('../../../docs/', import.meta.url));
@@ -40,7 +39,9 @@ export function rewriteDocsLink(fromFile: string, href: string): string {
   return `${docsHref(slug)}${hash ? `#${hash}` : ''}`;
 }
 
-export function loadDocs(dir = DOCS_DIR): DocsSite {
+export async function loadDocs(dir = DOCS_DIR): Promise<DocsSite> {
+  // markdown-it and highlight.js load with the first page that needs them, not at start-up (docs/benchmarks.md).
+  const { renderMarkdown } = await import('./markdown.ts');
   const nav = readNav(dir);
   const pages = new Map<string, DocsPage>();
   for (const page of navPages(nav)) {
@@ -78,11 +79,15 @@ function Sidebar(p: { nav: readonly NavEntry[]; current: string }) {
 }
 
 /** `/docs` and `/docs/<slug>`; `user` lets the header show the signed-in links. */
-export function docsRoutes(docs: () => DocsSite, user: (c: import('hono').Context) => Promise<{ name: string } | null>): Hono {
+export function docsRoutes(docs: () => Promise<DocsSite>, user: (c: import('hono').Context) => Promise<{ name: string } | null>): Hono {
   const app = new Hono();
-  let loaded: DocsSite | undefined;
+  let loaded: Promise<DocsSite> | undefined;
   const serve = async (c: import('hono').Context, slug: string) => {
-    const site = (loaded ??= docs());
+    // A failed render is not kept: the next request tries again.
+    const site = await (loaded ??= docs().catch((e: unknown) => {
+      loaded = undefined;
+      throw e;
+    }));
     const doc = site.pages.get(slug);
     const u = await user(c);
     if (!doc) {

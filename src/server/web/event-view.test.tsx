@@ -101,4 +101,9 @@ describe('conversation events as items', () => {
     assert.match(html, /<strong>hi<\/strong> &lt;script&gt;/);
     assert.match(html, /<code class="hljs language-sh">/);
   });
+
+  it('renders Markdown nested in a page, as the conversation page lists its blocks', async () => {
+    const html = await toHtml(<section>{[<AgentText text="one **a**" />, <p>between</p>, <AgentText text="two *b*" />]}</section>);
+    assert.match(html, /^<section><div class="ev text md"><p>one <strong>a<\/strong><\/p>\n<\/div><p>between<\/p><div class="ev text md"><p>two <em>b<\/em><\/p>\n<\/div><\/section>$/);
+  });
 });

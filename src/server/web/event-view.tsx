@@ -9,7 +9,6 @@ import { stringify } from 'yaml';
 import { z } from 'zod';
 import { diffLines, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
-import { renderAgentMarkdown } from './markdown.ts';
 import { stageInWords, turnInWords } from './words.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
@@ -270,8 +269,12 @@ export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) 
   );
 }
 
-/** Agent text as Markdown (sanitised: markdown-it with raw HTML off). */
-export function AgentText(p: { text: string; id?: string; oob?: boolean }) {
+/**
+ * Agent text as Markdown (sanitised: markdown-it with raw HTML off). Asynchronous so that markdown-it and
+ * highlight.js load with the first page that shows agent text, not at start-up (~150 ms of CPU; docs/benchmarks.md).
+ */
+export async function AgentText(p: { text: string; id?: string; oob?: boolean }) {
+  const { renderAgentMarkdown } = await import('./markdown.ts');
   return (
     <div class="ev text md" id={p.id} hx-swap-oob={p.oob ? 'true' : undefined}>
       {raw(renderAgentMarkdown(p.text))}
