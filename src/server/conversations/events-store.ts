@@ -5,11 +5,44 @@ import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzl
 import { conversations, events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
-/** One multi-row INSERT; PostgreSQL assigns the bigserial ids in VALUES order. */
+/**
+ * One INSERT per batch whatever its size: every column goes as one array parameter and `unnest` turns
+ * them back into rows, so the statement text is the same for 1 row or 200 (PostgreSQL parses the
+ * same short text each time, and no query builder walks 11 columns × N rows per flush). `ORDER BY ord`
+ * makes the bigserial ids follow the batch order, which the SSE tail and paging rely on. Only the ids
+ * come back: every other column is what was sent.
+ */
 export async function insertEvents(db: EngineDb, rows: readonly NewEvent[]): Promise<EventRow[]> {
   if (rows.length === 0) return [];
-  const inserted = await db.insert(events).values([...rows]).returning();
-  return inserted.sort((a, b) => a.id - b.id);
+  const full: EventRow[] = rows.map((r) => ({
+    id: 0,
+    conversationId: r.conversationId,
+    turnId: r.turnId ?? null,
+    kind: r.kind,
+    stream: r.stream ?? '',
+    data: r.data ?? '',
+    stage: r.stage ?? null,
+    state: r.state ?? null,
+    durationMs: r.durationMs ?? null,
+    seq: r.seq ?? null,
+    ts: r.ts ?? new Date(),
+  }));
+  const col = <T>(f: (r: EventRow) => T) => sql.param(full.map(f));
+  const result: unknown = await db.execute(sql`
+    INSERT INTO events (conversation_id, turn_id, kind, stream, data, stage, state, duration_ms, seq, ts)
+    SELECT conversation_id, turn_id, kind, stream, data, stage, state, duration_ms, seq, ts
+    FROM unnest(${col((r) => r.conversationId)}::uuid[], ${col((r) => r.turnId)}::uuid[], ${col((r) => r.kind)}::text[],
+      ${col((r) => r.stream)}::text[], ${col((r) => r.data)}::text[], ${col((r) => r.stage)}::text[], ${col((r) => r.state)}::text[],
+      ${col((r) => r.durationMs)}::int[], ${col((r) => r.seq)}::int[], ${col((r) => r.ts.toISOString())}::timestamptz[])
+      WITH ORDINALITY AS u(conversation_id, turn_id, kind, stream, data, stage, state, duration_ms, seq, ts, ord)
+    ORDER BY ord
+    RETURNING id`);
+  // Either driver's result has `rows`; pg returns a bigserial as a string, PGlite as a number.
+  const returned = (result as { rows?: unknown }).rows;
+  const ids = (Array.isArray(returned) ? returned : []).map((r: { id?: unknown }) => Number(r.id)).sort((a, b) => a - b);
+  if (ids.length !== full.length || ids.some((id) => !Number.isSafeInteger(id))) throw new Error(`insertEvents: ${full.length} rows sent, ${ids.length} ids returned`);
+  full.forEach((r, i) => (r.id = ids[i]!));
+  return full;
 }
 
 export interface EventPageQuery {
