@@ -7,9 +7,12 @@ import { readFileSync } from 'node:fs';
 /** Clock ticks per second of /proc/<pid>/stat times; 100 on every Linux this runs on. */
 const CLK_TCK = 100;
 
-/** User and system CPU milliseconds consumed so far by `pid` (its own threads, not its children). */
-export function processCpuSplitMs(pid: number): { user: number; system: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/**
+ * User and system CPU milliseconds consumed so far by `pid` (its own threads, not its children), or by
+ * one thread of it: `thread` = pid is the main thread, the one running the event loop.
+ */
+export function processCpuSplitMs(pid: number, thread?: number): { user: number; system: number } {
+  const stat = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8');
   // The command name may hold spaces and parentheses; fields are counted after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return { user: (Number(fields[11]) * 1000) / CLK_TCK, system: (Number(fields[12]) * 1000) / CLK_TCK };
@@ -29,12 +32,13 @@ export function processRssBytes(pid: number): number {
 }
 
 /** CPU used by processes between start() and the returned stop(): user + system, and the system part as `<label>System`. */
-export function cpuMeter(pids: { readonly [label: string]: number }): () => Record<string, number> {
-  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, processCpuSplitMs(pid)]));
+export function cpuMeter(pids: { readonly [label: string]: number | { pid: number; thread: number } }): () => Record<string, number> {
+  const read = (p: number | { pid: number; thread: number }) => (typeof p === 'number' ? processCpuSplitMs(p) : processCpuSplitMs(p.pid, p.thread));
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, read(pid)]));
   return () =>
     Object.fromEntries(
       Object.entries(pids).flatMap(([k, pid]) => {
-        const now = processCpuSplitMs(pid);
+        const now = read(pid);
         const user = now.user - before[k]!.user;
         const system = now.system - before[k]!.system;
         return [[k, user + system], [`${k}System`, system]];
