@@ -12,7 +12,7 @@ const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
 /** Sections of docs/configuration.md that the client reads, not the server. */
 const CLIENT_SECTIONS = new Set(['CLI and runner', 'Tests']);
 /** Set by the OS or by the runner for its children; read but not configuration. */
-const OS_VARS = new Set(['PATH', 'HOME']);
+const OS_VARS = new Set(['PATH', 'HOME', 'XDG_CACHE_HOME']);
 
 /** `| \`NAME\` | …` rows, by the `##` section they sit under. */
 export function documentedVars(markdown: string): Map<string, string[]> {

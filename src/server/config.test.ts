@@ -79,8 +79,12 @@ describe('server configuration', () => {
       FOUNTAIN_SCHEDULE_PATIENCE_MS: '5000',
       FOUNTAIN_NODE_HEARTBEAT_MS: '200',
       FOUNTAIN_NODE_EXPIRY_MS: '400',
+      FOUNTAIN_PGLITE_TEMPLATE_DIR: '/var/cache/fountain',
     });
     assert.equal(c.runnersEnabled, false);
+    assert.equal(c.pgliteTemplateDir, '/var/cache/fountain');
+    assert.equal(parseServerConfig({ FOUNTAIN_PGLITE_TEMPLATE_DIR: 'off' }).pgliteTemplateDir, null);
+    assert.equal(parseServerConfig({}).pgliteTemplateDir, undefined);
     assert.equal(c.databaseUrl, 'postgres://u@h:5432/db');
     assert.equal(c.bootstrapKey, key);
     assert.equal(c.runnerHeartbeatMs, 250);
@@ -149,6 +153,7 @@ describe('server configuration', () => {
       [{ FOUNTAIN_SCHEDULE_PATIENCE_MS: '-1' }, 'FOUNTAIN_SCHEDULE_PATIENCE_MS'],
       [{ FOUNTAIN_NODE_HEARTBEAT_MS: '5' }, 'FOUNTAIN_NODE_HEARTBEAT_MS'],
       [{ FOUNTAIN_NODE_EXPIRY_MS: 'never' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
+      [{ FOUNTAIN_PGLITE_TEMPLATE_DIR: 'cache/pglite' }, 'FOUNTAIN_PGLITE_TEMPLATE_DIR'],
       // A node that may not miss a single beat would lose its turns to every hiccup.
       [{ FOUNTAIN_NODE_HEARTBEAT_MS: '1000', FOUNTAIN_NODE_EXPIRY_MS: '1500' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
     ];

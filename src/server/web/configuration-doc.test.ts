@@ -8,7 +8,7 @@ import { PROVIDER_CREDENTIAL_ENV } from '../../sandbox/providers.ts';
 const SRC = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url)), 'utf8');
 /** The operating system's own variables, which Fountain passes on but does not define. */
-const OS_VARS = new Set(['HOME', 'PATH']);
+const OS_VARS = new Set(['HOME', 'PATH', 'XDG_CACHE_HOME']);
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
