@@ -102,6 +102,7 @@ export const concurrencyBenchmark: Benchmark = {
       const failed = ends.filter((r) => r.state !== 'done').length;
       if (failed > 0) throw new Error(`${failed} of ${conversations} turns did not end done`);
       const f = fountain.summary();
+      const perChunk = (ms: number) => round((ms * 1000) / Math.max(1, f.chunks));
       const d = direct.summary();
       const expected = conversations * chunksEach;
       const met = f.latencyMs.p99 <= TARGET_P99_MS && f.chunks === expected;
@@ -127,9 +128,9 @@ export const concurrencyBenchmark: Benchmark = {
           promptAcceptMs: { ...accept },
           serverCpuMs: round(spent.server!),
           runnerCpuMs: round(spent.runner!),
-          serverCpuUsPerChunk: round((spent.server! * 1000) / Math.max(1, f.chunks)),
-          serverMainThreadCpuUsPerChunk: round((spent.serverMainThread! * 1000) / Math.max(1, f.chunks)),
-          runnerCpuUsPerChunk: round((spent.runner! * 1000) / Math.max(1, f.chunks)),
+          serverCpuUsPerChunk: perChunk(spent.server!),
+          serverMainThreadCpuUsPerChunk: perChunk(spent.serverMainThread!),
+          runnerCpuUsPerChunk: perChunk(spent.runner!),
         },
         baseline: {
           description: `the same ${conversations} demo agents spawned by the bench process and driven over their own stdio at once, each chunk's stamp compared with the time it was read`,
@@ -143,7 +144,7 @@ export const concurrencyBenchmark: Benchmark = {
           'The SSE clients share the bench process (and its event loop) with the server, as in the other benchmarks: their parsing is in the figures.',
           'serverCpuMs covers the bench process (server and clients, every thread); serverMainThreadCpuUsPerChunk only its event-loop thread (not the database worker, not V8 helpers); runnerCpuMs the runner child, not the agents.',
         ],
-        summary: `concurrency ${conversations} conversations: p99 ${f.latencyMs.p99} ms / p50 ${f.latencyMs.p50} ms agent→SSE vs direct ${d.latencyMs.p99} / ${d.latencyMs.p50} ms (target p99 ≤${TARGET_P99_MS} ms: ${verdict(met)}); ${f.chunksPerSecond} chunks/s sustained of ${offered} offered (direct ${d.chunksPerSecond}); ${f.chunks}/${expected} delivered; server ${round((spent.server! * 1000) / Math.max(1, f.chunks))} µs CPU/chunk (event-loop thread ${round((spent.serverMainThread! * 1000) / Math.max(1, f.chunks))})`,
+        summary: `concurrency ${conversations} conversations: p99 ${f.latencyMs.p99} ms / p50 ${f.latencyMs.p50} ms agent→SSE vs direct ${d.latencyMs.p99} / ${d.latencyMs.p50} ms (target p99 ≤${TARGET_P99_MS} ms: ${verdict(met)}); ${f.chunksPerSecond} chunks/s sustained of ${offered} offered (direct ${d.chunksPerSecond}); ${f.chunks}/${expected} delivered; server ${perChunk(spent.server!)} µs CPU/chunk (event-loop thread ${perChunk(spent.serverMainThread!)})`,
       };
     } finally {
       for (const c of convs) c.stream.close();

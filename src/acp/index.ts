@@ -20,3 +20,4 @@ export { MAX_LINE_BYTES } from './lines.ts';
 export { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
 export { DEMO_AGENT_SUBCOMMAND, localDemoAgentArgv } from './demo/launch.ts';
 export type { PromptUsage } from './schemas.ts';
+export { messageUpdateKind } from './schemas.ts';

@@ -32,6 +32,18 @@ const pick = <T>(name: string): Schema<T> => {
   return s as Schema<T>;
 };
 
+/** `value[key]` when `value` is an object, else undefined. */
+const member = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
+
+/**
+ * The `update.sessionUpdate` tag of session/update params, unchecked: for routing a line cheaply
+ * before a schema parses it (a failed zod parse builds its issue list), never to trust its content.
+ */
+export const sessionUpdateKind = (params: unknown): unknown => member(member(params, 'update'), 'sessionUpdate');
+
+/** The same tag read from a whole JSON-RPC message. */
+export const messageUpdateKind = (message: unknown): unknown => sessionUpdateKind(member(message, 'params'));
+
 /** The slice of zod's object, union and intersection schemas the routing below reads (zod 4's public `def`/`shape`). */
 interface RoutableNotification<T> extends Schema<T> {
   readonly shape?: { readonly update?: { readonly options?: readonly unknown[] } };
@@ -57,8 +69,7 @@ function routedByUpdateKind<T>(full: Schema<T>): Schema<T> {
   }
   return {
     safeParse(value: unknown) {
-      const update = typeof value === 'object' && value !== null ? (value as { update?: unknown }).update : undefined;
-      const kind = typeof update === 'object' && update !== null ? (update as { sessionUpdate?: unknown }).sessionUpdate : undefined;
+      const kind = sessionUpdateKind(value);
       const one = typeof kind === 'string' ? byKind.get(kind) : undefined;
       if (one) {
         const r = one.safeParse(value);

@@ -9,7 +9,7 @@ import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { agentWarnings, conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
+import { agentWarner, conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
 import type { Agent, Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
@@ -210,17 +210,12 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     if (!a) throw ApiError.notFound('agent');
     return a;
   };
-  const one = async (a: Agent) => agentView(a, (await conversationCounts(db, [a.id])).get(a.id) ?? 0);
+  const countOf = async (a: Agent) => (await conversationCounts(db, [a.id])).get(a.id) ?? 0;
+  const one = async (a: Agent) => agentView(a, await countOf(a));
   const ok = { 'application/json': { schema: z.object({ data: AgentSchema }) } };
   const saved = { 'application/json': { schema: z.object({ data: AgentSavedSchema }) } };
-  const warningDeps = {
-    db,
-    registry: deps.registry,
-    defaultProvider: deps.defaultProvider,
-    allowUnenforced: deps.allowUnenforced ?? false,
-    environment: (accountId: string, id: string) => deps.environments.get(accountId, id),
-  };
-  const warned = async (accountId: string, a: Agent, count: number) => ({ ...agentView(a, count), warnings: await agentWarnings(warningDeps, accountId, a) });
+  const warningsOf = agentWarner({ db, registry: deps.registry, defaultProvider: deps.defaultProvider, allowUnenforced: deps.allowUnenforced ?? false, environments: deps.environments });
+  const warned = async (accountId: string, a: Agent, count: number) => ({ ...agentView(a, count), warnings: await warningsOf(accountId, a) });
 
   app.openapi(
     createRoute({
@@ -331,7 +326,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');
         if (!r.agent) throw ApiError.notFound('agent');
-        return c.json({ data: await warned(accountId, r.agent, (await conversationCounts(db, [r.agent.id])).get(r.agent.id) ?? 0) }, 200);
+        return c.json({ data: await warned(accountId, r.agent, await countOf(r.agent)) }, 200);
       },
     );
   patch('patch');

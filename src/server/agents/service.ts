@@ -9,7 +9,7 @@ import type { AgentEnvironmentFields, AgentFields, AgentWrite } from './store.ts
 
 export { RUNTIMES, VERDICTS } from '../store/conversation-schema.ts';
 export type { AgentEnvironmentFields, AgentFields, AgentWrite } from './store.ts';
-export { agentWarnings, type AgentPlacement, type AgentWarning, type WarningDeps } from './warnings.ts';
+export { agentWarner, type AgentPlacement, type AgentWarning } from './warnings.ts';
 
 export interface AgentFilter {
   readonly search?: string | undefined;

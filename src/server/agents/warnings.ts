@@ -28,9 +28,15 @@ export interface WarningDeps {
   readonly defaultProvider: KnownProvider;
   /** BROKER_ALLOW_UNENFORCED */
   readonly allowUnenforced: boolean;
-  /** The account's environment by id (the environment service's get). */
-  readonly environment: (accountId: string, id: string) => Promise<Environment | undefined>;
+  /** The account's environments (the environment service). */
+  readonly environments: { get(accountId: string, id: string): Promise<Environment | undefined> };
 }
+
+/** The warnings of one account's placement, for the API's answers and the web form alike. */
+export const agentWarner =
+  (deps: WarningDeps) =>
+  (accountId: string, placement: AgentPlacement): Promise<AgentWarning[]> =>
+    agentWarnings(deps, accountId, placement);
 
 /**
  * The warnings for one configuration; empty when none. The brokerage's own rule decides (the launch
@@ -39,7 +45,8 @@ export interface WarningDeps {
  * vendor adapter's declared set.
  */
 export async function agentWarnings(deps: WarningDeps, accountId: string, a: AgentPlacement): Promise<AgentWarning[]> {
-  const env = a.environmentId ? await deps.environment(accountId, a.environmentId) : undefined;
+  const env = a.environmentId ? await deps.environments.get(accountId, a.environmentId) : undefined;
+  const limited = env?.networkingType === 'limited' ? env.name : null;
   const provider = a.sandboxProvider ?? deps.defaultProvider;
   let hasNetworkPolicy: boolean;
   let where: string;
@@ -63,13 +70,13 @@ export async function agentWarnings(deps: WarningDeps, accountId: string, a: Age
     provider,
     hasNetworkPolicy,
     where,
-    limitedEnvironment: env?.networkingType === 'limited' ? env.name : null,
+    limitedEnvironment: limited,
     allowUnenforced: deps.allowUnenforced,
     brokered: () => accountBrokered(deps.db, accountId),
   });
   if (!refused) return [];
-  const message = env?.networkingType === 'limited'
-    ? `The environment ${env.name} limits network access, but ${where}. Conversations with this agent will be refused when they start.`
+  const message = limited !== null
+    ? `The environment ${limited} limits network access, but ${where}. Conversations with this agent will be refused when they start.`
     : `Credential brokerage is on for this account, but ${where}. Conversations with this agent will be refused when they start.`;
   return [{ code: refused.reason, message }];
 }

@@ -4,6 +4,7 @@
  * an agent message and answers `end_turn` (acp.md §12). The turn is failed with these words instead.
  */
 import { z } from 'zod';
+import { messageUpdateKind } from '../../acp/index.ts';
 
 const CodexError = z.object({
   params: z.object({
@@ -35,12 +36,6 @@ function httpStatusOf(info: unknown): number | null {
   return null;
 }
 
-function sessionUpdateOf(message: unknown): unknown {
-  const params = typeof message === 'object' && message !== null ? (message as { params?: unknown }).params : undefined;
-  const update = typeof params === 'object' && params !== null ? (params as { update?: unknown }).update : undefined;
-  return typeof update === 'object' && update !== null ? (update as { sessionUpdate?: unknown }).sessionUpdate : undefined;
-}
-
 /** What one turn has heard so far. */
 export class RefusalWatch {
   #refusal: string | null = null;
@@ -50,7 +45,7 @@ export class RefusalWatch {
   observe(message: unknown): void {
     // Every line of a turn passes here; only a session_info_update can match, and a failed zod parse
     // (it builds its issue list) cost more than the rest of a chunk's handling (issue 21).
-    if (sessionUpdateOf(message) !== 'session_info_update') return;
+    if (messageUpdateKind(message) !== 'session_info_update') return;
     const m = CodexError.safeParse(message);
     if (!m.success) return;
     const codex = m.data.params.update._meta.codex;

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { agentWarnings, createAgent, deleteAgent, getAgent, listAgents, updateAgent, type AgentPlacement, type AgentWarning } from '../../agents/service.ts';
+import { agentWarner, createAgent, deleteAgent, getAgent, listAgents, updateAgent } from '../../agents/service.ts';
 import type { Agent } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -19,14 +19,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const enabled = () => deps.registry.enabled();
   const runnersOf = (accountId: string) => runnerOptions(deps.db as unknown as Db, deps.runnerHost, accountId);
-  const warningDeps = {
-    db: deps.db,
-    registry: deps.registry,
-    defaultProvider: deps.defaultProvider,
-    allowUnenforced: deps.engine.brokerAllowUnenforced,
-    environment: (accountId: string, id: string) => deps.environments.get(accountId, id),
-  };
-  const warningsOf = (accountId: string, p: AgentPlacement): Promise<AgentWarning[]> => agentWarnings(warningDeps, accountId, p);
+  const warningsOf = agentWarner({ db: deps.db, registry: deps.registry, defaultProvider: deps.defaultProvider, allowUnenforced: deps.engine.brokerAllowUnenforced, environments: deps.environments });
 
   app.get('/agents', async (c) => {
     const user = c.get('user');
