@@ -115,6 +115,8 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // A new data directory (no PG_VERSION yet) starts from the template; its migrations are read once for both.
+  const migrations = templateRoot !== null && !existsSync(join(dir, 'PG_VERSION')) ? loadMigrations() : undefined;
   const unlock = lockDataDir(dataDir);
   let client: PGlite;
   let fromTemplate: string[] | null = null;
@@ -122,8 +124,7 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   try {
     const preloaded = await takePreloadedPglite();
     const create = (at: string) => PGlite.create(at, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
-    if (templateRoot !== null && !existsSync(join(dir, 'PG_VERSION'))) {
-      const migrations = loadMigrations();
+    if (migrations && templateRoot !== null) {
       const seeded = await seedFromTemplate(dir, templateRoot, migrations, async (at) => {
         const made = await create(at);
         try {
@@ -142,7 +143,7 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   }
   const sqlClient = sqlClientOf(client);
   try {
-    const migrated = await migrate(sqlClient);
+    const migrated = await migrate(sqlClient, migrations ? { migrations } : {});
     const db: Db = drizzlePglite({ client, schema, ...(logger ? { logger } : {}) });
     return {
       db,
