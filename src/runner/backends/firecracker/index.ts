@@ -19,6 +19,17 @@ import { allocateAddress, deleteTap, ensureTap, ipKernelArg, macFor, tapName } f
 import type { IpCommand, Subnet } from './network.ts';
 import { logTail } from './vmm-process.ts';
 
+/** How long a VMM that did not answer its state may take to be seen exiting before it counts as unavailable. */
+const STATE_EXIT_GRACE_MS = 1000;
+
+const exitsWithin = (vm: RunningVm, ms: number): Promise<boolean> => {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    vm.exited.then(() => true),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms))),
+  ]).finally(() => clearTimeout(timer));
+};
+
 /** The one sandbox inside every guest. */
 export const GUEST_SANDBOX = 'sprite';
 
@@ -112,7 +123,11 @@ export class VmBackend implements Backend {
     // A sandbox without a live VM is parked, never gone: its disk is its memory.
     if (!vm?.handle.alive) return done({ status: 'suspended', path: dir.value });
     const state = await vm.handle.state(Math.min(this.#t.stateTimeoutMs, 5000));
-    if (!state.ok) return unavailable(`the VMM did not report its state: ${state.error}`);
+    if (!state.ok) {
+      // A VMM killed a moment ago refuses its API before its exit is seen: a crash parks the sandbox.
+      if (await exitsWithin(vm.handle, STATE_EXIT_GRACE_MS)) return done({ status: 'suspended', path: dir.value });
+      return unavailable(`the VMM did not report its state: ${state.error}`);
+    }
     return done({ status: state.value === 'running' ? 'running' : 'suspended', path: dir.value });
   }
 
