@@ -6,7 +6,7 @@
 import type { Benchmark } from '../lib/bench.ts';
 import { isAnswerChunk } from '../lib/api.ts';
 import type { StreamEvent } from '../lib/api.ts';
-import { cpuMeter } from '../lib/cpu.ts';
+import { cpuMeter, descendantPids, groupCpuMeter } from '../lib/cpu.ts';
 import { DirectAgent } from '../lib/direct-acp.ts';
 import { verdict } from '../lib/result.ts';
 import { SETUP_RUNNER, SETUP_SERVER } from '../lib/rig.ts';
@@ -76,10 +76,13 @@ export const concurrencyBenchmark: Benchmark = {
 
     ctx.progress(`concurrency: direct stdio, ${conversations} demo agents × ${chunksEach} chunks every ${everyMs} ms`);
     const direct = new Tally();
+    let directAgentsCpuMs = 0;
     const agents = await pool(Array.from({ length: conversations }), 10, () => DirectAgent.start());
     try {
       for (const { agent } of agents) agent.onChunk = (text) => direct.add(text, wallClockMs());
+      const agentsCpu = groupCpuMeter(agents.map(({ agent }) => agent.pid));
       await Promise.all(agents.map(({ agent, sessionId }) => agent.prompt(sessionId, prompt)));
+      directAgentsCpuMs = agentsCpu();
     } finally {
       await Promise.all(agents.map(({ agent }) => agent.stop()));
     }
@@ -97,8 +100,11 @@ export const concurrencyBenchmark: Benchmark = {
       }
       ctx.progress(`concurrency: ${conversations} conversations × ${chunksEach} chunks every ${everyMs} ms, an SSE client on each`);
       const cpu = cpuMeter({ server: process.pid, serverMainThread: { pid: process.pid, thread: process.pid }, runner: rig.runnerPid });
+      // The agents (and the shells the process backend starts them through) are alive since their first turn.
+      const agentsCpu = groupCpuMeter(descendantPids(rig.runnerPid));
       const ends = await ctx.measured(() => Promise.all(convs.map((c) => turn(c, prompt))));
       const spent = cpu();
+      const agentsCpuMs = agentsCpu();
       const failed = ends.filter((r) => r.state !== 'done').length;
       if (failed > 0) throw new Error(`${failed} of ${conversations} turns did not end done`);
       const f = fountain.summary();
@@ -131,10 +137,23 @@ export const concurrencyBenchmark: Benchmark = {
           serverCpuUsPerChunk: perChunk(spent.server!),
           serverMainThreadCpuUsPerChunk: perChunk(spent.serverMainThread!),
           runnerCpuUsPerChunk: perChunk(spent.runner!),
+          agentsCpuMs: round(agentsCpuMs),
+          agentsCpuUsPerChunk: perChunk(agentsCpuMs),
+          agentsCoresBusy: round(agentsCpuMs / 1000 / f.seconds),
         },
         baseline: {
           description: `the same ${conversations} demo agents spawned by the bench process and driven over their own stdio at once, each chunk's stamp compared with the time it was read`,
-          figures: { delivered: d.chunks, latencyMs: { ...d.latencyMs }, p50Ms: d.latencyMs.p50, p99Ms: d.latencyMs.p99, chunksPerSecond: d.chunksPerSecond, seconds: d.seconds },
+          figures: {
+            delivered: d.chunks,
+            latencyMs: { ...d.latencyMs },
+            p50Ms: d.latencyMs.p50,
+            p99Ms: d.latencyMs.p99,
+            chunksPerSecond: d.chunksPerSecond,
+            seconds: d.seconds,
+            agentsCpuMs: round(directAgentsCpuMs),
+            agentsCpuUsPerChunk: round((directAgentsCpuMs * 1000) / Math.max(1, d.chunks)),
+            agentsCoresBusy: round(directAgentsCpuMs / 1000 / d.seconds),
+          },
         },
         ratio: { value: ratio(f.latencyMs.p99, d.latencyMs.p99), meaning: 'fountain p99 chunk latency / direct stdio p99 chunk latency (lower is better)' },
         target: { description: `p99 chunk latency agent write → SSE client ≤ ${TARGET_P99_MS} ms at 2 cores, every chunk delivered (issue 21)`, met },
@@ -142,9 +161,10 @@ export const concurrencyBenchmark: Benchmark = {
           'Latency: the agent stamps each chunk with performance.timeOrigin + performance.now() as it writes it; the client subtracts it from the same clock when the SSE event is parsed. Same machine, same clock.',
           'chunksPerSecond: chunks received / (first stamp → last receipt) over all conversations; offeredChunksPerSecond is what the agents write when nothing falls behind.',
           'The SSE clients share the bench process (and its event loop) with the server, as in the other benchmarks: their parsing is in the figures.',
+          'agentsCpuMs: CPU of the agent processes themselves over the stretch (direct: the spawned agents; through Fountain: every process below the runner), and agentsCoresBusy that over the stretch\'s seconds: on 2 cores, what the agents leave for everything else.',
           'serverCpuMs covers the bench process (server and clients, every thread); serverMainThreadCpuUsPerChunk only its event-loop thread (not the database worker, not V8 helpers); runnerCpuMs the runner child, not the agents.',
         ],
-        summary: `concurrency ${conversations} conversations: p99 ${f.latencyMs.p99} ms / p50 ${f.latencyMs.p50} ms agent→SSE vs direct ${d.latencyMs.p99} / ${d.latencyMs.p50} ms (target p99 ≤${TARGET_P99_MS} ms: ${verdict(met)}); ${f.chunksPerSecond} chunks/s sustained of ${offered} offered (direct ${d.chunksPerSecond}); ${f.chunks}/${expected} delivered; server ${perChunk(spent.server!)} µs CPU/chunk (event-loop thread ${perChunk(spent.serverMainThread!)})`,
+        summary: `concurrency ${conversations} conversations: p99 ${f.latencyMs.p99} ms / p50 ${f.latencyMs.p50} ms agent→SSE vs direct ${d.latencyMs.p99} / ${d.latencyMs.p50} ms (target p99 ≤${TARGET_P99_MS} ms: ${verdict(met)}); ${f.chunksPerSecond} chunks/s sustained of ${offered} offered (direct ${d.chunksPerSecond}); ${f.chunks}/${expected} delivered; server ${perChunk(spent.server!)} µs CPU/chunk (event-loop thread ${perChunk(spent.serverMainThread!)}); the agents themselves ${perChunk(agentsCpuMs)} µs/chunk (direct ${round((directAgentsCpuMs * 1000) / Math.max(1, d.chunks))})`,
       };
     } finally {
       for (const c of convs) c.stream.close();

@@ -2,7 +2,7 @@
  * CPU time of a process from /proc (user + system), so a benchmark can report CPU per megabyte:
  * a figure far steadier than wall-clock rates on a shared, loaded machine.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 /** Clock ticks per second of /proc/<pid>/stat times; 100 on every Linux this runs on. */
 const CLK_TCK = 100;
@@ -22,6 +22,52 @@ export function processCpuSplitMs(pid: number, thread?: number): { user: number;
 export function processCpuMs(pid: number): number {
   const { user, system } = processCpuSplitMs(pid);
   return user + system;
+}
+
+/** Every process below `pid` (children, their children, …), read from /proc at the time of the call. */
+export function descendantPids(pid: number): number[] {
+  const out: number[] = [];
+  const walk = (p: number) => {
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${p}/task`);
+    } catch {
+      return; // gone meanwhile
+    }
+    for (const t of tasks) {
+      let kids = '';
+      try {
+        kids = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const k of kids.trim().split(/\s+/).filter(Boolean).map(Number)) {
+        out.push(k);
+        walk(k);
+      }
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/**
+ * CPU used by a fixed set of processes between the call and the returned stop(); a process that has
+ * exited meanwhile counts what it had used when last read (its exit is not seen, so keep them alive).
+ */
+export function groupCpuMeter(pids: readonly number[]): () => number {
+  const read = (p: number): number => {
+    try {
+      return processCpuMs(p);
+    } catch {
+      return Number.NaN;
+    }
+  };
+  const before = pids.map(read);
+  return () => pids.reduce((sum, p, i) => {
+    const d = read(p) - before[i]!;
+    return Number.isNaN(d) ? sum : sum + d;
+  }, 0);
 }
 
 /** Resident set size of `pid` in bytes. */

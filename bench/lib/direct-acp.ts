@@ -37,6 +37,11 @@ export class DirectAgent {
     this.#child.stdout.on('data', (text: string) => this.#lines(text));
   }
 
+  /** The agent's process id. */
+  get pid(): number {
+    return this.#child.pid!;
+  }
+
   /** Spawns the agent and runs initialize + session/new; resolves with the session id. */
   static async start(): Promise<{ agent: DirectAgent; sessionId: string }> {
     const agent = new DirectAgent();
