@@ -147,6 +147,7 @@ test('concurrency, quick: every conversation streams its whole stamped answer to
     assert.equal((f.latencyMs as { n: number }).n, 20 * 40);
     assert.equal((r.baseline.figures.latencyMs as { n: number }).n, 20 * 40, 'and every chunk read directly');
     assert.ok(Number.isFinite(f.p99Ms) && Number.isFinite(r.baseline.figures.p99Ms));
+    assert.ok((f.agentsCpuMs as number) > 0 && (r.baseline.figures.agentsCpuMs as number) > 0, "the agents' own CPU is counted on both sides");
     assert.match(r.summary, /^concurrency 20 conversations: p99 /);
   } finally {
     if (shared.rig) await (await shared.rig).stop();
