@@ -66,9 +66,9 @@ export interface AppDeps {
 type WebModule = typeof import('../web/app.tsx');
 
 /**
- * The web UI's modules (the pages, their components, the docs renderer's loader: ~10% of the modules
- * a start loads) are imported on the first request that is not the API's, not at start (start-up,
- * docs/benchmarks.md). A failed import is logged and answers every later page request with a 500 naming it.
+ * The web UI's modules (the pages, their components, the docs renderer's loader: ~8% of the CPU a
+ * start spends loading modules) are imported on the first request that is not the API's, not at start
+ * (start-up, docs/benchmarks.md). A failed import is logged and every later page request answers 500.
  */
 function lazyWeb(logger: Logger): () => Promise<WebModule> {
   let loading: Promise<WebModule> | null = null;
