@@ -2,7 +2,6 @@
  * Tool calls as they are: folds an agent's `tool_call`, every `tool_call_update` (a patch: changed
  * fields replace, acp.md §4) and the tool call inside `session/request_permission` into one view per call.
  */
-import { structuredPatch } from 'diff';
 import { z } from 'zod';
 
 /** One piece of a tool call's content: text, a file edit, a terminal, or something only summarised. */
@@ -142,26 +141,6 @@ export function inputSummary(v: ToolView): string {
   }
   const json = JSON.stringify(input);
   return json.length > 200 ? `${json.slice(0, 199)}…` : json;
-}
-
-/** One line of an edit shown as a unified diff: a hunk header, context, removed or added. */
-export interface DiffLine {
-  readonly type: 'hunk' | 'context' | 'del' | 'add';
-  readonly text: string;
-}
-
-/** An edit as unified-diff lines (three lines of context); a new file (no old text) is all additions. */
-export function diffLines(d: Extract<ToolContent, { type: 'diff' }>): DiffLine[] {
-  const patch = structuredPatch(d.path, d.path, d.old_text ?? '', d.new_text, '', '', { context: 3 });
-  const out: DiffLine[] = [];
-  for (const h of patch.hunks) {
-    out.push({ type: 'hunk', text: `@@ -${h.oldStart},${h.oldLines} +${h.newStart},${h.newLines} @@` });
-    for (const l of h.lines) {
-      if (l.startsWith('\\')) continue;
-      out.push({ type: l[0] === '+' ? 'add' : l[0] === '-' ? 'del' : 'context', text: l });
-    }
-  }
-  return out;
 }
 
 /** The text a tool produced: its text content, else its raw output. */

@@ -2,7 +2,8 @@
  * Turns conversation events into terminal text: streamed agent output, folded thoughts, tool calls as
  * they grow (each update merged into its call: what runs, its output, edits as diffs), and one line per stage.
  */
-import { diffLines, informative, inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../acp/tool-view.ts';
+import { diffLines } from '../acp/diff-lines.ts';
+import { informative, inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../acp/tool-view.ts';
 import type { LogEvent } from './schemas.ts';
 
 /** What of a tool call the terminal already shows (lines cannot be redrawn, so only news is printed). */

@@ -105,22 +105,21 @@ export function register(program: Command): void {
       });
 
       const api = new FountainApi({ baseUrl: server.url, apiKey: key });
-      let demoCreated = false;
-      if (flags.demo) {
-        try {
-          demoCreated = await ensureDemoAgent(api);
-        } catch (e) {
-          logger.error({ err: e }, 'could not create the demo agent');
-        }
-      }
-
-      let signInLink: string | null = null;
-      try {
+      // The demo agent's check and the sign-in link are independent requests: made at once (start-up).
+      const demo = flags.demo
+        ? ensureDemoAgent(api).catch((e: unknown) => {
+            logger.error({ err: e }, 'could not create the demo agent');
+            return false;
+          })
+        : Promise.resolve(false);
+      const link = (async () => {
         const me = await api.request('GET', '/api/auth/me', data(z.object({ id: z.string() }).loose()));
-        signInLink = await mintSignInLink(server.database.db, me.data.id, server.url);
-      } catch (e) {
+        return await mintSignInLink(server.database.db, me.data.id, server.url);
+      })().catch((e: unknown) => {
         logger.warn({ err: e }, 'could not mint a sign-in link');
-      }
+        return null;
+      });
+      const [demoCreated, signInLink] = await Promise.all([demo, link]);
 
       // Save the profile so `fountain chat demo` works from another terminal, unless the user
       // already keeps a different server's key under it.

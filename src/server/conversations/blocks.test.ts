@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { diffLines, ToolFold } from '../../acp/tool-view.ts';
+import { diffLines } from '../../acp/diff-lines.ts';
+import { ToolFold } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { BlockDeriver, type Block } from './blocks.ts';
 

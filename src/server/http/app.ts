@@ -3,6 +3,7 @@
  * place where thrown errors become `{error, message}` responses.
  */
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { RunnerHost } from '../../providers/runner/host.ts';
@@ -29,8 +30,7 @@ import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { Db } from '../store/db.ts';
 import { runnersTopic } from '../cluster/bus.ts';
 import { CLOSE } from '../../wire/index.ts';
-import { createWebApp, webNotFound } from '../web/app.tsx';
-import { loadDocs } from '../web/docs.tsx';
+import type { WebDeps } from '../web/context.ts';
 import { environmentRoutes } from '../environments/routes.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
@@ -63,15 +63,45 @@ export interface AppDeps {
   readonly credentials?: CredentialService;
 }
 
+type WebModule = typeof import('../web/app.tsx');
+
+/**
+ * The web UI's modules (the pages, their components, the docs renderer's loader: ~8% of the CPU a
+ * start spends loading modules) are imported on the first request that is not the API's, not at start
+ * (start-up, docs/benchmarks.md). A failed import is logged and every later page request answers 500.
+ */
+function lazyWeb(logger: Logger): () => Promise<WebModule> {
+  let loading: Promise<WebModule> | null = null;
+  return () =>
+    (loading ??= import('../web/app.tsx').catch((e: unknown) => {
+      logger.error({ err: e }, 'the web UI could not be loaded');
+      throw new Error(`the web UI could not be loaded: ${e instanceof Error ? e.message : String(e)}`);
+    }));
+}
+
+/**
+ * Hands a request to the web UI's own Hono app. A body is read here, under this app's limit and checks
+ * (they may have read it already), and passed on as those bytes; a GET goes as it arrived, its signal
+ * with it, so a page's live stream still ends when the browser leaves.
+ */
+async function forwardTo(web: { fetch(req: Request, env: unknown): Response | Promise<Response> }, c: Context<AppEnv>): Promise<Response> {
+  const raw = c.req.raw;
+  const req = raw.method === 'GET' || raw.method === 'HEAD' ? raw : new Request(raw, { body: await c.req.arrayBuffer() });
+  return web.fetch(req, c.env);
+}
+
 export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>();
   const routeDeps: RouteDeps = deps;
+  const webModule = deps.web && deps.engine ? lazyWeb(deps.logger) : null;
 
-  app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
-  app.notFound((c) =>
+  const notFound = (c: Context): Response | Promise<Response> =>
     // A browser asking for a page nobody serves gets a page saying so; API clients keep the JSON error.
-    deps.web && deps.engine && !c.req.path.startsWith('/api/') && c.req.header('accept')?.includes('text/html') ? webNotFound(c) : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`)),
-  );
+    webModule && !c.req.path.startsWith('/api/') && c.req.header('accept')?.includes('text/html')
+      ? webModule().then((m) => m.webNotFound(c))
+      : errorResponse(c, new ApiError(404, 'not_found', `no route for ${c.req.method} ${c.req.path}`));
+  app.onError((e, c) => errorResponse(c, toApiError(e, deps.logger)));
+  app.notFound(notFound);
   // Every route, the unauthenticated /signin included: a body is bounded and checked before anything reads it.
   app.use('*', limitBodies(), checkBodies());
 
@@ -120,28 +150,33 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
       app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
     }
-    if (deps.web) {
+    if (deps.web && webModule) {
       const { engine, registry, defaultProvider, environments } = deps.engine;
-      app.route(
-        '/',
-        createWebApp({
-          db: deps.db,
-          engine,
-          ...(deps.team ? { team: deps.team.team } : {}),
-          environments,
-          registry,
-          defaultProvider,
-          runnerHost: deps.host,
-          watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
-          disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
-          runnersEnabled: deps.runnersEnabled,
-          sessionSecret: deps.web.sessionSecret,
-          secureCookies: deps.web.secureCookies ?? false,
-          docs: loadDocs,
-          logger: deps.logger,
-          ...(deps.credentials ? { credentials: deps.credentials } : {}),
-        }),
-      );
+      const webDeps: WebDeps = {
+        db: deps.db,
+        engine,
+        ...(deps.team ? { team: deps.team.team } : {}),
+        environments,
+        registry,
+        defaultProvider,
+        runnerHost: deps.host,
+        watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
+        disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
+        runnersEnabled: deps.runnersEnabled,
+        sessionSecret: deps.web.sessionSecret,
+        secureCookies: deps.web.secureCookies ?? false,
+        docs: async () => (await import('../web/docs.tsx')).loadDocs(),
+        logger: deps.logger,
+        ...(deps.credentials ? { credentials: deps.credentials } : {}),
+      };
+      let pages: Promise<ReturnType<WebModule['createWebApp']>> | null = null;
+      // Where the pages were mounted before: after every API route, so none of them is shadowed;
+      // what the pages do not serve falls to this app's not-found answer, as before.
+      app.all('*', async (c, next) => {
+        if (c.req.path.startsWith('/api/')) return next();
+        pages ??= webModule().then((m) => m.createWebApp(webDeps).notFound(notFound));
+        return forwardTo(await pages, c);
+      });
     }
   }
 

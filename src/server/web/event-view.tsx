@@ -7,7 +7,8 @@
 import { raw } from 'hono/html';
 import { stringify } from 'yaml';
 import { z } from 'zod';
-import { diffLines, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
+import { diffLines } from '../../acp/diff-lines.ts';
+import { outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { stageInWords, turnInWords } from './words.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
