@@ -5,10 +5,13 @@
 import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import {
   conversations,
+  events,
   sandboxes,
   turns,
   type Conversation,
   type ConversationStatus,
+  type EventRow,
+  type NewEvent,
   type SandboxRow,
   type Turn,
   type TurnUsage,
@@ -220,9 +223,51 @@ export async function endTurnRows(
   settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
   usage: TurnUsage | null,
 ): Promise<void> {
+  await db.with(settleConversation(db, conversationId, settle, usage)).update(turns).set(patch).where(eq(turns.id, turnId));
+}
+
+/**
+ * The same end with the turn's stage event in the same statement and commit (one statement fewer
+ * per turn): the rows and the event are stored together or not at all. The event log orders it
+ * (EventLog.storeWith), so its id follows every event of the turn.
+ */
+export async function endTurnRowsWithEvent(
+  db: EngineDb,
+  turnId: string,
+  patch: Partial<typeof turns.$inferInsert>,
+  conversationId: string,
+  settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
+  usage: TurnUsage | null,
+  event: NewEvent,
+): Promise<EventRow> {
+  const row: EventRow = {
+    id: 0,
+    conversationId: event.conversationId,
+    turnId: event.turnId ?? null,
+    kind: event.kind,
+    stream: event.stream ?? '',
+    data: event.data ?? '',
+    stage: event.stage ?? null,
+    state: event.state ?? null,
+    durationMs: event.durationMs ?? null,
+    seq: event.seq ?? null,
+    ts: event.ts ?? new Date(),
+  };
+  const ended = db.$with('ended').as(db.update(turns).set(patch).where(eq(turns.id, turnId)).returning({ id: turns.id }));
+  const [stored] = await db
+    .with(settleConversation(db, conversationId, settle, usage), ended)
+    .insert(events)
+    .values({ ...row, id: undefined })
+    .returning({ id: events.id });
+  if (!stored || !Number.isSafeInteger(Number(stored.id))) throw new Error('endTurnRowsWithEvent: no event id returned');
+  return { ...row, id: Number(stored.id) };
+}
+
+/** The conversation's side of a turn's end, as a CTE: settled idle if still running, usage added in any case. */
+function settleConversation(db: EngineDb, conversationId: string, settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null }, usage: TurnUsage | null) {
   const running = sql`${conversations.status} = 'running'`;
   const ifRunning = (value: SQL, otherwise: SQL) => sql`case when ${running} then ${value} else ${otherwise} end`;
-  const conv = db.$with('settled').as(
+  return db.$with('settled').as(
     db
       .update(conversations)
       .set({
@@ -236,7 +281,6 @@ export async function endTurnRows(
       .where(usage ? eq(conversations.id, conversationId) : and(eq(conversations.id, conversationId), running))
       .returning({ id: conversations.id }),
   );
-  await db.with(conv).update(turns).set(patch).where(eq(turns.id, turnId));
 }
 
 /** Takes the agent's session title unless the user gave one; true when it changed the conversation. */

@@ -4,7 +4,7 @@
  */
 import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -180,20 +180,21 @@ export class TurnMachine {
     const usage = turnUsage(r.ok ? r.usage : undefined, turn.reported);
     if (usage) data.usage = usage;
     // The turn's events are stored before its row says it ended, so a client polling the turn reads
-    // the whole answer; both rows settle before the stage event is published, so a client acting on
-    // it reads them settled; the event then skips the batching delay, since clients wait for it.
-    await this.c.events.stored();
-    // One statement, one commit: the turn's end, the conversation's settle and its usage total.
-    await endTurnRows(
-      this.c.d.db,
-      turn.id,
-      { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) },
-      live.conversationId,
-      { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null },
-      usage ?? null,
-    );
-    this.c.events.stage(live.conversationId, turn.id, 'turn', state, data, duration);
-    this.c.events.flushSoon();
+    // the whole answer; the rows settle with the stage event in one statement, so a client acting on
+    // the event reads them settled, and it skips the batching delay, since clients wait for it.
+    const settle = { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null };
+    const rowPatch = { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) };
+    const event = this.c.events.stageEvent(live.conversationId, turn.id, 'turn', state, data, duration);
+    try {
+      await this.c.events.storeWith(() => endTurnRowsWithEvent(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null, event));
+    } catch (e) {
+      // Nothing of that statement was stored: the rows end alone, and the event takes the log's way
+      // (a row it cannot store is dropped there, as any event's, instead of keeping the turn open).
+      this.c.log.debug({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
+      await endTurnRows(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null);
+      this.c.events.append(event);
+      this.c.events.flushSoon();
+    }
     if (!live.proc?.alive && this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);
   }
 
