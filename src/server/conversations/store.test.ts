@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
-import { endTurnRows, endTurnRowsWithEvent, getConversationById, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, getConversationById, markConversationRunning, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
 import pino from 'pino';
 import { EventLog } from './event-log.ts';
@@ -43,6 +43,26 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal((await getTurn(db, turn.id))?.acpPromptId, 5, 'the prepared write runs again with new values');
       await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
+    });
+
+    it('marks a conversation running with the prepared statement: an absent field keeps its stored value', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'm', email: `m-${driver}@example.test`, role: 'owner' });
+      const { conversation: c } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 0 },
+        { provider: 'runner', name: 'm', status: 'ready' },
+      );
+      const at = new Date(Date.now() + 5_000);
+      await markConversationRunning(db, c.id, at, { turnCount: 1, firstPrompt: 'first' });
+      let row = (await getConversationById(db, c.id))!.conversation;
+      assert.deepEqual([row.status, row.turnCount, row.firstPrompt, row.lastActiveAt.getTime()], ['running', 1, 'first', at.getTime()]);
+      await updateConversation(db, c.id, { status: 'idle' });
+      await markConversationRunning(db, c.id, at, { turnCount: 2 });
+      row = (await getConversationById(db, c.id))!.conversation;
+      assert.deepEqual([row.status, row.turnCount, row.firstPrompt], ['running', 2, 'first']);
+      await markConversationRunning(db, c.id, at);
+      assert.equal((await getConversationById(db, c.id))!.conversation.turnCount, 2);
     });
 
     it('settles a running conversation to idle, and leaves any other status alone', async () => {

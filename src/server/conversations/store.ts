@@ -79,6 +79,37 @@ export async function updateConversation(db: EngineDb, id: string, patch: Partia
   await db.update(conversations).set({ ...patch, updatedAt: new Date() }).where(eq(conversations.id, id));
 }
 
+/** The patch a turn's start writes beside the running mark (the engine's prompt: its counter, the first prompt). */
+export interface RunningMark {
+  readonly turnCount?: number;
+  readonly firstPrompt?: string;
+}
+
+/**
+ * A turn's running mark on its conversation, built once per database (a named prepared statement on
+ * PostgreSQL): it runs on every turn, and drizzle otherwise rebuilds the update's SQL each time.
+ * An absent field keeps the stored value.
+ */
+export async function markConversationRunning(db: EngineDb, id: string, at: Date, mark: RunningMark = {}): Promise<void> {
+  let q = runningMarks.get(db);
+  if (!q) runningMarks.set(db, (q = prepareRunningMark(db)));
+  await q.execute({ id, at: at.toISOString(), now: new Date().toISOString(), turnCount: mark.turnCount ?? null, firstPrompt: mark.firstPrompt ?? null });
+}
+
+const runningMarks = new WeakMap<EngineDb, ReturnType<typeof prepareRunningMark>>();
+const prepareRunningMark = (db: EngineDb) =>
+  db
+    .update(conversations)
+    .set({
+      status: 'running',
+      lastActiveAt: sql`${sql.placeholder('at')}::timestamptz`,
+      updatedAt: sql`${sql.placeholder('now')}::timestamptz`,
+      turnCount: sql`coalesce(${sql.placeholder('turnCount')}::integer, ${conversations.turnCount})`,
+      firstPrompt: sql`coalesce(${sql.placeholder('firstPrompt')}::text, ${conversations.firstPrompt})`,
+    })
+    .where(eq(conversations.id, sql.placeholder('id')))
+    .prepare('fountain_conversation_running');
+
 export async function updateSandbox(db: EngineDb, id: string, patch: Partial<typeof sandboxes.$inferInsert>): Promise<void> {
   await db.update(sandboxes).set({ ...patch, updatedAt: new Date() }).where(eq(sandboxes.id, id));
 }

@@ -2,9 +2,9 @@
  * The turn state machine: a turn is sent, runs, may ask (a held permission), may recover (its runner
  * dropped) or be interrupted, and ends exactly once as completed, failed or interrupted.
  */
-import type { Conversation, Turn } from '../store/conversation-schema.ts';
+import type { Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, endTurnRowsWithEvent, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, markConversationRunning, setTurnPromptId, updateTurn, type RunningMark } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -52,7 +52,7 @@ export class TurnMachine {
   ) {}
 
   /** Sends the prompt; its reply ends the turn asynchronously. */
-  async start(live: Live, turn: Turn, conversationPatch: Partial<Conversation> = {}): Promise<void> {
+  async start(live: Live, turn: Turn, mark: RunningMark = {}): Promise<void> {
     const proc = live.proc;
     const startedAt = turn.status === 'running' && turn.startedAt ? turn.startedAt : new Date();
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
@@ -67,7 +67,7 @@ export class TurnMachine {
     try {
       await Promise.all([
         turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
-        updateConversation(this.c.d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
+        markConversationRunning(this.c.d.db, live.conversationId, startedAt, mark),
       ]);
     } catch (e) {
       // The prompt was already answered "queued": the turn ends failed instead of staying open.
