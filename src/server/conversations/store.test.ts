@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
-import { endTurnRows, endTurnRowsWithEvent, getConversationById, markConversationRunning, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, getConversationById, markConversationRunning, getConversationForPrompt, getTurn, insertConversation, insertPromptTurn, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
 import pino from 'pino';
 import { EventLog } from './event-log.ts';
@@ -43,6 +43,18 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal((await getTurn(db, turn.id))?.acpPromptId, 5, 'the prepared write runs again with new values');
       await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
+
+      const startedAt = new Date(Date.now() - 1_000);
+      for (const n of [2, 3]) {
+        const prompted = await insertPromptTurn(db, { conversationId: c.id, turnNumber: n, prompt: `p${n}`, startedAt, nodeId: 'node-x', model: n === 2 ? 'm' : null });
+        assert.equal(prompted.status, 'running');
+        assert.equal(prompted.turnNumber, n);
+        assert.equal(prompted.prompt, `p${n}`);
+        assert.equal(prompted.startedAt?.getTime(), startedAt.getTime(), 'read back as a Date');
+        assert.equal(prompted.model, n === 2 ? 'm' : null);
+        assert.deepEqual(await getTurn(db, prompted.id), prompted, 'the prepared insert returns the stored row');
+        await updateTurn(db, prompted.id, { status: 'completed', endedAt: new Date() });
+      }
     });
 
     it('marks a conversation running with the prepared statement: an absent field keeps its stored value', async () => {

@@ -158,6 +158,40 @@ export async function insertTurn(db: EngineDb, row: typeof turns.$inferInsert): 
   return t!;
 }
 
+/** A prompted turn's row, stored running: the one write before the prompt's "queued" answer. */
+export interface PromptTurn {
+  readonly conversationId: string;
+  readonly turnNumber: number;
+  readonly prompt: string;
+  readonly startedAt: Date;
+  readonly nodeId: string | null;
+  readonly model: string | null;
+}
+
+/** The prompt's turn insert, built once per database like the prompt's read (a named prepared statement on PostgreSQL). */
+export async function insertPromptTurn(db: EngineDb, row: PromptTurn): Promise<Turn> {
+  let q = promptTurnInserts.get(db);
+  if (!q) promptTurnInserts.set(db, (q = preparePromptTurnInsert(db)));
+  const [t] = await q.execute({ ...row, startedAt: row.startedAt.toISOString() });
+  return t!;
+}
+
+const promptTurnInserts = new WeakMap<EngineDb, ReturnType<typeof preparePromptTurnInsert>>();
+const preparePromptTurnInsert = (db: EngineDb) =>
+  db
+    .insert(turns)
+    .values({
+      conversationId: sql`${sql.placeholder('conversationId')}::uuid`,
+      turnNumber: sql`${sql.placeholder('turnNumber')}::integer`,
+      prompt: sql`${sql.placeholder('prompt')}::text`,
+      status: 'running',
+      startedAt: sql`${sql.placeholder('startedAt')}::timestamptz`,
+      nodeId: sql`${sql.placeholder('nodeId')}::text`,
+      model: sql`${sql.placeholder('model')}::text`,
+    })
+    .returning()
+    .prepare('fountain_prompt_turn');
+
 export async function updateTurn(db: EngineDb, id: string, patch: Partial<typeof turns.$inferInsert>): Promise<void> {
   await db.update(turns).set(patch).where(eq(turns.id, id));
 }
