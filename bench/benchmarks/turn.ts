@@ -13,6 +13,7 @@ import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../../src/serve
 import type { RunnerRig } from '../lib/rig.ts';
 import { ratio, round, roundSummary, summarize } from '../lib/stats.ts';
 import { processCpuMs } from '../lib/cpu.ts';
+import { HttpChild } from '../lib/http-child.ts';
 
 const PROMPT = 'hello there, how are you today?';
 
@@ -40,6 +41,14 @@ export async function turn(c: Conversation, prompt: string): Promise<{ ms: numbe
   const turnId = String(r.turn_id);
   const end = await c.stream.next(turnEnded(turnId));
   return { ms: Number(end.receivedAt - t0) / 1e6, acceptMs, turnId, state: end.state ?? '' };
+}
+
+/** The same, with the POST sent by a client in a process of its own; the turn's end is still read here (the clock is shared). */
+export async function turnFrom(client: HttpChild, c: Conversation, prompt: string): Promise<{ ms: number; acceptMs: number; turnId: string; state: string }> {
+  const r = await client.call('POST', `${c.api.baseUrl}/api/conversations/${c.id}/prompts`, c.api.key, { prompt });
+  const turnId = String((JSON.parse(r.text) as Record<string, unknown>).turn_id);
+  const end = await c.stream.next(turnEnded(turnId));
+  return { ms: Number(end.receivedAt - BigInt(r.t0)) / 1e6, acceptMs: r.ms, turnId, state: end.state ?? '' };
 }
 
 export async function openConversation(rig: RunnerRig, prompt: string): Promise<{ conv: Conversation; coldMs: number; firstTurnMs: number }> {
@@ -120,6 +129,9 @@ export const turnBenchmark: Benchmark = {
     const accept: number[] = [];
     const postgres: number[] = [];
     const direct: number[] = [];
+    const outside: number[] = [];
+    const outsideAccept: number[] = [];
+    const client = new HttpChild();
     let cpuMs = 0;
     let statements = 0;
     let pgStatements = 0;
@@ -138,6 +150,10 @@ export const turnBenchmark: Benchmark = {
         statements += rig.statements() - s0;
         fountain.push(r.ms);
         accept.push(r.acceptMs);
+        const o = await turnFrom(client, conv, PROMPT);
+        if (o.state !== 'done') throw new Error(`turn ended ${o.state}`);
+        outside.push(o.ms);
+        outsideAccept.push(o.acceptMs);
         if (onPg) {
           const p0 = onPg.rig.statements();
           postgres.push((await warm(onPg.conv)).ms);
@@ -151,6 +167,7 @@ export const turnBenchmark: Benchmark = {
       conv.stream.close();
       await onPg?.stop();
       await agent.stop();
+      await client.stop();
     }
     const f = roundSummary(summarize(fountain));
     const d = roundSummary(summarize(direct));
@@ -167,6 +184,8 @@ export const turnBenchmark: Benchmark = {
         ratioP50: r50,
         ratioP99: ratio(f.p99, d.p99),
         acceptP50Ms: roundSummary(summarize(accept)).p50,
+        acceptOutOfProcessP50Ms: roundSummary(summarize(outsideAccept)).p50,
+        outOfProcessPostMs: { ...roundSummary(summarize(outside)) },
         serverCpuMsPerTurn: round(cpuMs / turns),
         statementsPerTurn: round(statements / turns),
         postgresStatementsPerTurn: onPg ? round(pgStatements / turns) : null,
@@ -183,12 +202,13 @@ export const turnBenchmark: Benchmark = {
       target: { description: 'a turn within 2x of the same turn over a direct stdio ACP connection (DESIGN.md)', met },
       notes: [
         'Fountain time runs from sending POST /prompts to receiving the turn `done` stage event on the SSE stream; the direct time from writing session/prompt to reading its reply.',
-        'acceptP50Ms: POST /prompts to its answer ("queued"), which comes once the turn row is stored.',
+        'acceptP50Ms: POST /prompts to its answer ("queued"), which comes once the turn row is stored, read by a client in the bench process (it shares the event loop with the server, so it reads the answer only once the loop is free: after the writes that follow the answer).',
+        'acceptOutOfProcessP50Ms: the same POST sent by a client in a process of its own (as every real client is), interleaved with the in-process turns on the same conversation; this is the figure for the ≤ 5 ms target. outOfProcessPostMs: those turns, from that POST to the `done` event read here.',
         'statementsPerTurn: statements the server sent through its query builder (drizzle\'s logger) from the POST to the `done` event, per warm turn (the key check, the prompt\'s read, the turn\'s rows, the event batches).',
         'serverCpuMsPerTurn: CPU (user + system, from /proc) of the bench process (server, HTTP and SSE client) over the PGlite warm turns, per turn.',
         `postgresMs: the same turns, interleaved, on a second server using PostgreSQL (${new URL(POSTGRES_URL).host}) instead of the embedded PGlite; the headline stays on PGlite, the default.`,
       ],
-      summary: `turn       p50 ${f.p50} ms / p99 ${f.p99} ms vs direct stdio ${d.p50} / ${d.p99} ms → ${r50}x (target ≤2x: ${verdict(met)})${pgTurn ? `; on PostgreSQL p50 ${pgTurn.p50} ms → ${ratio(pgTurn.p50, d.p50)}x` : ''}; cold start to first answer ${round(coldMs)} ms vs ${round(directColdMs)} ms direct`,
+      summary: `turn       p50 ${f.p50} ms / p99 ${f.p99} ms vs direct stdio ${d.p50} / ${d.p99} ms → ${r50}x (target ≤2x: ${verdict(met)})${pgTurn ? `; on PostgreSQL p50 ${pgTurn.p50} ms → ${ratio(pgTurn.p50, d.p50)}x` : ''}; POST answered p50 ${roundSummary(summarize(outsideAccept)).p50} ms from its own process (${roundSummary(summarize(accept)).p50} ms in-process); cold start to first answer ${round(coldMs)} ms vs ${round(directColdMs)} ms direct`,
     };
   },
 };

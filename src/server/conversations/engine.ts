@@ -20,7 +20,7 @@ import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
 import { TurnRecovery } from './reattach.ts';
 import { SandboxTokens } from './sandbox-token.ts';
-import { getConversation, getConversationForPrompt, insertTurn, listConversations, markConversationRead, type ConversationWithSandbox } from './store.ts';
+import { getConversation, getConversationForPrompt, insertPromptTurn, listConversations, markConversationRead, type ConversationWithSandbox } from './store.ts';
 import { Sweeper } from './sweeper.ts';
 import { TurnMachine } from './turns.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
@@ -196,7 +196,7 @@ export class ConversationEngine {
         if (!awake.ok) return reply(awake);
         // Stored as running at once (one write instead of insert + update); its conversation's
         // counters go with the running mark in TurnMachine.start.
-        const turn = await insertTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, status: 'running', startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
+        const turn = await insertPromptTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
         // start() marks the conversation's live turn before its first await, so the next prompt is refused as busy.
         const started = this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
         reply(accept({ turnId: turn.id }));

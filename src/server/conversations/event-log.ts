@@ -49,7 +49,12 @@ export class EventLog {
 
   /** A stage event: `data` is its JSON metadata. */
   stage(conversationId: string, turnId: string | null, stage: string, state: StageState, data: Record<string, unknown> = {}, durationMs?: number): void {
-    this.append({
+    this.append(this.stageEvent(conversationId, turnId, stage, state, data, durationMs));
+  }
+
+  /** A stage event's row, not appended (for `storeWith`). */
+  stageEvent(conversationId: string, turnId: string | null, stage: string, state: StageState, data: Record<string, unknown> = {}, durationMs?: number): NewEvent {
+    return {
       conversationId,
       turnId,
       kind: 'stage',
@@ -57,8 +62,9 @@ export class EventLog {
       stage,
       state,
       data: JSON.stringify(data),
+      ts: new Date(),
       ...(durationMs === undefined ? {} : { durationMs: Math.round(durationMs) }),
-    });
+    };
   }
 
   output(conversationId: string, turnId: string | null, stream: 'stdout' | 'stderr' | 'acp', data: string, seq?: number): void {
@@ -79,6 +85,27 @@ export class EventLog {
     if (this.#settled >= upTo) return Promise.resolve();
     this.#schedule(0);
     return new Promise((resolve) => this.#barriers.push({ upTo, resolve }));
+  }
+
+  /**
+   * Runs a statement that stores one event along with other rows (one commit), in the flush order:
+   * after every event appended before the call is stored and published, and before any appended
+   * later, so the row it returns is published with ids still in order. Rejects as the statement does;
+   * the caller decides what a failure means for its rows (nothing was stored then).
+   */
+  storeWith(write: () => Promise<EventRow>): Promise<EventRow> {
+    const upTo = this.#appended;
+    const run = this.#flushing.then(async () => {
+      await this.#drain(upTo);
+      const row = await write();
+      this.#publish(row);
+      return row;
+    });
+    this.#flushing = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
   }
 
   /** Resolves once everything appended so far is stored and published. */
@@ -123,8 +150,9 @@ export class EventLog {
     }, ms);
   }
 
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
+  /** Stores what is queued; with `upTo`, only until that many appended events are settled. */
+  async #drain(upTo = Number.POSITIVE_INFINITY): Promise<void> {
+    while (this.#queue.length > 0 && this.#settled < upTo) {
       const batch = this.#queue.splice(0, this.#opts.flushMax);
       let rows: EventRow[];
       try {

@@ -2,8 +2,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createAccount } from '../account/store.ts';
 import { insertAgent } from '../agents/store.ts';
-import { endTurnRows, getConversationById, getConversationForPrompt, getTurn, insertConversation, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, getConversationById, markConversationRunning, getConversationForPrompt, getTurn, insertConversation, insertPromptTurn, insertTurn, setTurnPromptId, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
 import { openTestDatabase, type TestDatabase, type TestDriver } from '../store/testing.ts';
+import pino from 'pino';
+import { EventLog } from './event-log.ts';
+import { pageEvents } from './events-store.ts';
+import type { EventRow } from '../store/conversation-schema.ts';
 
 for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
   describe(`prompt queries on ${driver}`, () => {
@@ -39,6 +43,38 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal((await getTurn(db, turn.id))?.acpPromptId, 5, 'the prepared write runs again with new values');
       await updateTurn(db, turn.id, { status: 'completed', endedAt: new Date() });
       assert.equal((await getConversationForPrompt(db, acct.id, c.id))?.turnOpen, false);
+
+      const startedAt = new Date(Date.now() - 1_000);
+      for (const n of [2, 3]) {
+        const prompted = await insertPromptTurn(db, { conversationId: c.id, turnNumber: n, prompt: `p${n}`, startedAt, nodeId: 'node-x', model: n === 2 ? 'm' : null });
+        assert.equal(prompted.status, 'running');
+        assert.equal(prompted.turnNumber, n);
+        assert.equal(prompted.prompt, `p${n}`);
+        assert.equal(prompted.startedAt?.getTime(), startedAt.getTime(), 'read back as a Date');
+        assert.equal(prompted.model, n === 2 ? 'm' : null);
+        assert.deepEqual(await getTurn(db, prompted.id), prompted, 'the prepared insert returns the stored row');
+        await updateTurn(db, prompted.id, { status: 'completed', endedAt: new Date() });
+      }
+    });
+
+    it('marks a conversation running with the prepared statement: an absent field keeps its stored value', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'm', email: `m-${driver}@example.test`, role: 'owner' });
+      const { conversation: c } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 0 },
+        { provider: 'runner', name: 'm', status: 'ready' },
+      );
+      const at = new Date(Date.now() + 5_000);
+      await markConversationRunning(db, c.id, at, { turnCount: 1, firstPrompt: 'first' });
+      let row = (await getConversationById(db, c.id))!.conversation;
+      assert.deepEqual([row.status, row.turnCount, row.firstPrompt, row.lastActiveAt.getTime()], ['running', 1, 'first', at.getTime()]);
+      await updateConversation(db, c.id, { status: 'idle' });
+      await markConversationRunning(db, c.id, at, { turnCount: 2 });
+      row = (await getConversationById(db, c.id))!.conversation;
+      assert.deepEqual([row.status, row.turnCount, row.firstPrompt], ['running', 2, 'first']);
+      await markConversationRunning(db, c.id, at);
+      assert.equal((await getConversationById(db, c.id))!.conversation.turnCount, 2);
     });
 
     it('settles a running conversation to idle, and leaves any other status alone', async () => {
@@ -95,6 +131,42 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal(kept.usageTotal.output, 6);
       await endTurnRows(db, second.id, { reason: 'again' }, c.id, { lastActiveAt: new Date(), acpNextId: 11 }, null);
       assert.equal((await getConversationById(db, c.id))!.conversation.acpNextId, 4, 'without usage, a stopped conversation is not touched');
+    });
+    it('ends a turn with its stage event in one statement, published by the event log between the events before and after it', async () => {
+      const { db } = t.database;
+      const acct = await createAccount(db, { name: 'e', email: `e-${driver}@example.test`, role: 'owner' });
+      const { conversation: c } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
+        { provider: 'runner', name: 'w', status: 'ready' },
+      );
+      const turn = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
+      // A long batching delay: the event appended before must still be stored and published first.
+      const log = new EventLog(db, pino({ enabled: false }), { flushMs: 10_000, flushMax: 100 });
+      const seen: EventRow[] = [];
+      log.subscribe(c.id, (r) => seen.push(r));
+      const endedAt = new Date();
+      const end = (turnId: string) => endTurnRowsWithEvent(db, turn.id, { status: 'completed', stopReason: 'end_turn', endedAt }, c.id, { lastActiveAt: endedAt, acpNextId: 2 }, null, log.stageEvent(c.id, turnId, 'turn', 'done', { turn_id: turn.id }));
+
+      // A statement that fails stores nothing: neither the rows nor the event.
+      await assert.rejects(log.storeWith(() => end('not-a-uuid')));
+      assert.equal((await getTurn(db, turn.id))?.status, 'running');
+      assert.equal((await getConversationById(db, c.id))!.conversation.status, 'running');
+
+      log.output(c.id, turn.id, 'acp', 'before');
+      const done = await log.storeWith(() => end(turn.id));
+      log.output(c.id, turn.id, 'acp', 'after');
+      await log.flush();
+      assert.deepEqual(seen.map((r) => r.data), ['before', JSON.stringify({ turn_id: turn.id }), 'after']);
+      assert.ok(seen[0]!.id < done.id && done.id < seen[2]!.id, 'ids follow the order');
+      assert.equal(done.state, 'done');
+      const stored = await pageEvents(db, c.id, { after: 0, limit: 10 });
+      assert.deepEqual(stored.map((r) => r.id), seen.map((r) => r.id));
+      assert.equal((await getTurn(db, turn.id))?.status, 'completed');
+      const idle = (await getConversationById(db, c.id))!.conversation;
+      assert.equal(idle.status, 'idle');
+      assert.equal(idle.acpNextId, 2);
+      await log.close();
     });
   });
 }

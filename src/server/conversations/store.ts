@@ -5,10 +5,13 @@
 import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import {
   conversations,
+  events,
   sandboxes,
   turns,
   type Conversation,
   type ConversationStatus,
+  type EventRow,
+  type NewEvent,
   type SandboxRow,
   type Turn,
   type TurnUsage,
@@ -76,6 +79,37 @@ export async function updateConversation(db: EngineDb, id: string, patch: Partia
   await db.update(conversations).set({ ...patch, updatedAt: new Date() }).where(eq(conversations.id, id));
 }
 
+/** The patch a turn's start writes beside the running mark (the engine's prompt: its counter, the first prompt). */
+export interface RunningMark {
+  readonly turnCount?: number;
+  readonly firstPrompt?: string;
+}
+
+/**
+ * A turn's running mark on its conversation, built once per database (a named prepared statement on
+ * PostgreSQL): it runs on every turn, and drizzle otherwise rebuilds the update's SQL each time.
+ * An absent field keeps the stored value.
+ */
+export async function markConversationRunning(db: EngineDb, id: string, at: Date, mark: RunningMark = {}): Promise<void> {
+  let q = runningMarks.get(db);
+  if (!q) runningMarks.set(db, (q = prepareRunningMark(db)));
+  await q.execute({ id, at: at.toISOString(), now: new Date().toISOString(), turnCount: mark.turnCount ?? null, firstPrompt: mark.firstPrompt ?? null });
+}
+
+const runningMarks = new WeakMap<EngineDb, ReturnType<typeof prepareRunningMark>>();
+const prepareRunningMark = (db: EngineDb) =>
+  db
+    .update(conversations)
+    .set({
+      status: 'running',
+      lastActiveAt: sql`${sql.placeholder('at')}::timestamptz`,
+      updatedAt: sql`${sql.placeholder('now')}::timestamptz`,
+      turnCount: sql`coalesce(${sql.placeholder('turnCount')}::integer, ${conversations.turnCount})`,
+      firstPrompt: sql`coalesce(${sql.placeholder('firstPrompt')}::text, ${conversations.firstPrompt})`,
+    })
+    .where(eq(conversations.id, sql.placeholder('id')))
+    .prepare('fountain_conversation_running');
+
 export async function updateSandbox(db: EngineDb, id: string, patch: Partial<typeof sandboxes.$inferInsert>): Promise<void> {
   await db.update(sandboxes).set({ ...patch, updatedAt: new Date() }).where(eq(sandboxes.id, id));
 }
@@ -123,6 +157,40 @@ export async function insertTurn(db: EngineDb, row: typeof turns.$inferInsert): 
   const [t] = await db.insert(turns).values(row).returning();
   return t!;
 }
+
+/** A prompted turn's row, stored running: the one write before the prompt's "queued" answer. */
+export interface PromptTurn {
+  readonly conversationId: string;
+  readonly turnNumber: number;
+  readonly prompt: string;
+  readonly startedAt: Date;
+  readonly nodeId: string | null;
+  readonly model: string | null;
+}
+
+/** The prompt's turn insert, built once per database like the prompt's read (a named prepared statement on PostgreSQL). */
+export async function insertPromptTurn(db: EngineDb, row: PromptTurn): Promise<Turn> {
+  let q = promptTurnInserts.get(db);
+  if (!q) promptTurnInserts.set(db, (q = preparePromptTurnInsert(db)));
+  const [t] = await q.execute({ ...row, startedAt: row.startedAt.toISOString() });
+  return t!;
+}
+
+const promptTurnInserts = new WeakMap<EngineDb, ReturnType<typeof preparePromptTurnInsert>>();
+const preparePromptTurnInsert = (db: EngineDb) =>
+  db
+    .insert(turns)
+    .values({
+      conversationId: sql`${sql.placeholder('conversationId')}::uuid`,
+      turnNumber: sql`${sql.placeholder('turnNumber')}::integer`,
+      prompt: sql`${sql.placeholder('prompt')}::text`,
+      status: 'running',
+      startedAt: sql`${sql.placeholder('startedAt')}::timestamptz`,
+      nodeId: sql`${sql.placeholder('nodeId')}::text`,
+      model: sql`${sql.placeholder('model')}::text`,
+    })
+    .returning()
+    .prepare('fountain_prompt_turn');
 
 export async function updateTurn(db: EngineDb, id: string, patch: Partial<typeof turns.$inferInsert>): Promise<void> {
   await db.update(turns).set(patch).where(eq(turns.id, id));
@@ -220,9 +288,51 @@ export async function endTurnRows(
   settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
   usage: TurnUsage | null,
 ): Promise<void> {
+  await db.with(settleConversation(db, conversationId, settle, usage)).update(turns).set(patch).where(eq(turns.id, turnId));
+}
+
+/**
+ * The same end with the turn's stage event in the same statement and commit (one statement fewer
+ * per turn): the rows and the event are stored together or not at all. The event log orders it
+ * (EventLog.storeWith), so its id follows every event of the turn.
+ */
+export async function endTurnRowsWithEvent(
+  db: EngineDb,
+  turnId: string,
+  patch: Partial<typeof turns.$inferInsert>,
+  conversationId: string,
+  settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
+  usage: TurnUsage | null,
+  event: NewEvent,
+): Promise<EventRow> {
+  const row: EventRow = {
+    id: 0,
+    conversationId: event.conversationId,
+    turnId: event.turnId ?? null,
+    kind: event.kind,
+    stream: event.stream ?? '',
+    data: event.data ?? '',
+    stage: event.stage ?? null,
+    state: event.state ?? null,
+    durationMs: event.durationMs ?? null,
+    seq: event.seq ?? null,
+    ts: event.ts ?? new Date(),
+  };
+  const ended = db.$with('ended').as(db.update(turns).set(patch).where(eq(turns.id, turnId)).returning({ id: turns.id }));
+  const [stored] = await db
+    .with(settleConversation(db, conversationId, settle, usage), ended)
+    .insert(events)
+    .values({ ...row, id: undefined })
+    .returning({ id: events.id });
+  if (!stored || !Number.isSafeInteger(Number(stored.id))) throw new Error('endTurnRowsWithEvent: no event id returned');
+  return { ...row, id: Number(stored.id) };
+}
+
+/** The conversation's side of a turn's end, as a CTE: settled idle if still running, usage added in any case. */
+function settleConversation(db: EngineDb, conversationId: string, settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null }, usage: TurnUsage | null) {
   const running = sql`${conversations.status} = 'running'`;
   const ifRunning = (value: SQL, otherwise: SQL) => sql`case when ${running} then ${value} else ${otherwise} end`;
-  const conv = db.$with('settled').as(
+  return db.$with('settled').as(
     db
       .update(conversations)
       .set({
@@ -236,7 +346,6 @@ export async function endTurnRows(
       .where(usage ? eq(conversations.id, conversationId) : and(eq(conversations.id, conversationId), running))
       .returning({ id: conversations.id }),
   );
-  await db.with(conv).update(turns).set(patch).where(eq(turns.id, turnId));
 }
 
 /** Takes the agent's session title unless the user gave one; true when it changed the conversation. */

@@ -2,9 +2,9 @@
  * The turn state machine: a turn is sent, runs, may ask (a held permission), may recover (its runner
  * dropped) or be interrupted, and ends exactly once as completed, failed or interrupted.
  */
-import type { Conversation, Turn } from '../store/conversation-schema.ts';
+import type { Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, setTurnPromptId, updateConversation, updateTurn } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, markConversationRunning, setTurnPromptId, updateTurn, type RunningMark } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -52,7 +52,7 @@ export class TurnMachine {
   ) {}
 
   /** Sends the prompt; its reply ends the turn asynchronously. */
-  async start(live: Live, turn: Turn, conversationPatch: Partial<Conversation> = {}): Promise<void> {
+  async start(live: Live, turn: Turn, mark: RunningMark = {}): Promise<void> {
     const proc = live.proc;
     const startedAt = turn.status === 'running' && turn.startedAt ? turn.startedAt : new Date();
     const active = newActiveTurn(turn, startedAt.getTime(), proc);
@@ -67,7 +67,7 @@ export class TurnMachine {
     try {
       await Promise.all([
         turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
-        updateConversation(this.c.d.db, live.conversationId, { ...conversationPatch, status: 'running', lastActiveAt: startedAt }),
+        markConversationRunning(this.c.d.db, live.conversationId, startedAt, mark),
       ]);
     } catch (e) {
       // The prompt was already answered "queued": the turn ends failed instead of staying open.
@@ -180,20 +180,21 @@ export class TurnMachine {
     const usage = turnUsage(r.ok ? r.usage : undefined, turn.reported);
     if (usage) data.usage = usage;
     // The turn's events are stored before its row says it ended, so a client polling the turn reads
-    // the whole answer; both rows settle before the stage event is published, so a client acting on
-    // it reads them settled; the event then skips the batching delay, since clients wait for it.
-    await this.c.events.stored();
-    // One statement, one commit: the turn's end, the conversation's settle and its usage total.
-    await endTurnRows(
-      this.c.d.db,
-      turn.id,
-      { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) },
-      live.conversationId,
-      { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null },
-      usage ?? null,
-    );
-    this.c.events.stage(live.conversationId, turn.id, 'turn', state, data, duration);
-    this.c.events.flushSoon();
+    // the whole answer; the rows settle with the stage event in one statement, so a client acting on
+    // the event reads them settled, and it skips the batching delay, since clients wait for it.
+    const settle = { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null };
+    const rowPatch = { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) };
+    const event = this.c.events.stageEvent(live.conversationId, turn.id, 'turn', state, data, duration);
+    try {
+      await this.c.events.storeWith(() => endTurnRowsWithEvent(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null, event));
+    } catch (e) {
+      // Nothing of that statement was stored: the rows end alone, and the event takes the log's way
+      // (a row it cannot store is dropped there, as any event's, instead of keeping the turn open).
+      this.c.log.debug({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
+      await endTurnRows(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null);
+      this.c.events.append(event);
+      this.c.events.flushSoon();
+    }
     if (!live.proc?.alive && this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);
   }
 
