@@ -190,7 +190,7 @@ export class TurnMachine {
     } catch (e) {
       // Nothing of that statement was stored: the rows end alone, and the event takes the log's way
       // (a row it cannot store is dropped there, as any event's, instead of keeping the turn open).
-      this.c.log.debug({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
+      this.c.log.warn({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
       await endTurnRows(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null);
       this.c.events.append(event);
       this.c.events.flushSoon();
