@@ -38,8 +38,9 @@ export class Permissions {
     if (verdict === 'auto_allow' && !allowed) verdict = 'ask';
     if (verdict !== 'ask' || !turn) {
       const outcome = verdict === 'auto_allow' && allowed && turn ? allowed : denyOutcome(params.options);
-      await proc.client.answerPermission(held.id, outcome);
       live.resolved.add(requestId);
+      // Appended before the agent hears the answer, as a person's answer is: its reaction (even the end
+      // of the turn, whose event the turn's end statement stores at once) must follow it in the log.
       this.c.events.stage(live.conversationId, turn?.id ?? null, 'permission', 'done', {
         request_id: requestId,
         tool: named,
@@ -47,6 +48,8 @@ export class Permissions {
         outcome: verdict === 'ask' ? 'turn_ended' : verdict,
         option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
       });
+      const sent = await proc.client.answerPermission(held.id, outcome);
+      if (!sent.ok) this.c.log.warn({ conversation: live.conversationId, err: sent.error.message }, 'the automatic permission answer did not reach the agent');
       return;
     }
     const askedAt = new Date();
