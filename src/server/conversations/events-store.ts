@@ -12,21 +12,24 @@ import type { EngineDb } from '../store/engine-db.ts';
  * makes the bigserial ids follow the batch order, which the SSE tail and paging rely on. Only the ids
  * come back: every other column is what was sent.
  */
+/** An event as it will be stored, every default filled in; its id (0 here) is the database's to give. */
+export const eventRowOf = (r: NewEvent): EventRow => ({
+  id: 0,
+  conversationId: r.conversationId,
+  turnId: r.turnId ?? null,
+  kind: r.kind,
+  stream: r.stream ?? '',
+  data: r.data ?? '',
+  stage: r.stage ?? null,
+  state: r.state ?? null,
+  durationMs: r.durationMs ?? null,
+  seq: r.seq ?? null,
+  ts: r.ts ?? new Date(),
+});
+
 export async function insertEvents(db: EngineDb, rows: readonly NewEvent[]): Promise<EventRow[]> {
   if (rows.length === 0) return [];
-  const full: EventRow[] = rows.map((r) => ({
-    id: 0,
-    conversationId: r.conversationId,
-    turnId: r.turnId ?? null,
-    kind: r.kind,
-    stream: r.stream ?? '',
-    data: r.data ?? '',
-    stage: r.stage ?? null,
-    state: r.state ?? null,
-    durationMs: r.durationMs ?? null,
-    seq: r.seq ?? null,
-    ts: r.ts ?? new Date(),
-  }));
+  const full = rows.map(eventRowOf);
   const col = <T>(f: (r: EventRow) => T) => sql.param(full.map(f));
   const result: unknown = await db.execute(sql`
     INSERT INTO events (conversation_id, turn_id, kind, stream, data, stage, state, duration_ms, seq, ts)

@@ -17,6 +17,7 @@ import {
   type TurnUsage,
 } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
+import { eventRowOf } from './events-store.ts';
 
 export interface ConversationWithSandbox {
   readonly conversation: Conversation;
@@ -305,19 +306,7 @@ export async function endTurnRowsWithEvent(
   usage: TurnUsage | null,
   event: NewEvent,
 ): Promise<EventRow> {
-  const row: EventRow = {
-    id: 0,
-    conversationId: event.conversationId,
-    turnId: event.turnId ?? null,
-    kind: event.kind,
-    stream: event.stream ?? '',
-    data: event.data ?? '',
-    stage: event.stage ?? null,
-    state: event.state ?? null,
-    durationMs: event.durationMs ?? null,
-    seq: event.seq ?? null,
-    ts: event.ts ?? new Date(),
-  };
+  const row = eventRowOf(event);
   const ended = db.$with('ended').as(db.update(turns).set(patch).where(eq(turns.id, turnId)).returning({ id: turns.id }));
   const [stored] = await db
     .with(settleConversation(db, conversationId, settle, usage), ended)
