@@ -5,13 +5,6 @@ import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzl
 import { conversations, events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
-/**
- * One INSERT per batch whatever its size: every column goes as one array parameter and `unnest` turns
- * them back into rows, so the statement text is the same for 1 row or 200 (PostgreSQL parses the
- * same short text each time, and no query builder walks 11 columns × N rows per flush). `ORDER BY ord`
- * makes the bigserial ids follow the batch order, which the SSE tail and paging rely on. Only the ids
- * come back: every other column is what was sent.
- */
 /** An event as it will be stored, every default filled in; its id (0 here) is the database's to give. */
 export const eventRowOf = (r: NewEvent): EventRow => ({
   id: 0,
@@ -27,6 +20,13 @@ export const eventRowOf = (r: NewEvent): EventRow => ({
   ts: r.ts ?? new Date(),
 });
 
+/**
+ * One INSERT per batch whatever its size: every column goes as one array parameter and `unnest` turns
+ * them back into rows, so the statement text is the same for 1 row or 200 (PostgreSQL parses the
+ * same short text each time, and no query builder walks 11 columns × N rows per flush). `ORDER BY ord`
+ * makes the bigserial ids follow the batch order, which the SSE tail and paging rely on. Only the ids
+ * come back: every other column is what was sent.
+ */
 export async function insertEvents(db: EngineDb, rows: readonly NewEvent[]): Promise<EventRow[]> {
   if (rows.length === 0) return [];
   const full = rows.map(eventRowOf);
