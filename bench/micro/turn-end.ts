@@ -24,7 +24,7 @@ async function old(turnId: string) {
 }
 async function neu(turnId: string) {
   const endedAt = new Date();
-  await endTurnRows(db, turnId, { status: 'completed', stopReason: 'end_turn', endedAt, pendingPermission: null, usage }, c.id, { lastActiveAt: endedAt, acpNextId: 6 }, usage);
+  await endTurnRows(db, { turnId, patch: { status: 'completed', stopReason: 'end_turn', endedAt, pendingPermission: null, usage }, conversationId: c.id, settle: { lastActiveAt: endedAt, acpNextId: 6 }, usage });
 }
 let n = 0;
 async function round(f: (id: string) => Promise<void>, reps: number) {

@@ -12,6 +12,16 @@ import type { EventRow } from '../store/conversation-schema.ts';
 for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
   describe(`prompt queries on ${driver}`, () => {
     let t: TestDatabase;
+    /** A conversation with no agent on a ready runner sandbox, in an account of its own named `name`. */
+    const ownConversation = async (db: TestDatabase['database']['db'], name: string, status: 'idle' | 'running', turnCount: number, sandboxName: string) => {
+      const acct = await createAccount(db, { name, email: `${name}-${driver}@example.test`, role: 'owner' });
+      const { conversation } = await insertConversation(
+        db,
+        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status, runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount },
+        { provider: 'runner', name: sandboxName, status: 'ready' },
+      );
+      return conversation;
+    };
     before(async () => {
       t = await openTestDatabase(driver);
     });
@@ -59,12 +69,7 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
     it('marks a conversation running with the prepared statement: an absent field keeps its stored value', async () => {
       const { db } = t.database;
-      const acct = await createAccount(db, { name: 'm', email: `m-${driver}@example.test`, role: 'owner' });
-      const { conversation: c } = await insertConversation(
-        db,
-        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 0 },
-        { provider: 'runner', name: 'm', status: 'ready' },
-      );
+      const c = await ownConversation(db, 'm', 'idle', 0, 'm');
       const at = new Date(Date.now() + 5_000);
       await markConversationRunning(db, c.id, at, { turnCount: 1, firstPrompt: 'first' });
       let row = (await getConversationById(db, c.id))!.conversation;
@@ -79,12 +84,7 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
     it('settles a running conversation to idle, and leaves any other status alone', async () => {
       const { db } = t.database;
-      const acct = await createAccount(db, { name: 'r', email: `r-${driver}@example.test`, role: 'owner' });
-      const { conversation: c } = await insertConversation(
-        db,
-        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
-        { provider: 'runner', name: 'y', status: 'ready' },
-      );
+      const c = await ownConversation(db, 'r', 'running', 1, 'y');
       await settleRunningConversation(db, c.id, { acpNextId: 7 });
       const idle = (await getConversationById(db, c.id))!.conversation;
       assert.equal(idle.status, 'idle');
@@ -98,16 +98,11 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
     it("ends a turn in one statement: its row, its running conversation settled, the usage added; a stopped conversation keeps its status", async () => {
       const { db } = t.database;
-      const acct = await createAccount(db, { name: 's', email: `s-${driver}@example.test`, role: 'owner' });
-      const { conversation: c } = await insertConversation(
-        db,
-        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
-        { provider: 'runner', name: 'z', status: 'ready' },
-      );
+      const c = await ownConversation(db, 's', 'running', 1, 'z');
       const first = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
       const endedAt = new Date(Date.now() + 60_000);
       const usage = { input: 3, output: 5, cost: { amount: 0.5, currency: 'USD' } };
-      await endTurnRows(db, first.id, { status: 'completed', stopReason: 'end_turn', endedAt, usage }, c.id, { lastActiveAt: endedAt, acpNextId: 4 }, usage);
+      await endTurnRows(db, { turnId: first.id, patch: { status: 'completed', stopReason: 'end_turn', endedAt, usage }, conversationId: c.id, settle: { lastActiveAt: endedAt, acpNextId: 4 }, usage });
       const ended = (await getTurn(db, first.id))!;
       assert.equal(ended.status, 'completed');
       assert.equal(ended.stopReason, 'end_turn');
@@ -121,7 +116,7 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       // Terminated meanwhile: the turn still ends and its usage still counts; the status and the rest stay.
       await updateConversation(db, c.id, { status: 'terminated' });
       const second = await insertTurn(db, { conversationId: c.id, turnNumber: 2, prompt: 'again', status: 'running', startedAt: new Date() });
-      await endTurnRows(db, second.id, { status: 'failed', reason: 'terminated' }, c.id, { lastActiveAt: new Date(), acpNextId: 9 }, { input: 1, output: 1 });
+      await endTurnRows(db, { turnId: second.id, patch: { status: 'failed', reason: 'terminated' }, conversationId: c.id, settle: { lastActiveAt: new Date(), acpNextId: 9 }, usage: { input: 1, output: 1 } });
       assert.equal((await getTurn(db, second.id))?.status, 'failed');
       const kept = (await getConversationById(db, c.id))!.conversation;
       assert.equal(kept.status, 'terminated');
@@ -129,24 +124,19 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal(kept.lastActiveAt.getTime(), endedAt.getTime());
       assert.equal(kept.usageTotal.input, 4);
       assert.equal(kept.usageTotal.output, 6);
-      await endTurnRows(db, second.id, { reason: 'again' }, c.id, { lastActiveAt: new Date(), acpNextId: 11 }, null);
+      await endTurnRows(db, { turnId: second.id, patch: { reason: 'again' }, conversationId: c.id, settle: { lastActiveAt: new Date(), acpNextId: 11 }, usage: null });
       assert.equal((await getConversationById(db, c.id))!.conversation.acpNextId, 4, 'without usage, a stopped conversation is not touched');
     });
     it('ends a turn with its stage event in one statement, published by the event log between the events before and after it', async () => {
       const { db } = t.database;
-      const acct = await createAccount(db, { name: 'e', email: `e-${driver}@example.test`, role: 'owner' });
-      const { conversation: c } = await insertConversation(
-        db,
-        { accountId: acct.id, agentId: null, title: null, firstPrompt: null, status: 'running', runtime: 'demo', permissionPolicy: {}, source: 'api', turnCount: 1 },
-        { provider: 'runner', name: 'w', status: 'ready' },
-      );
+      const c = await ownConversation(db, 'e', 'running', 1, 'w');
       const turn = await insertTurn(db, { conversationId: c.id, turnNumber: 1, prompt: 'hi', status: 'running', startedAt: new Date() });
       // A long batching delay: the event appended before must still be stored and published first.
       const log = new EventLog(db, pino({ enabled: false }), { flushMs: 10_000, flushMax: 100 });
       const seen: EventRow[] = [];
       log.subscribe(c.id, (r) => seen.push(r));
       const endedAt = new Date();
-      const end = (turnId: string) => endTurnRowsWithEvent(db, turn.id, { status: 'completed', stopReason: 'end_turn', endedAt }, c.id, { lastActiveAt: endedAt, acpNextId: 2 }, null, log.stageEvent(c.id, turnId, 'turn', 'done', { turn_id: turn.id }));
+      const end = (turnId: string) => endTurnRowsWithEvent(db, { turnId: turn.id, patch: { status: 'completed', stopReason: 'end_turn', endedAt }, conversationId: c.id, settle: { lastActiveAt: endedAt, acpNextId: 2 }, usage: null }, log.stageEvent(c.id, turnId, 'turn', 'done', { turn_id: turn.id }));
 
       // A statement that fails stores nothing: neither the rows nor the event.
       await assert.rejects(log.storeWith(() => end('not-a-uuid')));

@@ -281,15 +281,17 @@ function usageTotalPlus(u: TurnUsage): SQL {
  * unless something else (terminate, failure) changed its status meanwhile, and the turn's usage added
  * to the conversation's total. One UPDATE of the conversation, since a statement may change a row once.
  */
-export async function endTurnRows(
-  db: EngineDb,
-  turnId: string,
-  patch: Partial<typeof turns.$inferInsert>,
-  conversationId: string,
-  settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
-  usage: TurnUsage | null,
-): Promise<void> {
-  await db.with(settleConversation(db, conversationId, settle, usage)).update(turns).set(patch).where(eq(turns.id, turnId));
+/** A turn's end: its row's patch, and its conversation's side (settled if still running, the usage added). */
+export interface TurnEnd {
+  readonly turnId: string;
+  readonly patch: Partial<typeof turns.$inferInsert>;
+  readonly conversationId: string;
+  readonly settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null };
+  readonly usage: TurnUsage | null;
+}
+
+export async function endTurnRows(db: EngineDb, end: TurnEnd): Promise<void> {
+  await db.with(settleConversation(db, end)).update(turns).set(end.patch).where(eq(turns.id, end.turnId));
 }
 
 /**
@@ -297,19 +299,11 @@ export async function endTurnRows(
  * per turn): the rows and the event are stored together or not at all. The event log orders it
  * (EventLog.storeWith), so its id follows every event of the turn.
  */
-export async function endTurnRowsWithEvent(
-  db: EngineDb,
-  turnId: string,
-  patch: Partial<typeof turns.$inferInsert>,
-  conversationId: string,
-  settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null },
-  usage: TurnUsage | null,
-  event: NewEvent,
-): Promise<EventRow> {
+export async function endTurnRowsWithEvent(db: EngineDb, end: TurnEnd, event: NewEvent): Promise<EventRow> {
   const row = eventRowOf(event);
-  const ended = db.$with('ended').as(db.update(turns).set(patch).where(eq(turns.id, turnId)).returning({ id: turns.id }));
+  const ended = db.$with('ended').as(db.update(turns).set(end.patch).where(eq(turns.id, end.turnId)).returning({ id: turns.id }));
   const [stored] = await db
-    .with(settleConversation(db, conversationId, settle, usage), ended)
+    .with(settleConversation(db, end), ended)
     .insert(events)
     .values({ ...row, id: undefined })
     .returning({ id: events.id });
@@ -318,7 +312,7 @@ export async function endTurnRowsWithEvent(
 }
 
 /** The conversation's side of a turn's end, as a CTE: settled idle if still running, usage added in any case. */
-function settleConversation(db: EngineDb, conversationId: string, settle: { readonly lastActiveAt: Date; readonly acpNextId: number | null }, usage: TurnUsage | null) {
+function settleConversation(db: EngineDb, { conversationId, settle, usage }: TurnEnd) {
   const running = sql`${conversations.status} = 'running'`;
   const ifRunning = (value: SQL, otherwise: SQL) => sql`case when ${running} then ${value} else ${otherwise} end`;
   return db.$with('settled').as(

@@ -4,7 +4,7 @@
  */
 import type { Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, endTurnRowsWithEvent, markConversationRunning, setTurnPromptId, updateTurn, type RunningMark } from './store.ts';
+import { endTurnRows, endTurnRowsWithEvent, markConversationRunning, setTurnPromptId, updateTurn, type RunningMark, type TurnEnd } from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
@@ -182,16 +182,21 @@ export class TurnMachine {
     // The turn's events are stored before its row says it ended, so a client polling the turn reads
     // the whole answer; the rows settle with the stage event in one statement, so a client acting on
     // the event reads them settled, and it skips the batching delay, since clients wait for it.
-    const settle = { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null };
-    const rowPatch = { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) };
+    const end: TurnEnd = {
+      turnId: turn.id,
+      patch: { ...patch, endedAt, pendingPermission: null, ...(usage ? { usage } : {}) },
+      conversationId: live.conversationId,
+      settle: { lastActiveAt: endedAt, acpNextId: live.proc?.client.nextRequestId ?? null },
+      usage: usage ?? null,
+    };
     const event = this.c.events.stageEvent(live.conversationId, turn.id, 'turn', state, data, duration);
     try {
-      await this.c.events.storeWith(() => endTurnRowsWithEvent(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null, event));
+      await this.c.events.storeWith(() => endTurnRowsWithEvent(this.c.d.db, end, event));
     } catch (e) {
       // Nothing of that statement was stored: the rows end alone, and the event takes the log's way
       // (a row it cannot store is dropped there, as any event's, instead of keeping the turn open).
       this.c.log.warn({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
-      await endTurnRows(this.c.d.db, turn.id, rowPatch, live.conversationId, settle, usage ?? null);
+      await endTurnRows(this.c.d.db, end);
       this.c.events.append(event);
       this.c.events.flushSoon();
     }
