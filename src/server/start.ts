@@ -203,14 +203,9 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);
-    // The first recovery sweep runs while the routes are built below (their zod schemas and OpenAPI
-    // entries are the main thread's work; the sweep is the database's); it ends before the server
-    // listens, so a started server has adopted what a lost node left open, as before (start-up, docs/benchmarks.md).
-    const started = engine.start();
-    started.catch(() => undefined);
-    // Detaches from agent processes and flushes queued events while the database is still open; an
-    // engine whose start failed is not stopped, and a stop waits for a start in flight.
-    stack.push('engine', () => started.then(() => engine.stop(), () => undefined));
+    await engine.start();
+    // Detaches from agent processes and flushes queued events while the database is still open.
+    stack.push('engine', () => engine.stop());
 
     const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
       audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });
@@ -253,7 +248,6 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     srv.on('upgrade', upgrade);
     stack.push('runner upgrades', () => upgrade.close());
-    await started;
     const hostname = opts.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
       srv.once('error', reject);
