@@ -1,6 +1,9 @@
 /**
  * Agent routes (platform-api.md §4) and the catalog: CRUD over agents with zod schemas, provider
  * validation through the ProviderRegistry, and the runtimes/models/providers an agent may pick.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';

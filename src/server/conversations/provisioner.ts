@@ -1,6 +1,9 @@
 /**
  * Bringing a conversation's sandbox up: create (name-keyed, adopted if it exists), prepare, launch;
  * waking a parked one (resume or probe) and re-provisioning a sandbox that is gone (§14.1).
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';

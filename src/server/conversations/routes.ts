@@ -1,6 +1,9 @@
 /**
  * Conversation routes (platform-api.md §5–§9): create, list, get, delete, prompts, interrupt,
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';

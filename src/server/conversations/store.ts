@@ -1,6 +1,9 @@
 /**
  * Conversation, sandbox and turn rows. Tenant-scoped reads; writes by id come from the engine,
  * which already checked the tenant.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import {

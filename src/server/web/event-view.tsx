@@ -3,6 +3,9 @@
  * (each merged with all its updates: title, `$ command`, input, output folded, edits as coloured diffs,
  * terminals), permission requests with their options as buttons, turn status and errors in words. Rows in,
  * JSX out; the reader keeps only the tool calls' merged views.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { raw } from 'hono/html';
 import { stringify } from 'yaml';

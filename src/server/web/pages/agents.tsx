@@ -1,6 +1,9 @@
 /**
  * Agents: the list, the create and edit pages around the agent form (agent-form.tsx), delete, and
  * starting a conversation with an agent in an environment it allows.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';

@@ -1,6 +1,9 @@
 /**
  * The Conversation page: the events read as a conversation (streamed text, folded thoughts, tool calls,
  * permission buttons, turn status, errors), a prompt box, interrupt, terminate, and the sandbox's state.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';

@@ -2,6 +2,9 @@
  * Environments: the list and the create/edit form (variables, write-only secrets, packages,
  * repositories, setup script, network). Fields are validated by the API's own schemas; a secret's
  * value is never shown again once saved, only its name.
+ *
+ * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
+ * by concern is due.
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
