@@ -17,9 +17,12 @@ import pino from 'pino';
 
 const known = ['exec', 'stream', 'replay'];
 
-test('arguments: --quick, --cpu-prof, names in order without repeats, npm\'s -- ignored', () => {
+test("arguments: --quick, --cpu-prof, names in order without repeats, npm's -- ignored", () => {
   assert.deepEqual(parseArgs([], known), { ok: true, args: { quick: false, cpuProf: false, names: [] } });
-  assert.deepEqual(parseArgs(['--', '--quick', 'replay', 'exec', 'replay'], known), { ok: true, args: { quick: true, cpuProf: false, names: ['replay', 'exec'] } });
+  assert.deepEqual(parseArgs(['--', '--quick', 'replay', 'exec', 'replay'], known), {
+    ok: true,
+    args: { quick: true, cpuProf: false, names: ['replay', 'exec'] },
+  });
   assert.deepEqual(parseArgs(['--cpu-prof'], known), { ok: true, args: { quick: false, cpuProf: true, names: [] } });
 });
 
@@ -98,7 +101,10 @@ test('result files: validated shape with machine info, and history carried from 
     assert.equal(history[0]!.summary, 'exec 3x');
     assert.equal(history[0]!.ratio, 3);
     writeResult(dir, { ...sample(), summary: 'exec 2x', history });
-    assert.deepEqual(readHistory(path).map((h) => h.summary), ['exec 3x', 'exec 2x']);
+    assert.deepEqual(
+      readHistory(path).map((h) => h.summary),
+      ['exec 3x', 'exec 2x'],
+    );
 
     assert.throws(() => writeResult(dir, { ...sample(), name: 'Bad Name' }));
     writeFileSync(join(dir, 'junk.json'), 'not json');
@@ -126,10 +132,18 @@ test('profiles reduce to self time per function, highest first', () => {
   assert.equal(top[1]!.frame, '(anonymous)');
   // Samples are stamped startTime + running deltas (2000, 3000, 4000, 5000 µs); the window keeps the middle two.
   const windowed = topFunctions({ ...profile, startTime: 1000 }, 12, [[3000, 4000]]);
-  assert.deepEqual(windowed.map((h) => [h.frame.split(' ')[0], h.selfMs, h.percent]), [['hot', 1, 50], ['(anonymous)', 1, 50]]);
+  assert.deepEqual(
+    windowed.map((h) => [h.frame.split(' ')[0], h.selfMs, h.percent]),
+    [
+      ['hot', 1, 50],
+      ['(anonymous)', 1, 50],
+    ],
+  );
 });
 
-test('concurrency, quick: every conversation streams its whole stamped answer to its SSE client, latencies counted', { timeout: 600_000 }, async () => {
+test('concurrency, quick: every conversation streams its whole stamped answer to its SSE client, latencies counted', {
+  timeout: 600_000,
+}, async () => {
   const logger = pino({ level: 'warn' }, pino.destination(2));
   const shared: { rig: Promise<RunnerRig> | null } = { rig: null };
   try {
@@ -147,7 +161,10 @@ test('concurrency, quick: every conversation streams its whole stamped answer to
     assert.equal((f.latencyMs as { n: number }).n, 20 * 40);
     assert.equal((r.baseline.figures.latencyMs as { n: number }).n, 20 * 40, 'and every chunk read directly');
     assert.ok(Number.isFinite(f.p99Ms) && Number.isFinite(r.baseline.figures.p99Ms));
-    assert.ok((f.agentsCpuMs as number) > 0 && (r.baseline.figures.agentsCpuMs as number) > 0, "the agents' own CPU is counted on both sides");
+    assert.ok(
+      (f.agentsCpuMs as number) > 0 && (r.baseline.figures.agentsCpuMs as number) > 0,
+      "the agents' own CPU is counted on both sides",
+    );
     assert.match(r.summary, /^concurrency 20 conversations: p99 /);
   } finally {
     if (shared.rig) await (await shared.rig).stop();

@@ -23,7 +23,8 @@ type Profiles = Record<string, ReturnType<typeof topFunctions>>;
 /** Top self-time functions of each profile in `files`, counting only samples inside `windows` (all when none). */
 function reduceProfiles(dir: string, files: readonly string[], windows: readonly Window[]): Profiles {
   const out: Profiles = {};
-  for (const f of files) out[f] = topFunctions(JSON.parse(readFileSync(join(dir, f), 'utf8')), 15, windows.length ? windows : undefined);
+  for (const f of files)
+    out[f] = topFunctions(JSON.parse(readFileSync(join(dir, f), 'utf8')), 15, windows.length ? windows : undefined);
   return out;
 }
 
@@ -34,18 +35,33 @@ const newProfiles = (dir: string, before: ReadonlySet<string>, name: RegExp): st
 const RUNNER_PROFILE = /^CPU\.\d+\.\d+\.\d+\.0\.\d+\.cpuprofile$/;
 
 /** Adds the runner child's profile, cut to each benchmark's measured stretches, to the result files already written. */
-function addRunnerProfiles(dir: string, files: readonly string[], results: ReadonlyArray<{ path: string; windows: Window[] }>): void {
+function addRunnerProfiles(
+  dir: string,
+  files: readonly string[],
+  results: ReadonlyArray<{ path: string; windows: Window[] }>,
+): void {
   for (const { path, windows } of results) {
     if (!windows.length) continue;
     const result = resultSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
-    const runner = Object.fromEntries(Object.entries(reduceProfiles(dir, files, windows)).map(([f, top]) => [`runner ${f}`, top]));
+    const runner = Object.fromEntries(
+      Object.entries(reduceProfiles(dir, files, windows)).map(([f, top]) => [`runner ${f}`, top]),
+    );
     writeResult(RESULTS, { ...result, profiles: { ...result.profiles, ...runner } });
-    process.stdout.write(`profile (runner, ${result.name}): ${Object.values(runner).flat().slice(0, 5).map((h) => `${h.frame} ${h.percent}%`).join('; ')}\n`);
+    process.stdout.write(
+      `profile (runner, ${result.name}): ${Object.values(runner)
+        .flat()
+        .slice(0, 5)
+        .map((h) => `${h.frame} ${h.percent}%`)
+        .join('; ')}\n`,
+    );
   }
 }
 
 async function main(): Promise<number> {
-  const parsed = parseArgs(process.argv.slice(2), BENCHMARKS.map((b) => b.name));
+  const parsed = parseArgs(
+    process.argv.slice(2),
+    BENCHMARKS.map((b) => b.name),
+  );
   if (!parsed.ok) {
     process.stderr.write(`bench: ${parsed.error}\n`);
     return 2;
@@ -70,7 +86,9 @@ async function main(): Promise<number> {
     const start = process.hrtime.bigint();
     process.stderr.write(`bench: ${b.name}: ${b.title}${quick ? ' (quick)' : ''}\n`);
     const before = new Set(cpuProfDir ? readdirSync(cpuProfDir) : []);
-    const stopProfile = cpuProfDir ? await profileSelf(join(cpuProfDir, `bench-${b.name}-${Date.now()}.cpuprofile`)) : null;
+    const stopProfile = cpuProfDir
+      ? await profileSelf(join(cpuProfDir, `bench-${b.name}-${Date.now()}.cpuprofile`))
+      : null;
     const windows: Window[] = [];
     const measuredStretch = async <T>(fn: () => Promise<T>): Promise<T> => {
       const from = hrtimeUs();
@@ -81,9 +99,16 @@ async function main(): Promise<number> {
       }
     };
     try {
-      const measured = await b.run({ quick, cpuProfDir, logger, rig, progress: (m) => process.stderr.write(`  ${m}\n`), measured: measuredStretch }).finally(
-        () => stopProfile?.(),
-      );
+      const measured = await b
+        .run({
+          quick,
+          cpuProfDir,
+          logger,
+          rig,
+          progress: (m) => process.stderr.write(`  ${m}\n`),
+          measured: measuredStretch,
+        })
+        .finally(() => stopProfile?.());
       const path = join(RESULTS, `${b.name}.json`);
       const result = {
         name: b.name,
@@ -93,7 +118,9 @@ async function main(): Promise<number> {
         durationMs: Math.round(msSince(start)),
         ...measured,
         history: readHistory(path),
-        profiles: cpuProfDir ? reduceProfiles(cpuProfDir, newProfiles(cpuProfDir, before, /^bench-.*\.cpuprofile$/), windows) : undefined,
+        profiles: cpuProfDir
+          ? reduceProfiles(cpuProfDir, newProfiles(cpuProfDir, before, /^bench-.*\.cpuprofile$/), windows)
+          : undefined,
         machine: machineEnd(machine),
       };
       writeResult(RESULTS, result);
@@ -111,8 +138,11 @@ async function main(): Promise<number> {
     }
   }
   if (shared.rig) await (await shared.rig.catch(() => null))?.stop();
-  if (cpuProfDir) addRunnerProfiles(cpuProfDir, newProfiles(cpuProfDir, profilesBefore, RUNNER_PROFILE), runnerProfileWindows);
-  process.stdout.write(`\n--- summary (${Math.round(msSince(t0) / 1000)} s, results in bench/results/) ---\n${summaries.join('\n')}\n`);
+  if (cpuProfDir)
+    addRunnerProfiles(cpuProfDir, newProfiles(cpuProfDir, profilesBefore, RUNNER_PROFILE), runnerProfileWindows);
+  process.stdout.write(
+    `\n--- summary (${Math.round(msSince(t0) / 1000)} s, results in bench/results/) ---\n${summaries.join('\n')}\n`,
+  );
   return failed > 0 ? 1 : 0;
 }
 

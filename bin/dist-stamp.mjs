@@ -26,7 +26,9 @@ export function sourceStamp(root = ROOT) {
     if (st === undefined) return;
     entries++;
     if (st.mtimeMs > newest) newest = st.mtimeMs;
-    if (isDir) for (const e of readdirSync(path, { withFileTypes: true })) if (!TEST.test(e.name)) visit(join(path, e.name), e.isDirectory());
+    if (isDir)
+      for (const e of readdirSync(path, { withFileTypes: true }))
+        if (!TEST.test(e.name)) visit(join(path, e.name), e.isDirectory());
   };
   visit(join(root, 'src'), true);
   for (const f of EXTRA_INPUTS) visit(join(root, f), false);

@@ -68,4 +68,6 @@ try {
   rmSync(out, { recursive: true, force: true });
   throw e;
 }
-process.stderr.write(`fountain: compiled ${entryPoints.length} modules into ${relative(process.cwd(), DIST) || DIST}\n`);
+process.stderr.write(
+  `fountain: compiled ${entryPoints.length} modules into ${relative(process.cwd(), DIST) || DIST}\n`,
+);

@@ -32,12 +32,21 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       env: {},
       acceptRunnerSocket,
       // A wide gap between `event: conversations` signals: a burst's count is then certain, whatever the machine's load.
-      engine: { idleTimeoutMs: 0, askTimeoutMs: 60_000, turnSilenceTimeoutMs: SILENCE_MS, conversationsSignalGapMs: 600_000 },
+      engine: {
+        idleTimeoutMs: 0,
+        askTimeoutMs: 60_000,
+        turnSilenceTimeoutMs: SILENCE_MS,
+        conversationsSignalGapMs: 600_000,
+      },
       sseHeartbeatMs: 1000,
     });
     key = srv.bootstrapKey!;
     runner = startRunnerChild({ name: 'ux', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp });
-    await until(async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
+    await until(
+      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner to come online',
+      60_000,
+    );
   });
 
   after(async () => {
@@ -47,7 +56,12 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
   });
 
   const agent = async (name: string, policy?: Record<string, string>) => {
-    const r = await api('POST', '/api/agents', { name, runtime: 'demo', model: 'fountain/demo', ...(policy ? { permission_policy: policy } : {}) });
+    const r = await api('POST', '/api/agents', {
+      name,
+      runtime: 'demo',
+      model: 'fountain/demo',
+      ...(policy ? { permission_policy: policy } : {}),
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     return r.body.data;
   };
@@ -59,8 +73,16 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
 
   it("matches the policy on Claude's tool name, which only the first tool_call carries; an automatic allow answers allow_once", async () => {
     // The permission request itself says neither Bash nor execute: only the remembered tool name can match.
-    const a = await agent('claude-shaped', { Bash: 'ask', Edit: 'auto_allow', execute: 'auto_deny', default: 'auto_deny' });
-    const created = await api('POST', '/api/conversations', { agent_id: a.id, prompt: 'bash: echo tool-name-matched > proof.txt' });
+    const a = await agent('claude-shaped', {
+      Bash: 'ask',
+      Edit: 'auto_allow',
+      execute: 'auto_deny',
+      default: 'auto_deny',
+    });
+    const created = await api('POST', '/api/conversations', {
+      agent_id: a.id,
+      prompt: 'bash: echo tool-name-matched > proof.txt',
+    });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const conv = created.body.data;
     const dir: string = conv.sandbox.runner.path;
@@ -70,17 +92,27 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       const req = JSON.parse(asked.data.data);
       assert.equal(req.tool, 'echo tool-name-matched > proof.txt');
       assert.equal(req.tool_name, 'Bash');
-      assert.deepEqual(req.options.map((o: Json) => o.kind), ['allow_always', 'allow_once', 'reject_once']);
-      const yes = await api('POST', `/api/conversations/${conv.id}/requests/${encodeURIComponent(req.request_id)}`, { option_id: 'allow' });
+      assert.deepEqual(
+        req.options.map((o: Json) => o.kind),
+        ['allow_always', 'allow_once', 'reject_once'],
+      );
+      const yes = await api('POST', `/api/conversations/${conv.id}/requests/${encodeURIComponent(req.request_id)}`, {
+        option_id: 'allow',
+      });
       assert.equal(yes.status, 200, JSON.stringify(yes.body));
       const t1 = await s.stage('turn', 'done', asked.id!);
       assert.equal(readFileSync(join(dir, 'proof.txt'), 'utf8'), 'tool-name-matched\n');
 
       // Edit is auto_allow by its tool name: answered allow_once although Claude offers allow_always first.
       writeFileSync(join(dir, 'notes.txt'), 'colour: red\n');
-      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'edit: notes.txt :: red => green' });
+      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, {
+        prompt: 'edit: notes.txt :: red => green',
+      });
       assert.equal(p2.status, 200, JSON.stringify(p2.body));
-      const allowed = await s.wait((e) => (e.id ?? 0) > t1.id! && e.data?.stage === 'permission' && e.data?.state === 'done', 'the automatic answer');
+      const allowed = await s.wait(
+        (e) => (e.id ?? 0) > t1.id! && e.data?.stage === 'permission' && e.data?.state === 'done',
+        'the automatic answer',
+      );
       const auto = JSON.parse(allowed.data.data);
       assert.deepEqual([auto.outcome, auto.option_id, auto.tool_name], ['auto_allow', 'allow', 'Edit']);
       const t2 = await s.stage('turn', 'done', allowed.id!);
@@ -89,7 +121,10 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
 
       // A tool the policy does not name falls to its default: refused, the command never runs.
       const p3 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: touch never.txt' });
-      const denied = await s.wait((e) => (e.id ?? 0) > t2.id! && e.data?.stage === 'permission' && e.data?.state === 'done', 'the policy refusal');
+      const denied = await s.wait(
+        (e) => (e.id ?? 0) > t2.id! && e.data?.stage === 'permission' && e.data?.state === 'done',
+        'the policy refusal',
+      );
       assert.equal(JSON.parse(denied.data.data).outcome, 'auto_deny');
       assert.equal(JSON.parse(denied.data.data).option_id, 'reject_once');
       await s.stage('turn', 'done', denied.id!);
@@ -107,22 +142,44 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       const toolBlocks = all.flatMap((e) => (e.blocks as Json[]).filter((b) => b.kind.startsWith('tool_')));
       const bashEnd = toolBlocks.find((b) => b.kind === 'tool_result' && b.tool.tool_name === 'Bash');
       assert.ok(bashEnd, JSON.stringify(toolBlocks.map((b) => b.kind)));
-      assert.deepEqual([bashEnd.tool.title, bashEnd.tool.kind, bashEnd.tool.status, bashEnd.tool.raw_input.command], ['echo tool-name-matched > proof.txt', 'execute', 'completed', 'echo tool-name-matched > proof.txt']);
+      assert.deepEqual(
+        [bashEnd.tool.title, bashEnd.tool.kind, bashEnd.tool.status, bashEnd.tool.raw_input.command],
+        ['echo tool-name-matched > proof.txt', 'execute', 'completed', 'echo tool-name-matched > proof.txt'],
+      );
       const bashStart = toolBlocks.find((b) => b.kind === 'tool_use' && b.id === bashEnd.tool_id);
-      assert.deepEqual([bashStart.name, bashStart.tool.raw_input], ['Terminal', {}], 'the first tool_call says only "Terminal"');
+      assert.deepEqual(
+        [bashStart.name, bashStart.tool.raw_input],
+        ['Terminal', {}],
+        'the first tool_call says only "Terminal"',
+      );
       const edit = toolBlocks.filter((b) => b.tool.tool_name === 'Edit').at(-1);
       assert.equal(edit.tool.title, 'Edit notes.txt');
-      assert.deepEqual(edit.tool.content, [{ type: 'diff', path: join(dir, 'notes.txt'), old_text: 'colour: red\n', new_text: 'colour: green\n' }]);
+      assert.deepEqual(edit.tool.content, [
+        { type: 'diff', path: join(dir, 'notes.txt'), old_text: 'colour: red\n', new_text: 'colour: green\n' },
+      ]);
       assert.ok(all.every((e) => Array.isArray(e.blocks)));
       const plain = await api('GET', `/api/conversations/${conv.id}/events?limit=3`);
-      assert.ok(plain.body.data.every((e: Json) => e.blocks === undefined), 'blocks only when asked for');
+      assert.ok(
+        plain.body.data.every((e: Json) => e.blocks === undefined),
+        'blocks only when asked for',
+      );
       // The stream derives the same views, replaying from the middle of a turn (primed from its earlier tool lines).
       const mid = all.find((e) => e.blocks.some((b: Json) => b.kind === 'tool_update' && b.tool.tool_name === 'Edit'));
-      const sse = await fetch(`${srv.url}/api/conversations/${conv.id}/stream?blocks=true&wait=false&after=${mid.id}`, { headers: { authorization: `Bearer ${key}` } });
+      const sse = await fetch(`${srv.url}/api/conversations/${conv.id}/stream?blocks=true&wait=false&after=${mid.id}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       const text = await sse.text();
-      const streamed = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
-      const editEnd = streamed.flatMap((e) => e.blocks).find((b: Json) => b.kind === 'tool_result' && b.tool.tool_name === 'Edit');
-      assert.deepEqual([editEnd.tool.title, editEnd.tool.kind, editEnd.tool.status], ['Edit notes.txt', 'edit', 'completed']);
+      const streamed = text
+        .split('\n')
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => JSON.parse(l.slice(6)));
+      const editEnd = streamed
+        .flatMap((e) => e.blocks)
+        .find((b: Json) => b.kind === 'tool_result' && b.tool.tool_name === 'Edit');
+      assert.deepEqual(
+        [editEnd.tool.title, editEnd.tool.kind, editEnd.tool.status],
+        ['Edit notes.txt', 'edit', 'completed'],
+      );
     } finally {
       s.close();
     }
@@ -130,7 +187,8 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
 
   it('records usage per turn and in total, and takes the agent title unless the user gave one', async () => {
     const a = await agent('counted', { default: 'auto_allow' });
-    const conv = (await api('POST', '/api/conversations', { agent_id: a.id, prompt: 'remember: three words here' })).body.data;
+    const conv = (await api('POST', '/api/conversations', { agent_id: a.id, prompt: 'remember: three words here' }))
+      .body.data;
     const s = openStream(`${srv.url}/api/conversations/${conv.id}/stream`, key);
     try {
       const t1 = await s.stage('turn', 'done');
@@ -142,7 +200,14 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
     }
     const turns = (await api('GET', `/api/conversations/${conv.id}/turns`)).body.data;
     // The demo counts words: "remember: three words here" is 4 in, "I will remember that: three words here" 7 out.
-    assert.deepEqual(turns[0].usage, { input: 4, output: 7, cache_read: 0, cache_write: 0, context: { used: 11, size: 200_000 }, cost: { amount: 0.000011, currency: 'USD' } });
+    assert.deepEqual(turns[0].usage, {
+      input: 4,
+      output: 7,
+      cache_read: 0,
+      cache_write: 0,
+      context: { used: 11, size: 200_000 },
+      cost: { amount: 0.000011, currency: 'USD' },
+    });
     assert.equal(turns[1].usage.input, 1);
     const got = (await api('GET', `/api/conversations/${conv.id}`)).body.data;
     assert.equal(got.usage_total.input, 4 + turns[1].usage.input);
@@ -151,8 +216,13 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
     assert.equal(got.title, 'Demo: remember: three words here');
     assert.equal(got.title_source, 'agent');
 
-    const named = (await api('POST', '/api/conversations', { agent_id: a.id, title: 'Mine', prompt: 'hello' })).body.data;
-    await until(async () => (await api('GET', `/api/conversations/${named.id}/turns`)).body.data[0]?.status === 'completed' || null, 'the titled turn');
+    const named = (await api('POST', '/api/conversations', { agent_id: a.id, title: 'Mine', prompt: 'hello' })).body
+      .data;
+    await until(
+      async () =>
+        (await api('GET', `/api/conversations/${named.id}/turns`)).body.data[0]?.status === 'completed' || null,
+      'the titled turn',
+    );
     const kept = (await api('GET', `/api/conversations/${named.id}`)).body.data;
     assert.deepEqual([kept.title, kept.title_source], ['Mine', 'user']);
     assert.ok(kept.usage_total.output > 0);
@@ -160,14 +230,25 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
 
   it('a tool call still running is not silence; an agent silent with no tool running is abandoned without blaming the credential', async () => {
     const a = await agent('patient', { default: 'auto_allow' });
-    const conv = (await api('POST', '/api/conversations', { agent_id: a.id, prompt: `bash: sleep ${(2 * SILENCE_MS) / 1000} && echo woke` })).body.data;
+    const conv = (
+      await api('POST', '/api/conversations', {
+        agent_id: a.id,
+        prompt: `bash: sleep ${(2 * SILENCE_MS) / 1000} && echo woke`,
+      })
+    ).body.data;
     const s = openStream(`${srv.url}/api/conversations/${conv.id}/stream`, key);
     try {
-      const t1 = await s.wait((e) => e.data?.stage === 'turn' && (e.data?.state === 'done' || e.data?.state === 'failed'), 'the long command turn');
+      const t1 = await s.wait(
+        (e) => e.data?.stage === 'turn' && (e.data?.state === 'done' || e.data?.state === 'failed'),
+        'the long command turn',
+      );
       assert.equal(t1.data.state, 'done', t1.data.data);
       // `slow: 1 <ms>` pauses before its only line with no tool call running: that is silence.
       await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: `slow: 1 ${4 * SILENCE_MS}ms` });
-      const t2 = await s.wait((e) => (e.id ?? 0) > t1.id! && e.data?.stage === 'turn' && e.data?.state !== 'started', 'the silent turn');
+      const t2 = await s.wait(
+        (e) => (e.id ?? 0) > t1.id! && e.data?.stage === 'turn' && e.data?.state !== 'started',
+        'the silent turn',
+      );
       assert.equal(t2.data.state, 'failed');
       const reason = JSON.parse(t2.data.data).reason as string;
       assert.match(reason, /sent nothing for \d+ s with no tool call running/);
@@ -197,33 +278,59 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
       assert.equal(r.status, 201, JSON.stringify(r.body));
       return r.body.data;
     });
-    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null, 'the sandbox up');
-    await signalled("the agent's title", () => api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'remember: a title' }));
+    await until(
+      async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null,
+      'the sandbox up',
+    );
+    await signalled("the agent's title", () =>
+      api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'remember: a title' }),
+    );
     assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.title, 'Demo: remember: a title');
-    await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null, 'the turn over');
+    await until(
+      async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null,
+      'the turn over',
+    );
     assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.unread, true);
-    await signalled('read', async () => assert.equal((await api('POST', `/api/conversations/${conv.id}/read`)).status, 204));
+    await signalled('read', async () =>
+      assert.equal((await api('POST', `/api/conversations/${conv.id}/read`)).status, 204),
+    );
     assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.unread, false);
     assert.equal((await api('POST', '/api/conversations/00000000-0000-4000-8000-000000000000/read')).status, 404);
-    await signalled('terminate', async () => assert.equal((await api('POST', `/api/conversations/${conv.id}/terminate`)).status, 204));
-    await signalled('delete', async () => assert.equal((await api('DELETE', `/api/conversations/${conv.id}`)).status, 204));
+    await signalled('terminate', async () =>
+      assert.equal((await api('POST', `/api/conversations/${conv.id}/terminate`)).status, 204),
+    );
+    await signalled('delete', async () =>
+      assert.equal((await api('DELETE', `/api/conversations/${conv.id}`)).status, 204),
+    );
 
     // A teammate's name is its conversation's title.
     const mate = await agent('mate', { default: 'auto_allow' });
-    await signalled('a teammate added', async () => assert.equal((await api('POST', '/api/team', { agent_id: mate.id })).status, 201));
-    await signalled('rename', async () => assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name: 'Renamed' })).status, 200));
+    await signalled('a teammate added', async () =>
+      assert.equal((await api('POST', '/api/team', { agent_id: mate.id })).status, 201),
+    );
+    await signalled('rename', async () =>
+      assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name: 'Renamed' })).status, 200),
+    );
     const mateConv = (await api('GET', `/api/team/${mate.id}`)).body.data.conversation.id as string;
 
     // A burst: four changes, then a terminate whose stage event comes after them on the same stream.
     const s = openStream(`${srv.url}/api/events/stream`, key);
     try {
       await until(() => s.raw().startsWith(': connected') || null, 'the account stream open');
-      for (const name of ['One', 'Two']) assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name })).status, 200);
+      for (const name of ['One', 'Two'])
+        assert.equal((await api('PATCH', `/api/team/${mate.id}`, { name })).status, 200);
       for (let i = 0; i < 2; i++) assert.equal((await api('POST', `/api/conversations/${mateConv}/read`)).status, 204);
       assert.equal((await api('POST', `/api/conversations/${mateConv}/terminate`)).status, 204);
-      const end = await s.wait((e) => e.data?.conversation_id === mateConv && e.data?.stage === 'terminate' && e.data?.state === 'done', 'the terminate on the account stream');
+      const end = await s.wait(
+        (e) => e.data?.conversation_id === mateConv && e.data?.stage === 'terminate' && e.data?.state === 'done',
+        'the terminate on the account stream',
+      );
       const before = s.events.slice(0, s.events.indexOf(end));
-      assert.equal(before.filter(isSignal).length, 1, `one signal for five changes: ${JSON.stringify(before.map((e) => e.event))}`);
+      assert.equal(
+        before.filter(isSignal).length,
+        1,
+        `one signal for five changes: ${JSON.stringify(before.map((e) => e.event))}`,
+      );
     } finally {
       s.close();
     }

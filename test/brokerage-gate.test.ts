@@ -15,13 +15,22 @@ import { callAs as call, dialFake } from './helpers/fake-runner.ts';
 import type { Json } from './helpers/http.ts';
 
 async function waitOffline(srv: RunningServer, name: string): Promise<void> {
-  await until(async () => ((await call(srv, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.name === name && !r.online), `runner ${name} offline`);
+  await until(
+    async () =>
+      ((await call(srv, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.name === name && !r.online),
+    `runner ${name} offline`,
+  );
 }
 
 const creates = (d: FakeDaemon) => d.received.filter((r) => r.op === 'create').length;
 
 async function demoAgent(srv: RunningServer): Promise<string> {
-  const a = await call(srv, 'POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo', system: '' });
+  const a = await call(srv, 'POST', '/api/agents', {
+    name: 'demo',
+    runtime: 'demo',
+    model: 'fountain/demo',
+    system: '',
+  });
   assert.equal(a.status, 201, JSON.stringify(a.body));
   return a.body.data.id;
 }
@@ -109,7 +118,13 @@ describe('BROKER_ALLOW_UNENFORCED lifts the refusal', () => {
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-gate-')));
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: { BROKER_ALLOW_UNENFORCED: 'true' }, acceptRunnerSocket, engine: ENGINE });
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: { BROKER_ALLOW_UNENFORCED: 'true' },
+      acceptRunnerSocket,
+      engine: ENGINE,
+    });
     plain = await dialFake(srv, 'plain');
   });
 

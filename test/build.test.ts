@@ -5,7 +5,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -22,9 +33,15 @@ function copyOfRepo(): string {
 }
 
 const fountain = (root: string, fromSource = '') =>
-  execFileSync(process.execPath, [join(root, 'bin/fountain.js'), '--version'], { cwd: root, encoding: 'utf8', env: { ...process.env, FOUNTAIN_FROM_SOURCE: fromSource } });
+  execFileSync(process.execPath, [join(root, 'bin/fountain.js'), '--version'], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, FOUNTAIN_FROM_SOURCE: fromSource },
+  });
 
-test('the build compiles src/ beside its assets and the executable runs it until a source changes', { timeout: 120_000 }, (t) => {
+test('the build compiles src/ beside its assets and the executable runs it until a source changes', {
+  timeout: 120_000,
+}, (t) => {
   const root = copyOfRepo();
   t.after(() => rmSync(root, { recursive: true, force: true }));
   execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'pipe' });
@@ -34,7 +51,11 @@ test('the build compiles src/ beside its assets and the executable runs it until
   assert.ok(existsSync(join(root, 'dist/server/store/migrations/0001_init.sql')));
   assert.ok(existsSync(join(root, 'dist/server/web/static/app.css')));
   assert.ok(!existsSync(join(root, 'dist/wire/codec.test.js')), 'tests are not compiled');
-  assert.doesNotMatch(readFileSync(join(root, 'dist/cli/commands.js'), 'utf8'), /\.ts['"]/, 'imports name the compiled .js files');
+  assert.doesNotMatch(
+    readFileSync(join(root, 'dist/cli/commands.js'), 'utf8'),
+    /\.ts['"]/,
+    'imports name the compiled .js files',
+  );
 
   // A marker only the compiled file prints shows which one ran.
   // (First in the module: `--version` exits inside the command parser.)
@@ -51,7 +72,9 @@ test('the build compiles src/ beside its assets and the executable runs it until
   assert.doesNotMatch(out, /ran dist/);
 });
 
-test('adding or renaming a source file makes dist/ stale; a rebuild makes it fresh again', { timeout: 120_000 }, async (t) => {
+test('adding or renaming a source file makes dist/ stale; a rebuild makes it fresh again', {
+  timeout: 120_000,
+}, async (t) => {
   const root = copyOfRepo();
   t.after(() => rmSync(root, { recursive: true, force: true }));
   const { distIsFresh } = await import('../bin/dist-stamp.mjs');
@@ -69,6 +92,9 @@ test('adding or renaming a source file makes dist/ stale; a rebuild makes it fre
   renameSync(join(root, 'src/wire/ops.ts'), join(root, 'src/wire/ops2.ts'));
   assert.equal(distIsFresh(root), false, 'a renamed file');
   build();
-  writeFileSync(join(root, 'tsconfig.json'), readFileSync(join(root, 'tsconfig.json'), 'utf8').replace('ES2022', 'ES2023'));
+  writeFileSync(
+    join(root, 'tsconfig.json'),
+    readFileSync(join(root, 'tsconfig.json'), 'utf8').replace('ES2022', 'ES2023'),
+  );
   assert.equal(distIsFresh(root), false, 'the compiler settings changed');
 });

@@ -29,11 +29,19 @@ function start(cmd: string, args: string[], env: NodeJS.ProcessEnv): Run {
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (err += d));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { exited, out: () => out, err: () => err, write: (s) => child.stdin.write(s), end: () => child.stdin.end(), kill: () => child.kill('SIGKILL') };
+  return {
+    exited,
+    out: () => out,
+    err: () => err,
+    write: (s) => child.stdin.write(s),
+    end: () => child.stdin.end(),
+    kill: () => child.kill('SIGKILL'),
+  };
 }
 
 /** The pieces of `fountain …` quoted for `sh -c`. */
-const shellLine = (args: string[]): string => [process.execPath, FOUNTAIN_BIN, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+const shellLine = (args: string[]): string =>
+  [process.execPath, FOUNTAIN_BIN, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
 
 describe('fountain CLI', () => {
   let stack: Stack;
@@ -47,25 +55,43 @@ describe('fountain CLI', () => {
     return r;
   };
   /** `fountain …` on a pseudo-terminal: stdin, stdout and stderr are a tty, Ctrl-C is the terminal's. */
-  const onTerminal = (args: string[]): Run => start('script', ['-q', '-e', '-c', `exec ${shellLine(args)}`, '/dev/null'], env);
+  const onTerminal = (args: string[]): Run =>
+    start('script', ['-q', '-e', '-c', `exec ${shellLine(args)}`, '/dev/null'], env);
   const api = (method: string, path: string, body?: unknown) => call(stack.url, stack.apiKey, method, path, body);
 
   before(async () => {
     stack = await startStack();
     await stack.startRunner();
-    env = { FOUNTAIN_API_KEY: stack.apiKey, FOUNTAIN_BASE_URL: stack.url, FOUNTAIN_PROFILE: '', FOUNTAIN_HOME: mkdtempSync(join(tmpdir(), 'fountain-cli-')), FOUNTAIN_LOG_FORMAT: 'json' };
-    const made = await api('POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo', system: '', permission_policy: { default: 'ask' } });
+    env = {
+      FOUNTAIN_API_KEY: stack.apiKey,
+      FOUNTAIN_BASE_URL: stack.url,
+      FOUNTAIN_PROFILE: '',
+      FOUNTAIN_HOME: mkdtempSync(join(tmpdir(), 'fountain-cli-')),
+      FOUNTAIN_LOG_FORMAT: 'json',
+    };
+    const made = await api('POST', '/api/agents', {
+      name: 'demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      system: '',
+      permission_policy: { default: 'ask' },
+    });
     assert.equal(made.status, 201, JSON.stringify(made.body));
   });
   after(async () => {
     await stack?.stop();
   });
 
-  it('chat reads a pipe to the end and exits; a question left open is answered "reject" in words', { timeout: T }, async () => {
+  it('chat reads a pipe to the end and exits; a question left open is answered "reject" in words', {
+    timeout: T,
+  }, async () => {
     const r = fountain(['chat', 'demo'], 'run: echo never-runs\n');
     const code = await r.exited;
     assert.equal(code, 0, `${r.out()}\n${r.err()}`);
-    assert.match(r.out(), /new conversation [0-9a-f-]{36} with demo \(each chat starts one; --continue picks up the latest\)/);
+    assert.match(
+      r.out(),
+      /new conversation [0-9a-f-]{36} with demo \(each chat starts one; --continue picks up the latest\)/,
+    );
     assert.match(r.out(), /permission requested/);
     assert.match(r.out(), /no more input: answered "Reject"/);
     // The card names the command (`$ echo never-runs`); its output never appears on a line of its own.
@@ -86,18 +112,26 @@ describe('fountain CLI', () => {
     assert.ok(r.out().includes(`come back with: fountain chat demo --conversation ${id}`), r.out());
   });
 
-  it('a re-attach shows a banner and the output it missed; --continue picks the latest conversation', { timeout: T }, async () => {
+  it('a re-attach shows a banner and the output it missed; --continue picks the latest conversation', {
+    timeout: T,
+  }, async () => {
     const first = fountain(['chat', 'demo', '-m', 'remember: the kettle is blue']);
     assert.equal(await first.exited, 0, first.err());
     const id = /new conversation ([0-9a-f-]{36})/.exec(first.out())![1]!;
     // A message sent while no chat is attached (the web page, the API): its answer is what a re-attach missed.
     const sent = await api('POST', `/api/conversations/${id}/prompts`, { prompt: 'recall' });
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
-    await until(async () => (await api('GET', `/api/conversations/${id}/turns`)).body.data[1]?.status === 'completed', 'the unattended turn');
+    await until(
+      async () => (await api('GET', `/api/conversations/${id}/turns`)).body.data[1]?.status === 'completed',
+      'the unattended turn',
+    );
 
     const back = onTerminal(['chat', 'demo', '--conversation', id]);
     await until(() => /^> /m.test(back.out()), 'the prompt');
-    assert.match(back.out(), new RegExp(`continuing conversation ${id} with demo · 2 turns · "(Demo: )?remember: the kettle is blue"`));
+    assert.match(
+      back.out(),
+      new RegExp(`continuing conversation ${id} with demo · 2 turns · "(Demo: )?remember: the kettle is blue"`),
+    );
     assert.match(back.out(), /the latest turn, in case you missed it:/);
     assert.match(back.out(), /the kettle is blue/);
     back.write('\x03');
@@ -109,7 +143,9 @@ describe('fountain CLI', () => {
     assert.doesNotMatch(cont.out(), /new conversation/);
   });
 
-  it('`agents` and `conversations` without a subcommand list; the list has AGENT and a TITLE', { timeout: T }, async () => {
+  it('`agents` and `conversations` without a subcommand list; the list has AGENT and a TITLE', {
+    timeout: T,
+  }, async () => {
     const agents = fountain(['agents']);
     assert.equal(await agents.exited, 0, agents.err());
     assert.match(agents.out(), /^ID\s+NAME\s+RUNTIME/);
@@ -118,8 +154,14 @@ describe('fountain CLI', () => {
     assert.equal(await convs.exited, 0, convs.err());
     const [header, ...rows] = convs.out().trimEnd().split('\n');
     assert.match(header!, /^ID\s+AGENT\s+STATUS\s+TURNS\s+TITLE/);
-    assert.ok(rows.some((r) => /demo\s+\w+\s+\d+\s+(Demo: )?remember: the kettle is blue/.test(r)), convs.out());
-    assert.ok(rows.every((r) => / demo /.test(r)), 'every row names its agent');
+    assert.ok(
+      rows.some((r) => /demo\s+\w+\s+\d+\s+(Demo: )?remember: the kettle is blue/.test(r)),
+      convs.out(),
+    );
+    assert.ok(
+      rows.every((r) => / demo /.test(r)),
+      'every row names its agent',
+    );
   });
 
   it('`agents create --runtime demo` needs no --model', { timeout: T }, async () => {
@@ -131,11 +173,19 @@ describe('fountain CLI', () => {
     assert.match(other.err(), /model/);
   });
 
-  it('`agents create|update --runner` pins an agent to a runner by name; `--no-runner` unpins; an unknown runner is refused naming it', { timeout: T }, async () => {
+  it('`agents create|update --runner` pins an agent to a runner by name; `--no-runner` unpins; an unknown runner is refused naming it', {
+    timeout: T,
+  }, async () => {
     const made = fountain(['agents', 'create', '--name', 'pinned', '--runtime', 'demo', '--runner', RUNNER_NAME]);
     assert.equal(await made.exited, 0, made.err());
-    const runnerId = ((await api('GET', '/api/runners')).body.data as { id: string; name: string }[]).find((r) => r.name === RUNNER_NAME)!.id;
-    const pinned = () => api('GET', '/api/agents').then((r) => (r.body.data as { name: string; runner_id: string | null }[]).find((a) => a.name === 'pinned')!.runner_id);
+    const runnerId = ((await api('GET', '/api/runners')).body.data as { id: string; name: string }[]).find(
+      (r) => r.name === RUNNER_NAME,
+    )!.id;
+    const pinned = () =>
+      api('GET', '/api/agents').then(
+        (r) =>
+          (r.body.data as { name: string; runner_id: string | null }[]).find((a) => a.name === 'pinned')!.runner_id,
+      );
     assert.equal(await pinned(), runnerId);
     const listed = fountain(['agents', 'list']);
     assert.equal(await listed.exited, 0, listed.err());
@@ -161,7 +211,11 @@ describe('fountain CLI', () => {
   });
 
   it("the runner's JSON log on a non-terminal names each key once", { timeout: T }, async () => {
-    const r = start(process.execPath, [FOUNTAIN_BIN, 'runner', '--name', 'log-check', '--root', mkdtempSync(join(tmpdir(), 'fountain-cli-root-'))], env);
+    const r = start(
+      process.execPath,
+      [FOUNTAIN_BIN, 'runner', '--name', 'log-check', '--root', mkdtempSync(join(tmpdir(), 'fountain-cli-root-'))],
+      env,
+    );
     await until(() => r.err().includes('runner: connected'), `the runner to connect (${r.err()})`);
     r.kill();
     await r.exited;

@@ -47,7 +47,9 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
 
   /** The backend pid of a node's notification connection (its application_name names the node). */
   const listenerPid = async (node: NodeProcess): Promise<number | undefined> => {
-    const r = await observer.db.execute(sql`SELECT pid FROM pg_stat_activity WHERE application_name = ${`fountain-notify-${node.id}`}`);
+    const r = await observer.db.execute(
+      sql`SELECT pid FROM pg_stat_activity WHERE application_name = ${`fountain-notify-${node.id}`}`,
+    );
     const rows = (r as unknown as { rows: Array<{ pid: number }> }).rows;
     return rows.length === 1 ? Number(rows[0]!.pid) : undefined;
   };
@@ -56,15 +58,22 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
   async function killListener(node: NodeProcess): Promise<void> {
     const pid = await until(() => listenerPid(node), `the notification connection of ${node.id}`, 10_000);
     await observer.db.execute(sql`SELECT pg_terminate_backend(${pid})`);
-    await until(async () => {
-      const now = await listenerPid(node);
-      return now !== undefined && now !== pid;
-    }, `${node.id} to reconnect its notification connection`, 30_000);
+    await until(
+      async () => {
+        const now = await listenerPid(node);
+        return now !== undefined && now !== pid;
+      },
+      `${node.id} to reconnect its notification connection`,
+      30_000,
+    );
   }
 
   const stageOf = (e: SseEvent) => `${e.data?.stage}/${e.data?.state}`;
   const turnEnd = (s: Stream, turnId: string, state: string) =>
-    s.wait((e) => e.data?.stage === 'turn' && e.data?.state === state && JSON.parse(e.data.data).turn_id === turnId, `turn ${turnId} ${state} on the stream`);
+    s.wait(
+      (e) => e.data?.stage === 'turn' && e.data?.state === state && JSON.parse(e.data.data).turn_id === turnId,
+      `turn ${turnId} ${state} on the stream`,
+    );
 
   /** A stream's events of one conversation are exactly what the store holds after its cursor: in id order, none twice, none missing. */
   async function assertSameAsStore(s: Stream, from: number, what: string): Promise<void> {
@@ -79,7 +88,11 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     b = await spawnClusterNode('B', schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     runner = startRunnerChild({ name: 'r', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: KEY, home: tmp });
-    await until(async () => ((await call(a.url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner on node A', 60_000);
+    await until(
+      async () => ((await call(a.url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner on node A',
+      60_000,
+    );
     const agent = await call(a.url, KEY, 'POST', '/api/agents', {
       name: 'demo',
       runtime: 'demo',
@@ -88,10 +101,17 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     agentId = agent.body.data.id;
-    const created = await call(a.url, KEY, 'POST', '/api/conversations', { agent_id: agent.body.data.id, prompt: 'remember: the first turn ran on A' });
+    const created = await call(a.url, KEY, 'POST', '/api/conversations', {
+      agent_id: agent.body.data.id,
+      prompt: 'remember: the first turn ran on A',
+    });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     conv = created.body.data.id;
-    await until(async () => (await stored(conv)).find((e) => e.stage === 'turn' && e.state === 'done'), 'the first turn on A', 90_000);
+    await until(
+      async () => (await stored(conv)).find((e) => e.stage === 'turn' && e.state === 'done'),
+      'the first turn on A',
+      90_000,
+    );
   });
 
   after(async () => {
@@ -109,12 +129,18 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     const onB = openStream(`${b.url}/api/conversations/${conv}/stream`, KEY, from);
     const accountB = openStream(`${b.url}/api/events/stream`, KEY, from);
     streams.push(onB, accountB);
-    await until(() => onB.raw().startsWith(': connected') && accountB.raw().startsWith(': connected'), 'both streams open');
+    await until(
+      () => onB.raw().startsWith(': connected') && accountB.raw().startsWith(': connected'),
+      'both streams open',
+    );
 
     // A conversation created on A: B's account stream hears the list changed (the bus, across nodes).
     const other = await call(a.url, KEY, 'POST', '/api/conversations', { agent_id: agentId });
     assert.equal(other.status, 201, JSON.stringify(other.body));
-    await accountB.wait((e) => e.event === 'conversations' && e.data?.reason === 'changed' && e.id === null, "B's account stream: conversations changed on A");
+    await accountB.wait(
+      (e) => e.event === 'conversations' && e.data?.reason === 'changed' && e.id === null,
+      "B's account stream: conversations changed on A",
+    );
 
     const chunks = 60;
     const p = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/prompts`, { prompt: `slow: ${chunks} 100ms` });
@@ -133,22 +159,32 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     assert.equal(answer(accountB.events, turnId), slowAnswer(chunks).join(''));
     await assertSameAsStore(onB, from, "B's conversation stream");
     await assertSameAsStore(accountB, from, "B's account stream");
-    assert.ok(accountB.events.filter((e) => e.id !== null).every((e) => [conv, other.body.data.id].includes(e.data?.conversation_id)));
+    assert.ok(
+      accountB.events
+        .filter((e) => e.id !== null)
+        .every((e) => [conv, other.body.data.id].includes(e.data?.conversation_id)),
+    );
   });
 
   it('a permission answer posted to B reaches the agent on A', async () => {
     const from = (await stored(conv)).at(-1)!.id;
     const onB = openStream(`${b.url}/api/conversations/${conv}/stream`, KEY, from);
     streams.push(onB);
-    const p = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/prompts`, { prompt: 'run: echo answered-through-b' });
+    const p = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/prompts`, {
+      prompt: 'run: echo answered-through-b',
+    });
     assert.equal(p.status, 200, JSON.stringify(p.body));
     const turnId = p.body.turn_id as string;
     const asked = await onB.stage('permission', 'started', from);
     const request = JSON.parse(asked.data.data);
     assert.equal((await turnRow(turnId)).nodeId, a.id);
-    const yes = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/requests/${request.request_id}`, { option_id: 'allow_once' });
+    const yes = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/requests/${request.request_id}`, {
+      option_id: 'allow_once',
+    });
     assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
-    const again = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/requests/${request.request_id}`, { option_id: 'allow_once' });
+    const again = await call(b.url, KEY, 'POST', `/api/conversations/${conv}/requests/${request.request_id}`, {
+      option_id: 'allow_once',
+    });
     assert.deepEqual([again.status, again.body.error], [409, 'permission_request_resolved']);
     await turnEnd(onB, turnId, 'done');
     assert.match(answer(onB.events, turnId), /answered-through-b/);
@@ -174,7 +210,10 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
     assert.ok(answer(onB.events, turnId).split('\n').length < 600, 'the turn stopped early');
     await assertSameAsStore(onB, from, "B's conversation stream");
     assert.deepEqual(
-      onB.events.filter((e) => e.event === 'stage').map(stageOf).filter((s) => s.startsWith('turn/')),
+      onB.events
+        .filter((e) => e.event === 'stage')
+        .map(stageOf)
+        .filter((s) => s.startsWith('turn/')),
       ['turn/started', 'turn/interrupted'],
     );
   });

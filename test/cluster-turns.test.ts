@@ -12,7 +12,13 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
 import { ClusterRunnerHost } from '../src/server/cluster/host.ts';
-import { allEvents, answerText, startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
+import {
+  allEvents,
+  answerText,
+  startRunnerChild,
+  until,
+  type RunnerChild,
+} from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { turns, type EventRow } from '../src/server/store/conversation-schema.ts';
 import { openDatabase, type Database } from '../src/server/store/db.ts';
@@ -49,14 +55,23 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
   const turnRow = async (id: string) => (await db().select().from(turns).where(eq(turns.id, id)))[0]!;
   const stage = async (conv: string, name: string, state: string, afterId = 0) => {
     try {
-      return await until(async () => (await events(conv)).find((e) => e.id > afterId && e.stage === name && e.state === state), `${name}/${state}`, 90_000);
+      return await until(
+        async () => (await events(conv)).find((e) => e.id > afterId && e.stage === name && e.state === state),
+        `${name}/${state}`,
+        90_000,
+      );
     } catch (e) {
       const seen = (await events(conv)).filter((x) => x.kind === 'stage').map((x) => `${x.stage}/${x.state} ${x.data}`);
       throw new Error(`${(e as Error).message}; stage events: ${seen.join(' | ')}`);
     }
   };
   const turnEnded = (conv: string, turnId: string, state = 'done') =>
-    until(async () => (await events(conv)).find((e) => e.stage === 'turn' && e.state === state && data(e).turn_id === turnId), `turn ${turnId} ${state}`, 90_000);
+    until(
+      async () =>
+        (await events(conv)).find((e) => e.stage === 'turn' && e.state === state && data(e).turn_id === turnId),
+      `turn ${turnId} ${state}`,
+      90_000,
+    );
   const chunksStored = (conv: string, turnId: string, n: number) =>
     until(async () => answerText(await events(conv), turnId).split('\n').length > n, `${n} chunks stored`, 60_000);
 
@@ -76,7 +91,11 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
 
   /** What would show that something other than the turn's own node touched it. */
   const interference = (all: readonly EventRow[], turnId: string) =>
-    all.filter((e) => e.turnId === turnId && (e.stage === 'connection' || e.stage === 'reattach' || (e.stage === 'turn' && e.state === 'failed')));
+    all.filter(
+      (e) =>
+        e.turnId === turnId &&
+        (e.stage === 'connection' || e.stage === 'reattach' || (e.stage === 'turn' && e.state === 'failed')),
+    );
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-turns-')));
@@ -92,8 +111,16 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
       home: tmp,
       extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
     });
-    await until(async () => ((await call(url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner on node A', 60_000);
-    const agent = await call(url, KEY, 'POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo' });
+    await until(
+      async () => ((await call(url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner on node A',
+      60_000,
+    );
+    const agent = await call(url, KEY, 'POST', '/api/agents', {
+      name: 'demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+    });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     agentId = agent.body.data.id;
   });
@@ -136,7 +163,11 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
     proxy.sever();
     proxy.restore();
     await until(() => (b.host as ClusterRunnerHost).localRunners().length === 1, 'the runner on node B', 60_000);
-    await until(async () => ((await call(nodeA.url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'node A sees it', 60_000);
+    await until(
+      async () => ((await call(nodeA.url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'node A sees it',
+      60_000,
+    );
 
     const conv = await newConversation(nodeA.url);
     const turnId = await prompt(nodeA.url, conv, `slow: ${SLOW} 50ms`);

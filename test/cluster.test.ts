@@ -61,12 +61,18 @@ const api = async (url: string, method: string, path: string) => {
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as { data?: unknown }) : null };
 };
-const runners = async (url: string): Promise<RunnerRow[]> => (await api(url, 'GET', '/api/runners')).body!.data as RunnerRow[];
+const runners = async (url: string): Promise<RunnerRow[]> =>
+  (await api(url, 'GET', '/api/runners')).body!.data as RunnerRow[];
 
 /** A bare WebSocket dialing as a runner (ws answers pings itself; no ops are sent to it here). */
-function dial(base: string, name: string): Promise<{ ws: WebSocket; closed: Promise<number> } | { status: number; body: string }> {
+function dial(
+  base: string,
+  name: string,
+): Promise<{ ws: WebSocket; closed: Promise<number> } | { status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?name=${name}`, { headers: { authorization: `Bearer ${KEY}` } });
+    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?name=${name}`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
     ws.once('open', () => resolve({ ws, closed }));
     ws.once('unexpected-response', (_req, res) => {
@@ -79,7 +85,11 @@ function dial(base: string, name: string): Promise<{ ws: WebSocket; closed: Prom
 }
 
 const schema = uniqueSchemaName();
-const env = { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL, FOUNTAIN_BOOTSTRAP_KEY: KEY, FOUNTAIN_RUNNER_HEARTBEAT_MS: HEARTBEAT_MS };
+const env = {
+  FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL,
+  FOUNTAIN_BOOTSTRAP_KEY: KEY,
+  FOUNTAIN_RUNNER_HEARTBEAT_MS: HEARTBEAT_MS,
+};
 let dataDir: string;
 let scratch: string;
 let nodeA: Child;
@@ -95,8 +105,14 @@ before(async () => {
   nodeB = await startServer({ dataDir, port: 0, env, databaseSchema: schema });
   nodeA = child(['--import', 'tsx', NODE], { ...env, CLUSTER_NODE_SCHEMA: schema });
   urlA = await until(() => /\{"url":"([^"]+)"\}/.exec(nodeA.log())?.[1], `node A listening (${nodeA.log()})`);
-  runnerProc = child([BIN, 'runner', '--name', 'far', '--root', join(scratch, 'sandboxes')], { FOUNTAIN_API_KEY: KEY, FOUNTAIN_BASE_URL: urlA });
-  const row = await until(async () => (await runners(nodeB.url)).find((r) => r.name === 'far' && r.online), `node B sees the runner on A (${runnerProc.log()})`);
+  runnerProc = child([BIN, 'runner', '--name', 'far', '--root', join(scratch, 'sandboxes')], {
+    FOUNTAIN_API_KEY: KEY,
+    FOUNTAIN_BASE_URL: urlA,
+  });
+  const row = await until(
+    async () => (await runners(nodeB.url)).find((r) => r.name === 'far' && r.online),
+    `node B sees the runner on A (${runnerProc.log()})`,
+  );
   runnerId = row.id;
   adapterB = new RunnerAdapter(nodeB.host);
 });
@@ -157,7 +173,10 @@ describe('two nodes on one PostgreSQL', () => {
     try {
       const first = await dial(urlA, 'solo');
       assert.ok('ws' in first, 'node A accepts the runner');
-      const row = await until(async () => (await runners(nodeB.url)).find((r) => r.name === 'solo' && r.online), 'solo online on B');
+      const row = await until(
+        async () => (await runners(nodeB.url)).find((r) => r.name === 'solo' && r.online),
+        'solo online on B',
+      );
       await until(() => events.find((e) => e.type === 'runner_online' && e.runnerId === row.id), 'runner_online on B');
 
       const twin = await dial(nodeB.url, 'solo');
@@ -167,7 +186,10 @@ describe('two nodes on one PostgreSQL', () => {
 
       assert.equal((await api(nodeB.url, 'DELETE', `/api/runners/${row.id}`)).status, 204);
       assert.equal(await first.closed, 4404);
-      await until(() => events.find((e) => e.type === 'runner_offline' && e.runnerId === row.id), 'runner_offline on B');
+      await until(
+        () => events.find((e) => e.type === 'runner_offline' && e.runnerId === row.id),
+        'runner_offline on B',
+      );
       assert.equal(nodeB.host.whereis(row.id), undefined);
     } finally {
       unsubscribe();
@@ -180,7 +202,10 @@ describe('two nodes on one PostgreSQL', () => {
     const h = adapterB.buildHandle(name.value);
     nodeA.child.kill('SIGKILL');
     await nodeA.exited;
-    await until(async () => !(await runners(nodeB.url)).find((r) => r.id === runnerId)?.online, 'the runner expired on B');
+    await until(
+      async () => !(await runners(nodeB.url)).find((r) => r.id === runnerId)?.online,
+      'the runner expired on B',
+    );
     const r = await adapterB.exec(h, 'echo', ['late']);
     assert.ok(!r.ok);
     assert.equal(r.error.code, 'unavailable');

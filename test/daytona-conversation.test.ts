@@ -46,7 +46,9 @@ describe('a full conversation on the daytona provider against the Daytona stub',
         60_000,
       );
     } catch (e) {
-      const history = (await events(convId)).filter((ev) => ev.stage).map((ev) => `${ev.stage}/${ev.state} ${ev.stream === 'acp' ? '' : ev.data ?? ''}`);
+      const history = (await events(convId))
+        .filter((ev) => ev.stage)
+        .map((ev) => `${ev.stage}/${ev.state} ${ev.stream === 'acp' ? '' : (ev.data ?? '')}`);
       throw new Error(`${(e as Error).message}; stage history: ${history.join('\n')}`);
     }
   }
@@ -98,7 +100,9 @@ describe('a full conversation on the daytona provider against the Daytona stub',
     assert.equal(p2.status, 200, JSON.stringify(p2.body));
     const asked = await stage(conv.id, 'permission', 'started', t1.id);
     const request = JSON.parse(asked.data);
-    const yes = await api('POST', `/api/conversations/${conv.id}/requests/${request.request_id}`, { option_id: 'allow_once' });
+    const yes = await api('POST', `/api/conversations/${conv.id}/requests/${request.request_id}`, {
+      option_id: 'allow_once',
+    });
     assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
     const t2 = await stage(conv.id, 'turn', 'done', asked.id);
     assert.equal(t2.turn_id, p2.body.turn_id);
@@ -116,12 +120,19 @@ describe('a full conversation on the daytona provider against the Daytona stub',
     await stage(conv.id, 'turn', 'done', mark);
     assert.match(answer(await events(conv.id), p3.body.turn_id), /blue/);
     const turns = await api('GET', `/api/conversations/${conv.id}/turns`);
-    assert.deepEqual(turns.body.data.map((t: Json) => t.status), ['completed', 'completed', 'completed']);
+    assert.deepEqual(
+      turns.body.data.map((t: Json) => t.status),
+      ['completed', 'completed', 'completed'],
+    );
 
     const term = await api('POST', `/api/conversations/${conv.id}/terminate`);
     assert.equal(term.status, 204);
     await stage(conv.id, 'terminate', 'done');
-    await until(() => (stub.sandbox(conv.sandbox.name) === undefined ? true : null), 'the Daytona sandbox to be deleted', 30_000);
+    await until(
+      () => (stub.sandbox(conv.sandbox.name) === undefined ? true : null),
+      'the Daytona sandbox to be deleted',
+      30_000,
+    );
     assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.status, 'terminated');
   });
 });

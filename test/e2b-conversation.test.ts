@@ -30,7 +30,12 @@ describe('a conversation on the e2b provider against the stub', () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-e2b-conv-')));
     stub = await E2BStub.start({ apiKey: KEY });
     const urls = { E2B_BASE_URL: stub.apiUrl, E2B_SANDBOX_URL: stub.sandboxUrl };
-    adapter = new E2BAdapter({ apiKey: KEY, baseUrl: stub.apiUrl, sandboxUrl: stub.sandboxUrl, requestTimeoutMs: 15_000 });
+    adapter = new E2BAdapter({
+      apiKey: KEY,
+      baseUrl: stub.apiUrl,
+      sandboxUrl: stub.sandboxUrl,
+      requestTimeoutMs: 15_000,
+    });
     srv = await startServer({
       dataDir: join(tmp, 'data'),
       port: 0,
@@ -75,7 +80,10 @@ describe('a conversation on the e2b provider against the stub', () => {
       const t1 = await s.stage('turn', 'done');
       assert.match(answer(s.events, t1.data.turn_id), /I will remember that: blue/);
       // The sandbox the stub made is the one the conversation names.
-      assert.ok(stub.requests.some((r) => r.server === 'api' && r.method === 'POST' && r.path === '/sandboxes'), 'the stub created a sandbox');
+      assert.ok(
+        stub.requests.some((r) => r.server === 'api' && r.method === 'POST' && r.path === '/sandboxes'),
+        'the stub created a sandbox',
+      );
 
       // The turn's events read back over the paged /events endpoint.
       const page = await api('GET', `/api/conversations/${conv.id}/events?after=0&limit=1000`);
@@ -83,11 +91,15 @@ describe('a conversation on the e2b provider against the stub', () => {
       assert.ok((page.body.data as Json[]).some((e) => e.turn_id === t1.data.turn_id && e.stream === 'acp'));
 
       // A permission, answered over HTTP.
-      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'run: echo e2b-sandbox-says-hi' });
+      const p2 = await api('POST', `/api/conversations/${conv.id}/prompts`, {
+        prompt: 'run: echo e2b-sandbox-says-hi',
+      });
       assert.equal(p2.status, 200, JSON.stringify(p2.body));
       const asked = await s.stage('permission', 'started', t1.id!);
       const request = JSON.parse(asked.data.data);
-      const yes = await api('POST', `/api/conversations/${conv.id}/requests/${request.request_id}`, { option_id: 'allow_once' });
+      const yes = await api('POST', `/api/conversations/${conv.id}/requests/${request.request_id}`, {
+        option_id: 'allow_once',
+      });
       assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
       const t2 = await s.stage('turn', 'done', asked.id!);
       assert.equal(t2.data.turn_id, p2.body.turn_id);
@@ -95,7 +107,11 @@ describe('a conversation on the e2b provider against the stub', () => {
 
       // Idle: the sweep parks the sandbox (E2B pause).
       await s.stage('sandbox', 'done', t2.id!);
-      await until(async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.sandbox.status === 'suspended' || null, 'the sandbox to park');
+      await until(
+        async () =>
+          (await api('GET', `/api/conversations/${conv.id}`)).body.data.sandbox.status === 'suspended' || null,
+        'the sandbox to park',
+      );
       assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.status, 'idle');
 
       // Wake on the next prompt; the demo agent's memory survived the pause.
@@ -105,13 +121,19 @@ describe('a conversation on the e2b provider against the stub', () => {
       await s.stage('turn', 'done', mark);
       assert.match(answer(s.events, p3.body.turn_id), /blue/);
       const turns = await api('GET', `/api/conversations/${conv.id}/turns`);
-      assert.deepEqual(turns.body.data.map((t: Json) => t.status), ['completed', 'completed', 'completed']);
+      assert.deepEqual(
+        turns.body.data.map((t: Json) => t.status),
+        ['completed', 'completed', 'completed'],
+      );
 
       const term = await api('POST', `/api/conversations/${conv.id}/terminate`);
       assert.equal(term.status, 204);
       await s.stage('terminate', 'done');
       assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.status, 'terminated');
-      assert.ok(stub.requests.some((r) => r.server === 'api' && r.method === 'DELETE' && r.path.startsWith('/sandboxes/')), 'the stub was asked to kill the sandbox');
+      assert.ok(
+        stub.requests.some((r) => r.server === 'api' && r.method === 'DELETE' && r.path.startsWith('/sandboxes/')),
+        'the stub was asked to kill the sandbox',
+      );
     } finally {
       s.close();
     }

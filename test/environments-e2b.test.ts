@@ -10,7 +10,12 @@ import { describeVendorEnvironments } from './helpers/environments.ts';
 describeVendorEnvironments('e2b', async () => {
   const key = `e2b_env_${randomBytes(8).toString('hex')}`;
   const stub = await E2BStub.start({ apiKey: key });
-  const adapter = new E2BAdapter({ apiKey: key, baseUrl: stub.apiUrl, sandboxUrl: stub.sandboxUrl, requestTimeoutMs: 30_000 });
+  const adapter = new E2BAdapter({
+    apiKey: key,
+    baseUrl: stub.apiUrl,
+    sandboxUrl: stub.sandboxUrl,
+    requestTimeoutMs: 30_000,
+  });
   const find = (name: string) => stub.list().find((s) => s.metadata[NAME_KEY] === name);
   return {
     adapter,
@@ -20,10 +25,16 @@ describeVendorEnvironments('e2b', async () => {
     expectedAllowList: ['localhost', 'registry.npmjs.org'],
     refusingPolicy: (fn) => {
       // E2B answers 400 to a network configuration it cannot take.
-      stub.failNext('api', /^\/sandboxes\/[^/]+\/network$/, { status: 400, body: { code: 400, message: 'invalid network config' } }, { method: 'PUT' });
+      stub.failNext(
+        'api',
+        /^\/sandboxes\/[^/]+\/network$/,
+        { status: 400, body: { code: 400, message: 'invalid network config' } },
+        { method: 'PUT' },
+      );
       return fn();
     },
-    requestsBesidesProcessStarts: () => JSON.stringify(stub.requests.filter((r) => r.path !== '/process.Process/Start')),
+    requestsBesidesProcessStarts: () =>
+      JSON.stringify(stub.requests.filter((r) => r.path !== '/process.Process/Start')),
     stop: async () => {
       adapter.close();
       await stub.stop();

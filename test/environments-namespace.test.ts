@@ -48,7 +48,10 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
   let git: GitHttpsServer;
   let dns: UdpSocket | undefined;
   let linked = false;
-  const api = apiFor(() => srv.url, () => key);
+  const api = apiFor(
+    () => srv.url,
+    () => key,
+  );
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-envs-ns-')));
@@ -63,7 +66,12 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
     ip('addr', 'add', `${GIT_ADDR}/32`, 'dev', `${LINK}a`);
     ip('link', 'set', `${LINK}a`, 'up');
     ip('link', 'set', `${LINK}b`, 'up');
-    dns = await startResolver(GIT_ADDR, 53, (n) => (n === GIT_NAME ? { kind: 'address', ipv4: GIT_ADDR, ttl: 5 } : { kind: 'nxdomain' }), () => {});
+    dns = await startResolver(
+      GIT_ADDR,
+      53,
+      (n) => (n === GIT_NAME ? { kind: 'address', ipv4: GIT_ADDR, ttl: 5 } : { kind: 'nxdomain' }),
+      () => {},
+    );
     git = await startGitHttpsServer(join(tmp, 'git'), CLONE_TOKEN, { address: GIT_ADDR, name: GIT_NAME, port: 443 });
     git.addRepo('private/app', { 'README.md': 'the app in a namespace\n' });
     // The sandbox uid reads the test CA from the shared directory.
@@ -71,7 +79,12 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
     chmodSync(join(shared, 'ca.pem'), 0o644);
     const resolvConf = join(tmp, 'resolv.conf');
     writeFileSync(resolvConf, `nameserver ${GIT_ADDR}\noptions attempts:2 timeout:2\n`);
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema });
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL },
+      databaseSchema: schema,
+    });
     key = srv.bootstrapKey!;
     runner = startRunnerChild({
       name: 'ns',
@@ -81,9 +94,23 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       home: tmp,
       extraArgs: ['--backend', 'namespace', '--ns-subnet', `10.61.${octet}.0/24`],
       // The daemon's host-side lookups (the proxy's) see the test's resolver; nothing else on the machine does.
-      wrap: ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolvConf],
+      wrap: [
+        'unshare',
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        'sh',
+        '-c',
+        'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+        resolvConf,
+      ],
     });
-    await until(async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner online', 60_000);
+    await until(
+      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner online',
+      60_000,
+    );
   });
 
   after(async () => {
@@ -110,7 +137,13 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       setup_script: 'echo "setup in ns: $GREETING" > /home/sprite/setup-marker',
     });
     assert.equal(env.status, 201, JSON.stringify(env.body));
-    const agent = await api('POST', '/api/agents', { name: 'ns-builder', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', {
+      name: 'ns-builder',
+      permission_policy: { default: 'auto_allow' },
+      runtime: 'demo',
+      model: 'fountain/demo',
+      environment_id: env.body.data.id,
+    });
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.data.id as string;
@@ -120,12 +153,21 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       seen.map((s) => s.what).filter((w) => !w.startsWith('provision/')),
       ['packages/started', 'packages/done', 'network/started', 'network/done', 'setup/started', 'setup/done'],
     );
-    assert.deepEqual(seen.find((s) => s.what === 'network/done')?.data, { type: 'limited', hosts: ['registry.npmjs.org'] });
+    assert.deepEqual(seen.find((s) => s.what === 'network/done')?.data, {
+      type: 'limited',
+      hosts: ['registry.npmjs.org'],
+    });
     assert.match(await ask(api, id, 'run: printenv GREETING'), /hello-ns/);
-    assert.match(await ask(api, id, 'run: printf %s "$API_TOKEN" | sha256sum'), new RegExp(createHash('sha256').update(SECRET).digest('hex')));
+    assert.match(
+      await ask(api, id, 'run: printf %s "$API_TOKEN" | sha256sum'),
+      new RegExp(createHash('sha256').update(SECRET).digest('hex')),
+    );
     assert.match(await ask(api, id, 'run: fountain-ns-hello'), /hello from npm in a namespace/);
     assert.match(await ask(api, id, 'run: cat /home/sprite/setup-marker'), /setup in ns: hello-ns/);
-    assert.deepEqual(leaks({ events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() }, [SECRET]), []);
+    assert.deepEqual(
+      leaks({ events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() }, [SECRET]),
+      [],
+    );
   });
 
   it('clones a private repository over https from an allowed host with its token, which no file, event or log holds', async () => {
@@ -138,7 +180,13 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       repositories: [{ url: `${git.url}/private/app.git`, mount_path: 'app', secret_key: 'CLONE_TOKEN' }],
     });
     assert.equal(env.status, 201, JSON.stringify(env.body));
-    const agent = await api('POST', '/api/agents', { name: 'ns-cloner', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', {
+      name: 'ns-cloner',
+      permission_policy: { default: 'auto_allow' },
+      runtime: 'demo',
+      model: 'fountain/demo',
+      environment_id: env.body.data.id,
+    });
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.data.id as string;
@@ -149,9 +197,18 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       ['network/started', 'network/done', 'clone/started', 'clone/done'],
     );
     assert.match(await ask(api, id, 'run: cat /home/sprite/app/README.md'), /the app in a namespace/);
-    assert.ok(git.requests.some((r) => r.path.startsWith('/private/') && r.authorized), 'the clone carried the token');
+    assert.ok(
+      git.requests.some((r) => r.path.startsWith('/private/') && r.authorized),
+      'the clone carried the token',
+    );
     const cloneFiles = await ask(api, id, 'run: cat /home/sprite/app/.git/config; ls -a /home/sprite');
-    assert.deepEqual(leaks({ 'clone files': cloneFiles, events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() }, [CLONE_TOKEN]), []);
+    assert.deepEqual(
+      leaks(
+        { 'clone files': cloneFiles, events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() },
+        [CLONE_TOKEN],
+      ),
+      [],
+    );
   });
 
   it('a repository on a host the limited network does not allow fails the clone step, naming the host', async () => {
@@ -161,11 +218,20 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
       networking_config: { allowed_hosts: ['registry.npmjs.org'] },
       repositories: [{ url: 'https://git.example.test/org/app.git' }],
     });
-    const agent = await api('POST', '/api/agents', { name: 'ns-closed', permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+    const agent = await api('POST', '/api/agents', {
+      name: 'ns-closed',
+      permission_policy: { default: 'auto_allow' },
+      runtime: 'demo',
+      model: 'fountain/demo',
+      environment_id: env.body.data.id,
+    });
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     const failed = await waitStage(api, created.body.data.id, 'provision/failed');
     assert.equal(failed.data.step, 'clone');
-    assert.match(failed.data.reason, /limited and does not allow git\.example\.test: add it to networking_config\.allowed_hosts/);
+    assert.match(
+      failed.data.reason,
+      /limited and does not allow git\.example\.test: add it to networking_config\.allowed_hosts/,
+    );
     assert.equal((await api('GET', `/api/conversations/${created.body.data.id}`)).body.data.status, 'failed');
   });
 });

@@ -72,7 +72,15 @@ describe('image smoke through exec on a runner sandbox', () => {
     });
     const backend = openProcessBackend({ root: join(tmp, 'sandboxes'), logger });
     assert.ok(backend.ok, String(!backend.ok && backend.error));
-    daemon = runDaemon({ name: 'smoke', root: join(tmp, 'sandboxes'), backend: backend.value, baseUrl: srv.url, apiKey: srv.bootstrapKey!, logger, version: 'test' });
+    daemon = runDaemon({
+      name: 'smoke',
+      root: join(tmp, 'sandboxes'),
+      backend: backend.value,
+      baseUrl: srv.url,
+      apiKey: srv.bootstrapKey!,
+      logger,
+      version: 'test',
+    });
     const info = await until(() => srv.host.online()[0], 'the runner to connect');
     adapter = srv.registry.adapterFor('runner');
     const name = mintRunnerName(info.runnerId);
@@ -95,7 +103,8 @@ describe('image smoke through exec on a runner sandbox', () => {
     assert.ok(env.ok);
     const [path, home] = Buffer.from(env.value.output).toString().split('\n') as [string, string];
     const onPath = (cmd: string) => path.split(delimiter).some((d) => d !== '' && executable(join(d, cmd)));
-    const present = (check: string, cmd: string) => onPath(cmd) || (['bun', 'opencode'].includes(check) && executable(join(home, '.bun/bin', cmd)));
+    const present = (check: string, cmd: string) =>
+      onPath(cmd) || (['bun', 'opencode'].includes(check) && executable(join(home, '.bun/bin', cmd)));
     const missing = BAKED.filter(([check, cmd]) => !present(check, cmd)).map(([check]) => check);
 
     const run = await runImageSmoke(adapter, handle, { timeoutMs: 600_000 });
@@ -106,7 +115,11 @@ describe('image smoke through exec on a runner sandbox', () => {
 
     for (const name of REQUIRED) assert.equal(checks.get(name)?.ok, true, `${name} must pass here${why}`);
     assert.match(output, new RegExp(`^user=\\S+ home=${home.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} pwd=`, 'm'));
-    assert.match(checks.get('npm-global')!.detail, new RegExp(`into ${home}/\\.npm-global as `), 'the sandbox prefix took the install');
+    assert.match(
+      checks.get('npm-global')!.detail,
+      new RegExp(`into ${home}/\\.npm-global as `),
+      'the sandbox prefix took the install',
+    );
     for (const [check] of BAKED) {
       const line = checks.get(check);
       assert.ok(line, `${check} was checked${why}`);
@@ -139,12 +152,18 @@ describe('image smoke through exec on a runner sandbox', () => {
     assert.equal(checks.get('npm-global')?.ok, false, output);
     assert.match(checks.get('npm-global')!.detail, /npm install -g exited [1-9]/);
     assert.equal(verdict.kind, 'failed');
-    assert.ok(verdict.kind === 'failed' && verdict.failed.includes('identity') && verdict.failed.includes('npm-global'));
+    assert.ok(
+      verdict.kind === 'failed' && verdict.failed.includes('identity') && verdict.failed.includes('npm-global'),
+    );
   });
 
   it('reads verdicts and check lines, and ships the script as one base64 line', () => {
     assert.deepEqual(parseSmokeOutput('ok a: x\nFOUNTAIN_IMAGE_SMOKE_OK\n').verdict, { kind: 'ok' });
-    assert.deepEqual(parseSmokeOutput('FAIL bun: gone\nFOUNTAIN_IMAGE_SMOKE_FAILED 1 (bun)\n').verdict, { kind: 'failed', count: 1, failed: ['bun'] });
+    assert.deepEqual(parseSmokeOutput('FAIL bun: gone\nFOUNTAIN_IMAGE_SMOKE_FAILED 1 (bun)\n').verdict, {
+      kind: 'failed',
+      count: 1,
+      failed: ['bun'],
+    });
     assert.deepEqual(parseSmokeOutput('ok a: x\n').verdict, { kind: 'none' });
     const { cmd, args } = smokeCommand(Buffer.from('echo hi\n'));
     assert.equal(cmd, 'bash');
@@ -153,7 +172,7 @@ describe('image smoke through exec on a runner sandbox', () => {
   });
 });
 
-describe('smoke-in.ts: the build scripts\' smoke in a new hosted sandbox (E2B stub)', () => {
+describe("smoke-in.ts: the build scripts' smoke in a new hosted sandbox (E2B stub)", () => {
   it('creates a sandbox through the configured adapter, prints the verdict, and destroys the sandbox', async () => {
     const { E2BStub } = await import('./stubs/e2b/server.ts');
     const { execFile } = await import('node:child_process');
@@ -164,7 +183,17 @@ describe('smoke-in.ts: the build scripts\' smoke in a new hosted sandbox (E2B st
         execFile(
           process.execPath,
           ['--import', 'tsx', fileURLToPath(new URL('../scripts/sandbox-image/smoke-in.ts', import.meta.url)), 'e2b'],
-          { env: { ...process.env, E2B_API_KEY: key, E2B_BASE_URL: stub.apiUrl, E2B_SANDBOX_URL: stub.sandboxUrl, E2B_USER: 'sprite', SMOKE_EXPECT_USER: '' }, timeout: 600_000 },
+          {
+            env: {
+              ...process.env,
+              E2B_API_KEY: key,
+              E2B_BASE_URL: stub.apiUrl,
+              E2B_SANDBOX_URL: stub.sandboxUrl,
+              E2B_USER: 'sprite',
+              SMOKE_EXPECT_USER: '',
+            },
+            timeout: 600_000,
+          },
           (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === 'number' ? e.code : -1) : 0, stdout, stderr }),
         ),
       );

@@ -10,7 +10,15 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { SERVER_ENV_VARS } from '../src/server/config.ts';
 import { KNOWN_PROVIDERS } from '../src/sandbox/providers.ts';
-import { finalUser, keyValues, parseDockerfile, parseFrom, parseHealthcheck, stages, type Instruction } from './lint/dockerfile.ts';
+import {
+  finalUser,
+  keyValues,
+  parseDockerfile,
+  parseFrom,
+  parseHealthcheck,
+  stages,
+  type Instruction,
+} from './lint/dockerfile.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
@@ -42,17 +50,27 @@ describe('server image', () => {
     for (const s of st) {
       const from = parseFrom(s[0]!);
       assert.ok(from.tag && from.tag !== 'latest', `${from.image} has a pinned tag`);
-      for (const c of s.filter((i) => i.keyword === 'COPY' && i.flags.from)) assert.ok(names.includes(c.flags.from!), `COPY --from=${c.flags.from} names an earlier stage`);
+      for (const c of s.filter((i) => i.keyword === 'COPY' && i.flags.from))
+        assert.ok(names.includes(c.flags.from!), `COPY --from=${c.flags.from} names an earlier stage`);
       if (from.stage) names.push(from.stage);
     }
-    assert.ok(last.some((i) => i.keyword === 'COPY' && i.flags.from), 'the runtime stage takes its dependencies from a build stage');
-    assert.ok(st[0]!.some((i) => i.keyword === 'RUN' && /npm ci\b.*--omit=dev/.test(i.args)), 'production dependencies only');
+    assert.ok(
+      last.some((i) => i.keyword === 'COPY' && i.flags.from),
+      'the runtime stage takes its dependencies from a build stage',
+    );
+    assert.ok(
+      st[0]!.some((i) => i.keyword === 'RUN' && /npm ci\b.*--omit=dev/.test(i.args)),
+      'production dependencies only',
+    );
   });
 
   it('runs as a non-root user', () => {
     const user = finalUser(last);
     assert.ok(!['root', '0'].includes(user), `final user is ${user}`);
-    assert.ok(last.some((i) => i.keyword === 'RUN' && i.args.includes(`useradd`) && i.args.includes(user)), `${user} is created`);
+    assert.ok(
+      last.some((i) => i.keyword === 'RUN' && i.args.includes(`useradd`) && i.args.includes(user)),
+      `${user} is created`,
+    );
   });
 
   it('has a health check against /health/ready on the served port', () => {
@@ -75,14 +93,26 @@ describe('server image', () => {
     assert.equal(flag('--port'), '4000');
     const volume = last.find((i) => i.keyword === 'VOLUME');
     assert.ok(volume?.exec?.includes(flag('--data-dir')!), 'the data directory is a volume');
-    for (const dir of ['bin', 'src', 'docs']) assert.ok(last.some((i) => i.keyword === 'COPY' && i.args.startsWith(`${dir} `)), `copies ${dir}/`);
+    for (const dir of ['bin', 'src', 'docs'])
+      assert.ok(
+        last.some((i) => i.keyword === 'COPY' && i.args.startsWith(`${dir} `)),
+        `copies ${dir}/`,
+      );
   });
 });
 
 describe('docker-compose.yml', () => {
   // Merge keys (`<<: *fountain`) resolved, as Compose resolves them.
   const compose = parseYaml(read('docker-compose.yml'), { merge: true }) as {
-    services: Record<string, Record<string, unknown> & { environment?: Record<string, string>; volumes?: string[]; ports?: string[]; profiles?: string[] }>;
+    services: Record<
+      string,
+      Record<string, unknown> & {
+        environment?: Record<string, string>;
+        volumes?: string[];
+        ports?: string[];
+        profiles?: string[];
+      }
+    >;
     volumes: Record<string, unknown>;
   };
   const services = compose.services;
@@ -101,7 +131,8 @@ describe('docker-compose.yml', () => {
   it("passes exactly the server's variables through", () => {
     const vars = services.fountain!.environment!;
     assert.deepEqual(Object.keys(vars).sort(), [...SERVER_ENV_VARS].sort());
-    for (const [k, v] of Object.entries(vars)) assert.ok(v.startsWith(`\${${k}:-`), `${k} is taken from .env, blank when unset`);
+    for (const [k, v] of Object.entries(vars))
+      assert.ok(v.startsWith(`\${${k}:-`), `${k} is taken from .env, blank when unset`);
   });
 
   it('has a cluster profile: a second node like the first, behind a load balancer set up for SSE', () => {
@@ -140,13 +171,20 @@ describe('sandbox images', () => {
         assert.deepEqual(parseFrom(st[0]![0]!), { image: 'ubuntu', tag: '24.04', digest: null, stage: null });
         const args = new Map(ins.filter((i) => i.keyword === 'ARG').flatMap(keyValues));
         assert.equal(args.get('NODE_MAJOR'), '22');
-        const root = runsAs(ins).filter((r) => r.user === 'root').map((r) => r.cmd).join(' ');
-        for (const pkg of ['bash', 'git', 'curl', 'sudo', 'nodejs']) assert.match(root, new RegExp(`apt-get install[^&]*\\b${pkg}\\b`), pkg);
+        const root = runsAs(ins)
+          .filter((r) => r.user === 'root')
+          .map((r) => r.cmd)
+          .join(' ');
+        for (const pkg of ['bash', 'git', 'curl', 'sudo', 'nodejs'])
+          assert.match(root, new RegExp(`apt-get install[^&]*\\b${pkg}\\b`), pkg);
         assert.match(root, /setup_\$\{NODE_MAJOR\}\.x/);
       });
 
       it('has the sprite user with passwordless sudo and /home/sprite', () => {
-        const root = runsAs(ins).filter((r) => r.user === 'root').map((r) => r.cmd).join(' ');
+        const root = runsAs(ins)
+          .filter((r) => r.user === 'root')
+          .map((r) => r.cmd)
+          .join(' ');
         assert.match(root, /useradd\b[^&]*--home-dir \/home\/sprite\b[^&]*\bsprite\b/);
         assert.match(root, /sprite ALL=\(ALL\) NOPASSWD:ALL/);
         const e = env(ins);
@@ -156,10 +194,14 @@ describe('sandbox images', () => {
       });
 
       it('gives sprite a writable npm prefix and installs bun, the agent CLIs and the ACP adapters as sprite', () => {
-        const sprite = runsAs(ins).filter((r) => r.user === 'sprite').map((r) => r.cmd).join(' && ');
+        const sprite = runsAs(ins)
+          .filter((r) => r.user === 'sprite')
+          .map((r) => r.cmd)
+          .join(' && ');
         assert.match(sprite, /npm config set prefix \/home\/sprite\/\.npm-global/);
         assert.match(sprite, /bun\.sh\/install/);
-        for (const pkg of ['@anthropic-ai/claude-code', '@openai/codex', '@google/gemini-cli']) assert.ok(sprite.includes(pkg), pkg);
+        for (const pkg of ['@anthropic-ai/claude-code', '@openai/codex', '@google/gemini-cli'])
+          assert.ok(sprite.includes(pkg), pkg);
         assert.match(sprite, /@agentclientprotocol\/claude-agent-acp@\$\{CLAUDE_AGENT_ACP_VERSION\}/);
         assert.match(sprite, /@agentclientprotocol\/codex-acp@\$\{CODEX_ACP_VERSION\}/);
         assert.match(sprite, /bun install -g opencode-ai/);
@@ -170,7 +212,8 @@ describe('sandbox images', () => {
 
       it('runs commands as sprite, or names sprite as the exec user where the provider picks it', () => {
         const user = finalUser(ins);
-        if (p === 'e2b') assert.ok(user === 'sprite' || read('.env.compose.example').includes('E2B_USER=sprite'), 'E2B_USER=sprite');
+        if (p === 'e2b')
+          assert.ok(user === 'sprite' || read('.env.compose.example').includes('E2B_USER=sprite'), 'E2B_USER=sprite');
         else assert.equal(user, 'sprite');
       });
     });
@@ -183,6 +226,7 @@ describe('sandbox images', () => {
       return ins.slice(0, end + 1).map((i) => [i.keyword, i.flags, i.args]);
     };
     const [first, ...rest] = parsed;
-    for (const other of rest) assert.deepEqual(common(other.ins), common(first!.ins), `${other.p} differs from ${first!.p}`);
+    for (const other of rest)
+      assert.deepEqual(common(other.ins), common(first!.ins), `${other.p} differs from ${first!.p}`);
   });
 });

@@ -19,7 +19,8 @@ describe('inputs that cannot hurt', () => {
   let srv: RunningServer;
   let key: string;
   let agentId: string;
-  const api = (method: string, path: string, body?: unknown, raw?: string) => call(srv.url, key, method, path, body, raw);
+  const api = (method: string, path: string, body?: unknown, raw?: string) =>
+    call(srv.url, key, method, path, body, raw);
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-inputs-')));
@@ -57,7 +58,11 @@ describe('inputs that cannot hurt', () => {
       assert.deepEqual(r.body.errors, { [field]: ['must not contain NUL bytes'] }, `${method} ${path}`);
     }
     const agents = (await api('GET', '/api/agents')).body.data as Json[];
-    assert.deepEqual(agents.map((a) => a.name), ['inputs'], 'nothing was stored');
+    assert.deepEqual(
+      agents.map((a) => a.name),
+      ['inputs'],
+      'nothing was stored',
+    );
   });
 
   it('metadata is bounded in depth and size at validation: 422, never 500 (#8)', async () => {
@@ -82,15 +87,30 @@ describe('inputs that cannot hurt', () => {
   it('every route takes at most 1 MiB, /signin included, and answers a form type it does not take in words (#9)', async () => {
     // /signin needs no key: a large body is refused while it is read, not read whole before a 401.
     const big = 'api_key=' + 'x'.repeat(2 * 1024 * 1024);
-    const signin = await fetch(`${srv.url}/signin`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: srv.url }, body: big });
+    const signin = await fetch(`${srv.url}/signin`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: srv.url },
+      body: big,
+    });
     assert.equal(signin.status, 413);
     assert.equal((await signin.json()).error, 'payload_too_large');
     // The same without a Content-Length: chunked, refused once past the limit.
     const chunked = await new Promise<number>((resolve, reject) => {
-      const req = request(`${srv.url}/signin`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: srv.url, 'transfer-encoding': 'chunked' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        `${srv.url}/signin`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            origin: srv.url,
+            'transfer-encoding': 'chunked',
+          },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on('error', reject);
       const chunk = 'x'.repeat(64 * 1024);
       let sent = 0;
@@ -108,13 +128,21 @@ describe('inputs that cannot hurt', () => {
     const form = new FormData();
     form.set('api_key', 'ftn_x');
     for (const path of ['/signin', '/api/agents']) {
-      const r = await fetch(`${srv.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, origin: srv.url }, body: form });
+      const r = await fetch(`${srv.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, origin: srv.url },
+        body: form,
+      });
       assert.equal(r.status, 415, path);
       const b = (await r.json()) as Json;
       assert.equal(b.error, 'unsupported_media_type');
       assert.match(b.message, /multipart\/form-data is not taken here/);
     }
-    const urlencoded = await fetch(`${srv.url}/api/agents`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=x' });
+    const urlencoded = await fetch(`${srv.url}/api/agents`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'name=x',
+    });
     assert.equal(urlencoded.status, 415);
     assert.match(((await urlencoded.json()) as Json).message, /send application\/json/);
   });
@@ -123,12 +151,19 @@ describe('inputs that cannot hurt', () => {
     // A conversation with no events yet and heartbeats 10 minutes apart: only the first comment can flush the headers.
     const db = srv.database.db as unknown as EngineDb;
     const accountId = (await api('GET', '/api/auth/me')).body.data.id as string;
-    const { conversation } = await insertConversation(db, { accountId, agentId, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api' }, { provider: 'runner', name: `runner-${'0'.repeat(32)}-00000000`, status: 'suspended' });
+    const { conversation } = await insertConversation(
+      db,
+      { accountId, agentId, status: 'idle', runtime: 'demo', permissionPolicy: {}, source: 'api' },
+      { provider: 'runner', name: `runner-${'0'.repeat(32)}-00000000`, status: 'suspended' },
+    );
     for (const path of [`/api/conversations/${conversation.id}/stream`, '/api/team/stream']) {
       const ac = new AbortController();
       const guard = setTimeout(() => ac.abort(), 60_000);
       try {
-        const res = await fetch(`${srv.url}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
+        const res = await fetch(`${srv.url}${path}`, {
+          headers: { authorization: `Bearer ${key}` },
+          signal: ac.signal,
+        });
         assert.equal(res.status, 200, path);
         assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
         const first = await res.body!.getReader().read();

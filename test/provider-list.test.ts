@@ -21,10 +21,15 @@ const NAMES = [...KNOWN_PROVIDERS, 'fake'].join('|');
 export function literalLists(source: string): Array<{ line: number; text: string }> {
   const hits: Array<{ line: number; text: string }> = [];
   const lineOf = (i: number) => source.slice(0, i).split('\n').length;
-  const adjacent = new RegExp(`(['"\`])(${NAMES})\\1\\s*(?:,|\\|)\\s*(?:\\/\\/[^\\n]*\\n\\s*)*(['"\`])(${NAMES})\\3`, 'g');
-  for (const m of source.matchAll(adjacent)) if (m[2] !== m[4]) hits.push({ line: lineOf(m.index), text: m[0].replace(/\s+/g, ' ') });
+  const adjacent = new RegExp(
+    `(['"\`])(${NAMES})\\1\\s*(?:,|\\|)\\s*(?:\\/\\/[^\\n]*\\n\\s*)*(['"\`])(${NAMES})\\3`,
+    'g',
+  );
+  for (const m of source.matchAll(adjacent))
+    if (m[2] !== m[4]) hits.push({ line: lineOf(m.index), text: m[0].replace(/\s+/g, ' ') });
   const options = [...source.matchAll(new RegExp(`value=(['"])(${NAMES})\\1`, 'g'))];
-  if (new Set(options.map((m) => m[2])).size >= 2) for (const m of options) hits.push({ line: lineOf(m.index), text: m[0] });
+  if (new Set(options.map((m) => m[2])).size >= 2)
+    for (const m of options) hits.push({ line: lineOf(m.index), text: m[0] });
   return hits;
 }
 
@@ -47,7 +52,12 @@ describe('one list of providers', () => {
       "['e2b', // hosted\n 'sprites']",
     ];
     for (const src of bad) assert.ok(literalLists(src).length > 0, src);
-    const fine = ["readonly provider = 'runner' as const;", "if (p === 'e2b') return 1;\nif (p === 'sprites') return 2;", '<option value={p}>{p}</option>', "['runner', 'runner']"];
+    const fine = [
+      "readonly provider = 'runner' as const;",
+      "if (p === 'e2b') return 1;\nif (p === 'sprites') return 2;",
+      '<option value={p}>{p}</option>',
+      "['runner', 'runner']",
+    ];
     for (const src of fine) assert.deepEqual(literalLists(src), [], src);
   });
 
@@ -61,7 +71,10 @@ describe('one list of providers', () => {
       for (const hit of literalLists(readFileSync(file, 'utf8'))) found.push(`${rel}:${hit.line}: ${hit.text}`);
     }
     assert.deepEqual(found, [], 'derive these from KNOWN_PROVIDERS (src/sandbox/providers.ts)');
-    assert.ok(literalLists(readFileSync(join(ROOT, HOME_OF_THE_LIST), 'utf8')).length > 0, 'the registry list itself is not seen');
+    assert.ok(
+      literalLists(readFileSync(join(ROOT, HOME_OF_THE_LIST), 'utf8')).length > 0,
+      'the registry list itself is not seen',
+    );
   });
 
   it('a name added to the registry list reaches the API schemas, SANDBOX_PROVIDER validation and the boot check', async () => {
@@ -82,10 +95,19 @@ describe('one list of providers', () => {
     const expected = [...KNOWN_PROVIDERS, 'zzprobe'];
     assert.deepEqual(r.known, expected);
     for (const { schema, values } of r.agentFieldEnums) {
-      assert.deepEqual(values?.filter((v) => v !== null), expected, `${schema}.sandbox_provider`);
+      assert.deepEqual(
+        values?.filter((v) => v !== null),
+        expected,
+        `${schema}.sandbox_provider`,
+      );
     }
     assert.ok(r.allEnums.length >= 4, 'the agent and catalog schemas carry provider enums');
-    for (const { path, values } of r.allEnums) assert.deepEqual(values.filter((v) => v !== null), expected, path);
+    for (const { path, values } of r.allEnums)
+      assert.deepEqual(
+        values.filter((v) => v !== null),
+        expected,
+        path,
+      );
     assert.equal(r.acceptedDefault, 'zzprobe');
     assert.equal(r.unknownRefusal, `SANDBOX_PROVIDER: must be one of ${expected.join(', ')}`);
     assert.match(r.bootRefusal ?? '', /^SANDBOX_PROVIDER: "zzprobe" is not enabled \(ZZPROBE_TOKEN is not set\)/);

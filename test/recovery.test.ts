@@ -8,7 +8,13 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
-import { allEvents, answerText, startRunnerChild, until, type RunnerChild } from '../src/server/conversations/testing.ts';
+import {
+  allEvents,
+  answerText,
+  startRunnerChild,
+  until,
+  type RunnerChild,
+} from '../src/server/conversations/testing.ts';
 import type { EngineConfig } from '../src/server/conversations/config.ts';
 import type { EventRow } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
@@ -26,15 +32,27 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
   let agentId: string;
   const timings: Record<string, number> = {};
 
-  const LONG: Partial<EngineConfig> = { recoveryWindowMs: 60_000, recoveryRetryMs: 100, askTimeoutMs: 60_000, idleTimeoutMs: 0 };
+  const LONG: Partial<EngineConfig> = {
+    recoveryWindowMs: 60_000,
+    recoveryRetryMs: 100,
+    askTimeoutMs: 60_000,
+    idleTimeoutMs: 0,
+  };
 
-  const boot = (engine: Partial<EngineConfig>) =>
-    startServer({ dataDir: join(tmp, 'data'), port: 0, env: {}, engine });
+  const boot = (engine: Partial<EngineConfig>) => startServer({ dataDir: join(tmp, 'data'), port: 0, env: {}, engine });
 
-  async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json; headers: Headers }> {
+  async function api(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Json; headers: Headers }> {
     const headers: Record<string, string> = { authorization: `Bearer ${key}` };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(srv.url + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const res = await fetch(srv.url + path, {
+      method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
   }
@@ -42,13 +60,19 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
   const events = (convId: string): Promise<EventRow[]> => allEvents(srv.database.db as unknown as EngineDb, convId);
   const stage = async (convId: string, name: string, state: string, afterId = 0, timeoutMs = 60_000) => {
     try {
-      return await until(async () => (await events(convId)).find((e) => e.id > afterId && e.stage === name && e.state === state), `${name}/${state}`, timeoutMs);
+      return await until(
+        async () => (await events(convId)).find((e) => e.id > afterId && e.stage === name && e.state === state),
+        `${name}/${state}`,
+        timeoutMs,
+      );
     } catch (e) {
       // Say what did happen, so a failure reads as a story rather than a timeout.
       // The last few before the mark too: an event published out of order shows up there.
       const stages = (await events(convId)).filter((x) => x.kind === 'stage');
       const first = stages.findIndex((x) => x.id > afterId);
-      const seen = stages.slice(Math.max(0, (first === -1 ? stages.length : first) - 3)).map((x) => `${x.id} ${x.stage}/${x.state} ${x.data}`);
+      const seen = stages
+        .slice(Math.max(0, (first === -1 ? stages.length : first) - 3))
+        .map((x) => `${x.id} ${x.stage}/${x.state} ${x.data}`);
       throw new Error(`${(e as Error).message} (after event ${afterId}); stage events: ${seen.join(' | ')}`);
     }
   };
@@ -71,7 +95,11 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
   }
 
   async function chunksStored(convId: string, turnId: string, n: number): Promise<void> {
-    await until(async () => answerText(await events(convId), turnId).split('\n').length > n, `${n} chunks stored`, 60_000);
+    await until(
+      async () => answerText(await events(convId), turnId).split('\n').length > n,
+      `${n} chunks stored`,
+      60_000,
+    );
   }
 
   before(async () => {
@@ -88,7 +116,12 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
       extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
     });
     await until(runnerOnline, 'the runner to come online', 60_000);
-    const agent = await api('POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo', permission_policy: { execute: 'ask' } });
+    const agent = await api('POST', '/api/agents', {
+      name: 'demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      permission_policy: { execute: 'ask' },
+    });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     agentId = agent.body.data.id;
   });
@@ -132,7 +165,11 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     assert.equal(turns.at(-1).status, 'completed');
     // The conversation goes on with the same agent process.
     const next = await prompt(conv.id, 'recall');
-    await until(async () => (await events(conv.id)).find((e) => e.stage === 'turn' && e.state === 'done' && data(e).turn_id === next), 'the next turn');
+    await until(
+      async () =>
+        (await events(conv.id)).find((e) => e.stage === 'turn' && e.state === 'done' && data(e).turn_id === next),
+      'the next turn',
+    );
   });
 
   it('a pending permission survives a cut: same request, same asked_at; answered after the reconnect, it reaches the agent', async () => {
@@ -141,7 +178,9 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     const turnId = await prompt(conv.id, 'run: echo perm-survived');
     const asked = await stage(conv.id, 'permission', 'started', mark);
     const requestId = data(asked).request_id as string;
-    const before = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission;
+    const before = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(
+      -1,
+    ).pending_permission;
     proxy.sever();
     await stage(conv.id, 'connection', 'started', mark);
     const early = await api('POST', `/api/conversations/${conv.id}/requests/${requestId}`, { option_id: 'allow_once' });
@@ -149,14 +188,23 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     proxy.restore();
     const reconnected = await stage(conv.id, 'connection', 'done', mark);
     assert.equal(data(reconnected).outcome, 'session_attached');
-    const after = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission;
+    const after = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(
+      -1,
+    ).pending_permission;
     assert.deepEqual(after, before, 'the request and its asked_at (its deadline) are unchanged');
     const yes = await api('POST', `/api/conversations/${conv.id}/requests/${requestId}`, { option_id: 'allow_once' });
     assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
     await stage(conv.id, 'turn', 'done', reconnected.id);
     const all = await events(conv.id);
-    assert.match(answerText(all, turnId), /I ran `echo perm-survived`; it exited with code 0\. Its output:\nperm-survived/);
-    assert.equal(all.filter((e) => e.turnId === turnId && e.stage === 'permission' && e.state === 'started').length, 1, 'asked once, not again');
+    assert.match(
+      answerText(all, turnId),
+      /I ran `echo perm-survived`; it exited with code 0\. Its output:\nperm-survived/,
+    );
+    assert.equal(
+      all.filter((e) => e.turnId === turnId && e.stage === 'permission' && e.state === 'started').length,
+      1,
+      'asked once, not again',
+    );
     assertStoredOnce(all, turnId);
   });
 
@@ -175,7 +223,10 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     assert.deepEqual(data(cancelled), { reason: 'runner_reconnect', outcome: 'cancelled' });
     // Idle now, and its runner is away: a prompt gets 503 runner_offline with Retry-After.
     const offline = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'recall' });
-    assert.deepEqual([offline.status, offline.body.error, offline.headers.get('retry-after')], [503, 'runner_offline', '30']);
+    assert.deepEqual(
+      [offline.status, offline.body.error, offline.headers.get('retry-after')],
+      [503, 'runner_offline', '30'],
+    );
     proxy.restore();
     await until(runnerOnline, 'the runner to return');
     const next = await prompt(conv.id, 'remember: after the interrupt');
@@ -237,7 +288,10 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     mark = await lastId(conv.id);
     const permTurn = await prompt(conv.id, 'run: echo never-runs');
     const asked = await stage(conv.id, 'permission', 'started', mark);
-    const askedAt = Date.parse(((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission.asked_at);
+    const askedAt = Date.parse(
+      ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[]).at(-1).pending_permission
+        .asked_at,
+    );
     proxy.sever();
     await stage(conv.id, 'connection', 'started', mark);
     // Wait (not measure) until the original deadline has passed, then let the runner back in inside the window.
@@ -247,6 +301,9 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     const resolved = await stage(conv.id, 'permission', 'done', asked.id);
     assert.equal(data(resolved).outcome, 'timeout');
     await stage(conv.id, 'turn', 'done', resolved.id);
-    assert.match(answerText(await events(conv.id), permTurn), /You did not allow it, so I did not run `echo never-runs`\./);
+    assert.match(
+      answerText(await events(conv.id), permTurn),
+      /You did not allow it, so I did not run `echo never-runs`\./,
+    );
   });
 });

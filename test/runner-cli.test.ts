@@ -19,7 +19,14 @@ interface Run {
 
 function runCli(args: string[], env: Record<string, string>): Run {
   const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json', ...env },
+    env: {
+      ...process.env,
+      FOUNTAIN_API_KEY: '',
+      FOUNTAIN_BASE_URL: '',
+      FOUNTAIN_PROFILE: '',
+      FOUNTAIN_LOG_FORMAT: 'json',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';

@@ -16,7 +16,15 @@ import type { RunnerTestHub } from '../src/providers/runner/test-hub.ts';
 import { VmBackend } from '../src/runner/backends/firecracker/index.ts';
 import { parseSubnet } from '../src/runner/backends/firecracker/network.ts';
 import { QMP_SOCKET, QemuDriver } from '../src/runner/backends/firecracker/qemu-driver.ts';
-import { INITRD, KERNEL, QEMU_BIN, QEMU_MACHINE, ROOTFS, assertRealVmsAvailable, realVmSkip } from '../src/runner/backends/firecracker/testing/guest-image.ts';
+import {
+  INITRD,
+  KERNEL,
+  QEMU_BIN,
+  QEMU_MACHINE,
+  ROOTFS,
+  assertRealVmsAvailable,
+  realVmSkip,
+} from '../src/runner/backends/firecracker/testing/guest-image.ts';
 import { runDaemon } from '../src/runner/daemon.ts';
 import type { DaemonHandle } from '../src/runner/daemon.ts';
 import { captureLogger, until } from '../src/runner/testing.ts';
@@ -93,7 +101,10 @@ if (skip) {
       } finally {
         if (scratch) rmSync(scratch, { recursive: true, force: true });
         // A figure for whoever tunes CI, not an assertion.
-        if (started) process.stderr.write(`microVM conformance: ${Math.round((Date.now() - started) / 1000)} s with ${QEMU_MACHINE}\n`);
+        if (started)
+          process.stderr.write(
+            `microVM conformance: ${Math.round((Date.now() - started) / 1000)} s with ${QEMU_MACHINE}\n`,
+          );
       }
     },
     fixtures: SHELL_FIXTURES,

@@ -93,8 +93,18 @@ if (problem) {
 describe('per-runner capabilities through the adapter', () => {
   it('a runner answers from what it advertised: network_policy only where the daemon said so', async () => {
     const { logger } = captureLogger();
-    const withPolicy = await startFakeDaemon({ runnerId: '11111111-1111-4111-8111-111111111111', name: 'ns', logger, capabilities: ['suspend', 'attach', 'network_policy'] });
-    const plain = await startFakeDaemon({ runnerId: '22222222-2222-4222-8222-222222222222', name: 'proc', logger, hub: withPolicy.hub });
+    const withPolicy = await startFakeDaemon({
+      runnerId: '11111111-1111-4111-8111-111111111111',
+      name: 'ns',
+      logger,
+      capabilities: ['suspend', 'attach', 'network_policy'],
+    });
+    const plain = await startFakeDaemon({
+      runnerId: '22222222-2222-4222-8222-222222222222',
+      name: 'proc',
+      logger,
+      hub: withPolicy.hub,
+    });
     try {
       const a = new RunnerAdapter(withPolicy.hub.host);
       const nsName = mintRunnerName(withPolicy.runnerId);
@@ -113,7 +123,10 @@ describe('per-runner capabilities through the adapter', () => {
       assert.deepEqual(withPolicy.policy(ns.name), ['api.example.com']);
       const refused = await a.applyNetworkPolicy(proc, { allow: [] });
       assert.equal(!refused.ok && refused.error.code, 'not_supported');
-      assert.ok(!plain.received.some((r) => r.op === 'apply_network_policy'), 'never asked of a runner without the capability');
+      assert.ok(
+        !plain.received.some((r) => r.op === 'apply_network_policy'),
+        'never asked of a runner without the capability',
+      );
       await plain.stop();
       await until(() => !withPolicy.hub.host.whereis(plain.runnerId), 'plain runner offline');
       assert.ok(!a.capabilities(proc).has('network_policy'), 'offline: the upstream set');

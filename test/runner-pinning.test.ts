@@ -19,13 +19,22 @@ describe('an agent pinned to a runner (two real runners, one real server)', () =
   let a: RunnerChild;
   let b: RunnerChild;
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
-  const online = async (name: string) => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name)?.online === true;
-  const runnerId = async (name: string) => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name)!.id as string;
-  const start = (name: string) => startRunnerChild({ name, root: join(tmp, name), baseUrl: srv.url, apiKey: key, home: tmp });
+  const online = async (name: string) =>
+    ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name)?.online === true;
+  const runnerId = async (name: string) =>
+    ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name)!.id as string;
+  const start = (name: string) =>
+    startRunnerChild({ name, root: join(tmp, name), baseUrl: srv.url, apiKey: key, home: tmp });
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-pin-')));
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: {}, acceptRunnerSocket, engine: { askTimeoutMs: 60_000 } });
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: {},
+      acceptRunnerSocket,
+      engine: { askTimeoutMs: 60_000 },
+    });
     key = srv.bootstrapKey!;
     // B first, then A: A is the most recently connected, so it is what an unpinned agent gets.
     b = start('b');
@@ -43,25 +52,50 @@ describe('an agent pinned to a runner (two real runners, one real server)', () =
 
   it('stores a pin given by name as the id, and refuses an unknown runner naming it', async () => {
     const bId = await runnerId('b');
-    const made = await api('POST', '/api/agents', { name: 'by-name', runtime: 'demo', model: 'fountain/demo', runner_id: 'b' });
+    const made = await api('POST', '/api/agents', {
+      name: 'by-name',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      runner_id: 'b',
+    });
     assert.equal(made.status, 201, JSON.stringify(made.body));
     assert.equal(made.body.data.runner_id, bId);
-    const byId = await api('POST', '/api/agents', { name: 'by-id', runtime: 'demo', model: 'fountain/demo', runner_id: bId });
+    const byId = await api('POST', '/api/agents', {
+      name: 'by-id',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      runner_id: bId,
+    });
     assert.equal(byId.body.data.runner_id, bId);
-    const unknown = await api('POST', '/api/agents', { name: 'nowhere', runtime: 'demo', model: 'fountain/demo', runner_id: 'mars' });
+    const unknown = await api('POST', '/api/agents', {
+      name: 'nowhere',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      runner_id: 'mars',
+    });
     assert.deepEqual([unknown.status, unknown.body.error], [422, 'runner_not_found']);
     assert.match(unknown.body.message, /"mars"/);
-    assert.equal((await api('GET', '/api/agents')).body.data.some((x: Json) => x.name === 'nowhere'), false);
+    assert.equal(
+      (await api('GET', '/api/agents')).body.data.some((x: Json) => x.name === 'nowhere'),
+      false,
+    );
     const badPatch = await api('PATCH', `/api/agents/${made.body.data.id}`, { runner_id: 'mars' });
     assert.deepEqual([badPatch.status, badPatch.body.error], [422, 'runner_not_found']);
-    assert.equal((await api('GET', `/api/agents/${made.body.data.id}`)).body.data.runner_id, bId, 'a refused update changes nothing');
+    assert.equal(
+      (await api('GET', `/api/agents/${made.body.data.id}`)).body.data.runner_id,
+      bId,
+      'a refused update changes nothing',
+    );
     const unpinned = await api('PATCH', `/api/agents/${made.body.data.id}`, { runner_id: null });
     assert.equal(unpinned.body.data.runner_id, null);
   });
 
   it('places a pinned agent on its runner, an unpinned one on the newest; refuses 409 naming the pinned runner while it is away', async () => {
-    const pinned = (await api('POST', '/api/agents', { name: 'pinned', runtime: 'demo', model: 'fountain/demo', runner_id: 'b' })).body.data;
-    const free = (await api('POST', '/api/agents', { name: 'free', runtime: 'demo', model: 'fountain/demo' })).body.data;
+    const pinned = (
+      await api('POST', '/api/agents', { name: 'pinned', runtime: 'demo', model: 'fountain/demo', runner_id: 'b' })
+    ).body.data;
+    const free = (await api('POST', '/api/agents', { name: 'free', runtime: 'demo', model: 'fountain/demo' })).body
+      .data;
 
     const onB = await api('POST', '/api/conversations', { agent_id: pinned.id });
     assert.equal(onB.status, 201, JSON.stringify(onB.body));

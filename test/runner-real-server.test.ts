@@ -52,7 +52,12 @@ async function until<T>(check: () => T | Promise<T>, what: string, ms = 60_000):
 async function startTestServer(env: Record<string, string> = {}) {
   const schema = uniqueSchemaName();
   const dataDir = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-srv-')));
-  const server = await startServer({ dataDir, port: 0, env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL, ...env }, databaseSchema: schema });
+  const server = await startServer({
+    dataDir,
+    port: 0,
+    env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL, ...env },
+    databaseSchema: schema,
+  });
   return {
     server,
     key: server.bootstrapKey!,
@@ -131,7 +136,10 @@ runConformanceSuite('runner adapter → real fountain server → real fountain r
       FOUNTAIN_API_KEY: confServer.key,
       FOUNTAIN_BASE_URL: confServer.server.url,
     });
-    const row = await until(async () => (await runners(confServer.server, confServer.key)).find((r) => r.online), `the runner online (${confRunner.log()})`);
+    const row = await until(
+      async () => (await runners(confServer.server, confServer.key)).find((r) => r.online),
+      `the runner online (${confRunner.log()})`,
+    );
     confRunnerId = row.id;
     confAdapter = new RunnerAdapter(confServer.server.host);
   },
@@ -166,22 +174,34 @@ describe('fountain runner against a real fountain server', () => {
   });
 
   it('gives up when the key is refused (401) or is not full scope (403)', async () => {
-    const bad = start(['--name', 'bad-key', '--root', join(scratch, 'a')], { FOUNTAIN_API_KEY: `ftn_${'0'.repeat(64)}`, FOUNTAIN_BASE_URL: s.server.url });
+    const bad = start(['--name', 'bad-key', '--root', join(scratch, 'a')], {
+      FOUNTAIN_API_KEY: `ftn_${'0'.repeat(64)}`,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
     assert.equal(await bad.exited, 1);
     assert.match(bad.log(), /API key refused/i);
     const created = await api(s.server, s.key, 'POST', '/api/auth/api-keys', { name: 'sandbox', scopes: ['sandbox'] });
     assert.equal(created.status, 201);
     const sandboxKey = (created.body!.data as { key: string }).key;
-    const scoped = start(['--name', 'scoped', '--root', join(scratch, 'b')], { FOUNTAIN_API_KEY: sandboxKey, FOUNTAIN_BASE_URL: s.server.url });
+    const scoped = start(['--name', 'scoped', '--root', join(scratch, 'b')], {
+      FOUNTAIN_API_KEY: sandboxKey,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
     assert.equal(await scoped.exited, 1);
     assert.match(scoped.log(), /403/);
-    assert.deepEqual((await runners(s.server, s.key)).map((r) => r.name).filter((n) => n === 'bad-key' || n === 'scoped'), []);
+    assert.deepEqual(
+      (await runners(s.server, s.key)).map((r) => r.name).filter((n) => n === 'bad-key' || n === 'scoped'),
+      [],
+    );
   });
 
   it('gives up when the server rejects the runner (400)', async () => {
     // A root over 1024 characters passes the daemon's own checks and fails the server's.
     const deep = join(scratch, ...Array.from({ length: 6 }, (_, i) => `${i}${'r'.repeat(200)}`));
-    const c = start(['--name', 'too-deep', '--root', deep], { FOUNTAIN_API_KEY: s.key, FOUNTAIN_BASE_URL: s.server.url });
+    const c = start(['--name', 'too-deep', '--root', deep], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
     assert.equal(await c.exited, 1);
     assert.match(c.log(), /rejected/i);
   });
@@ -189,7 +209,10 @@ describe('fountain runner against a real fountain server', () => {
   it('gives up when runners are switched off on the instance (404)', async () => {
     const off = await startTestServer({ SANDBOX_RUNNERS_ENABLED: 'false' });
     try {
-      const c = start(['--name', 'nope', '--root', join(scratch, 'c')], { FOUNTAIN_API_KEY: off.key, FOUNTAIN_BASE_URL: off.server.url });
+      const c = start(['--name', 'nope', '--root', join(scratch, 'c')], {
+        FOUNTAIN_API_KEY: off.key,
+        FOUNTAIN_BASE_URL: off.server.url,
+      });
       assert.equal(await c.exited, 1);
       assert.match(c.log(), /disabled/i);
     } finally {
@@ -198,25 +221,51 @@ describe('fountain runner against a real fountain server', () => {
   });
 
   it('retries while the name is taken (409), connects when it frees, shows online then offline', async () => {
-    const first = start(['--name', 'twin', '--root', join(scratch, 'd1')], { FOUNTAIN_API_KEY: s.key, FOUNTAIN_BASE_URL: s.server.url });
-    await until(async () => (await runners(s.server, s.key)).find((r) => r.name === 'twin' && r.online), 'the first twin online');
-    const second = start(['--name', 'twin', '--root', join(scratch, 'd2')], { FOUNTAIN_API_KEY: s.key, FOUNTAIN_BASE_URL: s.server.url });
+    const first = start(['--name', 'twin', '--root', join(scratch, 'd1')], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
+    await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'twin' && r.online),
+      'the first twin online',
+    );
+    const second = start(['--name', 'twin', '--root', join(scratch, 'd2')], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
     await until(() => /409|already connected/i.test(second.log()), 'the second twin refused with 409');
     assert.equal(second.child.exitCode, null, 'a 409 is retried, not given up');
     first.child.kill('SIGINT');
     assert.equal(await first.exited, 0);
-    await until(() => (second.log().match(/runner: connected/g) ?? []).length >= 1, 'the second twin connected after the first left', 90_000);
+    await until(
+      () => (second.log().match(/runner: connected/g) ?? []).length >= 1,
+      'the second twin connected after the first left',
+      90_000,
+    );
     assert.ok((await runners(s.server, s.key)).find((r) => r.name === 'twin')?.online);
     second.child.kill('SIGINT');
     assert.equal(await second.exited, 0);
-    await until(async () => (await runners(s.server, s.key)).find((r) => r.name === 'twin' && !r.online), 'twin offline');
+    await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'twin' && !r.online),
+      'twin offline',
+    );
   });
 
   it('a deleted runner (4404) is told so and registers again as a new runner', async () => {
-    const c = start(['--name', 'deleted', '--root', join(scratch, 'f')], { FOUNTAIN_API_KEY: s.key, FOUNTAIN_BASE_URL: s.server.url });
-    const row = await until(async () => (await runners(s.server, s.key)).find((r) => r.name === 'deleted' && r.online), 'online');
+    const c = start(['--name', 'deleted', '--root', join(scratch, 'f')], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
+    const row = await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'deleted' && r.online),
+      'online',
+    );
     assert.equal((await api(s.server, s.key, 'DELETE', `/api/runners/${row.id}`)).status, 204);
-    const back = await until(async () => (await runners(s.server, s.key)).find((r) => r.name === 'deleted' && r.online && r.id !== row.id), 'registered again', 90_000);
+    const back = await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'deleted' && r.online && r.id !== row.id),
+      'registered again',
+      90_000,
+    );
     assert.notEqual(back.id, row.id);
     c.child.kill('SIGINT');
     assert.equal(await c.exited, 0);
@@ -224,8 +273,14 @@ describe('fountain runner against a real fountain server', () => {
 
   it('a dropped socket: the session lives on, and an attach replays every byte once, then tails', async () => {
     const proxy = await startProxy(s.server.url);
-    const c = start(['--name', 'survivor', '--root', join(scratch, 'e')], { FOUNTAIN_API_KEY: s.key, FOUNTAIN_BASE_URL: proxy.url });
-    const row = await until(async () => (await runners(s.server, s.key)).find((r) => r.name === 'survivor' && r.online), 'survivor online');
+    const c = start(['--name', 'survivor', '--root', join(scratch, 'e')], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: proxy.url,
+    });
+    const row = await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'survivor' && r.online),
+      'survivor online',
+    );
     const adapter = new RunnerAdapter(s.server.host);
     const name = mintRunnerName(row.id);
     assert.ok(name.ok);
@@ -233,9 +288,18 @@ describe('fountain runner against a real fountain server', () => {
     assert.ok(h.ok);
     const frames: StreamFrame[] = [];
     // Prints a line, then one line per stdin line, so the test decides when output happens.
-    const spawned = await adapter.spawn(h.value, 'sh', ['-c', 'echo line-0; i=1; while IFS= read -r _; do echo "line-$i"; i=$((i+1)); done'], { owner: (f) => frames.push(f), stdin: true, detachable: true });
+    const spawned = await adapter.spawn(
+      h.value,
+      'sh',
+      ['-c', 'echo line-0; i=1; while IFS= read -r _; do echo "line-$i"; i=$((i+1)); done'],
+      { owner: (f) => frames.push(f), stdin: true, detachable: true },
+    );
     assert.ok(spawned.ok);
-    const text = (fs: StreamFrame[]) => fs.filter((f) => f.type === 'stdout').map((f) => Buffer.from((f as { data: Uint8Array }).data).toString()).join('');
+    const text = (fs: StreamFrame[]) =>
+      fs
+        .filter((f) => f.type === 'stdout')
+        .map((f) => Buffer.from((f as { data: Uint8Array }).data).toString())
+        .join('');
     await until(() => text(frames).includes('line-0'), 'first line');
     assert.ok((await adapter.writeStdin(spawned.value, Buffer.from('x\n'))).ok);
     await until(() => text(frames).includes('line-1'), 'second line');
@@ -257,7 +321,10 @@ describe('fountain runner against a real fountain server', () => {
     assert.ok((await adapter.closeStdin(attached.value)).ok);
     await until(() => again.find((f) => f.type === 'exit'), 'exit after EOF');
     assert.equal(text(again), 'line-0\nline-1\nline-2\n', 'every byte once, in order: replay then live');
-    assert.deepEqual(again.filter((f) => f.type === 'exit' || f.type === 'error').map((f) => f.type), ['exit']);
+    assert.deepEqual(
+      again.filter((f) => f.type === 'exit' || f.type === 'error').map((f) => f.type),
+      ['exit'],
+    );
     c.child.kill('SIGINT');
     assert.equal(await c.exited, 0);
     await proxy.close();

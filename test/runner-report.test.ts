@@ -41,24 +41,46 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
 
   const fountain = (args: string[], env: Record<string, string> = {}): Child => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, FOUNTAIN_HOME: home, FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json', FOUNTAIN_API_KEY: key, FOUNTAIN_BASE_URL: server.url, ...env },
+      env: {
+        ...process.env,
+        FOUNTAIN_HOME: home,
+        FOUNTAIN_PROFILE: '',
+        FOUNTAIN_LOG_FORMAT: 'json',
+        FOUNTAIN_API_KEY: key,
+        FOUNTAIN_BASE_URL: server.url,
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let log = '';
     child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-    const c = { child, log: () => log, exited: new Promise<number | null>((r) => child.once('exit', (code) => r(code))) };
+    const c = {
+      child,
+      log: () => log,
+      exited: new Promise<number | null>((r) => child.once('exit', (code) => r(code))),
+    };
     children.push(c);
     return c;
   };
-  const rows = async (): Promise<RunnerRow[]> => (await call(server.url, key, 'GET', '/api/runners')).body.data as RunnerRow[];
+  const rows = async (): Promise<RunnerRow[]> =>
+    (await call(server.url, key, 'GET', '/api/runners')).body.data as RunnerRow[];
   const web = async (path: string, init: RequestInit = {}) =>
-    fetch(server.url + path, { ...init, redirect: 'manual', headers: { cookie, origin: server.url, ...(init.headers as Record<string, string> | undefined) } });
+    fetch(server.url + path, {
+      ...init,
+      redirect: 'manual',
+      headers: { cookie, origin: server.url, ...(init.headers as Record<string, string> | undefined) },
+    });
 
   before(async () => {
     schema = uniqueSchemaName();
     home = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-report-')));
-    server = await startServer({ dataDir: join(home, 'data'), port: 0, env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema });
+    server = await startServer({
+      dataDir: join(home, 'data'),
+      port: 0,
+      env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL },
+      databaseSchema: schema,
+    });
     key = server.bootstrapKey!;
     const signin = await fetch(`${server.url}/signin`, {
       method: 'POST',
@@ -76,9 +98,15 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
     rmSync(home, { recursive: true, force: true });
   });
 
-  it('the real daemon reports backend and capabilities: API, Runners page and `fountain runners` show them', { timeout: 60_000 }, async () => {
+  it('the real daemon reports backend and capabilities: API, Runners page and `fountain runners` show them', {
+    timeout: 60_000,
+  }, async () => {
     const r = fountain(['runner', '--name', 'reporter', '--root', join(home, 'sandboxes-reporter')]);
-    const row = await until(async () => (await rows()).find((x) => x.name === 'reporter' && x.online), `reporter online (${r.log()})`, 30_000);
+    const row = await until(
+      async () => (await rows()).find((x) => x.name === 'reporter' && x.online),
+      `reporter online (${r.log()})`,
+      30_000,
+    );
     assert.equal(row.backend, 'process');
     assert.deepEqual(row.capabilities, ['suspend', 'attach']);
 
@@ -102,14 +130,21 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
     assert.equal((await rows()).find((x) => x.name === 'reporter')?.backend, 'process');
   });
 
-  it('a daemon that reports neither (an older one) reads "not reported" with the upstream capabilities', { timeout: 30_000 }, async () => {
-    const ws = new WebSocket(`${server.url.replace('http', 'ws')}/api/runners/ws?name=old-daemon&version=0.1.0`, { headers: { authorization: `Bearer ${key}` } });
+  it('a daemon that reports neither (an older one) reads "not reported" with the upstream capabilities', {
+    timeout: 30_000,
+  }, async () => {
+    const ws = new WebSocket(`${server.url.replace('http', 'ws')}/api/runners/ws?name=old-daemon&version=0.1.0`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
     try {
-      const row = await until(async () => (await rows()).find((x) => x.name === 'old-daemon' && x.online), 'old daemon online');
+      const row = await until(
+        async () => (await rows()).find((x) => x.name === 'old-daemon' && x.online),
+        'old daemon online',
+      );
       assert.equal(row.backend, null);
       assert.deepEqual(row.capabilities, ['suspend', 'attach']);
       const html = await (await web('/account/runners')).text();
@@ -119,7 +154,9 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
     }
   });
 
-  it('a key from registration dials as its own runner only; another name is refused 403 runner_key_mismatch', { timeout: 60_000 }, async () => {
+  it('a key from registration dials as its own runner only; another name is refused 403 runner_key_mismatch', {
+    timeout: 60_000,
+  }, async () => {
     const added = await (await web('/account/runners/add', { method: 'POST' })).text();
     const token = /--token (ftr_[0-9a-f]{48})/.exec(added)?.[1];
     assert.ok(token, 'the page shows a registration token');
@@ -129,7 +166,9 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
 
     // The dial: refused with an HTTP status before any upgrade, with a code and a sentence naming both names.
     const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const ws = new WebSocket(`${server.url.replace('http', 'ws')}/api/runners/ws?name=impostor`, { headers: { authorization: `Bearer ${runnerKey}` } });
+      const ws = new WebSocket(`${server.url.replace('http', 'ws')}/api/runners/ws?name=impostor`, {
+        headers: { authorization: `Bearer ${runnerKey}` },
+      });
       ws.once('open', () => reject(new Error('the impostor was let in')));
       ws.once('unexpected-response', (_req, res) => {
         let body = '';
@@ -145,14 +184,26 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
     assert.match(body.message, /"impostor"/);
 
     // The real daemon with that key under another name gives up, saying why.
-    const impostor = fountain(['runner', '--name', 'impostor', '--root', join(home, 'sandboxes-impostor')], { FOUNTAIN_API_KEY: runnerKey });
+    const impostor = fountain(['runner', '--name', 'impostor', '--root', join(home, 'sandboxes-impostor')], {
+      FOUNTAIN_API_KEY: runnerKey,
+    });
     assert.equal(await impostor.exited, 1);
     assert.match(impostor.log(), /runner_key_mismatch/);
-    assert.equal((await rows()).find((x) => x.name === 'impostor'), undefined, 'no record for the refused name');
+    assert.equal(
+      (await rows()).find((x) => x.name === 'impostor'),
+      undefined,
+      'no record for the refused name',
+    );
 
     // Under its own name it connects.
-    const own = fountain(['runner', '--name', 'owned', '--root', join(home, 'sandboxes-owned')], { FOUNTAIN_API_KEY: runnerKey });
-    await until(async () => (await rows()).find((x) => x.name === 'owned' && x.online), `owned online (${own.log()})`, 30_000);
+    const own = fountain(['runner', '--name', 'owned', '--root', join(home, 'sandboxes-owned')], {
+      FOUNTAIN_API_KEY: runnerKey,
+    });
+    await until(
+      async () => (await rows()).find((x) => x.name === 'owned' && x.online),
+      `owned online (${own.log()})`,
+      30_000,
+    );
     own.child.kill('SIGINT');
     assert.equal(await own.exited, 0);
 

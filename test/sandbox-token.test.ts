@@ -20,7 +20,9 @@ import { call, messageTeammate, openStream, stageIs, type Json, type Stream } fr
 /** A runner WebSocket dial: the status and body of the refusal. */
 function dialRunner(base: string, key: string): Promise<{ status: number; body: Json }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?name=sneaky`, { headers: { authorization: `Bearer ${key}` } });
+    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?name=sneaky`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     ws.on('open', () => {
       ws.close();
       reject(new Error('the upgrade was accepted'));
@@ -55,21 +57,40 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
   const db = () => srv.database.db as unknown as EngineDb;
   const sandboxes = () => join(tmp, 'sandboxes');
-  const startRunner = () => startRunnerChild({ name: 't', root: sandboxes(), baseUrl: srv.url, apiKey: key, home: tmp });
+  const startRunner = () =>
+    startRunnerChild({ name: 't', root: sandboxes(), baseUrl: srv.url, apiKey: key, home: tmp });
   const runnerOnline = (online: boolean) =>
-    until(async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online) === online, `runner online=${online}`, 60_000);
+    until(
+      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online) === online,
+      `runner online=${online}`,
+      60_000,
+    );
   const makeAgent = async (name: string) => {
-    const r = await api('POST', '/api/agents', { name, runtime: 'demo', model: 'fountain/demo', permission_policy: { execute: 'ask' } });
+    const r = await api('POST', '/api/agents', {
+      name,
+      runtime: 'demo',
+      model: 'fountain/demo',
+      permission_policy: { execute: 'ask' },
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     return r.body.data.id as string;
   };
   /** Messages a teammate; each held permission request is first tried with `spriteAnswer` (if given), then allowed with the full key. */
-  const message = async (agentId: string, conversationId: string, prompt: string, spriteAnswer?: string): Promise<string> => {
+  const message = async (
+    agentId: string,
+    conversationId: string,
+    prompt: string,
+    spriteAnswer?: string,
+  ): Promise<string> => {
     const from = stream.events.length;
     const r = await messageTeammate(srv.url, key, agentId, prompt);
     assert.equal(r.status, 202, JSON.stringify(r.body));
     if (prompt.startsWith('run:')) {
-      const asked = await stream.wait(stageIs('permission', 'started', agentId), `permission request for ${prompt}`, from);
+      const asked = await stream.wait(
+        stageIs('permission', 'started', agentId),
+        `permission request for ${prompt}`,
+        from,
+      );
       const requestId = JSON.parse(asked.data.data).request_id as string;
       const path = `/api/conversations/${conversationId}/requests/${encodeURIComponent(requestId)}`;
       if (spriteAnswer) {
@@ -105,7 +126,11 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
   const mcp = async (bearer: string, conversationId: string, method: string, params?: unknown) => {
     const res = await fetch(`${srv.url}/api/mcp/team/${conversationId}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      headers: {
+        authorization: `Bearer ${bearer}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: ++rpcId, method, ...(params === undefined ? {} : { params }) }),
     });
     const body = (await res.json()) as Json;
@@ -120,7 +145,13 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-sprite-')));
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: {}, engine: { idleTimeoutMs: 0, askTimeoutMs: 120_000 }, sseHeartbeatMs: 300 });
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: {},
+      engine: { idleTimeoutMs: 0, askTimeoutMs: 120_000 },
+      sseHeartbeatMs: 300,
+    });
     key = srv.bootstrapKey!;
     runner = startRunner();
     await runnerOnline(true);
@@ -168,7 +199,13 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.match(answer, new RegExp(`inside 200 ${alphaConv}`));
 
     const as = (method: string, path: string, body?: unknown) => call(srv.url, token1, method, path, body);
-    for (const path of ['/api/auth/me', `/api/conversations/${alphaConv}`, '/api/team', '/api/agents', `/api/conversations/${alphaConv}/turns`]) {
+    for (const path of [
+      '/api/auth/me',
+      `/api/conversations/${alphaConv}`,
+      '/api/team',
+      '/api/agents',
+      `/api/conversations/${alphaConv}/turns`,
+    ]) {
       assert.equal((await as('GET', path)).status, 200, path);
     }
     const refusals: Array<[string, string, unknown?]> = [
@@ -181,7 +218,11 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     ];
     for (const [method, path, body] of refusals) {
       const r = await as(method, path, body);
-      assert.deepEqual([r.status, r.body.error, r.body.required_scope], [403, 'insufficient_scope', 'full'], `${method} ${path}`);
+      assert.deepEqual(
+        [r.status, r.body.error, r.body.required_scope],
+        [403, 'insufficient_scope', 'full'],
+        `${method} ${path}`,
+      );
     }
     const ws = await dialRunner(srv.url, token1);
     assert.deepEqual([ws.status, ws.body.error], [403, 'insufficient_scope']);
@@ -190,14 +231,20 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
   it('session/new carries the team MCP as an http server with the bearer token', async () => {
     const answer = await message(alpha, alphaConv, 'mcp servers');
     assert.ok(
-      answer.includes(`- fountain-team: http ${srv.url}/api/mcp/team/${alphaConv} headers: Authorization (bearer = FOUNTAIN_TOKEN)`),
+      answer.includes(
+        `- fountain-team: http ${srv.url}/api/mcp/team/${alphaConv} headers: Authorization (bearer = FOUNTAIN_TOKEN)`,
+      ),
       answer,
     );
     assert.ok(!answer.includes('ftn_'), 'the header value is never shown');
   });
 
   it('the team MCP end to end: initialize, tools/list, list_teammates, send, wait, read', async () => {
-    const init = await mcp(token1, alphaConv, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'test', version: '1' } });
+    const init = await mcp(token1, alphaConv, 'initialize', {
+      protocolVersion: '2025-06-18',
+      capabilities: {},
+      clientInfo: { name: 'test', version: '1' },
+    });
     assert.equal(init.status, 200);
     assert.equal(init.body.result.serverInfo.name, 'fountain-team');
     assert.equal(init.body.result.protocolVersion, '2025-06-18');
@@ -211,7 +258,13 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
 
     const list = await mcp(token1, alphaConv, 'tools/list');
     const tools = list.body.result.tools as Json[];
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['get_teammate', 'list_teammates', 'read_teammate', 'send_to_teammate', 'wait_for_teammate']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), [
+      'get_teammate',
+      'list_teammates',
+      'read_teammate',
+      'send_to_teammate',
+      'wait_for_teammate',
+    ]);
     const wait = tools.find((t) => t.name === 'wait_for_teammate');
     assert.equal(wait.inputSchema.properties.timeout_seconds.maximum, 90);
     assert.deepEqual(wait.inputSchema.required, ['agent_id']);
@@ -229,7 +282,10 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
 
     const sent = await tool(token1, 'send_to_teammate', { agent_id: beta, message: 'hello from alpha' });
     assert.deepEqual(sent, { status: 'queued', conversation_id: betaConv });
-    const busy = await mcp(token1, alphaConv, 'tools/call', { name: 'send_to_teammate', arguments: { agent_id: beta, message: 'again' } });
+    const busy = await mcp(token1, alphaConv, 'tools/call', {
+      name: 'send_to_teammate',
+      arguments: { agent_id: beta, message: 'again' },
+    });
     // Either still busy (refused as a tool error) or already done; a busy refusal is an isError result.
     if (busy.body.result.isError) assert.equal(busy.body.result.structuredContent.error, 'conversation_busy');
     let waited: Json;
@@ -253,18 +309,29 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     const held = await tool(token1, 'wait_for_teammate', { agent_id: beta, timeout_seconds: 1 });
     assert.deepEqual([held.timed_out, held.presence], [true, 'working']);
     const req = JSON.parse(asked.data.data);
-    assert.equal((await api('POST', `/api/conversations/${betaConv}/requests/${req.request_id}`, { option_id: 'allow_once' })).status, 200);
-    for (let i = 0; i < 10 && held.timed_out; i++) held.timed_out = (await tool(token1, 'wait_for_teammate', { agent_id: beta })).timed_out;
+    assert.equal(
+      (await api('POST', `/api/conversations/${betaConv}/requests/${req.request_id}`, { option_id: 'allow_once' }))
+        .status,
+      200,
+    );
+    for (let i = 0; i < 10 && held.timed_out; i++)
+      held.timed_out = (await tool(token1, 'wait_for_teammate', { agent_id: beta })).timed_out;
     assert.equal(held.timed_out, false);
     const ran = await tool(token1, 'read_teammate', { agent_id: beta });
     assert.equal(ran.turns.length, 1);
     assert.match(ran.turns[0].reply, /I ran `echo held`; it exited with code 0/);
 
-    const bad = await mcp(token1, alphaConv, 'tools/call', { name: 'wait_for_teammate', arguments: { agent_id: beta, timeout_seconds: 91 } });
+    const bad = await mcp(token1, alphaConv, 'tools/call', {
+      name: 'wait_for_teammate',
+      arguments: { agent_id: beta, timeout_seconds: 91 },
+    });
     // MCP 2025-11-25 (SEP-1303): bad tool arguments are a tool error the model can read and correct, not a protocol error.
     assert.equal(bad.body.result.isError, true, JSON.stringify(bad.body));
     assert.match(bad.body.result.content[0].text, /timeout_seconds/);
-    const unknown = await mcp(token1, alphaConv, 'tools/call', { name: 'get_teammate', arguments: { agent_id: '00000000-0000-4000-8000-000000000000' } });
+    const unknown = await mcp(token1, alphaConv, 'tools/call', {
+      name: 'get_teammate',
+      arguments: { agent_id: '00000000-0000-4000-8000-000000000000' },
+    });
     assert.deepEqual([unknown.body.result.isError, unknown.body.result.structuredContent.error], [true, 'not_found']);
     const nope = await mcp(token1, alphaConv, 'resources/list');
     assert.equal(nope.body.error.code, -32601);
@@ -291,29 +358,49 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.equal((await mcp(`ftn_${'0'.repeat(64)}`, alphaConv, 'tools/list')).status, 401);
 
     // A non-team conversation's agent gets no MCP server; terminating it revokes its token.
-    await until(async () => (await api('GET', `/api/conversations/${soloId}`)).body.data.status === 'idle', 'the solo conversation to be ready', 60_000);
+    await until(
+      async () => (await api('GET', `/api/conversations/${soloId}`)).body.data.status === 'idle',
+      'the solo conversation to be ready',
+      60_000,
+    );
     const prompted = await api('POST', `/api/conversations/${soloId}/prompts`, { prompt: 'mcp servers' });
     assert.equal(prompted.status, 200, JSON.stringify(prompted.body));
-    const turn = await until(async () => {
-      const turns = (await api('GET', `/api/conversations/${soloId}/turns`)).body.data as Json[];
-      return turns.at(-1)?.status === 'completed' ? turns.at(-1) : undefined;
-    }, 'the solo turn', 60_000);
+    const turn = await until(
+      async () => {
+        const turns = (await api('GET', `/api/conversations/${soloId}/turns`)).body.data as Json[];
+        return turns.at(-1)?.status === 'completed' ? turns.at(-1) : undefined;
+      },
+      'the solo turn',
+      60_000,
+    );
     assert.equal(await reply(soloId, turn.id), 'I got no MCP servers.');
     assert.equal((await api('POST', `/api/conversations/${soloId}/terminate`)).status, 204);
     const rows = await db().select().from(apiKeys).where(eq(apiKeys.conversationId, soloId));
-    assert.ok(rows.length >= 1 && rows.every((r) => r.revokedAt !== null), 'every token of the terminated conversation is revoked');
+    assert.ok(
+      rows.length >= 1 && rows.every((r) => r.revokedAt !== null),
+      'every token of the terminated conversation is revoked',
+    );
   });
 
   it('a sandbox token acts for its conversation only: the rule table of docs/api.md, row by row (issue 22 #6)', async () => {
     const as = (method: string, path: string, body?: unknown) => call(srv.url, token1, method, path, body);
     const no = async (method: string, path: string, body?: unknown) => {
       const r = await as(method, path, body);
-      assert.deepEqual([r.status, r.body?.error], [403, 'sandbox_token_forbidden'], `${method} ${path}: ${JSON.stringify(r.body)}`);
+      assert.deepEqual(
+        [r.status, r.body?.error],
+        [403, 'sandbox_token_forbidden'],
+        `${method} ${path}: ${JSON.stringify(r.body)}`,
+      );
     };
     // Nothing that widens its own authority: agents are the user's.
     await no('PATCH', `/api/agents/${alpha}`, { permission_policy: { default: 'auto_allow' } });
     assert.deepEqual((await api('GET', `/api/agents/${alpha}`)).body.data.permission_policy, { execute: 'ask' });
-    await no('POST', '/api/agents', { name: 'loose', runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' } });
+    await no('POST', '/api/agents', {
+      name: 'loose',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      permission_policy: { default: 'auto_allow' },
+    });
     await no('DELETE', `/api/agents/${beta}`);
     // Nothing outside its tree: a teammate's conversation is read, never driven or ended.
     await no('DELETE', `/api/conversations/${betaConv}`);
@@ -331,14 +418,32 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     await no('POST', `/api/team/${beta}/schedules`, { cron: '0 * * * *', prompt: 'tick' });
     assert.notEqual((await api('GET', `/api/conversations/${betaConv}`)).body.data.status, 'terminated');
     // It reads its teammates.
-    for (const path of [`/api/conversations/${betaConv}`, `/api/conversations/${betaConv}/turns`, `/api/conversations/${betaConv}/events?limit=1`, `/api/team/${beta}`, '/api/team/schedules']) {
+    for (const path of [
+      `/api/conversations/${betaConv}`,
+      `/api/conversations/${betaConv}/turns`,
+      `/api/conversations/${betaConv}/events?limit=1`,
+      `/api/team/${beta}`,
+      '/api/team/schedules',
+    ]) {
       assert.equal((await as('GET', path)).status, 200, path);
     }
     // Child conversations: never looser than its own policy (alpha's: execute asks).
-    const loose = await api('POST', '/api/agents', { name: 'loose', runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' } });
+    const loose = await api('POST', '/api/agents', {
+      name: 'loose',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      permission_policy: { default: 'auto_allow' },
+    });
     assert.equal(loose.status, 201);
-    const widened = await as('POST', '/api/conversations', { agent_id: loose.body.data.id, prompt: 'run: echo unasked' });
-    assert.deepEqual([widened.status, widened.body.error], [422, 'permission_policy_widens'], JSON.stringify(widened.body));
+    const widened = await as('POST', '/api/conversations', {
+      agent_id: loose.body.data.id,
+      prompt: 'run: echo unasked',
+    });
+    assert.deepEqual(
+      [widened.status, widened.body.error],
+      [422, 'permission_policy_widens'],
+      JSON.stringify(widened.body),
+    );
     assert.match(widened.body.message, /execute would be auto_allow, where the parent's policy says ask/);
     const child = await as('POST', '/api/conversations', { agent_id: alpha, permission_policy: { default: 'ask' } });
     assert.equal(child.status, 201, JSON.stringify(child.body));
@@ -362,7 +467,9 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.equal((await call(srv.url, env.token, 'GET', '/api/auth/me')).status, 200);
     assert.equal((await mcp(token1, alphaConv, 'tools/list')).status, 401);
     assert.equal((await mcp(env.token, alphaConv, 'tools/list')).status, 200);
-    const live = (await db().select().from(apiKeys).where(eq(apiKeys.conversationId, alphaConv))).filter((r) => r.revokedAt === null);
+    const live = (await db().select().from(apiKeys).where(eq(apiKeys.conversationId, alphaConv))).filter(
+      (r) => r.revokedAt === null,
+    );
     assert.equal(live.length, 1, 'one live token per conversation');
 
     const answer = await message(alpha, alphaConv, 'mcp servers');

@@ -69,12 +69,16 @@ describe('a conversation with the demo agent on the sprites provider', () => {
       }
     };
     const stage = (name: string, state: string, afterId = 0) =>
-      until(async () => {
-        await poll();
-        const failed = events.find((e) => e.id > afterId && e.stage === name && e.state === 'failed');
-        if (failed) throw new Error(`${name} failed: ${JSON.stringify(failed)}`);
-        return events.find((e) => e.id > afterId && e.stage === name && e.state === state);
-      }, `${name}/${state}`, 60_000);
+      until(
+        async () => {
+          await poll();
+          const failed = events.find((e) => e.id > afterId && e.stage === name && e.state === 'failed');
+          if (failed) throw new Error(`${name} failed: ${JSON.stringify(failed)}`);
+          return events.find((e) => e.id > afterId && e.stage === name && e.state === state);
+        },
+        `${name}/${state}`,
+        60_000,
+      );
 
     const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id, prompt: 'remember: blue' });
     assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -96,7 +100,9 @@ describe('a conversation with the demo agent on the sprites provider', () => {
     assert.equal(p2.status, 200, JSON.stringify(p2.body));
     const asked = await stage('permission', 'started', t1.id);
     const request = JSON.parse(asked.data);
-    const yes = await api('POST', `/api/conversations/${convId}/requests/${request.request_id}`, { option_id: 'allow_once' });
+    const yes = await api('POST', `/api/conversations/${convId}/requests/${request.request_id}`, {
+      option_id: 'allow_once',
+    });
     assert.deepEqual([yes.status, yes.body], [200, { ok: true }]);
     const t2 = await stage('turn', 'done', asked.id);
     assert.equal(t2.turn_id, p2.body.turn_id);
@@ -119,7 +125,10 @@ describe('a conversation with the demo agent on the sprites provider', () => {
     await stage('turn', 'done', mark);
     assert.match(answer(events, p3.body.turn_id), /blue/);
     const turns = await api('GET', `/api/conversations/${convId}/turns`);
-    assert.deepEqual(turns.body.data.map((t: Json) => t.status), ['completed', 'completed', 'completed']);
+    assert.deepEqual(
+      turns.body.data.map((t: Json) => t.status),
+      ['completed', 'completed', 'completed'],
+    );
 
     // Terminate destroys the sprite at the vendor.
     const term = await api('POST', `/api/conversations/${convId}/terminate`);

@@ -33,11 +33,18 @@ async function admin(sql: string): Promise<void> {
 }
 
 /** Starts `fountain server` and resolves with its URL once it prints the listening line. */
-function startServerChild(env: Record<string, string>, dataDir: string): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [FOUNTAIN_BIN, 'server', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
-    env: { ...process.env, ...env, FOUNTAIN_LOG_FORMAT: 'json' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+function startServerChild(
+  env: Record<string, string>,
+  dataDir: string,
+): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    [FOUNTAIN_BIN, 'server', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'],
+    {
+      env: { ...process.env, ...env, FOUNTAIN_LOG_FORMAT: 'json' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -84,9 +91,21 @@ describe('two server processes sharing PostgreSQL', () => {
       sseHeartbeatMs: 500,
       scheduler: { tickMs: 50, snoozeMs: 100, patienceMs: 120_000 },
     });
-    b = await startServerChild({ ...env, FOUNTAIN_SCHEDULE_TICK_MS: '50', FOUNTAIN_SCHEDULE_SNOOZE_MS: '100', FOUNTAIN_SCHEDULE_PATIENCE_MS: '120000' }, join(tmp, 'b'));
+    b = await startServerChild(
+      {
+        ...env,
+        FOUNTAIN_SCHEDULE_TICK_MS: '50',
+        FOUNTAIN_SCHEDULE_SNOOZE_MS: '100',
+        FOUNTAIN_SCHEDULE_PATIENCE_MS: '120000',
+      },
+      join(tmp, 'b'),
+    );
     runner = startRunnerChild({ name: 'c', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: key, home: tmp });
-    await until(async () => ((await onA('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner on node A', 60_000);
+    await until(
+      async () => ((await onA('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner on node A',
+      60_000,
+    );
     streamB = openStream(`${b.url}/api/team/stream`, key);
     await until(() => streamB.raw().startsWith(': connected'), 'node B’s team stream');
   });
@@ -111,7 +130,11 @@ describe('two server processes sharing PostgreSQL', () => {
       await streamB.wait((e) => e.event === 'team', 'node B hears the roster change on node A', mark);
     }
     for (const id of agents) {
-      await until(async () => (await onA('GET', `/api/team/${id}`)).body.data.presence.state === 'online', 'teammate online', 60_000);
+      await until(
+        async () => (await onA('GET', `/api/team/${id}`)).body.data.presence.state === 'online',
+        'teammate online',
+        60_000,
+      );
     }
     // Events of turns that ran on node A reach node B's stream with their agent.
     const first = await streamB.wait(stageIs('provision', 'done', agents[0]), 'node B sees node A’s provision/done');
@@ -132,10 +155,17 @@ describe('two server processes sharing PostgreSQL', () => {
       const due = new Date(Date.now() - 1000);
       for (const s of made) await db().update(schedules).set({ nextRunAt: due }).where(eq(schedules.id, s.id));
       for (const s of made) {
-        await until(async () => {
-          const rows = await db().select().from(scheduleRuns).where(and(eq(scheduleRuns.scheduleId, s.id), eq(scheduleRuns.firedAt, due)));
-          return rows[0]?.status === 'delivered';
-        }, `round ${round} delivered`, 60_000);
+        await until(
+          async () => {
+            const rows = await db()
+              .select()
+              .from(scheduleRuns)
+              .where(and(eq(scheduleRuns.scheduleId, s.id), eq(scheduleRuns.firedAt, due)));
+            return rows[0]?.status === 'delivered';
+          },
+          `round ${round} delivered`,
+          60_000,
+        );
       }
     }
 
@@ -144,10 +174,14 @@ describe('two server processes sharing PostgreSQL', () => {
       assert.equal(runs.length, ROUNDS);
       assert.ok(runs.every((r) => r.status === 'delivered'));
       const conv = (await onA('GET', `/api/team/${agents[i]}`)).body.data.conversation.id;
-      await until(async () => {
-        const rows = await db().select().from(turns).where(eq(turns.conversationId, conv));
-        return rows.filter((t) => t.prompt === s.prompt && t.status === 'completed').length === ROUNDS;
-      }, 'every scheduled turn to complete', 60_000);
+      await until(
+        async () => {
+          const rows = await db().select().from(turns).where(eq(turns.conversationId, conv));
+          return rows.filter((t) => t.prompt === s.prompt && t.status === 'completed').length === ROUNDS;
+        },
+        'every scheduled turn to complete',
+        60_000,
+      );
       const rows = await db().select().from(turns).where(eq(turns.conversationId, conv));
       assert.equal(rows.filter((t) => t.prompt === s.prompt).length, ROUNDS, 'each due time delivered exactly once');
     }

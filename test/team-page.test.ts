@@ -26,32 +26,74 @@ describe('the Team page lists the team GET /api/team lists', () => {
   const agentIds: Record<string, string> = {};
 
   const web = (path: string, init: RequestInit = {}) =>
-    fetch(server.url + path, { ...init, redirect: 'manual', headers: { cookie, origin: server.url, ...(init.headers as Record<string, string> | undefined) } });
+    fetch(server.url + path, {
+      ...init,
+      redirect: 'manual',
+      headers: { cookie, origin: server.url, ...(init.headers as Record<string, string> | undefined) },
+    });
   /** Agent names in a section of the Team page, in page order. */
   const section = (html: string, id: 'members' | 'others'): string[] => {
     const start = html.indexOf(`<div class="grid" id="${id}">`);
     if (start < 0) return [];
     const end = id === 'members' ? html.indexOf('id="team-others"', start) : html.length;
-    return [...html.slice(start, end < 0 ? html.length : end).matchAll(/<h3 id="mate-name-[^"]+">([^<]+)<\/h3>/g)].map((m) => m[1]!);
+    return [...html.slice(start, end < 0 ? html.length : end).matchAll(/<h3 id="mate-name-[^"]+">([^<]+)<\/h3>/g)].map(
+      (m) => m[1]!,
+    );
   };
-  const teamNames = async (): Promise<string[]> => ((await call(server.url, key, 'GET', '/api/team')).body.data as Array<{ agent: { name: string } }>).map((t) => t.agent.name).sort();
+  const teamNames = async (): Promise<string[]> =>
+    ((await call(server.url, key, 'GET', '/api/team')).body.data as Array<{ agent: { name: string } }>)
+      .map((t) => t.agent.name)
+      .sort();
 
   before(async () => {
     schema = uniqueSchemaName();
     home = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-teampage-')));
-    server = await startServer({ dataDir: join(home, 'data'), port: 0, env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema });
-    key = server.bootstrapKey!;
-    runner = spawn(process.execPath, [BIN, 'runner', '--name', 'team-runner', '--root', join(home, 'sandboxes'), '--log-level', 'warn'], {
-      env: { ...process.env, FOUNTAIN_HOME: home, FOUNTAIN_PROFILE: '', FOUNTAIN_API_KEY: key, FOUNTAIN_BASE_URL: server.url, FOUNTAIN_LOG_FORMAT: 'json' },
-      stdio: 'ignore',
+    server = await startServer({
+      dataDir: join(home, 'data'),
+      port: 0,
+      env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL },
+      databaseSchema: schema,
     });
-    await until(async () => ((await call(server.url, key, 'GET', '/api/runners')).body.data as Array<{ online: boolean }>).some((r) => r.online), 'the runner online', 30_000);
+    key = server.bootstrapKey!;
+    runner = spawn(
+      process.execPath,
+      [BIN, 'runner', '--name', 'team-runner', '--root', join(home, 'sandboxes'), '--log-level', 'warn'],
+      {
+        env: {
+          ...process.env,
+          FOUNTAIN_HOME: home,
+          FOUNTAIN_PROFILE: '',
+          FOUNTAIN_API_KEY: key,
+          FOUNTAIN_BASE_URL: server.url,
+          FOUNTAIN_LOG_FORMAT: 'json',
+        },
+        stdio: 'ignore',
+      },
+    );
+    await until(
+      async () =>
+        ((await call(server.url, key, 'GET', '/api/runners')).body.data as Array<{ online: boolean }>).some(
+          (r) => r.online,
+        ),
+      'the runner online',
+      30_000,
+    );
     for (const name of ['alpha', 'beta']) {
-      const r = await call(server.url, key, 'POST', '/api/agents', { name, runtime: 'demo', model: 'fountain/demo', permission_policy: { default: 'auto_allow' } });
+      const r = await call(server.url, key, 'POST', '/api/agents', {
+        name,
+        runtime: 'demo',
+        model: 'fountain/demo',
+        permission_policy: { default: 'auto_allow' },
+      });
       assert.equal(r.status, 201, JSON.stringify(r.body));
       agentIds[name] = r.body.data.id;
     }
-    const signin = await fetch(`${server.url}/signin`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url }, body: new URLSearchParams({ api_key: key }) });
+    const signin = await fetch(`${server.url}/signin`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
+      body: new URLSearchParams({ api_key: key }),
+    });
     cookie = (signin.headers.get('set-cookie') ?? '').split(';')[0]!;
   });
   after(async () => {
@@ -62,7 +104,7 @@ describe('the Team page lists the team GET /api/team lists', () => {
     rmSync(home, { recursive: true, force: true });
   });
 
-  it('before anyone joins: the API team is empty and so is the page\'s, every agent listed apart', async () => {
+  it("before anyone joins: the API team is empty and so is the page's, every agent listed apart", async () => {
     assert.deepEqual(await teamNames(), []);
     const html = await (await web('/')).text();
     assert.deepEqual(section(html, 'members'), []);
@@ -70,7 +112,9 @@ describe('the Team page lists the team GET /api/team lists', () => {
     assert.deepEqual(section(html, 'others').sort(), ['alpha', 'beta']);
   });
 
-  it('an agent added through the API, then one through the page: both lists say the same', { timeout: 60_000 }, async () => {
+  it('an agent added through the API, then one through the page: both lists say the same', {
+    timeout: 60_000,
+  }, async () => {
     assert.equal((await call(server.url, key, 'POST', '/api/team', { agent_id: agentIds.alpha })).status, 201);
     let html = await (await web('/')).text();
     assert.deepEqual(section(html, 'members'), await teamNames());
@@ -86,14 +130,26 @@ describe('the Team page lists the team GET /api/team lists', () => {
   });
 
   it("a member's message from the page goes to its team conversation", { timeout: 60_000 }, async () => {
-    const teamConv = (await call(server.url, key, 'GET', `/api/team/${agentIds.alpha}`)).body.data.conversation.id as string;
-    const sent = await web(`/team/${agentIds.alpha}/messages`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ prompt: 'hello team' }) });
+    const teamConv = (await call(server.url, key, 'GET', `/api/team/${agentIds.alpha}`)).body.data.conversation
+      .id as string;
+    const sent = await web(`/team/${agentIds.alpha}/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ prompt: 'hello team' }),
+    });
     assert.equal(sent.status, 303, await sent.text());
     assert.equal(sent.headers.get('location'), `/conversations/${teamConv}`);
-    const turns = await until(async () => {
-      const t = (await call(server.url, key, 'GET', `/api/conversations/${teamConv}/turns`)).body.data as Array<{ prompt: string; status: string }>;
-      return t.find((x) => x.prompt === 'hello team' && x.status === 'completed');
-    }, 'the turn in the team conversation', 45_000);
+    const turns = await until(
+      async () => {
+        const t = (await call(server.url, key, 'GET', `/api/conversations/${teamConv}/turns`)).body.data as Array<{
+          prompt: string;
+          status: string;
+        }>;
+        return t.find((x) => x.prompt === 'hello team' && x.status === 'completed');
+      },
+      'the turn in the team conversation',
+      45_000,
+    );
     assert.ok(turns);
   });
 });

@@ -26,7 +26,8 @@ describe('the team with a real runner and the demo agent', () => {
   let beta: string;
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
   const db = () => srv.database.db as unknown as EngineDb;
-  const startRunner = () => startRunnerChild({ name: 't', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp });
+  const startRunner = () =>
+    startRunnerChild({ name: 't', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp });
   const teammate = async (agentId: string): Promise<Json> => (await api('GET', `/api/team/${agentId}`)).body.data;
   const presence = async (agentId: string, state: string) =>
     until(async () => ((await teammate(agentId)).presence.state === state ? true : false), `presence ${state}`, 60_000);
@@ -39,7 +40,12 @@ describe('the team with a real runner and the demo agent', () => {
     return r.body;
   };
   const makeAgent = async (name: string) => {
-    const r = await api('POST', '/api/agents', { name, runtime: 'demo', model: 'fountain/demo', permission_policy: { execute: 'ask' } });
+    const r = await api('POST', '/api/agents', {
+      name,
+      runtime: 'demo',
+      model: 'fountain/demo',
+      permission_policy: { execute: 'ask' },
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     return r.body.data.id as string;
   };
@@ -56,7 +62,11 @@ describe('the team with a real runner and the demo agent', () => {
     });
     key = srv.bootstrapKey!;
     runner = startRunner();
-    await until(async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
+    await until(
+      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner to come online',
+      60_000,
+    );
     stream = openStream(`${srv.url}/api/team/stream`, key);
   });
 
@@ -103,7 +113,11 @@ describe('the team with a real runner and the demo agent', () => {
     for (const e of done) assert.equal(typeof e.data.conversation_id, 'string');
 
     const roster = (await api('GET', '/api/team')).body.data as Json[];
-    assert.deepEqual(roster.map((m) => m.agent_id), [beta, alpha], 'most recently active first');
+    assert.deepEqual(
+      roster.map((m) => m.agent_id),
+      [beta, alpha],
+      'most recently active first',
+    );
     const a = roster.find((m) => m.agent_id === alpha);
     assert.deepEqual(a.preview, { kind: 'them', text: 'I will remember that: the code is 7' });
     assert.equal(a.last_turn.status, 'completed');
@@ -115,7 +129,10 @@ describe('the team with a real runner and the demo agent', () => {
     try {
       await replay.wait(stageIs('turn', 'done', beta), 'replayed turn/done of beta');
       const ids = replay.events.filter((e) => e.id !== null).map((e) => e.id!);
-      assert.deepEqual(ids, [...ids].sort((x, y) => x - y));
+      assert.deepEqual(
+        ids,
+        [...ids].sort((x, y) => x - y),
+      );
       assert.deepEqual(
         replay.events.filter(stageIs('turn', 'done')).map((e) => e.data.agent_id),
         done.map((e) => e.data.agent_id),
@@ -137,7 +154,11 @@ describe('the team with a real runner and the demo agent', () => {
     const req = JSON.parse(ask.data.data);
     const allow = req.options.find((o: Json) => o.kind.startsWith('allow'));
     const conv = ask.data.conversation_id;
-    assert.equal((await api('POST', `/api/conversations/${conv}/requests/${req.request_id}`, { option_id: allow.option_id })).status, 200);
+    assert.equal(
+      (await api('POST', `/api/conversations/${conv}/requests/${req.request_id}`, { option_id: allow.option_id }))
+        .status,
+      200,
+    );
     await stream.wait(stageIs('turn', 'done', alpha), 'the held turn to finish', from);
 
     const mark = stream.events.length;
@@ -152,9 +173,16 @@ describe('the team with a real runner and the demo agent', () => {
   it('reads machine_offline while the runner is away, answers 503 runner_offline, and wakes on its return', async () => {
     const mark = stream.events.length;
     await runner.stop();
-    await stream.wait((e) => e.event === 'team' && e.data?.reason === 'changed', 'team changed on the runner drop', mark);
+    await stream.wait(
+      (e) => e.event === 'team' && e.data?.reason === 'changed',
+      'team changed on the runner drop',
+      mark,
+    );
     const t = await teammate(alpha);
-    assert.deepEqual(t.presence, { state: 'machine_offline', label: 'machine offline · wakes when the runner reconnects' });
+    assert.deepEqual(t.presence, {
+      state: 'machine_offline',
+      label: 'machine offline · wakes when the runner reconnects',
+    });
     assert.equal(t.sandbox.runner.online, false);
     const refused = await api('POST', `/api/team/${alpha}/messages`, { prompt: 'recall' });
     assert.equal(refused.status, 503, JSON.stringify(refused.body));
@@ -174,7 +202,10 @@ describe('the team with a real runner and the demo agent', () => {
   it('replaces a finished conversation with a fresh one seeded with the message', async () => {
     const old = (await teammate(alpha)).conversation.id;
     assert.equal((await api('POST', `/api/conversations/${old}/terminate`)).status, 204);
-    assert.deepEqual((await teammate(alpha)).presence, { state: 'offline', label: 'offline · new computer on message' });
+    assert.deepEqual((await teammate(alpha)).presence, {
+      state: 'offline',
+      label: 'offline · new computer on message',
+    });
     const mark = stream.events.length;
     const r = await api('POST', `/api/team/${alpha}/messages`, { prompt: 'hello again' });
     assert.equal(r.status, 202, JSON.stringify(r.body));
@@ -184,13 +215,20 @@ describe('the team with a real runner and the demo agent', () => {
     assert.equal(t.conversation.id, r.body.conversation_id);
     assert.equal(t.name, 'Al', 'the name carries over');
     const history = (await api('GET', `/api/team/${alpha}/conversations`)).body.data as Json[];
-    assert.deepEqual(history.map((c) => [c.id, c.current]), [[r.body.conversation_id, true], [old, false]]);
+    assert.deepEqual(
+      history.map((c) => [c.id, c.current]),
+      [
+        [r.body.conversation_id, true],
+        [old, false],
+      ],
+    );
   });
 
   it('rotates a teammate onto a fresh conversation on the same sandbox: files kept, new agent session, the old one released', async () => {
     await message(alpha, 'remember: the rotation word is ferns');
     const old = (await teammate(alpha)).conversation;
-    const oldSession = (await db().select().from(conversations).where(eq(conversations.id, old.id)))[0]!.runtimeSessionId;
+    const oldSession = (await db().select().from(conversations).where(eq(conversations.id, old.id)))[0]!
+      .runtimeSessionId;
     assert.ok(oldSession);
 
     // Not while a turn holds the sandbox.
@@ -201,7 +239,11 @@ describe('the team with a real runner and the demo agent', () => {
     assert.deepEqual([busy.status, busy.body.error], [400, 'conversation_busy']);
     const req = JSON.parse(ask.data.data);
     const deny = req.options.find((o: Json) => o.kind.startsWith('reject'));
-    assert.equal((await api('POST', `/api/conversations/${old.id}/requests/${req.request_id}`, { option_id: deny.option_id })).status, 200);
+    assert.equal(
+      (await api('POST', `/api/conversations/${old.id}/requests/${req.request_id}`, { option_id: deny.option_id }))
+        .status,
+      200,
+    );
     await stream.wait(stageIs('turn', 'done', alpha), 'the held turn to finish', from);
     assert.equal((await api('POST', `/api/team/${alpha}/conversations`, { name: 42 })).status, 422);
 
@@ -227,11 +269,18 @@ describe('the team with a real runner and the demo agent', () => {
     const t = await teammate(alpha);
     assert.equal(t.conversation.id, fresh.id);
     assert.match(t.preview.text, /the rotation word is ferns/);
-    const newSession = (await db().select().from(conversations).where(eq(conversations.id, fresh.id)))[0]!.runtimeSessionId;
+    const newSession = (await db().select().from(conversations).where(eq(conversations.id, fresh.id)))[0]!
+      .runtimeSessionId;
     assert.ok(newSession);
     assert.notEqual(newSession, oldSession);
     const history = (await api('GET', `/api/team/${alpha}/conversations`)).body.data as Json[];
-    assert.deepEqual(history.slice(0, 2).map((c) => [c.id, c.current]), [[fresh.id, true], [old.id, false]]);
+    assert.deepEqual(
+      history.slice(0, 2).map((c) => [c.id, c.current]),
+      [
+        [fresh.id, true],
+        [old.id, false],
+      ],
+    );
 
     // A sandbox that is gone: the successor gets a new one.
     assert.equal((await api('POST', `/api/conversations/${fresh.id}/terminate`)).status, 204);
@@ -244,7 +293,11 @@ describe('the team with a real runner and the demo agent', () => {
 
   it('manages schedules: validation, next_run_at, enable, run now, schedule events', async () => {
     const base = `/api/team/${beta}/schedules`;
-    for (const [cron, msg] of [['@reboot', /@reboot/], ['61 * * * *', /minute/], ['* * *', /5 fields/]] as const) {
+    for (const [cron, msg] of [
+      ['@reboot', /@reboot/],
+      ['61 * * * *', /minute/],
+      ['* * *', /5 fields/],
+    ] as const) {
       const r = await api('POST', base, { cron, prompt: 'x' });
       assert.equal(r.status, 422, cron);
       assert.match(JSON.stringify(r.body.errors.cron), msg);
@@ -286,11 +339,19 @@ describe('the team with a real runner and the demo agent', () => {
     assert.equal((await api('POST', `/api/team/${beta}/messages`, { prompt: 'run: echo busy' })).status, 202);
     const ask = await stream.wait(stageIs('permission', 'started', beta), 'beta held in a permission request', from);
 
-    const s = (await api('POST', `/api/team/${beta}/schedules`, { cron: '* * * * *', prompt: 'remember: scheduled' })).body.data;
-    const late = (await api('POST', `/api/team/${beta}/schedules`, { cron: '* * * * *', prompt: 'remember: too late' })).body.data;
+    const s = (await api('POST', `/api/team/${beta}/schedules`, { cron: '* * * * *', prompt: 'remember: scheduled' }))
+      .body.data;
+    const late = (await api('POST', `/api/team/${beta}/schedules`, { cron: '* * * * *', prompt: 'remember: too late' }))
+      .body.data;
     // Their due times arrive now: one just passed, one long past the patience window.
-    await db().update(schedules).set({ nextRunAt: new Date(Date.now() - 1000) }).where(eq(schedules.id, s.id));
-    await db().update(schedules).set({ nextRunAt: new Date(Date.now() - 10 * 60_000) }).where(eq(schedules.id, late.id));
+    await db()
+      .update(schedules)
+      .set({ nextRunAt: new Date(Date.now() - 1000) })
+      .where(eq(schedules.id, s.id));
+    await db()
+      .update(schedules)
+      .set({ nextRunAt: new Date(Date.now() - 10 * 60_000) })
+      .where(eq(schedules.id, late.id));
 
     const snoozed = await until(async () => {
       const [r] = await db().select().from(scheduleRuns).where(eq(scheduleRuns.scheduleId, s.id));
@@ -300,14 +361,21 @@ describe('the team with a real runner and the demo agent', () => {
 
     const req = JSON.parse(ask.data.data);
     const deny = req.options.find((o: Json) => o.kind.startsWith('reject')) ?? req.options[0];
-    assert.equal((await api('POST', `/api/conversations/${conv}/requests/${req.request_id}`, { option_id: deny.option_id })).status, 200);
+    assert.equal(
+      (await api('POST', `/api/conversations/${conv}/requests/${req.request_id}`, { option_id: deny.option_id }))
+        .status,
+      200,
+    );
 
     const delivered = await until(async () => {
       const [r] = await db().select().from(scheduleRuns).where(eq(scheduleRuns.scheduleId, s.id));
       return r?.status === 'delivered' ? r : undefined;
     }, 'the run to be delivered');
     assert.equal(delivered.conversationId, conv);
-    await until(async () => (await api('GET', `/api/team/${beta}/schedules/${s.id}`)).body.data.last_run_at !== null, 'last_run_at');
+    await until(
+      async () => (await api('GET', `/api/team/${beta}/schedules/${s.id}`)).body.data.last_run_at !== null,
+      'last_run_at',
+    );
     const view = (await api('GET', `/api/team/${beta}/schedules/${s.id}`)).body.data;
     assert.equal(view.last_error, null);
     assert.equal(view.last_conversation_id, conv);
@@ -337,7 +405,10 @@ describe('the team with a real runner and the demo agent', () => {
     assert.equal((await api('GET', `/api/team/${beta}/schedules/${s.id}`)).status, 404);
     const c = (await api('GET', `/api/conversations/${conv}`)).body.data;
     assert.deepEqual([c.status, c.channel_id], ['terminated', null]);
-    assert.deepEqual(((await api('GET', '/api/team')).body.data as Json[]).map((m) => m.agent_id), [alpha]);
+    assert.deepEqual(
+      ((await api('GET', '/api/team')).body.data as Json[]).map((m) => m.agent_id),
+      [alpha],
+    );
     assert.equal((await api('DELETE', `/api/team/${beta}`)).status, 404);
   });
 });

@@ -12,7 +12,10 @@ import { join } from 'node:path';
 const bin = join(import.meta.dirname, '..', 'bin', 'fountain.js');
 
 function run(args: string[], env: NodeJS.ProcessEnv, input?: string) {
-  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...env, FOUNTAIN_LOG_FORMAT: 'json' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, ...args], {
+    env: { ...process.env, ...env, FOUNTAIN_LOG_FORMAT: 'json' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
@@ -30,7 +33,9 @@ async function until(check: () => boolean, what: string, ms = 180_000): Promise<
   }
 }
 
-test('fountain up, then fountain chat demo: stages, a permission answered, the streamed answer, memory', { timeout: 300_000 }, async () => {
+test('fountain up, then fountain chat demo: stages, a permission answered, the streamed answer, memory', {
+  timeout: 300_000,
+}, async () => {
   const home = mkdtempSync(join(tmpdir(), 'fountain-up-'));
   const env = { FOUNTAIN_HOME: home, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '' };
   const up = run(['up', '--port', '0'], env);

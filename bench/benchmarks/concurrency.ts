@@ -53,7 +53,12 @@ class Tally {
 
   summary(): { latencyMs: Summary; chunks: number; seconds: number; chunksPerSecond: number } {
     const seconds = (this.lastReceipt - this.firstStamp) / 1000;
-    return { latencyMs: roundSummary(summarize(this.latencies)), chunks: this.latencies.length, seconds: round(seconds), chunksPerSecond: round(this.latencies.length / seconds) };
+    return {
+      latencyMs: roundSummary(summarize(this.latencies)),
+      chunks: this.latencies.length,
+      seconds: round(seconds),
+      chunksPerSecond: round(this.latencies.length / seconds),
+    };
   }
 }
 
@@ -66,7 +71,8 @@ function chunkText(e: StreamEvent): string {
 
 export const concurrencyBenchmark: Benchmark = {
   name: 'concurrency',
-  title: 'many conversations streaming at once: chunk latency agent write → SSE client, and chunks/s sustained, vs the same agents read directly',
+  title:
+    'many conversations streaming at once: chunk latency agent write → SSE client, and chunks/s sustained, vs the same agents read directly',
   async run(ctx) {
     const conversations = ctx.quick ? 20 : 200;
     const chunksEach = ctx.quick ? 40 : 100;
@@ -90,7 +96,11 @@ export const concurrencyBenchmark: Benchmark = {
     const rig = await ctx.rig();
     ctx.progress(`concurrency: through Fountain, opening ${conversations} conversations`);
     await demoAgent(rig); // once, before the conversations that share it race to create it
-    const convs: Conversation[] = await pool(Array.from({ length: conversations }), 10, async () => (await openConversation(rig, 'warm up')).conv);
+    const convs: Conversation[] = await pool(
+      Array.from({ length: conversations }),
+      10,
+      async () => (await openConversation(rig, 'warm up')).conv,
+    );
     const fountain = new Tally();
     try {
       for (const c of convs) {
@@ -98,8 +108,14 @@ export const concurrencyBenchmark: Benchmark = {
           if (isAnswerChunk(e)) fountain.add(chunkText(e), wallClockMs());
         };
       }
-      ctx.progress(`concurrency: ${conversations} conversations × ${chunksEach} chunks every ${everyMs} ms, an SSE client on each`);
-      const cpu = cpuMeter({ server: process.pid, serverMainThread: { pid: process.pid, thread: process.pid }, runner: rig.runnerPid });
+      ctx.progress(
+        `concurrency: ${conversations} conversations × ${chunksEach} chunks every ${everyMs} ms, an SSE client on each`,
+      );
+      const cpu = cpuMeter({
+        server: process.pid,
+        serverMainThread: { pid: process.pid, thread: process.pid },
+        runner: rig.runnerPid,
+      });
       // The agents (and the shells the process backend starts them through) are alive since their first turn.
       const agentsCpu = groupCpuMeter(descendantPids(rig.runnerPid));
       const ends = await ctx.measured(() => Promise.all(convs.map((c) => turn(c, prompt))));
@@ -155,13 +171,19 @@ export const concurrencyBenchmark: Benchmark = {
             agentsCoresBusy: round(directAgentsCpuMs / 1000 / d.seconds),
           },
         },
-        ratio: { value: ratio(f.latencyMs.p99, d.latencyMs.p99), meaning: 'fountain p99 chunk latency / direct stdio p99 chunk latency (lower is better)' },
-        target: { description: `p99 chunk latency agent write → SSE client ≤ ${TARGET_P99_MS} ms at 2 cores, every chunk delivered (issue 21)`, met },
+        ratio: {
+          value: ratio(f.latencyMs.p99, d.latencyMs.p99),
+          meaning: 'fountain p99 chunk latency / direct stdio p99 chunk latency (lower is better)',
+        },
+        target: {
+          description: `p99 chunk latency agent write → SSE client ≤ ${TARGET_P99_MS} ms at 2 cores, every chunk delivered (issue 21)`,
+          met,
+        },
         notes: [
           'Latency: the agent stamps each chunk with performance.timeOrigin + performance.now() as it writes it; the client subtracts it from the same clock when the SSE event is parsed. Same machine, same clock.',
           'chunksPerSecond: chunks received / (first stamp → last receipt) over all conversations; offeredChunksPerSecond is what the agents write when nothing falls behind.',
           'The SSE clients share the bench process (and its event loop) with the server, as in the other benchmarks: their parsing is in the figures.',
-          'agentsCpuMs: CPU of the agent processes themselves over the stretch (direct: the spawned agents; through Fountain: every process below the runner), and agentsCoresBusy that over the stretch\'s seconds: on 2 cores, what the agents leave for everything else.',
+          "agentsCpuMs: CPU of the agent processes themselves over the stretch (direct: the spawned agents; through Fountain: every process below the runner), and agentsCoresBusy that over the stretch's seconds: on 2 cores, what the agents leave for everything else.",
           'serverCpuMs covers the bench process (server and clients, every thread); serverMainThreadCpuUsPerChunk only its event-loop thread (not the database worker, not V8 helpers); runnerCpuMs the runner child, not the agents.',
         ],
         summary: `concurrency ${conversations} conversations: p99 ${f.latencyMs.p99} ms / p50 ${f.latencyMs.p50} ms agent→SSE vs direct ${d.latencyMs.p99} / ${d.latencyMs.p50} ms (target p99 ≤${TARGET_P99_MS} ms: ${verdict(met)}); ${f.chunksPerSecond} chunks/s sustained of ${offered} offered (direct ${d.chunksPerSecond}); ${f.chunks}/${expected} delivered; server ${perChunk(spent.server!)} µs CPU/chunk (event-loop thread ${perChunk(spent.serverMainThread!)}); the agents themselves ${perChunk(agentsCpuMs)} µs/chunk (direct ${round((directAgentsCpuMs * 1000) / Math.max(1, d.chunks))})`,

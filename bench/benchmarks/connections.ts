@@ -61,13 +61,20 @@ class Child {
 }
 
 /** Starts a child with `files` descriptors allowed; refuses clearly when the limit could not be raised that far. */
-async function startChild(script: string, args: readonly string[], files: number, execArgv: readonly string[] = []): Promise<{ child: Child; hello: Record<string, unknown> }> {
+async function startChild(
+  script: string,
+  args: readonly string[],
+  files: number,
+  execArgv: readonly string[] = [],
+): Promise<{ child: Child; hello: Record<string, unknown> }> {
   const child = new Child(forkWithFileLimit(join(import.meta.dirname, '../lib', script), args, files, execArgv));
   const hello = await child.next();
   const limit = Number(hello.fileLimit);
   if (!(limit >= files)) {
     await child.stop();
-    throw new Error(`${script}: the open-file limit is ${limit}, ${files} are needed; raise the hard limit (ulimit -Hn, as root) and run again`);
+    throw new Error(
+      `${script}: the open-file limit is ${limit}, ${files} are needed; raise the hard limit (ulimit -Hn, as root) and run again`,
+    );
   }
   return { child, hello };
 }
@@ -113,7 +120,13 @@ export interface Series {
   readonly windowCpuMs: number;
 }
 
-export async function series(ctx: BenchContext, mode: ServerMode, steps: readonly number[], heartbeatMs: number, windowMs: number): Promise<Series> {
+export async function series(
+  ctx: BenchContext,
+  mode: ServerMode,
+  steps: readonly number[],
+  heartbeatMs: number,
+  windowMs: number,
+): Promise<Series> {
   const files = steps.at(-1)! + SPARE_FILES;
   const server = await startServer(mode, heartbeatMs, files);
   let clients: Child | null = null;
@@ -129,13 +142,16 @@ export async function series(ctx: BenchContext, mode: ServerMode, steps: readonl
       await new Promise((r) => setTimeout(r, 500));
       const s = await server.measure();
       samples.push(s);
-      ctx.progress(`connections (${mode}): ${s.connections} open, rss ${round(s.rss / 2 ** 20)} MiB, heap ${round(s.heapUsed / 2 ** 20)} MiB`);
+      ctx.progress(
+        `connections (${mode}): ${s.connections} open, rss ${round(s.rss / 2 ** 20)} MiB, heap ${round(s.heapUsed / 2 ** 20)} MiB`,
+      );
     }
     const before = processCpuMs(server.pid);
     await new Promise((r) => setTimeout(r, windowMs));
     const windowCpuMs = processCpuMs(server.pid) - before;
     const after = await server.measure();
-    if (after.connections < open) throw new Error(`${mode}: ${open - after.connections} idle connections were dropped during the heartbeat window`);
+    if (after.connections < open)
+      throw new Error(`${mode}: ${open - after.connections} idle connections were dropped during the heartbeat window`);
     return { samples, windowCpuMs };
   } finally {
     if (clients) {
@@ -171,7 +187,7 @@ export const connectionsBenchmark: Benchmark = {
     const beats = windowMs / heartbeatMs;
     const heartbeatCpuMs = Math.max(0, fountain.windowCpuMs - bare.windowCpuMs);
     const usPerConnPerBeat = round((heartbeatCpuMs * 1000) / beats / n);
-    const coreShareAtDefault = round((usPerConnPerBeat * n) / 1000 / DEFAULT_HEARTBEAT_MS * 100);
+    const coreShareAtDefault = round(((usPerConnPerBeat * n) / 1000 / DEFAULT_HEARTBEAT_MS) * 100);
     const held = fountain.samples.at(-1)!.connections;
     const met = held >= 10_000;
     const r = ratio(rss, bareRss);
@@ -191,22 +207,35 @@ export const connectionsBenchmark: Benchmark = {
         heartbeatWindowMs: windowMs,
         heartbeatCpuMs: round(heartbeatCpuMs),
         heartbeatUsPerConnectionPerBeat: usPerConnPerBeat,
-        heartbeatCoreSharePercentAt10kDefault: round((usPerConnPerBeat * 10_000) / 1000 / DEFAULT_HEARTBEAT_MS * 100),
+        heartbeatCoreSharePercentAt10kDefault: round(((usPerConnPerBeat * 10_000) / 1000 / DEFAULT_HEARTBEAT_MS) * 100),
         heartbeatCoreSharePercentAtNDefault: coreShareAtDefault,
-        samples: Object.fromEntries(fountain.samples.map((s) => [String(s.connections), { rss: s.rss, heapUsed: s.heapUsed, external: s.external }])),
+        samples: Object.fromEntries(
+          fountain.samples.map((s) => [
+            String(s.connections),
+            { rss: s.rss, heapUsed: s.heapUsed, external: s.external },
+          ]),
+        ),
       },
       baseline: {
-        description: 'the same N clients held by a bare ws WebSocketServer (no runner protocol, no heartbeat) in a child process',
+        description:
+          'the same N clients held by a bare ws WebSocketServer (no runner protocol, no heartbeat) in a child process',
         figures: {
           rssBytesPerConnection: bareRss,
           heapBytesPerConnection: bareHeap,
           windowCpuMs: round(bare.windowCpuMs),
-          samples: Object.fromEntries(bare.samples.map((s) => [String(s.connections), { rss: s.rss, heapUsed: s.heapUsed }])),
+          samples: Object.fromEntries(
+            bare.samples.map((s) => [String(s.connections), { rss: s.rss, heapUsed: s.heapUsed }]),
+          ),
         },
       },
       ratio: { value: r, meaning: 'fountain RSS per connection / bare ws RSS per connection' },
-      target: { description: '10,000 idle runner connections on one server node, memory per connection reported (DESIGN.md)', met: ctx.quick ? null : met },
-      notes: ctx.quick ? [`quick mode holds ${n.toLocaleString('en')} connections; the 10,000 target is checked by the full run`] : [],
+      target: {
+        description: '10,000 idle runner connections on one server node, memory per connection reported (DESIGN.md)',
+        met: ctx.quick ? null : met,
+      },
+      notes: ctx.quick
+        ? [`quick mode holds ${n.toLocaleString('en')} connections; the 10,000 target is checked by the full run`]
+        : [],
       summary: `connections ${held} held: ${round(rss / 1024)} KiB RSS / ${round(heap / 1024)} KiB heap per connection vs bare ws ${round(bareRss / 1024)} / ${round(bareHeap / 1024)} KiB → ${r}x; heartbeat ${usPerConnPerBeat} µs/conn/beat (${coreShareAtDefault}% of a core at 20 s) (target 10k: ${ctx.quick ? 'n/a in quick' : verdict(met)})`,
     };
   },

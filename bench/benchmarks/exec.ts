@@ -71,7 +71,15 @@ export const execBenchmark: Benchmark = {
       const met = r50 <= 3;
       return {
         setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, command: `${CMD} (no args)` },
-        figures: { runs, fountainMs: { ...f }, p50Ms: f.p50, p99Ms: f.p99, ratioP50: r50, ratioP99: r99, overheadP50Ms: round(f.p50 - d.p50) },
+        figures: {
+          runs,
+          fountainMs: { ...f },
+          p50Ms: f.p50,
+          p99Ms: f.p99,
+          ratioP50: r50,
+          ratioP99: r99,
+          overheadP50Ms: round(f.p50 - d.p50),
+        },
         baseline: {
           description: `child_process.spawn('${CMD}') with piped stdout in the bench process: interleaved with the Fountain runs, and before the server started; the lower p50 of the two is the floor`,
           figures: { p50Ms: d.p50, p99Ms: d.p99, interleavedMs: { ...inter }, beforeServerMs: { ...pre } },

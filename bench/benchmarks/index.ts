@@ -15,4 +15,16 @@ import { replayBenchmark } from './replay.ts';
 import { startupBenchmark } from './startup.ts';
 import { streamBenchmark } from './stream.ts';
 
-export const BENCHMARKS: readonly Benchmark[] = [execBenchmark, streamBenchmark, replayBenchmark, turnBenchmark, ingestBenchmark, concurrencyBenchmark, lifecycleBenchmark, connectionsBenchmark, memoryBenchmark, startupBenchmark, listingBenchmark];
+export const BENCHMARKS: readonly Benchmark[] = [
+  execBenchmark,
+  streamBenchmark,
+  replayBenchmark,
+  turnBenchmark,
+  ingestBenchmark,
+  concurrencyBenchmark,
+  lifecycleBenchmark,
+  connectionsBenchmark,
+  memoryBenchmark,
+  startupBenchmark,
+  listingBenchmark,
+];

@@ -36,7 +36,11 @@ export const ingestBenchmark: Benchmark = {
     const { conv } = await openConversation(rig, 'warm up');
     try {
       const before = conv.stream.events.length;
-      const cpu = cpuMeter({ server: process.pid, serverMainThread: { pid: process.pid, thread: process.pid }, runner: rig.runnerPid });
+      const cpu = cpuMeter({
+        server: process.pid,
+        serverMainThread: { pid: process.pid, thread: process.pid },
+        runner: rig.runnerPid,
+      });
       t0 = process.hrtime.bigint();
       const r = await ctx.measured(() => turn(conv, prompt));
       const deliveredMs = msSince(t0);
@@ -49,7 +53,10 @@ export const ingestBenchmark: Benchmark = {
       let after = 0;
       const storeT0 = process.hrtime.bigint();
       for (;;) {
-        const page = await conv.api.call('GET', `/api/conversations/${conv.id}/events?after=${after}&limit=1000&streams=acp`);
+        const page = await conv.api.call(
+          'GET',
+          `/api/conversations/${conv.id}/events?after=${after}&limit=1000&streams=acp`,
+        );
         const rows = page.data as Array<{ id: number; kind: string; data: string; turn_id: string | null }>;
         for (const e of rows) if (e.turn_id === r.turnId && e.data.includes('"agent_message_chunk"')) stored++;
         if (rows.length < 1000) break;
@@ -60,7 +67,11 @@ export const ingestBenchmark: Benchmark = {
       const directRate = round(directChunks / (directMs / 1000));
       const share = ratio(rate, directRate);
       return {
-        setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, agent: 'runtime demo echoing a long prompt in 4-word chunks' },
+        setup: {
+          server: SETUP_SERVER,
+          runner: SETUP_RUNNER,
+          agent: 'runtime demo echoing a long prompt in 4-word chunks',
+        },
         figures: {
           chunks,
           deliveredOverSse: delivered,
@@ -74,10 +85,19 @@ export const ingestBenchmark: Benchmark = {
           readBackMs: round(pageMs),
           readBackEventsPerSecond: round(stored / (pageMs / 1000)),
         },
-        baseline: { description: 'the same prompt to the same demo agent over its own stdio, chunks counted as they are read', figures: { chunks: directChunks, ms: round(directMs), chunksPerSecond: directRate } },
+        baseline: {
+          description: 'the same prompt to the same demo agent over its own stdio, chunks counted as they are read',
+          figures: { chunks: directChunks, ms: round(directMs), chunksPerSecond: directRate },
+        },
         ratio: { value: share, meaning: 'fountain chunks/s (stored and delivered over SSE) / direct stdio chunks/s' },
-        target: { description: 'no numeric target in DESIGN.md; every chunk stored and delivered (the demo adds a few words of its own)', met: delivered >= chunks && stored === delivered },
-        notes: ['serverCpuUsPerChunk: CPU of the bench process (server and its one SSE client, all threads, from /proc) over the turn, per chunk delivered; steadier than the rates on a loaded machine.'],
+        target: {
+          description:
+            'no numeric target in DESIGN.md; every chunk stored and delivered (the demo adds a few words of its own)',
+          met: delivered >= chunks && stored === delivered,
+        },
+        notes: [
+          'serverCpuUsPerChunk: CPU of the bench process (server and its one SSE client, all threads, from /proc) over the turn, per chunk delivered; steadier than the rates on a loaded machine.',
+        ],
         summary: `ingest     ${rate} chunks/s stored+delivered over SSE vs ${directRate} chunks/s direct → ${share}x; ${delivered}/${chunks} delivered, ${stored}/${chunks} stored; server ${perChunk(spent.server!)} µs CPU/chunk (event-loop thread ${perChunk(spent.serverMainThread!)})`,
       };
     } finally {

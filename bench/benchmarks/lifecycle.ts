@@ -23,7 +23,10 @@ async function timed(fn: () => Promise<void>): Promise<number> {
   return msSince(t0);
 }
 
-const must = <T>(r: { ok: true; value: T } | { ok: false; error: { code: string; detail?: string } }, what: string): T => {
+const must = <T>(
+  r: { ok: true; value: T } | { ok: false; error: { code: string; detail?: string } },
+  what: string,
+): T => {
   if (!r.ok) throw new Error(`${what} failed: ${r.error.code} ${r.error.detail ?? ''}`);
   return r.value;
 };
@@ -38,7 +41,9 @@ export const lifecycleBenchmark: Benchmark = {
     const fountain: Record<Op, number[]> = { create: [], suspend: [], resume: [], destroy: [] };
     const direct: Record<Op, number[]> = { create: [], suspend: [], resume: [], destroy: [] };
     try {
-      ctx.progress(`lifecycle: ${rounds} rounds of create, suspend, resume, destroy, interleaved with the direct floor`);
+      ctx.progress(
+        `lifecycle: ${rounds} rounds of create, suspend, resume, destroy, interleaved with the direct floor`,
+      );
       for (let i = 0; i < rounds; i++) {
         const minted = mintRunnerName(rig.runnerId);
         if (!minted.ok) throw new Error(`minting a name: ${String(minted.error)}`);
@@ -76,11 +81,15 @@ export const lifecycleBenchmark: Benchmark = {
         fountainMs: f,
       },
       baseline: {
-        description: 'the process backend\'s filesystem work for each step (mkdir 0700; write, then unlink, the suspended marker; rm -r) done with fs/promises in the bench process, interleaved',
+        description:
+          "the process backend's filesystem work for each step (mkdir 0700; write, then unlink, the suspended marker; rm -r) done with fs/promises in the bench process, interleaved",
         figures: { p50Ms: Object.fromEntries(OPS.map((op) => [op, d[op].p50])), directMs: d },
       },
       ratio: { value: r, meaning: 'sum of the four p50s through Fountain / sum of the direct p50s (lower is better)' },
-      target: { description: 'no numeric target in DESIGN.md (cold start to first answer is in the turn benchmark)', met: null },
+      target: {
+        description: 'no numeric target in DESIGN.md (cold start to first answer is in the turn benchmark)',
+        met: null,
+      },
       notes: [],
       summary: `lifecycle  p50 create ${f.create.p50} / suspend ${f.suspend.p50} / resume ${f.resume.p50} / destroy ${f.destroy.p50} ms vs direct ${d.create.p50} / ${d.suspend.p50} / ${d.resume.p50} / ${d.destroy.p50} ms → ${r}x overall (no target: ${verdict(null)})`,
     };

@@ -38,7 +38,16 @@ interface Case {
 async function seed(db: EngineDb, accountId: string, count: number): Promise<void> {
   const agentIds: string[] = [];
   for (let i = 0; i < 4; i++) {
-    const a = await insertAgent(db, accountId, { name: `bench-${i}`, description: '', system: '', runtime: 'demo', model: 'fountain/demo', sandboxProvider: 'runner', permissionPolicy: {}, metadata: {} });
+    const a = await insertAgent(db, accountId, {
+      name: `bench-${i}`,
+      description: '',
+      system: '',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandboxProvider: 'runner',
+      permissionPolicy: {},
+      metadata: {},
+    });
     if (!a.ok) throw new Error('could not create an agent');
     agentIds.push(a.agent.id);
   }
@@ -49,7 +58,14 @@ async function seed(db: EngineDb, accountId: string, count: number): Promise<voi
     const n = Math.min(BATCH, count - from);
     const sb = await db
       .insert(sandboxes)
-      .values(Array.from({ length: n }, () => ({ accountId, provider: 'runner', name: `runner-${runnerHex}-${randomBytes(4).toString('hex')}`, status: 'suspended' as const })))
+      .values(
+        Array.from({ length: n }, () => ({
+          accountId,
+          provider: 'runner',
+          name: `runner-${runnerHex}-${randomBytes(4).toString('hex')}`,
+          status: 'suspended' as const,
+        })),
+      )
       .returning({ id: sandboxes.id });
     await db.insert(conversations).values(
       sb.map((s, j) => {
@@ -98,7 +114,11 @@ export const listingBenchmark: Benchmark = {
     const count = 10_000;
     const rounds = ctx.quick ? 8 : 30;
     const tmp = mkdtempSync(join(tmpdir(), 'fountain-bench-listing-'));
-    const server = await startServer({ dataDir: join(tmp, 'server'), port: 0, env: { FOUNTAIN_HOME: join(tmp, 'home') } });
+    const server = await startServer({
+      dataDir: join(tmp, 'server'),
+      port: 0,
+      env: { FOUNTAIN_HOME: join(tmp, 'home') },
+    });
     try {
       const db = server.database.db as unknown as EngineDb;
       const owner = await findOwner(server.database.db);
@@ -109,7 +129,12 @@ export const listingBenchmark: Benchmark = {
       await seed(db, owner.id, count);
       const seedMs = round(msSince(seedStart));
       const deep = await cursorAt(db, owner.id, DEPTH);
-      const signin = await fetch(`${server.url}/signin`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url }, body: new URLSearchParams({ api_key: key }) });
+      const signin = await fetch(`${server.url}/signin`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: server.url },
+        body: new URLSearchParams({ api_key: key }),
+      });
       const cookie = (signin.headers.get('set-cookie') ?? '').split(';')[0]!;
 
       const cases: Case[] = [
@@ -118,9 +143,16 @@ export const listingBenchmark: Benchmark = {
         { name: 'search', query: `&q=${WORD}`, filter: { search: WORD } },
         { name: 'unreadIdle', query: '&unread=true&status=idle', filter: { unread: true, statuses: ['idle'] } },
       ];
-      const webPath: Record<string, string> = { first: '/conversations', deep: `/conversations?after=${encodeURIComponent(deep)}`, search: `/conversations?q=${WORD}`, unreadIdle: '/conversations?unread=1&status=idle' };
+      const webPath: Record<string, string> = {
+        first: '/conversations',
+        deep: `/conversations?after=${encodeURIComponent(deep)}`,
+        search: `/conversations?q=${WORD}`,
+        unreadIdle: '/conversations?unread=1&status=idle',
+      };
       const api = (c: Case) => async () => {
-        const res = await fetch(`${server.url}/api/conversations?limit=${PAGE}${c.query}`, { headers: { authorization: `Bearer ${key}` } });
+        const res = await fetch(`${server.url}/api/conversations?limit=${PAGE}${c.query}`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
         if (res.status !== 200) throw new Error(`GET /api/conversations${c.query}: ${res.status}`);
         const body = (await res.json()) as { data: unknown[] };
         if (body.data.length === 0) throw new Error(`${c.name}: an empty page`);
@@ -165,17 +197,22 @@ export const listingBenchmark: Benchmark = {
       const met = depthRatio <= TARGET_DEPTH_RATIO;
       return {
         setup: {
-          server: 'startServer (Hono on node http, embedded PGlite in a temporary data dir) in the bench process on 127.0.0.1',
+          server:
+            'startServer (Hono on node http, embedded PGlite in a temporary data dir) in the bench process on 127.0.0.1',
           data: `${count} conversations of one account, stored directly: 4 agents, last activity spread over 30 days, 80% idle / 10% ended / 10% failed, half opened since their last activity, each on a (parked) runner sandbox; 1 in ${RARE} titled with "${WORD}"`,
           pages: `${PAGE} rows; deep = the cursor of row ${DEPTH}; search = q=${WORD} (title or first message, case-insensitive); unreadIdle = unread=true&status=idle`,
         },
         figures: { conversations: count, rounds, pageSize: PAGE, seedMs, ...figures, deepOverFirstApi: depthRatio },
         baseline: {
-          description: 'listConversationRowsPage (the keyset query the API runs, rows and their sandboxes) called directly on the same database in the same process: no HTTP, no auth, no conversation views',
+          description:
+            'listConversationRowsPage (the keyset query the API runs, rows and their sandboxes) called directly on the same database in the same process: no HTTP, no auth, no conversation views',
           figures: base,
         },
         ratio: { value: r, meaning: 'API first page p50 / the same query run directly p50' },
-        target: { description: `paging stays fast: a page ${DEPTH} rows deep within ${TARGET_DEPTH_RATIO}x of the first page through the API (p50)`, met },
+        target: {
+          description: `paging stays fast: a page ${DEPTH} rows deep within ${TARGET_DEPTH_RATIO}x of the first page through the API (p50)`,
+          met,
+        },
         notes: [],
         summary:
           `listing    10k conversations, API p50: first ${p50('first', 'api')} ms, deep ${p50('deep', 'api')} ms, search ${p50('search', 'api')} ms, unread ${p50('unreadIdle', 'api')} ms; ` +

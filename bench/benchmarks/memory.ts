@@ -37,7 +37,9 @@ async function shippedRss(dataDir: string, env: NodeJS.ProcessEnv): Promise<numb
 }
 
 /** The shipped server's idle RSS: empty, from the TypeScript sources, and with 1,000 idle conversations stored. */
-async function shipped(ctx: BenchContext): Promise<{ emptyMiB: number; fromSourceMiB: number; conversationsMiB: number }> {
+async function shipped(
+  ctx: BenchContext,
+): Promise<{ emptyMiB: number; fromSourceMiB: number; conversationsMiB: number }> {
   const tmp = mkdtempSync(join(tmpdir(), 'fountain-bench-memory-'));
   try {
     const dataDir = join(tmp, 'server');
@@ -46,7 +48,9 @@ async function shipped(ctx: BenchContext): Promise<{ emptyMiB: number; fromSourc
     await (await startFountainServer(dataDir, env)).proc.stop();
     const emptyMiB = mib(await ctx.measured(() => shippedRss(dataDir, env)));
     const fromSourceMiB = mib(await shippedRss(dataDir, { ...env, FOUNTAIN_FROM_SOURCE: '1' }));
-    ctx.progress(`memory: fountain server idle ${emptyMiB} MiB (from source ${fromSourceMiB} MiB); storing ${IDLE_CONVERSATIONS} idle conversations`);
+    ctx.progress(
+      `memory: fountain server idle ${emptyMiB} MiB (from source ${fromSourceMiB} MiB); storing ${IDLE_CONVERSATIONS} idle conversations`,
+    );
     await seedIdleConversations(dataDir, IDLE_CONVERSATIONS);
     const conversationsMiB = mib(await ctx.measured(() => shippedRss(dataDir, env)));
     return { emptyMiB, fromSourceMiB, conversationsMiB };
@@ -74,7 +78,8 @@ export const memoryBenchmark: Benchmark = {
     return {
       setup: {
         shipped: `\`fountain server\` (bin/fountain.js ${compiled ? 'running the compiled dist/' : 'through tsx: dist/ missing or stale'}) on a warm embedded database, left alone ${SETTLE_MS} ms; RSS read from /proc`,
-        server: 'startServer (Hono on node http, embedded PGlite in a temporary data dir, runner upgrade route, engine, scheduler) in a child process (node --expose-gc, through tsx); RSS read from /proc after two collections',
+        server:
+          'startServer (Hono on node http, embedded PGlite in a temporary data dir, runner upgrade route, engine, scheduler) in a child process (node --expose-gc, through tsx); RSS read from /proc after two collections',
         clients: `${held} plain ws clients in a child process, each a runner name with the owner key, idle (answer pings only)`,
       },
       figures: {
@@ -88,15 +93,26 @@ export const memoryBenchmark: Benchmark = {
         rssMiBAtMax: mib(loaded.rss),
         heapMiBAtMax: mib(loaded.heapUsed),
         rssBytesPerConnection: perConnection,
-        samples: Object.fromEntries(server.samples.map((s) => [String(s.connections), { rss: s.rss, heapUsed: s.heapUsed, external: s.external }])),
+        samples: Object.fromEntries(
+          server.samples.map((s) => [
+            String(s.connections),
+            { rss: s.rss, heapUsed: s.heapUsed, external: s.external },
+          ]),
+        ),
       },
       baseline: {
-        description: 'a bare node process holding a ws WebSocketServer (no database, no routes), idle, measured the same way',
+        description:
+          'a bare node process holding a ws WebSocketServer (no database, no routes), idle, measured the same way',
         figures: { idleRssMiB: mib(floor.rss), idleHeapMiB: mib(floor.heapUsed) },
       },
       ratio: { value: r, meaning: 'server idle RSS (startServer in a tsx child) / bare node + ws idle RSS' },
-      target: { description: `\`fountain server\` idle on the embedded database at most ${TARGET_MIB} MiB RSS, also with ${IDLE_CONVERSATIONS.toLocaleString('en')} idle conversations stored (DESIGN.md)`, met },
-      notes: ctx.quick ? [`quick mode holds ${held.toLocaleString('en')} connections; the full run goes to 10,000`] : [],
+      target: {
+        description: `\`fountain server\` idle on the embedded database at most ${TARGET_MIB} MiB RSS, also with ${IDLE_CONVERSATIONS.toLocaleString('en')} idle conversations stored (DESIGN.md)`,
+        met,
+      },
+      notes: ctx.quick
+        ? [`quick mode holds ${held.toLocaleString('en')} connections; the full run goes to 10,000`]
+        : [],
       summary: `memory     fountain server idle ${proc.emptyMiB} MiB RSS, ${proc.conversationsMiB} MiB with ${IDLE_CONVERSATIONS} idle conversations (from source: ${proc.fromSourceMiB} MiB; target ≤${TARGET_MIB}: ${verdict(met)}); startServer idle ${mib(idle.rss)} MiB RSS / ${mib(idle.heapUsed)} MiB heap vs bare node ${mib(floor.rss)} MiB → ${r}x; ${held} runners: ${mib(loaded.rss)} MiB (${round(perConnection / 1024)} KiB each)`,
     };
   },

@@ -50,7 +50,9 @@ function readAll(files: readonly string[]): number {
 async function journaledSession(rig: RunnerRig, handle: Handle): Promise<string> {
   const counter = countingSink();
   // The pause lets the detach land before output starts, so the bytes are written to disk only.
-  const cmd = await rig.adapter.spawn(handle, 'sh', ['-c', `sleep 0.3; exec head -c ${BYTES} /dev/zero`], { owner: counter.sink });
+  const cmd = await rig.adapter.spawn(handle, 'sh', ['-c', `sleep 0.3; exec head -c ${BYTES} /dev/zero`], {
+    owner: counter.sink,
+  });
   if (!cmd.ok) throw new Error(`spawn failed: ${cmd.error.code}`);
   await rig.adapter.stopCommand(cmd.value);
   const deadline = Date.now() + 300_000;
@@ -107,15 +109,37 @@ export const replayBenchmark: Benchmark = {
       const mb = (BYTES / 1e6) * rounds;
       const serverCpuMsPerMB = round(cpu.server / mb);
       const runnerCpuMsPerMB = round(cpu.runner / mb);
-      const systemShare = { server: round(cpu.serverSystem / Math.max(1, cpu.server)), runner: round(cpu.runnerSystem / Math.max(1, cpu.runner)) };
+      const systemShare = {
+        server: round(cpu.serverSystem / Math.max(1, cpu.server)),
+        runner: round(cpu.runnerSystem / Math.max(1, cpu.runner)),
+      };
       return {
-        setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, journal: `${files.length} segment files, ${onDisk} bytes on disk` },
-        figures: { bytes: BYTES, rounds, replayMBps: rate, replayMBpsRounds: rates.join(', '), targetMBps: TARGET_MBPS, serverCpuMsPerMB, runnerCpuMsPerMB, serverSystemShare: systemShare.server, runnerSystemShare: systemShare.runner, cpuBoundMBps: round(1000 / Math.max(serverCpuMsPerMB, runnerCpuMsPerMB)) },
-        baseline: { description: 'reading the same journal segment files through one reused 1 MiB buffer in the bench process (page cache floor)', figures: { readMBps: disk, readMBpsRounds: floor.join(', ') } },
+        setup: {
+          server: SETUP_SERVER,
+          runner: SETUP_RUNNER,
+          journal: `${files.length} segment files, ${onDisk} bytes on disk`,
+        },
+        figures: {
+          bytes: BYTES,
+          rounds,
+          replayMBps: rate,
+          replayMBpsRounds: rates.join(', '),
+          targetMBps: TARGET_MBPS,
+          serverCpuMsPerMB,
+          runnerCpuMsPerMB,
+          serverSystemShare: systemShare.server,
+          runnerSystemShare: systemShare.runner,
+          cpuBoundMBps: round(1000 / Math.max(serverCpuMsPerMB, runnerCpuMsPerMB)),
+        },
+        baseline: {
+          description:
+            'reading the same journal segment files through one reused 1 MiB buffer in the bench process (page cache floor)',
+          figures: { readMBps: disk, readMBpsRounds: floor.join(', ') },
+        },
         ratio: { value: ratio(rate, disk), meaning: 'replay MB/s / journal file read MB/s' },
         target: { description: 'at least 200 MB/s (DESIGN.md), absolute', met },
         notes: [
-          'cpuBoundMBps = 1000 / the busier side\'s CPU ms per MB: the rate one free core per process would reach; steadier than wall-clock MB/s on a loaded machine.',
+          "cpuBoundMBps = 1000 / the busier side's CPU ms per MB: the rate one free core per process would reach; steadier than wall-clock MB/s on a loaded machine.",
           '*SystemShare: the part of that CPU spent in the kernel (socket and file syscalls, page faults).',
         ],
         summary: `replay     ${rate} MB/s (median of ${rounds}) vs reading the journal files ${disk} MB/s → ${round(ratio(rate, disk) * 100)}% (target ≥${TARGET_MBPS} MB/s: ${verdict(met)}); CPU ms/MB server ${serverCpuMsPerMB} runner ${runnerCpuMsPerMB}`,

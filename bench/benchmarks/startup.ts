@@ -22,7 +22,9 @@ interface Start {
 }
 
 /** Starts, waits until ready, stops; the milliseconds to ready and the CPU spent by then. */
-async function once(start: () => Promise<{ proc: { stop(): Promise<void> }; readyMs: number; cpuMs: number }>): Promise<Start> {
+async function once(
+  start: () => Promise<{ proc: { stop(): Promise<void> }; readyMs: number; cpuMs: number }>,
+): Promise<Start> {
   const { proc, readyMs, cpuMs } = await start();
   await proc.stop();
   return { ms: readyMs, cpuMs };
@@ -33,17 +35,30 @@ const cpu = (xs: readonly Start[]) => roundSummary(summarize(xs.map((x) => x.cpu
 
 export const startupBenchmark: Benchmark = {
   name: 'startup',
-  title: 'fountain server / fountain up (embedded database, warm disk): spawn to /health/ready 200, vs a bare node http server',
+  title:
+    'fountain server / fountain up (embedded database, warm disk): spawn to /health/ready 200, vs a bare node http server',
   async run(ctx) {
     const compiled = distIsFresh();
-    if (!compiled) ctx.progress('startup: dist/ is missing or older than src/ (run `npm run build`): measuring the tsx fallback');
+    if (!compiled)
+      ctx.progress('startup: dist/ is missing or older than src/ (run `npm run build`): measuring the tsx fallback');
     const rounds = ctx.quick ? 3 : 10;
     const tmp = mkdtempSync(join(tmpdir(), 'fountain-bench-startup-'));
     try {
       const env = embeddedEnv(join(tmp, 'home'));
       const server = () => startFountainServer(join(tmp, 'server'), env);
       const fromSource = () => startFountainServer(join(tmp, 'server'), { ...env, FOUNTAIN_FROM_SOURCE: '1' });
-      const upArgv = [FOUNTAIN_BIN, 'up', '--port', '0', '--data-dir', join(tmp, 'up'), '--runner-root', join(tmp, 'sandboxes'), '--log-level', 'warn'];
+      const upArgv = [
+        FOUNTAIN_BIN,
+        'up',
+        '--port',
+        '0',
+        '--data-dir',
+        join(tmp, 'up'),
+        '--runner-root',
+        join(tmp, 'sandboxes'),
+        '--log-level',
+        'warn',
+      ];
       const up = () => startProcess(upArgv, /Fountain is up at (http:\/\/\S+)/, '/health/ready', env);
       const bare = () => startProcess(['-e', BARE], /listening on (http:\/\/\S+)/, '/', env);
       // The first start of each data directory creates the database and runs every migration: not "warm".
@@ -69,7 +84,8 @@ export const startupBenchmark: Benchmark = {
       return {
         setup: {
           fountain: `bin/fountain.js ${compiled ? 'running the compiled dist/' : 'running src/ through tsx (dist/ missing or stale)'}, a child process per start, --port 0, data directory created by an earlier start`,
-          ready: '`server`: it printed its URL and GET /health/ready answered 200 (database open, every migration applied); `up`: it printed "Fountain is up" (runner started, demo agent checked, sign-in link minted) and /health/ready answered 200',
+          ready:
+            '`server`: it printed its URL and GET /health/ready answered 200 (database open, every migration applied); `up`: it printed "Fountain is up" (runner started, demo agent checked, sign-in link minted) and /health/ready answered 200',
         },
         figures: {
           rounds,
@@ -84,11 +100,15 @@ export const startupBenchmark: Benchmark = {
           serverFromSourceCpuMs: { ...srcCpu },
         },
         baseline: {
-          description: '`node -e` http server, spawned the same way, until GET / answers 200; interleaved with the Fountain starts',
+          description:
+            '`node -e` http server, spawned the same way, until GET / answers 200; interleaved with the Fountain starts',
           figures: { p50Ms: b.p50, ms: { ...b }, cpuMs: { ...cpu(series.bare) } },
         },
         ratio: { value: r, meaning: '`fountain server` p50 / bare node http server p50' },
-        target: { description: `\`fountain server\` and \`fountain up\` ready within ${TARGET_MS} ms (p50, issue 21)`, met },
+        target: {
+          description: `\`fountain server\` and \`fountain up\` ready within ${TARGET_MS} ms (p50, issue 21)`,
+          met,
+        },
         notes: compiled ? [] : ['dist/ was missing or stale: these are the tsx figures; `npm run build` first'],
         summary: `startup    server ${s.p50} ms / up ${u.p50} ms to ready (from source through tsx: ${src.p50} ms); CPU to ready ${sCpu.p50} ms (from source ${srcCpu.p50} ms) vs bare node ${b.p50} ms → ${r}x (target ≤${TARGET_MS} ms: ${verdict(met)})`,
       };

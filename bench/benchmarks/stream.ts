@@ -39,7 +39,8 @@ export const streamBenchmark: Benchmark = {
       const used = meter();
       const serverCpuMsPerMB = round(used.server! / (bytes / 1e6));
       const runnerCpuMsPerMB = round(used.runner! / (bytes / 1e6));
-      if (got.bytes !== bytes || got.code !== 0) throw new Error(`received ${got.bytes} bytes, exit ${got.code}; expected ${bytes}, 0`);
+      if (got.bytes !== bytes || got.code !== 0)
+        throw new Error(`received ${got.bytes} bytes, exit ${got.code}; expected ${bytes}, 0`);
 
       const fRate = mbPerSecond(bytes, fMs);
       const pRate = mbPerSecond(bytes, pipeMs);
@@ -47,8 +48,18 @@ export const streamBenchmark: Benchmark = {
       const met = share >= 0.25;
       return {
         setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, command: `head ${args.join(' ')}` },
-        figures: { bytes, fountainMs: Math.round(fMs), fountainMBps: fRate, shareOfRawPipe: share, serverCpuMsPerMB, runnerCpuMsPerMB },
-        baseline: { description: 'the same command spawned by a node process of its own, stdout read over a raw pipe and counted', figures: { pipeMs: Math.round(pipeMs), pipeMBps: pRate } },
+        figures: {
+          bytes,
+          fountainMs: Math.round(fMs),
+          fountainMBps: fRate,
+          shareOfRawPipe: share,
+          serverCpuMsPerMB,
+          runnerCpuMsPerMB,
+        },
+        baseline: {
+          description: 'the same command spawned by a node process of its own, stdout read over a raw pipe and counted',
+          figures: { pipeMs: Math.round(pipeMs), pipeMBps: pRate },
+        },
         ratio: { value: share, meaning: 'fountain MB/s / raw pipe MB/s (higher is better)' },
         target: { description: 'at least 25% of a raw pipe (DESIGN.md)', met },
         notes: [],

@@ -29,12 +29,22 @@ export async function demoAgent(rig: RunnerRig): Promise<{ api: Api; agentId: st
   const agents = (await api.call('GET', '/api/agents')).data as Array<{ id: string; name: string }>;
   const have = agents.find((a) => a.name === 'bench-demo');
   if (have) return { api, agentId: have.id };
-  const created = (await api.call('POST', '/api/agents', { name: 'bench-demo', runtime: 'demo', model: 'fountain/demo', sandbox_provider: 'runner' })).data as { id: string };
+  const created = (
+    await api.call('POST', '/api/agents', {
+      name: 'bench-demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandbox_provider: 'runner',
+    })
+  ).data as { id: string };
   return { api, agentId: created.id };
 }
 
 /** Sends a prompt and resolves when its turn ended, with the milliseconds from the POST to its answer and to the end. */
-export async function turn(c: Conversation, prompt: string): Promise<{ ms: number; acceptMs: number; turnId: string; state: string }> {
+export async function turn(
+  c: Conversation,
+  prompt: string,
+): Promise<{ ms: number; acceptMs: number; turnId: string; state: string }> {
   const t0 = process.hrtime.bigint();
   const r = await c.api.call('POST', `/api/conversations/${c.id}/prompts`, { prompt });
   const acceptMs = msSince(t0);
@@ -44,21 +54,30 @@ export async function turn(c: Conversation, prompt: string): Promise<{ ms: numbe
 }
 
 /** The same, with the POST sent by a client in a process of its own; the turn's end is still read here (the clock is shared). */
-export async function turnFrom(client: HttpChild, c: Conversation, prompt: string): Promise<{ ms: number; acceptMs: number; turnId: string; state: string }> {
+export async function turnFrom(
+  client: HttpChild,
+  c: Conversation,
+  prompt: string,
+): Promise<{ ms: number; acceptMs: number; turnId: string; state: string }> {
   const r = await client.call('POST', `${c.api.baseUrl}/api/conversations/${c.id}/prompts`, c.api.key, { prompt });
   const turnId = String((JSON.parse(r.text) as Record<string, unknown>).turn_id);
   const end = await c.stream.next(turnEnded(turnId));
   return { ms: Number(end.receivedAt - BigInt(r.t0)) / 1e6, acceptMs: r.ms, turnId, state: end.state ?? '' };
 }
 
-export async function openConversation(rig: RunnerRig, prompt: string): Promise<{ conv: Conversation; coldMs: number; firstTurnMs: number }> {
+export async function openConversation(
+  rig: RunnerRig,
+  prompt: string,
+): Promise<{ conv: Conversation; coldMs: number; firstTurnMs: number }> {
   const { api, agentId } = await demoAgent(rig);
   const t0 = process.hrtime.bigint();
   const created = (await api.call('POST', '/api/conversations', { agent_id: agentId, prompt })).data as { id: string };
   const stream = await EventStream.open(api, created.id);
   const first = await stream.next(isAnswerChunk);
   const coldMs = Number(first.receivedAt - t0) / 1e6;
-  const ended = await stream.next((e) => e.kind === 'stage' && e.stage === 'turn' && (e.state === 'done' || e.state === 'failed'));
+  const ended = await stream.next(
+    (e) => e.kind === 'stage' && e.stage === 'turn' && (e.state === 'done' || e.state === 'failed'),
+  );
   if (ended.state !== 'done') throw new Error(`the first turn ended ${ended.state}: ${ended.data.slice(0, 300)}`);
   return { conv: { api, id: created.id, stream }, coldMs, firstTurnMs: Number(ended.receivedAt - t0) / 1e6 };
 }
@@ -82,10 +101,16 @@ async function postgresAnswers(url: string): Promise<boolean> {
  * A second server on an external PostgreSQL (its own schema) with its own runner, so the same
  * warm turns can be interleaved on both databases: the difference is the embedded database's share.
  */
-async function postgresConversation(ctx: BenchContext): Promise<{ conv: Conversation; rig: RunnerRig; stop: () => Promise<void> } | null> {
+async function postgresConversation(
+  ctx: BenchContext,
+): Promise<{ conv: Conversation; rig: RunnerRig; stop: () => Promise<void> } | null> {
   if (!(await postgresAnswers(POSTGRES_URL))) return null;
   const schema = uniqueSchemaName();
-  const rig = await startRunnerRig({ logger: ctx.logger, env: { FOUNTAIN_DATABASE_URL: POSTGRES_URL }, databaseSchema: schema });
+  const rig = await startRunnerRig({
+    logger: ctx.logger,
+    env: { FOUNTAIN_DATABASE_URL: POSTGRES_URL },
+    databaseSchema: schema,
+  });
   try {
     const { conv } = await openConversation(rig, PROMPT);
     return {
@@ -177,7 +202,12 @@ export const turnBenchmark: Benchmark = {
     const r50 = ratio(f.p50, d.p50);
     const met = r50 <= 2;
     return {
-      setup: { server: SETUP_SERVER, runner: SETUP_RUNNER, agent: 'runtime demo (fountain demo-agent) in a process-backend sandbox', prompt: PROMPT },
+      setup: {
+        server: SETUP_SERVER,
+        runner: SETUP_RUNNER,
+        agent: 'runtime demo (fountain demo-agent) in a process-backend sandbox',
+        prompt: PROMPT,
+      },
       figures: {
         turns,
         fountainMs: { ...f },
@@ -197,7 +227,8 @@ export const turnBenchmark: Benchmark = {
         coldStartFirstTurnMs: round(firstTurnMs),
       },
       baseline: {
-        description: 'the same demo agent spawned in the bench process and driven with raw NDJSON JSON-RPC over its stdio (session/prompt → reply), interleaved',
+        description:
+          'the same demo agent spawned in the bench process and driven with raw NDJSON JSON-RPC over its stdio (session/prompt → reply), interleaved',
         figures: { directMs: { ...d }, p50Ms: d.p50, p99Ms: d.p99, coldStartFirstAnswerMs: round(directColdMs) },
       },
       ratio: { value: r50, meaning: 'fountain turn p50 / direct stdio turn p50 (lower is better)' },
@@ -206,7 +237,7 @@ export const turnBenchmark: Benchmark = {
         'Fountain time runs from sending POST /prompts to receiving the turn `done` stage event on the SSE stream; the direct time from writing session/prompt to reading its reply.',
         'acceptP50Ms: POST /prompts to its answer ("queued"), which comes once the turn row is stored, read by a client in the bench process (it shares the event loop with the server, so it reads the answer only once the loop is free: after the writes that follow the answer).',
         'acceptOutOfProcessP50Ms: the same POST sent by a client in a process of its own (as every real client is), interleaved with the in-process turns on the same conversation; this is the figure for the ≤ 5 ms target. outOfProcessPostMs: those turns, from that POST to the `done` event read here.',
-        'statementsPerTurn: statements the server sent through its query builder (drizzle\'s logger) from the POST to the `done` event, per warm turn (the key check, the prompt\'s read, the turn\'s rows, the event batches).',
+        "statementsPerTurn: statements the server sent through its query builder (drizzle's logger) from the POST to the `done` event, per warm turn (the key check, the prompt's read, the turn's rows, the event batches).",
         'serverCpuMsPerTurn: CPU (user + system, from /proc) of the bench process (server, HTTP and SSE client) over the PGlite warm turns, per turn.',
         `postgresMs: the same turns, interleaved, on a second server using PostgreSQL (${new URL(POSTGRES_URL).host}) instead of the embedded PGlite; the headline stays on PGlite, the default.`,
       ],

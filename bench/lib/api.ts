@@ -24,7 +24,10 @@ export class Api {
   async call(method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
     const res = await fetch(`${this.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${this.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${this.key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     const text = await res.text();
@@ -34,7 +37,8 @@ export class Api {
 }
 
 /** True for an ACP output event carrying an agent message chunk. */
-export const isAnswerChunk = (e: StreamEvent): boolean => e.kind === 'output' && e.data.includes('"agent_message_chunk"');
+export const isAnswerChunk = (e: StreamEvent): boolean =>
+  e.kind === 'output' && e.data.includes('"agent_message_chunk"');
 
 /** One SSE connection to /api/conversations/{id}/stream, kept open; events are also counted. */
 export class EventStream {
@@ -111,5 +115,10 @@ export class EventStream {
   }
 }
 
-export const turnEnded = (turnId: string) => (e: StreamEvent): boolean =>
-  e.kind === 'stage' && e.stage === 'turn' && e.turn_id === turnId && (e.state === 'done' || e.state === 'failed' || e.state === 'interrupted');
+export const turnEnded =
+  (turnId: string) =>
+  (e: StreamEvent): boolean =>
+    e.kind === 'stage' &&
+    e.stage === 'turn' &&
+    e.turn_id === turnId &&
+    (e.state === 'done' || e.state === 'failed' || e.state === 'interrupted');

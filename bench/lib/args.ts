@@ -12,7 +12,9 @@ export interface BenchArgs {
   readonly names: readonly string[];
 }
 
-export type ParseOutcome = { readonly ok: true; readonly args: BenchArgs } | { readonly ok: false; readonly error: string };
+export type ParseOutcome =
+  | { readonly ok: true; readonly args: BenchArgs }
+  | { readonly ok: false; readonly error: string };
 
 const nameSchema = z.string().regex(/^[a-z][a-z0-9-]*$/, 'benchmark names are lowercase words joined by "-"');
 
@@ -27,7 +29,8 @@ export function parseArgs(argv: readonly string[], known: readonly string[]): Pa
     else if (a.startsWith('-')) return { ok: false, error: `unknown flag ${a} (flags: --quick, --cpu-prof)` };
     else {
       const parsed = nameSchema.safeParse(a);
-      if (!parsed.success || !known.includes(a)) return { ok: false, error: `unknown benchmark "${a}" (known: ${known.join(', ')})` };
+      if (!parsed.success || !known.includes(a))
+        return { ok: false, error: `unknown benchmark "${a}" (known: ${known.join(', ')})` };
       if (!names.includes(a)) names.push(a);
     }
   }

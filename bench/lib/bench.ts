@@ -20,7 +20,10 @@ export interface BenchContext {
   measured<T>(fn: () => Promise<T>): Promise<T>;
 }
 
-export type Measured = Omit<BenchResult, 'name' | 'title' | 'quick' | 'startedAt' | 'durationMs' | 'machine' | 'history'>;
+export type Measured = Omit<
+  BenchResult,
+  'name' | 'title' | 'quick' | 'startedAt' | 'durationMs' | 'machine' | 'history'
+>;
 
 export interface Benchmark {
   readonly name: string;

@@ -64,10 +64,11 @@ export function groupCpuMeter(pids: readonly number[]): () => number {
     }
   };
   const before = pids.map(read);
-  return () => pids.reduce((sum, p, i) => {
-    const d = read(p) - before[i]!;
-    return Number.isNaN(d) ? sum : sum + d;
-  }, 0);
+  return () =>
+    pids.reduce((sum, p, i) => {
+      const d = read(p) - before[i]!;
+      return Number.isNaN(d) ? sum : sum + d;
+    }, 0);
 }
 
 /** Resident set size of `pid` in bytes. */
@@ -78,8 +79,11 @@ export function processRssBytes(pid: number): number {
 }
 
 /** CPU used by processes between start() and the returned stop(): user + system, and the system part as `<label>System`. */
-export function cpuMeter(pids: { readonly [label: string]: number | { pid: number; thread: number } }): () => Record<string, number> {
-  const read = (p: number | { pid: number; thread: number }) => (typeof p === 'number' ? processCpuSplitMs(p) : processCpuSplitMs(p.pid, p.thread));
+export function cpuMeter(pids: {
+  readonly [label: string]: number | { pid: number; thread: number };
+}): () => Record<string, number> {
+  const read = (p: number | { pid: number; thread: number }) =>
+    typeof p === 'number' ? processCpuSplitMs(p) : processCpuSplitMs(p.pid, p.thread);
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, read(pid)]));
   return () =>
     Object.fromEntries(
@@ -87,7 +91,10 @@ export function cpuMeter(pids: { readonly [label: string]: number | { pid: numbe
         const now = read(pid);
         const user = now.user - before[k]!.user;
         const system = now.system - before[k]!.system;
-        return [[k, user + system], [`${k}System`, system]];
+        return [
+          [k, user + system],
+          [`${k}System`, system],
+        ];
       }),
     );
 }

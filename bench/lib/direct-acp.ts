@@ -15,7 +15,9 @@ import { exited } from './rig.ts';
 interface Message {
   readonly id?: number;
   readonly method?: string;
-  readonly params?: { readonly update?: { readonly sessionUpdate?: string; readonly content?: { readonly text?: string } } };
+  readonly params?: {
+    readonly update?: { readonly sessionUpdate?: string; readonly content?: { readonly text?: string } };
+  };
   readonly result?: unknown;
   readonly error?: unknown;
 }
@@ -45,7 +47,10 @@ export class DirectAgent {
   /** Spawns the agent and runs initialize + session/new; resolves with the session id. */
   static async start(): Promise<{ agent: DirectAgent; sessionId: string }> {
     const agent = new DirectAgent();
-    await agent.request('initialize', { protocolVersion: PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false } });
+    await agent.request('initialize', {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    });
     const s = (await agent.request('session/new', { cwd: agent.#home, mcpServers: [] })) as { sessionId: string };
     return { agent, sessionId: s.sessionId };
   }
@@ -53,7 +58,9 @@ export class DirectAgent {
   request(method: string, params: unknown): Promise<unknown> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      this.#replies.set(id, (m) => (m.error ? reject(new Error(`${method}: ${JSON.stringify(m.error)}`)) : resolve(m.result)));
+      this.#replies.set(id, (m) =>
+        m.error ? reject(new Error(`${method}: ${JSON.stringify(m.error)}`)) : resolve(m.result),
+      );
       this.#child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
     });
   }
@@ -78,7 +85,8 @@ export class DirectAgent {
       this.#buf = this.#buf.slice(nl + 1);
       if (!line.trim()) continue;
       const m = JSON.parse(line) as Message;
-      if (m.method === 'session/update' && m.params?.update?.sessionUpdate === 'agent_message_chunk') this.onChunk(m.params.update.content?.text ?? '');
+      if (m.method === 'session/update' && m.params?.update?.sessionUpdate === 'agent_message_chunk')
+        this.onChunk(m.params.update.content?.text ?? '');
       if (m.id !== undefined && m.method === undefined) {
         this.#replies.get(m.id)?.(m);
         this.#replies.delete(m.id);

@@ -29,7 +29,10 @@ export class HttpChild {
   #n = 0;
 
   constructor() {
-    this.#proc = fork(import.meta.filename, ['child'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    this.#proc = fork(import.meta.filename, ['child'], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
     this.#proc.on('message', (m: Answer) => {
       this.#waiting.get(m.n)?.(m);
       this.#waiting.delete(m.n);
@@ -42,7 +45,8 @@ export class HttpChild {
     const answer = new Promise<Answer>((resolve) => this.#waiting.set(n, resolve));
     this.#proc.send(ask);
     const a = await answer;
-    if (a.status < 200 || a.status >= 300) throw new Error(`${method} ${url}: HTTP ${a.status} ${a.text.slice(0, 300)}`);
+    if (a.status < 200 || a.status >= 300)
+      throw new Error(`${method} ${url}: HTTP ${a.status} ${a.text.slice(0, 300)}`);
     return a;
   }
 
@@ -61,12 +65,17 @@ if (process.argv[2] === 'child' && process.send) {
       const t0 = process.hrtime.bigint();
       const res = await fetch(m.url, {
         method: m.method,
-        headers: { authorization: `Bearer ${m.key}`, ...(m.body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${m.key}`,
+          ...(m.body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
         ...(m.body === undefined ? {} : { body: JSON.stringify(m.body) }),
       });
       const text = await res.text();
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       process.send!({ n: m.n, t0: String(t0), ms, status: res.status, text } satisfies Answer);
-    })().catch((e: unknown) => process.send!({ n: m.n, t0: '0', ms: 0, status: 599, text: String(e) } satisfies Answer));
+    })().catch((e: unknown) =>
+      process.send!({ n: m.n, t0: '0', ms: 0, status: 599, text: String(e) } satisfies Answer),
+    );
   });
 }

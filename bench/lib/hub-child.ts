@@ -23,10 +23,20 @@ if (mode === 'server') {
   const { acceptRunnerSocket } = await import('../../src/providers/runner/index.ts');
   const { startServer } = await import('../../src/server/start.ts');
   const dataDir = mkdtempSync(join(tmpdir(), 'fountain-bench-server-'));
-  const server = await startServer({ dataDir, port: 0, env: { FOUNTAIN_RUNNER_HEARTBEAT_MS: String(heartbeatMs) }, logger: pino({ level: 'silent' }), acceptRunnerSocket });
+  const server = await startServer({
+    dataDir,
+    port: 0,
+    env: { FOUNTAIN_RUNNER_HEARTBEAT_MS: String(heartbeatMs) },
+    logger: pino({ level: 'silent' }),
+    acceptRunnerSocket,
+  });
   process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   count = () => server.host.online().length;
-  send({ url: `${server.url.replace(/^http/, 'ws')}/api/runners/ws`, key: server.bootstrapKey, fileLimit: openFileLimit() });
+  send({
+    url: `${server.url.replace(/^http/, 'ws')}/api/runners/ws`,
+    key: server.bootstrapKey,
+    fileLimit: openFileLimit(),
+  });
 } else if (mode === 'fountain') {
   const { startRunnerTestHub } = await import('../../src/providers/runner/test-hub.ts');
   const hub = await startRunnerTestHub({ logger: pino({ level: 'silent' }), heartbeatMs });

@@ -7,7 +7,14 @@ import { z } from 'zod';
 import { openFileLimit } from './limits.ts';
 
 const commandSchema = z.union([
-  z.object({ open: z.object({ url: z.string(), key: z.string().optional(), from: z.number().int().nonnegative(), to: z.number().int().nonnegative() }) }),
+  z.object({
+    open: z.object({
+      url: z.string(),
+      key: z.string().optional(),
+      from: z.number().int().nonnegative(),
+      to: z.number().int().nonnegative(),
+    }),
+  }),
   z.object({ close: z.literal(true) }),
 ]);
 
@@ -21,7 +28,10 @@ async function open(url: string, key: string, from: number, to: number): Promise
     for (let j = i; j < Math.min(to, i + BATCH); j++) {
       batch.push(
         new Promise((resolve, reject) => {
-          const ws = new WebSocket(`${url}?name=idle-${j}`, { perMessageDeflate: false, headers: { authorization: `Bearer ${key}` } });
+          const ws = new WebSocket(`${url}?name=idle-${j}`, {
+            perMessageDeflate: false,
+            headers: { authorization: `Bearer ${key}` },
+          });
           ws.once('open', () => resolve());
           ws.once('error', reject);
           ws.on('message', () => {});

@@ -10,10 +10,12 @@ import { REPO } from './rig.ts';
 
 const profileSchema = z.object({
   nodes: z.array(
-    z.object({
-      id: z.number(),
-      callFrame: z.object({ functionName: z.string(), url: z.string(), lineNumber: z.number() }).loose(),
-    }).loose(),
+    z
+      .object({
+        id: z.number(),
+        callFrame: z.object({ functionName: z.string(), url: z.string(), lineNumber: z.number() }).loose(),
+      })
+      .loose(),
   ),
   /** Microseconds on the monotonic clock, the one process.hrtime reads. */
   startTime: z.number().default(0),
@@ -60,7 +62,11 @@ export function topFunctions(profile: unknown, n = 12, windows?: readonly Window
   return [...self.entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, n)
-    .map(([frame, ms]) => ({ frame, selfMs: Math.round(ms), percent: total > 0 ? Math.round((ms / total) * 1000) / 10 : 0 }));
+    .map(([frame, ms]) => ({
+      frame,
+      selfMs: Math.round(ms),
+      percent: total > 0 ? Math.round((ms / total) * 1000) / 10 : 0,
+    }));
 }
 
 /** Profiles this process from now until the returned stop() writes the profile to `path`. */

@@ -39,7 +39,9 @@ export const resultSchema = z.object({
   history: z.array(z.record(z.string(), z.unknown())).default([]),
   notes: z.array(z.string()),
   /** With --cpu-prof: the top self-time functions of each profile written during the run, by file name. */
-  profiles: z.record(z.string(), z.array(z.object({ frame: z.string(), selfMs: z.number(), percent: z.number() }))).optional(),
+  profiles: z
+    .record(z.string(), z.array(z.object({ frame: z.string(), selfMs: z.number(), percent: z.number() })))
+    .optional(),
   summary: z.string().min(1),
   machine: machineSchema,
 });

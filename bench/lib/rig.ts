@@ -50,8 +50,10 @@ export interface RunnerRig {
   stop(): Promise<void>;
 }
 
-export const SETUP_SERVER = 'startServer (Hono on node http, embedded PGlite, runner upgrade route, acceptRunnerSocket) in the bench process on 127.0.0.1; RunnerAdapter over its runner host';
-export const SETUP_RUNNER = '`fountain runner --backend process` child process (bin/fountain.js), dialing the hub over one WebSocket';
+export const SETUP_SERVER =
+  'startServer (Hono on node http, embedded PGlite, runner upgrade route, acceptRunnerSocket) in the bench process on 127.0.0.1; RunnerAdapter over its runner host';
+export const SETUP_RUNNER =
+  '`fountain runner --backend process` child process (bin/fountain.js), dialing the hub over one WebSocket';
 
 async function until<T>(check: () => T | undefined | null | false, what: string, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -64,7 +66,9 @@ async function until<T>(check: () => T | undefined | null | false, what: string,
 }
 
 export function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((r) => child.once('exit', () => r()));
 }
 
 export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
@@ -76,7 +80,15 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
       opts.queryLogger?.logQuery(query, params);
     },
   };
-  const server = await startServer({ dataDir: join(home, 'server'), port: 0, env: { ...opts.env }, logger: opts.logger, acceptRunnerSocket, ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}), queryLogger });
+  const server = await startServer({
+    dataDir: join(home, 'server'),
+    port: 0,
+    env: { ...opts.env },
+    logger: opts.logger,
+    acceptRunnerSocket,
+    ...(opts.databaseSchema ? { databaseSchema: opts.databaseSchema } : {}),
+    queryLogger,
+  });
   const apiKey = server.bootstrapKey;
   if (!apiKey) throw new Error('the server minted no bootstrap key');
   const name = `bench-${randomUUID().slice(0, 8)}`;
@@ -84,9 +96,27 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
   const nodeFlags = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
   const child = spawn(
     process.execPath,
-    [...nodeFlags, FOUNTAIN_BIN, 'runner', '--name', name, '--root', root, '--log-level', 'warn', '--journal-cap-mib', String(opts.journalCapMib ?? 512)],
+    [
+      ...nodeFlags,
+      FOUNTAIN_BIN,
+      'runner',
+      '--name',
+      name,
+      '--root',
+      root,
+      '--log-level',
+      'warn',
+      '--journal-cap-mib',
+      String(opts.journalCapMib ?? 512),
+    ],
     {
-      env: { ...process.env, HOME: home, FOUNTAIN_API_KEY: apiKey, FOUNTAIN_BASE_URL: server.url, FOUNTAIN_PROFILE: '' },
+      env: {
+        ...process.env,
+        HOME: home,
+        FOUNTAIN_API_KEY: apiKey,
+        FOUNTAIN_BASE_URL: server.url,
+        FOUNTAIN_PROFILE: '',
+      },
       stdio: ['ignore', 'ignore', 'inherit'],
     },
   );
@@ -103,7 +133,13 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
   let runnerId: string;
   try {
     const info = await until(
-      () => server.host.online().find((r) => r.name === name) ?? (child.exitCode !== null ? (() => { throw new Error(`runner exited with ${child.exitCode}`); })() : null),
+      () =>
+        server.host.online().find((r) => r.name === name) ??
+        (child.exitCode !== null
+          ? (() => {
+              throw new Error(`runner exited with ${child.exitCode}`);
+            })()
+          : null),
       'the runner to connect',
     );
     runnerId = info.runnerId;

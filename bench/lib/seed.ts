@@ -31,26 +31,78 @@ export async function seedIdleConversations(dataDir: string, count: number): Pro
       const n = Math.min(BATCH, count - from);
       const sb = await db
         .insert(sandboxes)
-        .values(Array.from({ length: n }, () => ({ accountId: owner.id, provider: 'runner', name: `runner-${randomUUID().replaceAll('-', '')}-${randomUUID().slice(0, 8)}`, status: 'suspended' as const })))
+        .values(
+          Array.from({ length: n }, () => ({
+            accountId: owner.id,
+            provider: 'runner',
+            name: `runner-${randomUUID().replaceAll('-', '')}-${randomUUID().slice(0, 8)}`,
+            status: 'suspended' as const,
+          })),
+        )
         .returning({ id: sandboxes.id });
       const convs = await db
         .insert(conversations)
-        .values(sb.map((s, i) => ({ accountId: owner.id, agentId: agent.agent.id, sandboxId: s.id, title: `idle ${from + i}`, firstPrompt: 'hello', status: 'idle' as const, runtime: 'demo' as const, turnCount: 2 })))
+        .values(
+          sb.map((s, i) => ({
+            accountId: owner.id,
+            agentId: agent.agent.id,
+            sandboxId: s.id,
+            title: `idle ${from + i}`,
+            firstPrompt: 'hello',
+            status: 'idle' as const,
+            runtime: 'demo' as const,
+            turnCount: 2,
+          })),
+        )
         .returning({ id: conversations.id });
-      const ts = convs.flatMap((c) => [1, 2].map((k) => ({ conversationId: c.id, turnNumber: k, prompt: `prompt ${k}`, status: 'completed' as const, stopReason: 'end_turn', startedAt: new Date(), endedAt: new Date() })));
+      const ts = convs.flatMap((c) =>
+        [1, 2].map((k) => ({
+          conversationId: c.id,
+          turnNumber: k,
+          prompt: `prompt ${k}`,
+          status: 'completed' as const,
+          stopReason: 'end_turn',
+          startedAt: new Date(),
+          endedAt: new Date(),
+        })),
+      );
       const tRows = await db.insert(turns).values(ts).returning({ id: turns.id, conversationId: turns.conversationId });
       await db.insert(events).values(
         tRows.flatMap((t) => [
-          { conversationId: t.conversationId, turnId: t.id, kind: 'stage' as const, stage: 'turn', state: 'started' as const, data: '{}' },
+          {
+            conversationId: t.conversationId,
+            turnId: t.id,
+            kind: 'stage' as const,
+            stage: 'turn',
+            state: 'started' as const,
+            data: '{}',
+          },
           ...Array.from({ length: 8 }, (_, i) => ({
             conversationId: t.conversationId,
             turnId: t.id,
             kind: 'output' as const,
             stream: 'acp' as const,
             seq: i,
-            data: JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: `word ${i} of an answer ` } } } }),
+            data: JSON.stringify({
+              jsonrpc: '2.0',
+              method: 'session/update',
+              params: {
+                sessionId: 's',
+                update: {
+                  sessionUpdate: 'agent_message_chunk',
+                  content: { type: 'text', text: `word ${i} of an answer ` },
+                },
+              },
+            }),
           })),
-          { conversationId: t.conversationId, turnId: t.id, kind: 'stage' as const, stage: 'turn', state: 'done' as const, data: '{}' },
+          {
+            conversationId: t.conversationId,
+            turnId: t.id,
+            kind: 'stage' as const,
+            stage: 'turn',
+            state: 'done' as const,
+            data: '{}',
+          },
         ]),
       );
     }

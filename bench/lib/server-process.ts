@@ -18,7 +18,12 @@ export interface ServerProcess {
  * `probe`; resolves with the process, the milliseconds that took and the CPU the process spent by
  * then (all its threads, from /proc: steadier than the wall clock on a loaded machine).
  */
-export async function startProcess(argv: readonly string[], ready: RegExp, probe: string, env: NodeJS.ProcessEnv): Promise<{ proc: ServerProcess; readyMs: number; cpuMs: number }> {
+export async function startProcess(
+  argv: readonly string[],
+  ready: RegExp,
+  probe: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ proc: ServerProcess; readyMs: number; cpuMs: number }> {
   const t0 = process.hrtime.bigint();
   const child = spawn(process.execPath, argv, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -35,7 +40,9 @@ export async function startProcess(argv: readonly string[], ready: RegExp, probe
         const m = ready.exec(l);
         if (m) resolve(m[1]!);
       });
-      void exited.then((code) => reject(new Error(`${argv.slice(0, 3).join(' ')} exited ${code} before it was ready: ${stderr}`)));
+      void exited.then((code) =>
+        reject(new Error(`${argv.slice(0, 3).join(' ')} exited ${code} before it was ready: ${stderr}`)),
+      );
     });
     for (;;) {
       const res = await fetch(`${url}${probe}`);
@@ -53,7 +60,12 @@ export async function startProcess(argv: readonly string[], ready: RegExp, probe
 
 /** `fountain server` on the embedded database in `dataDir`, port chosen by the system. */
 export const startFountainServer = (dataDir: string, env: NodeJS.ProcessEnv) =>
-  startProcess([FOUNTAIN_BIN, 'server', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], /listening on (http:\/\/\S+)/, '/health/ready', env);
+  startProcess(
+    [FOUNTAIN_BIN, 'server', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'],
+    /listening on (http:\/\/\S+)/,
+    '/health/ready',
+    env,
+  );
 
 /** The environment for a server process on the embedded database, with its home under `home`. */
 export function embeddedEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {

@@ -24,7 +24,8 @@ export function countingSink(): Counter {
   const sink: FrameSink = (f) => {
     if (f.type === 'stdout') bytes += f.data.length;
     else if (f.type === 'exit') resolve({ bytes, code: f.code });
-    else if (f.type === 'error') reject(new Error(`stream error: ${(f.error as SandboxError).code} ${(f.error as SandboxError).detail ?? ''}`));
+    else if (f.type === 'error')
+      reject(new Error(`stream error: ${(f.error as SandboxError).code} ${(f.error as SandboxError).detail ?? ''}`));
   };
   return { sink, done, bytes: () => bytes };
 }
@@ -46,7 +47,9 @@ child.once('close', () => process.stdout.write(JSON.stringify({ bytes, ms: Numbe
  */
 export function rawPipe(cmd: string, args: readonly string[]): Promise<{ bytes: number; ms: number }> {
   return new Promise((resolve, reject) => {
-    const reader = spawn(process.execPath, ['-e', RAW_PIPE_READER, JSON.stringify([cmd, ...args])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const reader = spawn(process.execPath, ['-e', RAW_PIPE_READER, JSON.stringify([cmd, ...args])], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     reader.stdout.setEncoding('utf8');
     reader.stdout.on('data', (s: string) => (out += s));

@@ -54,7 +54,14 @@ export function round(x: number, digits = 3): number {
 }
 
 export function roundSummary(s: Summary, digits = 3): Summary {
-  return { n: s.n, min: round(s.min, digits), p50: round(s.p50, digits), p99: round(s.p99, digits), max: round(s.max, digits), mean: round(s.mean, digits) };
+  return {
+    n: s.n,
+    min: round(s.min, digits),
+    p50: round(s.p50, digits),
+    p99: round(s.p99, digits),
+    max: round(s.max, digits),
+    mean: round(s.mean, digits),
+  };
 }
 
 /** The median (mean of the middle two for an even count); NaN for no samples. */

@@ -10,7 +10,15 @@ const N = Number(process.env.N ?? 30);
 const onPg = process.env.PG === '1';
 let count = 0;
 const schema = onPg ? uniqueSchemaName() : undefined;
-const rig = await startRunnerRig({ logger: pino({ enabled: false }), queryLogger: { logQuery: () => { count++; } }, ...(onPg ? { env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema! } : {}) });
+const rig = await startRunnerRig({
+  logger: pino({ enabled: false }),
+  queryLogger: {
+    logQuery: () => {
+      count++;
+    },
+  },
+  ...(onPg ? { env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema! } : {}),
+});
 const { conv } = await openConversation(rig, 'hello');
 for (let i = 0; i < 5; i++) await turn(conv, 'hello there');
 const walls: number[] = [];
@@ -28,7 +36,17 @@ const stmts = count / N;
 walls.sort((a, b) => a - b);
 accepts.sort((a, b) => a - b);
 const { loadavg } = await import('node:os');
-console.log(JSON.stringify({ tree: process.env.TREE, db: onPg ? 'pg' : 'pglite', cpuMsPerTurn: +((c.user + c.system) / 1000 / N).toFixed(2), stmtsPerTurn: stmts, p50: +walls[N >> 1]!.toFixed(1), acceptP50: +accepts[N >> 1]!.toFixed(1), load: loadavg()[0] }));
+console.log(
+  JSON.stringify({
+    tree: process.env.TREE,
+    db: onPg ? 'pg' : 'pglite',
+    cpuMsPerTurn: +((c.user + c.system) / 1000 / N).toFixed(2),
+    stmtsPerTurn: stmts,
+    p50: +walls[N >> 1]!.toFixed(1),
+    acceptP50: +accepts[N >> 1]!.toFixed(1),
+    load: loadavg()[0],
+  }),
+);
 conv.stream.close();
 await rig.stop();
 if (schema) await dropSchema(schema);

@@ -11,7 +11,10 @@ import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../../src/serve
 const N = Number(process.env.N ?? 60);
 const onPg = process.env.PG === '1';
 const schema = onPg ? uniqueSchemaName() : undefined;
-const rig = await startRunnerRig({ logger: pino({ enabled: false }), ...(onPg ? { env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema! } : {}) });
+const rig = await startRunnerRig({
+  logger: pino({ enabled: false }),
+  ...(onPg ? { env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema! } : {}),
+});
 const { conv } = await openConversation(rig, 'hello');
 for (let i = 0; i < 5; i++) await turn(conv, 'hello there');
 const s = new Session();
@@ -32,12 +35,16 @@ for (const n of nodes.values()) for (const ch of n.children ?? []) parent.set(ch
 const counts = new Map<number, number>();
 const deltas: number[] = profile.timeDeltas ?? [];
 // each sample's weight is the time until the next one, in µs
-(profile.samples ?? []).forEach((id: number, i: number) => counts.set(id, (counts.get(id) ?? 0) + (deltas[i + 1] ?? 0)));
+(profile.samples ?? []).forEach((id: number, i: number) =>
+  counts.set(id, (counts.get(id) ?? 0) + (deltas[i + 1] ?? 0)),
+);
 let idle = 0;
 for (const [id, k] of counts) if (nodes.get(id)!.callFrame.functionName === '(idle)') idle += k;
 let total = 0;
 for (const k of counts.values()) total += k;
-console.log(`main thread busy per turn ${((total - idle) / 1000 / N).toFixed(2)} ms of wall ${(total / 1000 / N).toFixed(2)} ms`);
+console.log(
+  `main thread busy per turn ${((total - idle) / 1000 / N).toFixed(2)} ms of wall ${(total / 1000 / N).toFixed(2)} ms`,
+);
 const mod = (url: string): string => {
   if (!url) return '(native)';
   const m = url.match(/node_modules\/((@[^/]+\/)?[^/]+)/);
@@ -58,12 +65,16 @@ for (const [id, k] of counts) {
   for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
     const m = mod(nodes.get(cur)!.callFrame.url);
     if (m === '(native)') continue;
-    if (!seen.has(m)) { seen.add(m); incl.set(m, (incl.get(m) ?? 0) + k); }
+    if (!seen.has(m)) {
+      seen.add(m);
+      incl.set(m, (incl.get(m) ?? 0) + k);
+    }
   }
 }
 const pct = (k: number) => (k / 1000 / N).toFixed(2).padStart(6);
 console.log('--- self');
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 40))) console.log(pct(v), k);
+for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 40)))
+  console.log(pct(v), k);
 console.log('--- inclusive per module');
 for (const [k, v] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(pct(v), k);
 conv.stream.close();

@@ -39,7 +39,10 @@ export function smokeCommand(script = readFileSync(SMOKE_SCRIPT)): { cmd: string
   const b64 = script.toString('base64');
   return {
     cmd: 'bash',
-    args: ['-c', `f="$HOME/.fountain-image-smoke.sh" && printf %s '${b64}' | base64 -d > "$f" && bash "$f"; s=$?; rm -f "$f"; exit $s`],
+    args: [
+      '-c',
+      `f="$HOME/.fountain-image-smoke.sh" && printf %s '${b64}' | base64 -d > "$f" && bash "$f"; s=$?; rm -f "$f"; exit $s`,
+    ],
   };
 }
 
@@ -49,7 +52,11 @@ export async function runImageSmoke(
   opts: { readonly env?: EnvPairs; readonly timeoutMs?: number } = {},
 ): Promise<{ ok: true; value: SmokeRun } | { ok: false; error: SandboxError }> {
   const { cmd, args } = smokeCommand();
-  const r = await adapter.exec(handle, cmd, args, { stderrToStdout: true, timeoutMs: opts.timeoutMs ?? 900_000, ...(opts.env ? { env: opts.env } : {}) });
+  const r = await adapter.exec(handle, cmd, args, {
+    stderrToStdout: true,
+    timeoutMs: opts.timeoutMs ?? 900_000,
+    ...(opts.env ? { env: opts.env } : {}),
+  });
   if (!r.ok) return r;
   const output = Buffer.from(r.value.output).toString('utf8');
   return { ok: true, value: { output, exitCode: r.value.exitCode, ...parseSmokeOutput(output) } };

@@ -6,7 +6,13 @@
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { LocalRunnerHost } from '../../src/providers/runner/host.ts';
-import { describeError, isKnownProvider, PROVIDER_CREDENTIAL_ENV, type Handle, type KnownProvider } from '../../src/sandbox/index.ts';
+import {
+  describeError,
+  isKnownProvider,
+  PROVIDER_CREDENTIAL_ENV,
+  type Handle,
+  type KnownProvider,
+} from '../../src/sandbox/index.ts';
 import { ConfigError, parseServerConfig } from '../../src/server/config.ts';
 import { createProviderRegistry } from '../../src/server/registry.ts';
 import { runImageSmoke } from './run-smoke.ts';

@@ -28,7 +28,15 @@ const TURN_BUDGET_MS = 240_000;
 const TURN_TIMEOUT_MS = 90_000;
 
 // No model key may reach the sandbox: the point is that the turn fails cleanly without one.
-for (const k of ['ANTHROPIC_API_KEY', 'CLAUDE_CODE_OAUTH_TOKEN', 'ANTHROPIC_AUTH_TOKEN', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'OPENAI_API_KEY']) delete process.env[k];
+for (const k of [
+  'ANTHROPIC_API_KEY',
+  'CLAUDE_CODE_OAUTH_TOKEN',
+  'ANTHROPIC_AUTH_TOKEN',
+  'GEMINI_API_KEY',
+  'GOOGLE_API_KEY',
+  'OPENAI_API_KEY',
+])
+  delete process.env[k];
 
 const t0 = Date.now();
 const stamp = () => `[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s]`;
@@ -40,7 +48,13 @@ function check(what: string, cond: boolean, detail = ''): void {
   say(`${cond ? 'ok  ' : 'FAIL'} ${what}${detail ? ` — ${detail}` : ''}`);
 }
 
-async function call(base: string, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+async function call(
+  base: string,
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Json }> {
   const res = await fetch(base + path, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
@@ -67,7 +81,13 @@ async function main(): Promise<void> {
     const key = srv.bootstrapKey!;
     const api = (method: string, path: string, body?: unknown) => call(srv!.url, key, method, path, body);
     say(`server at ${srv.url} (PGlite in ${tmp}/data)`);
-    runner = startRunnerChild({ name: 'smoke', root: join(tmp, 'sandboxes'), baseUrl: srv.url, apiKey: key, home: tmp });
+    runner = startRunnerChild({
+      name: 'smoke',
+      root: join(tmp, 'sandboxes'),
+      baseUrl: srv.url,
+      apiKey: key,
+      home: tmp,
+    });
     for (let i = 0; ; i++) {
       const r = await api('GET', '/api/runners');
       if ((r.body.data as Json[]).some((x) => x.online)) break;
@@ -76,8 +96,17 @@ async function main(): Promise<void> {
     }
     say(`runner "smoke" online (process backend, root ${tmp}/sandboxes)`);
 
-    const agent = await api('POST', '/api/agents', { name: `smoke-${runtime}`, runtime, model: MODELS[runtime], system: 'You are a smoke test.' });
-    check(`POST /api/agents runtime=${runtime} model=${MODELS[runtime]}`, agent.status === 201, `${agent.status} ${JSON.stringify(agent.body).slice(0, 200)}`);
+    const agent = await api('POST', '/api/agents', {
+      name: `smoke-${runtime}`,
+      runtime,
+      model: MODELS[runtime],
+      system: 'You are a smoke test.',
+    });
+    check(
+      `POST /api/agents runtime=${runtime} model=${MODELS[runtime]}`,
+      agent.status === 201,
+      `${agent.status} ${JSON.stringify(agent.body).slice(0, 200)}`,
+    );
     const conv = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
     check('POST /api/conversations', conv.status === 201, `${conv.status} sandbox ${conv.body.data?.sandbox?.name}`);
     const id: string = conv.body.data.id;
@@ -91,7 +120,8 @@ async function main(): Promise<void> {
           seen.push(e);
           cursor = e.id;
           const data = clip(typeof e.data === 'string' ? e.data.trim() : JSON.stringify(e.data));
-          if (e.stage) say(`event ${e.id} ${e.stage}/${e.state}${e.duration_ms != null ? ` (${e.duration_ms} ms)` : ''} ${data}`);
+          if (e.stage)
+            say(`event ${e.id} ${e.stage}/${e.state}${e.duration_ms != null ? ` (${e.duration_ms} ms)` : ''} ${data}`);
           else say(`event ${e.id} ${e.stream}: ${data}`);
         }
         if (!page.body.meta.has_more) return;
@@ -108,17 +138,39 @@ async function main(): Promise<void> {
     }
     await pump();
     const got = (await api('GET', `/api/conversations/${id}`)).body.data;
-    check('provisioning finished (conversation idle)', got.status === 'idle', `status ${got.status}${got.failure_reason ? `, reason: ${got.failure_reason}` : ''}`);
-    check('runtime_session_id recorded from session/new', typeof got.runtime_session_id === 'string' && got.runtime_session_id.length > 0, String(got.runtime_session_id));
+    check(
+      'provisioning finished (conversation idle)',
+      got.status === 'idle',
+      `status ${got.status}${got.failure_reason ? `, reason: ${got.failure_reason}` : ''}`,
+    );
+    check(
+      'runtime_session_id recorded from session/new',
+      typeof got.runtime_session_id === 'string' && got.runtime_session_id.length > 0,
+      String(got.runtime_session_id),
+    );
     const acp = seen.filter((e) => e.stream === 'acp').map((e) => JSON.parse(e.data));
     const initReply = acp.find((m) => m.id !== undefined && m.result?.protocolVersion !== undefined);
     const newReply = acp.find((m) => m.id !== undefined && typeof m.result?.sessionId === 'string');
-    check('initialize answered by the adapter', !!initReply, initReply ? `agentInfo ${JSON.stringify(initReply.result.agentInfo)} protocolVersion ${initReply.result.protocolVersion}` : '');
-    check('session/new answered by the adapter', !!newReply && newReply.result.sessionId === got.runtime_session_id, newReply ? `sessionId ${newReply.result.sessionId}` : '');
+    check(
+      'initialize answered by the adapter',
+      !!initReply,
+      initReply
+        ? `agentInfo ${JSON.stringify(initReply.result.agentInfo)} protocolVersion ${initReply.result.protocolVersion}`
+        : '',
+    );
+    check(
+      'session/new answered by the adapter',
+      !!newReply && newReply.result.sessionId === got.runtime_session_id,
+      newReply ? `sessionId ${newReply.result.sessionId}` : '',
+    );
     if (got.status !== 'idle') return;
 
     const sent = await api('POST', `/api/conversations/${id}/prompts`, { prompt: 'Say hello in one word.' });
-    check('POST /prompts queued', sent.status === 202 || sent.status === 200, `${sent.status} ${JSON.stringify(sent.body)}`);
+    check(
+      'POST /prompts queued',
+      sent.status === 202 || sent.status === 200,
+      `${sent.status} ${JSON.stringify(sent.body)}`,
+    );
     const turnId: string = sent.body.turn_id ?? sent.body.data?.turn_id;
     const turnStart = Date.now();
     let turn: Json = null;
@@ -131,8 +183,16 @@ async function main(): Promise<void> {
     }
     await pump();
     const took = ((Date.now() - turnStart) / 1000).toFixed(1);
-    check(`the turn ended without a model key (after ${took} s)`, !!turn && !['pending', 'running'].includes(turn.status), `status ${turn?.status}`);
-    check('the turn failed with a reason', turn?.status === 'failed' && typeof turn.reason === 'string' && turn.reason.length > 0, `reason: ${turn?.reason}`);
+    check(
+      `the turn ended without a model key (after ${took} s)`,
+      !!turn && !['pending', 'running'].includes(turn.status),
+      `status ${turn?.status}`,
+    );
+    check(
+      'the turn failed with a reason',
+      turn?.status === 'failed' && typeof turn.reason === 'string' && turn.reason.length > 0,
+      `reason: ${turn?.reason}`,
+    );
 
     const term = await api('POST', `/api/conversations/${id}/terminate`);
     check('terminate', term.status >= 200 && term.status < 300, String(term.status));

@@ -43,7 +43,8 @@ class Frames {
   terminal = () => this.all.find((f) => f.type === 'exit' || f.type === 'error');
 }
 
-const STAY = 'echo ready; while :; do c=$(dd bs=65536 count=1 2>/dev/null); [ -z "$c" ] && exit 0; printf "%s\\n" "$c"; done';
+const STAY =
+  'echo ready; while :; do c=$(dd bs=65536 count=1 2>/dev/null); [ -z "$c" ] && exit 0; printf "%s\\n" "$c"; done';
 
 async function main(): Promise<void> {
   let h: Handle = must('create', await adapter.create(name));
@@ -58,12 +59,20 @@ async function main(): Promise<void> {
     check('list contains the sandbox', names.includes(name));
 
     const ex = must('exec', await adapter.exec(h, 'sh', ['-c', 'echo smoke-ok; exit 3']));
-    check('exec output and real exit code', Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3, JSON.stringify(ex));
+    check(
+      'exec output and real exit code',
+      Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3,
+      JSON.stringify(ex),
+    );
     if (process.env.SMOKE_SKIP_LONG !== '1') {
       // Issue 19 item 5: /process/execute answers only when the command ends; fetch's default gave
       // up waiting for headers at 300 s. Takes five and a half minutes (SMOKE_SKIP_LONG=1 skips it).
       const long = await adapter.exec(h, 'sh', ['-c', 'sleep 330; echo long-done'], { timeoutMs: 400_000 });
-      check('an exec longer than 300 s returns its result', long.ok && Buffer.from(long.value.output).toString() === 'long-done\n', JSON.stringify(long.ok ? long.value : long.error));
+      check(
+        'an exec longer than 300 s returns its result',
+        long.ok && Buffer.from(long.value.output).toString() === 'long-done\n',
+        JSON.stringify(long.ok ? long.value : long.error),
+      );
     }
 
     const f = new Frames();
@@ -84,7 +93,10 @@ async function main(): Promise<void> {
     check('write after exit is command_exited', !late.ok && late.error.code === 'command_exited');
     must('stop_command (attacher)', await adapter.stopCommand(at));
 
-    must('write_file', await adapter.writeFile(h, '/home/sprite/smoke/memory.txt', Buffer.from('kept'), { mode: 0o600 }));
+    must(
+      'write_file',
+      await adapter.writeFile(h, '/home/sprite/smoke/memory.txt', Buffer.from('kept'), { mode: 0o600 }),
+    );
     must('suspend', await adapter.suspend(h));
     const parked = must('get while suspended', await adapter.get(h));
     check('status suspended', parked.status === 'suspended', JSON.stringify(parked));
@@ -95,17 +107,27 @@ async function main(): Promise<void> {
     check('sessions did not survive the stop', after.length === 0, JSON.stringify(after));
 
     const deny = await adapter.applyNetworkPolicy(h, { allow: [] });
-    if (!deny.ok && deny.error.code === 'denied') console.log(`note egress is tier-gated here: ${describeError(deny.error)}`);
+    if (!deny.ok && deny.error.code === 'denied')
+      console.log(`note egress is tier-gated here: ${describeError(deny.error)}`);
     else {
       must('egress deny all', deny);
-      const blocked = must('curl while denied', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], { timeoutMs: 20_000 }));
+      const blocked = must(
+        'curl while denied',
+        await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+      );
       check('deny-all blocks example.com', blocked.exitCode !== 0);
       must('egress allow example.com', await adapter.applyNetworkPolicy(h, { allow: ['example.com'] }));
-      const allowed = must('curl while allowed', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], { timeoutMs: 20_000 }));
+      const allowed = must(
+        'curl while allowed',
+        await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+      );
       check('allow list lets example.com through', allowed.exitCode === 0);
       // Issue 19 item 6: the domain list goes alone (block-all false with no CIDR list reopens all
       // egress on the public runner). Unverified against the production runner until this passes.
-      const other = must('curl another host', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], { timeoutMs: 20_000 }));
+      const other = must(
+        'curl another host',
+        await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], { timeoutMs: 20_000 }),
+      );
       check('a domain allow-list does not fail open: example.org stays blocked', other.exitCode !== 0);
     }
   } finally {

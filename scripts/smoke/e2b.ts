@@ -60,16 +60,30 @@ async function main(): Promise<void> {
     const zero = must('exec exit 0', await adapter.exec(h, 'true', []));
     check('an omitted exitCode reads as 0', zero.exitCode === 0);
     const ex = must('exec', await adapter.exec(h, 'sh', ['-c', 'echo smoke-ok; exit 3']));
-    check('exec output and real exit code', Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3, JSON.stringify(ex));
+    check(
+      'exec output and real exit code',
+      Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3,
+      JSON.stringify(ex),
+    );
     // Issue 19 item 1: without a limit no Connect-Timeout-Ms goes out (a 0 is a passed deadline in
     // connect-go): the command runs once, its real result comes back, it is not reported as a timeout.
-    const once = must('exec without a timeout (no 0 deadline)', await adapter.exec(h, 'sh', ['-c', 'echo x >> "$HOME/smoke-once"; sleep 2; cat "$HOME/smoke-once"']));
-    check('it ran exactly once and finished', Buffer.from(once.output).toString() === 'x\n' && once.exitCode === 0, JSON.stringify(Buffer.from(once.output).toString()));
+    const once = must(
+      'exec without a timeout (no 0 deadline)',
+      await adapter.exec(h, 'sh', ['-c', 'echo x >> "$HOME/smoke-once"; sleep 2; cat "$HOME/smoke-once"']),
+    );
+    check(
+      'it ran exactly once and finished',
+      Buffer.from(once.output).toString() === 'x\n' && once.exitCode === 0,
+      JSON.stringify(Buffer.from(once.output).toString()),
+    );
     const slow = await adapter.exec(h, 'sleep', ['30'], { timeoutMs: 1000 });
     check('an exec timeout is enforced by envd', !slow.ok && slow.error.detail === 'timeout', JSON.stringify(slow));
 
     const f = new Frames();
-    const c: Command = must('spawn', await adapter.spawn(h, 'sh', ['-c', 'echo ready; exec cat'], { owner: f.sink, stdin: true }));
+    const c: Command = must(
+      'spawn',
+      await adapter.spawn(h, 'sh', ['-c', 'echo ready; exec cat'], { owner: f.sink, stdin: true }),
+    );
     must('write_stdin immediately after spawn (the #693 race)', await adapter.writeStdin(c, Buffer.from('first\n')));
     await f.until(() => f.text().includes('first'), 'first echo');
     must('write_stdin again', await adapter.writeStdin(c, Buffer.from('second\n')));
@@ -91,11 +105,18 @@ async function main(): Promise<void> {
 
     must('write_file', await adapter.writeFile(h, `${home}/smoke/memory.txt`, Buffer.from('kept'), { mode: 0o600 }));
     const live = new Frames();
-    must('spawn a process to survive the pause', await adapter.spawn(h, 'sh', ['-c', 'echo before-pause; exec cat'], { owner: live.sink, stdin: true }));
+    must(
+      'spawn a process to survive the pause',
+      await adapter.spawn(h, 'sh', ['-c', 'echo before-pause; exec cat'], { owner: live.sink, stdin: true }),
+    );
     await live.until(() => live.text().includes('before-pause'), 'output before pause');
     must('suspend', await adapter.suspend(h));
     await live.until(() => live.terminal() !== undefined, 'the stream drops at pause');
-    check('the dropped stream is closed_before_exit', JSON.stringify(live.terminal()).includes('closed_before_exit'), JSON.stringify(live.terminal()));
+    check(
+      'the dropped stream is closed_before_exit',
+      JSON.stringify(live.terminal()).includes('closed_before_exit'),
+      JSON.stringify(live.terminal()),
+    );
     const parked = must('get while suspended', await adapter.get(h));
     check('status suspended', parked.status === 'suspended', JSON.stringify(parked));
     h = must('resume', await adapter.resume(h));
@@ -113,12 +134,21 @@ async function main(): Promise<void> {
     }
 
     must('egress deny all', await adapter.applyNetworkPolicy(h, { allow: [] }));
-    const blocked = must('curl while denied', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], { timeoutMs: 20_000 }));
+    const blocked = must(
+      'curl while denied',
+      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+    );
     check('deny-all blocks example.com', blocked.exitCode !== 0);
     must('egress allow example.com', await adapter.applyNetworkPolicy(h, { allow: ['example.com'] }));
-    const allowed = must('curl while allowed', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], { timeoutMs: 20_000 }));
+    const allowed = must(
+      'curl while allowed',
+      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+    );
     check('allow list lets example.com through', allowed.exitCode === 0);
-    const other = must('curl another host', await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], { timeoutMs: 20_000 }));
+    const other = must(
+      'curl another host',
+      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], { timeoutMs: 20_000 }),
+    );
     check('other hosts stay blocked', other.exitCode !== 0);
   } finally {
     must('destroy', await adapter.destroy(h));

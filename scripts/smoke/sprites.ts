@@ -28,7 +28,9 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
   const steps: Step[] = [];
   const record = (step: string, ok: boolean, detail?: unknown) => {
     steps.push({ step, ok, detail });
-    process.stderr.write(`${ok ? 'ok  ' : 'FAIL'} ${step}${detail === undefined ? '' : ` ${JSON.stringify(detail)}`}\n`);
+    process.stderr.write(
+      `${ok ? 'ok  ' : 'FAIL'} ${step}${detail === undefined ? '' : ` ${JSON.stringify(detail)}`}\n`,
+    );
   };
   const res = <T>(step: string, r: SandboxResult<T>, detail?: (v: T) => unknown) =>
     record(step, r.ok, r.ok ? detail?.(r.value) : r.error);
@@ -40,10 +42,18 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
   res('create again adopts', await a.create(opts.name));
   res('get', await a.get(h), (i) => i.status);
   const names = await a.listAllNames();
-  record('list_all_names has it', names.ok && names.value.includes(opts.name), names.ok ? names.value.length : names.error);
+  record(
+    'list_all_names has it',
+    names.ok && names.value.includes(opts.name),
+    names.ok ? names.value.length : names.error,
+  );
   res('write_file', await a.writeFile(h, '/home/sprite/smoke/memory.txt', Buffer.from('kept\n'), { mode: 0o600 }));
   const e = await a.exec(h, 'sh', ['-c', 'cat $HOME/smoke/memory.txt; echo "$FOO"'], { env: [['FOO', 'env-merged']] });
-  record('exec with env', e.ok && text(e.value.output) === 'kept\nenv-merged\n' && e.value.exitCode === 0, e.ok ? text(e.value.output) : e.error);
+  record(
+    'exec with env',
+    e.ok && text(e.value.output) === 'kept\nenv-merged\n' && e.value.exitCode === 0,
+    e.ok ? text(e.value.output) : e.error,
+  );
   const f = await a.exec(h, 'sh', ['-c', 'exit 231']);
   record('exec nonzero (one-byte exit)', f.ok && f.value.exitCode === 231, f.ok ? f.value.exitCode : f.error);
 
@@ -57,7 +67,11 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
     await s1.until(() => !!s1.end(), 10_000);
     record('exit 0 after EOF', s1.end()?.type === 'exit' && (s1.end() as { code: number }).code === 0, s1.end());
     const late = await a.writeStdin(c1.value, Buffer.from('x'));
-    record('write_stdin after exit is command_exited', !late.ok && late.error.code === 'command_exited', late.ok ? 'ok' : late.error);
+    record(
+      'write_stdin after exit is command_exited',
+      !late.ok && late.error.code === 'command_exited',
+      late.ok ? 'ok' : late.error,
+    );
   }
 
   const s2 = new Sink();
@@ -70,7 +84,9 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
     res('stop_command (detach)', await a.stopCommand(c2.value));
     await sleep(15_000); // past the 10 s default disconnect kill
     const sessions = await a.listSessions(h);
-    res('list_sessions after 15 s detached', sessions, (v) => v.map((x) => ({ id: x.id, command: x.command?.slice(0, 40) })));
+    res('list_sessions after 15 s detached', sessions, (v) =>
+      v.map((x) => ({ id: x.id, command: x.command?.slice(0, 40) })),
+    );
     const sid = sessions.ok ? sessions.value.find((x) => x.command?.includes('line-'))?.id : undefined;
     if (sid) {
       const s3 = new Sink();
@@ -85,24 +101,37 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
       }
       res('terminate_session', await a.terminateSession(h, sid, { timeoutMs: 10_000 }));
       const after = await a.listSessions(h);
-      record('session gone after terminate', after.ok && !after.value.some((x) => x.id === sid), after.ok ? after.value.length : after.error);
+      record(
+        'session gone after terminate',
+        after.ok && !after.value.some((x) => x.id === sid),
+        after.ok ? after.value.length : after.error,
+      );
     } else record('find detached session', false, sessions.ok ? sessions.value : sessions.error);
   }
   if (attached) await a.stopCommand(attached);
 
   res('network policy allow []', await a.applyNetworkPolicy(h, { allow: [] }));
   const denied = await a.exec(h, 'sh', ['-c', 'getent hosts example.com || exit 9'], { timeoutMs: 20_000 });
-  record('egress denied (lookup fails)', denied.ok && denied.value.exitCode !== 0, denied.ok ? denied.value.exitCode : denied.error);
+  record(
+    'egress denied (lookup fails)',
+    denied.ok && denied.value.exitCode !== 0,
+    denied.ok ? denied.value.exitCode : denied.error,
+  );
   res('network policy allow [example.com]', await a.applyNetworkPolicy(h, { allow: ['example.com'] }));
   const allowed = await a.exec(h, 'sh', ['-c', 'getent hosts example.com'], { timeoutMs: 20_000 });
-  record('egress allowed (lookup works)', allowed.ok && allowed.value.exitCode === 0, allowed.ok ? allowed.value.exitCode : allowed.error);
+  record(
+    'egress allowed (lookup works)',
+    allowed.ok && allowed.value.exitCode === 0,
+    allowed.ok ? allowed.value.exitCode : allowed.error,
+  );
 
   // Issue 19 item 8: killing an exited session answers 410 Gone, which is gone, not an error.
   const quick = await a.spawn(h, 'sh', ['-c', 'echo quick'], { owner: () => undefined, detachable: true });
   if (quick.ok) {
     const qid = (quick.value.private?.reveal() as { sessionId?: string } | undefined)?.sessionId;
     await sleep(3000);
-    if (qid) res('terminate an exited session (410 Gone) is ok', await a.terminateSession(h, qid, { timeoutMs: 5_000 }));
+    if (qid)
+      res('terminate an exited session (410 Gone) is ok', await a.terminateSession(h, qid, { timeoutMs: 5_000 }));
   } else res('spawn a quick session', quick);
   // A shim with an attached replayer: suspend skips replayers and never fails on one session's kill
   // (a failed suspend is degraded to a destroy of the sprite and its disk).
@@ -131,12 +160,20 @@ export async function runSmoke(a: SpritesAdapter, opts: { hibernateWaitMs: numbe
   res('resume', resumed);
   if (resumed.ok) {
     const cat = await a.exec(resumed.value, 'sh', ['-c', 'cat "$HOME/smoke/memory.txt"']);
-    record('file survived suspend/resume', cat.ok && text(cat.value.output) === 'kept\n', cat.ok ? text(cat.value.output) : cat.error);
+    record(
+      'file survived suspend/resume',
+      cat.ok && text(cat.value.output) === 'kept\n',
+      cat.ok ? text(cat.value.output) : cat.error,
+    );
   }
   res('public_url', await a.publicUrl(h), (u) => u);
   res('destroy', await a.destroy(h));
   const gone = await a.get(h);
-  record('get after destroy is not_found', !gone.ok && gone.error.code === 'not_found', gone.ok ? gone.value : gone.error);
+  record(
+    'get after destroy is not_found',
+    !gone.ok && gone.error.code === 'not_found',
+    gone.ok ? gone.value : gone.error,
+  );
   return steps;
 }
 

@@ -77,7 +77,10 @@ describe('AcpClient against one demo agent process (real child process over stdi
       assert.ok(turnUpdates.every(({ ctx }) => ctx.during === 'session/prompt'));
       // Verbatim: the raw lines handed to onMessage are exactly the agent's stdout, line by line.
       assert.equal(p.rec.messages.map((m) => `${m.raw}\n`).join(''), Buffer.concat(p.journal).toString('utf8'));
-      assert.deepEqual(p.rec.messages.map((m) => m.ctx.seq), p.rec.messages.map((_, i) => i));
+      assert.deepEqual(
+        p.rec.messages.map((m) => m.ctx.seq),
+        p.rec.messages.map((_, i) => i),
+      );
       assert.deepEqual(p.rec.problems, []);
       assert.equal(p.client.nextRequestId, 3);
     }
@@ -89,25 +92,47 @@ describe('AcpClient against one demo agent process (real child process over stdi
     {
       const h = await turn(p, 'run: echo from-the-sandbox && pwd');
       const req = await p.rec.nextPermission(at.permissions);
-      assert.deepEqual(req.params.options.map((o) => o.kind), ['allow_once', 'reject_once']);
+      assert.deepEqual(
+        req.params.options.map((o) => o.kind),
+        ['allow_once', 'reject_once'],
+      );
       assert.equal(req.params.toolCall.kind, 'execute');
-      assert.deepEqual(p.client.heldPermissions.map((x) => x.id), [req.id]);
+      assert.deepEqual(
+        p.client.heldPermissions.map((x) => x.id),
+        [req.id],
+      );
       unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
       const second = await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' });
       assert.equal(second.ok ? 'ok' : second.error.code, 'acp_unknown_request');
       const reply = unwrap(await h.done);
       assert.equal(reply.stopReason, 'end_turn');
       // The reply's usage (ACP draft `Usage`) survives the stable schema, which would drop it.
-      assert.deepEqual(reply.usage, { inputTokens: 5, outputTokens: 15, cachedReadTokens: 0, cachedWriteTokens: 0, totalTokens: 20 });
-      const statuses = p.rec.notifications.slice(at.notifications).flatMap(({ n }) =>
-        n.update.sessionUpdate === 'tool_call' || n.update.sessionUpdate === 'tool_call_update' ? [n.update.status] : [],
-      );
+      assert.deepEqual(reply.usage, {
+        inputTokens: 5,
+        outputTokens: 15,
+        cachedReadTokens: 0,
+        cachedWriteTokens: 0,
+        totalTokens: 20,
+      });
+      const statuses = p.rec.notifications
+        .slice(at.notifications)
+        .flatMap(({ n }) =>
+          n.update.sessionUpdate === 'tool_call' || n.update.sessionUpdate === 'tool_call_update'
+            ? [n.update.status]
+            : [],
+        );
       assert.deepEqual(statuses, ['pending', 'in_progress', 'completed']);
       const mine = p.rec.notifications.slice(at.notifications).map(({ n }) => n.update.sessionUpdate);
       // The answer streams after the tool call is done; the session's title and usage follow it.
       assert.equal(mine[mine.indexOf('agent_message_chunk') - 1], 'tool_call_update');
-      assert.deepEqual(mine.slice(mine.indexOf('agent_message_chunk')).filter((u) => u !== 'agent_message_chunk'), ['session_info_update', 'usage_update']);
-      assert.match(answerText(p.rec, at.notifications), new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`));
+      assert.deepEqual(
+        mine.slice(mine.indexOf('agent_message_chunk')).filter((u) => u !== 'agent_message_chunk'),
+        ['session_info_update', 'usage_update'],
+      );
+      assert.match(
+        answerText(p.rec, at.notifications),
+        new RegExp(`exited with code 0\\. Its output:\\nfrom-the-sandbox\\n${cwd}$`),
+      );
     }
   });
 
@@ -147,12 +172,25 @@ describe('AcpClient against one demo agent process (real child process over stdi
       const h = await turn(p, 'run: sleep 30; touch marker');
       const req = await p.rec.nextPermission(at.permissions);
       unwrap(await p.client.answerPermission(req.id, { outcome: 'selected', optionId: 'allow_once' }));
-      await p.rec.waitForUpdate((n) => n.sessionId === p.client.sessionId && n.update.sessionUpdate === 'tool_call_update' && n.update.status === 'in_progress');
+      await p.rec.waitForUpdate(
+        (n) =>
+          n.sessionId === p.client.sessionId &&
+          n.update.sessionUpdate === 'tool_call_update' &&
+          n.update.status === 'in_progress',
+      );
       const c = unwrap(await p.client.cancel());
       assert.deepEqual(c.cancelledPermissions, []);
       assert.equal(unwrap(await h.done).stopReason, 'cancelled');
-      const last = p.rec.notifications.slice(at.notifications).map(({ n }) => n.update).filter((u) => u.sessionUpdate === 'tool_call_update').at(-1);
-      assert.deepEqual(last && 'rawOutput' in last ? [last.status, (last.rawOutput as { exitCode: unknown }).exitCode] : null, ['failed', null], 'killed, not finished');
+      const last = p.rec.notifications
+        .slice(at.notifications)
+        .map(({ n }) => n.update)
+        .filter((u) => u.sessionUpdate === 'tool_call_update')
+        .at(-1);
+      assert.deepEqual(
+        last && 'rawOutput' in last ? [last.status, (last.rawOutput as { exitCode: unknown }).exitCode] : null,
+        ['failed', null],
+        'killed, not finished',
+      );
       assert.equal(existsSync(join(cwd, 'marker')), false);
     }
   });
@@ -164,7 +202,11 @@ describe('AcpClient against one demo agent process (real child process over stdi
     assert.equal(unwrap(await h.done).stopReason, 'end_turn');
     const chunks = p.rec.notifications.slice(from).filter(({ n }) => n.update.sessionUpdate === 'agent_message_chunk');
     assert.deepEqual(
-      chunks.map(({ n }) => (n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : '')),
+      chunks.map(({ n }) =>
+        n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text'
+          ? n.update.content.text
+          : '',
+      ),
       slowAnswer(5),
     );
     const long = await turn(p, 'slow: 1000 20ms');
@@ -184,12 +226,22 @@ describe('AcpClient against one demo agent process (real child process over stdi
     const after = wallClockMs();
     const texts = p.rec.notifications
       .slice(from)
-      .map(({ n }) => (n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : null))
+      .map(({ n }) =>
+        n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text'
+          ? n.update.content.text
+          : null,
+      )
       .filter((t): t is string => t !== null);
-    assert.deepEqual(texts.map((t) => t.replace(/ at \d+\.\d{3}\n$/, '\n')), slowAnswer(3));
+    assert.deepEqual(
+      texts.map((t) => t.replace(/ at \d+\.\d{3}\n$/, '\n')),
+      slowAnswer(3),
+    );
     const stamps = texts.map(slowLineStamp);
     for (const [i, at] of stamps.entries()) {
-      assert.ok(at !== null && at >= before && at <= after, `line ${i + 1} stamped ${at}, turn ran ${before}..${after}`);
+      assert.ok(
+        at !== null && at >= before && at <= after,
+        `line ${i + 1} stamped ${at}, turn ran ${before}..${after}`,
+      );
       if (i > 0) assert.ok(at >= stamps[i - 1]!, 'stamps never go back');
     }
     assert.equal(slowLineStamp(slowAnswer(1)[0]!), null);
@@ -242,7 +294,11 @@ describe('AcpClient against several demo agent processes', { timeout: 60_000 }, 
       const replay = b.rec.notifications.filter(({ ctx }) => ctx.during === 'session/load');
       const texts = replay.map(({ n }) => {
         const u = n.update;
-        const text = (u.sessionUpdate === 'user_message_chunk' || u.sessionUpdate === 'agent_message_chunk') && u.content.type === 'text' ? u.content.text : '';
+        const text =
+          (u.sessionUpdate === 'user_message_chunk' || u.sessionUpdate === 'agent_message_chunk') &&
+          u.content.type === 'text'
+            ? u.content.text
+            : '';
         return `${u.sessionUpdate}:${text}`;
       });
       assert.deepEqual(texts, [

@@ -196,7 +196,10 @@ export class AcpClient {
       if (!r.ok) return r;
       if (r.value.protocolVersion !== PROTOCOL_VERSION) {
         return err(
-          acpError('acp_unsupported_protocol', `agent speaks ACP protocol ${r.value.protocolVersion}, this client ${PROTOCOL_VERSION}`),
+          acpError(
+            'acp_unsupported_protocol',
+            `agent speaks ACP protocol ${r.value.protocolVersion}, this client ${PROTOCOL_VERSION}`,
+          ),
         );
       }
       this.capabilities = r.value.agentCapabilities ?? {};
@@ -205,7 +208,11 @@ export class AcpClient {
   }
 
   newSession(p: SessionParams): Promise<Result<NewSessionResponse, AcpError>> {
-    const call = this.call<NewSessionResponse>('session/new', { cwd: p.cwd, mcpServers: p.mcpServers ?? [] }, zNewSessionResponse);
+    const call = this.call<NewSessionResponse>(
+      'session/new',
+      { cwd: p.cwd, mcpServers: p.mcpServers ?? [] },
+      zNewSessionResponse,
+    );
     if (!call.ok) return Promise.resolve(call);
     return call.value.done.then((r) => {
       if (r.ok) this.session = r.value.sessionId;
@@ -246,16 +253,26 @@ export class AcpClient {
 
   /** `session/set_config_option` on the current session (e.g. the `model` option an adapter offers). */
   setConfigOption(configId: string, value: string): Promise<Result<SetSessionConfigOptionResponse, AcpError>> {
-    if (this.session === null) return Promise.resolve(err(acpError('acp_no_session', 'set_config_option needs a session')));
-    const call = this.call<SetSessionConfigOptionResponse>('session/set_config_option', { sessionId: this.session, configId, value }, zSetSessionConfigOptionResponse);
+    if (this.session === null)
+      return Promise.resolve(err(acpError('acp_no_session', 'set_config_option needs a session')));
+    const call = this.call<SetSessionConfigOptionResponse>(
+      'session/set_config_option',
+      { sessionId: this.session, configId, value },
+      zSetSessionConfigOptionResponse,
+    );
     return call.ok ? call.value.done : Promise.resolve(call);
   }
 
   /** Sends `session/prompt`. Text is sent as one text block. */
   prompt(content: string | ContentBlock[]): Result<PromptHandle, AcpError> {
-    if (this.session === null) return err(acpError('acp_no_session', 'prompt needs a session: call newSession or loadSession first'));
+    if (this.session === null)
+      return err(acpError('acp_no_session', 'prompt needs a session: call newSession or loadSession first'));
     const prompt: ContentBlock[] = typeof content === 'string' ? [{ type: 'text', text: content }] : content;
-    return this.call<PromptReply>('session/prompt', { sessionId: this.session, prompt }, zPromptResponse as Schema<PromptReply>);
+    return this.call<PromptReply>(
+      'session/prompt',
+      { sessionId: this.session, prompt },
+      zPromptResponse as Schema<PromptReply>,
+    );
   }
 
   /**
@@ -284,7 +301,10 @@ export class AcpClient {
   /** Answers a held permission request. The first answer wins; a second gets `acp_unknown_request`. */
   answerPermission(id: JsonRpcId, outcome: RequestPermissionOutcome): Promise<Result<void, AcpError>> {
     const h = this.held.get(keyOf(id));
-    if (!h) return Promise.resolve(err(acpError('acp_unknown_request', `no held permission request with id ${JSON.stringify(id)}`)));
+    if (!h)
+      return Promise.resolve(
+        err(acpError('acp_unknown_request', `no held permission request with id ${JSON.stringify(id)}`)),
+      );
     this.held.delete(keyOf(id));
     return this.send({ jsonrpc: '2.0', id, result: { outcome } });
   }
@@ -368,7 +388,9 @@ export class AcpClient {
     if (this.closedReason !== null) return err(acpError('acp_closed', `${method}: ${this.closedReason}`));
     if (this.waiting) {
       // Strictly one request at a time: the journal boundary of §11.4 depends on it.
-      return err(acpError('acp_busy', `${method} while ${this.waiting.method} (id ${this.waiting.id}) awaits its reply`));
+      return err(
+        acpError('acp_busy', `${method} while ${this.waiting.method} (id ${this.waiting.id}) awaits its reply`),
+      );
     }
     const id = this.nextId++;
     let resolve!: (r: Result<unknown, AcpError>) => void;
@@ -392,9 +414,17 @@ export class AcpClient {
     const p = this.writeChain.then(async (): Promise<Result<void, AcpError>> => {
       try {
         const r = await write(bytes);
-        return r.ok ? ok(undefined) : err(acpError('acp_write_failed', `writing to the agent failed: ${describeError(r.error)}`, { cause: r.error }));
+        return r.ok
+          ? ok(undefined)
+          : err(
+              acpError('acp_write_failed', `writing to the agent failed: ${describeError(r.error)}`, {
+                cause: r.error,
+              }),
+            );
       } catch (e) {
-        return err(acpError('acp_write_failed', `writing to the agent failed: ${e instanceof Error ? e.message : String(e)}`));
+        return err(
+          acpError('acp_write_failed', `writing to the agent failed: ${e instanceof Error ? e.message : String(e)}`),
+        );
       }
     });
     this.writeChain = p;
@@ -407,7 +437,8 @@ export class AcpClient {
     const live = seq > this.replayThrough;
     const { text, lossy } = decodeLine(bytes);
     if (text === null) {
-      if (live) this.problem({ code: 'acp_invalid_utf8', message: 'a line from the agent is not UTF-8', raw: lossy, seq });
+      if (live)
+        this.problem({ code: 'acp_invalid_utf8', message: 'a line from the agent is not UTF-8', raw: lossy, seq });
       return;
     }
     const c = classifyLine(text);
@@ -429,7 +460,13 @@ export class AcpClient {
         if (m.method !== 'session/update') return;
         const n = zSessionNotification.safeParse(m.params);
         if (!n.success) {
-          if (live) this.problem({ code: 'acp_invalid_message', message: `session/update: ${n.error.message}`, raw, seq: ctx.seq });
+          if (live)
+            this.problem({
+              code: 'acp_invalid_message',
+              message: `session/update: ${n.error.message}`,
+              raw,
+              seq: ctx.seq,
+            });
           return;
         }
         if (live) this.hook(() => this.opts.handler.onNotification?.(n.data, ctx));
@@ -440,16 +477,29 @@ export class AcpClient {
     }
   }
 
-  private reply(m: Extract<AcpMessage, { kind: 'result' | 'error' }>, raw: string, ctx: LineContext, live: boolean): void {
+  private reply(
+    m: Extract<AcpMessage, { kind: 'result' | 'error' }>,
+    raw: string,
+    ctx: LineContext,
+    live: boolean,
+  ): void {
     const w = this.waiting;
     if (!w || m.id !== w.id) {
-      if (live) this.problem({ code: 'acp_unexpected_response', message: `a reply to id ${JSON.stringify(m.id)}, which no request awaits`, raw, seq: ctx.seq });
+      if (live)
+        this.problem({
+          code: 'acp_unexpected_response',
+          message: `a reply to id ${JSON.stringify(m.id)}, which no request awaits`,
+          raw,
+          seq: ctx.seq,
+        });
       return;
     }
     this.waiting = null;
     if (w.method === 'session/prompt') this.withdrawPermissions(live, ctx.seq);
     if (m.kind === 'error') {
-      w.resolve(err(acpError('acp_rpc_error', `${w.method} failed: ${m.error.message} (${m.error.code})`, { rpc: m.error })));
+      w.resolve(
+        err(acpError('acp_rpc_error', `${w.method} failed: ${m.error.message} (${m.error.code})`, { rpc: m.error })),
+      );
       return;
     }
     if (w.nullAsEmpty && m.result === null) {
@@ -465,21 +515,40 @@ export class AcpClient {
         return;
       }
     }
-    w.resolve(r.success ? ok(r.data) : err(acpError('acp_invalid_response', `${w.method}: the agent's result does not match the ACP schema: ${r.error.message}`)));
+    w.resolve(
+      r.success
+        ? ok(r.data)
+        : err(
+            acpError(
+              'acp_invalid_response',
+              `${w.method}: the agent's result does not match the ACP schema: ${r.error.message}`,
+            ),
+          ),
+    );
   }
 
   private request(m: Extract<AcpMessage, { kind: 'request' }>, raw: string, ctx: LineContext, live: boolean): void {
     if (m.method !== 'session/request_permission') {
       // Only live lines are answered: a replayed one was answered by the client that saw it first.
       if (!live) return;
-      this.problem({ code: 'acp_request_refused', message: `refused ${m.method}: this client offers no such capability`, raw, seq: ctx.seq });
+      this.problem({
+        code: 'acp_request_refused',
+        message: `refused ${m.method}: this client offers no such capability`,
+        raw,
+        seq: ctx.seq,
+      });
       void this.send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `Method not found: ${m.method}` } });
       return;
     }
     const p = zRequestPermissionRequest.safeParse(m.params);
     if (!p.success) {
       if (!live) return;
-      this.problem({ code: 'acp_invalid_message', message: `session/request_permission: ${p.error.message}`, raw, seq: ctx.seq });
+      this.problem({
+        code: 'acp_invalid_message',
+        message: `session/request_permission: ${p.error.message}`,
+        raw,
+        seq: ctx.seq,
+      });
       void this.send({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: 'Invalid params' } });
       return;
     }

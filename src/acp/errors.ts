@@ -62,7 +62,11 @@ export interface AcpProblem {
   readonly seq?: number;
 }
 
-export const acpError = (code: AcpErrorCode, message: string, extra: Partial<Pick<AcpError, 'rpc' | 'cause'>> = {}): AcpError => ({
+export const acpError = (
+  code: AcpErrorCode,
+  message: string,
+  extra: Partial<Pick<AcpError, 'rpc' | 'cause'>> = {},
+): AcpError => ({
   code,
   message,
   ...(extra.rpc !== undefined ? { rpc: extra.rpc } : {}),

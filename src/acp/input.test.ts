@@ -20,7 +20,12 @@ function clientWithSink() {
     handler: rec.handler,
     logger: silentLogger,
   });
-  const sent = (): Array<Record<string, unknown>> => written.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const sent = (): Array<Record<string, unknown>> =>
+    written
+      .join('')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   return { client, rec, sent };
 }
 
@@ -44,9 +49,16 @@ describe('LineSplitter', () => {
 
   it('accepts a line of exactly the limit and reports a longer one once, then carries on', () => {
     const s = new LineSplitter(16);
-    const items = [...s.push(enc('x'.repeat(16) + '\n')), ...s.push(enc('y'.repeat(10))), ...s.push(enc('y'.repeat(10))), ...s.push(enc('yyy\nok\n'))];
+    const items = [
+      ...s.push(enc('x'.repeat(16) + '\n')),
+      ...s.push(enc('y'.repeat(10))),
+      ...s.push(enc('y'.repeat(10))),
+      ...s.push(enc('yyy\nok\n')),
+    ];
     assert.deepEqual(
-      items.map((i) => (i.kind === 'line' ? new TextDecoder().decode(i.bytes) : `too_large:${new TextDecoder().decode(i.prefix)}`)),
+      items.map((i) =>
+        i.kind === 'line' ? new TextDecoder().decode(i.bytes) : `too_large:${new TextDecoder().decode(i.prefix)}`,
+      ),
       ['x'.repeat(16), `too_large:${'y'.repeat(20)}`, 'ok'],
     );
   });
@@ -69,7 +81,9 @@ describe('JournalSkipper', () => {
     '{"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"boom"}}', // an error reply is a reply
     '{"jsonrpc":"2.0","id":6,"method":"session/request_permission","params":{}}',
     '{"jsonrpc":"2.0","id":5,"result":{}}',
-  ].map((l) => `${l}\n`).join('');
+  ]
+    .map((l) => `${l}\n`)
+    .join('');
 
   it('drops all lines up to and including the first reply to previous_id, error replies included', () => {
     const sk = new JournalSkipper(5);
@@ -117,22 +131,30 @@ describe('AcpClient input handling', () => {
     ];
     for (const line of junk) client.feed(enc(`${line}\n`));
     client.feed(new Uint8Array([0xff, 0xfe, 0x0a]));
-    client.feed(enc('{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false}}}\n'));
+    client.feed(
+      enc('{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false}}}\n'),
+    );
     const r = await init;
     assert.ok(r.ok, 'a valid reply after the junk is still processed');
-    assert.deepEqual(rec.problems.map((p) => [p.code, p.seq]), [
-      ['acp_not_json', 0],
-      ['acp_invalid_message', 1],
-      ['acp_invalid_message', 2],
-      ['acp_invalid_message', 3],
-      ['acp_unexpected_response', 4],
-      ['acp_request_refused', 5],
-      ['acp_invalid_message', 6],
-      ['acp_invalid_utf8', 7],
-    ]);
+    assert.deepEqual(
+      rec.problems.map((p) => [p.code, p.seq]),
+      [
+        ['acp_not_json', 0],
+        ['acp_invalid_message', 1],
+        ['acp_invalid_message', 2],
+        ['acp_invalid_message', 3],
+        ['acp_unexpected_response', 4],
+        ['acp_request_refused', 5],
+        ['acp_invalid_message', 6],
+        ['acp_invalid_utf8', 7],
+      ],
+    );
     assert.equal(rec.problems[0]?.raw, 'npm WARN something on stdout');
     // JSON-RPC messages still reach onMessage verbatim, even when their params are bad.
-    assert.deepEqual(rec.messages.map((m) => m.ctx.seq), [3, 4, 5, 6, 8]);
+    assert.deepEqual(
+      rec.messages.map((m) => m.ctx.seq),
+      [3, 4, 5, 6, 8],
+    );
     assert.deepEqual(rec.permissions, []);
     await new Promise((res) => setImmediate(res));
     const replies = sent().filter((m) => !('method' in m));
@@ -151,7 +173,10 @@ describe('AcpClient input handling', () => {
     for (let i = 0; i < big.length; i += 1 << 20) client.feed(big.subarray(i, i + (1 << 20)));
     client.feed(enc('\n{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}\n'));
     assert.ok((await init).ok);
-    assert.deepEqual(rec.problems.map((p) => [p.code, p.seq, p.raw?.length]), [['acp_line_too_large', 0, 256]]);
+    assert.deepEqual(
+      rec.problems.map((p) => [p.code, p.seq, p.raw?.length]),
+      [['acp_line_too_large', 0, 256]],
+    );
   });
 
   it('rejects a reply that does not match the SDK schema, and a protocol version it does not speak', async () => {
@@ -179,7 +204,10 @@ describe('AcpClient input handling', () => {
     const init2 = b.client.initialize();
     b.client.endOfInput('agent exited with code 1');
     const r = await init2;
-    assert.deepEqual(r.ok ? 'ok' : [r.error.code, r.error.message], ['acp_closed', 'initialize: agent exited with code 1']);
+    assert.deepEqual(r.ok ? 'ok' : [r.error.code, r.error.message], [
+      'acp_closed',
+      'initialize: agent exited with code 1',
+    ]);
   });
 
   it('reports a write failure as acp_write_failed with the sandbox error as cause', async () => {

@@ -19,7 +19,11 @@ export type AcpMessage =
 
 export type Classified =
   | { readonly ok: true; readonly message: AcpMessage }
-  | { readonly ok: false; readonly code: Extract<AcpProblemCode, 'acp_not_json' | 'acp_invalid_message'>; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly code: Extract<AcpProblemCode, 'acp_not_json' | 'acp_invalid_message'>;
+      readonly message: string;
+    };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -43,7 +47,8 @@ export function classifyValue(value: unknown): Classified {
   const idValue = id?.success ? id.data : null;
   if ('method' in value) {
     if (typeof value.method !== 'string') return bad('method must be a string');
-    if (hasId) return { ok: true, message: { kind: 'request', id: idValue, method: value.method, params: value.params } };
+    if (hasId)
+      return { ok: true, message: { kind: 'request', id: idValue, method: value.method, params: value.params } };
     return { ok: true, message: { kind: 'notification', method: value.method, params: value.params } };
   }
   if (!hasId) return bad('neither a request, a notification nor a response');

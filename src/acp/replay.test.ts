@@ -33,7 +33,11 @@ function chunker(seed: number, max: number): (b: Buffer) => Buffer[] {
 }
 const bytewise = (b: Buffer): Buffer[] => [...b].map((x) => Buffer.from([x]));
 
-const lines = (b: Buffer): string[] => b.toString('utf8').split('\n').filter((l) => l !== '');
+const lines = (b: Buffer): string[] =>
+  b
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l !== '');
 const isReplyTo = (line: string, id: number): boolean => {
   const c = classifyLine(line);
   return c.ok && (c.message.kind === 'result' || c.message.kind === 'error') && c.message.id === id;
@@ -63,7 +67,10 @@ describe('recovery over a real byte journal of the demo agent', { timeout: 60_00
       const all = lines(journal);
       assert.equal(all.filter((l) => l.includes('"session/request_permission"')).length, 2);
       p.client.close('runner_disconnected');
-      assert.equal(unwrap(await t2.done.then((r) => (r.ok ? r : { ok: true as const, value: r.error.code }))), 'acp_closed');
+      assert.equal(
+        unwrap(await t2.done.then((r) => (r.ok ? r : { ok: true as const, value: r.error.code }))),
+        'acp_closed',
+      );
 
       // §11.4 on its own: everything up to and including the reply to id 2 is dropped, the rest passes unchanged.
       const boundary = all.findIndex((l) => isReplyTo(l, 2));
@@ -78,15 +85,31 @@ describe('recovery over a real byte journal of the demo agent', { timeout: 60_00
         assert.equal(Buffer.concat(out).toString('utf8'), kept);
       }
       const early = new JournalSkipper(2);
-      unwrap(early.push(Buffer.from(all.slice(0, boundary).map((l) => `${l}\n`).join(''))));
+      unwrap(
+        early.push(
+          Buffer.from(
+            all
+              .slice(0, boundary)
+              .map((l) => `${l}\n`)
+              .join(''),
+          ),
+        ),
+      );
       assert.equal(early.boundarySeen, false, 'no boundary before the reply to the previous request');
 
       // Attach: a new client over the journal (cut at odd places), then the live tail.
       const rec2 = recorder();
-      const { client: c2, turn: restored } = p.reattach({ sessionId, promptId: 3, pendingPermissionId: pending.id }, rec2, chunker(3, 53));
+      const { client: c2, turn: restored } = p.reattach(
+        { sessionId, promptId: 3, pendingPermissionId: pending.id },
+        rec2,
+        chunker(3, 53),
+      );
       assert.equal(c2.boundarySeen, true);
       assert.deepEqual(rec2.permissions, [], 'neither the stale nor the restored request is asked again');
-      assert.deepEqual(rec2.messages.map((m) => m.raw), all.slice(boundary + 1));
+      assert.deepEqual(
+        rec2.messages.map((m) => m.raw),
+        all.slice(boundary + 1),
+      );
       assert.equal(rec2.messages[0]?.ctx.seq, boundary + 1);
       const held = c2.heldPermissions;
       assert.equal(held.length, 1);
@@ -100,7 +123,10 @@ describe('recovery over a real byte journal of the demo agent', { timeout: 60_00
       const from = rec2.notifications.length;
       unwrap(await c2.answerPermission(pending.id, { outcome: 'selected', optionId: 'allow_once' }));
       assert.equal(unwrap(await restored).stopReason, 'end_turn');
-      assert.ok(rec2.messages.some((m) => isReplyTo(m.raw, 3)), 'the reply itself is delivered to onMessage too');
+      assert.ok(
+        rec2.messages.some((m) => isReplyTo(m.raw, 3)),
+        'the reply itself is delivered to onMessage too',
+      );
       assert.match(answerText(rec2, from), /Its output:\ntwo$/);
       assert.deepEqual(rec2.problems, []);
     } finally {
@@ -130,12 +156,22 @@ describe('recovery over a real byte journal of the demo agent', { timeout: 60_00
         chunker(5, 31),
       );
       assert.deepEqual(rec2.messages, [], 'everything in the journal was already stored');
-      assert.deepEqual(c2.heldPermissions.map((h) => h.id), [pending.id]);
+      assert.deepEqual(
+        c2.heldPermissions.map((h) => h.id),
+        [pending.id],
+      );
       unwrap(await c2.answerPermission(pending.id, { outcome: 'selected', optionId: 'allow_once' }));
       assert.equal(unwrap(await restored).stopReason, 'end_turn');
       const combined = [...stored, ...rec2.messages];
-      assert.deepEqual(combined.map((m) => m.ctx.seq), combined.map((_, i) => i), 'no line twice, none missing');
-      assert.deepEqual(combined.map((m) => m.raw), lines(Buffer.concat(p.journal)));
+      assert.deepEqual(
+        combined.map((m) => m.ctx.seq),
+        combined.map((_, i) => i),
+        'no line twice, none missing',
+      );
+      assert.deepEqual(
+        combined.map((m) => m.raw),
+        lines(Buffer.concat(p.journal)),
+      );
       // The next prompt continues the numbering.
       const next = unwrap(c2.prompt('recall'));
       assert.equal(next.id, t.id + 1);

@@ -33,7 +33,8 @@ const pick = <T>(name: string): Schema<T> => {
 };
 
 /** `value[key]` when `value` is an object, else undefined. */
-const member = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
+const member = (value: unknown, key: string): unknown =>
+  typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined;
 
 /**
  * The `update.sessionUpdate` tag of session/update params, unchecked: for routing a line cheaply
@@ -63,7 +64,8 @@ function routedByUpdateKind<T>(full: Schema<T>): Schema<T> {
   if (!options || typeof n.extend !== 'function') return full;
   const byKind = new Map<string, Schema<T>>();
   for (const option of options) {
-    const kind = (option as { def?: { right?: { shape?: { sessionUpdate?: { value?: unknown } } } } }).def?.right?.shape?.sessionUpdate?.value;
+    const kind = (option as { def?: { right?: { shape?: { sessionUpdate?: { value?: unknown } } } } }).def?.right?.shape
+      ?.sessionUpdate?.value;
     if (typeof kind !== 'string' || byKind.has(kind)) return full;
     byKind.set(kind, n.extend({ update: option }));
   }

@@ -39,7 +39,12 @@ type ToolCallFields = z.infer<typeof zToolCallFields>;
 
 const zText = z.object({ type: z.literal('text'), text: z.string() });
 const zContentItem = z.object({ type: z.literal('content'), content: z.object({ type: z.string() }).passthrough() });
-const zDiff = z.object({ type: z.literal('diff'), path: z.string(), oldText: z.string().nullish(), newText: z.string() });
+const zDiff = z.object({
+  type: z.literal('diff'),
+  path: z.string(),
+  oldText: z.string().nullish(),
+  newText: z.string(),
+});
 const zTerminal = z.object({ type: z.literal('terminal'), terminalId: z.string() });
 const zLocation = z.object({ path: z.string(), line: z.number().int().nullish() });
 const zTyped = z.object({ type: z.string() });
@@ -71,20 +76,35 @@ export function toolNameOf(meta: unknown): string | null {
 }
 
 const isEmptyInput = (v: unknown): boolean =>
-  v === undefined || v === null || (typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
+  v === undefined ||
+  v === null ||
+  (typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
 
 /** True once a view says what the tool does (Claude's first tool_call says only "Terminal" with empty input). */
 export function informative(v: ToolView): boolean {
-  return !isEmptyInput(v.raw_input) || v.content.length > 0 || v.status === 'completed' || v.status === 'failed' || v.status === 'cancelled';
+  return (
+    !isEmptyInput(v.raw_input) ||
+    v.content.length > 0 ||
+    v.status === 'completed' ||
+    v.status === 'failed' ||
+    v.status === 'cancelled'
+  );
 }
 
 export const TERMINAL_TOOL_STATUSES: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled']);
 
 /** A tool call's fields from a `session/update` update or a permission request's `toolCall`; null when it is neither. */
-export function toolFieldsOf(update: unknown): (ToolCallFields & { readonly origin: 'tool_call' | 'tool_call_update' }) | null {
+export function toolFieldsOf(
+  update: unknown,
+): (ToolCallFields & { readonly origin: 'tool_call' | 'tool_call_update' }) | null {
   // Most updates are message chunks with no toolCallId: zod would reject them too, but only after
   // building its issue list, which cost more per chunk than the rest of the line's handling (issue 21).
-  if (typeof update !== 'object' || update === null || typeof (update as { toolCallId?: unknown }).toolCallId !== 'string') return null;
+  if (
+    typeof update !== 'object' ||
+    update === null ||
+    typeof (update as { toolCallId?: unknown }).toolCallId !== 'string'
+  )
+    return null;
   const kind = zToolKind.safeParse(update);
   const f = zToolCallFields.safeParse(update);
   if (!f.success) return null;
@@ -114,7 +134,10 @@ export function mergeTool(prev: ToolView | undefined, f: ToolCallFields): ToolVi
     title: f.title ? f.title : fresh.title,
     kind: f.kind ?? fresh.kind,
     status: f.status ?? fresh.status,
-    raw_input: f.rawInput !== undefined && !(isEmptyInput(f.rawInput) && !isEmptyInput(fresh.raw_input)) ? f.rawInput : fresh.raw_input,
+    raw_input:
+      f.rawInput !== undefined && !(isEmptyInput(f.rawInput) && !isEmptyInput(fresh.raw_input))
+        ? f.rawInput
+        : fresh.raw_input,
     raw_output: f.rawOutput !== undefined ? f.rawOutput : fresh.raw_output,
     content: f.content ? f.content.map(contentOf) : fresh.content,
     locations: locations ?? fresh.locations,
@@ -152,7 +175,8 @@ export function outputText(v: ToolView): string {
   if (typeof raw === 'string') return raw;
   const o = raw as Record<string, unknown>;
   if (typeof o.output === 'string') return o.output;
-  if (typeof o.stdout === 'string') return [o.stdout, typeof o.stderr === 'string' ? o.stderr : ''].filter(Boolean).join('\n');
+  if (typeof o.stdout === 'string')
+    return [o.stdout, typeof o.stderr === 'string' ? o.stderr : ''].filter(Boolean).join('\n');
   return JSON.stringify(raw, null, 2);
 }
 
@@ -164,7 +188,10 @@ export class ToolFold {
   readonly #views = new Map<string, ToolView>();
 
   /** Applies one stored ACP line (a session/update or a permission request); the merged view when it touched a tool call. */
-  applyLine(line: string, scope = ''): { view: ToolView; origin: 'tool_call' | 'tool_call_update' | 'permission' } | null {
+  applyLine(
+    line: string,
+    scope = '',
+  ): { view: ToolView; origin: 'tool_call' | 'tool_call_update' | 'permission' } | null {
     const msg = parseJson(line);
     const m = zMethodLine.safeParse(msg);
     if (!m.success) return null;

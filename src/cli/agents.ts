@@ -24,7 +24,11 @@ export async function findAgent(api: FountainApi, ref: string): Promise<Agent> {
 
 /** Runner id → name, to show a pin by name. */
 async function runnerNames(api: FountainApi): Promise<Map<string, string>> {
-  const { data: runners } = await api.request('GET', '/api/runners', data(z.array(z.object({ id: z.string(), name: z.string() }).loose())));
+  const { data: runners } = await api.request(
+    'GET',
+    '/api/runners',
+    data(z.array(z.object({ id: z.string(), name: z.string() }).loose())),
+  );
   return new Map(runners.map((r) => [r.id, r.name]));
 }
 
@@ -53,7 +57,14 @@ export function register(program: Command): void {
         const names = list.some((a) => a.runner_id) ? await runnerNames(apiFor(cmd)) : new Map<string, string>();
         printTable(
           ['ID', 'NAME', 'RUNTIME', 'MODEL', 'SANDBOX', 'RUNNER'],
-          list.map((a) => [a.id, a.name, a.runtime, a.model ?? '', a.sandbox_provider ?? 'default', a.runner_id ? (names.get(a.runner_id) ?? a.runner_id) : 'any']),
+          list.map((a) => [
+            a.id,
+            a.name,
+            a.runtime,
+            a.model ?? '',
+            a.sandbox_provider ?? 'default',
+            a.runner_id ? (names.get(a.runner_id) ?? a.runner_id) : 'any',
+          ]),
         );
       }),
     );
@@ -63,27 +74,52 @@ export function register(program: Command): void {
     .description('create an agent')
     .requiredOption('--name <name>', 'unique name')
     .requiredOption('--runtime <runtime>', 'claude, codex, gemini, opencode or demo')
-    .option('--model <model>', 'provider/model_id, e.g. anthropic/claude-sonnet-4-5 (demo: fountain/demo, its only model)')
+    .option(
+      '--model <model>',
+      'provider/model_id, e.g. anthropic/claude-sonnet-4-5 (demo: fountain/demo, its only model)',
+    )
     .option('--system <prompt>', 'system prompt', '')
     .option('--sandbox-provider <provider>', 'sandbox provider (default: the instance default)')
     .option('--environment <environment>', 'environment (id or name) its sandboxes are provisioned with')
-    .option('--runner <runner>', 'pin it to this runner (name or id); default: any runner (the most recently connected one online)')
-    .option('--policy <tool=verdict>', 'permission policy entry, repeatable (default=ask, execute=auto_allow, ...)', policyEntry)
+    .option(
+      '--runner <runner>',
+      'pin it to this runner (name or id); default: any runner (the most recently connected one online)',
+    )
+    .option(
+      '--policy <tool=verdict>',
+      'permission policy entry, repeatable (default=ask, execute=auto_allow, ...)',
+      policyEntry,
+    )
     .option('--json', 'print JSON')
     .action(
-      action(async (opts: { name: string; runtime: string; model?: string; system: string; sandboxProvider?: string; environment?: string; runner?: string; policy?: Record<string, string>; json?: boolean }, cmd: Command) => {
-        const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
-        if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
-        if (opts.model) body.model = opts.model;
-        else if (opts.runtime === 'demo') body.model = DEMO_MODEL;
-        if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
-        if (opts.runner) body.runner_id = opts.runner;
-        if (opts.policy) body.permission_policy = opts.policy;
-        const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(savedAgentSchema), body);
-        if (opts.json) return printJson(agent);
-        process.stdout.write(`created agent ${agent.name} (${agent.id})\n`);
-        warn(agent.warnings);
-      }),
+      action(
+        async (
+          opts: {
+            name: string;
+            runtime: string;
+            model?: string;
+            system: string;
+            sandboxProvider?: string;
+            environment?: string;
+            runner?: string;
+            policy?: Record<string, string>;
+            json?: boolean;
+          },
+          cmd: Command,
+        ) => {
+          const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
+          if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
+          if (opts.model) body.model = opts.model;
+          else if (opts.runtime === 'demo') body.model = DEMO_MODEL;
+          if (opts.sandboxProvider) body.sandbox_provider = opts.sandboxProvider;
+          if (opts.runner) body.runner_id = opts.runner;
+          if (opts.policy) body.permission_policy = opts.policy;
+          const { data: agent } = await apiFor(cmd).request('POST', '/api/agents', data(savedAgentSchema), body);
+          if (opts.json) return printJson(agent);
+          process.stdout.write(`created agent ${agent.name} (${agent.id})\n`);
+          warn(agent.warnings);
+        },
+      ),
     );
 
   agents
@@ -102,7 +138,16 @@ export function register(program: Command): void {
       action(
         async (
           ref: string,
-          opts: { name?: string; model?: string; system?: string; sandboxProvider?: string; environment?: string; runner?: string | boolean; policy?: Record<string, string>; json?: boolean },
+          opts: {
+            name?: string;
+            model?: string;
+            system?: string;
+            sandboxProvider?: string;
+            environment?: string;
+            runner?: string | boolean;
+            policy?: Record<string, string>;
+            json?: boolean;
+          },
           cmd: Command,
         ) => {
           const api = apiFor(cmd);
@@ -117,7 +162,8 @@ export function register(program: Command): void {
           if (typeof opts.runner === 'string') body.runner_id = opts.runner;
           else if (opts.runner === false) body.runner_id = null;
           if (opts.policy) body.permission_policy = opts.policy;
-          if (Object.keys(body).length === 0) throw new CliError('nothing to change: give at least one option (see `fountain agents update --help`)', 2);
+          if (Object.keys(body).length === 0)
+            throw new CliError('nothing to change: give at least one option (see `fountain agents update --help`)', 2);
           const { data: agent } = await api.request('PATCH', `/api/agents/${current.id}`, data(savedAgentSchema), body);
           if (opts.json) return printJson(agent);
           process.stdout.write(`updated agent ${agent.name} (${agent.id})\n`);

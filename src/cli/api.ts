@@ -53,7 +53,11 @@ export class FountainApi {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
     } catch (e) {
-      throw new ApiError(0, 'unreachable', `cannot reach ${this.#baseUrl}: ${(e as Error).cause ?? (e as Error).message}`);
+      throw new ApiError(
+        0,
+        'unreachable',
+        `cannot reach ${this.#baseUrl}: ${(e as Error).cause ?? (e as Error).message}`,
+      );
     }
     const text = await res.text();
     let json: unknown = undefined;
@@ -61,7 +65,11 @@ export class FountainApi {
       try {
         json = JSON.parse(text);
       } catch {
-        throw new ApiError(res.status, 'bad_reply', `${method} ${path}: the server answered ${res.status} with non-JSON`);
+        throw new ApiError(
+          res.status,
+          'bad_reply',
+          `${method} ${path}: the server answered ${res.status} with non-JSON`,
+        );
       }
     }
     if (!res.ok) {
@@ -72,7 +80,11 @@ export class FountainApi {
     }
     const parsed = schema.safeParse(json);
     if (!parsed.success) {
-      throw new ApiError(res.status, 'bad_reply', `${method} ${path}: unexpected reply (${parsed.error.issues[0]?.message})`);
+      throw new ApiError(
+        res.status,
+        'bad_reply',
+        `${method} ${path}: unexpected reply (${parsed.error.issues[0]?.message})`,
+      );
     }
     return parsed.data;
   }
@@ -92,7 +104,8 @@ export class FountainApi {
     } catch (e) {
       throw new ApiError(0, 'unreachable', `cannot reach ${this.#baseUrl}: ${(e as Error).message}`);
     }
-    if (!res.ok || !res.body) throw new ApiError(res.status, `http_${res.status}`, `stream ${path} answered ${res.status}`);
+    if (!res.ok || !res.body)
+      throw new ApiError(res.status, `http_${res.status}`, `stream ${path} answered ${res.status}`);
     return res.body;
   }
 }

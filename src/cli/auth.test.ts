@@ -10,10 +10,21 @@ import { readCredentials } from './credentials.ts';
 
 const BIN = new URL('../../bin/fountain.js', import.meta.url).pathname;
 
-function fountain(args: string[], env: Record<string, string>, stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function fountain(
+  args: string[],
+  env: Record<string, string>,
+  stdin?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json', ...env },
+      env: {
+        ...process.env,
+        FOUNTAIN_API_KEY: '',
+        FOUNTAIN_BASE_URL: '',
+        FOUNTAIN_PROFILE: '',
+        FOUNTAIN_LOG_FORMAT: 'json',
+        ...env,
+      },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -50,9 +61,12 @@ describe('fountain auth login (real process, real server)', () => {
   });
 
   it('verifies the key and writes it under the profile to a 0600 credentials file', async () => {
-    const r = await fountain(['auth', 'login', '--base-url', `${srv.url}/`, '--key', srv.bootstrapKey!, '--profile', 'work'], {
-      FOUNTAIN_HOME: home,
-    });
+    const r = await fountain(
+      ['auth', 'login', '--base-url', `${srv.url}/`, '--key', srv.bootstrapKey!, '--profile', 'work'],
+      {
+        FOUNTAIN_HOME: home,
+      },
+    );
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /Logged in to http:\/\/127\.0\.0\.1:\d+ as owner; saved profile "work"/);
     const file = join(home, 'credentials');
@@ -62,7 +76,11 @@ describe('fountain auth login (real process, real server)', () => {
   });
 
   it('reads the key from stdin when it is not a terminal, into the default profile', async () => {
-    const r = await fountain(['auth', 'login', '--base-url', srv.url], { FOUNTAIN_HOME: home }, `${srv.bootstrapKey}\n`);
+    const r = await fountain(
+      ['auth', 'login', '--base-url', srv.url],
+      { FOUNTAIN_HOME: home },
+      `${srv.bootstrapKey}\n`,
+    );
     assert.equal(r.code, 0, r.stderr);
     const all = readCredentials(join(home, 'credentials'));
     assert.deepEqual(Object.keys(all).sort(), ['default', 'work']);
@@ -71,7 +89,9 @@ describe('fountain auth login (real process, real server)', () => {
 
   it('refuses a key the server does not know and saves nothing', async () => {
     const other = join(dir, 'other-home');
-    const r = await fountain(['auth', 'login', '--base-url', srv.url, '--key', `ftn_${'e'.repeat(64)}`], { FOUNTAIN_HOME: other });
+    const r = await fountain(['auth', 'login', '--base-url', srv.url, '--key', `ftn_${'e'.repeat(64)}`], {
+      FOUNTAIN_HOME: other,
+    });
     assert.equal(r.code, 1);
     assert.match(r.stderr, /refused the key \(api_key_invalid/);
     assert.equal(existsSync(join(other, 'credentials')), false);
@@ -79,10 +99,14 @@ describe('fountain auth login (real process, real server)', () => {
 
   it('rejects a malformed key or base URL with exit 2 before any request', async () => {
     const other = join(dir, 'other-home');
-    const badKey = await fountain(['auth', 'login', '--base-url', srv.url, '--key', 'ftn_short'], { FOUNTAIN_HOME: other });
+    const badKey = await fountain(['auth', 'login', '--base-url', srv.url, '--key', 'ftn_short'], {
+      FOUNTAIN_HOME: other,
+    });
     assert.equal(badKey.code, 2);
     assert.match(badKey.stderr, /--key must be ftn_/);
-    const badUrl = await fountain(['auth', 'login', '--base-url', 'ftp://x', '--key', srv.bootstrapKey!], { FOUNTAIN_HOME: other });
+    const badUrl = await fountain(['auth', 'login', '--base-url', 'ftp://x', '--key', srv.bootstrapKey!], {
+      FOUNTAIN_HOME: other,
+    });
     assert.equal(badUrl.code, 2);
     assert.match(badUrl.stderr, /--base-url must be/);
     assert.equal(existsSync(join(other, 'credentials')), false);

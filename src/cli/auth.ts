@@ -48,7 +48,8 @@ export function register(program: Command): void {
       }
       const envBase = process.env.FOUNTAIN_BASE_URL?.trim() || undefined;
       const baseUrl = (flags.baseUrl ?? envBase ?? stored?.base_url ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
-      if (!/^https?:\/\/[^/\s]+/.test(baseUrl)) fail(`base URL ${JSON.stringify(baseUrl)} is not an http:// or https:// URL`, 2);
+      if (!/^https?:\/\/[^/\s]+/.test(baseUrl))
+        fail(`base URL ${JSON.stringify(baseUrl)} is not an http:// or https:// URL`, 2);
 
       const key = (flags.key ?? (process.stdin.isTTY ? await promptHidden('API key: ') : await readStdinLine())).trim();
       if (!API_KEY.test(key)) fail('an API key is ftn_ followed by 64 lowercase hex digits', 2);
@@ -57,7 +58,8 @@ export function register(program: Command): void {
       try {
         me = await new FountainApi({ baseUrl, apiKey: key }).request('GET', '/api/auth/me', meSchema);
       } catch (e) {
-        if (e instanceof ApiError && (e.status === 401 || e.status === 403)) fail(`${baseUrl} refused the key (${e.code}: ${e.message})`);
+        if (e instanceof ApiError && (e.status === 401 || e.status === 403))
+          fail(`${baseUrl} refused the key (${e.code}: ${e.message})`);
         fail(e instanceof Error ? e.message : String(e));
       }
       saveProfile(profile, { base_url: baseUrl, api_key: key });

@@ -39,7 +39,10 @@ const collect = (value: string, prev: string[] = []) => [...prev, value];
  * Where a re-attached chat starts replaying: just before the latest turn began, so whatever that turn
  * said while nobody watched (or is still saying) is shown again; null replays the whole conversation.
  */
-async function resumePoint(api: FountainApi, conversationId: string): Promise<{ since: string | null; historyUntil: number }> {
+async function resumePoint(
+  api: FountainApi,
+  conversationId: string,
+): Promise<{ since: string | null; historyUntil: number }> {
   let after = 0;
   let beforeLastTurn: number | null = null;
   let previous = 0;
@@ -47,20 +50,31 @@ async function resumePoint(api: FountainApi, conversationId: string): Promise<{ 
     const page = await api.request(
       'GET',
       `/api/conversations/${conversationId}/events?after=${after}&limit=1000`,
-      z.object({ data: z.array(logEventSchema.extend({ id: z.number() })), meta: z.object({ next_cursor: z.number().nullable(), has_more: z.boolean().optional() }).loose() }),
+      z.object({
+        data: z.array(logEventSchema.extend({ id: z.number() })),
+        meta: z.object({ next_cursor: z.number().nullable(), has_more: z.boolean().optional() }).loose(),
+      }),
     );
     for (const ev of page.data) {
       if (ev.kind === 'stage' && ev.stage === 'turn' && ev.state === 'started') beforeLastTurn = previous;
       previous = ev.id;
     }
     if (page.data.length > 0) after = page.data.at(-1)!.id;
-    if (!page.meta.has_more) return { since: beforeLastTurn !== null && beforeLastTurn > 0 ? String(beforeLastTurn) : null, historyUntil: previous };
+    if (!page.meta.has_more)
+      return {
+        since: beforeLastTurn !== null && beforeLastTurn > 0 ? String(beforeLastTurn) : null,
+        historyUntil: previous,
+      };
   }
 }
 
 /** The conversation `--continue` picks: the agent's most recent one that has not ended. */
 async function latestOpen(api: FountainApi, agentId: string): Promise<Conversation | null> {
-  const { data: list } = await api.request('GET', `/api/conversations?agent_id=${encodeURIComponent(agentId)}`, data(z.array(conversationSchema)));
+  const { data: list } = await api.request(
+    'GET',
+    `/api/conversations?agent_id=${encodeURIComponent(agentId)}`,
+    data(z.array(conversationSchema)),
+  );
   return list.find((c) => !ENDED.has(c.status)) ?? null;
 }
 
@@ -70,20 +84,28 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   const agent = await findAgent(api, agentRef);
   let existing: Conversation | null = null;
   if (opts.conversation) {
-    existing = (await api.request('GET', `/api/conversations/${encodeURIComponent(opts.conversation)}`, data(conversationSchema))).data;
+    existing = (
+      await api.request('GET', `/api/conversations/${encodeURIComponent(opts.conversation)}`, data(conversationSchema))
+    ).data;
   } else if (opts.continue) {
     existing = await latestOpen(api, agent.id);
     if (!existing) renderer.status(`${agent.name} has no conversation to continue; starting a new one`);
   }
   if (existing && ENDED.has(existing.status)) {
-    throw new CliError(`conversation ${existing.id} has ended (${existing.status}); \`fountain chat ${agentRef}\` starts a new one`);
+    throw new CliError(
+      `conversation ${existing.id} has ended (${existing.status}); \`fountain chat ${agentRef}\` starts a new one`,
+    );
   }
   let conversationId: string;
   let running: string | null = null;
   let pendingRequest: string | null = null;
   if (existing) {
     conversationId = existing.id;
-    const { data: turns } = await api.request('GET', `/api/conversations/${conversationId}/turns`, data(z.array(turnSchema)));
+    const { data: turns } = await api.request(
+      'GET',
+      `/api/conversations/${conversationId}/turns`,
+      data(z.array(turnSchema)),
+    );
     const last = turns.at(-1);
     if (last && (last.status === 'running' || last.status === 'pending')) running = last.id;
     pendingRequest = last?.pending_permission?.request_id ?? null;
@@ -91,16 +113,23 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
     renderer.status(
       `continuing conversation ${conversationId} with ${agent.name} · ${turns.length === 1 ? '1 turn' : `${turns.length} turns`}${title ? ` · "${oneLine(title)}"` : ''}`,
     );
-    if (last) renderer.status(running ? 'the latest turn is still running; its output so far:' : 'the latest turn, in case you missed it:');
+    if (last)
+      renderer.status(
+        running ? 'the latest turn is still running; its output so far:' : 'the latest turn, in case you missed it:',
+      );
   } else {
     const created = await api.request('POST', '/api/conversations', data(conversationSchema), { agent_id: agent.id });
     conversationId = created.data.id;
-    renderer.status(`new conversation ${conversationId} with ${agent.name} (each chat starts one; --continue picks up the latest)`);
+    renderer.status(
+      `new conversation ${conversationId} with ${agent.name} (each chat starts one; --continue picks up the latest)`,
+    );
   }
   // Ctrl-C leaves the conversation running on the server; say how to come back to it.
   const onInterrupt = () => {
     renderer.newline();
-    process.stdout.write(`· left the conversation; come back with: fountain chat ${agentRef} --conversation ${conversationId}\n`);
+    process.stdout.write(
+      `· left the conversation; come back with: fountain chat ${agentRef} --conversation ${conversationId}\n`,
+    );
     process.exit(130);
   };
   process.on('SIGINT', onInterrupt);
@@ -114,16 +143,25 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
 
   const answer = async (requestId: string, optionId: string): Promise<void> => {
     try {
-      await api.request('POST', `/api/conversations/${conversationId}/requests/${encodeURIComponent(requestId)}`, z.unknown(), { option_id: optionId });
+      await api.request(
+        'POST',
+        `/api/conversations/${conversationId}/requests/${encodeURIComponent(requestId)}`,
+        z.unknown(),
+        { option_id: optionId },
+      );
     } catch (e) {
-      if (e instanceof ApiError && e.code === 'permission_request_resolved') renderer.status('that request was already resolved');
+      if (e instanceof ApiError && e.code === 'permission_request_resolved')
+        renderer.status('that request was already resolved');
       else throw e;
     }
   };
 
   // Input ended with a question open: nobody is left to answer it, so the agent hears "no" now rather
   // than the turn waiting out the ask timeout.
-  const refuseUnanswered = async (requestId: string, options: Array<{ optionId: string; name: string; kind?: string | undefined }>): Promise<void> => {
+  const refuseUnanswered = async (
+    requestId: string,
+    options: Array<{ optionId: string; name: string; kind?: string | undefined }>,
+  ): Promise<void> => {
     const reject = options.find((o) => o.kind === 'reject_once') ?? options.find((o) => o.kind?.startsWith('reject'));
     renderer.newline();
     if (reject) {
@@ -182,7 +220,9 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   // A 503 names a code; the runner it waits for is on the conversation's sandbox.
   const whyWaiting = async (e: ApiError): Promise<string> => {
     if (e.code !== 'runner_offline') return e.message;
-    const conv = await api.request('GET', `/api/conversations/${conversationId}`, data(conversationSchema)).catch(() => null);
+    const conv = await api
+      .request('GET', `/api/conversations/${conversationId}`, data(conversationSchema))
+      .catch(() => null);
     const runner = conv?.data.sandbox?.runner?.name;
     return runner ? `the runner "${runner}" is offline` : 'no runner is connected';
   };
@@ -190,7 +230,12 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   const send = async (prompt: string): Promise<string> => {
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await api.request('POST', `/api/conversations/${conversationId}/prompts`, z.object({ turn_id: z.string().optional() }).loose(), { prompt });
+        const res = await api.request(
+          'POST',
+          `/api/conversations/${conversationId}/prompts`,
+          z.object({ turn_id: z.string().optional() }).loose(),
+          { prompt },
+        );
         if (!res.turn_id) throw new CliError('the server did not return a turn id');
         return res.turn_id;
       } catch (e) {
@@ -250,7 +295,9 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
 export function register(program: Command): void {
   program
     .command('chat <agent>')
-    .description('talk to an agent: each line you type is a prompt; each chat starts a new conversation unless --continue or --conversation')
+    .description(
+      'talk to an agent: each line you type is a prompt; each chat starts a new conversation unless --continue or --conversation',
+    )
     .option('-m, --message <text>', 'send this prompt instead of reading stdin (repeatable)', collect)
     .option('-c, --continue', "continue the agent's latest conversation that has not ended")
     .option('--conversation <id>', 'continue this conversation')

@@ -18,7 +18,8 @@ export const titleOf = (c: Conversation): string => {
 export const where = (c: Conversation): string => {
   const s = c.sandbox;
   if (!s) return '';
-  if (s.runner) return `on ${s.runner.name}${s.runner.online ? '' : ' (offline)'}${s.runner.path ? ` · ${s.runner.path}` : ''}`;
+  if (s.runner)
+    return `on ${s.runner.name}${s.runner.online ? '' : ' (offline)'}${s.runner.path ? ` · ${s.runner.path}` : ''}`;
   return s.provider ?? '';
 };
 
@@ -38,7 +39,14 @@ export function register(program: Command): void {
         const names = new Map(agents.map((a) => [a.id, a.name]));
         printTable(
           ['ID', 'AGENT', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX'],
-          list.map((c) => [c.id, c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '', c.status, String(c.turn_count ?? ''), titleOf(c), where(c)]),
+          list.map((c) => [
+            c.id,
+            c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '',
+            c.status,
+            String(c.turn_count ?? ''),
+            titleOf(c),
+            where(c),
+          ]),
         );
       }),
     );
@@ -50,14 +58,21 @@ export function register(program: Command): void {
     .action(
       action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
         const api = apiFor(cmd);
-        const { data: c } = await api.request('GET', `/api/conversations/${encodeURIComponent(id)}`, data(conversationSchema));
+        const { data: c } = await api.request(
+          'GET',
+          `/api/conversations/${encodeURIComponent(id)}`,
+          data(conversationSchema),
+        );
         const { data: turns } = await api.request('GET', `/api/conversations/${c.id}/turns`, data(z.array(turnSchema)));
         const events: z.infer<typeof logEventSchema>[] = [];
         for (let after = 0; ; ) {
           const page = await api.request(
             'GET',
             `/api/conversations/${c.id}/events?after=${after}&limit=1000`,
-            z.object({ data: z.array(logEventSchema.extend({ id: z.number() })), meta: z.object({ next_cursor: z.number().nullable(), has_more: z.boolean().optional() }).loose() }),
+            z.object({
+              data: z.array(logEventSchema.extend({ id: z.number() })),
+              meta: z.object({ next_cursor: z.number().nullable(), has_more: z.boolean().optional() }).loose(),
+            }),
           );
           events.push(...page.data);
           if (!page.meta.has_more || page.meta.next_cursor === null) break;
@@ -69,7 +84,9 @@ export function register(program: Command): void {
         if (total) process.stdout.write(`  ${total}\n`);
         for (const t of turns) {
           const used = usageText(t.usage);
-          process.stdout.write(`  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`);
+          process.stdout.write(
+            `  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`,
+          );
         }
         process.stdout.write('\n');
         const r = new EventRenderer((s) => process.stdout.write(s));

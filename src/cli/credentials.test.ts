@@ -38,7 +38,10 @@ test('a malformed credentials file is a clear error naming the line', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cred-'));
   const path = join(dir, 'credentials');
   writeFileSync(path, '[default]\nthis is not ini\n');
-  assert.throws(() => readCredentials(path), (e: unknown) => e instanceof CredentialsError && /credentials:2/.test(e.message));
+  assert.throws(
+    () => readCredentials(path),
+    (e: unknown) => e instanceof CredentialsError && /credentials:2/.test(e.message),
+  );
   writeFileSync(path, '[default]\napi_key = "nope"\n');
   assert.throws(() => readCredentials(path), /api_key must be ftn_/);
 });

@@ -11,7 +11,10 @@ export const DEFAULT_BASE_URL = 'http://127.0.0.1:4000';
 
 const profileSchema = z.object({
   base_url: z.url({ protocol: /^https?$/ }).optional(),
-  api_key: z.string().regex(/^ftn_[0-9a-f]{64}$/, 'api_key must be ftn_ followed by 64 hex digits').optional(),
+  api_key: z
+    .string()
+    .regex(/^ftn_[0-9a-f]{64}$/, 'api_key must be ftn_ followed by 64 hex digits')
+    .optional(),
 });
 export type Profile = z.infer<typeof profileSchema>;
 
@@ -63,7 +66,8 @@ export function readCredentials(path = credentialsPath()): Record<string, Profil
 
 /** Writes one profile, keeping the others; the file is replaced atomically with mode 0600. */
 export function saveProfile(profile: string, values: Profile, path = credentialsPath()): void {
-  if (!/^[A-Za-z0-9_.-]+$/.test(profile)) throw new CredentialsError(`profile names are letters, digits, . _ and -, not "${profile}"`);
+  if (!/^[A-Za-z0-9_.-]+$/.test(profile))
+    throw new CredentialsError(`profile names are letters, digits, . _ and -, not "${profile}"`);
   const all = readCredentials(path);
   all[profile] = { ...all[profile], ...values };
   // `default` first, then the others sorted, so the file diffs cleanly.

@@ -17,7 +17,14 @@ describe('fountain environments against a real server', () => {
   const cli = (args: string[], stdin = ''): Promise<{ code: number | null; out: string; err: string }> =>
     new Promise((resolve) => {
       const child = spawn(process.execPath, [FOUNTAIN_BIN, ...args], {
-        env: { ...process.env, FOUNTAIN_API_KEY: srv.bootstrapKey!, FOUNTAIN_BASE_URL: srv.url, FOUNTAIN_PROFILE: '', FOUNTAIN_HOME: tmp, HOME: tmp },
+        env: {
+          ...process.env,
+          FOUNTAIN_API_KEY: srv.bootstrapKey!,
+          FOUNTAIN_BASE_URL: srv.url,
+          FOUNTAIN_PROFILE: '',
+          FOUNTAIN_HOME: tmp,
+          HOME: tmp,
+        },
         stdio: ['pipe', 'pipe', 'pipe'],
       });
       let out = '';
@@ -30,7 +37,12 @@ describe('fountain environments against a real server', () => {
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cli-envs-')));
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL }, databaseSchema: schema });
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: { FOUNTAIN_DATABASE_URL: TEST_POSTGRES_URL },
+      databaseSchema: schema,
+    });
   });
   after(async () => {
     await srv?.stop();
@@ -39,7 +51,22 @@ describe('fountain environments against a real server', () => {
   });
 
   it('creates, shows, sets a secret from stdin, lists, attaches to an agent and deletes', async () => {
-    const created = await cli(['environments', 'create', '--name', 'web', '--var', 'NODE_ENV=test', '--npm', 'left-pad', '--repo', 'https://example.test/org/app.git', '--setup', 'make', '--limited', 'example.test,registry.npmjs.org']);
+    const created = await cli([
+      'environments',
+      'create',
+      '--name',
+      'web',
+      '--var',
+      'NODE_ENV=test',
+      '--npm',
+      'left-pad',
+      '--repo',
+      'https://example.test/org/app.git',
+      '--setup',
+      'make',
+      '--limited',
+      'example.test,registry.npmjs.org',
+    ]);
     assert.equal(created.code, 0, created.err);
     assert.match(created.out, /created environment web/);
     const set = await cli(['env', 'secrets', 'set', 'web', 'API_TOKEN'], `${SECRET}\n`);
@@ -52,8 +79,23 @@ describe('fountain environments against a real server', () => {
     const json = await cli(['environments', 'show', 'web', '--json']);
     const listed = await cli(['environments', 'list']);
     assert.match(listed.out, /web\s+limited\s+1\s+1\s+1/);
-    assert.ok(![created, set, shown, json, listed].some((r) => (r.out + r.err).includes(SECRET)), 'the secret is never printed');
-    const agent = await cli(['agents', 'create', '--name', 'a', '--runtime', 'demo', '--model', 'fountain/demo', '--environment', 'web', '--json']);
+    assert.ok(
+      ![created, set, shown, json, listed].some((r) => (r.out + r.err).includes(SECRET)),
+      'the secret is never printed',
+    );
+    const agent = await cli([
+      'agents',
+      'create',
+      '--name',
+      'a',
+      '--runtime',
+      'demo',
+      '--model',
+      'fountain/demo',
+      '--environment',
+      'web',
+      '--json',
+    ]);
     assert.equal(agent.code, 0, agent.err);
     assert.equal(JSON.parse(agent.out).environment_id, JSON.parse(json.out).id);
     const bad = await cli(['environments', 'create', '--name', 'bad', '--repo', 'http://example.test/x.git']);

@@ -17,16 +17,20 @@ export async function findEnvironment(api: FountainApi, ref: string): Promise<En
 }
 
 const repeat = (v: string, prev: string[] = []): string[] => [...prev, v];
-const pair = (flag: string) => (v: string, prev: Record<string, string> = {}): Record<string, string> => {
-  const i = v.indexOf('=');
-  if (i <= 0) throw new CliError(`${flag} takes NAME=value, not "${v}"`, 2);
-  return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
-};
+const pair =
+  (flag: string) =>
+  (v: string, prev: Record<string, string> = {}): Record<string, string> => {
+    const i = v.indexOf('=');
+    if (i <= 0) throw new CliError(`${flag} takes NAME=value, not "${v}"`, 2);
+    return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
+  };
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 interface CreateOpts {
@@ -42,7 +46,10 @@ interface CreateOpts {
 }
 
 export function register(program: Command): void {
-  const envs = program.command('environments').alias('env').description('manage agent environments (variables, secrets, packages, repositories, setup, network)');
+  const envs = program
+    .command('environments')
+    .alias('env')
+    .description('manage agent environments (variables, secrets, packages, repositories, setup, network)');
 
   envs
     .command('list')
@@ -54,7 +61,14 @@ export function register(program: Command): void {
         if (opts.json) return printJson(list);
         printTable(
           ['ID', 'NAME', 'NETWORK', 'VARIABLES', 'SECRETS', 'REPOSITORIES'],
-          list.map((e) => [e.id, e.name, e.networking_type ?? '', String(Object.keys(e.env_vars ?? {}).length), String(e.secret_keys?.length ?? 0), String(e.repositories?.length ?? 0)]),
+          list.map((e) => [
+            e.id,
+            e.name,
+            e.networking_type ?? '',
+            String(Object.keys(e.env_vars ?? {}).length),
+            String(e.secret_keys?.length ?? 0),
+            String(e.repositories?.length ?? 0),
+          ]),
         );
       }),
     );
@@ -99,12 +113,18 @@ export function register(program: Command): void {
         if (opts.var) body.env_vars = opts.var;
         if (opts.apt || opts.npm) body.packages = { apt: opts.apt ?? [], npm: opts.npm ?? [] };
         if (opts.repo) body.repositories = opts.repo.map((url) => ({ url }));
-        if (opts.setup !== undefined && opts.setupFile !== undefined) throw new CliError('give --setup or --setup-file, not both', 2);
+        if (opts.setup !== undefined && opts.setupFile !== undefined)
+          throw new CliError('give --setup or --setup-file, not both', 2);
         if (opts.setup !== undefined) body.setup_script = opts.setup;
         if (opts.setupFile !== undefined) body.setup_script = readFileSync(opts.setupFile, 'utf8');
         if (opts.limited !== undefined) {
           body.networking_type = 'limited';
-          body.networking_config = { allowed_hosts: opts.limited.split(',').map((h) => h.trim()).filter(Boolean) };
+          body.networking_config = {
+            allowed_hosts: opts.limited
+              .split(',')
+              .map((h) => h.trim())
+              .filter(Boolean),
+          };
         }
         const { data: e } = await apiFor(cmd).request('POST', '/api/environments', data(environmentSchema), body);
         if (opts.json) return printJson(e);
@@ -132,8 +152,15 @@ export function register(program: Command): void {
       action(async (ref: string, _opts: unknown, cmd: Command) => {
         const api = apiFor(cmd);
         const e = await findEnvironment(api, ref);
-        const { data: names } = await api.request('GET', `/api/environments/${e.id}/secrets`, data(z.array(z.object({ key: z.string(), updated_at: z.string() }).loose())));
-        printTable(['KEY', 'UPDATED'], names.map((s) => [s.key, s.updated_at]));
+        const { data: names } = await api.request(
+          'GET',
+          `/api/environments/${e.id}/secrets`,
+          data(z.array(z.object({ key: z.string(), updated_at: z.string() }).loose())),
+        );
+        printTable(
+          ['KEY', 'UPDATED'],
+          names.map((s) => [s.key, s.updated_at]),
+        );
       }),
     );
   secrets
@@ -146,7 +173,12 @@ export function register(program: Command): void {
         if (process.stdin.isTTY) process.stderr.write(`value for ${key} (end with Ctrl-D): `);
         const value = await readStdin();
         if (value === '') throw new CliError('no value on stdin', 2);
-        await api.request('PUT', `/api/environments/${e.id}/secrets/${encodeURIComponent(key)}`, data(z.object({ key: z.string() })), { value });
+        await api.request(
+          'PUT',
+          `/api/environments/${e.id}/secrets/${encodeURIComponent(key)}`,
+          data(z.object({ key: z.string() })),
+          { value },
+        );
         process.stdout.write(`set secret ${key} on ${e.name}\n`);
       }),
     );

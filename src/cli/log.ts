@@ -11,7 +11,13 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export function createLogger(level: LogLevel = 'info', name = 'fountain'): Logger {
   const pretty = process.stderr.isTTY && process.env.FOUNTAIN_LOG_FORMAT !== 'json';
   const transport = pretty
-    ? pino.transport({ target: 'pino-pretty', options: { destination: 2, ignore: 'pid,hostname', translateTime: 'HH:MM:ss' } })
+    ? pino.transport({
+        target: 'pino-pretty',
+        options: { destination: 2, ignore: 'pid,hostname', translateTime: 'HH:MM:ss' },
+      })
     : pino.destination(2);
-  return pino({ name, level, redact: ['apiKey', 'api_key', 'key', 'token', 'authorization', '*.authorization'] }, transport);
+  return pino(
+    { name, level, redact: ['apiKey', 'api_key', 'key', 'token', 'authorization', '*.authorization'] },
+    transport,
+  );
 }

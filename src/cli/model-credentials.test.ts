@@ -15,9 +15,16 @@ import type { ModelApiServer } from '../../test/model-apis/server.ts';
 const BIN = new URL('../../bin/fountain.js', import.meta.url).pathname;
 const KEY = 'sk-proj-cli0123456789abcdef0123456789';
 
-function fountain(args: string[], env: Record<string, string>, stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function fountain(
+  args: string[],
+  env: Record<string, string>,
+  stdin = '',
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -45,10 +52,18 @@ describe('fountain credentials (real process, real server)', () => {
   });
 
   it('sets from stdin (validated against the provider), lists without the value, removes', async () => {
-    const refused = await fountain(['credentials', 'set', 'openai_api_key', '--base-url', `${api.url}/v1`], env, 'sk-proj-wrong\n');
+    const refused = await fountain(
+      ['credentials', 'set', 'openai_api_key', '--base-url', `${api.url}/v1`],
+      env,
+      'sk-proj-wrong\n',
+    );
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /refused/);
-    const set = await fountain(['credentials', 'set', 'openai_api_key', '--base-url', `${api.url}/v1`], env, `${KEY}\n`);
+    const set = await fountain(
+      ['credentials', 'set', 'openai_api_key', '--base-url', `${api.url}/v1`],
+      env,
+      `${KEY}\n`,
+    );
     assert.equal(set.code, 0, set.stderr);
     assert.match(set.stdout, /stored openai_api_key \(base URL http:\/\/127\.0\.0\.1:\d+\/v1\)/);
     const list = await fountain(['credentials', 'list'], env);

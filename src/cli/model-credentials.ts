@@ -10,7 +10,9 @@ import { CliError, action, apiFor, printJson, printTable } from './session.ts';
 
 const PROVIDERS = ['anthropic_api_key', 'claude_code_oauth_token', 'openai_api_key', 'gemini_api_key'] as const;
 const providerSchema = z.enum(PROVIDERS, { error: `the credential is one of ${PROVIDERS.join(', ')}` });
-const credentialSchema = z.object({ provider: z.string(), base_url: z.string().nullable(), created_at: z.string(), updated_at: z.string() }).loose();
+const credentialSchema = z
+  .object({ provider: z.string(), base_url: z.string().nullable(), created_at: z.string(), updated_at: z.string() })
+  .loose();
 const baseUrlFlag = z.url({ protocol: /^https?$/, message: '--base-url must be an http:// or https:// URL' });
 
 function provider(value: string): (typeof PROVIDERS)[number] {
@@ -20,11 +22,15 @@ function provider(value: string): (typeof PROVIDERS)[number] {
 }
 
 export function register(program: Command): void {
-  const creds = program.command('credentials').description("manage your account's model credentials (API keys agents use)");
+  const creds = program
+    .command('credentials')
+    .description("manage your account's model credentials (API keys agents use)");
 
   creds
     .command('set <credential>')
-    .description(`store a model credential (${PROVIDERS.join(', ')}); the value is read from a hidden prompt or one line on stdin`)
+    .description(
+      `store a model credential (${PROVIDERS.join(', ')}); the value is read from a hidden prompt or one line on stdin`,
+    )
     .option('--base-url <url>', 'send the runtime to this gateway instead of the vendor API')
     .option('--no-validate', 'store it without checking it against the provider first')
     .option('--json', 'print JSON')
@@ -39,11 +45,16 @@ export function register(program: Command): void {
         }
         const value = (process.stdin.isTTY ? await promptHidden(`${p}: `) : await readStdinLine()).trim();
         if (value === '') throw new CliError('no value given: type it at the prompt or pipe it on stdin', 2);
-        const { data: stored } = await apiFor(cmd).request('PUT', `/api/account/inference-credentials/${p}`, data(credentialSchema), {
-          value,
-          ...(baseUrl ? { base_url: baseUrl } : {}),
-          validate: opts.validate,
-        });
+        const { data: stored } = await apiFor(cmd).request(
+          'PUT',
+          `/api/account/inference-credentials/${p}`,
+          data(credentialSchema),
+          {
+            value,
+            ...(baseUrl ? { base_url: baseUrl } : {}),
+            validate: opts.validate,
+          },
+        );
         if (opts.json) return printJson(stored);
         process.stdout.write(`stored ${stored.provider}${stored.base_url ? ` (base URL ${stored.base_url})` : ''}\n`);
       }),
@@ -55,9 +66,16 @@ export function register(program: Command): void {
     .option('--json', 'print JSON')
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
-        const { data: list } = await apiFor(cmd).request('GET', '/api/account/inference-credentials', data(z.array(credentialSchema)));
+        const { data: list } = await apiFor(cmd).request(
+          'GET',
+          '/api/account/inference-credentials',
+          data(z.array(credentialSchema)),
+        );
         if (opts.json) return printJson(list);
-        printTable(['CREDENTIAL', 'BASE URL', 'UPDATED'], list.map((c) => [c.provider, c.base_url ?? '(vendor API)', c.updated_at]));
+        printTable(
+          ['CREDENTIAL', 'BASE URL', 'UPDATED'],
+          list.map((c) => [c.provider, c.base_url ?? '(vendor API)', c.updated_at]),
+        );
       }),
     );
 

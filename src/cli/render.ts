@@ -3,7 +3,15 @@
  * they grow (each update merged into its call: what runs, its output, edits as diffs), and one line per stage.
  */
 import { diffLines } from '../acp/diff-lines.ts';
-import { informative, inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../acp/tool-view.ts';
+import {
+  informative,
+  inputSummary,
+  outputText,
+  TERMINAL_TOOL_STATUSES,
+  toolLabel,
+  ToolFold,
+  type ToolView,
+} from '../acp/tool-view.ts';
 import type { LogEvent } from './schemas.ts';
 
 /** What of a tool call the terminal already shows (lines cannot be redrawn, so only news is printed). */
@@ -160,7 +168,10 @@ export function usageText(u: unknown): string | null {
   if (!u || typeof u !== 'object') return null;
   const o = u as { input?: unknown; output?: unknown; cost?: { amount?: unknown; currency?: unknown } };
   if (typeof o.input !== 'number' || typeof o.output !== 'number') return null;
-  const cost = o.cost && typeof o.cost.amount === 'number' && typeof o.cost.currency === 'string' ? ` · ${o.cost.amount} ${o.cost.currency}` : '';
+  const cost =
+    o.cost && typeof o.cost.amount === 'number' && typeof o.cost.currency === 'string'
+      ? ` · ${o.cost.amount} ${o.cost.currency}`
+      : '';
   return `usage: ${o.input} in, ${o.output} out tokens${cost}`;
 }
 

@@ -30,7 +30,10 @@ export function register(program: Command): void {
     .option('--root <dir>', 'directory holding the sandbox "sprite"', '/home')
     .option('--port <n>', 'vsock port to listen on', '1024')
     .option('--listen <socket>', 'serve on this unix socket instead of vsock')
-    .option('--serial <device>', 'serve on this virtio-serial port instead of vsock (QEMU), e.g. /dev/virtio-ports/fountain')
+    .option(
+      '--serial <device>',
+      'serve on this virtio-serial port instead of vsock (QEMU), e.g. /dev/virtio-ports/fountain',
+    )
     .option('--socat <path>', 'socat binary that bridges vsock to the agent (Node has no AF_VSOCK)', 'socat')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .action(async (_opts: unknown, cmd: Command) => {

@@ -24,15 +24,34 @@ const flagsSchema = z.object({
     .regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, '--name must be 1-63 of a-z 0-9 . _ - and start with a letter or digit')
     .optional(),
   root: z.string().min(1).optional(),
-  backend: z.enum(['process', 'namespace', 'firecracker'], { message: '--backend must be "process", "namespace" or "firecracker"' }),
+  backend: z.enum(['process', 'namespace', 'firecracker'], {
+    message: '--backend must be "process", "namespace" or "firecracker"',
+  }),
   nsSubnet: z.string().optional(),
   npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
-  journalCapMib: z.coerce.number({ message: '--journal-cap-mib must be a number' }).int().min(1).max(1024 * 1024),
+  journalCapMib: z.coerce
+    .number({ message: '--journal-cap-mib must be a number' })
+    .int()
+    .min(1)
+    .max(1024 * 1024),
   profile: z.string().optional(),
-  reconnectBaseMs: z.coerce.number({ message: '--reconnect-base-ms must be a number' }).int().min(10).max(60_000).optional(),
-  reconnectCapMs: z.coerce.number({ message: '--reconnect-cap-ms must be a number' }).int().min(10).max(600_000).optional(),
-  token: z.string().regex(/^ftr_[0-9a-f]{48}$/, '--token must be the registration token the Runners page shows (ftr_…)').optional(),
+  reconnectBaseMs: z.coerce
+    .number({ message: '--reconnect-base-ms must be a number' })
+    .int()
+    .min(10)
+    .max(60_000)
+    .optional(),
+  reconnectCapMs: z.coerce
+    .number({ message: '--reconnect-cap-ms must be a number' })
+    .int()
+    .min(10)
+    .max(600_000)
+    .optional(),
+  token: z
+    .string()
+    .regex(/^ftr_[0-9a-f]{48}$/, '--token must be the registration token the Runners page shows (ftr_…)')
+    .optional(),
   url: z.url({ protocol: /^https?$/, message: '--url must be the http(s) address of the Fountain server' }).optional(),
 });
 
@@ -46,7 +65,11 @@ const refusal = z.object({ error: z.string(), message: z.string() }).loose();
 async function exchangeToken(baseUrl: string, token: string, name: string): Promise<string> {
   let res: Response;
   try {
-    res = await fetch(`${baseUrl}/api/runners/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token, name }) });
+    res = await fetch(`${baseUrl}/api/runners/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token, name }),
+    });
   } catch (e) {
     usage(`cannot reach ${baseUrl}: ${(e as Error).message}`);
   }
@@ -72,93 +95,108 @@ function usage(message: string): never {
 export function register(program: Command): void {
   const runner = program
     .command('runner')
-    .description('Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions')
+    .description(
+      'Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions',
+    )
     .option('--name <name>', "runner name (default: this machine's hostname, sanitised)")
     .option('--root <dir>', 'sandbox directory (default: ~/.fountain/runners/<name>/sandboxes)')
-    .option('--backend <backend>', 'what a sandbox is: process (a directory), namespace (bubblewrap, cgroups, egress policy; root) or firecracker (a microVM)', 'process')
+    .option(
+      '--backend <backend>',
+      'what a sandbox is: process (a directory), namespace (bubblewrap, cgroups, egress policy; root) or firecracker (a microVM)',
+      'process',
+    )
     .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
-    .option('--npm-cache <dir>', "process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)")
+    .option(
+      '--npm-cache <dir>',
+      'process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)',
+    )
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
-    .option('--token <token>', 'registration token from "Add runner" on the Runners page: exchanged once for this runner\'s own key')
-    .option('--url <url>', 'the Fountain server (with --token; default: the profile\'s base_url)')
+    .option(
+      '--token <token>',
+      'registration token from "Add runner" on the Runners page: exchanged once for this runner\'s own key',
+    )
+    .option('--url <url>', "the Fountain server (with --token; default: the profile's base_url)")
     // Tests shorten the reconnect backoff (1 s doubling to 30 s) so a cut connection returns quickly.
     .addOption(new Option('--reconnect-base-ms <ms>', 'first reconnect delay').hideHelp())
     .addOption(new Option('--reconnect-cap-ms <ms>', 'longest reconnect delay').hideHelp());
   addVmOptions(runner).action(async (_opts: unknown, cmd: Command) => {
-      const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
-      if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
-      const flags = parsed.data;
+    const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
+    if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
+    const flags = parsed.data;
 
-      const name = flags.name ?? defaultRunnerName(hostname());
-      let creds;
-      try {
-        // A runner added with a token keeps its own key in the profile runner.<name>; --profile or the environment override it.
-        const own = !flags.profile && !process.env.FOUNTAIN_API_KEY?.trim() && readCredentials()[runnerProfile(name)]?.api_key;
-        creds = resolveCredentials({ profile: flags.profile ?? (own ? runnerProfile(name) : undefined) });
-      } catch (e) {
-        usage(e instanceof CredentialsError ? e.message : String(e));
-      }
-      if (flags.token) {
-        const baseUrl = (flags.url ?? creds.baseUrl).replace(/\/+$/, '');
-        creds = { ...creds, baseUrl, apiKey: await exchangeToken(baseUrl, flags.token, name) };
-      }
-      if (!creds.apiKey) {
-        usage(`no API key for profile "${creds.profile}": add the runner on the Runners page (it gives a one-line command), run \`fountain auth login\`, or set FOUNTAIN_API_KEY`);
-      }
+    const name = flags.name ?? defaultRunnerName(hostname());
+    let creds;
+    try {
+      // A runner added with a token keeps its own key in the profile runner.<name>; --profile or the environment override it.
+      const own =
+        !flags.profile && !process.env.FOUNTAIN_API_KEY?.trim() && readCredentials()[runnerProfile(name)]?.api_key;
+      creds = resolveCredentials({ profile: flags.profile ?? (own ? runnerProfile(name) : undefined) });
+    } catch (e) {
+      usage(e instanceof CredentialsError ? e.message : String(e));
+    }
+    if (flags.token) {
+      const baseUrl = (flags.url ?? creds.baseUrl).replace(/\/+$/, '');
+      creds = { ...creds, baseUrl, apiKey: await exchangeToken(baseUrl, flags.token, name) };
+    }
+    if (!creds.apiKey) {
+      usage(
+        `no API key for profile "${creds.profile}": add the runner on the Runners page (it gives a one-line command), run \`fountain auth login\`, or set FOUNTAIN_API_KEY`,
+      );
+    }
 
-      const root = flags.root ? resolve(flags.root) : defaultRoot(name);
-      const logger = createLogger(flags.logLevel, 'fountain-runner');
-      const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
-      const opened: { ok: true; value: Backend } | { ok: false; error: string } =
-        flags.backend === 'firecracker'
-          ? await openVmFromFlags(cmd.opts(), root, logger)
-          : flags.backend === 'namespace'
-            ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet })
-            : openProcessBackend({ ...common, npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined });
-      if (!opened.ok) {
-        process.stderr.write(`fountain runner: ${opened.error}\n`);
-        process.exit(1);
-      }
-      // `name` is pino's own key (the logger's name); a second one would repeat it in every JSON line.
-      logger.info({ runner: name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
+    const root = flags.root ? resolve(flags.root) : defaultRoot(name);
+    const logger = createLogger(flags.logLevel, 'fountain-runner');
+    const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
+    const opened: { ok: true; value: Backend } | { ok: false; error: string } =
+      flags.backend === 'firecracker'
+        ? await openVmFromFlags(cmd.opts(), root, logger)
+        : flags.backend === 'namespace'
+          ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet })
+          : openProcessBackend({ ...common, npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined });
+    if (!opened.ok) {
+      process.stderr.write(`fountain runner: ${opened.error}\n`);
+      process.exit(1);
+    }
+    // `name` is pino's own key (the logger's name); a second one would repeat it in every JSON line.
+    logger.info({ runner: name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
 
-      const daemon = runDaemon({
-        name,
-        root,
-        backend: opened.value,
-        backendKind: flags.backend === 'firecracker' ? 'microvm' : flags.backend,
-        baseUrl: creds.baseUrl,
-        apiKey: creds.apiKey,
-        logger,
-        version: pkg.version,
-        timings: {
-          ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
-          ...(flags.reconnectCapMs === undefined ? {} : { capMs: flags.reconnectCapMs }),
-        },
-      });
-      let signalled = false;
-      const onSignal = (signal: NodeJS.Signals) => {
-        if (signalled) {
-          // A second Ctrl-C does not wait for the grace period.
-          process.exit(130);
-        }
-        signalled = true;
-        logger.info({ signal }, 'runner: stopping sessions');
-        void daemon.stop();
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-
-      const exit = await daemon.done;
-      await daemon.stop();
-      logger.flush();
-      if (exit.kind === 'gave_up') {
-        process.stderr.write(`fountain runner: ${exit.message}\n`);
-        process.exit(1);
-      }
-      logger.info('runner: stopped');
-      logger.flush();
-      process.exit(0);
+    const daemon = runDaemon({
+      name,
+      root,
+      backend: opened.value,
+      backendKind: flags.backend === 'firecracker' ? 'microvm' : flags.backend,
+      baseUrl: creds.baseUrl,
+      apiKey: creds.apiKey,
+      logger,
+      version: pkg.version,
+      timings: {
+        ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
+        ...(flags.reconnectCapMs === undefined ? {} : { capMs: flags.reconnectCapMs }),
+      },
     });
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalled) {
+        // A second Ctrl-C does not wait for the grace period.
+        process.exit(130);
+      }
+      signalled = true;
+      logger.info({ signal }, 'runner: stopping sessions');
+      void daemon.stop();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+
+    const exit = await daemon.done;
+    await daemon.stop();
+    logger.flush();
+    if (exit.kind === 'gave_up') {
+      process.stderr.write(`fountain runner: ${exit.message}\n`);
+      process.exit(1);
+    }
+    logger.info('runner: stopped');
+    logger.flush();
+    process.exit(0);
+  });
 }

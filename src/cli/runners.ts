@@ -45,7 +45,9 @@ export function register(program: Command): void {
         const { data: list } = await apiFor(cmd).request('GET', '/api/runners', data(z.array(runnerSchema)));
         if (opts.json) return printJson(list);
         if (list.length === 0) {
-          process.stdout.write('no runners yet: start one with `fountain runner`, or use "Add runner" on the Runners page\n');
+          process.stdout.write(
+            'no runners yet: start one with `fountain runner`, or use "Add runner" on the Runners page\n',
+          );
           return;
         }
         printTable(

@@ -17,10 +17,18 @@ export const agentSchema = z
 export type Agent = z.infer<typeof agentSchema>;
 
 /** Create and update answers: the agent and what would refuse its conversations at launch (a server of another version may send none). */
-export const savedAgentSchema = agentSchema.extend({ warnings: z.array(z.object({ code: z.string(), message: z.string() }).loose()).optional() }).loose();
+export const savedAgentSchema = agentSchema
+  .extend({ warnings: z.array(z.object({ code: z.string(), message: z.string() }).loose()).optional() })
+  .loose();
 
 export const runnerRefSchema = z
-  .object({ id: z.string(), name: z.string(), hostname: z.string().nullish(), online: z.boolean(), path: z.string().nullish() })
+  .object({
+    id: z.string(),
+    name: z.string(),
+    hostname: z.string().nullish(),
+    online: z.boolean(),
+    path: z.string().nullish(),
+  })
   .loose();
 
 export const conversationSchema = z
@@ -64,7 +72,12 @@ export type LogEvent = z.infer<typeof logEventSchema>;
 
 // The server sends `option_id`; ACP itself spells it `optionId`. Either is accepted.
 export const permissionOptionSchema = z
-  .object({ option_id: z.string().optional(), optionId: z.string().optional(), name: z.string(), kind: z.string().nullish() })
+  .object({
+    option_id: z.string().optional(),
+    optionId: z.string().optional(),
+    name: z.string(),
+    kind: z.string().nullish(),
+  })
   .refine((o) => o.option_id ?? o.optionId, 'an option needs an id')
   .transform((o) => ({ optionId: (o.option_id ?? o.optionId)!, name: o.name, kind: o.kind ?? undefined }));
 export const requestStartedSchema = z
@@ -80,8 +93,14 @@ export const environmentSchema = z
     env_vars: z.record(z.string(), z.string()).optional(),
     secret_keys: z.array(z.string()).optional(),
     networking_type: z.string().optional(),
-    networking_config: z.object({ allowed_hosts: z.array(z.string()) }).loose().optional(),
-    packages: z.object({ apt: z.array(z.string()), npm: z.array(z.string()) }).loose().optional(),
+    networking_config: z
+      .object({ allowed_hosts: z.array(z.string()) })
+      .loose()
+      .optional(),
+    packages: z
+      .object({ apt: z.array(z.string()), npm: z.array(z.string()) })
+      .loose()
+      .optional(),
     repositories: z.array(z.object({ url: z.string(), mount_path: z.string().optional() }).loose()).optional(),
   })
   .loose();

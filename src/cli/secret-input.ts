@@ -44,4 +44,3 @@ export async function readStdinLine(): Promise<string> {
   }
   return text.split(/\r?\n/)[0] ?? '';
 }
-

@@ -18,13 +18,21 @@ interface Proc {
 
 function run(args: string[], env: Record<string, string>): Proc {
   const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, FOUNTAIN_LOG_FORMAT: 'json', FOUNTAIN_BOOTSTRAP_KEY: '', SANDBOX_RUNNERS_ENABLED: '', ...env },
+    env: {
+      ...process.env,
+      FOUNTAIN_LOG_FORMAT: 'json',
+      FOUNTAIN_BOOTSTRAP_KEY: '',
+      SANDBOX_RUNNERS_ENABLED: '',
+      ...env,
+    },
   });
   let out = '';
   let err = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => r({ code, signal })),
+  );
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
@@ -89,7 +97,10 @@ describe('fountain server as a real process', () => {
     procs.push(badPort);
     assert.equal((await badPort.exited).code, 2);
     assert.match(badPort.stderr(), /fountain server: --port must be a number/);
-    const badEnv = run(['server', '--port', '0', '--data-dir', join(dir, 'y')], { FOUNTAIN_DATABASE_URL: url, SANDBOX_RUNNERS_ENABLED: 'perhaps' });
+    const badEnv = run(['server', '--port', '0', '--data-dir', join(dir, 'y')], {
+      FOUNTAIN_DATABASE_URL: url,
+      SANDBOX_RUNNERS_ENABLED: 'perhaps',
+    });
     procs.push(badEnv);
     assert.equal((await badEnv.exited).code, 2);
     assert.match(badEnv.stderr(), /fountain server: SANDBOX_RUNNERS_ENABLED: must be one of/);

@@ -77,7 +77,10 @@ export function register(program: Command): void {
             `Log in with: fountain auth login --base-url ${server.url} --key <that key>\n`,
         );
       }
-      logger.info({ url: server.url, dataDir, database: server.database.kind, runnersEnabled: server.config.runnersEnabled }, 'server started');
+      logger.info(
+        { url: server.url, dataDir, database: server.database.kind, runnersEnabled: server.config.runnersEnabled },
+        'server started',
+      );
       // The one line scripts and tests parse for the real port.
       process.stdout.write(`fountain server listening on ${server.url}\n`);
 

@@ -20,7 +20,10 @@ export function apiFor(cmd: Command): FountainApi {
   const profile = (cmd.optsWithGlobals() as { profile?: string }).profile;
   const creds = resolveCredentials({ profile });
   if (!creds.apiKey) {
-    throw new CliError(`no API key for profile "${creds.profile}": run \`fountain auth login\` or set FOUNTAIN_API_KEY`, 2);
+    throw new CliError(
+      `no API key for profile "${creds.profile}": run \`fountain auth login\` or set FOUNTAIN_API_KEY`,
+      2,
+    );
   }
   return new FountainApi({ baseUrl: creds.baseUrl, apiKey: creds.apiKey });
 }
@@ -85,6 +88,10 @@ export const printJson = (value: unknown): void => {
 /** Prints rows as aligned columns. */
 export function printTable(header: string[], rows: string[][]): void {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   process.stdout.write(`${line(header)}\n${rows.map(line).join('\n')}${rows.length ? '\n' : ''}`);
 }

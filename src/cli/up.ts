@@ -22,7 +22,11 @@ const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.ur
 
 const flagsSchema = z.object({
   host: z.string().trim().min(1, '--host must not be empty'),
-  port: z.coerce.number({ message: '--port must be a number' }).int().min(0, '--port must be 0-65535').max(65535, '--port must be 0-65535'),
+  port: z.coerce
+    .number({ message: '--port must be a number' })
+    .int()
+    .min(0, '--port must be 0-65535')
+    .max(65535, '--port must be 0-65535'),
   dataDir: z.string().trim().min(1).optional(),
   runnerRoot: z.string().trim().min(1).optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
@@ -57,7 +61,10 @@ export function register(program: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', '4000')
     .option('--data-dir <dir>', 'server data directory (default: ~/.fountain/server)')
-    .option('--runner-root <dir>', 'sandbox directory of the local runner (default: ~/.fountain/runners/local/sandboxes)')
+    .option(
+      '--runner-root <dir>',
+      'sandbox directory of the local runner (default: ~/.fountain/runners/local/sandboxes)',
+    )
     .option('--no-demo', 'do not create the demo agent')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'warn')
     .action(async (_opts: unknown, cmd: Command) => {
@@ -70,11 +77,20 @@ export function register(program: Command): void {
 
       let server;
       try {
-        server = await startServer({ dataDir, host: flags.host, port: flags.port, env: process.env, logger, version: pkg.version });
+        server = await startServer({
+          dataDir,
+          host: flags.host,
+          port: flags.port,
+          env: process.env,
+          logger,
+          version: pkg.version,
+        });
       } catch (e) {
         if (e instanceof ConfigError) fail(e.message, 2);
         if (e instanceof DataDirInUseError) {
-          fail(`Fountain is already running on ${dataDir} (pid ${e.pid}): use that one, or stop it with Ctrl-C in its terminal. A second one needs its own --data-dir and --runner-root.`);
+          fail(
+            `Fountain is already running on ${dataDir} (pid ${e.pid}): use that one, or stop it with Ctrl-C in its terminal. A second one needs its own --data-dir and --runner-root.`,
+          );
         }
         if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
           fail(`${flags.host}:${flags.port} is already in use, perhaps by another program; --port 0 picks a free port`);
@@ -84,10 +100,16 @@ export function register(program: Command): void {
       const key = server.bootstrapKey;
       if (!key) {
         await server.stop();
-        fail(`the owner key is not in ${server.bootstrapKeyFile}; start with a fresh --data-dir or set FOUNTAIN_BOOTSTRAP_KEY`);
+        fail(
+          `the owner key is not in ${server.bootstrapKeyFile}; start with a fresh --data-dir or set FOUNTAIN_BOOTSTRAP_KEY`,
+        );
       }
 
-      const backend = openProcessBackend({ root: runnerRoot, logger: logger.child({ part: 'runner' }), journalCapBytes: 256 * 1024 * 1024 });
+      const backend = openProcessBackend({
+        root: runnerRoot,
+        logger: logger.child({ part: 'runner' }),
+        journalCapBytes: 256 * 1024 * 1024,
+      });
       if (!backend.ok) {
         await server.stop();
         fail(backend.error);
@@ -145,8 +167,12 @@ export function register(program: Command): void {
             ? ['  Open this link in a browser to sign in (it works once, within 15 minutes):', `  ${signInLink}`]
             : [`  Sign in at ${server.url}/signin with the owner API key below.`]),
           '',
-          flags.demo ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — message it on the Team page, or run: npx fountain chat demo` : null,
-          saved ? `${keyLine} (saved as profile "${profile}" in ${credentialsPath()})` : `${keyLine} (profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY)`,
+          flags.demo
+            ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — message it on the Team page, or run: npx fountain chat demo`
+            : null,
+          saved
+            ? `${keyLine} (saved as profile "${profile}" in ${credentialsPath()})`
+            : `${keyLine} (profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY)`,
           `  data: ${dataDir}${server.database.kind === 'postgres' ? ' (database: FOUNTAIN_DATABASE_URL)' : ' (embedded database)'}; sandboxes: ${runnerRoot}`,
           '',
           'Ctrl-C stops everything. Your data stays; `npx fountain up` again carries on and prints a new sign-in link.',

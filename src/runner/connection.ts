@@ -115,7 +115,11 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
           log.warn('runner: ignoring a binary frame');
           return;
         }
-        const text = Buffer.isBuffer(data) ? data.toString('utf8') : Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data).toString('utf8');
+        const text = Buffer.isBuffer(data)
+          ? data.toString('utf8')
+          : Array.isArray(data)
+            ? Buffer.concat(data).toString('utf8')
+            : Buffer.from(data).toString('utf8');
         server.receive(text);
       });
       pingTimer = setInterval(() => {

@@ -35,7 +35,10 @@ describe('runner daemon over a loopback WebSocket', () => {
     rmSync(join(root, '..'), { recursive: true, force: true });
   });
 
-  const start = async (plan: Parameters<typeof LoopbackRunnerServer.start>[0], opts: { autoPong?: boolean; timings?: object; baseUrl?: string } = {}) => {
+  const start = async (
+    plan: Parameters<typeof LoopbackRunnerServer.start>[0],
+    opts: { autoPong?: boolean; timings?: object; baseUrl?: string } = {},
+  ) => {
     const server = await LoopbackRunnerServer.start(plan, opts);
     servers.push(server);
     const log: CapturedLogger = captureLogger();
@@ -62,7 +65,12 @@ describe('runner daemon over a loopback WebSocket', () => {
     [400, /runner rejected \(HTTP 400: \{"errors":\{"name":\["has invalid format"\]\}\}\)/],
   ] as const) {
     it(`gives up on HTTP ${status} after one attempt`, async () => {
-      const body = status === 400 ? '{"errors":{"name":["has invalid format"]}}' : status === 401 ? '{"error":"unauthorized"}' : '{}';
+      const body =
+        status === 400
+          ? '{"errors":{"name":["has invalid format"]}}'
+          : status === 401
+            ? '{"error":"unauthorized"}'
+            : '{}';
       const { server, daemon, log } = await start(() => ({ refuse: status, body }));
       const exit = await daemon.done;
       assert.equal(exit.kind, 'gave_up');
@@ -123,13 +131,22 @@ describe('runner daemon over a loopback WebSocket', () => {
     }
     await until(() => server.sockets[4], 'the last reconnect');
     const lines = log.lines.filter((l) => l.msg === 'runner: disconnected; reconnecting');
-    assert.deepEqual(lines.map((l) => l.attempt), [1, 1, 1, 1]);
-    assert.deepEqual(lines.map((l) => l.delayMs), [10, 10, 10, 10]);
+    assert.deepEqual(
+      lines.map((l) => l.attempt),
+      [1, 1, 1, 1],
+    );
+    assert.deepEqual(
+      lines.map((l) => l.delayMs),
+      [10, 10, 10, 10],
+    );
     await daemon.stop();
   });
 
   it('terminates a socket whose ping goes unanswered and dials again', async () => {
-    const { server, daemon, log } = await start(() => ({ accept: true }), { autoPong: false, timings: { pingIntervalMs: 30, pingTimeoutMs: 60 } });
+    const { server, daemon, log } = await start(() => ({ accept: true }), {
+      autoPong: false,
+      timings: { pingIntervalMs: 30, pingTimeoutMs: 60 },
+    });
     await until(() => server.sockets.length >= 2, 'a second connection');
     assert.ok(log.lines.some((l) => l.msg === 'runner: disconnected; reconnecting' && l.reason === 'ping timeout'));
     await daemon.stop();
@@ -141,7 +158,12 @@ describe('runner daemon over a loopback WebSocket', () => {
     sock.ws.send('not json');
     sock.ws.send(Buffer.from([1, 2, 3]), { binary: true });
     sock.ws.send('{"stream":"stdout"}');
-    assert.deepEqual(await sock.call({ id: 5, op: 'fly' }), { id: 5, ok: false, error: 'not_supported', detail: 'fly' });
+    assert.deepEqual(await sock.call({ id: 5, op: 'fly' }), {
+      id: 5,
+      ok: false,
+      error: 'not_supported',
+      detail: 'fly',
+    });
     const bad = await sock.call({ id: 6, op: 'stdin', session_id: 's-1-1', data: '%%' });
     assert.equal(bad.ok ? '' : bad.error, 'invalid');
     const ping = await sock.call({ id: 7, op: 'ping' });
@@ -152,7 +174,9 @@ describe('runner daemon over a loopback WebSocket', () => {
     sock.ws.send(JSON.stringify({ id: 20, op: 'exec', name: 'conc', cmd: 'sleep', args: ['0.5'] }));
     sock.ws.send(JSON.stringify({ id: 21, op: 'list' }));
     await sock.reply(20);
-    const order = sock.frames.filter((f) => 'ok' in f && (f.id === 20 || f.id === 21)).map((f) => (f as { id: number }).id);
+    const order = sock.frames
+      .filter((f) => 'ok' in f && (f.id === 20 || f.id === 21))
+      .map((f) => (f as { id: number }).id);
     assert.deepEqual(order, [21, 20]);
     await daemon.stop();
   });
@@ -162,7 +186,13 @@ describe('runner daemon over a loopback WebSocket', () => {
     const one = await until(() => server.sockets[0], 'connection');
     assert.equal((await one.call({ op: 'create', name: 'replay' })).ok, true);
     one.ws.send(
-      JSON.stringify({ id: 30, op: 'spawn', name: 'replay', cmd: 'bash', args: ['-c', 'echo first; for i in $(seq 1 80); do echo "n $i"; sleep 0.003; done'] }),
+      JSON.stringify({
+        id: 30,
+        op: 'spawn',
+        name: 'replay',
+        cmd: 'bash',
+        args: ['-c', 'echo first; for i in $(seq 1 80); do echo "n $i"; sleep 0.003; done'],
+      }),
     );
     const spawned = await one.reply(30);
     assert.ok(spawned.ok);
@@ -194,14 +224,20 @@ describe('runner daemon over a loopback WebSocket', () => {
 describe('dial rules', () => {
   it('builds the socket URL from http(s) bases, keeping a path prefix', () => {
     const id = { name: 'n', hostname: 'h', os: 'linux', arch: 'amd64', version: 'v', root: '/r' };
-    assert.equal(runnerSocketUrl('https://f.example/base/', id)?.toString(), 'wss://f.example/base/api/runners/ws?name=n&hostname=h&os=linux&arch=amd64&version=v&root=%2Fr');
+    assert.equal(
+      runnerSocketUrl('https://f.example/base/', id)?.toString(),
+      'wss://f.example/base/api/runners/ws?name=n&hostname=h&os=linux&arch=amd64&version=v&root=%2Fr',
+    );
     assert.equal(runnerSocketUrl('http://127.0.0.1:4000', id)?.protocol, 'ws:');
     assert.equal(runnerSocketUrl('ws://x', id), null);
     assert.equal(runnerSocketUrl('not a url', id), null);
   });
   it('backs off 1 s doubling to a 30 s cap', () => {
     const t = { baseMs: 1000, capMs: 30_000 };
-    assert.deepEqual([0, 1, 2, 3, 4, 5, 6, 7].map((a) => backoffDelay(a, t)), [1000, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+    assert.deepEqual(
+      [0, 1, 2, 3, 4, 5, 6, 7].map((a) => backoffDelay(a, t)),
+      [1000, 1000, 2000, 4000, 8000, 16000, 30000, 30000],
+    );
   });
   it('classifies close codes', () => {
     assert.equal(classifyClose(1000, '').kind, 'clean');
@@ -219,10 +255,23 @@ describe('dial rules', () => {
 describe('frame masking', () => {
   it('is skipped only where no plain-text intermediary can read the socket: TLS and this machine', () => {
     const needed = (u: string) => maskingNeeded(new URL(u));
-    for (const u of ['wss://fountain.example/api/runners/ws', 'https://fountain.example', 'ws://127.0.0.1:4000/x', 'ws://127.9.8.7/x', 'ws://localhost:4000', 'ws://[::1]:4000/x']) {
+    for (const u of [
+      'wss://fountain.example/api/runners/ws',
+      'https://fountain.example',
+      'ws://127.0.0.1:4000/x',
+      'ws://127.9.8.7/x',
+      'ws://localhost:4000',
+      'ws://[::1]:4000/x',
+    ]) {
       assert.equal(needed(u), false, u);
     }
-    for (const u of ['ws://fountain.example/x', 'http://10.0.0.2:4000', 'ws://128.0.0.1/x', 'ws://localhost.example/x', 'ws://[::2]/x']) {
+    for (const u of [
+      'ws://fountain.example/x',
+      'http://10.0.0.2:4000',
+      'ws://128.0.0.1/x',
+      'ws://localhost.example/x',
+      'ws://[::2]/x',
+    ]) {
       assert.equal(needed(u), true, u);
     }
   });

@@ -75,10 +75,18 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
       capabilities: (opts.backend.capabilities?.() ?? DEFAULT_RUNNER_CAPABILITIES).join(','),
       ...(opts.backendKind ? { backend: opts.backendKind } : {}),
     });
-    if (url === null) return { kind: 'gave_up', message: `base URL must be http:// or https://, got ${JSON.stringify(opts.baseUrl)}` };
+    if (url === null)
+      return { kind: 'gave_up', message: `base URL must be http:// or https://, got ${JSON.stringify(opts.baseUrl)}` };
     let attempt = 0;
     while (!stopping) {
-      const outcome = await connectOnce({ url, apiKey: opts.apiKey, backend: opts.backend, logger: log, timings, signal: abort.signal });
+      const outcome = await connectOnce({
+        url,
+        apiKey: opts.apiKey,
+        backend: opts.backend,
+        logger: log,
+        timings,
+        signal: abort.signal,
+      });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
       // A connection that was up through a heartbeat starts a new streak: each server crash costs one base delay.

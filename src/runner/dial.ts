@@ -57,7 +57,9 @@ const snippet = (body: string): string => {
 function refusalCode(body: string): string | undefined {
   try {
     const v: unknown = JSON.parse(body);
-    return v !== null && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string' ? (v as { error: string }).error : undefined;
+    return v !== null && typeof v === 'object' && typeof (v as { error?: unknown }).error === 'string'
+      ? (v as { error: string }).error
+      : undefined;
   } catch {
     return undefined;
   }
@@ -71,17 +73,23 @@ export function classifyRefusal(status: number, body: string): Outcome {
     return { kind: 'give_up', message: `this runner key belongs to another runner (HTTP 403${withBody})` };
   }
   if (status === 401 || status === 403) {
-    return { kind: 'give_up', message: `API key refused (HTTP ${status}${withBody}); run \`fountain auth login\` with a full-scope key` };
+    return {
+      kind: 'give_up',
+      message: `API key refused (HTTP ${status}${withBody}); run \`fountain auth login\` with a full-scope key`,
+    };
   }
-  if (status === 404) return { kind: 'give_up', message: 'self-hosted runners are disabled on this instance (HTTP 404)' };
+  if (status === 404)
+    return { kind: 'give_up', message: 'self-hosted runners are disabled on this instance (HTTP 404)' };
   if (status === 400) return { kind: 'give_up', message: `runner rejected (HTTP 400${withBody})` };
   if (status === 409) return { kind: 'retry', reason: 'a runner with this name is already connected (HTTP 409)' };
   return { kind: 'retry', reason: `unexpected HTTP ${status}${withBody}` };
 }
 
 export function classifyClose(code: number, reason: string): Outcome {
-  if (code === CLOSE.normal || code === CLOSE.goingAway) return { kind: 'clean', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
-  if (code === CLOSE.alreadyConnected) return { kind: 'retry', reason: `a runner with this name is already connected (${code})` };
+  if (code === CLOSE.normal || code === CLOSE.goingAway)
+    return { kind: 'clean', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
+  if (code === CLOSE.alreadyConnected)
+    return { kind: 'retry', reason: `a runner with this name is already connected (${code})` };
   if (code === CLOSE.runnerDeleted) return { kind: 'retry', reason: `runner deleted; registering again (${code})` };
   return { kind: 'retry', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
 }

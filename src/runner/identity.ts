@@ -13,7 +13,8 @@ export function defaultRunnerName(hostname: string): string {
   return short === '' ? 'runner' : short;
 }
 
-export const defaultRoot = (name: string, home = homedir()): string => resolve(join(home, '.fountain', 'runners', name, 'sandboxes'));
+export const defaultRoot = (name: string, home = homedir()): string =>
+  resolve(join(home, '.fountain', 'runners', name, 'sandboxes'));
 
 const GOOS: Record<string, string> = { win32: 'windows', sunos: 'solaris' };
 const GOARCH: Record<string, string> = { x64: 'amd64', ia32: '386', ppc64: 'ppc64le' };

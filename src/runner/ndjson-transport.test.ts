@@ -43,7 +43,9 @@ describe('the protocol over a newline-delimited stream (guest-link framing)', ()
     const opened = openProcessBackend({ root: join(dir, 'home'), logger: captureLogger().logger });
     assert.ok(opened.ok);
     backend = opened.value;
-    server = createServer((s) => serveNdjson(s, backend, captureLogger().logger, { pingAgent: 'fountain runner-guest' }));
+    server = createServer((s) =>
+      serveNdjson(s, backend, captureLogger().logger, { pingAgent: 'fountain runner-guest' }),
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as AddressInfo).port;
   });
@@ -63,7 +65,9 @@ describe('the protocol over a newline-delimited stream (guest-link framing)', ()
     a.send({ id: 3, op: 'create', name: 'sprite' });
     assert.equal((await a.reply(3)).ok, true);
     // One write carrying two frames, and one frame split across writes.
-    a.sock.write('{"id":4,"op":"spawn","name":"sprite","cmd":"bash","args":["-c","echo one; read x; echo $x"],"stdin":true}\n{"id":5,');
+    a.sock.write(
+      '{"id":4,"op":"spawn","name":"sprite","cmd":"bash","args":["-c","echo one; read x; echo $x"],"stdin":true}\n{"id":5,',
+    );
     a.sock.write('"op":"list"}\n');
     const spawned = await a.reply(4);
     assert.ok(spawned.ok);

@@ -53,7 +53,12 @@ class StreamTransport implements FrameTransport {
  * Serves one connected stream until it closes. Sessions belong to the backend, not to the
  * stream, so a peer that reconnects can attach and replay.
  */
-export function serveNdjson(stream: Duplex, backend: Backend, logger: Logger, opts: ProtocolServerOptions = {}): ProtocolServer {
+export function serveNdjson(
+  stream: Duplex,
+  backend: Backend,
+  logger: Logger,
+  opts: ProtocolServerOptions = {},
+): ProtocolServer {
   const server = new ProtocolServer(backend, new StreamTransport(stream), logger, opts);
   let pending: Buffer[] = [];
   let pendingBytes = 0;

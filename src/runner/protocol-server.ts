@@ -54,7 +54,11 @@ export class ProtocolServer {
     const decoded = decodeFrame(text);
     if (decoded.kind === 'refused') {
       if (decoded.id !== undefined) this.#write(errorReply(decoded.id, decoded.code, decoded.detail));
-      else this.#log.warn({ code: decoded.code, detail: decoded.detail }, 'runner: ignoring a frame that is not a request');
+      else
+        this.#log.warn(
+          { code: decoded.code, detail: decoded.detail },
+          'runner: ignoring a frame that is not a request',
+        );
       return;
     }
     if (decoded.kind !== 'request') {
@@ -74,7 +78,8 @@ export class ProtocolServer {
     }
     if (!outcome.ok) {
       const { code, detail } = outcome.error;
-      if (code === 'provider' || code === 'unavailable') this.#log.warn({ op: req.op, id: req.id, code, detail }, 'runner: op failed');
+      if (code === 'provider' || code === 'unavailable')
+        this.#log.warn({ op: req.op, id: req.id, code, detail }, 'runner: op failed');
       else this.#log.debug({ op: req.op, id: req.id, code, detail }, 'runner: op refused');
       this.#write(errorReply(req.id, code, detail));
       return;

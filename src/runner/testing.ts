@@ -102,7 +102,10 @@ export class LoopbackRunnerServer {
     });
   }
 
-  static async start(plan: (n: number) => UpgradePlan, opts: { autoPong?: boolean } = {}): Promise<LoopbackRunnerServer> {
+  static async start(
+    plan: (n: number) => UpgradePlan,
+    opts: { autoPong?: boolean } = {},
+  ): Promise<LoopbackRunnerServer> {
     const s = new LoopbackRunnerServer(plan, opts.autoPong ?? true);
     await new Promise<void>((r) => s.#http.listen(0, '127.0.0.1', r));
     return s;

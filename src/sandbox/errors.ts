@@ -56,5 +56,4 @@ export const isSandboxErrorCode = (v: unknown): v is SandboxErrorCode =>
   typeof v === 'string' && (SANDBOX_ERROR_CODES as readonly string[]).includes(v);
 
 /** A one-line description for logs and user-facing messages. */
-export const describeError = (e: SandboxError): string =>
-  e.detail ? `${e.code}: ${e.detail}` : e.code;
+export const describeError = (e: SandboxError): string => (e.detail ? `${e.code}: ${e.detail}` : e.code);

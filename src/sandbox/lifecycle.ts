@@ -16,7 +16,9 @@ export interface LifecycleLimits {
   readonly maxLifetimeMs: number | null;
 }
 
-export type LifecycleVerdict = { readonly kind: 'ok' } | { readonly kind: 'expired'; readonly reason: 'max_lifetime' | 'idle' };
+export type LifecycleVerdict =
+  | { readonly kind: 'ok' }
+  | { readonly kind: 'expired'; readonly reason: 'max_lifetime' | 'idle' };
 
 /** Max lifetime first; idle only when no turn is in flight. */
 export function checkLifecycle(

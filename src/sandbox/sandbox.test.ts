@@ -21,7 +21,14 @@ test('retry classification follows the closed taxonomy; unknown shapes are trans
   for (const c of ['not_found', 'truncated', 'not_supported', 'already_exists', 'denied', 'invalid'] as const) {
     assert.equal(isTransient(sandboxError(c)), false, c);
   }
-  for (const c of ['unavailable', 'rate_limited', 'closed_before_exit', 'command_exited', 'write_failed', 'provider'] as const) {
+  for (const c of [
+    'unavailable',
+    'rate_limited',
+    'closed_before_exit',
+    'command_exited',
+    'write_failed',
+    'provider',
+  ] as const) {
     assert.equal(isTransient(sandboxError(c)), true, c);
   }
   assert.equal(isTransient({ code: 'timeout' }), true);
@@ -29,11 +36,26 @@ test('retry classification follows the closed taxonomy; unknown shapes are trans
 });
 
 test('backoff delays sit between half the ceiling and the ceiling, capped at max', () => {
-  assert.equal(backoffDelay(1, 250, 2000, () => 0), 125);
-  assert.equal(backoffDelay(1, 250, 2000, () => 0.999999), 250);
-  assert.equal(backoffDelay(2, 250, 2000, () => 0), 250);
-  assert.equal(backoffDelay(5, 250, 2000, () => 0.999999), 2000);
-  assert.equal(backoffDelay(9, 250, 2000, () => 0), 1000);
+  assert.equal(
+    backoffDelay(1, 250, 2000, () => 0),
+    125,
+  );
+  assert.equal(
+    backoffDelay(1, 250, 2000, () => 0.999999),
+    250,
+  );
+  assert.equal(
+    backoffDelay(2, 250, 2000, () => 0),
+    250,
+  );
+  assert.equal(
+    backoffDelay(5, 250, 2000, () => 0.999999),
+    2000,
+  );
+  assert.equal(
+    backoffDelay(9, 250, 2000, () => 0),
+    1000,
+  );
 });
 
 test('withBackoff retries transient errors three times and stops on permanent ones', async () => {
@@ -49,10 +71,21 @@ test('withBackoff retries transient errors three times and stops on permanent on
   await withBackoff(async () => (calls++, err(sandboxError('not_found'))), { sleep: async () => {} });
   assert.equal(calls, 1);
   calls = 0;
-  const good = await withBackoff(async () => (++calls < 2 ? err(sandboxError('rate_limited')) : ok(7)), { sleep: async () => {} });
+  const good = await withBackoff(async () => (++calls < 2 ? err(sandboxError('rate_limited')) : ok(7)), {
+    sleep: async () => {},
+  });
   assert.deepEqual(good, ok(7));
   let thrown = 0;
-  await assert.rejects(withBackoff(async () => { thrown++; throw new Error('boom'); }, { sleep: async () => {} }), /boom/);
+  await assert.rejects(
+    withBackoff(
+      async () => {
+        thrown++;
+        throw new Error('boom');
+      },
+      { sleep: async () => {} },
+    ),
+    /boom/,
+  );
   assert.equal(thrown, 3);
 });
 
@@ -91,7 +124,9 @@ test('idle action and lifecycle checks', () => {
   assert.deepEqual(checkLifecycle(limits, t0, t0, false, new Date(1000)), { kind: 'expired', reason: 'idle' });
   assert.deepEqual(checkLifecycle(limits, t0, t0, true, new Date(1000)), { kind: 'ok' });
   assert.deepEqual(checkLifecycle(limits, t0, t0, true, new Date(5000)), { kind: 'expired', reason: 'max_lifetime' });
-  assert.deepEqual(checkLifecycle({ idleTimeoutMs: 0, maxLifetimeMs: null }, t0, t0, false, new Date(1e9)), { kind: 'ok' });
+  assert.deepEqual(checkLifecycle({ idleTimeoutMs: 0, maxLifetimeMs: null }, t0, t0, false, new Date(1e9)), {
+    kind: 'ok',
+  });
 });
 
 test('a provider is switched on by its credential; blank equals unset', () => {

@@ -69,13 +69,13 @@ describe('configuration, docs and example files agree', () => {
     assert.equal(new Set(serverDocumented).size, serverDocumented.length, 'a variable is documented twice');
   });
 
-  it('.env.example lists exactly the module\'s variables', () => {
+  it(".env.example lists exactly the module's variables", () => {
     const vars = dotenvVars(read('.env.example'));
     assert.deepEqual(sorted(vars), sorted(SERVER_ENV_VARS));
     assert.equal(new Set(vars).size, vars.length, 'a variable is listed twice');
   });
 
-  it('.env.compose.example lists exactly the module\'s variables, plus the PostgreSQL service\'s own', () => {
+  it(".env.compose.example lists exactly the module's variables, plus the PostgreSQL service's own", () => {
     const vars = dotenvVars(read('.env.compose.example'));
     assert.deepEqual(sorted(vars.filter((v) => !v.startsWith('POSTGRES_'))), sorted(SERVER_ENV_VARS));
     assert.equal(new Set(vars).size, vars.length, 'a variable is listed twice');

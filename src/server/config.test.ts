@@ -36,7 +36,11 @@ describe('server configuration', () => {
   });
 
   it('takes the agent timeouts in seconds; a silence timeout of 0 means never', () => {
-    const c = parseServerConfig({ FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: '900', FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: '120', FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: '0' });
+    const c = parseServerConfig({
+      FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: '900',
+      FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: '120',
+      FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: '0',
+    });
     assert.equal(c.engine.installTimeoutMs, 900_000);
     assert.equal(c.engine.acpCallTimeoutMs, 120_000);
     assert.equal(c.engine.turnSilenceTimeoutMs, 0);
@@ -105,7 +109,11 @@ describe('server configuration', () => {
       template: 'fountain',
       user: 'sprite',
     });
-    assert.deepEqual(c.providers.daytona, { apiKey: 'dtn_key', apiUrl: 'http://127.0.0.1:9002/api', snapshot: 'fountain' });
+    assert.deepEqual(c.providers.daytona, {
+      apiKey: 'dtn_key',
+      apiUrl: 'http://127.0.0.1:9002/api',
+      snapshot: 'fountain',
+    });
     assert.ok(c.providers.sprites?.token instanceof Private);
     assert.equal((c.providers.sprites.token as Private<string>).reveal(), 'spr_token');
     assert.equal(c.providers.sprites.baseUrl, 'http://127.0.0.1:9003');

@@ -59,14 +59,20 @@ const envSchema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a postgres:// or postgresql:// URL')
     .optional(),
-  FOUNTAIN_BOOTSTRAP_KEY: z.string().regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits').optional(),
+  FOUNTAIN_BOOTSTRAP_KEY: z
+    .string()
+    .regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits')
+    .optional(),
   FOUNTAIN_SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   PUBLIC_URL: httpUrl,
   FOUNTAIN_SECRET_KEY: z
     .string()
     .regex(/^([0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)$/, 'must be 32 bytes as 64 hex digits or base64')
     .optional(),
-  FOUNTAIN_SKILLS_GIT_URL: z.string().regex(/^https:\/\/\S+$/, 'must be an https:// URL').optional(),
+  FOUNTAIN_SKILLS_GIT_URL: z
+    .string()
+    .regex(/^https:\/\/\S+$/, 'must be an https:// URL')
+    .optional(),
   FOUNTAIN_PGLITE_TEMPLATE_DIR: z
     .string()
     .refine((v) => v === 'off' || v.startsWith('/'), 'must be an absolute directory or off')
@@ -84,7 +90,12 @@ const envSchema = z.object({
   FOUNTAIN_RUNNER_RECOVERY_SECONDS: wholeNumber(120, 1, 86_400, 'seconds'),
   FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: wholeNumber(ENGINE_DEFAULTS.installTimeoutMs / 1000, 1, 86_400, 'seconds'),
   FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS: wholeNumber(ENGINE_DEFAULTS.acpCallTimeoutMs / 1000, 1, 86_400, 'seconds'),
-  FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: wholeNumber(ENGINE_DEFAULTS.turnSilenceTimeoutMs / 1000, 0, 86_400, 'seconds (0 = never)'),
+  FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS: wholeNumber(
+    ENGINE_DEFAULTS.turnSilenceTimeoutMs / 1000,
+    0,
+    86_400,
+    'seconds (0 = never)',
+  ),
   // Runner hub
   FOUNTAIN_RUNNER_HEARTBEAT_MS: wholeNumber(20_000, 1, 3_600_000, 'milliseconds'),
   FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: wholeNumber(30_000, 1, 3_600_000, 'milliseconds'),
@@ -93,7 +104,10 @@ const envSchema = z.object({
   E2B_BASE_URL: httpUrl,
   E2B_SANDBOX_URL: httpUrl,
   E2B_TEMPLATE: text,
-  E2B_USER: z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'must be a Linux user name').optional(),
+  E2B_USER: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'must be a Linux user name')
+    .optional(),
   // Daytona
   DAYTONA_API_KEY: text,
   DAYTONA_API_URL: httpUrl,
@@ -120,7 +134,15 @@ export const SERVER_ENV_VARS = Object.keys(envSchema.shape) as ServerEnvVar[];
 
 /** Where a variable belongs; the docs' sections follow these groups. */
 export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>> = {
-  server: ['FOUNTAIN_DATABASE_URL', 'FOUNTAIN_BOOTSTRAP_KEY', 'FOUNTAIN_SESSION_SECRET', 'PUBLIC_URL', 'FOUNTAIN_SECRET_KEY', 'FOUNTAIN_SKILLS_GIT_URL', 'FOUNTAIN_PGLITE_TEMPLATE_DIR'],
+  server: [
+    'FOUNTAIN_DATABASE_URL',
+    'FOUNTAIN_BOOTSTRAP_KEY',
+    'FOUNTAIN_SESSION_SECRET',
+    'PUBLIC_URL',
+    'FOUNTAIN_SECRET_KEY',
+    'FOUNTAIN_SKILLS_GIT_URL',
+    'FOUNTAIN_PGLITE_TEMPLATE_DIR',
+  ],
   sandboxes: [
     'SANDBOX_PROVIDER',
     'SANDBOX_RUNNERS_ENABLED',
@@ -224,14 +246,18 @@ export function parseServerConfig(env: Env): ServerConfig {
   const c = parsed.data;
   // A node must be able to miss a beat (a busy event loop, a slow database) without losing its turns.
   if (c.FOUNTAIN_NODE_EXPIRY_MS < 2 * c.FOUNTAIN_NODE_HEARTBEAT_MS) {
-    throw new ConfigError('FOUNTAIN_NODE_EXPIRY_MS', `must be at least twice FOUNTAIN_NODE_HEARTBEAT_MS (${c.FOUNTAIN_NODE_HEARTBEAT_MS})`);
+    throw new ConfigError(
+      'FOUNTAIN_NODE_EXPIRY_MS',
+      `must be at least twice FOUNTAIN_NODE_HEARTBEAT_MS (${c.FOUNTAIN_NODE_HEARTBEAT_MS})`,
+    );
   }
 
   const engine = engineConfigFromEnv(picked);
   if (!engine.ok) throw blame(engine.message, SERVER_ENV_GROUPS.sandboxes!);
 
   const daytona = daytonaOptionsFromEnv(picked);
-  if (!daytona.ok && daytona.error.code !== 'missing_api_key') throw blame(daytona.error.message, SERVER_ENV_GROUPS.daytona!);
+  if (!daytona.ok && daytona.error.code !== 'missing_api_key')
+    throw blame(daytona.error.message, SERVER_ENV_GROUPS.daytona!);
   const sprites = spritesOptionsFromEnv(picked);
   if (!sprites.ok) throw blame(sprites.error.detail, SERVER_ENV_GROUPS.sprites!);
 

@@ -22,7 +22,10 @@ export class StopStack {
         try {
           await s.stop();
         } catch (e) {
-          this.log.warn({ err: e instanceof Error ? e.message : String(e), component: s.name }, 'stopping a component failed');
+          this.log.warn(
+            { err: e instanceof Error ? e.message : String(e), component: s.name },
+            'stopping a component failed',
+          );
         }
       }
     })();

@@ -7,7 +7,13 @@ import pino from 'pino';
 import { LocalRunnerHost } from '../providers/runner/host.ts';
 import { KNOWN_PROVIDERS } from '../sandbox/providers.ts';
 import { ConfigError, parseServerConfig, type Env } from './config.ts';
-import { PROVIDER_WIRING, checkDefaultProvider, createProviderRegistry, hostedAdapters, plannedProviders } from './registry.ts';
+import {
+  PROVIDER_WIRING,
+  checkDefaultProvider,
+  createProviderRegistry,
+  hostedAdapters,
+  plannedProviders,
+} from './registry.ts';
 import { startServer } from './start.ts';
 
 const deps = { host: new LocalRunnerHost(), logger: pino({ enabled: false }) };
@@ -29,8 +35,18 @@ describe('provider registry wiring', () => {
   });
 
   it('plans at boot exactly what the built registry then reports enabled', async () => {
-    const envs: Env[] = [{}, ALL_KEYS, { SANDBOX_RUNNERS_ENABLED: 'no', E2B_API_KEY: 'k' }, { DAYTONA_API_KEY: '  ', SPRITES_TOKEN: 't' }];
-    for (const env of envs) assert.deepEqual(plannedProviders(parseServerConfig(env), env), (await registryFor(env)).enabled(), JSON.stringify(env));
+    const envs: Env[] = [
+      {},
+      ALL_KEYS,
+      { SANDBOX_RUNNERS_ENABLED: 'no', E2B_API_KEY: 'k' },
+      { DAYTONA_API_KEY: '  ', SPRITES_TOKEN: 't' },
+    ];
+    for (const env of envs)
+      assert.deepEqual(
+        plannedProviders(parseServerConfig(env), env),
+        (await registryFor(env)).enabled(),
+        JSON.stringify(env),
+      );
   });
 
   it('hands the engine the hosted adapters whose credentials are set', async () => {
@@ -50,13 +66,21 @@ describe('provider registry wiring', () => {
     const r = await registryFor(ALL_KEYS);
     assert.deepEqual(r.enabled(), [...KNOWN_PROVIDERS]);
     for (const p of KNOWN_PROVIDERS) assert.equal(r.adapterFor(p).provider, p);
-    assert.deepEqual((await registryFor({ SANDBOX_RUNNERS_ENABLED: 'false', SPRITES_TOKEN: 't' })).enabled(), ['sprites']);
+    assert.deepEqual((await registryFor({ SANDBOX_RUNNERS_ENABLED: 'false', SPRITES_TOKEN: 't' })).enabled(), [
+      'sprites',
+    ]);
   });
 });
 
 describe('SANDBOX_PROVIDER boot check', () => {
   it('accepts an enabled default, explicit or implicit', () => {
-    for (const env of [{}, { SANDBOX_PROVIDER: 'runner' }, { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' }, { SANDBOX_RUNNERS_ENABLED: 'false', SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't' }, { SANDBOX_RUNNERS_ENABLED: 'false' }]) {
+    for (const env of [
+      {},
+      { SANDBOX_PROVIDER: 'runner' },
+      { SANDBOX_PROVIDER: 'e2b', E2B_API_KEY: 'k' },
+      { SANDBOX_RUNNERS_ENABLED: 'false', SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't' },
+      { SANDBOX_RUNNERS_ENABLED: 'false' },
+    ]) {
       checkDefaultProvider(parseServerConfig(env), env);
     }
   });
@@ -65,18 +89,33 @@ describe('SANDBOX_PROVIDER boot check', () => {
     bootRefusal({ SANDBOX_PROVIDER: 'e2b' }, /"e2b" is not enabled \(E2B_API_KEY is not set\); enabled: runner$/);
     bootRefusal({ SANDBOX_PROVIDER: 'daytona', DAYTONA_API_KEY: ' ' }, /DAYTONA_API_KEY is not set/);
     bootRefusal({ SANDBOX_PROVIDER: 'sprites', E2B_API_KEY: 'k' }, /SPRITES_TOKEN is not set\); enabled: runner, e2b$/);
-    bootRefusal({ SANDBOX_PROVIDER: 'runner', SANDBOX_RUNNERS_ENABLED: 'off' }, /SANDBOX_RUNNERS_ENABLED is false\); enabled: none$/);
-
+    bootRefusal(
+      { SANDBOX_PROVIDER: 'runner', SANDBOX_RUNNERS_ENABLED: 'off' },
+      /SANDBOX_RUNNERS_ENABLED is false\); enabled: none$/,
+    );
   });
 
   it('stops startServer before it listens, naming the variable', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fountain-boot-'));
     try {
-      const boot = (env: Env) => startServer({ dataDir: dir, port: 0, env, acceptRunnerSocket: () => assert.fail('no upgrade expected') });
-      await assert.rejects(boot({ SANDBOX_PROVIDER: 'modal' }), (e: unknown) => e instanceof ConfigError && /^SANDBOX_PROVIDER: must be one of runner, e2b, daytona, sprites$/.test(e.message));
-      await assert.rejects(boot({ SANDBOX_PROVIDER: 'daytona' }), (e: unknown) => e instanceof ConfigError && e.variable === 'SANDBOX_PROVIDER');
+      const boot = (env: Env) =>
+        startServer({ dataDir: dir, port: 0, env, acceptRunnerSocket: () => assert.fail('no upgrade expected') });
+      await assert.rejects(
+        boot({ SANDBOX_PROVIDER: 'modal' }),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          /^SANDBOX_PROVIDER: must be one of runner, e2b, daytona, sprites$/.test(e.message),
+      );
+      await assert.rejects(
+        boot({ SANDBOX_PROVIDER: 'daytona' }),
+        (e: unknown) => e instanceof ConfigError && e.variable === 'SANDBOX_PROVIDER',
+      );
       // Refused before the database opened; the next boot on the same directory works.
-      const srv = await boot({ SANDBOX_PROVIDER: 'sprites', SPRITES_TOKEN: 't', SPRITES_BASE_URL: 'http://127.0.0.1:9' });
+      const srv = await boot({
+        SANDBOX_PROVIDER: 'sprites',
+        SPRITES_TOKEN: 't',
+        SPRITES_BASE_URL: 'http://127.0.0.1:9',
+      });
       try {
         assert.deepEqual(srv.registry.enabled(), ['runner', 'sprites']);
         assert.equal(srv.config.sandboxProvider, 'sprites');

@@ -27,7 +27,10 @@ export interface RegistryDeps extends AdapterDeps {
 export const PROVIDER_WIRING: {
   readonly [P in KnownProvider]: {
     readonly registered: (config: ServerConfig) => boolean;
-    readonly build: (config: ServerConfig, deps: P extends 'runner' ? RegistryDeps : AdapterDeps) => Promise<SandboxAdapter>;
+    readonly build: (
+      config: ServerConfig,
+      deps: P extends 'runner' ? RegistryDeps : AdapterDeps,
+    ) => Promise<SandboxAdapter>;
   };
 } = {
   runner: {
@@ -36,20 +39,40 @@ export const PROVIDER_WIRING: {
   },
   e2b: {
     registered: (config) => config.providers.e2b !== null,
-    build: async (config, deps) => new (await import('../providers/e2b/adapter.ts')).E2BAdapter({ ...config.providers.e2b!, logger: deps.logger.child({ provider: 'e2b' }) }),
+    build: async (config, deps) =>
+      new (await import('../providers/e2b/adapter.ts')).E2BAdapter({
+        ...config.providers.e2b!,
+        logger: deps.logger.child({ provider: 'e2b' }),
+      }),
   },
   daytona: {
     registered: (config) => config.providers.daytona !== null,
-    build: async (config, deps) => new (await import('../providers/daytona/adapter.ts')).DaytonaAdapter({ ...config.providers.daytona!, logger: deps.logger.child({ provider: 'daytona' }) }),
+    build: async (config, deps) =>
+      new (await import('../providers/daytona/adapter.ts')).DaytonaAdapter({
+        ...config.providers.daytona!,
+        logger: deps.logger.child({ provider: 'daytona' }),
+      }),
   },
   sprites: {
     registered: (config) => config.providers.sprites !== null,
-    build: async (config, deps) => new (await import('../providers/sprites/adapter.ts')).SpritesAdapter({ ...config.providers.sprites!, logger: deps.logger.child({ provider: 'sprites' }) }),
+    build: async (config, deps) =>
+      new (await import('../providers/sprites/adapter.ts')).SpritesAdapter({
+        ...config.providers.sprites!,
+        logger: deps.logger.child({ provider: 'sprites' }),
+      }),
   },
 };
 
-export async function createProviderRegistry(config: ServerConfig, env: Env, deps: RegistryDeps): Promise<ProviderRegistry> {
-  const adapters = await Promise.all(KNOWN_PROVIDERS.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps)));
+export async function createProviderRegistry(
+  config: ServerConfig,
+  env: Env,
+  deps: RegistryDeps,
+): Promise<ProviderRegistry> {
+  const adapters = await Promise.all(
+    KNOWN_PROVIDERS.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) =>
+      PROVIDER_WIRING[p].build(config, deps),
+    ),
+  );
   return new ProviderRegistry(adapters, env);
 }
 
@@ -59,7 +82,9 @@ export async function createProviderRegistry(config: ServerConfig, env: Env, dep
  */
 export function hostedAdapters(config: ServerConfig, deps: AdapterDeps): Promise<SandboxAdapter[]> {
   const hosted = KNOWN_PROVIDERS.filter((p): p is Exclude<KnownProvider, 'runner'> => p !== 'runner');
-  return Promise.all(hosted.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps)));
+  return Promise.all(
+    hosted.filter((p) => PROVIDER_WIRING[p].registered(config)).map((p) => PROVIDER_WIRING[p].build(config, deps)),
+  );
 }
 
 /**
@@ -95,7 +120,10 @@ export function checkDefaultProvider(config: ServerConfig, env: Env): void {
  */
 export function defaultProviderOf(config: ServerConfig, registry: ProviderRegistry): KnownProvider {
   if (config.sandboxProviderExplicit && !registry.isEnabled(config.sandboxProvider)) {
-    throw new ConfigError('SANDBOX_PROVIDER', `provider ${config.sandboxProvider} is not enabled (missing credential or adapter)`);
+    throw new ConfigError(
+      'SANDBOX_PROVIDER',
+      `provider ${config.sandboxProvider} is not enabled (missing credential or adapter)`,
+    );
   }
   return config.sandboxProvider;
 }

@@ -143,11 +143,13 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
     let app: ReturnType<typeof createApp> | undefined;
     const srv = createAdaptorServer({ fetch: (req: Request, envArg: unknown) => app!.fetch(req, envArg) }) as Server;
-    stack.push('http server', () =>
-      new Promise<void>((resolve) => {
-        srv.close(() => resolve());
-        srv.closeAllConnections();
-      }),
+    stack.push(
+      'http server',
+      () =>
+        new Promise<void>((resolve) => {
+          srv.close(() => resolve());
+          srv.closeAllConnections();
+        }),
     );
     const cluster = notify
       ? await ClusterRunnerHost.start({
@@ -166,10 +168,17 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     // A cluster host lists every node's runners; only this node's sockets are ours to close.
     stack.push('runner sockets', async () => {
       if (cluster) await cluster.shutdown();
-      else for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
+      else
+        for (const info of host.online()) host.whereis(info.runnerId)?.close(CLOSE.goingAway, 'server shutting down');
     });
 
-    const registry = new ProviderRegistry([await PROVIDER_WIRING.runner.build(config, { host, logger }), ...(opts.adapters ?? (await hostedAdapters(config, { logger })))], env);
+    const registry = new ProviderRegistry(
+      [
+        await PROVIDER_WIRING.runner.build(config, { host, logger }),
+        ...(opts.adapters ?? (await hostedAdapters(config, { logger }))),
+      ],
+      env,
+    );
     const engineConfig: EngineConfig = {
       ...engineEnv.value,
       demoAgentArgv: localDemoAgentArgv(),
@@ -233,7 +242,13 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       credentials,
       ...(opts.version ? { version: opts.version } : {}),
-      engine: { engine, registry, defaultProvider, environments, ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}) },
+      engine: {
+        engine,
+        registry,
+        defaultProvider,
+        environments,
+        ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}),
+      },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },
       team: { team, scheduler },
     });

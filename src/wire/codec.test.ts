@@ -1,15 +1,31 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeBase64, decodeBase64Bytes, decodeFrame, decodeOutputFrameBytes, encodeBase64, encodeFrame, encodeFrameBytes, outputFrame } from './index.ts';
+import {
+  decodeBase64,
+  decodeBase64Bytes,
+  decodeFrame,
+  decodeOutputFrameBytes,
+  encodeBase64,
+  encodeFrame,
+  encodeFrameBytes,
+  outputFrame,
+} from './index.ts';
 
 test('requests decode by op and keep their fields', () => {
-  const r = decodeFrame('{"id":7,"op":"spawn","name":"runner-x","cmd":"claude-agent-acp","args":[],"env":[["K","v"]],"dir":"/home/sprite","stdin":true,"detachable":true}');
+  const r = decodeFrame(
+    '{"id":7,"op":"spawn","name":"runner-x","cmd":"claude-agent-acp","args":[],"env":[["K","v"]],"dir":"/home/sprite","stdin":true,"detachable":true}',
+  );
   assert.equal(r.kind, 'request');
   if (r.kind === 'request' && r.request.op === 'spawn') assert.deepEqual(r.request.env, [['K', 'v']]);
 });
 
 test('unknown ops are not_supported and keep the id so they can be answered', () => {
-  assert.deepEqual(decodeFrame('{"id":3,"op":"fly"}'), { kind: 'refused', code: 'not_supported', detail: 'fly', id: 3 });
+  assert.deepEqual(decodeFrame('{"id":3,"op":"fly"}'), {
+    kind: 'refused',
+    code: 'not_supported',
+    detail: 'fly',
+    id: 3,
+  });
 });
 
 test('bad input is refused, never thrown', () => {
@@ -93,7 +109,11 @@ test('encodeFrameBytes writes the bytes of encodeFrame, payloads past one encodi
       from = c;
     }
     const frame = outputFrame('stderr', 's-1', parts, 2);
-    assert.deepEqual(encodeFrameBytes(frame), Buffer.from(encodeFrame(outputFrame('stderr', 's-1', whole, 2))), `cuts ${cuts.join(',')}`);
+    assert.deepEqual(
+      encodeFrameBytes(frame),
+      Buffer.from(encodeFrame(outputFrame('stderr', 's-1', whole, 2))),
+      `cuts ${cuts.join(',')}`,
+    );
     assert.equal(frame.stream !== 'exit' && frame.data, whole.toString('base64'));
   }
   const reply = { id: 4, ok: true as const, result: { session_id: 's-1' } };
@@ -105,7 +125,12 @@ test('received output frames decode from bytes exactly as the general path decod
   for (const stream of ['stdout', 'stderr'] as const) {
     for (const replayFor of [undefined, 0, 12345]) {
       const got = decodeOutputFrameBytes(encodeFrameBytes(outputFrame(stream, 's-1764400000-4', bytes, replayFor)));
-      assert.deepEqual(got, replayFor === undefined ? { stream, session_id: 's-1764400000-4', data: bytes } : { stream, session_id: 's-1764400000-4', data: bytes, replay_for: replayFor });
+      assert.deepEqual(
+        got,
+        replayFor === undefined
+          ? { stream, session_id: 's-1764400000-4', data: bytes }
+          : { stream, session_id: 's-1764400000-4', data: bytes, replay_for: replayFor },
+      );
     }
   }
   // Anything laid out otherwise is left to the general path.
@@ -124,7 +149,11 @@ test('received output frames decode from bytes exactly as the general path decod
   ]) {
     assert.equal(decodeOutputFrameBytes(Buffer.from(text)), null, text);
   }
-  assert.deepEqual(decodeOutputFrameBytes(Buffer.from('{"stream":"stderr","session_id":"s","data":""}')), { stream: 'stderr', session_id: 's', data: Buffer.alloc(0) });
+  assert.deepEqual(decodeOutputFrameBytes(Buffer.from('{"stream":"stderr","session_id":"s","data":""}')), {
+    stream: 'stderr',
+    session_id: 's',
+    data: Buffer.alloc(0),
+  });
 });
 
 test('decodeBase64Bytes is as strict as decodeBase64 across slice boundaries', () => {
@@ -140,7 +169,8 @@ test('decodeBase64Bytes is as strict as decodeBase64 across slice boundaries', (
 });
 
 test('a frame nested deeper than MAX_FRAME_DEPTH is refused before it is parsed (issue 22 #11)', () => {
-  const deep = (n: number) => `{"id":9,"op":"exec","name":"x","cmd":"a","args":[],"env":${'['.repeat(n)}${']'.repeat(n)}}`;
+  const deep = (n: number) =>
+    `{"id":9,"op":"exec","name":"x","cmd":"a","args":[],"env":${'['.repeat(n)}${']'.repeat(n)}}`;
   const r = decodeFrame(deep(100_000));
   assert.equal(r.kind, 'refused');
   if (r.kind === 'refused') {

@@ -41,7 +41,9 @@ export function decodeFrame(text: string): Inbound | DecodeRefusal {
   const obj = value as Record<string, unknown>;
   if ('stream' in obj) {
     const parsed = streamFrameSchema.safeParse(obj);
-    return parsed.success ? { kind: 'stream', frame: parsed.data } : refuse('invalid', `bad stream frame: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+    return parsed.success
+      ? { kind: 'stream', frame: parsed.data }
+      : refuse('invalid', `bad stream frame: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
   }
   if ('ok' in obj) {
     const parsed = replySchema.safeParse(obj);
@@ -63,7 +65,8 @@ export function decodeFrame(text: string): Inbound | DecodeRefusal {
 /** The bytes of output frames built by outputFrame(): encoded straight to the wire, no escaping needed. */
 const outputBytes = new WeakMap<object, readonly Uint8Array[]>();
 
-const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+const asBuffer = (b: Uint8Array): Buffer =>
+  Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /**
  * An output frame built from bytes, given whole or as consecutive pieces (a replay joins journal
@@ -71,7 +74,12 @@ const asBuffer = (b: Uint8Array): Buffer => (Buffer.isBuffer(b) ? b : Buffer.fro
  * encoders work from the bytes, skipping JSON.stringify's escape scan (which dominated streaming
  * and replay) and the payload-sized string that encodeFrameBytes avoids.
  */
-export function outputFrame(stream: 'stdout' | 'stderr', sessionId: string, bytes: Uint8Array | readonly Uint8Array[], replayFor?: number): StreamFrame {
+export function outputFrame(
+  stream: 'stdout' | 'stderr',
+  sessionId: string,
+  bytes: Uint8Array | readonly Uint8Array[],
+  replayFor?: number,
+): StreamFrame {
   const parts = bytes instanceof Uint8Array ? [bytes] : bytes;
   let data: string | undefined;
   const frame: StreamFrame = {
@@ -110,7 +118,10 @@ const ENCODE_SLICE = 48 * 1024;
  * `alloc` supplies an output frame's buffer (at least the size asked; the frame is its start), so
  * a sender can reuse buffers the transport is done with; other frames are small and always fresh.
  */
-export function encodeFrameBytes(frame: Request | Reply | StreamFrame, alloc: (size: number) => Buffer = Buffer.allocUnsafe): Buffer {
+export function encodeFrameBytes(
+  frame: Request | Reply | StreamFrame,
+  alloc: (size: number) => Buffer = Buffer.allocUnsafe,
+): Buffer {
   const parts = outputBytes.get(frame);
   if (parts === undefined) return Buffer.from(encodeFrame(frame), 'utf8');
   const [head, tail] = outputFrameEnds(frame as StreamFrame);
@@ -132,7 +143,8 @@ export function encodeFrameBytes(frame: Request | Reply | StreamFrame, alloc: (s
       p = p.subarray(need);
     }
     const whole = p.length - (p.length % 3);
-    for (let i = 0; i < whole; i += ENCODE_SLICE) at += out.write(p.toString('base64', i, Math.min(whole, i + ENCODE_SLICE)), at, 'latin1');
+    for (let i = 0; i < whole; i += ENCODE_SLICE)
+      at += out.write(p.toString('base64', i, Math.min(whole, i + ENCODE_SLICE)), at, 'latin1');
     carry = p.subarray(whole);
   }
   if (carry.length > 0) at += out.write(carry.toString('base64'), at, 'latin1');
@@ -154,7 +166,10 @@ export interface ReceivedOutput {
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const OUTPUT_PREFIX = { stdout: Buffer.from('{"stream":"stdout","session_id":"'), stderr: Buffer.from('{"stream":"stderr","session_id":"') } as const;
+const OUTPUT_PREFIX = {
+  stdout: Buffer.from('{"stream":"stdout","session_id":"'),
+  stderr: Buffer.from('{"stream":"stderr","session_id":"'),
+} as const;
 const DATA_KEY = Buffer.from(',"data":"');
 const REPLAY_KEY = Buffer.from(',"replay_for":');
 
@@ -189,7 +204,8 @@ export function decodeOutputFrameBytes(buf: Buffer): ReceivedOutput | null {
   return replayFor === undefined ? { stream, session_id, data } : { stream, session_id, data, replay_for: replayFor };
 }
 
-const holdsAt = (buf: Buffer, key: Buffer, at: number): boolean => at + key.length <= buf.length && buf.compare(key, 0, key.length, at, at + key.length) === 0;
+const holdsAt = (buf: Buffer, key: Buffer, at: number): boolean =>
+  at + key.length <= buf.length && buf.compare(key, 0, key.length, at, at + key.length) === 0;
 
 /**
  * Standard base64 to bytes; null when the text is not base64. Checked without a regex scan (it
@@ -227,6 +243,7 @@ export function decodeBase64Bytes(text: Uint8Array): Buffer | null {
   const pad = n > 0 && src[n - 1] === 61 ? (src[n - 2] === 61 ? 2 : 1) : 0;
   const out = Buffer.allocUnsafe((n / 4) * 3 - pad);
   let written = 0;
-  for (let at = 0; at < n; at += BASE64_SLICE) written += out.write(src.toString('latin1', at, Math.min(n, at + BASE64_SLICE)), written, 'base64');
+  for (let at = 0; at < n; at += BASE64_SLICE)
+    written += out.write(src.toString('latin1', at, Math.min(n, at + BASE64_SLICE)), written, 'base64');
   return written === out.length ? out : null;
 }

@@ -33,7 +33,14 @@ export const DEFAULT_RUNNER_CAPABILITIES: readonly RunnerCapability[] = ['suspen
 export function parseRunnerCapabilities(param: string | null | undefined): RunnerCapability[] {
   if (param === null || param === undefined) return [...DEFAULT_RUNNER_CAPABILITIES];
   const known = new Set<string>(RUNNER_CAPABILITIES);
-  return [...new Set(param.split(',').map((c) => c.trim()).filter((c): c is RunnerCapability => known.has(c)))];
+  return [
+    ...new Set(
+      param
+        .split(',')
+        .map((c) => c.trim())
+        .filter((c): c is RunnerCapability => known.has(c)),
+    ),
+  ];
 }
 
 /**

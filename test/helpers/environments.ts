@@ -24,8 +24,13 @@ export async function npmTarball(dir: string, name: string, greeting: string): P
   const pkg = join(dir, name);
   mkdirSync(pkg, { recursive: true });
   writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name, version: '1.0.0', bin: { [name]: 'cli.js' } }));
-  writeFileSync(join(pkg, 'cli.js'), `#!/usr/bin/env node\nconsole.log(${JSON.stringify(greeting)});\n`, { mode: 0o755 });
-  const { stdout } = await promisify(execFile)('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: pkg, env: { ...process.env, npm_config_cache: join(dir, '.npm-cache') } });
+  writeFileSync(join(pkg, 'cli.js'), `#!/usr/bin/env node\nconsole.log(${JSON.stringify(greeting)});\n`, {
+    mode: 0o755,
+  });
+  const { stdout } = await promisify(execFile)('npm', ['pack', '--silent', '--pack-destination', dir], {
+    cwd: pkg,
+    env: { ...process.env, npm_config_cache: join(dir, '.npm-cache') },
+  });
   return join(dir, stdout.trim().split('\n').pop()!);
 }
 
@@ -33,7 +38,10 @@ export interface Api {
   (method: string, path: string, body?: unknown): ReturnType<typeof call>;
 }
 
-export const apiFor = (base: () => string, key: () => string): Api => (method, path, body) => call(base(), key(), method, path, body);
+export const apiFor =
+  (base: () => string, key: () => string): Api =>
+  (method, path, body) =>
+    call(base(), key(), method, path, body);
 
 /** Every stored event of a conversation, oldest first. */
 export async function allEvents(api: Api, conversationId: string): Promise<Json[]> {
@@ -48,19 +56,33 @@ export async function allEvents(api: Api, conversationId: string): Promise<Json[
 }
 
 /** Stage events as `stage/state` strings with their parsed data. */
-export async function stages(api: Api, conversationId: string, afterId = 0): Promise<Array<{ id: number; what: string; data: Json }>> {
+export async function stages(
+  api: Api,
+  conversationId: string,
+  afterId = 0,
+): Promise<Array<{ id: number; what: string; data: Json }>> {
   return (await allEvents(api, conversationId))
     .filter((e) => e.kind === 'stage' && e.id > afterId)
     .map((e) => ({ id: e.id, what: `${e.stage}/${e.state}`, data: JSON.parse(e.data || '{}') }));
 }
 
-export async function waitStage(api: Api, conversationId: string, what: string, afterId = 0, timeoutMs = 120_000): Promise<{ id: number; what: string; data: Json }> {
-  return until(async () => {
-    const all = await stages(api, conversationId, afterId);
-    const failed = what === 'provision/done' ? all.find((s) => s.what === 'provision/failed') : undefined;
-    if (failed) throw new Error(`provisioning failed instead: ${JSON.stringify(failed.data)}`);
-    return all.find((s) => s.what === what);
-  }, `${what} of ${conversationId}`, timeoutMs);
+export async function waitStage(
+  api: Api,
+  conversationId: string,
+  what: string,
+  afterId = 0,
+  timeoutMs = 120_000,
+): Promise<{ id: number; what: string; data: Json }> {
+  return until(
+    async () => {
+      const all = await stages(api, conversationId, afterId);
+      const failed = what === 'provision/done' ? all.find((s) => s.what === 'provision/failed') : undefined;
+      if (failed) throw new Error(`provisioning failed instead: ${JSON.stringify(failed.data)}`);
+      return all.find((s) => s.what === what);
+    },
+    `${what} of ${conversationId}`,
+    timeoutMs,
+  );
 }
 
 /** Sends a prompt and returns the agent's answer once the turn ended. */
@@ -75,7 +97,9 @@ export async function ask(api: Api, conversationId: string, prompt: string): Pro
   }, `turn ${turnId} to end`);
   const events = await allEvents(api, conversationId);
   if (turn.status !== 'completed') {
-    const said = events.filter((e) => e.turn_id === turnId && e.kind === 'stage').map((e) => `${e.stage}/${e.state} ${e.data}`);
+    const said = events
+      .filter((e) => e.turn_id === turnId && e.kind === 'stage')
+      .map((e) => `${e.stage}/${e.state} ${e.data}`);
     throw new Error(`turn for ${JSON.stringify(prompt)} ended ${turn.status}: ${said.join(' | ')}`);
   }
   return answerOf(events, turnId);
@@ -84,7 +108,8 @@ export async function ask(api: Api, conversationId: string, prompt: string): Pro
 /** The places in `haystacks` where any of `needles` occurs, named by their label. */
 export function leaks(haystacks: Readonly<Record<string, string>>, needles: readonly string[]): string[] {
   const found: string[] = [];
-  for (const [label, text] of Object.entries(haystacks)) for (const n of needles) if (text.includes(n)) found.push(`${label} holds ${n.slice(0, 4)}…`);
+  for (const [label, text] of Object.entries(haystacks))
+    for (const n of needles) if (text.includes(n)) found.push(`${label} holds ${n.slice(0, 4)}…`);
   return found;
 }
 
@@ -106,26 +131,50 @@ export interface FailedProvision {
  * with a first prompt; waits for provisioning to fail, for the conversation, its sandbox and its turn to
  * read failed, and for `gone(sandbox name)` to hold (the backend no longer has the sandbox).
  */
-export async function failProvision(api: Api, label: string, envBody: Json, gone: (sandboxName: string) => boolean | Promise<boolean>, agentExtra: Json = {}): Promise<FailedProvision> {
+export async function failProvision(
+  api: Api,
+  label: string,
+  envBody: Json,
+  gone: (sandboxName: string) => boolean | Promise<boolean>,
+  agentExtra: Json = {},
+): Promise<FailedProvision> {
   const e = await api('POST', '/api/environments', { ...envBody, name: `fail-${label}` });
   if (e.status !== 201) throw new Error(`environment ${label}: ${e.status} ${JSON.stringify(e.body)}`);
-  const a = await api('POST', '/api/agents', { runtime: 'demo', model: 'fountain/demo', ...agentExtra, name: `fail-${label}`, environment_id: e.body.data.id });
+  const a = await api('POST', '/api/agents', {
+    runtime: 'demo',
+    model: 'fountain/demo',
+    ...agentExtra,
+    name: `fail-${label}`,
+    environment_id: e.body.data.id,
+  });
   if (a.status !== 201) throw new Error(`agent ${label}: ${a.status} ${JSON.stringify(a.body)}`);
   const c = await api('POST', '/api/conversations', { agent_id: a.body.data.id, prompt: 'hello' });
   if (c.status !== 201) throw new Error(`conversation ${label}: ${c.status} ${JSON.stringify(c.body)}`);
   const id = c.body.data.id as string;
   const failed = await waitStage(api, id, 'provision/failed');
   // The stage event is stored first; the conversation, its sandbox and its turn are marked after it.
-  const row = await until(async () => {
-    const r = await api('GET', `/api/conversations/${id}`);
-    return r.body.data.status === 'failed' && r.body.data.sandbox.status === 'failed' ? r.body.data : null;
-  }, `conversation of ${label} failed`, 30_000);
+  const row = await until(
+    async () => {
+      const r = await api('GET', `/api/conversations/${id}`);
+      return r.body.data.status === 'failed' && r.body.data.sandbox.status === 'failed' ? r.body.data : null;
+    },
+    `conversation of ${label} failed`,
+    30_000,
+  );
   const sandboxName = row.sandbox.name as string;
-  await until(async () => ((await gone(sandboxName)) ? true : null), `sandbox ${sandboxName} of ${label} destroyed`, 30_000);
-  const turn = await until(async () => {
-    const r = await api('GET', `/api/conversations/${id}/turns`);
-    return r.body.data[0]?.status === 'failed' ? (r.body.data[0] as Json) : null;
-  }, `turn of ${label} failed`, 30_000);
+  await until(
+    async () => ((await gone(sandboxName)) ? true : null),
+    `sandbox ${sandboxName} of ${label} destroyed`,
+    30_000,
+  );
+  const turn = await until(
+    async () => {
+      const r = await api('GET', `/api/conversations/${id}/turns`);
+      return r.body.data[0]?.status === 'failed' ? (r.body.data[0] as Json) : null;
+    },
+    `turn of ${label} failed`,
+    30_000,
+  );
   return { failed, all: await stages(api, id), turnReason: turn.reason ?? '', sandboxName };
 }
 
@@ -154,7 +203,10 @@ export interface VendorStub {
  * other than a process start, or a process listing; then a failure at each step (packages, network,
  * clone, setup) fails provisioning naming the step, and the vendor no longer holds the sandbox.
  */
-export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprites', startStub: () => Promise<VendorStub>): void {
+export function describeVendorEnvironments(
+  provider: 'e2b' | 'daytona' | 'sprites',
+  startStub: () => Promise<VendorStub>,
+): void {
   describe(`environments on the ${provider} provider against its stub`, () => {
     const SECRET = `${provider}-secret-${randomBytes(12).toString('hex')}`;
     const CLONE_TOKEN = `${provider}-clone-${randomBytes(12).toString('hex')}`;
@@ -168,13 +220,20 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
     let tarball: string;
     let srv: RunningServer;
     let key: string;
-    const api = apiFor(() => srv.url, () => key);
+    const api = apiFor(
+      () => srv.url,
+      () => key,
+    );
     const bin = `fountain-${provider}-hello`;
 
     const environment = (): Json => ({
       name: `${provider}-project`,
       // Stub sandboxes have no image: the image's npm prefix (images/<provider>) is given as a variable.
-      env_vars: { GREETING: `hello-${provider}`, GIT_SSL_CAINFO: git.caFile, npm_config_prefix: '/home/sprite/.npm-global' },
+      env_vars: {
+        GREETING: `hello-${provider}`,
+        GIT_SSL_CAINFO: git.caFile,
+        npm_config_prefix: '/home/sprite/.npm-global',
+      },
       secrets: { API_TOKEN: SECRET, CLONE_TOKEN },
       packages: { npm: [tarball] },
       networking_type: 'limited',
@@ -212,7 +271,14 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
     it('provisions a limited environment; the agent sees each part; no secret leaks', async () => {
       const env = await api('POST', '/api/environments', environment());
       assert.equal(env.status, 201, JSON.stringify(env.body));
-      const agent = await api('POST', '/api/agents', { name: `${provider}-builder`, permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', sandbox_provider: provider, environment_id: env.body.data.id });
+      const agent = await api('POST', '/api/agents', {
+        name: `${provider}-builder`,
+        permission_policy: { default: 'auto_allow' },
+        runtime: 'demo',
+        model: 'fountain/demo',
+        sandbox_provider: provider,
+        environment_id: env.body.data.id,
+      });
       assert.equal(agent.status, 201, JSON.stringify(agent.body));
       const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
       assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -222,31 +288,73 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
       const seen = await stages(api, id);
       assert.deepEqual(
         seen.map((s) => s.what).filter((w) => !/^(provision|sandbox)\//.test(w)),
-        ['packages/started', 'packages/done', 'network/started', 'network/done', 'clone/started', 'clone/done', 'setup/started', 'setup/done'],
+        [
+          'packages/started',
+          'packages/done',
+          'network/started',
+          'network/done',
+          'clone/started',
+          'clone/done',
+          'setup/started',
+          'setup/done',
+        ],
       );
       assert.deepEqual(seen.find((s) => s.what === 'network/done')?.data, { type: 'limited', hosts: HOSTS });
       assert.deepEqual(vendor.allowList(sandboxName), vendor.expectedAllowList, `the policy reached ${provider}`);
 
       assert.match(await ask(api, id, 'run: printenv GREETING'), new RegExp(`hello-${provider}`));
-      assert.match(await ask(api, id, 'run: printf %s "$API_TOKEN" | sha256sum'), new RegExp(createHash('sha256').update(SECRET).digest('hex')));
-      assert.match(await ask(api, id, `run: /home/sprite/.npm-global/bin/${bin}`), new RegExp(`hello from npm on ${provider}`));
-      assert.match(await ask(api, id, 'run: cat /home/sprite/service/README.md /home/sprite/setup-marker'), new RegExp(`the service[\\s\\S]*setup on ${provider}: hello-${provider}`));
-      assert.doesNotMatch(await ask(api, id, 'run: cat /home/sprite/.env /home/sprite/service/.git/config'), new RegExp(`${provider}-(secret|clone)`));
-      assert.ok(git.requests.some((r) => r.path.startsWith('/private/') && r.authorized), 'the clone carried the token');
+      assert.match(
+        await ask(api, id, 'run: printf %s "$API_TOKEN" | sha256sum'),
+        new RegExp(createHash('sha256').update(SECRET).digest('hex')),
+      );
+      assert.match(
+        await ask(api, id, `run: /home/sprite/.npm-global/bin/${bin}`),
+        new RegExp(`hello from npm on ${provider}`),
+      );
+      assert.match(
+        await ask(api, id, 'run: cat /home/sprite/service/README.md /home/sprite/setup-marker'),
+        new RegExp(`the service[\\s\\S]*setup on ${provider}: hello-${provider}`),
+      );
+      assert.doesNotMatch(
+        await ask(api, id, 'run: cat /home/sprite/.env /home/sprite/service/.git/config'),
+        new RegExp(`${provider}-(secret|clone)`),
+      );
+      assert.ok(
+        git.requests.some((r) => r.path.startsWith('/private/') && r.authorized),
+        'the clone carried the token',
+      );
       // The agent is running: its process (and any wrapper around it) must not hold a secret in its argv.
       psSeen.push(execFileSync('ps', ['-eww', '-o', 'args'], { encoding: 'utf8' }));
 
       const events = JSON.stringify(await allEvents(api, id));
       assert.deepEqual(
-        leaks({ events, 'server log': logLines.join(''), [`${provider} calls other than process starts`]: vendor.requestsBesidesProcessStarts(), 'process listing': psSeen.join('\n') }, [SECRET, CLONE_TOKEN]),
+        leaks(
+          {
+            events,
+            'server log': logLines.join(''),
+            [`${provider} calls other than process starts`]: vendor.requestsBesidesProcessStarts(),
+            'process listing': psSeen.join('\n'),
+          },
+          [SECRET, CLONE_TOKEN],
+        ),
         [],
       );
     });
 
     it('limited → unrestricted: the next launch says the applied policy stays (the contract can only narrow egress)', async () => {
-      const env = await api('POST', '/api/environments', { name: `${provider}-narrowed`, networking_type: 'limited', networking_config: { allowed_hosts: HOSTS } });
+      const env = await api('POST', '/api/environments', {
+        name: `${provider}-narrowed`,
+        networking_type: 'limited',
+        networking_config: { allowed_hosts: HOSTS },
+      });
       assert.equal(env.status, 201, JSON.stringify(env.body));
-      const agent = await api('POST', '/api/agents', { name: `${provider}-narrowed`, permission_policy: { default: 'auto_allow' }, runtime: 'demo', model: 'fountain/demo', environment_id: env.body.data.id });
+      const agent = await api('POST', '/api/agents', {
+        name: `${provider}-narrowed`,
+        permission_policy: { default: 'auto_allow' },
+        runtime: 'demo',
+        model: 'fountain/demo',
+        environment_id: env.body.data.id,
+      });
       const created = await api('POST', '/api/conversations', { agent_id: agent.body.data.id });
       assert.equal(created.status, 201, JSON.stringify(created.body));
       const id = created.body.data.id as string;
@@ -258,7 +366,10 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
         await srv.engine.sweep(new Date(Date.now() + 3 * 3_600_000));
         return (await api('GET', `/api/conversations/${id}`)).body.data.sandbox.status === 'suspended';
       }, 'the sandbox to park');
-      assert.equal((await api('PATCH', `/api/environments/${env.body.data.id}`, { networking_type: 'unrestricted' })).status, 200);
+      assert.equal(
+        (await api('PATCH', `/api/environments/${env.body.data.id}`, { networking_type: 'unrestricted' })).status,
+        200,
+      );
       const mark = (await stages(api, id)).at(-1)!.id;
       assert.match(await ask(api, id, 'run: echo awake'), /awake/);
       const woke = await stages(api, id, mark);
@@ -277,18 +388,44 @@ export function describeVendorEnvironments(provider: 'e2b' | 'daytona' | 'sprite
         const f = await run(api, label, { ...environment(), ...body }, gone);
         assert.equal(f.failed.data.step, step, JSON.stringify(f.failed.data));
         assert.match(f.failed.data.reason, reason);
-        assert.equal(f.all.find((s) => s.what === `${step}/failed`)?.what, `${step}/failed`, 'the step itself says it failed');
+        assert.equal(
+          f.all.find((s) => s.what === `${step}/failed`)?.what,
+          `${step}/failed`,
+          'the step itself says it failed',
+        );
         assert.match(f.turnReason, new RegExp(`provisioning failed: ${step}: `));
         reasons.push(JSON.stringify(f));
         return f;
       };
-      await expect('packages', { packages: { npm: [join(tmp, 'no-such-package.tgz')] } }, 'packages', /npm install -g .*no-such-package\.tgz exited \d+/);
+      await expect(
+        'packages',
+        { packages: { npm: [join(tmp, 'no-such-package.tgz')] } },
+        'packages',
+        /npm install -g .*no-such-package\.tgz exited \d+/,
+      );
       await vendor.refusingPolicy(() => expect('network', {}, 'network', /applying the network policy failed/));
-      await expect('clone', { secrets: { API_TOKEN: SECRET, CLONE_TOKEN: `${CLONE_TOKEN}-wrong` } }, 'clone', /cloning https:\/\/localhost:\d+\/private\/service\.git into \/home\/sprite\/service exited 128/);
-      const setup = await expect('setup', { setup_script: 'echo "about to fail"; exit 7' }, 'setup', /setup script exited 7: about to fail/);
+      await expect(
+        'clone',
+        { secrets: { API_TOKEN: SECRET, CLONE_TOKEN: `${CLONE_TOKEN}-wrong` } },
+        'clone',
+        /cloning https:\/\/localhost:\d+\/private\/service\.git into \/home\/sprite\/service exited 128/,
+      );
+      const setup = await expect(
+        'setup',
+        { setup_script: 'echo "about to fail"; exit 7' },
+        'setup',
+        /setup script exited 7: about to fail/,
+      );
       assert.equal(setup.all.find((s) => s.what === 'setup/failed')?.data.exit_code, 7);
       assert.deepEqual(
-        leaks({ failures: reasons.join('\n'), 'server log': logLines.join(''), [`${provider} calls other than process starts`]: vendor.requestsBesidesProcessStarts() }, [SECRET, CLONE_TOKEN]),
+        leaks(
+          {
+            failures: reasons.join('\n'),
+            'server log': logLines.join(''),
+            [`${provider} calls other than process starts`]: vendor.requestsBesidesProcessStarts(),
+          },
+          [SECRET, CLONE_TOKEN],
+        ),
         [],
       );
     });

@@ -22,7 +22,12 @@ export interface GitHttpsServer {
   close(): Promise<void>;
 }
 
-const run = (cmd: string, args: string[], cwd?: string) => execFileSync(cmd, args, { cwd, stdio: 'pipe', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: cwd ?? process.env.HOME } });
+const run = (cmd: string, args: string[], cwd?: string) =>
+  execFileSync(cmd, args, {
+    cwd,
+    stdio: 'pipe',
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: cwd ?? process.env.HOME },
+  });
 
 /** Where the server listens when not on loopback: an address of this host, the name the certificate (and the URL) carries, a port. */
 export interface GitHttpsAt {
@@ -34,11 +39,52 @@ export interface GitHttpsAt {
 /** A CA and a localhost (and `at`) certificate it signed, made with openssl. */
 function makeCerts(dir: string, at?: GitHttpsAt): { ca: string; key: string; cert: string } {
   const p = (f: string) => join(dir, f);
-  run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', p('ca.key'), '-out', p('ca.pem'), '-days', '2', '-subj', '/CN=Fountain test CA']);
-  run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', p('server.key'), '-out', p('server.csr'), '-subj', '/CN=localhost']);
+  run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    p('ca.key'),
+    '-out',
+    p('ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=Fountain test CA',
+  ]);
+  run('openssl', [
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    p('server.key'),
+    '-out',
+    p('server.csr'),
+    '-subj',
+    '/CN=localhost',
+  ]);
   const extra = at ? `,DNS:${at.name},IP:${at.address}` : '';
   writeFileSync(p('ext.cnf'), `subjectAltName=DNS:localhost,IP:127.0.0.1${extra}\nbasicConstraints=CA:FALSE\n`);
-  run('openssl', ['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca.key'), '-CAcreateserial', '-out', p('server.pem'), '-days', '2', '-extfile', p('ext.cnf')]);
+  run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    p('server.csr'),
+    '-CA',
+    p('ca.pem'),
+    '-CAkey',
+    p('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    p('server.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    p('ext.cnf'),
+  ]);
   return { ca: p('ca.pem'), key: p('server.key'), cert: p('server.pem') };
 }
 

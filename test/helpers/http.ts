@@ -13,11 +13,22 @@ export interface Reply {
   headers: Headers;
 }
 
-export async function call(base: string, key: string | null, method: string, path: string, body?: unknown, raw?: string): Promise<Reply> {
+export async function call(
+  base: string,
+  key: string | null,
+  method: string,
+  path: string,
+  body?: unknown,
+  raw?: string,
+): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (key) headers.authorization = `Bearer ${key}`;
   if (body !== undefined || raw !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(base + path, { method, headers, ...(raw !== undefined ? { body: raw } : body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    ...(raw !== undefined ? { body: raw } : body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await res.text();
   let parsed: Json = null;
   try {
@@ -33,10 +44,14 @@ export async function call(base: string, key: string | null, method: string, pat
  * shortly"), as a loaded machine's may: this tries again, as a client does, and returns the first other answer.
  */
 export async function messageTeammate(base: string, key: string, agentId: string, prompt: string): Promise<Reply> {
-  return until(async () => {
-    const sent = await call(base, key, 'POST', `/api/team/${agentId}/messages`, { prompt });
-    return sent.status === 503 && sent.body?.error === 'provisioning' ? null : sent;
-  }, `the message to ${agentId} to be taken`, 60_000);
+  return until(
+    async () => {
+      const sent = await call(base, key, 'POST', `/api/team/${agentId}/messages`, { prompt });
+      return sent.status === 503 && sent.body?.error === 'provisioning' ? null : sent;
+    },
+    `the message to ${agentId} to be taken`,
+    60_000,
+  );
 }
 
 export interface SseEvent {
@@ -111,7 +126,11 @@ export function openStream(url: string, key: string, lastEventId?: number): Stre
     close: () => ctl.abort(),
     done,
     stage: (stage, state, afterId = 0) =>
-      until(() => events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state), `${stage}/${state} on the stream`, 60_000),
+      until(
+        () => events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state),
+        `${stage}/${state} on the stream`,
+        60_000,
+      ),
     wait: (pred, what, from = 0) => until(() => events.slice(from).find(pred), what, 60_000),
   };
 }
@@ -133,5 +152,8 @@ export function answerOf(events: readonly Json[], turnId: string): string {
 }
 
 /** The same, from SSE events (whose data is the stored event). */
-export const answer = (events: readonly SseEvent[], turnId: string): string => answerOf(events.map((e) => e.data), turnId);
-
+export const answer = (events: readonly SseEvent[], turnId: string): string =>
+  answerOf(
+    events.map((e) => e.data),
+    turnId,
+  );

@@ -78,7 +78,8 @@ export function assertStoredOnce(all: readonly EventRow[], turnId: string): void
   assert.equal(new Set(acp.map((e) => e.data)).size, acp.length, 'an acp line was stored twice');
   const seqs = acp.map((e) => e.seq);
   assert.ok(seqs.every((s) => typeof s === 'number'));
-  for (let i = 1; i < seqs.length; i++) assert.equal(seqs[i], seqs[i - 1]! + 1, `acp seqs not consecutive at ${i}: ${seqs.join(',')}`);
+  for (let i = 1; i < seqs.length; i++)
+    assert.equal(seqs[i], seqs[i - 1]! + 1, `acp seqs not consecutive at ${i}: ${seqs.join(',')}`);
   const reply = JSON.parse(acp.at(-1)!.data);
   assert.equal(reply.result?.stopReason, 'end_turn', 'the last stored line is the prompt reply');
 }

@@ -1,6 +1,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DockerfileSyntaxError, finalUser, keyValues, parseDockerfile, parseFrom, parseHealthcheck, stages, words } from './dockerfile.ts';
+import {
+  DockerfileSyntaxError,
+  finalUser,
+  keyValues,
+  parseDockerfile,
+  parseFrom,
+  parseHealthcheck,
+  stages,
+  words,
+} from './dockerfile.ts';
 
 const SAMPLE = `# syntax comment
 ARG BASE=node:20
@@ -23,7 +32,18 @@ describe('minimal Dockerfile parser', () => {
   it('reads instructions, joins continuations, drops comments and keeps start lines', () => {
     assert.deepEqual(
       ins.map((i) => [i.keyword, i.line]),
-      [['ARG', 2], ['FROM', 3], ['RUN', 4], ['FROM', 7], ['COPY', 8], ['ENV', 9], ['ENV', 10], ['USER', 11], ['HEALTHCHECK', 12], ['CMD', 13]],
+      [
+        ['ARG', 2],
+        ['FROM', 3],
+        ['RUN', 4],
+        ['FROM', 7],
+        ['COPY', 8],
+        ['ENV', 9],
+        ['ENV', 10],
+        ['USER', 11],
+        ['HEALTHCHECK', 12],
+        ['CMD', 13],
+      ],
     );
     assert.equal(ins[2]!.args, 'apt-get update  && apt-get install -y git');
   });
@@ -33,9 +53,15 @@ describe('minimal Dockerfile parser', () => {
     assert.equal(ins[4]!.args, '/app ./app');
     assert.equal(ins[9]!.exec, null);
     const hc = parseHealthcheck(ins[8]!);
-    assert.deepEqual(hc, { options: { interval: '30s', retries: '3' }, command: { exec: ['node', '-e', '1'], shell: null } });
+    assert.deepEqual(hc, {
+      options: { interval: '30s', retries: '3' },
+      command: { exec: ['node', '-e', '1'], shell: null },
+    });
     assert.deepEqual(parseHealthcheck({ ...ins[8]!, flags: {}, args: 'NONE' }).command, null);
-    assert.deepEqual(parseHealthcheck({ ...ins[8]!, flags: {}, args: 'CMD curl -f http://x/' }).command, { exec: null, shell: 'curl -f http://x/' });
+    assert.deepEqual(parseHealthcheck({ ...ins[8]!, flags: {}, args: 'CMD curl -f http://x/' }).command, {
+      exec: null,
+      shell: 'curl -f http://x/',
+    });
   });
 
   it('reads FROM references with tags, digests, registries and stage names', () => {
@@ -46,7 +72,11 @@ describe('minimal Dockerfile parser', () => {
   });
 
   it('reads ENV pairs with quotes and escapes, and the legacy form', () => {
-    assert.deepEqual(keyValues(ins[5]!), [['A', '1'], ['B', 'two words'], ['C', 'with space']]);
+    assert.deepEqual(keyValues(ins[5]!), [
+      ['A', '1'],
+      ['B', 'two words'],
+      ['C', 'with space'],
+    ]);
     assert.deepEqual(keyValues(ins[6]!), [['LEGACY', 'value with spaces']]);
     assert.deepEqual(keyValues(ins[0]!), [['BASE', 'node:20']]);
     assert.deepEqual(words(`a 'b c' "d \\" e" f\\ g`), ['a', 'b c', 'd " e', 'f g']);
@@ -60,7 +90,15 @@ describe('minimal Dockerfile parser', () => {
   });
 
   it('refuses what it cannot read', () => {
-    const bad = ['RUN echo hi\n', 'FROM a\nFRM b\n', 'FROM a\nRUN x \\\n', 'FROM a\nUSER\n', 'FROM a\nRUN <<EOF\nx\nEOF\n', 'FROM a\nHEALTHCHECK --interval=1s\n', 'WORKDIR /x\nFROM a\n'];
+    const bad = [
+      'RUN echo hi\n',
+      'FROM a\nFRM b\n',
+      'FROM a\nRUN x \\\n',
+      'FROM a\nUSER\n',
+      'FROM a\nRUN <<EOF\nx\nEOF\n',
+      'FROM a\nHEALTHCHECK --interval=1s\n',
+      'WORKDIR /x\nFROM a\n',
+    ];
     for (const text of bad) {
       assert.throws(
         () => {

@@ -27,8 +27,24 @@ export class DockerfileSyntaxError extends Error {
 }
 
 const KEYWORDS = new Set([
-  'ADD', 'ARG', 'CMD', 'COPY', 'ENTRYPOINT', 'ENV', 'EXPOSE', 'FROM', 'HEALTHCHECK', 'LABEL',
-  'MAINTAINER', 'ONBUILD', 'RUN', 'SHELL', 'STOPSIGNAL', 'USER', 'VOLUME', 'WORKDIR',
+  'ADD',
+  'ARG',
+  'CMD',
+  'COPY',
+  'ENTRYPOINT',
+  'ENV',
+  'EXPOSE',
+  'FROM',
+  'HEALTHCHECK',
+  'LABEL',
+  'MAINTAINER',
+  'ONBUILD',
+  'RUN',
+  'SHELL',
+  'STOPSIGNAL',
+  'USER',
+  'VOLUME',
+  'WORKDIR',
 ]);
 
 function parseExec(text: string): string[] | null {
@@ -63,7 +79,8 @@ export function parseDockerfile(text: string): Instruction[] {
     const keyword = m[1]!.toUpperCase();
     if (!KEYWORDS.has(keyword)) throw new DockerfileSyntaxError(start, `unknown instruction ${m[1]}`);
     let rest = (m[2] ?? '').trim();
-    if (/<<-?\s*['"]?[A-Za-z]/.test(rest) && (keyword === 'RUN' || keyword === 'COPY')) throw new DockerfileSyntaxError(start, 'heredocs are not supported');
+    if (/<<-?\s*['"]?[A-Za-z]/.test(rest) && (keyword === 'RUN' || keyword === 'COPY'))
+      throw new DockerfileSyntaxError(start, 'heredocs are not supported');
     const flags: Record<string, string> = {};
     for (let f = /^--([a-z-]+)(?:=(\S*))?\s*/.exec(rest); f; f = /^--([a-z-]+)(?:=(\S*))?\s*/.exec(rest)) {
       flags[f[1]!] = f[2] ?? 'true';
@@ -127,7 +144,8 @@ export interface FromLine {
 
 export function parseFrom(ins: Instruction): FromLine {
   const ws = words(ins.args);
-  if (ws.length !== 1 && !(ws.length === 3 && ws[1]!.toLowerCase() === 'as')) throw new DockerfileSyntaxError(ins.line, `FROM ${ins.args}`);
+  if (ws.length !== 1 && !(ws.length === 3 && ws[1]!.toLowerCase() === 'as'))
+    throw new DockerfileSyntaxError(ins.line, `FROM ${ins.args}`);
   const ref = ws[0]!;
   const [nameTag, digest] = ref.split('@') as [string, string | undefined];
   const slash = nameTag.lastIndexOf('/');

@@ -37,7 +37,11 @@ describe('no file in src/server over ~400 lines without a reason written at its 
   });
 
   it('reads the reason only at the top (a reason further down would not be found by a reader)', () => {
-    assert.ok(REASON.test(leadingComment('/**\n * A module.\n *\n * Over 400 lines on purpose: one state.\n */\nimport x from "y";\n')));
+    assert.ok(
+      REASON.test(
+        leadingComment('/**\n * A module.\n *\n * Over 400 lines on purpose: one state.\n */\nimport x from "y";\n'),
+      ),
+    );
     assert.ok(!REASON.test(leadingComment('import x from "y";\n// Over 400 lines because reasons\n')));
     assert.ok(REASON.test(leadingComment('// Over 400 lines because it is a table.\nexport const t = 1;\n')));
   });

@@ -17,14 +17,19 @@ const PROMPT_PATH = ['conversations', 'runners'] as const;
 const reachable = (graph: ReadonlyMap<string, ReadonlyMap<string, readonly string[]>>, from: string): Set<string> => {
   const seen = new Set<string>();
   const todo = [from];
-  while (todo.length > 0) for (const next of graph.get(todo.pop()!)?.keys() ?? []) if (!seen.has(next)) todo.push(next), seen.add(next);
+  while (todo.length > 0)
+    for (const next of graph.get(todo.pop()!)?.keys() ?? []) if (!seen.has(next)) todo.push(next), seen.add(next);
   return seen;
 };
 
 describe('the folders of src/server import each other without a cycle', () => {
   const graph = folderGraph(ROOT);
   const why = (component: readonly string[]) =>
-    component.flatMap((a) => [...(graph.get(a) ?? [])].filter(([b]) => component.includes(b)).flatMap(([b, files]) => files.map((f) => `${a} -> ${b}: ${f}`)));
+    component.flatMap((a) =>
+      [...(graph.get(a) ?? [])]
+        .filter(([b]) => component.includes(b))
+        .flatMap(([b, files]) => files.map((f) => `${a} -> ${b}: ${f}`)),
+    );
 
   it('no two folders import each other, directly or around a longer cycle', () => {
     assert.deepEqual(cycles(graph).map(why), []);
@@ -70,7 +75,8 @@ describe('one composition root', () => {
     for (const e of readdirSync(dir)) {
       const p = join(dir, e);
       if (statSync(p).isDirectory()) walk(p, out);
-      else if (/\.tsx?$/.test(e) && !/\.test\.tsx?$/.test(e) && !/^(testing|test-rig|test-hub)\.ts$/.test(e)) out.push(p);
+      else if (/\.tsx?$/.test(e) && !/\.test\.tsx?$/.test(e) && !/^(testing|test-rig|test-hub)\.ts$/.test(e))
+        out.push(p);
     }
     return out;
   };
@@ -89,4 +95,3 @@ describe('one composition root', () => {
     assert.ok(seen >= 4, 'the scan finds the composition building them');
   });
 });
-

@@ -12,7 +12,10 @@ describe('the dependency rules of DESIGN.md', () => {
   const key = (v: { file: string; target: string }) => `${v.file} -> ${v.target}`;
 
   it('no import breaks a never rule (there are no exceptions: routes and pages call services)', () => {
-    assert.deepEqual(found.map((v) => `${v.rule}: ${key(v)}`), []);
+    assert.deepEqual(
+      found.map((v) => `${v.rule}: ${key(v)}`),
+      [],
+    );
   });
 
   it('routes and web pages write no query of their own either (no drizzle-orm: a query goes through a service)', () => {
@@ -27,7 +30,11 @@ describe('the dependency rules of DESIGN.md', () => {
     const querying = walk(join(ROOT, 'src/server'))
       .map((abs) => relative(ROOT, abs).split('\\').join('/'))
       .filter((f) => isRoutes(f) || f.startsWith('src/server/web/'))
-      .filter((f) => /^(?:import|export)\s+(?!type\s)[^;]*?from\s+'drizzle-orm(?:\/[^']*)?'/m.test(readFileSync(join(ROOT, f), 'utf8')));
+      .filter((f) =>
+        /^(?:import|export)\s+(?!type\s)[^;]*?from\s+'drizzle-orm(?:\/[^']*)?'/m.test(
+          readFileSync(join(ROOT, f), 'utf8'),
+        ),
+      );
     assert.deepEqual(querying, []);
   });
 

@@ -14,15 +14,25 @@ export interface Rule {
 }
 
 const under = (dir: string) => (p: string) => p.startsWith(dir);
-const isTestSupport = (p: string) => /\.test\.tsx?$/.test(p) || /\/(testing|test-rig|test-hub|fake-daemon)\.ts$/.test(p) || p.includes('/testing/');
+const isTestSupport = (p: string) =>
+  /\.test\.tsx?$/.test(p) || /\/(testing|test-rig|test-hub|fake-daemon)\.ts$/.test(p) || p.includes('/testing/');
 /** The store: the schema, migrations and db handle under server/store/, and each feature's queries (store.ts, *-store.ts). */
-export const isStore = (p: string) => p.startsWith('src/server/store/') || /^src\/server\/[^/]+\/(store|[\w-]+-store)\.ts$/.test(p);
+export const isStore = (p: string) =>
+  p.startsWith('src/server/store/') || /^src\/server\/[^/]+\/(store|[\w-]+-store)\.ts$/.test(p);
 /** Route modules: routes.ts and *-routes.ts of every feature. */
 export const isRoutes = (p: string) => /^src\/server\/[^/]+\/([\w-]+-)?routes\.ts$/.test(p);
 
 export const RULES: readonly Rule[] = [
-  { name: 'sandbox/ imports nothing above it', from: under('src/sandbox/'), to: (t) => t.startsWith('src/') && !t.startsWith('src/sandbox/') },
-  { name: 'wire/ imports nothing above it', from: under('src/wire/'), to: (t) => t.startsWith('src/') && !t.startsWith('src/wire/') },
+  {
+    name: 'sandbox/ imports nothing above it',
+    from: under('src/sandbox/'),
+    to: (t) => t.startsWith('src/') && !t.startsWith('src/sandbox/'),
+  },
+  {
+    name: 'wire/ imports nothing above it',
+    from: under('src/wire/'),
+    to: (t) => t.startsWith('src/') && !t.startsWith('src/wire/'),
+  },
   { name: 'runner/ never imports server/', from: under('src/runner/'), to: under('src/server/') },
   { name: 'a provider never imports server/', from: under('src/providers/'), to: under('src/server/') },
   { name: 'web pages never touch the store', from: under('src/server/web/'), to: isStore },
@@ -61,8 +71,15 @@ export function valueImports(root: string): Import[] {
     const file = relative(root, abs).split('\\').join('/');
     if (isTestSupport(file)) continue;
     const text = readFileSync(abs, 'utf8');
-    for (const m of text.matchAll(/^(?:import|export)\s+(?!type\s)[^;]*?from\s+'(\.{1,2}\/[^']+)'|import\(\s*'(\.{1,2}\/[^']+)'\s*\)/gms)) {
-      out.push({ file, target: relative(root, resolve(dirname(abs), (m[1] ?? m[2])!)).split('\\').join('/') });
+    for (const m of text.matchAll(
+      /^(?:import|export)\s+(?!type\s)[^;]*?from\s+'(\.{1,2}\/[^']+)'|import\(\s*'(\.{1,2}\/[^']+)'\s*\)/gms,
+    )) {
+      out.push({
+        file,
+        target: relative(root, resolve(dirname(abs), (m[1] ?? m[2])!))
+          .split('\\')
+          .join('/'),
+      });
     }
   }
   return out;

@@ -9,7 +9,13 @@ import { z } from 'zod';
 import { header, json, ModelApiServer, pieces, sse } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
-const Block = z.looseObject({ type: z.string(), text: z.string().optional(), content: z.unknown().optional(), input: z.unknown().optional(), name: z.string().optional() });
+const Block = z.looseObject({
+  type: z.string(),
+  text: z.string().optional(),
+  content: z.unknown().optional(),
+  input: z.unknown().optional(),
+  name: z.string().optional(),
+});
 const Message = z.looseObject({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(Block)]) });
 const MessagesBody = z.looseObject({
   model: z.string(),
@@ -22,7 +28,10 @@ const AUTH_ERROR = { type: 'error', error: { type: 'authentication_error', messa
 
 function text(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((c) => (typeof c === 'string' ? c : typeof c?.text === 'string' ? c.text : text(c?.content))).join('\n');
+  if (Array.isArray(content))
+    return content
+      .map((c) => (typeof c === 'string' ? c : typeof c?.text === 'string' ? c.text : text(c?.content)))
+      .join('\n');
   return '';
 }
 
@@ -50,45 +59,130 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
       res.writeHead(200).end();
       return;
     }
-    const model = body && typeof body === 'object' && typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : null;
+    const model =
+      body && typeof body === 'object' && typeof (body as { model?: unknown }).model === 'string'
+        ? (body as { model: string }).model
+        : null;
     const parsedForTools = MessagesBody.safeParse(body);
-    const asked = api.record({ method: req.method ?? '', path, model, authorized, tools: parsedForTools.success ? (parsedForTools.data.tools ?? []).map((t) => t.name) : [], body });
+    const asked = api.record({
+      method: req.method ?? '',
+      path,
+      model,
+      authorized,
+      tools: parsedForTools.success ? (parsedForTools.data.tools ?? []).map((t) => t.name) : [],
+      body,
+    });
     if (!authorized) return json(res, 401, AUTH_ERROR, { 'request-id': `req_${randomBytes(8).toString('hex')}` });
     if (req.method === 'GET' && path === '/v1/models') {
-      return json(res, 200, { data: [{ type: 'model', id: 'claude-sonnet-4-5', display_name: 'Claude Sonnet 4.5', created_at: '2025-09-29T00:00:00Z' }], has_more: false, first_id: 'claude-sonnet-4-5', last_id: 'claude-sonnet-4-5' });
+      return json(res, 200, {
+        data: [
+          {
+            type: 'model',
+            id: 'claude-sonnet-4-5',
+            display_name: 'Claude Sonnet 4.5',
+            created_at: '2025-09-29T00:00:00Z',
+          },
+        ],
+        has_more: false,
+        first_id: 'claude-sonnet-4-5',
+        last_id: 'claude-sonnet-4-5',
+      });
     }
     if (req.method === 'POST' && path === '/v1/messages/count_tokens') return json(res, 200, { input_tokens: 42 });
-    if (req.method !== 'POST' || path !== '/v1/messages') return json(res, 404, { type: 'error', error: { type: 'not_found_error', message: `no route ${req.method} ${path}` } });
+    if (req.method !== 'POST' || path !== '/v1/messages')
+      return json(res, 404, {
+        type: 'error',
+        error: { type: 'not_found_error', message: `no route ${req.method} ${path}` },
+      });
 
     const parsed = MessagesBody.safeParse(body);
-    if (!parsed.success) return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: parsed.error.issues[0]?.message ?? 'invalid body' } });
+    if (!parsed.success)
+      return json(res, 400, {
+        type: 'error',
+        error: { type: 'invalid_request_error', message: parsed.error.issues[0]?.message ?? 'invalid body' },
+      });
     const b = parsed.data;
     const tools = b.tools ?? [];
     const shell = tools.find((t) => t.name === 'Bash' || t.name === 'bash');
     // Tool-less calls (Claude Code's title and quota requests) get a short text; only tool calls follow the script.
-    const step: Step = shell ? nextStep(entries(b.messages), tools.map((t) => t.name)) : { kind: 'text', text: 'Shell session' };
+    const step: Step = shell
+      ? nextStep(
+          entries(b.messages),
+          tools.map((t) => t.name),
+        )
+      : { kind: 'text', text: 'Shell session' };
     if (shell) asked.answered = answered(step);
     const id = `msg_${randomBytes(12).toString('hex')}`;
     const usage = { input_tokens: 120, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
-    const call = step.kind === 'tool' ? { name: shell!.name, input: { command: step.command, description: 'Run the requested command' } } : step.kind === 'call' ? { name: step.tool, input: step.args } : null;
+    const call =
+      step.kind === 'tool'
+        ? { name: shell!.name, input: { command: step.command, description: 'Run the requested command' } }
+        : step.kind === 'call'
+          ? { name: step.tool, input: step.args }
+          : null;
     const toolId = `toolu_${randomBytes(12).toString('hex')}`;
     const stopReason = call ? 'tool_use' : 'end_turn';
     if (!b.stream) {
-      const content = call ? [{ type: 'tool_use', id: toolId, name: call.name, input: call.input }] : [{ type: 'text', text: step.kind === 'text' ? step.text : '' }];
-      return json(res, 200, { id, type: 'message', role: 'assistant', model: b.model, content, stop_reason: stopReason, stop_sequence: null, usage: { ...usage, output_tokens: 12 } });
+      const content = call
+        ? [{ type: 'tool_use', id: toolId, name: call.name, input: call.input }]
+        : [{ type: 'text', text: step.kind === 'text' ? step.text : '' }];
+      return json(res, 200, {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model: b.model,
+        content,
+        stop_reason: stopReason,
+        stop_sequence: null,
+        usage: { ...usage, output_tokens: 12 },
+      });
     }
     const out = sse(res);
-    out.send('message_start', { type: 'message_start', message: { id, type: 'message', role: 'assistant', model: b.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
+    out.send('message_start', {
+      type: 'message_start',
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model: b.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { ...usage, output_tokens: 1 },
+      },
+    });
     out.send('ping', { type: 'ping' });
     if (call) {
-      out.send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: call.name, input: {} } });
-      for (const p of pieces(JSON.stringify(call.input))) out.send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: p } });
+      out.send('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'tool_use', id: toolId, name: call.name, input: {} },
+      });
+      for (const p of pieces(JSON.stringify(call.input)))
+        out.send('content_block_delta', {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'input_json_delta', partial_json: p },
+        });
     } else if (step.kind === 'text') {
-      out.send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
-      for (const p of pieces(step.text)) out.send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: p } });
+      out.send('content_block_start', {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'text', text: '' },
+      });
+      for (const p of pieces(step.text))
+        out.send('content_block_delta', {
+          type: 'content_block_delta',
+          index: 0,
+          delta: { type: 'text_delta', text: p },
+        });
     }
     out.send('content_block_stop', { type: 'content_block_stop', index: 0 });
-    out.send('message_delta', { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: 12 } });
+    out.send('message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: stopReason, stop_sequence: null },
+      usage: { output_tokens: 12 },
+    });
     out.send('message_stop', { type: 'message_stop' });
     out.end();
   });

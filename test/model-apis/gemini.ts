@@ -8,10 +8,16 @@ import { z } from 'zod';
 import { header, json, ModelApiServer, pieces, sse } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
-const Part = z.looseObject({ text: z.string().optional(), functionCall: z.unknown().optional(), functionResponse: z.looseObject({ response: z.unknown().optional() }).optional() });
+const Part = z.looseObject({
+  text: z.string().optional(),
+  functionCall: z.unknown().optional(),
+  functionResponse: z.looseObject({ response: z.unknown().optional() }).optional(),
+});
 const Body = z.looseObject({
   contents: z.array(z.looseObject({ role: z.string().optional(), parts: z.array(Part) })),
-  tools: z.array(z.looseObject({ functionDeclarations: z.array(z.looseObject({ name: z.string() })).optional() })).optional(),
+  tools: z
+    .array(z.looseObject({ functionDeclarations: z.array(z.looseObject({ name: z.string() })).optional() }))
+    .optional(),
 });
 
 const KEY_INVALID = {
@@ -19,7 +25,14 @@ const KEY_INVALID = {
     code: 400,
     message: 'API key not valid. Please pass a valid API key.',
     status: 'INVALID_ARGUMENT',
-    details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'API_KEY_INVALID', domain: 'googleapis.com', metadata: { service: 'generativelanguage.googleapis.com' } }],
+    details: [
+      {
+        '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+        reason: 'API_KEY_INVALID',
+        domain: 'googleapis.com',
+        metadata: { service: 'generativelanguage.googleapis.com' },
+      },
+    ],
   },
 };
 
@@ -49,26 +62,55 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
     const authorized = presented === api.key;
     const m = /^\/v1beta\/models\/([^:/]+):(streamGenerateContent|generateContent|countTokens)$/.exec(path);
     const parsed = Body.safeParse(body);
-    const tools = parsed.success ? (parsed.data.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((f) => f.name)) : [];
+    const tools = parsed.success
+      ? (parsed.data.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((f) => f.name))
+      : [];
     const asked = api.record({ method: req.method ?? '', path, model: m?.[1] ?? null, authorized, tools, body });
     if (!authorized) return json(res, 400, KEY_INVALID);
     if (req.method === 'GET' && path === '/v1beta/models') {
-      return json(res, 200, { models: [{ name: 'models/gemini-2.5-flash', displayName: 'Gemini 2.5 Flash', supportedGenerationMethods: ['generateContent', 'countTokens'] }] });
+      return json(res, 200, {
+        models: [
+          {
+            name: 'models/gemini-2.5-flash',
+            displayName: 'Gemini 2.5 Flash',
+            supportedGenerationMethods: ['generateContent', 'countTokens'],
+          },
+        ],
+      });
     }
-    if (req.method !== 'POST' || !m) return json(res, 404, { error: { code: 404, message: `no route ${req.method} ${path}`, status: 'NOT_FOUND' } });
+    if (req.method !== 'POST' || !m)
+      return json(res, 404, { error: { code: 404, message: `no route ${req.method} ${path}`, status: 'NOT_FOUND' } });
     if (m[2] === 'countTokens') return json(res, 200, { totalTokens: 120 });
-    if (!parsed.success) return json(res, 400, { error: { code: 400, message: parsed.error.issues[0]?.message ?? 'invalid body', status: 'INVALID_ARGUMENT' } });
+    if (!parsed.success)
+      return json(res, 400, {
+        error: { code: 400, message: parsed.error.issues[0]?.message ?? 'invalid body', status: 'INVALID_ARGUMENT' },
+      });
     const shell = tools.find((t) => t === 'run_shell_command');
-    const step: Step = shell ? nextStep(entries(parsed.data.contents), tools) : { kind: 'text', text: '{"next_speaker": "user", "reasoning": "The model answered."}' };
+    const step: Step = shell
+      ? nextStep(entries(parsed.data.contents), tools)
+      : { kind: 'text', text: '{"next_speaker": "user", "reasoning": "The model answered."}' };
     if (shell) asked.answered = answered(step);
     const model = m[1]!;
     const parts =
-      step.kind === 'tool' ? [[{ functionCall: { name: shell, args: { command: step.command, description: 'Run the requested command' } } }]]
-      : step.kind === 'call' ? [[{ functionCall: { name: step.tool, args: step.args } }]]
-      : pieces(step.text).map((t) => [{ text: t }]);
+      step.kind === 'tool'
+        ? [
+            [
+              {
+                functionCall: {
+                  name: shell,
+                  args: { command: step.command, description: 'Run the requested command' },
+                },
+              },
+            ],
+          ]
+        : step.kind === 'call'
+          ? [[{ functionCall: { name: step.tool, args: step.args } }]]
+          : pieces(step.text).map((t) => [{ text: t }]);
     if (m[2] === 'generateContent') return json(res, 200, candidate(parts.flat(), 'STOP', model, true));
     const out = sse(res);
-    parts.forEach((p, i) => out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1)));
+    parts.forEach((p, i) =>
+      out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1)),
+    );
     out.end();
   });
 }

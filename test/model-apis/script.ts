@@ -6,7 +6,9 @@
  */
 
 /** A conversation as the model sees it, whatever the wire format. */
-export type Entry = { readonly role: 'user' | 'assistant'; readonly text: string } | { readonly role: 'tool_result'; readonly text: string };
+export type Entry =
+  | { readonly role: 'user' | 'assistant'; readonly text: string }
+  | { readonly role: 'tool_result'; readonly text: string };
 
 export type Step =
   | { readonly kind: 'tool'; readonly command: string }
@@ -27,7 +29,9 @@ const MCP = /MCP: ([A-Za-z0-9-]+)/;
 /** `MCP: <word>`: one call per probe tool offered (whatever each call returned), then the answers in words. */
 function mcpStep(word: string, after: readonly Entry[], tools: readonly string[]): Step {
   const offered = MCP_PROBE_TOOLS.map((p) => tools.find((t) => t.includes(p))).filter((t): t is string => !!t);
-  const results = after.filter((e) => e.role === 'tool_result').map((e) => e.text.replace(/\s+/g, ' ').trim().slice(0, 200));
+  const results = after
+    .filter((e) => e.role === 'tool_result')
+    .map((e) => e.text.replace(/\s+/g, ' ').trim().slice(0, 200));
   const next = offered[results.length];
   if (next) return { kind: 'call', tool: next, args: { text: word } };
   return { kind: 'text', text: `${MCP_PREFIX} ${results.join(' | ') || `none; offered tools: ${tools.join(', ')}`}` };
@@ -40,7 +44,11 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
   while (u > 0 && entries[u]!.role !== 'user') u--;
   let start = u;
   while (start > 0 && entries[start - 1]!.role === 'user') start--;
-  const prompt = entries.slice(start, u + 1).filter((e) => e.role === 'user').map((e) => e.text).join('\n');
+  const prompt = entries
+    .slice(start, u + 1)
+    .filter((e) => e.role === 'user')
+    .map((e) => e.text)
+    .join('\n');
   const mcp = MCP.exec(prompt);
   if (mcp) return mcpStep(mcp[1]!, entries.slice(u + 1), tools);
   if (last.role === 'tool_result') {
@@ -51,11 +59,17 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
     // Agents add context messages of their own (environment, instructions) beside the prompt.
     let i = entries.length - 1;
     while (i > 0 && entries[i - 1]!.role === 'user') i--;
-    const tail = entries.slice(i).map((e) => e.text).join('\n');
+    const tail = entries
+      .slice(i)
+      .map((e) => e.text)
+      .join('\n');
     const run = RUN.exec(tail);
     if (run) return { kind: 'tool', command: run[1]!.trim() };
     if (tail.includes('RECALL')) {
-      const earlier = entries.slice(0, i).map((e) => (e.role === 'user' ? RUN.exec(e.text)?.[1]?.trim() : undefined)).filter((c): c is string => !!c);
+      const earlier = entries
+        .slice(0, i)
+        .map((e) => (e.role === 'user' ? RUN.exec(e.text)?.[1]?.trim() : undefined))
+        .filter((c): c is string => !!c);
       return { kind: 'text', text: earlier.length ? `${RECALL_PREFIX} ${earlier.join('; ')}` : NOTHING_RECALLED };
     }
   }
@@ -64,5 +78,9 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
 
 /** How a step is logged on the model API's record. */
 export function answered(step: Step): string {
-  return step.kind === 'tool' ? `tool:${step.command}` : step.kind === 'call' ? `call:${step.tool}` : `text:${step.text}`;
+  return step.kind === 'tool'
+    ? `tool:${step.command}`
+    : step.kind === 'call'
+      ? `call:${step.tool}`
+      : `text:${step.text}`;
 }

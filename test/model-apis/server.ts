@@ -18,7 +18,12 @@ export interface Asked {
   readonly body?: unknown;
 }
 
-export type Handler = (req: IncomingMessage, res: ServerResponse, body: unknown, api: ModelApiServer) => Promise<void> | void;
+export type Handler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  api: ModelApiServer,
+) => Promise<void> | void;
 
 export class ModelApiServer {
   readonly asked: Asked[] = [];
@@ -61,7 +66,10 @@ export class ModelApiServer {
   record(a: Omit<Asked, 'answered'>): Asked {
     const entry: Asked = { ...a, answered: null };
     this.asked.push(entry);
-    if (process.env.FOUNTAIN_MODEL_API_DEBUG) console.error(`[model api ${new Date().toISOString().slice(11, 23)}] ${a.method} ${a.path} model=${a.model} authorized=${a.authorized} tools=${a.tools.length}`);
+    if (process.env.FOUNTAIN_MODEL_API_DEBUG)
+      console.error(
+        `[model api ${new Date().toISOString().slice(11, 23)}] ${a.method} ${a.path} model=${a.model} authorized=${a.authorized} tools=${a.tools.length}`,
+      );
     return entry;
   }
 
@@ -84,7 +92,10 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
 export function sse(res: ServerResponse): { send: (event: string | null, data: unknown) => void; end: () => void } {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   return {
-    send: (event, data) => res.write(`${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`),
+    send: (event, data) =>
+      res.write(
+        `${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`,
+      ),
     end: () => res.end(),
   };
 }

@@ -17,7 +17,11 @@ const CLAUDE: RealAgentCase = {
   baseUrl: (api) => api.url,
   modelAsked: 'claude-sonnet-4-5',
   workdir: (dir) => dir,
-  deliveredFiles: (dir) => [join(dir, '.mcp.json'), join(dir, '.claude', 'settings.json'), join(dir, '.claude', 'skills', 'fountain-probe', 'SKILL.md')],
+  deliveredFiles: (dir) => [
+    join(dir, '.mcp.json'),
+    join(dir, '.claude', 'settings.json'),
+    join(dir, '.claude', 'skills', 'fountain-probe', 'SKILL.md'),
+  ],
 };
 
 describe('claude: a real turn through the public API', { timeout: 600_000 }, () => {
@@ -28,7 +32,11 @@ describe('claude: a real turn through the public API', { timeout: 600_000 }, () 
     const [mcpJson, settings, skill] = CLAUDE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const servers = JSON.parse(mcpJson!).mcpServers;
     assert.deepEqual(Object.keys(servers).sort(), ['probe-http', 'probe-stdio']);
-    assert.equal(servers['probe-http'].headers.Authorization, 'Bearer ${PROBE_HTTP_TOKEN}', 'the secret stays a reference Claude Code expands from its env');
+    assert.equal(
+      servers['probe-http'].headers.Authorization,
+      'Bearer ${PROBE_HTTP_TOKEN}',
+      'the secret stays a reference Claude Code expands from its env',
+    );
     assert.equal(JSON.parse(settings!).enableAllProjectMcpServers, true);
     assert.match(skill!, /name: fountain-probe/);
     assertToolsReached(r, { mcpCallsAsk: true });

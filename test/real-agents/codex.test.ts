@@ -17,7 +17,11 @@ const CODEX: RealAgentCase = {
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
   workdir: (dir) => dir,
-  deliveredFiles: (dir) => [join(dir, '.mcp.json'), join(dir, '.codex', 'config.toml'), join(dir, '.codex', 'skills', 'fountain-probe', 'SKILL.md')],
+  deliveredFiles: (dir) => [
+    join(dir, '.mcp.json'),
+    join(dir, '.codex', 'config.toml'),
+    join(dir, '.codex', 'skills', 'fountain-probe', 'SKILL.md'),
+  ],
 };
 
 describe('codex: a real turn through the public API', { timeout: 600_000 }, () => {
@@ -30,6 +34,9 @@ describe('codex: a real turn through the public API', { timeout: 600_000 }, () =
     assert.doesNotMatch(config!, /probe/);
     assert.match(skill!, /name: fountain-probe/);
     assertToolsReached(r, { mcpCallsAsk: true });
-    assert.ok(r.api.asked.some((a) => a.path === '/v1/responses'), 'Codex spoke the Responses API');
+    assert.ok(
+      r.api.asked.some((a) => a.path === '/v1/responses'),
+      'Codex spoke the Responses API',
+    );
   });
 });

@@ -30,7 +30,11 @@ describe('gemini: a real turn through the public API', { timeout: 600_000 }, () 
     const [settingsJson, skill] = GEMINI.deliveredFiles('').map((f) => r.tools.delivered[f]!);
     const settings = JSON.parse(settingsJson!);
     assert.deepEqual(Object.keys(settings.mcpServers ?? {}).sort(), ['probe-http', 'probe-stdio'], settingsJson);
-    assert.equal(settings.mcpServers['probe-http'].headers.Authorization, 'Bearer ${PROBE_HTTP_TOKEN}', 'the secret stays a reference gemini expands from its env');
+    assert.equal(
+      settings.mcpServers['probe-http'].headers.Authorization,
+      'Bearer ${PROBE_HTTP_TOKEN}',
+      'the secret stays a reference gemini expands from its env',
+    );
     assert.equal(settings.privacy?.usageStatisticsEnabled, false, settingsJson);
     assert.match(skill!, /name: fountain-probe/);
     assertToolsReached(r, { mcpCallsAsk: true });

@@ -18,7 +18,15 @@ import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
 import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
-import { HTTP_TOOL, readStdioLog, startHttpProbe, STDIO_FIXTURE, STDIO_TOOL, type HttpProbe, type McpSeen } from './mcp-probe.ts';
+import {
+  HTTP_TOOL,
+  readStdioLog,
+  startHttpProbe,
+  STDIO_FIXTURE,
+  STDIO_TOOL,
+  type HttpProbe,
+  type McpSeen,
+} from './mcp-probe.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** The persistent npm cache `.ci/run` pre-warms: sandbox installs read the adapters from it. */
@@ -96,8 +104,18 @@ function probeSkill(mark: string): { name: string; content: string } {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LONG = 300_000;
 
-async function stageAfter(s: Stream, stage: string, state: string, afterId: number, timeoutMs = LONG): Promise<SseEvent> {
-  return until(() => s.events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state), `${stage}/${state} on the stream`, timeoutMs);
+async function stageAfter(
+  s: Stream,
+  stage: string,
+  state: string,
+  afterId: number,
+  timeoutMs = LONG,
+): Promise<SseEvent> {
+  return until(
+    () => s.events.find((e) => (e.id ?? 0) > afterId && e.data?.stage === stage && e.data?.state === state),
+    `${stage}/${state} on the stream`,
+    timeoutMs,
+  );
 }
 
 function processListing(): string {
@@ -130,15 +148,33 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       env: {},
       acceptRunnerSocket,
       logger: pino({ level: 'debug' }, pino.destination({ dest: logFile, sync: true })),
-      engine: { idleTimeoutMs: 4000, sweepIntervalMs: 500, askTimeoutMs: 240_000, acpCallTimeoutMs: 120_000, turnSilenceTimeoutMs: 180_000 },
+      engine: {
+        idleTimeoutMs: 4000,
+        sweepIntervalMs: 500,
+        askTimeoutMs: 240_000,
+        acpCallTimeoutMs: 120_000,
+        turnSilenceTimeoutMs: 180_000,
+      },
       sseHeartbeatMs: 1000,
     });
     const bootKey = srv.bootstrapKey!;
     const base = srv.url;
     const http = (method: string, path: string, body?: unknown) => call(base, bootKey, method, path, body);
     const root = join(tmp, 'sandboxes');
-    runner = startRunnerChild({ name: 'real', root, baseUrl: base, apiKey: bootKey, home: tmp, logLevel: 'debug', extraArgs: ['--npm-cache', NPM_CACHE] });
-    await until(async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online), 'the runner to come online', 60_000);
+    runner = startRunnerChild({
+      name: 'real',
+      root,
+      baseUrl: base,
+      apiKey: bootKey,
+      home: tmp,
+      logLevel: 'debug',
+      extraArgs: ['--npm-cache', NPM_CACHE],
+    });
+    await until(
+      async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner to come online',
+      60_000,
+    );
 
     // The environment holds what the MCP servers' `${VAR}`s name: a variable for the port and the log, a secret for the token.
     const env = await http('POST', '/api/environments', {
@@ -158,7 +194,11 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       // Hyphens, not underscores: gemini splits `mcp_<server>_<tool>` at the first underscore.
       mcp_servers: {
         'probe-stdio': { command: 'node', args: [STDIO_FIXTURE, '${PROBE_STDIO_LOG}'] },
-        'probe-http': { type: 'http', url: 'http://127.0.0.1:${PROBE_HTTP_PORT}/mcp', headers: { Authorization: 'Bearer ${PROBE_HTTP_TOKEN}' } },
+        'probe-http': {
+          type: 'http',
+          url: 'http://127.0.0.1:${PROBE_HTTP_PORT}/mcp',
+          headers: { Authorization: 'Bearer ${PROBE_HTTP_TOKEN}' },
+        },
       },
     });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
@@ -166,10 +206,21 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
 
     // No credential yet: refused before any sandbox exists.
     const refused = await http('POST', '/api/conversations', { agent_id: agentId });
-    const refusedBeforeCredential = { status: refused.status, body: refused.body, sandboxes: existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [] };
+    const refusedBeforeCredential = {
+      status: refused.status,
+      body: refused.body,
+      sandboxes: existsSync(root) ? readdirSync(root).filter((n) => !n.startsWith('.')) : [],
+    };
 
-    const wrong = await http('PUT', `/api/account/inference-credentials/${c.credential}`, { value: `${c.keyPrefix}wrong${randomBytes(8).toString('hex')}`, base_url: c.baseUrl(api) });
-    const right = await http('PUT', `/api/account/inference-credentials/${c.credential}`, { value: key, base_url: c.baseUrl(api), validate: true });
+    const wrong = await http('PUT', `/api/account/inference-credentials/${c.credential}`, {
+      value: `${c.keyPrefix}wrong${randomBytes(8).toString('hex')}`,
+      base_url: c.baseUrl(api),
+    });
+    const right = await http('PUT', `/api/account/inference-credentials/${c.credential}`, {
+      value: key,
+      base_url: c.baseUrl(api),
+      validate: true,
+    });
     assert.equal(right.status, 200, JSON.stringify(right.body));
     const list = await http('GET', '/api/account/inference-credentials');
 
@@ -180,7 +231,10 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     const s = openStream(`${base}/api/conversations/${convId}/stream`, bootKey);
     try {
       const provisioned = await until(
-        () => s.events.find((e) => e.data?.stage === 'provision' && (e.data?.state === 'done' || e.data?.state === 'failed')),
+        () =>
+          s.events.find(
+            (e) => e.data?.stage === 'provision' && (e.data?.state === 'done' || e.data?.state === 'failed'),
+          ),
         'provisioning to end',
         LONG,
       );
@@ -189,10 +243,14 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
 
       // Turn 1: a shell tool call that asks permission, allowed through the API.
       const token = `proof-${randomBytes(4).toString('hex')}`;
-      const p1 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: `RUN: echo ${token} > ${token}.txt && cat ${token}.txt` });
+      const p1 = await http('POST', `/api/conversations/${convId}/prompts`, {
+        prompt: `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`,
+      });
       assert.equal(p1.status, 200, JSON.stringify(p1.body));
       const asked = await until(
-        () => s.events.find((e) => e.data?.stage === 'permission' && e.data?.state === 'started') ?? s.events.find((e) => e.data?.stage === 'turn' && e.data?.state === 'done'),
+        () =>
+          s.events.find((e) => e.data?.stage === 'permission' && e.data?.state === 'started') ??
+          s.events.find((e) => e.data?.stage === 'turn' && e.data?.state === 'done'),
         'a permission request (or the turn ending without one)',
         LONG,
       );
@@ -201,8 +259,12 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       if (asked.data.stage === 'permission') {
         ps.push(processListing());
         permission = typeof asked.data.data === 'string' ? JSON.parse(asked.data.data) : asked.data.data;
-        const allow = (permission.options as Json[]).find((o) => o.kind === 'allow_once') ?? (permission.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
-        const yes = await http('POST', `/api/conversations/${convId}/requests/${permission.request_id}`, { option_id: allow.option_id });
+        const allow =
+          (permission.options as Json[]).find((o) => o.kind === 'allow_once') ??
+          (permission.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
+        const yes = await http('POST', `/api/conversations/${convId}/requests/${permission.request_id}`, {
+          option_id: allow.option_id,
+        });
         assert.equal(yes.status, 200, JSON.stringify(yes.body));
       }
       const t1done = await stageAfter(s, 'turn', 'done', asked.id ?? 0);
@@ -223,7 +285,13 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       let mcpAfter = t1done.id ?? 0;
       for (;;) {
         const e = await until(
-          () => s.events.find((x) => (x.id ?? 0) > mcpAfter && ((x.data?.stage === 'permission' && x.data?.state === 'started') || (x.data?.stage === 'turn' && ['done', 'failed'].includes(x.data?.state)))),
+          () =>
+            s.events.find(
+              (x) =>
+                (x.id ?? 0) > mcpAfter &&
+                ((x.data?.stage === 'permission' && x.data?.state === 'started') ||
+                  (x.data?.stage === 'turn' && ['done', 'failed'].includes(x.data?.state))),
+            ),
           'a permission request or the end of the MCP turn',
           LONG,
         );
@@ -231,12 +299,18 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         if (e.data.stage === 'turn') break;
         const req = typeof e.data.data === 'string' ? JSON.parse(e.data.data) : e.data.data;
         mcpPermissions.push(req);
-        const allow = (req.options as Json[]).find((o) => o.kind === 'allow_once') ?? (req.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
-        const yes = await http('POST', `/api/conversations/${convId}/requests/${req.request_id}`, { option_id: allow.option_id });
+        const allow =
+          (req.options as Json[]).find((o) => o.kind === 'allow_once') ??
+          (req.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
+        const yes = await http('POST', `/api/conversations/${convId}/requests/${req.request_id}`, {
+          option_id: allow.option_id,
+        });
         assert.equal(yes.status, 200, JSON.stringify(yes.body));
       }
       phase(`MCP turn ended after ${mcpPermissions.length} permission request(s)`);
-      const mcpTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((t) => t.id === pm.body.turn_id);
+      const mcpTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+        (t) => t.id === pm.body.turn_id,
+      );
       const tools: ToolsRun = {
         mcpToken,
         word,
@@ -249,7 +323,9 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         delivered,
       };
       const offered = [...new Set(api.asked.flatMap((a) => a.tools))].filter((n) => /probe/.test(n));
-      phase(`MCP tools offered to the model: ${offered.join(', ') || 'none'}; stdio server saw ${tools.stdio.map((e) => e.method ?? e.tool ?? 'start').join(' ')}; http server saw ${tools.http.map((e) => `${e.method}${e.authorized ? '' : '(unauthorized)'}`).join(' ')}; skill shown to the model: ${api.asked.some((a) => JSON.stringify(a.body ?? '').includes(skillMark))}; answer: ${tools.answer.slice(0, 300)}`);
+      phase(
+        `MCP tools offered to the model: ${offered.join(', ') || 'none'}; stdio server saw ${tools.stdio.map((e) => e.method ?? e.tool ?? 'start').join(' ')}; http server saw ${tools.http.map((e) => `${e.method}${e.authorized ? '' : '(unauthorized)'}`).join(' ')}; skill shown to the model: ${api.asked.some((a) => JSON.stringify(a.body ?? '').includes(skillMark))}; answer: ${tools.answer.slice(0, 300)}`,
+      );
 
       // Park after the idle timeout, then wake on the next prompt with the history kept.
       const parked = await stageAfter(s, 'sandbox', 'done', mcpAfter, 60_000);
@@ -259,7 +335,9 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       assert.equal(p2.status, 200, JSON.stringify(p2.body));
       const t2done = await stageAfter(s, 'turn', 'done', parked.id!);
       phase('turn 2 done');
-      const recallTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((t) => t.id === p2.body.turn_id);
+      const recallTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+        (t) => t.id === p2.body.turn_id,
+      );
       const recallAnswer = answer(s.events, p2.body.turn_id);
       const resets = s.events.filter((e) => e.data?.stage === 'session' && e.data?.data?.event === 'reset');
 
@@ -269,12 +347,20 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       phase('parked again');
       const p3 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'Say hello.' });
       assert.equal(p3.status, 200, JSON.stringify(p3.body));
-      await until(async () => {
-        const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((x) => x.id === p3.body.turn_id);
-        return t && !['pending', 'running'].includes(t.status) ? t : null;
-      }, 'the wrong-key turn to end', LONG);
+      await until(
+        async () => {
+          const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+            (x) => x.id === p3.body.turn_id,
+          );
+          return t && !['pending', 'running'].includes(t.status) ? t : null;
+        },
+        'the wrong-key turn to end',
+        LONG,
+      );
       phase('wrong-key turn ended');
-      const wrongKeyTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find((x) => x.id === p3.body.turn_id);
+      const wrongKeyTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+        (x) => x.id === p3.body.turn_id,
+      );
       ps.push(processListing());
       phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
 
@@ -311,7 +397,9 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         recallAnswer,
         resets,
         wrongKeyTurn,
-        wrongKeyAcp: events.filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '').map((e) => String(e.data).slice(0, 600)),
+        wrongKeyAcp: events
+          .filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '')
+          .map((e) => String(e.data).slice(0, 600)),
         streamEvents: s.events,
         tools,
         exposures: {
@@ -356,23 +444,42 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.ok(r.permission, 'the agent asked permission for its shell command');
   assert.equal(r.firstTurn.status, 'completed', JSON.stringify(r.firstTurn));
   assert.equal(r.proofFile?.trim(), r.token, "the command's effect is in the sandbox");
-  assert.ok(r.firstAnswer.includes(FINAL_PREFIX) && r.firstAnswer.includes(r.token), `the answer streamed over SSE: ${r.firstAnswer}`);
+  assert.ok(
+    r.firstAnswer.includes(FINAL_PREFIX) && r.firstAnswer.includes(r.token),
+    `the answer streamed over SSE: ${r.firstAnswer}`,
+  );
   assert.equal(r.firstTurn.model, c.model, 'the turn records the model');
-  assert.ok(r.api.modelsAnswered.length > 0 && r.api.modelsAnswered.every((m) => m === c.modelAsked), `the model API was asked for ${c.modelAsked}: ${JSON.stringify(r.api.modelsAnswered)}`);
+  assert.ok(
+    r.api.modelsAnswered.length > 0 && r.api.modelsAnswered.every((m) => m === c.modelAsked),
+    `the model API was asked for ${c.modelAsked}: ${JSON.stringify(r.api.modelsAnswered)}`,
+  );
 
   assert.equal(r.recallTurn.status, 'completed', JSON.stringify(r.recallTurn));
   assert.deepEqual(r.resets, [], 'the wake loaded the session instead of starting a new one');
-  assert.ok(r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token), `the history survived the park: ${r.recallAnswer}`);
+  assert.ok(
+    r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token),
+    `the history survived the park: ${r.recallAnswer}`,
+  );
 
   assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
-  assert.match(String(r.wrongKeyTurn.reason), /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/, 'the failed turn says why and what to do');
-  assert.ok(r.api.asked.some((a) => !a.authorized), 'the model API refused the rotated key');
+  assert.match(
+    String(r.wrongKeyTurn.reason),
+    /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/,
+    'the failed turn says why and what to do',
+  );
+  assert.ok(
+    r.api.asked.some((a) => !a.authorized),
+    'the model API refused the rotated key',
+  );
 
   for (const [where, text] of Object.entries(r.exposures)) {
     assert.ok(!text.includes(r.key), `the credential appears in the ${where}`);
     assert.ok(!text.includes(r.tools.mcpToken), `the MCP server's secret appears in the ${where}`);
   }
-  assert.ok(r.exposures['process listing']!.length > 0 && r.exposures['server log']!.length > 0, 'there was something to search');
+  assert.ok(
+    r.exposures['process listing']!.length > 0 && r.exposures['server log']!.length > 0,
+    'there was something to search',
+  );
 }
 
 /**
@@ -382,18 +489,54 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
  */
 export function assertToolsReached(r: RealAgentRun, o: { readonly mcpCallsAsk: boolean }): void {
   const t = r.tools;
-  const why = () => JSON.stringify({ answer: t.answer, turn: t.turn, stdio: t.stdio, http: t.http, delivered: t.delivered, offered: [...new Set(r.api.asked.flatMap((a) => a.tools))] }, null, 1);
+  const why = () =>
+    JSON.stringify(
+      {
+        answer: t.answer,
+        turn: t.turn,
+        stdio: t.stdio,
+        http: t.http,
+        delivered: t.delivered,
+        offered: [...new Set(r.api.asked.flatMap((a) => a.tools))],
+      },
+      null,
+      1,
+    );
   const stdioMethods = t.stdio.map((e) => e.method);
-  assert.ok(stdioMethods.includes('initialize') && stdioMethods.includes('tools/list'), `the stdio server was started and listed by the runtime: ${why()}`);
+  assert.ok(
+    stdioMethods.includes('initialize') && stdioMethods.includes('tools/list'),
+    `the stdio server was started and listed by the runtime: ${why()}`,
+  );
   const httpMethods = t.http.filter((e) => e.authorized).map((e) => e.method);
-  assert.ok(httpMethods.includes('initialize') && httpMethods.includes('tools/list'), `the HTTP server was reached with the environment's secret: ${why()}`);
+  assert.ok(
+    httpMethods.includes('initialize') && httpMethods.includes('tools/list'),
+    `the HTTP server was reached with the environment's secret: ${why()}`,
+  );
   const offered = r.api.asked.flatMap((a) => a.tools);
-  assert.ok(offered.some((n) => n.includes(STDIO_TOOL)) && offered.some((n) => n.includes(HTTP_TOOL)), `the model was offered both MCP tools: ${why()}`);
-  assert.ok(r.api.asked.some((a) => JSON.stringify(a.body ?? '').includes(t.skillMark)), `the model was shown the skill's description: ${why()}`);
-  assert.ok(t.stdio.some((e) => e.tool === STDIO_TOOL && e.text === t.word), `the stdio tool was called: ${why()}`);
-  assert.ok(t.http.some((e) => e.method === 'tools/call' && e.authorized && JSON.stringify(e.params).includes(t.word)), `the HTTP tool was called: ${why()}`);
+  assert.ok(
+    offered.some((n) => n.includes(STDIO_TOOL)) && offered.some((n) => n.includes(HTTP_TOOL)),
+    `the model was offered both MCP tools: ${why()}`,
+  );
+  assert.ok(
+    r.api.asked.some((a) => JSON.stringify(a.body ?? '').includes(t.skillMark)),
+    `the model was shown the skill's description: ${why()}`,
+  );
+  assert.ok(
+    t.stdio.some((e) => e.tool === STDIO_TOOL && e.text === t.word),
+    `the stdio tool was called: ${why()}`,
+  );
+  assert.ok(
+    t.http.some((e) => e.method === 'tools/call' && e.authorized && JSON.stringify(e.params).includes(t.word)),
+    `the HTTP tool was called: ${why()}`,
+  );
   assert.equal(t.turn?.status, 'completed', why());
   // The agent's policy is `ask`: each MCP call reached it as a permission request, answered through the API.
-  if (o.mcpCallsAsk) assert.equal(t.permissions.length, 2, `each MCP call asked permission: ${JSON.stringify(t.permissions)}`);
-  assert.ok(t.answer.includes(MCP_PREFIX) && t.answer.includes(`fountain-stdio-saw:${t.word}`) && t.answer.includes(`fountain-http-saw:${t.word}`), `both tools' answers came back: ${why()}`);
+  if (o.mcpCallsAsk)
+    assert.equal(t.permissions.length, 2, `each MCP call asked permission: ${JSON.stringify(t.permissions)}`);
+  assert.ok(
+    t.answer.includes(MCP_PREFIX) &&
+      t.answer.includes(`fountain-stdio-saw:${t.word}`) &&
+      t.answer.includes(`fountain-http-saw:${t.word}`),
+    `both tools' answers came back: ${why()}`,
+  );
 }

@@ -45,12 +45,18 @@ export async function startHttpProbe(token: string): Promise<HttpProbe> {
         try {
           body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         } catch {
-          res.writeHead(400, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}');
+          res
+            .writeHead(400, { 'content-type': 'application/json' })
+            .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}');
           return;
         }
         for (const m of Array.isArray(body) ? body : [body]) {
           const msg = m as { method?: string; params?: unknown };
-          seen.push({ method: msg.method ?? null, authorized, ...(msg.method === 'tools/call' ? { params: msg.params } : {}) });
+          seen.push({
+            method: msg.method ?? null,
+            authorized,
+            ...(msg.method === 'tools/call' ? { params: msg.params } : {}),
+          });
         }
         if (!authorized) {
           res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"invalid_token"}');
@@ -59,10 +65,16 @@ export async function startHttpProbe(token: string): Promise<HttpProbe> {
         const mcp = new McpServer({ name: 'fountain-http-probe', version: '1.0.0' });
         mcp.registerTool(
           HTTP_TOOL,
-          { description: 'Echoes a word back, proving the HTTP MCP server is reachable.', inputSchema: { text: z.string() } },
+          {
+            description: 'Echoes a word back, proving the HTTP MCP server is reachable.',
+            inputSchema: { text: z.string() },
+          },
           async ({ text }) => ({ content: [{ type: 'text', text: `fountain-http-saw:${text}` }] }),
         );
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: true,
+        });
         res.on('close', () => {
           void transport.close();
           void mcp.close();

@@ -18,7 +18,11 @@ const OPENCODE: RealAgentCase = {
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
   workdir: () => `/${'tmp'}/opencode-workspace`,
-  deliveredFiles: () => [`/${'tmp'}/opencode-workspace/.mcp.json`, `/${'tmp'}/.config/opencode/opencode.json`, `/${'tmp'}/.config/opencode/skills/fountain-probe/SKILL.md`],
+  deliveredFiles: () => [
+    `/${'tmp'}/opencode-workspace/.mcp.json`,
+    `/${'tmp'}/.config/opencode/opencode.json`,
+    `/${'tmp'}/.config/opencode/skills/fountain-probe/SKILL.md`,
+  ],
 };
 
 describe('opencode: a real turn through the public API', { timeout: 600_000 }, () => {
@@ -29,9 +33,18 @@ describe('opencode: a real turn through the public API', { timeout: 600_000 }, (
     const [mcpJson, config, skill] = OPENCODE.deliveredFiles('').map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
     // Only the `ask` for the MCP servers' tools (`<server>_*`), so they reach Fountain's policy as bash does.
-    assert.deepEqual(Object.keys(JSON.parse(config!).permission).filter((k) => k.includes('probe')).sort(), ['probe-http_*', 'probe-stdio_*'], config);
+    assert.deepEqual(
+      Object.keys(JSON.parse(config!).permission)
+        .filter((k) => k.includes('probe'))
+        .sort(),
+      ['probe-http_*', 'probe-stdio_*'],
+      config,
+    );
     assert.match(skill!, /name: fountain-probe/);
     assertToolsReached(r, { mcpCallsAsk: true });
-    assert.ok(r.api.asked.some((a) => a.path === '/v1/chat/completions'), 'opencode spoke Chat Completions');
+    assert.ok(
+      r.api.asked.some((a) => a.path === '/v1/chat/completions'),
+      'opencode spoke Chat Completions',
+    );
   });
 });

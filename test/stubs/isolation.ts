@@ -13,7 +13,11 @@ let probe: boolean | undefined;
 export function isolationWorks(): boolean {
   if (probe === undefined) {
     const dir = mkdtempSync(join(tmpdir(), 'stub-isolation-probe-'));
-    const r = spawnSync('unshare', ['--user', '--map-current-user', '--mount', '--', '/bin/sh', '-c', 'mount --bind "$0" /home', dir], { stdio: 'ignore', timeout: 5000 });
+    const r = spawnSync(
+      'unshare',
+      ['--user', '--map-current-user', '--mount', '--', '/bin/sh', '-c', 'mount --bind "$0" /home', dir],
+      { stdio: 'ignore', timeout: 5000 },
+    );
     rmSync(dir, { recursive: true, force: true });
     probe = r.status === 0;
   }
@@ -25,10 +29,28 @@ export function isolationWorks(): boolean {
  * directory, through `/bin/sh -c '… exec "$@"'`: a missing binary is exit 127, a missing cwd exit 126.
  * `unshare` without `--fork` keeps the PID, so the caller's group kill still reaches the command.
  */
-export function spawnIsolated(homeRoot: string, cwd: string, cmd: string, args: readonly string[], opts: Omit<SpawnOptions, 'cwd'>): ChildProcess {
+export function spawnIsolated(
+  homeRoot: string,
+  cwd: string,
+  cmd: string,
+  args: readonly string[],
+  opts: Omit<SpawnOptions, 'cwd'>,
+): ChildProcess {
   return spawn(
     'unshare',
-    ['--user', '--map-current-user', '--mount', '--', '/bin/sh', '-c', 'mount --bind "$0" /home || exit 126; cd "$1" || exit 126; shift; exec "$@"', homeRoot, cwd, cmd, ...args],
+    [
+      '--user',
+      '--map-current-user',
+      '--mount',
+      '--',
+      '/bin/sh',
+      '-c',
+      'mount --bind "$0" /home || exit 126; cd "$1" || exit 126; shift; exec "$@"',
+      homeRoot,
+      cwd,
+      cmd,
+      ...args,
+    ],
     opts,
   );
 }

@@ -5,7 +5,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call } from '../helpers/http.ts';
-import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import {
+  launchChromium,
+  RUNNER_NAME,
+  screenshot,
+  skipWithoutChromium,
+  startStack,
+  type Browser,
+  type Stack,
+} from './harness.ts';
 
 const T = 20_000;
 
@@ -16,7 +24,11 @@ describe('the agent form warnings in chromium', { skip: skipWithoutChromium }, (
   before(async () => {
     stack = await startStack();
     await stack.startRunner();
-    const env = await call(stack.url, stack.apiKey, 'POST', '/api/environments', { name: 'locked', networking_type: 'limited', networking_config: { allowed_hosts: ['example.test'] } });
+    const env = await call(stack.url, stack.apiKey, 'POST', '/api/environments', {
+      name: 'locked',
+      networking_type: 'limited',
+      networking_config: { allowed_hosts: ['example.test'] },
+    });
     assert.equal(env.status, 201, JSON.stringify(env.body));
     browser = await launchChromium(T);
   });
@@ -37,7 +49,10 @@ describe('the agent form warnings in chromium', { skip: skipWithoutChromium }, (
     await page.getByLabel('Runner', { exact: true }).selectOption({ label: `${RUNNER_NAME} (online)` });
     await page.getByLabel('Environment', { exact: true }).selectOption({ label: 'locked (limited network)' });
     const warning = page.locator('#agent_warnings .notice[data-code="backend_lacks_network_policy"]');
-    await warning.filter({ hasText: /locked/ }).filter({ hasText: new RegExp(RUNNER_NAME) }).waitFor();
+    await warning
+      .filter({ hasText: /locked/ })
+      .filter({ hasText: new RegExp(RUNNER_NAME) })
+      .waitFor();
     assert.equal((await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data.length, 0, 'nothing saved yet');
     await screenshot(page, 'agent-warnings-before-save.png');
 
@@ -50,7 +65,11 @@ describe('the agent form warnings in chromium', { skip: skipWithoutChromium }, (
     await page.getByRole('button', { name: 'Create agent' }).click();
     await page.getByRole('heading', { name: 'Edit locked-down' }).waitFor();
     await warning.waitFor();
-    assert.equal((await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data.length, 1, 'saved despite the warning');
+    assert.equal(
+      (await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data.length,
+      1,
+      'saved despite the warning',
+    );
     assert.deepEqual(browser.consoleErrors, []);
   });
 });

@@ -7,7 +7,15 @@ import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
 import { mintSignInLink } from '../../src/server/web/session.ts';
 import { call } from '../helpers/http.ts';
-import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import {
+  launchChromium,
+  RUNNER_NAME,
+  screenshot,
+  skipWithoutChromium,
+  startStack,
+  type Browser,
+  type Stack,
+} from './harness.ts';
 
 const T = 20_000;
 
@@ -79,7 +87,9 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     stack.env.SPRITES_TOKEN = 'sprites-test-token';
     try {
       await page.goto(`${stack.url}/agents/new`);
-      const options = await page.locator('#sandbox_provider option').evaluateAll((els) => els.map((e) => (e as HTMLOptionElement).value));
+      const options = await page
+        .locator('#sandbox_provider option')
+        .evaluateAll((els) => els.map((e) => (e as HTMLOptionElement).value));
       assert.deepEqual(options, ['', 'runner', 'sprites']);
     } finally {
       delete stack.env.SPRITES_TOKEN;
@@ -104,12 +114,18 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     // The buttons gave way to the request they answered.
     await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo browser-ok`' }).waitFor();
     // The answer streams in word groups; together they read as one sentence.
-    await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
+    await page.waitForFunction(
+      () => document.querySelector('#events')?.textContent?.includes('exited with code 0'),
+      undefined,
+      { timeout: T },
+    );
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await page.locator('#events').innerText(), /browser-ok/);
     // One card per tool call, replaced in place as its updates arrive: it ends completed, with the command's output.
     const cards = page.locator('#events [data-tool-status]');
-    assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.getAttribute('data-tool-status'))), ['completed']);
+    assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.getAttribute('data-tool-status'))), [
+      'completed',
+    ]);
     assert.match(await cards.first().innerText(), /browser-ok/);
     assert.deepEqual(await cards.locator('summary .badge').allInnerTexts(), ['done']);
 
@@ -119,9 +135,17 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     const form = page.locator('form[data-request-id]');
     const requestId = await form.getAttribute('data-request-id');
     const convId = new URL(page.url()).pathname.split('/').at(-1)!;
-    const answered = await call(stack.url, stack.apiKey, 'POST', `/api/conversations/${convId}/requests/${encodeURIComponent(requestId!)}`, { option_id: 'allow_once' });
+    const answered = await call(
+      stack.url,
+      stack.apiKey,
+      'POST',
+      `/api/conversations/${convId}/requests/${encodeURIComponent(requestId!)}`,
+      { option_id: 'allow_once' },
+    );
     assert.equal(answered.status, 200, JSON.stringify(answered.body));
-    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo answered-elsewhere`' }).waitFor();
+    await page
+      .locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo answered-elsewhere`' })
+      .waitFor();
     await page.locator('[data-turn-state="done"]').nth(2).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Allow once' }).count(), 0);
     assert.equal(await page.locator('#events').getByText('Answered: Allow once').count(), 2);
@@ -152,7 +176,18 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     // Earlier tests provoke refusals (401, 422) on purpose; only this walk must be clean.
     consoleErrors.length = 0;
     const convHref = await page.locator('.mate-status a').first().getAttribute('href');
-    const paths = ['/', '/agents', '/agents/new', '/account/runners', '/account/api-keys', convHref!, '/docs', '/docs/runners', '/docs/integrations/daytona', '/signin'];
+    const paths = [
+      '/',
+      '/agents',
+      '/agents/new',
+      '/account/runners',
+      '/account/api-keys',
+      convHref!,
+      '/docs',
+      '/docs/runners',
+      '/docs/integrations/daytona',
+      '/signin',
+    ];
     for (const width of [390, 1280]) {
       await page.setViewportSize({ width, height: 900 });
       for (const p of paths) {

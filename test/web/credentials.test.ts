@@ -52,6 +52,9 @@ describe('model credentials in the web UI (chromium)', { skip: skipWithoutChromi
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).click();
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).waitFor({ state: 'detached' });
     const after = (await api('GET', '/api/account/inference-credentials')).body.data as Json[];
-    assert.equal(after.find((r) => r.provider === 'anthropic_api_key'), undefined);
+    assert.equal(
+      after.find((r) => r.provider === 'anthropic_api_key'),
+      undefined,
+    );
   });
 });

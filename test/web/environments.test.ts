@@ -53,9 +53,15 @@ describe('environments in the web UI (chromium)', { skip: skipWithoutChromium },
     await page.getByRole('link', { name: 'Edit web-project' }).click();
     await page.getByText('Stored: API_TOKEN.').waitFor();
     assert.ok(!(await page.content()).includes(SECRET), 'the edit page shows the secret name only');
-    assert.equal(await page.getByLabel('Repositories').inputValue(), 'https://example.test/org/app.git /home/sprite/app ref=main');
+    assert.equal(
+      await page.getByLabel('Repositories').inputValue(),
+      'https://example.test/org/app.git /home/sprite/app ref=main',
+    );
     const [env] = (await api('GET', '/api/environments')).body.data as Json[];
-    assert.deepEqual([env.name, env.secret_keys, env.env_vars], ['web-project', ['API_TOKEN'], { GREETING: 'hello', MODE: 'test' }]);
+    assert.deepEqual(
+      [env.name, env.secret_keys, env.env_vars],
+      ['web-project', ['API_TOKEN'], { GREETING: 'hello', MODE: 'test' }],
+    );
     await page.setViewportSize({ width: 390, height: 900 });
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `the edit page is ${overflow}px wider than a phone`);
@@ -76,7 +82,9 @@ describe('environments in the web UI (chromium)', { skip: skipWithoutChromium },
     await page.getByRole('heading', { name: 'Edit Env agent' }).waitFor();
     await page.locator('#agent_warnings .notice[data-code="backend_lacks_network_policy"]').waitFor();
     const agent = ((await api('GET', '/api/agents')).body.data as Json[]).find((a) => a.name === 'Env agent');
-    const [envId] = ((await api('GET', '/api/environments')).body.data as Json[]).filter((e) => e.name === 'web-project').map((e) => e.id);
+    const [envId] = ((await api('GET', '/api/environments')).body.data as Json[])
+      .filter((e) => e.name === 'web-project')
+      .map((e) => e.id);
     assert.equal(agent.environment_id, envId);
     await page.goto(`${stack.url}/agents/${agent.id}/edit`);
     assert.equal(await page.getByLabel('Environment', { exact: true }).inputValue(), envId);

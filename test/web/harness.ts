@@ -39,7 +39,9 @@ export async function screenshot(page: Page, file: string, fullPage = true): Pro
 }
 
 /** `describe(…, { skip })`: false when chromium is there, else the reason. */
-export const skipWithoutChromium: string | false = existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed (.ci/run installs it)`;
+export const skipWithoutChromium: string | false = existsSync(CHROMIUM)
+  ? false
+  : `${CHROMIUM} is not installed (.ci/run installs it)`;
 
 export interface Browser {
   readonly ctx: BrowserContext;
@@ -58,7 +60,16 @@ export async function launchChromium(timeoutMs: number): Promise<Browser> {
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   const consoleErrors: string[] = [];
   const watch = (page: Page) => {
@@ -123,10 +134,21 @@ export async function startStack(): Promise<Stack> {
 
   let child: ChildProcess | null = null;
   const startRunner = async () => {
-    child = spawn(process.execPath, [FOUNTAIN_BIN, 'runner', '--name', RUNNER_NAME, '--root', root, '--log-level', 'warn'], {
-      env: { ...process.env, FOUNTAIN_API_KEY: apiKey, FOUNTAIN_BASE_URL: srv.url, FOUNTAIN_PROFILE: '', FOUNTAIN_HOME: tmp, FOUNTAIN_LOG_FORMAT: 'json' },
-      stdio: ['ignore', 'ignore', 'ignore'],
-    });
+    child = spawn(
+      process.execPath,
+      [FOUNTAIN_BIN, 'runner', '--name', RUNNER_NAME, '--root', root, '--log-level', 'warn'],
+      {
+        env: {
+          ...process.env,
+          FOUNTAIN_API_KEY: apiKey,
+          FOUNTAIN_BASE_URL: srv.url,
+          FOUNTAIN_PROFILE: '',
+          FOUNTAIN_HOME: tmp,
+          FOUNTAIN_LOG_FORMAT: 'json',
+        },
+        stdio: ['ignore', 'ignore', 'ignore'],
+      },
+    );
     await until(online, 'the runner to connect');
   };
   const stopRunner = async () => {

@@ -27,7 +27,9 @@ const shoot = async (page: Page, name: string) => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `${name} at ${width}px is ${overflow}px wider than the screen`);
     // Long sandbox paths and replies must wrap inside their card, not run over its edge.
-    const spilled = await page.locator('.card').evaluateAll((els) => els.filter((e) => e.scrollWidth - e.clientWidth > 1).map((e) => e.className));
+    const spilled = await page
+      .locator('.card')
+      .evaluateAll((els) => els.filter((e) => e.scrollWidth - e.clientWidth > 1).map((e) => e.className));
     assert.deepEqual(spilled, [], `${name} at ${width}px`);
     await screenshot(page, `new-user_${width}_${name}.png`);
   }
@@ -46,11 +48,18 @@ describe('a new user: fountain up, the printed link, the demo agent', { skip: sk
 
   before(async () => {
     home = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-newcomer-')));
-    up = spawn(process.execPath, [FOUNTAIN_BIN, 'up', '--port', '0'], { env: newcomerEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+    up = spawn(process.execPath, [FOUNTAIN_BIN, 'up', '--port', '0'], {
+      env: newcomerEnv(home),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     up.stdout!.on('data', (d) => (out += d));
     up.stderr!.on('data', (d) => (err += d));
     exited = new Promise((r) => up.on('exit', (code) => r(code)));
-    await until(() => out.includes('Ctrl-C stops everything') || up.exitCode !== null, `fountain up to start (${err})`, 180_000);
+    await until(
+      () => out.includes('Ctrl-C stops everything') || up.exitCode !== null,
+      `fountain up to start (${err})`,
+      180_000,
+    );
     browser = await launchChromium(T);
     page = browser.page;
   });
@@ -103,14 +112,20 @@ describe('a new user: fountain up, the printed link, the demo agent', { skip: sk
     const card = page.locator('section.mate', { has: page.getByRole('heading', { name: 'demo' }) });
     await card.getByLabel('Message demo').fill('run: echo newcomer-ok');
     await card.getByRole('button', { name: 'Send' }).click();
-    await card.locator('[data-preview="asking"]', { hasText: 'demo asks permission: Run `echo newcomer-ok`' }).waitFor();
+    await card
+      .locator('[data-preview="asking"]', { hasText: 'demo asks permission: Run `echo newcomer-ok`' })
+      .waitFor();
     await card.getByRole('link', { name: 'Answer in the conversation' }).click();
 
     const events = page.locator('#events');
     await events.getByText('You said: hello from a newcomer').waitFor();
     await page.getByRole('button', { name: 'Allow once' }).click();
     await events.getByText('Answered: Allow once').waitFor();
-    await page.waitForFunction(() => document.querySelector('#events')?.textContent?.includes('exited with code 0'), undefined, { timeout: T });
+    await page.waitForFunction(
+      () => document.querySelector('#events')?.textContent?.includes('exited with code 0'),
+      undefined,
+      { timeout: T },
+    );
     await page.locator('[data-turn-state="done"]').nth(1).waitFor();
     assert.match(await events.innerText(), /newcomer-ok/);
     assert.equal(await page.getByRole('button', { name: 'Allow once' }).count(), 0, 'no stale buttons');

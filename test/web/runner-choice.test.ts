@@ -6,7 +6,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { call } from '../helpers/http.ts';
-import { launchChromium, RUNNER_NAME, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import {
+  launchChromium,
+  RUNNER_NAME,
+  screenshot,
+  skipWithoutChromium,
+  startStack,
+  type Browser,
+  type Stack,
+} from './harness.ts';
 
 const T = 20_000;
 const NAMED = new RegExp(`runner "${RUNNER_NAME}" is offline`, 'i');
@@ -35,7 +43,10 @@ describe('the agent form runner select in chromium', { skip: skipWithoutChromium
     const select = page.getByLabel('Runner', { exact: true });
     assert.equal(await select.inputValue(), '', '"Any runner" is the default');
     const labels = await page.locator('#runner_id option').allInnerTexts();
-    assert.deepEqual(labels.map((l) => l.trim()), ['Any runner (the most recently connected one online)', `${RUNNER_NAME} (online)`]);
+    assert.deepEqual(
+      labels.map((l) => l.trim()),
+      ['Any runner (the most recently connected one online)', `${RUNNER_NAME} (online)`],
+    );
     await page.getByLabel('Name').fill('pinned');
     await page.getByLabel('Runtime').selectOption('demo');
     await page.getByLabel('Model').fill('fountain/demo');
@@ -43,8 +54,15 @@ describe('the agent form runner select in chromium', { skip: skipWithoutChromium
     await page.getByRole('button', { name: 'Create agent' }).click();
     await page.getByRole('heading', { name: 'pinned' }).waitFor();
 
-    const agents = (await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data as Array<{ id: string; name: string; runner_id: string | null }>;
-    const runners = (await call(stack.url, stack.apiKey, 'GET', '/api/runners')).body.data as Array<{ id: string; name: string }>;
+    const agents = (await call(stack.url, stack.apiKey, 'GET', '/api/agents')).body.data as Array<{
+      id: string;
+      name: string;
+      runner_id: string | null;
+    }>;
+    const runners = (await call(stack.url, stack.apiKey, 'GET', '/api/runners')).body.data as Array<{
+      id: string;
+      name: string;
+    }>;
     const pinned = agents.find((a) => a.name === 'pinned')!;
     agentId = pinned.id;
     assert.equal(pinned.runner_id, runners.find((r) => r.name === RUNNER_NAME)!.id);
@@ -54,7 +72,9 @@ describe('the agent form runner select in chromium', { skip: skipWithoutChromium
     assert.equal(await page.locator('#runner_id_offline').count(), 0, 'no warning while the runner is online');
   });
 
-  it('while the pinned runner is away: the form, a new conversation and a message name it', { timeout: 90_000 }, async () => {
+  it('while the pinned runner is away: the form, a new conversation and a message name it', {
+    timeout: 90_000,
+  }, async () => {
     const { page } = browser;
     await stack.stopRunner();
 
@@ -76,10 +96,19 @@ describe('the agent form runner select in chromium', { skip: skipWithoutChromium
     // The Team page's message box.
     await page.goto(`${stack.url}/`);
     await page.getByLabel('Message pinned').fill('hello');
-    await page.locator('section[data-agent-id] form').filter({ has: page.getByLabel('Message pinned') }).getByRole('button', { name: 'Send' }).click();
+    await page
+      .locator('section[data-agent-id] form')
+      .filter({ has: page.getByLabel('Message pinned') })
+      .getByRole('button', { name: 'Send' })
+      .click();
     await page.locator(`#msg-result-${agentId}`).filter({ hasText: NAMED }).waitFor();
 
     // The refusals are 4xx answers by design (the browser logs each one); nothing else may be logged.
-    assert.deepEqual(browser.consoleErrors.filter((e) => !/Failed to load resource: the server responded with a status of 4\d\d/.test(e)), []);
+    assert.deepEqual(
+      browser.consoleErrors.filter(
+        (e) => !/Failed to load resource: the server responded with a status of 4\d\d/.test(e),
+      ),
+      [],
+    );
   });
 });

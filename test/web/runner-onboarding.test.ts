@@ -11,11 +11,24 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseCredentials } from '../../src/cli/credentials.ts';
 import { call } from '../helpers/http.ts';
-import { FOUNTAIN_BIN, launchChromium, screenshot, skipWithoutChromium, startStack, type Browser, type Stack } from './harness.ts';
+import {
+  FOUNTAIN_BIN,
+  launchChromium,
+  screenshot,
+  skipWithoutChromium,
+  startStack,
+  type Browser,
+  type Stack,
+} from './harness.ts';
 
 const T = 30_000;
 /** Routes that take no bearer key at all; the runner key is not what they check. */
-const PUBLIC = new Set(['GET /api/health', 'GET /api/openapi.json', 'POST /api/runners/register', 'GET /api/runners/ws']);
+const PUBLIC = new Set([
+  'GET /api/health',
+  'GET /api/openapi.json',
+  'POST /api/runners/register',
+  'GET /api/runners/ws',
+]);
 
 describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, () => {
   let stack: Stack;
@@ -26,7 +39,14 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
 
   const runFountain = (args: string[]) => {
     const child = spawn(process.execPath, [FOUNTAIN_BIN, ...args], {
-      env: { ...process.env, FOUNTAIN_HOME: home, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '', FOUNTAIN_LOG_FORMAT: 'json' },
+      env: {
+        ...process.env,
+        FOUNTAIN_HOME: home,
+        FOUNTAIN_API_KEY: '',
+        FOUNTAIN_BASE_URL: '',
+        FOUNTAIN_PROFILE: '',
+        FOUNTAIN_LOG_FORMAT: 'json',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let err = '';
@@ -58,10 +78,20 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
     await screenshot(page, 'runner-add-command.png');
     command = line.split(' ').slice(1);
 
-    const r = runFountain([...command, '--name', 'onboarded', '--root', join(home, 'sandboxes'), '--log-level', 'warn']);
+    const r = runFountain([
+      ...command,
+      '--name',
+      'onboarded',
+      '--root',
+      join(home, 'sandboxes'),
+      '--log-level',
+      'warn',
+    ]);
     runner = r.child;
     await page.goto(`${stack.url}/account/runners`);
-    await page.locator('tr[data-runner="onboarded"] .runner-status', { hasText: 'online' }).waitFor({ timeout: 60_000 });
+    await page
+      .locator('tr[data-runner="onboarded"] .runner-status', { hasText: 'online' })
+      .waitFor({ timeout: 60_000 });
     await screenshot(page, 'runner-onboarded.png');
     assert.deepEqual(browser.consoleErrors, []);
 
@@ -70,13 +100,18 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
     assert.ok(key, 'the runner kept its key');
     assert.notEqual(key, stack.apiKey);
     const listed = await call(stack.url, stack.apiKey, 'GET', '/api/auth/api-keys');
-    const mine = (listed.body.data as Array<{ name: string; scopes: string[] }>).find((k) => k.name === 'runner onboarded');
+    const mine = (listed.body.data as Array<{ name: string; scopes: string[] }>).find(
+      (k) => k.name === 'runner onboarded',
+    );
     assert.deepEqual(mine?.scopes, ['runner']);
   });
 
   it('refuses the runner key on every other route, the web sign-in included', { timeout: 60_000 }, async () => {
-    const key = parseCredentials(readFileSync(join(home, 'credentials'), 'utf8'), 'credentials')['runner.onboarded']!.api_key!;
-    const spec = (await call(stack.url, null, 'GET', '/api/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+    const key = parseCredentials(readFileSync(join(home, 'credentials'), 'utf8'), 'credentials')['runner.onboarded']!
+      .api_key!;
+    const spec = (await call(stack.url, null, 'GET', '/api/openapi.json')).body as {
+      paths: Record<string, Record<string, unknown>>;
+    };
     const someId = '00000000-0000-4000-8000-000000000000';
     const checked: string[] = [];
     const allowed: string[] = [];
@@ -85,11 +120,18 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
         const route = `${method.toUpperCase()} ${path}`;
         if (PUBLIC.has(route)) continue;
         const url = path.replace(/\{[^}]+\}/g, someId);
-        const res = await call(stack.url, key, method.toUpperCase(), url, ['post', 'put', 'patch'].includes(method) ? {} : undefined);
+        const res = await call(
+          stack.url,
+          key,
+          method.toUpperCase(),
+          url,
+          ['post', 'put', 'patch'].includes(method) ? {} : undefined,
+        );
         checked.push(route);
         // The team MCP's GET and DELETE answer 405 to everyone, key or no key: nothing is done there.
         const refusedToAll = res.status === 405 && res.body?.error === 'method_not_allowed';
-        if (!refusedToAll && (res.status !== 403 || res.body?.error !== 'insufficient_scope')) allowed.push(`${route} → ${res.status} ${JSON.stringify(res.body).slice(0, 120)}`);
+        if (!refusedToAll && (res.status !== 403 || res.body?.error !== 'insufficient_scope'))
+          allowed.push(`${route} → ${res.status} ${JSON.stringify(res.body).slice(0, 120)}`);
       }
     }
     assert.ok(checked.length > 20, `only ${checked.length} routes in the spec`);
@@ -108,7 +150,10 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
     const again = runFountain([...command, '--name', 'second', '--root', join(home, 'sandboxes2')]);
     assert.equal(await again.exited, 2);
     assert.match(again.err(), /registration refused: this registration token was already used or has expired/);
-    const direct = await call(stack.url, null, 'POST', '/api/runners/register', { token: command.at(-1), name: 'third' });
+    const direct = await call(stack.url, null, 'POST', '/api/runners/register', {
+      token: command.at(-1),
+      name: 'third',
+    });
     assert.equal(direct.status, 401);
     assert.equal(direct.body.error, 'registration_token_invalid');
   });

@@ -20,24 +20,42 @@ async function assertFits(page: Page, what: string): Promise<void> {
         const b = el.getBoundingClientRect();
         if ((b.width === 0 && b.height === 0) || el.classList.contains('skip')) return false;
         // Inside a box that scrolls sideways on purpose (code), being wider is fine.
-        for (let p = el.parentElement; p; p = p.parentElement) if (p.scrollWidth > p.clientWidth && getComputedStyle(p).overflowX !== 'visible' && p !== document.documentElement && p !== document.body) return false;
+        for (let p = el.parentElement; p; p = p.parentElement)
+          if (
+            p.scrollWidth > p.clientWidth &&
+            getComputedStyle(p).overflowX !== 'visible' &&
+            p !== document.documentElement &&
+            p !== document.body
+          )
+            return false;
         return b.left < -1 || b.right > width + 1;
       })
-      .map((el) => `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().left)}..${Math.round(el.getBoundingClientRect().right)})`);
+      .map(
+        (el) =>
+          `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().left)}..${Math.round(el.getBoundingClientRect().right)})`,
+      );
     return { overflow: document.documentElement.scrollWidth - width, off: off.slice(0, 5) };
   });
   assert.ok(r.overflow <= 1, `${what}: the page is ${r.overflow}px wider than the screen`);
   assert.deepEqual(r.off, [], `${what}: off-screen`);
 }
 
-describe('the walk: sign in → conversations → new → run: answered → long message → terminate', { skip: skipWithoutChromium }, () => {
+describe('the walk: sign in → conversations → new → run: answered → long message → terminate', {
+  skip: skipWithoutChromium,
+}, () => {
   let stack: Stack;
   let browser: Browser;
 
   before(async () => {
     stack = await startStack();
     await stack.startRunner();
-    const made = await call(stack.url, stack.apiKey, 'POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo', system: '', permission_policy: { default: 'ask' } });
+    const made = await call(stack.url, stack.apiKey, 'POST', '/api/agents', {
+      name: 'demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      system: '',
+      permission_policy: { default: 'ask' },
+    });
     assert.equal(made.status, 201, JSON.stringify(made.body));
     browser = await launchChromium(T);
     browser.page.on('dialog', (d) => void d.accept());

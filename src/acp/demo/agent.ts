@@ -81,7 +81,8 @@ export function slowAnswer(chunks: number): string[] {
 }
 
 /** Line i of a `slow:` answer; stamped with `at <t>`, t in wall-clock milliseconds since the epoch (microsecond precision). */
-export const slowLine = (i: number, of: number, at?: number): string => `slow chunk ${i} of ${of}${at === undefined ? '' : ` at ${at.toFixed(3)}`}\n`;
+export const slowLine = (i: number, of: number, at?: number): string =>
+  `slow chunk ${i} of ${of}${at === undefined ? '' : ` at ${at.toFixed(3)}`}\n`;
 
 /** Wall-clock milliseconds with sub-millisecond precision, comparable between processes on one machine. */
 export const wallClockMs = (): number => performance.timeOrigin + performance.now();
@@ -128,7 +129,11 @@ export function describeMcpServers(servers: readonly McpServer[], env: NodeJS.Pr
     if (!('type' in s) || (s.type !== 'http' && s.type !== 'sse')) return `- ${s.name}: stdio ${s.command}`;
     const headers = s.headers.map((h) => {
       const bearer = /^Bearer\s+(\S+)$/i.exec(h.value);
-      const note = bearer ? (bearer[1] === env.FOUNTAIN_TOKEN ? ' (bearer = FOUNTAIN_TOKEN)' : ' (bearer ≠ FOUNTAIN_TOKEN)') : '';
+      const note = bearer
+        ? bearer[1] === env.FOUNTAIN_TOKEN
+          ? ' (bearer = FOUNTAIN_TOKEN)'
+          : ' (bearer ≠ FOUNTAIN_TOKEN)'
+        : '';
       return `${h.name}${note}`;
     });
     return `- ${s.name}: ${s.type} ${s.url} headers: ${headers.join(', ') || 'none'}`;
@@ -150,7 +155,11 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     const messageId = randomUUID();
     for (const piece of chunkText(text)) {
       if (signal.aborted) return false;
-      await update(client, sessionId, { sessionUpdate: 'agent_message_chunk', messageId, content: { type: 'text', text: piece } });
+      await update(client, sessionId, {
+        sessionUpdate: 'agent_message_chunk',
+        messageId,
+        content: { type: 'text', text: piece },
+      });
     }
     return true;
   };
@@ -164,7 +173,14 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
   ): Promise<{ stop: StopReason; answer: string }> => {
     const toolCallId = `run-${++toolCalls}`;
     const title = `Run \`${command}\``;
-    await update(client, sessionId, { sessionUpdate: 'tool_call', toolCallId, title, kind: 'execute', status: 'pending', rawInput: { command } });
+    await update(client, sessionId, {
+      sessionUpdate: 'tool_call',
+      toolCallId,
+      title,
+      kind: 'execute',
+      status: 'pending',
+      rawInput: { command },
+    });
     const decision = await client.request(acp.methods.client.session.requestPermission, {
       sessionId,
       toolCall: { toolCallId, title, kind: 'execute', status: 'pending', rawInput: { command } },
@@ -214,7 +230,11 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
       signal,
       update: (u) => update(client, sessionId, u),
       askPermission: async (toolCall, options) => {
-        const decision = await client.request(acp.methods.client.session.requestPermission, { sessionId, toolCall, options });
+        const decision = await client.request(acp.methods.client.session.requestPermission, {
+          sessionId,
+          toolCall,
+          options,
+        });
         return decision.outcome;
       },
     };
@@ -224,7 +244,10 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
       case 'bash':
       case 'edit': {
         const toolCallId = `toolu_${String(++toolCalls).padStart(4, '0')}`;
-        const r = intent.kind === 'bash' ? await claudeBash(tools, toolCallId, intent.command) : await claudeEdit(tools, toolCallId, intent.spec);
+        const r =
+          intent.kind === 'bash'
+            ? await claudeBash(tools, toolCallId, intent.command)
+            : await claudeEdit(tools, toolCallId, intent.spec);
         return { stop: r.cancelled ? 'cancelled' : 'end_turn', answer: r.answer };
       }
       case 'remember':
@@ -232,7 +255,8 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
         return { stop: 'end_turn', answer: `I will remember that: ${intent.text}` };
       case 'recall': {
         const items = await store.recall();
-        const answer = items.length === 0 ? 'I remember nothing.' : `I remember:\n${items.map((i) => `- ${i}`).join('\n')}`;
+        const answer =
+          items.length === 0 ? 'I remember nothing.' : `I remember:\n${items.map((i) => `- ${i}`).join('\n')}`;
         return { stop: 'end_turn', answer };
       }
       case 'mcp':
@@ -268,7 +292,13 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
     .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
       const history = await store.readHistory(params.sessionId);
       if (history === null) throw acp.RequestError.resourceNotFound(params.sessionId);
-      sessions.set(params.sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, abort: null, titled: true, used: 0 });
+      sessions.set(params.sessionId, {
+        cwd: params.cwd,
+        mcpServers: params.mcpServers,
+        abort: null,
+        titled: true,
+        used: 0,
+      });
       // The protocol wants the whole history replayed before the load reply.
       for (const u of history) await update(client, params.sessionId, u);
       return {};
@@ -296,7 +326,11 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
             if (abort.signal.aborted) return { stopReason: 'cancelled' };
             const line = slowLine(i, intent.chunks, intent.stamped ? wallClockMs() : undefined);
             lines.push(line);
-            await update(client, params.sessionId, { sessionUpdate: 'agent_message_chunk', messageId, content: { type: 'text', text: line } });
+            await update(client, params.sessionId, {
+              sessionUpdate: 'agent_message_chunk',
+              messageId,
+              content: { type: 'text', text: line },
+            });
           }
           await store.appendHistory(params.sessionId, [
             { sessionUpdate: 'user_message_chunk', content: { type: 'text', text } },
@@ -313,7 +347,10 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
         ]);
         if (!session.titled) {
           session.titled = true;
-          await update(client, params.sessionId, { sessionUpdate: 'session_info_update', title: `Demo: ${text.slice(0, 40)}` });
+          await update(client, params.sessionId, {
+            sessionUpdate: 'session_info_update',
+            title: `Demo: ${text.slice(0, 40)}`,
+          });
         }
         // Usage as Claude reports it: the context window and cost in an update, the tokens in the reply.
         const input = words(text);
@@ -325,7 +362,13 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
           size: DEMO_CONTEXT_SIZE,
           cost: { amount: Number((session.used * DEMO_USD_PER_WORD).toFixed(6)), currency: 'USD' },
         });
-        const usage = { inputTokens: input, outputTokens: output, cachedReadTokens: 0, cachedWriteTokens: 0, totalTokens: input + output };
+        const usage = {
+          inputTokens: input,
+          outputTokens: output,
+          cachedReadTokens: 0,
+          cachedWriteTokens: 0,
+          totalTokens: input + output,
+        };
         return { stopReason: 'end_turn', usage } as acp.PromptResponse;
       } catch (e) {
         if (e instanceof acp.RequestError) throw e;
@@ -345,8 +388,14 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
  * The demo agent as a process: serves one ACP connection on stdin/stdout until the client closes its end,
  * then exits. Commands it started run in their own process groups, so every way out kills them first.
  */
-export async function runDemoAgent(opts: DemoAgentOptions & { readonly input: NodeJS.ReadableStream; readonly output: NodeJS.WritableStream }): Promise<never> {
-  for (const [sig, code] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+export async function runDemoAgent(
+  opts: DemoAgentOptions & { readonly input: NodeJS.ReadableStream; readonly output: NodeJS.WritableStream },
+): Promise<never> {
+  for (const [sig, code] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+    ['SIGHUP', 129],
+  ] as const) {
     process.once(sig, () => {
       killAllShells();
       process.exit(code);

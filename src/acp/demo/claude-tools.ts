@@ -6,7 +6,12 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import type { PermissionOption, RequestPermissionOutcome, SessionUpdate, ToolCallUpdate } from '@agentclientprotocol/sdk';
+import type {
+  PermissionOption,
+  RequestPermissionOutcome,
+  SessionUpdate,
+  ToolCallUpdate,
+} from '@agentclientprotocol/sdk';
 import { runShell } from './shell.ts';
 
 export interface ToolContext {
@@ -36,7 +41,11 @@ export function parseEdit(spec: string): { path: string; oldText: string; newTex
   return m ? { path: m[1]!, oldText: m[2]!, newText: m[3]! } : null;
 }
 
-async function allowed(ctx: ToolContext, toolCallId: string, toolCall: Omit<ToolCallUpdate, 'toolCallId'>): Promise<'yes' | 'no' | 'cancelled'> {
+async function allowed(
+  ctx: ToolContext,
+  toolCallId: string,
+  toolCall: Omit<ToolCallUpdate, 'toolCallId'>,
+): Promise<'yes' | 'no' | 'cancelled'> {
   const decision = await ctx.askPermission({ toolCallId, ...toolCall }, CLAUDE_OPTIONS);
   if (decision.outcome === 'cancelled' || ctx.signal.aborted) return 'cancelled';
   return decision.optionId === 'reject' ? 'no' : 'yes';
@@ -44,7 +53,16 @@ async function allowed(ctx: ToolContext, toolCallId: string, toolCall: Omit<Tool
 
 /** `bash: <command>`: Claude's Bash tool. Nothing is sent while the command runs (acp.md §11 "silence"). */
 export async function claudeBash(ctx: ToolContext, toolCallId: string, command: string): Promise<ToolOutcome> {
-  await ctx.update({ sessionUpdate: 'tool_call', toolCallId, title: 'Terminal', kind: 'execute', status: 'pending', rawInput: {}, content: [], _meta: meta('Bash') });
+  await ctx.update({
+    sessionUpdate: 'tool_call',
+    toolCallId,
+    title: 'Terminal',
+    kind: 'execute',
+    status: 'pending',
+    rawInput: {},
+    content: [],
+    _meta: meta('Bash'),
+  });
   const rawInput = { command, description: `Run ${command}` };
   await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, title: command, rawInput, _meta: meta('Bash') });
   const ok = await allowed(ctx, toolCallId, { title: command, rawInput });
@@ -53,7 +71,15 @@ export async function claudeBash(ctx: ToolContext, toolCallId: string, command: 
     return { cancelled: true, answer: '' };
   }
   if (ok === 'no') {
-    await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, status: 'failed', content: [{ type: 'content', content: { type: 'text', text: 'The user doesn\'t want to proceed with this tool use.' } }], _meta: meta('Bash') });
+    await ctx.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId,
+      status: 'failed',
+      content: [
+        { type: 'content', content: { type: 'text', text: "The user doesn't want to proceed with this tool use." } },
+      ],
+      _meta: meta('Bash'),
+    });
     return { cancelled: false, answer: `You did not allow it, so I did not run \`${command}\`.` };
   }
   const r = await runShell(command, ctx.cwd, ctx.signal);
@@ -74,14 +100,43 @@ export async function claudeEdit(ctx: ToolContext, toolCallId: string, spec: str
   const e = parseEdit(spec);
   if (!e) return { cancelled: false, answer: 'Write it as `edit: <path> :: <old text> => <new text>`.' };
   const path = isAbsolute(e.path) ? e.path : join(ctx.cwd, e.path);
-  await ctx.update({ sessionUpdate: 'tool_call', toolCallId, title: 'Edit', kind: 'edit', status: 'pending', rawInput: {}, content: [], locations: [], _meta: meta('Edit') });
-  await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, title: `Edit ${e.path}`, locations: [{ path }], _meta: meta('Edit') });
+  await ctx.update({
+    sessionUpdate: 'tool_call',
+    toolCallId,
+    title: 'Edit',
+    kind: 'edit',
+    status: 'pending',
+    rawInput: {},
+    content: [],
+    locations: [],
+    _meta: meta('Edit'),
+  });
+  await ctx.update({
+    sessionUpdate: 'tool_call_update',
+    toolCallId,
+    title: `Edit ${e.path}`,
+    locations: [{ path }],
+    _meta: meta('Edit'),
+  });
   const rawInput = { file_path: path, old_string: e.oldText, new_string: e.newText };
-  await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, rawInput, content: [{ type: 'diff', path, oldText: e.oldText, newText: e.newText }], _meta: meta('Edit') });
-  const ok = await allowed(ctx, toolCallId, { title: `Edit ${e.path}`, rawInput, content: [{ type: 'diff', path, oldText: e.oldText, newText: e.newText }] });
+  await ctx.update({
+    sessionUpdate: 'tool_call_update',
+    toolCallId,
+    rawInput,
+    content: [{ type: 'diff', path, oldText: e.oldText, newText: e.newText }],
+    _meta: meta('Edit'),
+  });
+  const ok = await allowed(ctx, toolCallId, {
+    title: `Edit ${e.path}`,
+    rawInput,
+    content: [{ type: 'diff', path, oldText: e.oldText, newText: e.newText }],
+  });
   if (ok !== 'yes') {
     await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, status: 'failed', _meta: meta('Edit') });
-    return { cancelled: ok === 'cancelled', answer: ok === 'no' ? `You did not allow it, so ${e.path} is unchanged.` : '' };
+    return {
+      cancelled: ok === 'cancelled',
+      answer: ok === 'no' ? `You did not allow it, so ${e.path} is unchanged.` : '',
+    };
   }
   let before: string;
   try {
@@ -90,12 +145,29 @@ export async function claudeEdit(ctx: ToolContext, toolCallId: string, spec: str
     before = '';
   }
   if (before !== '' && !before.includes(e.oldText)) {
-    await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, status: 'failed', rawOutput: `String to replace not found in file.`, _meta: meta('Edit') });
+    await ctx.update({
+      sessionUpdate: 'tool_call_update',
+      toolCallId,
+      status: 'failed',
+      rawOutput: `String to replace not found in file.`,
+      _meta: meta('Edit'),
+    });
     return { cancelled: false, answer: `${e.path} does not contain that text.` };
   }
   const after = before === '' ? e.newText : before.replace(e.oldText, e.newText);
   await writeFile(path, after, 'utf8');
-  await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, status: 'completed', rawOutput: `The file ${path} has been updated successfully.`, _meta: meta('Edit') });
-  await ctx.update({ sessionUpdate: 'tool_call_update', toolCallId, content: [{ type: 'diff', path, oldText: before === '' ? null : before, newText: after }], locations: [{ path, line: 1 }] });
+  await ctx.update({
+    sessionUpdate: 'tool_call_update',
+    toolCallId,
+    status: 'completed',
+    rawOutput: `The file ${path} has been updated successfully.`,
+    _meta: meta('Edit'),
+  });
+  await ctx.update({
+    sessionUpdate: 'tool_call_update',
+    toolCallId,
+    content: [{ type: 'diff', path, oldText: before === '' ? null : before, newText: after }],
+    locations: [{ path, line: 1 }],
+  });
   return { cancelled: false, answer: `Edited ${e.path}.` };
 }

@@ -58,7 +58,12 @@ export function runShell(command: string, cwd: string, signal: AbortSignal): Pro
     child.stderr.on('data', take);
     child.on('error', (e) => {
       signal.removeEventListener('abort', kill);
-      resolve({ exitCode: null, output: `could not start the command: ${e.message}`, truncated: false, aborted: signal.aborted });
+      resolve({
+        exitCode: null,
+        output: `could not start the command: ${e.message}`,
+        truncated: false,
+        aborted: signal.aborted,
+      });
     });
     child.on('close', (code) => {
       if (pid !== undefined) running.delete(pid);

@@ -7,7 +7,13 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import type { PromptResponse, RequestPermissionRequest, SessionNotification } from '@agentclientprotocol/sdk';
 import { ok, type Result } from '../../sandbox/index.ts';
-import { AcpClient, type AcpClientHandler, type AttachOptions, type HeldPermission, type LineContext } from '../client.ts';
+import {
+  AcpClient,
+  type AcpClientHandler,
+  type AttachOptions,
+  type HeldPermission,
+  type LineContext,
+} from '../client.ts';
 import type { AcpError, AcpProblem } from '../errors.ts';
 import { localDemoAgentArgv } from '../demo/launch.ts';
 import type { AcpMessage } from '../message.ts';
@@ -46,7 +52,11 @@ export function recorder(): Recorder {
     permissions: [],
     problems: [],
     nextPermission: (from = 0) =>
-      until(() => r.permissions.slice(from).find((p): p is HeldPermission & { params: RequestPermissionRequest } => p.params !== null)),
+      until(() =>
+        r.permissions
+          .slice(from)
+          .find((p): p is HeldPermission & { params: RequestPermissionRequest } => p.params !== null),
+      ),
     waitForUpdate: (pred) => until(() => r.notifications.find((x) => pred(x.n))?.n),
     handler: {
       onMessage: (raw, message, ctx) => {
@@ -80,7 +90,11 @@ export interface DemoProcess {
   readonly rec: Recorder;
   readonly exited: Promise<number | null>;
   /** Replaces the live client: feeds `journal` to a fresh client (attach replay), then tails live output into it. */
-  reattach(opts: AttachOptions, rec: Recorder, chunking?: (journal: Buffer) => Buffer[]): { client: AcpClient; turn: Promise<Result<PromptResponse, AcpError>> };
+  reattach(
+    opts: AttachOptions,
+    rec: Recorder,
+    chunking?: (journal: Buffer) => Buffer[],
+  ): { client: AcpClient; turn: Promise<Result<PromptResponse, AcpError>> };
   stop(): Promise<void>;
 }
 
@@ -137,6 +151,8 @@ export function startDemoAgent(opts: { home: string; cwd: string; via?: 'main' |
 export function answerText(rec: Recorder, from = 0): string {
   return rec.notifications
     .slice(from)
-    .map(({ n }) => (n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : ''))
+    .map(({ n }) =>
+      n.update.sessionUpdate === 'agent_message_chunk' && n.update.content.type === 'text' ? n.update.content.text : '',
+    )
     .join('');
 }

@@ -86,7 +86,8 @@ const SESSION_PREFIX = 'fountain-';
 const SESSION_ID = /^[A-Za-z0-9_-]{1,256}$/;
 // A host name of one or more labels whose last label has a letter (so never a bare number):
 // single-label hosts (localhost, an internal registry) are what an environment's allowed_hosts may name.
-const DOMAIN = /^(\*\.)?([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+const DOMAIN =
+  /^(\*\.)?([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 const IPV4_CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(\/(\d|[12]\d|3[0-2]))?$/;
 /** Daytona caps each allow list at 10 entries (source v0.190). */
 const MAX_LIST = 10;
@@ -114,7 +115,11 @@ export class DaytonaAdapter implements SandboxAdapter {
     this.#key = new Private(opts.apiKey.trim());
     this.#cfg = resolveConfig(opts);
     this.#log = opts.logger;
-    this.#client = new DaytonaClient({ apiUrl: this.#cfg.apiUrl, apiKey: this.#key, requestTimeoutMs: this.#cfg.requestTimeoutMs });
+    this.#client = new DaytonaClient({
+      apiUrl: this.#cfg.apiUrl,
+      apiKey: this.#key,
+      requestTimeoutMs: this.#cfg.requestTimeoutMs,
+    });
   }
 
   capabilities(): ReadonlySet<Capability> {
@@ -262,14 +267,22 @@ export class DaytonaAdapter implements SandboxAdapter {
     });
   }
 
-  exec(handle: Handle, cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
+  exec(
+    handle: Handle,
+    cmd: string,
+    args: readonly string[],
+    opts: ExecOptions = {},
+  ): Promise<SandboxResult<ExecResult>> {
     return this.#guard('exec', async () => {
       if (hasNul([cmd, ...args, ...(opts.env ?? []).flat()])) return fail('invalid', 'exec: NUL byte in the command');
       const loc = await this.#locate(handle);
       if (!loc.ok) return loc;
       const script = execScript(commandArgv(cmd, args, opts.env), opts.dir, opts.stderrToStdout === true);
-      const timeoutSec = opts.timeoutMs !== undefined ? Math.max(1, Math.ceil(opts.timeoutMs / 1000)) : EXEC_NO_TIMEOUT_SEC;
-      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) => this.#shell(l, script, timeoutSec, opts.timeoutMs !== undefined));
+      const timeoutSec =
+        opts.timeoutMs !== undefined ? Math.max(1, Math.ceil(opts.timeoutMs / 1000)) : EXEC_NO_TIMEOUT_SEC;
+      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) =>
+        this.#shell(l, script, timeoutSec, opts.timeoutMs !== undefined),
+      );
       if (!r.ok) return r;
       return ok({ output: new Uint8Array(Buffer.from(r.value.output, 'utf8')), exitCode: r.value.exitCode });
     });
@@ -396,11 +409,14 @@ export class DaytonaAdapter implements SandboxAdapter {
     return this.#guard('terminate_session', async () => {
       if (!SESSION_ID.test(sessionId)) return fail('invalid', 'termination_request');
       const timeoutMs = opts.timeoutMs ?? 10_000;
-      if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 30_000) return fail('invalid', 'termination_request');
+      if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 30_000)
+        return fail('invalid', 'termination_request');
       const loc = await this.#locate(handle);
       if (!loc.ok) return loc;
       // DELETE sends SIGTERM then SIGKILL to the session's group and removes its journal.
-      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) => l.toolbox.deleteSession(sessionId, timeoutMs + 5000));
+      const r = await this.#retryOnStaleProxy(handle, loc.value, (l) =>
+        l.toolbox.deleteSession(sessionId, timeoutMs + 5000),
+      );
       return r.ok ? ok(undefined) : r;
     });
   }
@@ -438,7 +454,9 @@ export class DaytonaAdapter implements SandboxAdapter {
     try {
       return await fn();
     } catch (cause) {
-      const text = (cause instanceof Error ? cause.message : String(cause)).split(this.#key.reveal()).join('[redacted]');
+      const text = (cause instanceof Error ? cause.message : String(cause))
+        .split(this.#key.reveal())
+        .join('[redacted]');
       this.#log?.warn({ op, err: text }, 'daytona adapter caught an unexpected exception');
       return fail('provider', `${op}: ${text.slice(0, 200)}`, { provider: 'daytona' });
     }
@@ -504,10 +522,16 @@ export class DaytonaAdapter implements SandboxAdapter {
   }
 
   /** Runs a shell script through `/process/execute`; exit code −1 means the daemon could not start it. */
-  async #shell(l: Located, script: string, timeoutSec: number, clientLimit = true): Promise<SandboxResult<{ output: string; exitCode: number }>> {
+  async #shell(
+    l: Located,
+    script: string,
+    timeoutSec: number,
+    clientLimit = true,
+  ): Promise<SandboxResult<{ output: string; exitCode: number }>> {
     const r = await l.toolbox.execute(wrapForExecute(script), timeoutSec, clientLimit);
     if (!r.ok) return r;
-    if (r.value.exitCode < 0) return fail('provider', 'execute: process failed to start (exit code -1)', { provider: 'daytona' });
+    if (r.value.exitCode < 0)
+      return fail('provider', 'execute: process failed to start (exit code -1)', { provider: 'daytona' });
     return ok({ output: r.value.result, exitCode: r.value.exitCode });
   }
 
@@ -516,7 +540,11 @@ export class DaytonaAdapter implements SandboxAdapter {
     const loc = await this.#locateByName(live.priv.sandboxName);
     if (!loc.ok) return loc.error.code === 'not_found' ? fail('command_exited') : loc;
     for (let i = 0; i < data.length; i += STDIN_CHUNK) {
-      const r = await this.#shell(loc.value, appendStdinScript(live.priv.stateDir, data.subarray(i, i + STDIN_CHUNK)), 60);
+      const r = await this.#shell(
+        loc.value,
+        appendStdinScript(live.priv.stateDir, data.subarray(i, i + STDIN_CHUNK)),
+        60,
+      );
       if (!r.ok) return r;
       if (r.value.exitCode === STDIN_EXITED) return fail('command_exited');
       if (r.value.exitCode === STDIN_CLOSED) return fail('write_failed', 'stdin_closed');
@@ -525,7 +553,12 @@ export class DaytonaAdapter implements SandboxAdapter {
     return ok(undefined);
   }
 
-  async #awaitStart(toolbox: Toolbox, sessionId: string, cmdId: string, stateDir: string): Promise<SandboxResult<void>> {
+  async #awaitStart(
+    toolbox: Toolbox,
+    sessionId: string,
+    cmdId: string,
+    stateDir: string,
+  ): Promise<SandboxResult<void>> {
     const deadline = Date.now() + this.#cfg.spawnAckTimeoutMs;
     const step = Math.min(this.#cfg.pollIntervalMs, 250);
     for (;;) {
@@ -582,7 +615,8 @@ export class DaytonaAdapter implements SandboxAdapter {
   async #ensureStarted(s: SandboxDto): Promise<SandboxResult<SandboxDto>> {
     const state = s.state ?? '';
     if (state === 'started') return ok(s);
-    if (FAILED_STATES.has(state)) return fail('provider', `sandbox ${state}: ${s.errorReason ?? ''}`.trim(), { provider: 'daytona' });
+    if (FAILED_STATES.has(state))
+      return fail('provider', `sandbox ${state}: ${s.errorReason ?? ''}`.trim(), { provider: 'daytona' });
     if (PARKED_STATES.has(state)) {
       const st = await this.#client.lifecycle(s.id, 'start');
       if (!st.ok) return st;

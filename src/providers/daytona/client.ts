@@ -91,9 +91,18 @@ export class DaytonaClient {
     let res: Response;
     let bytes: Uint8Array;
     try {
-      const init = { method, headers, redirect: 'manual' as const, signal: timeoutMs === null ? null : AbortSignal.timeout(timeoutMs) };
+      const init = {
+        method,
+        headers,
+        redirect: 'manual' as const,
+        signal: timeoutMs === null ? null : AbortSignal.timeout(timeoutMs),
+      };
       res = opts.dispatcher
-        ? ((await undiciFetch(url, { ...init, body: payload as string | undefined, dispatcher: opts.dispatcher })) as unknown as Response)
+        ? ((await undiciFetch(url, {
+            ...init,
+            body: payload as string | undefined,
+            dispatcher: opts.dispatcher,
+          })) as unknown as Response)
         : await fetch(url, { ...init, body: payload ?? null });
       bytes = new Uint8Array(await res.arrayBuffer());
     } catch (cause) {
@@ -104,7 +113,11 @@ export class DaytonaClient {
       return ok({ status, bytes, contentType: res.headers.get('content-type') ?? '' });
     }
     return err(
-      fromHttp({ status, body: text(bytes), retryAfter: res.headers.get('retry-after'), op }, opts.notFound ?? 'unavailable', [secret]),
+      fromHttp(
+        { status, body: text(bytes), retryAfter: res.headers.get('retry-after'), op },
+        opts.notFound ?? 'unavailable',
+        [secret],
+      ),
     );
   }
 
@@ -156,17 +169,28 @@ export class DaytonaClient {
   }
 
   async lifecycle(id: string, action: 'start' | 'stop'): Promise<SandboxResult<void>> {
-    const r = await this.send(`${action}_sandbox`, 'POST', this.control(`/sandbox/${encodeURIComponent(id)}/${action}`), {
-      notFound: 'not_found',
-    });
+    const r = await this.send(
+      `${action}_sandbox`,
+      'POST',
+      this.control(`/sandbox/${encodeURIComponent(id)}/${action}`),
+      {
+        notFound: 'not_found',
+      },
+    );
     return r.ok ? ok(undefined) : r;
   }
 
   networkSettings(id: string, body: NetworkSettingsBody): Promise<SandboxResult<SandboxDto>> {
-    return this.json('network_settings', SandboxDto, 'POST', this.control(`/sandbox/${encodeURIComponent(id)}/network-settings`), {
-      body,
-      notFound: 'not_found',
-    });
+    return this.json(
+      'network_settings',
+      SandboxDto,
+      'POST',
+      this.control(`/sandbox/${encodeURIComponent(id)}/network-settings`),
+      {
+        body,
+        notFound: 'not_found',
+      },
+    );
   }
 
   toolbox(proxyUrl: string, sandboxId: string): Toolbox {
@@ -221,24 +245,41 @@ export class Toolbox {
 
   /** 404 is definitive: the daemon answered and does not know the session. */
   getSession(sessionId: string) {
-    return this.#c.json('get_session', SessionDto, 'GET', `${this.base}/process/session/${encodeURIComponent(sessionId)}`, {
-      notFound: 'not_found',
-    });
+    return this.#c.json(
+      'get_session',
+      SessionDto,
+      'GET',
+      `${this.base}/process/session/${encodeURIComponent(sessionId)}`,
+      {
+        notFound: 'not_found',
+      },
+    );
   }
 
   async deleteSession(sessionId: string, timeoutMs: number): Promise<SandboxResult<'deleted' | 'absent'>> {
-    const r = await this.#c.send('delete_session', 'DELETE', `${this.base}/process/session/${encodeURIComponent(sessionId)}`, {
-      expect: [404],
-      timeoutMs,
-    });
+    const r = await this.#c.send(
+      'delete_session',
+      'DELETE',
+      `${this.base}/process/session/${encodeURIComponent(sessionId)}`,
+      {
+        expect: [404],
+        timeoutMs,
+      },
+    );
     if (!r.ok) return r;
     return ok(r.value.status === 404 ? 'absent' : 'deleted');
   }
 
   sessionExecAsync(sessionId: string, command: string) {
-    return this.#c.json('session_exec', SessionExecReply, 'POST', `${this.base}/process/session/${encodeURIComponent(sessionId)}/exec`, {
-      body: { command, runAsync: true, suppressInputEcho: true },
-    });
+    return this.#c.json(
+      'session_exec',
+      SessionExecReply,
+      'POST',
+      `${this.base}/process/session/${encodeURIComponent(sessionId)}/exec`,
+      {
+        body: { command, runAsync: true, suppressInputEcho: true },
+      },
+    );
   }
 
   getCommand(sessionId: string, cmdId: string) {
@@ -279,7 +320,10 @@ export class Toolbox {
    * downloads with Go's http.ServeFile (206 with the rest, 416 when nothing is new). A server
    * that ignores the header sends the whole file, which is cut here.
    */
-  async readFrom(path: string, offset: number): Promise<SandboxResult<{ kind: 'bytes'; bytes: Uint8Array } | { kind: 'absent' }>> {
+  async readFrom(
+    path: string,
+    offset: number,
+  ): Promise<SandboxResult<{ kind: 'bytes'; bytes: Uint8Array } | { kind: 'absent' }>> {
     const q = new URLSearchParams({ path });
     const r = await this.#c.send('download', 'GET', `${this.base}/files/download?${q.toString()}`, {
       expect: [404, 416],
@@ -308,6 +352,7 @@ function parseJson<S extends z.ZodType>(op: string, schema: S, bytes: Uint8Array
     return err(malformed(op, 'not JSON'));
   }
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) return err(malformed(op, parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')));
+  if (!parsed.success)
+    return err(malformed(op, parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')));
   return ok(parsed.data);
 }

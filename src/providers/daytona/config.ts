@@ -31,7 +31,8 @@ export interface DaytonaOptions {
   readonly logger?: Logger;
 }
 
-const blankToUndefined = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+const blankToUndefined = (v: string | undefined): string | undefined =>
+  v === undefined || v.trim() === '' ? undefined : v.trim();
 
 const EnvSchema = z.object({
   DAYTONA_API_KEY: z.string().optional().transform(blankToUndefined),
@@ -46,7 +47,9 @@ const EnvSchema = z.object({
 export type ConfigError = { readonly code: 'missing_api_key' | 'invalid_config'; readonly message: string };
 
 /** Options from the environment; `missing_api_key` when the provider is simply off. */
-export function daytonaOptionsFromEnv(env: Readonly<Record<string, string | undefined>>): Result<DaytonaOptions, ConfigError> {
+export function daytonaOptionsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): Result<DaytonaOptions, ConfigError> {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {
     return err({ code: 'invalid_config', message: parsed.error.issues.map((i) => i.message).join('; ') });

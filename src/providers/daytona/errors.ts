@@ -62,7 +62,8 @@ export function fromHttp(f: HttpFailure, notFound: NotFoundMeaning, secrets: rea
   const msg = scrub(vendorMessage(f.body), secrets);
   const detail = (kind: string) => (msg ? `${f.op}: ${kind}: ${msg}` : `${f.op}: ${kind}`);
   const s = f.status;
-  if (s === 404) return notFound === 'not_found' ? sandboxError('not_found') : sandboxError('unavailable', detail('http_404'));
+  if (s === 404)
+    return notFound === 'not_found' ? sandboxError('not_found') : sandboxError('unavailable', detail('http_404'));
   if (s === 401 || s === 403) return sandboxError('denied', detail(`http_${s}`));
   if (s === 429) {
     const after = retryAfterMs(f.retryAfter);

@@ -81,7 +81,10 @@ describe('daytona quirk: the input endpoint ends stdin after each write', () => 
     assert.ok((await rigged.adapter.closeStdin(c.value)).ok);
     await log.until((l) => l.terminals().length > 0, 'exit');
     assert.deepEqual(log.terminals(), [{ type: 'exit', ref: c.value.ref, code: 0 }]);
-    assert.deepEqual(await rigged.adapter.writeStdin(c.value, Buffer.from('late')), { ok: false, error: { code: 'command_exited' } });
+    assert.deepEqual(await rigged.adapter.writeStdin(c.value, Buffer.from('late')), {
+      ok: false,
+      error: { code: 'command_exited' },
+    });
   });
 
   test('adapter: stdin is byte-exact (the input endpoint would add a newline)', async () => {
@@ -166,7 +169,10 @@ describe('daytona quirk: command records carry no exit code', () => {
     const h = await created(rigged.adapter);
     for (const code of [0, 7]) {
       const log = new FrameLog();
-      const c = await rigged.adapter.spawn(h, 'sh', ['-c', `echo bye; exit ${code}`], { owner: log.sink, stdin: false });
+      const c = await rigged.adapter.spawn(h, 'sh', ['-c', `echo bye; exit ${code}`], {
+        owner: log.sink,
+        stdin: false,
+      });
       assert.ok(c.ok);
       await log.until((l) => l.terminals().length > 0, 'exit');
       assert.equal(log.text('stdout'), 'bye\n');
@@ -311,7 +317,10 @@ describe('daytona quirk: lifecycle calls are asynchronous', () => {
     const s = await rigged.adapter.listSessions(r.value);
     assert.deepEqual(s, { ok: true, value: [] });
     await log.until((l) => l.terminals().length > 0, 'terminal');
-    assert.deepEqual(log.terminals().map((f) => f.type), ['error']);
+    assert.deepEqual(
+      log.terminals().map((f) => f.type),
+      ['error'],
+    );
   });
 });
 
@@ -471,10 +480,20 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
       await log.until((l) => l.terminals().length > 0, 'the exit');
       const out = log.text('stdout');
       assert.equal(out, `${line}\n`.repeat(40));
-      assert.equal(log.text('stderr'), Array.from({ length: 40 }, (_, i) => `e${i}\n`).join(''), 'stdout and stderr stay apart');
-      assert.deepEqual(log.terminals().map((f) => f.type === 'exit' && f.code), [0]);
+      assert.equal(
+        log.text('stderr'),
+        Array.from({ length: 40 }, (_, i) => `e${i}\n`).join(''),
+        'stdout and stderr stay apart',
+      );
+      assert.deepEqual(
+        log.terminals().map((f) => f.type === 'exit' && f.code),
+        [0],
+      );
       const output = out.length + log.text('stderr').length;
-      assert.ok(stub.journalBytesServed < 2 * output, `read ${stub.journalBytesServed} bytes to follow ${output} bytes of output`);
+      assert.ok(
+        stub.journalBytesServed < 2 * output,
+        `read ${stub.journalBytesServed} bytes to follow ${output} bytes of output`,
+      );
     } finally {
       await stub.stop();
     }

@@ -74,7 +74,13 @@ export const shellNames = (env: EnvPairs | undefined): boolean => (env ?? []).ev
  * them in the shim's environment, so the values (secrets among them) sit in no process's argv for the
  * agent's whole life, as `env K=v cmd` in the shim's arguments did. Names must pass `shellNames`.
  */
-export function spawnCommand(stateDir: string, workDir: string | undefined, stdin: boolean, argv: readonly string[], env: EnvPairs = []): string {
+export function spawnCommand(
+  stateDir: string,
+  workDir: string | undefined,
+  stdin: boolean,
+  argv: readonly string[],
+  env: EnvPairs = [],
+): string {
   const assign = env.map(([k, v]) => `${k}=${quote(v)} `).join('');
   return `${assign}bash -c ${quote(SHIM)} fountain-shim ${quote(stateDir)} ${quote(workDir ?? '')} ${stdin ? 'pipe' : 'null'} ${quoteArgv(argv)}`;
 }

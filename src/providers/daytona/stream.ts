@@ -29,7 +29,9 @@ export interface PollerOptions {
   readonly onEnd: (how: 'exit' | 'error') => void;
 }
 
-type Journal = { readonly kind: 'bytes'; readonly bytes: Uint8Array; readonly complete: boolean } | { readonly kind: 'gone' };
+type Journal =
+  | { readonly kind: 'bytes'; readonly bytes: Uint8Array; readonly complete: boolean }
+  | { readonly kind: 'gone' };
 
 /** Ticks after the sentinel appears to let Daytona's line labelers drain into the journal. */
 const DRAIN_STABLE_TICKS = 2;
@@ -58,7 +60,10 @@ export class JournalPoller {
 
   start(): void {
     void this.#run().catch((cause: unknown) => {
-      this.#terminal({ kind: 'error', error: sandboxError('provider', `poller: ${String(cause)}`, { provider: 'daytona' }) });
+      this.#terminal({
+        kind: 'error',
+        error: sandboxError('provider', `poller: ${String(cause)}`, { provider: 'daytona' }),
+      });
     });
   }
 
@@ -80,7 +85,11 @@ export class JournalPoller {
     const logs = await toolbox.logs(this.#o.sessionId, this.#o.cmdId);
     if (!logs.ok) return logs;
     if (logs.value.kind === 'gone') return ok({ kind: 'gone' });
-    return ok({ kind: 'bytes', bytes: logs.value.bytes.subarray(Math.min(this.#offset, logs.value.bytes.length)), complete: false });
+    return ok({
+      kind: 'bytes',
+      bytes: logs.value.bytes.subarray(Math.min(this.#offset, logs.value.bytes.length)),
+      complete: false,
+    });
   }
 
   async #run(): Promise<void> {

@@ -26,7 +26,10 @@ test('errors: only a definitive 404 is not_found; 5xx, 408 and transport failure
   assert.equal(rl.retryAfterMs, 3000);
   assert.equal(fromHttp(h(400, '{"message":"bad"}'), 'not_found').code, 'invalid');
   assert.equal(fromHttp(h(410), 'not_found').code, 'command_exited');
-  const tier = fromHttp(h(400, '{"statusCode":400,"message":"Network access is restricted and cannot be overridden at the sandbox level"}'), 'not_found');
+  const tier = fromHttp(
+    h(400, '{"statusCode":400,"message":"Network access is restricted and cannot be overridden at the sandbox level"}'),
+    'not_found',
+  );
   assert.equal(tier.code, 'denied');
   assert.match(tier.detail ?? '', /network_restricted_by_tier/);
   const t = fromTransport('get', Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }));
@@ -58,7 +61,10 @@ test('journal: markers split the streams; partial lines wait; final consumes the
   );
   assert.equal(p.consumed, j.length - '\x01\x01\x01part'.length);
   const rest = parseJournal(j.subarray(p.consumed), true);
-  assert.deepEqual(rest.chunks.map((c) => Buffer.from(c.data).toString()), ['part']);
+  assert.deepEqual(
+    rest.chunks.map((c) => Buffer.from(c.data).toString()),
+    ['part'],
+  );
   assert.equal(rest.consumed, 7);
 });
 
@@ -95,15 +101,24 @@ test('config: the adapter never shows its key', () => {
 });
 
 test('egress: allow [] blocks all with both lists cleared; entries split into domains and CIDRs', () => {
-  assert.deepEqual(networkSettingsFor({ allow: [] }), { ok: true, value: { networkBlockAll: true, networkAllowList: '', domainAllowList: '' } });
+  assert.deepEqual(networkSettingsFor({ allow: [] }), {
+    ok: true,
+    value: { networkBlockAll: true, networkAllowList: '', domainAllowList: '' },
+  });
   assert.deepEqual(networkSettingsFor({ allow: ['API.example.com', '*.npmjs.org', '10.0.0.0/8', '1.2.3.4'] }), {
     ok: true,
     value: { networkAllowList: '10.0.0.0/8,1.2.3.4/32', domainAllowList: 'api.example.com,*.npmjs.org' },
   });
   // Domains alone: no block-all flag and no empty CIDR list, either of which reopens egress.
-  assert.deepEqual(networkSettingsFor({ allow: ['api.example.com'] }), { ok: true, value: { domainAllowList: 'api.example.com' } });
+  assert.deepEqual(networkSettingsFor({ allow: ['api.example.com'] }), {
+    ok: true,
+    value: { domainAllowList: 'api.example.com' },
+  });
   // A single-label host (an internal registry, localhost) is a host name too: the environment API allows it.
-  assert.deepEqual(networkSettingsFor({ allow: ['localhost', 'artifactory'] }), { ok: true, value: { domainAllowList: 'localhost,artifactory' } });
+  assert.deepEqual(networkSettingsFor({ allow: ['localhost', 'artifactory'] }), {
+    ok: true,
+    value: { domainAllowList: 'localhost,artifactory' },
+  });
   const bad = networkSettingsFor({ allow: ['not a domain'] });
   assert.equal(!bad.ok && bad.error.code, 'invalid');
   assert.equal(!networkSettingsFor({ allow: ['300.1.1.1'] }).ok, true);

@@ -31,7 +31,16 @@ import { domainOf, envdBaseUrl, resolveOptions } from './config.ts';
 import type { EndEvent, ProcessEventSink, StartRequest, StreamClose } from './envd.ts';
 import { Envd } from './envd.ts';
 import { internal } from './errors.ts';
-import { ENV_COMMAND, ENV_STARTED, JOURNAL_ROOT, REPLAY, SESSION_ID, SHIM, SHIM_NO_STDIN, describeCommand } from './shim.ts';
+import {
+  ENV_COMMAND,
+  ENV_STARTED,
+  JOURNAL_ROOT,
+  REPLAY,
+  SESSION_ID,
+  SHIM,
+  SHIM_NO_STDIN,
+  describeCommand,
+} from './shim.ts';
 
 /** Metadata that stands in for a name: E2B assigns ids only. */
 export const NAME_KEY = 'fountain_name';
@@ -54,7 +63,8 @@ const targetSchema = z.object({
 });
 
 const oldestFirst = (a: ListedSandbox, b: ListedSandbox) =>
-  Date.parse(a.startedAt) - Date.parse(b.startedAt) || (a.sandboxID < b.sandboxID ? -1 : a.sandboxID > b.sandboxID ? 1 : 0);
+  Date.parse(a.startedAt) - Date.parse(b.startedAt) ||
+  (a.sandboxID < b.sandboxID ? -1 : a.sandboxID > b.sandboxID ? 1 : 0);
 
 export class E2BAdapter implements SandboxAdapter {
   readonly provider = 'e2b' as const;
@@ -94,10 +104,16 @@ export class E2BAdapter implements SandboxAdapter {
 
   /** Every sandbox carrying this name, oldest first. An empty list is the only proof of absence. */
   #lookup(name: string): Promise<SandboxResult<ListedSandbox[]>> {
-    return this.#api.listSandboxes({ [LABEL_KEY]: '1', [NAME_KEY]: name }).then((r) => (r.ok ? ok([...r.value].sort(oldestFirst)) : r));
+    return this.#api
+      .listSandboxes({ [LABEL_KEY]: '1', [NAME_KEY]: name })
+      .then((r) => (r.ok ? ok([...r.value].sort(oldestFirst)) : r));
   }
 
-  async #handleFor(name: string, sandboxId: string, fresh?: { envdAccessToken?: string | null | undefined; domain?: string | null | undefined }): Promise<SandboxResult<Handle>> {
+  async #handleFor(
+    name: string,
+    sandboxId: string,
+    fresh?: { envdAccessToken?: string | null | undefined; domain?: string | null | undefined },
+  ): Promise<SandboxResult<Handle>> {
     let token = fresh?.envdAccessToken;
     let domain = fresh?.domain;
     if (token === undefined) {
@@ -128,7 +144,12 @@ export class E2BAdapter implements SandboxAdapter {
     const sandboxUrl = envdBaseUrl(t.sandboxId, t.domain ?? domainOf(this.#o.baseUrl), this.#o.sandboxUrl);
     return new Envd(
       { sandboxId: t.sandboxId, accessToken: t.accessToken, sandboxUrl },
-      { ...(this.#o.user ? { user: this.#o.user } : {}), timeoutMs: this.#o.requestTimeoutMs, keepaliveS: this.#o.keepaliveS, secrets: [this.#o.apiKey] },
+      {
+        ...(this.#o.user ? { user: this.#o.user } : {}),
+        timeoutMs: this.#o.requestTimeoutMs,
+        keepaliveS: this.#o.keepaliveS,
+        secrets: [this.#o.apiKey],
+      },
     );
   }
 
@@ -156,11 +177,21 @@ export class E2BAdapter implements SandboxAdapter {
    * Two creates can both miss the lookup. Re-list and keep the oldest; kill the rest. Every
    * creator applies the same rule, so they all end up on one sandbox.
    */
-  async #converge(name: string, mine: string, fresh: { envdAccessToken?: string | null; domain?: string | null }): Promise<SandboxResult<Handle>> {
+  async #converge(
+    name: string,
+    mine: string,
+    fresh: { envdAccessToken?: string | null; domain?: string | null },
+  ): Promise<SandboxResult<Handle>> {
     const all = await this.#lookup(name);
     if (!all.ok) {
-      this.#o.logger?.warn({ name, code: all.error.code }, 'e2b: could not re-list after create; duplicates may remain');
-      return this.#handleFor(name, mine, { envdAccessToken: fresh.envdAccessToken ?? null, domain: fresh.domain ?? null });
+      this.#o.logger?.warn(
+        { name, code: all.error.code },
+        'e2b: could not re-list after create; duplicates may remain',
+      );
+      return this.#handleFor(name, mine, {
+        envdAccessToken: fresh.envdAccessToken ?? null,
+        domain: fresh.domain ?? null,
+      });
     }
     const list = all.value;
     const winner = list[0]?.sandboxID ?? mine;
@@ -171,7 +202,11 @@ export class E2BAdapter implements SandboxAdapter {
       const k = await this.#api.killSandbox(id);
       if (!k.ok) this.#o.logger?.warn({ name, sandboxId: id, code: k.error.code }, 'e2b: could not kill a duplicate');
     }
-    if (winner === mine) return this.#handleFor(name, mine, { envdAccessToken: fresh.envdAccessToken ?? null, domain: fresh.domain ?? null });
+    if (winner === mine)
+      return this.#handleFor(name, mine, {
+        envdAccessToken: fresh.envdAccessToken ?? null,
+        domain: fresh.domain ?? null,
+      });
     return this.#handleFor(name, winner);
   }
 
@@ -184,7 +219,13 @@ export class E2BAdapter implements SandboxAdapter {
       const status = s.state === 'running' ? 'running' : s.state === 'paused' ? 'suspended' : 'unknown';
       return ok({
         status,
-        raw: { sandboxId: s.sandboxID, state: s.state, templateId: s.templateID ?? null, startedAt: s.startedAt, endAt: s.endAt ?? null },
+        raw: {
+          sandboxId: s.sandboxID,
+          state: s.state,
+          templateId: s.templateID ?? null,
+          startedAt: s.startedAt,
+          endAt: s.endAt ?? null,
+        },
       });
     });
   }
@@ -240,7 +281,10 @@ export class E2BAdapter implements SandboxAdapter {
       const c = await this.#api.connectSandbox(s.sandboxID, this.#o.sandboxTimeoutS);
       if (!c.ok) return c;
       // The token and domain may change across a pause: take them from this reply.
-      const fresh = c.value.envdAccessToken === undefined ? undefined : { envdAccessToken: c.value.envdAccessToken, domain: c.value.domain };
+      const fresh =
+        c.value.envdAccessToken === undefined
+          ? undefined
+          : { envdAccessToken: c.value.envdAccessToken, domain: c.value.domain };
       return this.#handleFor(handle.name, c.value.sandboxID || s.sandboxID, fresh);
     });
   }
@@ -249,7 +293,8 @@ export class E2BAdapter implements SandboxAdapter {
 
   writeFile(handle: Handle, path: string, data: Uint8Array, opts: WriteFileOptions = {}): Promise<SandboxResult<void>> {
     return this.#guard('write_file', async () => {
-      if (typeof path !== 'string' || path === '' || path.includes('\0')) return fail('invalid', 'write_file: bad path');
+      if (typeof path !== 'string' || path === '' || path.includes('\0'))
+        return fail('invalid', 'write_file: bad path');
       const t = await this.#target(handle);
       if (!t.ok) return t;
       const envd = this.#envd(t.value);
@@ -258,7 +303,12 @@ export class E2BAdapter implements SandboxAdapter {
       if (opts.mode === undefined) return ok(undefined);
       // envd's upload has no mode parameter.
       const mode = (opts.mode & 0o7777).toString(8);
-      const r = await this.#run(envd, { cmd: 'chmod', args: [mode, '--', path], envs: {} }, this.#o.requestTimeoutMs, false);
+      const r = await this.#run(
+        envd,
+        { cmd: 'chmod', args: [mode, '--', path], envs: {} },
+        this.#o.requestTimeoutMs,
+        false,
+      );
       if (!r.ok) return r;
       return r.value.exitCode === 0 ? ok(undefined) : fail('invalid', `write_file: chmod exited ${r.value.exitCode}`);
     });
@@ -310,7 +360,12 @@ export class E2BAdapter implements SandboxAdapter {
     });
   }
 
-  exec(handle: Handle, cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
+  exec(
+    handle: Handle,
+    cmd: string,
+    args: readonly string[],
+    opts: ExecOptions = {},
+  ): Promise<SandboxResult<ExecResult>> {
     return this.#guard('exec', async () => {
       if (typeof cmd !== 'string' || cmd === '' || !Array.isArray(args)) return fail('invalid', 'exec: bad command');
       const t = await this.#target(handle);
@@ -341,10 +396,15 @@ export class E2BAdapter implements SandboxAdapter {
   }
 
   /** Waits for envd's `start` on a stream: the process is registered only then. */
-  async #acknowledged(live: { acked: Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }> }): Promise<SandboxResult<number>> {
+  async #acknowledged(live: {
+    acked: Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }>;
+  }): Promise<SandboxResult<number>> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<{ ok: false; error: SandboxError }>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, error: sandboxError('unavailable', 'spawn_unacknowledged') }), this.#o.spawnAckTimeoutMs);
+      timer = setTimeout(
+        () => resolve({ ok: false, error: sandboxError('unavailable', 'spawn_unacknowledged') }),
+        this.#o.spawnAckTimeoutMs,
+      );
     });
     const ack = await Promise.race([live.acked, timeout]);
     clearTimeout(timer);
@@ -355,7 +415,11 @@ export class E2BAdapter implements SandboxAdapter {
    * Starts the journal replayer of `session` and returns it as the Command: every Command's
    * output, a fresh spawn's included, is read from the journal, not from the agent's own stream.
    */
-  async #follow(t: E2BTarget, session: string, init: { owner: SpawnOptions['owner']; stdinTag: string | null }): Promise<SandboxResult<Command>> {
+  async #follow(
+    t: E2BTarget,
+    session: string,
+    init: { owner: SpawnOptions['owner']; stdinTag: string | null },
+  ): Promise<SandboxResult<Command>> {
     const envd = this.#envd(t);
     let stopBeat: () => void = () => undefined;
     const live: LiveCommand = new LiveCommand({
@@ -371,7 +435,10 @@ export class E2BAdapter implements SandboxAdapter {
       },
     });
     targets.set(live, t);
-    const req: StartRequest = { process: { cmd: '/bin/bash', args: ['-c', REPLAY, 'fountain-replay', session], envs: {} }, stdin: false };
+    const req: StartRequest = {
+      process: { cmd: '/bin/bash', args: ['-c', REPLAY, 'fountain-replay', session], envs: {} },
+      stdin: false,
+    };
     // No lifetime: the replayer lives as long as the session.
     live.attachStream(envd.start(req, 0, live));
     const ack = await this.#acknowledged(live);
@@ -401,7 +468,11 @@ export class E2BAdapter implements SandboxAdapter {
         process: {
           cmd: '/bin/bash',
           args: ['-c', wantsStdin ? SHIM : SHIM_NO_STDIN, 'fountain-shim', session, cmd, ...args],
-          envs: { ...Object.fromEntries(opts.env ?? []), [ENV_COMMAND]: describeCommand(cmd, args), [ENV_STARTED]: new Date().toISOString() },
+          envs: {
+            ...Object.fromEntries(opts.env ?? []),
+            [ENV_COMMAND]: describeCommand(cmd, args),
+            [ENV_STARTED]: new Date().toISOString(),
+          },
           ...(opts.dir ? { cwd: opts.dir } : {}),
         },
         tag: session,
@@ -488,7 +559,8 @@ export class E2BAdapter implements SandboxAdapter {
   attach(handle: Handle, sessionId: string, opts: AttachOptions): Promise<SandboxResult<Command>> {
     return this.#guard('attach', async () => {
       if (!opts || typeof opts.owner !== 'function') return fail('invalid', 'attach: owner required');
-      if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId)) return fail('not_found', 'attach: no such session');
+      if (typeof sessionId !== 'string' || !SESSION_ID.test(sessionId))
+        return fail('not_found', 'attach: no such session');
       const t = await this.#target(handle);
       if (!t.ok) return t;
       const envd = this.#envd(t.value);
@@ -535,7 +607,9 @@ export class E2BAdapter implements SandboxAdapter {
 /** Waits for one stream's `start` and ignores the rest: the shim's acknowledgement. */
 class StartAck implements ProcessEventSink {
   #settle: ((r: { ok: true; pid: number } | { ok: false; error: SandboxError }) => void) | null = null;
-  readonly acked = new Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }>((resolve) => (this.#settle = resolve));
+  readonly acked = new Promise<{ ok: true; pid: number } | { ok: false; error: SandboxError }>(
+    (resolve) => (this.#settle = resolve),
+  );
   start(pid: number): void {
     this.#settle?.({ ok: true, pid });
   }
@@ -543,7 +617,13 @@ class StartAck implements ProcessEventSink {
   stderr(): void {}
   end(): void {}
   closed(how: StreamClose): void {
-    this.#settle?.({ ok: false, error: how.kind === 'end_stream' && how.error ? how.error : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start') });
+    this.#settle?.({
+      ok: false,
+      error:
+        how.kind === 'end_stream' && how.error
+          ? how.error
+          : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start'),
+    });
   }
 }
 

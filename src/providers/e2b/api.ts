@@ -76,10 +76,21 @@ export class ControlPlane {
       payload = Buffer.from(JSON.stringify(body), 'utf8');
       headers['content-type'] = 'application/json';
     }
-    return call({ method, url, headers, body: payload, timeoutMs: this.#o.timeoutMs, secrets: [this.#o.apiKey], context });
+    return call({
+      method,
+      url,
+      headers,
+      body: payload,
+      timeoutMs: this.#o.timeoutMs,
+      secrets: [this.#o.apiKey],
+      context,
+    });
   }
 
-  #failure(reply: { status: number; body: Buffer; headers: Record<string, string | string[] | undefined> }, context: string) {
+  #failure(
+    reply: { status: number; body: Buffer; headers: Record<string, string | string[] | undefined> },
+    context: string,
+  ) {
     return err(fromHttp(reply, context, [this.#o.apiKey]));
   }
 
@@ -164,7 +175,9 @@ export class ControlPlane {
 
   /** Resumes a paused sandbox (201) or extends a running one (200); same id, same disk. */
   async connectSandbox(id: string, timeoutS: number): Promise<SandboxResult<CreatedSandbox>> {
-    const r = await this.#request('POST', `sandboxes/${encodeURIComponent(id)}/connect`, 'connect_sandbox', { timeout: timeoutS });
+    const r = await this.#request('POST', `sandboxes/${encodeURIComponent(id)}/connect`, 'connect_sandbox', {
+      timeout: timeoutS,
+    });
     if (!r.ok) return r;
     if (r.value.status !== 200 && r.value.status !== 201) return this.#failure(r.value, 'connect_sandbox');
     return this.#parse(createdSandboxSchema, r.value.body, 'connect_sandbox');
@@ -172,7 +185,9 @@ export class ControlPlane {
 
   /** Expiry becomes now + timeoutS. */
   async setTimeout(id: string, timeoutS: number): Promise<SandboxResult<void>> {
-    const r = await this.#request('POST', `sandboxes/${encodeURIComponent(id)}/timeout`, 'set_timeout', { timeout: timeoutS });
+    const r = await this.#request('POST', `sandboxes/${encodeURIComponent(id)}/timeout`, 'set_timeout', {
+      timeout: timeoutS,
+    });
     if (!r.ok) return r;
     if (r.value.status === 204 || r.value.status === 200) return ok(undefined);
     return this.#failure(r.value, 'set_timeout');

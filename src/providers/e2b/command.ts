@@ -165,7 +165,10 @@ export class LiveCommand implements ProcessEventSink {
 
   closed(how: StreamClose): void {
     if (this.#pid === null) {
-      const error = how.kind === 'end_stream' && how.error ? how.error : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start');
+      const error =
+        how.kind === 'end_stream' && how.error
+          ? how.error
+          : closedBeforeExit(how.kind === 'dropped' ? how.detail : 'before start');
       this.#settleAck({ ok: false, error });
       this.#terminal = true;
       return;

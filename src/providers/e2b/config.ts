@@ -48,7 +48,8 @@ export interface ResolvedE2BOptions {
 export const DEFAULT_BASE_URL = 'https://api.e2b.app';
 export const DEFAULT_TEMPLATE = 'base';
 
-const present = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+const present = (v: string | undefined): string | undefined =>
+  v === undefined || v.trim() === '' ? undefined : v.trim();
 
 export function resolveOptions(o: E2BOptions): ResolvedE2BOptions {
   return {

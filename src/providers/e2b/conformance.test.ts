@@ -28,7 +28,13 @@ runConformanceSuite('e2b adapter conformance (stub)', {
   timeoutMs: 10_000,
   before: async () => {
     stub = await E2BStub.start({ apiKey: KEY, dropMarker: DROP });
-    adapter = new E2BAdapter({ apiKey: KEY, baseUrl: stub.apiUrl, sandboxUrl: stub.sandboxUrl, user: 'sprite', requestTimeoutMs: 10_000 });
+    adapter = new E2BAdapter({
+      apiKey: KEY,
+      baseUrl: stub.apiUrl,
+      sandboxUrl: stub.sandboxUrl,
+      user: 'sprite',
+      requestTimeoutMs: 10_000,
+    });
   },
   after: async () => {
     adapter.close();

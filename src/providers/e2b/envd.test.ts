@@ -54,9 +54,24 @@ describe('envd client against the stub', () => {
     const h = await adapter.create('fountain-envdtest-00000001');
     assert.ok(h.ok);
     const target = h.value.private?.reveal() as E2BTarget;
-    const envd = new Envd({ sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl }, { timeoutMs: 5000, keepaliveS: 30 });
+    const envd = new Envd(
+      { sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl },
+      { timeoutMs: 5000, keepaliveS: 30 },
+    );
     const first = new Recorder();
-    const stream = envd.start({ process: { cmd: 'sh', args: ['-c', 'echo before; sleep 0.3; echo while-detached; read l; echo "after:$l"'], envs: {} }, tag: 'detached-1', stdin: true }, 0, first);
+    const stream = envd.start(
+      {
+        process: {
+          cmd: 'sh',
+          args: ['-c', 'echo before; sleep 0.3; echo while-detached; read l; echo "after:$l"'],
+          envs: {},
+        },
+        tag: 'detached-1',
+        stdin: true,
+      },
+      0,
+      first,
+    );
     for (let i = 0; i < 100 && !first.out.includes('before'); i++) await sleep(20);
     stream.abort();
     await sleep(600);
@@ -68,7 +83,11 @@ describe('envd client against the stub', () => {
     for (let i = 0; i < 100 && !rec.closedHow; i++) await sleep(50);
     assert.ok(rec.started);
     assert.equal(rec.out, 'after:x\n', 'Connect delivered only what was printed after it subscribed');
-    assert.deepEqual(rec.ended && { exited: rec.ended.exited, exitCode: rec.ended.exitCode }, { exited: true, exitCode: 0 }, 'exit 0 (omitted on the wire) decodes as 0');
+    assert.deepEqual(
+      rec.ended && { exited: rec.ended.exited, exitCode: rec.ended.exitCode },
+      { exited: true, exitCode: 0 },
+      'exit 0 (omitted on the wire) decodes as 0',
+    );
     assert.deepEqual(rec.closedHow, { kind: 'end_stream' });
   });
 
@@ -76,16 +95,26 @@ describe('envd client against the stub', () => {
     const h = await adapter.create('fountain-envdtest-00000002');
     assert.ok(h.ok);
     const target = h.value.private?.reveal() as E2BTarget;
-    const envd = new Envd({ sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl }, { timeoutMs: 5000, keepaliveS: 30 });
+    const envd = new Envd(
+      { sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl },
+      { timeoutMs: 5000, keepaliveS: 30 },
+    );
     const missing = await envd.sendInput({ tag: 'nope' }, new Uint8Array(0));
     assert.equal(!missing.ok && missing.error.code, 'not_found');
-    const bad = new Envd({ sandboxId: target.sandboxId, accessToken: 'wrong-token', sandboxUrl: stub.sandboxUrl }, { timeoutMs: 5000, keepaliveS: 30 });
+    const bad = new Envd(
+      { sandboxId: target.sandboxId, accessToken: 'wrong-token', sandboxUrl: stub.sandboxUrl },
+      { timeoutMs: 5000, keepaliveS: 30 },
+    );
     const denied = await bad.list();
     assert.equal(!denied.ok && denied.error.code, 'denied');
     const rec = new Recorder();
     envd.connect({ tag: 'nope' }, rec);
     for (let i = 0; i < 100 && !rec.closedHow; i++) await sleep(20);
-    assert.equal(rec.closedHow?.kind === 'end_stream' && rec.closedHow.error?.code, 'not_found', 'stream RPC errors arrive in the end-stream with HTTP 200');
+    assert.equal(
+      rec.closedHow?.kind === 'end_stream' && rec.closedHow.error?.code,
+      'not_found',
+      'stream RPC errors arrive in the end-stream with HTTP 200',
+    );
   });
 
   it('stub fidelity (connect-go, envd handler.go): a 0 deadline ends Start before `start` while the process runs on; stdin is open when omitted; a missing binary is exit 127', async () => {
@@ -96,13 +125,19 @@ describe('envd client against the stub', () => {
     const raw = createClient(Process, createConnectTransport({ baseUrl: stub.sandboxUrl, httpVersion: '1.1' }));
     const events: string[] = [];
     const zero = (async () => {
-      for await (const m of raw.start({ process: { cmd: 'sh', args: ['-c', 'sleep 0.3; echo ran > "$HOME/zero"'] } }, { headers: { ...headers, 'connect-timeout-ms': '0' } })) {
+      for await (const m of raw.start(
+        { process: { cmd: 'sh', args: ['-c', 'sleep 0.3; echo ran > "$HOME/zero"'] } },
+        { headers: { ...headers, 'connect-timeout-ms': '0' } },
+      )) {
         events.push(m.event?.event.case ?? '?');
       }
     })();
     await assert.rejects(zero, (e: unknown) => ConnectError.from(e).code === Code.DeadlineExceeded);
     assert.deepEqual(events, [], 'the stream ended before start');
-    const envd = new Envd({ sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl }, { timeoutMs: 5000, keepaliveS: 30 });
+    const envd = new Envd(
+      { sandboxId: target.sandboxId, accessToken: target.accessToken, sandboxUrl: stub.sandboxUrl },
+      { timeoutMs: 5000, keepaliveS: 30 },
+    );
     let exists = false;
     for (let i = 0; i < 100 && !exists; i++) {
       await sleep(50);
@@ -113,10 +148,21 @@ describe('envd client against the stub', () => {
     // No `stdin` field: envd opens stdin (clients older than the field rely on it).
     const opened = (async () => {
       const out: string[] = [];
-      for await (const m of raw.start({ process: { cmd: 'sh', args: ['-c', 'read l; echo "in:$l"'] }, tag: 'stdin-default' }, { headers })) {
+      for await (const m of raw.start(
+        { process: { cmd: 'sh', args: ['-c', 'read l; echo "in:$l"'] }, tag: 'stdin-default' },
+        { headers },
+      )) {
         const e = m.event?.event;
-        if (e?.case === 'start') await raw.sendInput({ process: { selector: { case: 'pid', value: e.value.pid } }, input: { input: { case: 'stdin', value: Buffer.from('hi\n') } } }, { headers });
-        if (e?.case === 'data' && e.value.output.case === 'stdout') out.push(Buffer.from(e.value.output.value).toString());
+        if (e?.case === 'start')
+          await raw.sendInput(
+            {
+              process: { selector: { case: 'pid', value: e.value.pid } },
+              input: { input: { case: 'stdin', value: Buffer.from('hi\n') } },
+            },
+            { headers },
+          );
+        if (e?.case === 'data' && e.value.output.case === 'stdout')
+          out.push(Buffer.from(e.value.output.value).toString());
       }
       return out.join('');
     })();

@@ -89,7 +89,8 @@ const SERVER_VERDICTS = new Set<Code>([
 ]);
 
 /** `Code.NotFound` → `not_found`: the wire names errors.ts maps. */
-const codeName = (c: Code): string => (Code[c] ?? 'unknown').replace(/[A-Z]/g, (m, i: number) => (i ? '_' : '') + m.toLowerCase());
+const codeName = (c: Code): string =>
+  (Code[c] ?? 'unknown').replace(/[A-Z]/g, (m, i: number) => (i ? '_' : '') + m.toLowerCase());
 
 export class Envd {
   readonly #t: EnvdTarget;
@@ -143,19 +144,29 @@ export class Envd {
 
   /** Stdin bytes to a running process; `not_found` once it has exited (or before `start`). */
   async sendInput(process: ProcessSelector, data: Uint8Array): Promise<SandboxResult<void>> {
-    const r = await this.#unary('envd SendInput', (o) => this.#process.sendInput({ process: { selector: selector(process) }, input: { input: { case: 'stdin', value: data } } }, o));
+    const r = await this.#unary('envd SendInput', (o) =>
+      this.#process.sendInput(
+        { process: { selector: selector(process) }, input: { input: { case: 'stdin', value: data } } },
+        o,
+      ),
+    );
     return r.ok ? ok(undefined) : r;
   }
 
   /** A real EOF on a non-PTY process's stdin (envd >= 0.5.2). */
   async closeStdin(process: ProcessSelector): Promise<SandboxResult<void>> {
-    const r = await this.#unary('envd CloseStdin', (o) => this.#process.closeStdin({ process: { selector: selector(process) } }, o));
+    const r = await this.#unary('envd CloseStdin', (o) =>
+      this.#process.closeStdin({ process: { selector: selector(process) } }, o),
+    );
     return r.ok ? ok(undefined) : r;
   }
 
   async sendSignal(process: ProcessSelector, signal: 'SIGTERM' | 'SIGKILL'): Promise<SandboxResult<void>> {
     const r = await this.#unary('envd SendSignal', (o) =>
-      this.#process.sendSignal({ process: { selector: selector(process) }, signal: signal === 'SIGKILL' ? Signal.SIGKILL : Signal.SIGTERM }, o),
+      this.#process.sendSignal(
+        { process: { selector: selector(process) }, signal: signal === 'SIGKILL' ? Signal.SIGKILL : Signal.SIGTERM },
+        o,
+      ),
     );
     return r.ok ? ok(undefined) : r;
   }
@@ -177,7 +188,12 @@ export class Envd {
     return this.#stream('envd Start', sink, limit > 0 ? limit : undefined, (opts) =>
       this.#process.start(
         {
-          process: { cmd: req.process.cmd, args: [...req.process.args], envs: { ...req.process.envs }, ...(req.process.cwd !== undefined ? { cwd: req.process.cwd } : {}) },
+          process: {
+            cmd: req.process.cmd,
+            args: [...req.process.args],
+            envs: { ...req.process.envs },
+            ...(req.process.cwd !== undefined ? { cwd: req.process.cwd } : {}),
+          },
           ...(req.tag !== undefined ? { tag: req.tag } : {}),
           stdin: req.stdin,
         },
@@ -191,10 +207,17 @@ export class Envd {
    * subscribed to, which is why the adapter attaches through the journal instead.
    */
   connect(process: ProcessSelector, sink: ProcessEventSink): ProcessStream {
-    return this.#stream('envd Connect', sink, undefined, (opts) => this.#process.connect({ process: { selector: selector(process) } }, opts));
+    return this.#stream('envd Connect', sink, undefined, (opts) =>
+      this.#process.connect({ process: { selector: selector(process) } }, opts),
+    );
   }
 
-  #stream(context: string, sink: ProcessEventSink, timeoutMs: number | undefined, open: (opts: CallOptions) => AsyncIterable<{ event?: ProcessEvent | undefined }>): ProcessStream {
+  #stream(
+    context: string,
+    sink: ProcessEventSink,
+    timeoutMs: number | undefined,
+    open: (opts: CallOptions) => AsyncIterable<{ event?: ProcessEvent | undefined }>,
+  ): ProcessStream {
     const abort = new AbortController();
     let aborted = false;
     const opts: CallOptions = {
@@ -212,7 +235,9 @@ export class Envd {
         how = { kind: 'end_stream' };
       } catch (e) {
         const ce = ConnectError.from(e);
-        how = SERVER_VERDICTS.has(ce.code) ? { kind: 'end_stream', error: this.#error(ce, context) } : { kind: 'dropped', detail: `${codeName(ce.code)} ${ce.rawMessage}`.slice(0, 160) };
+        how = SERVER_VERDICTS.has(ce.code)
+          ? { kind: 'end_stream', error: this.#error(ce, context) }
+          : { kind: 'dropped', detail: `${codeName(ce.code)} ${ce.rawMessage}`.slice(0, 160) };
       }
       if (!aborted) sink.closed(how);
     })();
@@ -265,6 +290,11 @@ function deliver(ev: ProcessEvent | undefined, sink: ProcessEventSink): void {
     if (out.case === 'stdout' || out.case === 'pty') sink.stdout(Buffer.from(out.value));
     else if (out.case === 'stderr') sink.stderr(Buffer.from(out.value));
   } else if (e.case === 'end') {
-    sink.end({ exitCode: e.value.exitCode, exited: e.value.exited, status: e.value.status, ...(e.value.error !== undefined ? { error: e.value.error } : {}) });
+    sink.end({
+      exitCode: e.value.exitCode,
+      exited: e.value.exited,
+      status: e.value.status,
+      ...(e.value.error !== undefined ? { error: e.value.error } : {}),
+    });
   }
 }

@@ -10,7 +10,8 @@ import { exitCodeOf } from './command.ts';
 
 describe('e2b errors', () => {
   it('maps control-plane statuses onto the taxonomy', () => {
-    const at = (status: number, body: unknown = {}, headers = {}) => fromHttp({ status, body: JSON.stringify(body), headers }, 'op');
+    const at = (status: number, body: unknown = {}, headers = {}) =>
+      fromHttp({ status, body: JSON.stringify(body), headers }, 'op');
     assert.equal(at(404).code, 'not_found');
     assert.equal(at(401).code, 'denied');
     assert.equal(at(403).code, 'denied');
@@ -42,7 +43,8 @@ describe('e2b errors', () => {
     assert.equal(c('resource_exhausted'), 'rate_limited');
     assert.equal(c('invalid_argument'), 'invalid');
     assert.equal(c('failed_precondition'), 'invalid');
-    for (const t of ['unavailable', 'deadline_exceeded', 'internal', 'unknown', 'aborted', 'something_new']) assert.equal(c(t), 'unavailable', t);
+    for (const t of ['unavailable', 'deadline_exceeded', 'internal', 'unknown', 'aborted', 'something_new'])
+      assert.equal(c(t), 'unavailable', t);
   });
 
   it('transport failures are transient and never not_found', () => {
@@ -53,7 +55,9 @@ describe('e2b errors', () => {
 
   it('scrubs secrets and bounds the length of vendor text', () => {
     const key = 'e2b_secret_value';
-    const e = fromHttp({ status: 500, body: JSON.stringify({ code: 500, message: `bad key ${key}\nline` }) }, 'op', [key]);
+    const e = fromHttp({ status: 500, body: JSON.stringify({ code: 500, message: `bad key ${key}\nline` }) }, 'op', [
+      key,
+    ]);
     assert.ok(!String(e.detail).includes(key));
     assert.ok(!String(e.detail).includes('\n'));
     assert.ok(redact('x'.repeat(1000), []).length < 200);
@@ -73,10 +77,19 @@ describe('e2b options from the environment', () => {
     const { optionsFromEnv } = await import('./config.ts');
     assert.equal(optionsFromEnv({}), null);
     assert.equal(optionsFromEnv({ E2B_API_KEY: '  ' }), null);
-    assert.deepEqual(optionsFromEnv({ E2B_API_KEY: 'k', E2B_BASE_URL: '', E2B_TEMPLATE: 'fountain', E2B_USER: 'sprite', E2B_SANDBOX_URL: ' ' }), {
-      apiKey: 'k',
-      template: 'fountain',
-      user: 'sprite',
-    });
+    assert.deepEqual(
+      optionsFromEnv({
+        E2B_API_KEY: 'k',
+        E2B_BASE_URL: '',
+        E2B_TEMPLATE: 'fountain',
+        E2B_USER: 'sprite',
+        E2B_SANDBOX_URL: ' ',
+      }),
+      {
+        apiKey: 'k',
+        template: 'fountain',
+        user: 'sprite',
+      },
+    );
   });
 });

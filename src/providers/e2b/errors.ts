@@ -57,7 +57,11 @@ export interface HttpFailure {
  * A non-success HTTP reply. `context` names the call (`get_sandbox`, `envd_start`, ...).
  * 404 is `not_found` here; callers that cannot treat a 404 as definitive remap it themselves.
  */
-export function fromHttp(r: HttpFailure, context: string, secrets: readonly (string | null | undefined)[] = []): SandboxError {
+export function fromHttp(
+  r: HttpFailure,
+  context: string,
+  secrets: readonly (string | null | undefined)[] = [],
+): SandboxError {
   const json = parseJson(r.body);
   const control = controlErrorBody.safeParse(json);
   const connect = connectErrorSchema.safeParse(json);
@@ -78,7 +82,11 @@ export function fromHttp(r: HttpFailure, context: string, secrets: readonly (str
 }
 
 /** A Connect error code (unary body or end-stream), mapped by what a retry could change. */
-export function fromConnect(e: ConnectError, context: string, secrets: readonly (string | null | undefined)[] = []): SandboxError {
+export function fromConnect(
+  e: ConnectError,
+  context: string,
+  secrets: readonly (string | null | undefined)[] = [],
+): SandboxError {
   const detail = redact(`${context}: ${e.code}${e.message ? ` ${e.message}` : ''}`, secrets);
   switch (e.code) {
     case 'not_found':
@@ -101,7 +109,11 @@ export function fromConnect(e: ConnectError, context: string, secrets: readonly 
 }
 
 /** A failure below HTTP: refused, reset, DNS, timeout. Always transient, never `not_found`. */
-export function fromTransport(e: unknown, context: string, secrets: readonly (string | null | undefined)[] = []): SandboxError {
+export function fromTransport(
+  e: unknown,
+  context: string,
+  secrets: readonly (string | null | undefined)[] = [],
+): SandboxError {
   const code = typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;
   const msg = e instanceof Error ? e.message : String(e);
   return sandboxError('unavailable', redact(`${context}: transport ${code ?? msg}`, secrets));
@@ -113,7 +125,11 @@ export function badReply(context: string, issue: string): SandboxError {
 }
 
 /** A bug in this adapter surfaced as a value, so the contract's "never throws" holds. */
-export function internal(context: string, e: unknown, secrets: readonly (string | null | undefined)[] = []): SandboxError {
+export function internal(
+  context: string,
+  e: unknown,
+  secrets: readonly (string | null | undefined)[] = [],
+): SandboxError {
   const msg = e instanceof Error ? e.message : String(e);
   return sandboxError('provider', redact(`${context}: ${msg}`, secrets), { provider: 'e2b' });
 }

@@ -31,7 +31,11 @@ export interface HttpReply {
 
 const lib = (url: URL) => (url.protocol === 'https:' ? https : http);
 
-function start(req: HttpRequest, onResponse: (res: IncomingMessage, abort: () => void) => void, onError: (e: SandboxError) => void): void {
+function start(
+  req: HttpRequest,
+  onResponse: (res: IncomingMessage, abort: () => void) => void,
+  onError: (e: SandboxError) => void,
+): void {
   let settled = false;
   const r = lib(req.url).request(req.url, {
     method: req.method,

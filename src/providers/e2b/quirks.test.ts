@@ -23,7 +23,13 @@ function withStub(stubOpts: Partial<Parameters<typeof E2BStub.start>[0]>, adapte
   const ctx = {} as { stub: E2BStub; adapter: E2BAdapter; handle: () => Promise<Handle> };
   before(async () => {
     ctx.stub = await E2BStub.start({ apiKey: KEY, ...stubOpts });
-    ctx.adapter = new E2BAdapter({ apiKey: KEY, baseUrl: ctx.stub.apiUrl, sandboxUrl: ctx.stub.sandboxUrl, requestTimeoutMs: 10_000, ...adapterOpts });
+    ctx.adapter = new E2BAdapter({
+      apiKey: KEY,
+      baseUrl: ctx.stub.apiUrl,
+      sandboxUrl: ctx.stub.sandboxUrl,
+      requestTimeoutMs: 10_000,
+      ...adapterOpts,
+    });
     ctx.handle = async () => {
       const h = await ctx.adapter.create(name());
       assert.ok(h.ok, inspect(h));
@@ -63,7 +69,10 @@ describe('e2b quirks on stdin, exit codes, replay and lifetimes', () => {
   it('quirk #927 (stdin is /dev/null unless Start says stdin: true): repeated writes reach the process, then a real EOF', async () => {
     const h = await ctx.handle();
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'while read l; do echo "echo:$l"; done; echo eof'], { owner: f.sink, stdin: true });
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'while read l; do echo "echo:$l"; done; echo eof'], {
+      owner: f.sink,
+      stdin: true,
+    });
     assert.ok(c.ok, inspect(c));
     for (const w of ['a', 'b', 'c']) assert.ok((await ctx.adapter.writeStdin(c.value, utf8(`${w}\n`))).ok);
     await f.untilText('echo:c');
@@ -111,7 +120,12 @@ describe('e2b quirks on stdin, exit codes, replay and lifetimes', () => {
     const f = new Frames();
     // "two" waits for a mark the test makes only once the owner is stopped (a fixed sleep lost that race under load).
     const mark = `/tmp/fountain-quirk-${randomBytes(6).toString('hex')}`;
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', `echo one; while [ ! -e ${mark} ]; do sleep 0.05; done; echo two; read l; echo "three:$l"`], { owner: f.sink, stdin: true });
+    const c = await ctx.adapter.spawn(
+      h,
+      'sh',
+      ['-c', `echo one; while [ ! -e ${mark} ]; do sleep 0.05; done; echo two; read l; echo "three:$l"`],
+      { owner: f.sink, stdin: true },
+    );
     assert.ok(c.ok, inspect(c));
     await f.untilText('one');
     assert.ok((await ctx.adapter.stopCommand(c.value)).ok);
@@ -159,7 +173,10 @@ describe('e2b quirk: pause drops every open stream', () => {
     const h = await ctx.handle();
     assert.ok((await ctx.adapter.writeFile(h, '/home/user/memory/keep.txt', utf8('kept\n'))).ok);
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo ready; while read l; do echo "echo:$l"; done'], { owner: f.sink, stdin: true });
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo ready; while read l; do echo "echo:$l"; done'], {
+      owner: f.sink,
+      stdin: true,
+    });
     assert.ok(c.ok, inspect(c));
     assert.ok((await ctx.adapter.writeStdin(c.value, utf8('ping\n'))).ok);
     await f.untilText('echo:ping');
@@ -187,7 +204,12 @@ describe('e2b quirk: pause drops every open stream', () => {
   it('quirk #1352 (after resume Connect stalls at 8 KiB): attach after resume replays a large output in full', async () => {
     const h = await ctx.handle();
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'head -c 20000 /dev/zero | tr "\\0" a; echo; read l; echo "after:$l"'], { owner: f.sink, stdin: true });
+    const c = await ctx.adapter.spawn(
+      h,
+      'sh',
+      ['-c', 'head -c 20000 /dev/zero | tr "\\0" a; echo; read l; echo "after:$l"'],
+      { owner: f.sink, stdin: true },
+    );
     assert.ok(c.ok, inspect(c));
     await f.until(() => f.stdout().length >= 20001, '20001 bytes');
     assert.ok((await ctx.adapter.suspend(h)).ok);
@@ -230,7 +252,11 @@ describe('e2b quirk: no names, only metadata', () => {
     for (const r of all) if (r.ok) assert.equal(await sandboxIdOf(ctx.adapter, r.value), left[0]!.id);
     const adopt = await ctx.adapter.create(nm);
     assert.ok(adopt.ok);
-    assert.equal(ctx.stub.list().filter((s) => s.metadata[NAME_KEY] === nm).length, 1, 'create adopts an existing name');
+    assert.equal(
+      ctx.stub.list().filter((s) => s.metadata[NAME_KEY] === nm).length,
+      1,
+      'create adopts an existing name',
+    );
   });
 
   it('quirk (listing is paged with X-Next-Token): list_all_names pages to the end, and one failed page fails it all', async () => {
@@ -251,16 +277,27 @@ describe('e2b: only a definitive absence is not_found', () => {
     const h = await ctx.handle();
     const missing = await ctx.adapter.get(ctx.adapter.buildHandle(name()));
     assert.equal(!missing.ok && missing.error.code, 'not_found');
-    ctx.stub.failNext('api', /^\/v2\/sandboxes/, { status: 503, body: { code: 503, message: 'busy', error_code: 'sandbox_capacity_unavailable' } });
+    ctx.stub.failNext('api', /^\/v2\/sandboxes/, {
+      status: 503,
+      body: { code: 503, message: 'busy', error_code: 'sandbox_capacity_unavailable' },
+    });
     const busy = await ctx.adapter.get(h);
     assert.equal(!busy.ok && busy.error.code, 'unavailable', inspect(busy));
-    ctx.stub.failNext('api', /^\/v2\/sandboxes/, { status: 429, body: { code: 429, message: 'slow down' }, headers: { 'retry-after': '7' } });
+    ctx.stub.failNext('api', /^\/v2\/sandboxes/, {
+      status: 429,
+      body: { code: 429, message: 'slow down' },
+      headers: { 'retry-after': '7' },
+    });
     const limited = await ctx.adapter.get(h);
     assert.deepEqual(!limited.ok && [limited.error.code, limited.error.retryAfterMs], ['rate_limited', 7000]);
     ctx.stub.failNext('api', /^\/v2\/sandboxes/, { status: 404, body: { code: 404, message: 'no route' } });
     const proxy404 = await ctx.adapter.get(h);
     assert.equal(!proxy404.ok && proxy404.error.code, 'unavailable', 'a 404 on a listing is not an absence');
-    const wrongKey = new E2BAdapter({ apiKey: 'wrong-key-000000', baseUrl: ctx.stub.apiUrl, sandboxUrl: ctx.stub.sandboxUrl });
+    const wrongKey = new E2BAdapter({
+      apiKey: 'wrong-key-000000',
+      baseUrl: ctx.stub.apiUrl,
+      sandboxUrl: ctx.stub.sandboxUrl,
+    });
     const denied = await wrongKey.get(h);
     assert.equal(!denied.ok && denied.error.code, 'denied');
     assert.ok(!inspect(denied).includes('wrong-key-000000'));
@@ -291,7 +328,12 @@ describe('e2b: secrets stay private', () => {
     const h = await ctx.handle();
     const token = (h.private?.reveal() as { accessToken: string }).accessToken;
     assert.ok(token && token.length > 8);
-    for (const text of [inspect(h, { depth: 10 }), JSON.stringify(h), inspect(ctx.adapter, { depth: 10 }), String(h.private)]) {
+    for (const text of [
+      inspect(h, { depth: 10 }),
+      JSON.stringify(h),
+      inspect(ctx.adapter, { depth: 10 }),
+      String(h.private),
+    ]) {
       assert.ok(!text.includes(token), text);
       assert.ok(!text.includes(KEY), text);
     }
@@ -314,7 +356,10 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     const h = await ctx.handle();
     const before = ctx.stub.requests.length;
     const f = new Frames();
-    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo hi; read l; echo "got:$l"'], { owner: f.sink, stdin: true });
+    const c = await ctx.adapter.spawn(h, 'sh', ['-c', 'echo hi; read l; echo "got:$l"'], {
+      owner: f.sink,
+      stdin: true,
+    });
     assert.ok(c.ok, inspect(c));
     await f.untilText('hi');
     const sessions = await ctx.adapter.listSessions(h);
@@ -337,7 +382,7 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     for (const st of starts) assert.notEqual(st.headers['connect-timeout-ms'], '0');
   });
 
-  it('item 3 (a stream open across a pause wedges envd\'s output fan-out for ~15 min, infra#3292): after resume the agent\'s output keeps flowing', async () => {
+  it("item 3 (a stream open across a pause wedges envd's output fan-out for ~15 min, infra#3292): after resume the agent's output keeps flowing", async () => {
     const h = await ctx.handle();
     const f = new Frames();
     // Like an agent: answers each line, here with a large answer (4 MB) that needs the pipes to drain.
@@ -357,7 +402,10 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     assert.ok((await ctx.adapter.writeStdin(a.value, utf8('one\n'))).ok);
     // A hang guard of its own: the frames hold megabytes, too much for a failure message.
     for (let i = 0; i < 300 && !g.stdout().includes('done:one'); i++) await sleep(100);
-    assert.ok(g.stdout().includes('done:one'), `no answer after resume (the fan-out stall lasts ~15 min); ${g.stdout().length} bytes replayed`);
+    assert.ok(
+      g.stdout().includes('done:one'),
+      `no answer after resume (the fan-out stall lasts ~15 min); ${g.stdout().length} bytes replayed`,
+    );
     assert.ok((await ctx.adapter.closeStdin(a.value)).ok);
     assert.deepEqual(await g.terminal(), { type: 'exit', ref: a.value.ref, code: 0 });
   });

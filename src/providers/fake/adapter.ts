@@ -136,7 +136,12 @@ export class FakeAdapter implements SandboxAdapter {
     return ok(handle.private === undefined ? fresh : { ...fresh, private: handle.private });
   }
 
-  async writeFile(handle: Handle, path: string, data: Uint8Array, opts?: WriteFileOptions): Promise<SandboxResult<void>> {
+  async writeFile(
+    handle: Handle,
+    path: string,
+    data: Uint8Array,
+    opts?: WriteFileOptions,
+  ): Promise<SandboxResult<void>> {
     const sb = this.#find(handle);
     if (!sb.ok) return sb;
     if (typeof path !== 'string' || path.length === 0) return fail('invalid', 'path');
@@ -145,7 +150,12 @@ export class FakeAdapter implements SandboxAdapter {
     return ok(undefined);
   }
 
-  async exec(handle: Handle, _cmd: string, args: readonly string[], opts?: ExecOptions): Promise<SandboxResult<ExecResult>> {
+  async exec(
+    handle: Handle,
+    _cmd: string,
+    args: readonly string[],
+    opts?: ExecOptions,
+  ): Promise<SandboxResult<ExecResult>> {
     const sb = this.#find(handle);
     if (!sb.ok) return sb;
     if (!Array.isArray(args) || !args.every((a) => typeof a === 'string')) return fail('invalid', 'args');
@@ -154,7 +164,12 @@ export class FakeAdapter implements SandboxAdapter {
     return ok({ output: enc.encode(folded.output), exitCode: folded.code });
   }
 
-  async spawn(handle: Handle, cmd: string, args: readonly string[], opts: SpawnOptions): Promise<SandboxResult<Command>> {
+  async spawn(
+    handle: Handle,
+    cmd: string,
+    args: readonly string[],
+    opts: SpawnOptions,
+  ): Promise<SandboxResult<Command>> {
     const sb = this.#find(handle);
     if (!sb.ok) return sb;
     if (typeof opts?.owner !== 'function') return fail('invalid', 'owner');
@@ -211,7 +226,13 @@ export class FakeAdapter implements SandboxAdapter {
     const sb = this.#find(handle);
     if (!sb.ok) return sb;
     const sessions = [...sb.value.sessions.values()].reverse().map((s): Session => {
-      const base = { id: s.id, command: s.command, createdAt: s.createdAt, lastActivityAt: s.lastActivityAt, tty: false };
+      const base = {
+        id: s.id,
+        command: s.command,
+        createdAt: s.createdAt,
+        lastActivityAt: s.lastActivityAt,
+        tty: false,
+      };
       return s.state === 'exited' && s.exitCode !== undefined ? { ...base, exitCode: s.exitCode } : base;
     });
     return ok(sessions);
@@ -250,7 +271,8 @@ export class FakeAdapter implements SandboxAdapter {
   async applyNetworkPolicy(handle: Handle, policy: NetworkPolicy): Promise<SandboxResult<void>> {
     const sb = this.#find(handle);
     if (!sb.ok) return sb;
-    if (typeof policy !== 'object' || policy === null || !Array.isArray(policy.allow)) return fail('invalid', 'network_policy');
+    if (typeof policy !== 'object' || policy === null || !Array.isArray(policy.allow))
+      return fail('invalid', 'network_policy');
     sb.value.policy = policy;
     return ok(undefined);
   }
@@ -278,7 +300,9 @@ export class FakeAdapter implements SandboxAdapter {
   }
 
   #handleFor(sb: FakeSandbox): Handle {
-    return sb.instanceId === undefined ? this.buildHandle(sb.name) : { provider: 'fake', name: sb.name, instanceId: sb.instanceId };
+    return sb.instanceId === undefined
+      ? this.buildHandle(sb.name)
+      : { provider: 'fake', name: sb.name, instanceId: sb.instanceId };
   }
 
   #subscribe(s: FakeSession, sink: FrameSink, ready: boolean): string {
@@ -311,7 +335,11 @@ const validTermination = (sessionId: unknown, opts: unknown): boolean => {
   if (typeof opts !== 'object' || opts === null) return false;
   const o = opts as Record<string, unknown>;
   if (!Object.keys(o).every((k) => TERMINATE_KEYS.has(k))) return false;
-  if (o.timeoutMs !== undefined && !(Number.isInteger(o.timeoutMs) && (o.timeoutMs as number) >= 1 && (o.timeoutMs as number) <= 30_000)) return false;
+  if (
+    o.timeoutMs !== undefined &&
+    !(Number.isInteger(o.timeoutMs) && (o.timeoutMs as number) >= 1 && (o.timeoutMs as number) <= 30_000)
+  )
+    return false;
   return o.mode === undefined || o.mode === 'graceful' || o.mode === 'force';
 };
 
@@ -336,7 +364,10 @@ const finish = (s: FakeSession, end: { kind: 'exit'; code: number } | { kind: 'e
   for (const [ref, sub] of s.subscribers) {
     // Subscribers still awaiting their replay get the terminal frame from it.
     if (!sub.ready) continue;
-    deliver(sub.sink, end.kind === 'exit' ? { type: 'exit', ref, code: end.code } : { type: 'error', ref, error: end.error });
+    deliver(
+      sub.sink,
+      end.kind === 'exit' ? { type: 'exit', ref, code: end.code } : { type: 'error', ref, error: end.error },
+    );
     s.subscribers.delete(ref);
   }
 };

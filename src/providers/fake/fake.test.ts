@@ -25,7 +25,10 @@ runConformanceSuite('fake adapter conformance', {
   fixtures: FAKE_FIXTURES,
   after: async () => reset(),
   readFile: async (h, path) => file(h.name, path)?.data ?? null,
-  brokenTransport: async () => ({ adapter: new FakeAdapter({ unreachable: true }), handle: adapter.buildHandle('conformance-unreachable') }),
+  brokenTransport: async () => ({
+    adapter: new FakeAdapter({ unreachable: true }),
+    handle: adapter.buildHandle('conformance-unreachable'),
+  }),
   secret: async () => {
     const value = `fake-secret-${randomBytes(12).toString('hex')}`;
     const name = `conformance-secret-${randomBytes(4).toString('hex')}`;
@@ -39,10 +42,15 @@ describe('fake adapter only', () => {
   after(() => reset());
 
   it('advertises the "Fake newest" capability set', () => {
-    assert.deepEqual(
-      [...FAKE_CAPABILITIES].sort(),
-      ['attach', 'create_new', 'force_terminate_session', 'network_policy', 'public_url', 'suspend', 'terminate_session'],
-    );
+    assert.deepEqual([...FAKE_CAPABILITIES].sort(), [
+      'attach',
+      'create_new',
+      'force_terminate_session',
+      'network_policy',
+      'public_url',
+      'suspend',
+      'terminate_session',
+    ]);
   });
 
   it('create_new refuses a legacy name without touching its files; already_exists is permanent', async () => {
@@ -117,7 +125,11 @@ describe('fake adapter only', () => {
 
   it('a missing sandbox or session is not_found for public_url, suspend and attach', async () => {
     const ghost = adapter.buildHandle('fake-never-created');
-    for (const r of [await adapter.publicUrl(ghost), await adapter.suspend(ghost), await adapter.attach(ghost, 'fake-sess-1', { owner: () => {} })]) {
+    for (const r of [
+      await adapter.publicUrl(ghost),
+      await adapter.suspend(ghost),
+      await adapter.attach(ghost, 'fake-sess-1', { owner: () => {} }),
+    ]) {
       assert.ok(!r.ok && r.error.code === 'not_found', JSON.stringify(r));
     }
     const h = await fresh();
@@ -158,9 +170,19 @@ describe('fake adapter only', () => {
 
   it('terminate_session: validation, missing session ok or unconfirmed with force, live session gets exit 137', async () => {
     const h = await fresh();
-    for (const [id, opts] of [['', {}], ['bad id!', {}], ['x'.repeat(257), {}], ['ok', { timeoutMs: 0 }], ['ok', { timeoutMs: 30_001 }], ['ok', { bogus: 1 }]] as const) {
+    for (const [id, opts] of [
+      ['', {}],
+      ['bad id!', {}],
+      ['x'.repeat(257), {}],
+      ['ok', { timeoutMs: 0 }],
+      ['ok', { timeoutMs: 30_001 }],
+      ['ok', { bogus: 1 }],
+    ] as const) {
       const r = await adapter.terminateSession(h, id, opts as never);
-      assert.ok(!r.ok && r.error.code === 'invalid' && r.error.detail === 'termination_request', `${id} ${JSON.stringify(opts)}`);
+      assert.ok(
+        !r.ok && r.error.code === 'invalid' && r.error.detail === 'termination_request',
+        `${id} ${JSON.stringify(opts)}`,
+      );
     }
     assert.ok((await adapter.terminateSession(h, 'fake-sess-missing')).ok);
     const forced = await adapter.terminateSession(h, 'fake-sess-missing', { mode: 'force' });

@@ -52,7 +52,11 @@ runConformanceSuite('runner adapter against the FakeDaemon', {
   },
   name: minter(CONFORMANCE_RUNNER_ID),
   fixtures: {
-    execOk: { cmd: 'fake', args: ['out:hello from the fake daemon', 'exit:0'], expectedStdout: 'hello from the fake daemon' },
+    execOk: {
+      cmd: 'fake',
+      args: ['out:hello from the fake daemon', 'exit:0'],
+      expectedStdout: 'hello from the fake daemon',
+    },
     execFail: { cmd: 'fake', args: ['out:failing', 'err:why', 'exit:3'], nonzeroCode: 3 },
     spawnOk: { cmd: 'fake', args: ['out:spawned', 'exit:0'] },
     spawnDrop: { cmd: 'fake', args: ['out:about to drop', 'drop'] },

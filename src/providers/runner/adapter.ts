@@ -184,7 +184,12 @@ export class RunnerAdapter implements SandboxAdapter {
     });
   }
 
-  exec(handle: Handle, cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
+  exec(
+    handle: Handle,
+    cmd: string,
+    args: readonly string[],
+    opts: ExecOptions = {},
+  ): Promise<SandboxResult<ExecResult>> {
     return this.#total('exec', async () => {
       const req: OutgoingRequest = {
         op: 'exec',
@@ -305,7 +310,11 @@ export class RunnerAdapter implements SandboxAdapter {
     return this.#total('apply_network_policy', async () => {
       // Asked only of a runner that advertised it: an older daemon would answer an unknown op anyway.
       if (!this.capabilities(handle).has('network_policy')) return fail('not_supported', 'network_policy');
-      const r = await this.#call(handle.name, { op: 'apply_network_policy', name: handle.name, allow: [...policy.allow] });
+      const r = await this.#call(handle.name, {
+        op: 'apply_network_policy',
+        name: handle.name,
+        allow: [...policy.allow],
+      });
       return r.ok ? ok(undefined) : r;
     });
   }
@@ -333,7 +342,12 @@ export class RunnerAdapter implements SandboxAdapter {
     if (!route.ok) return route;
     const { conn, runnerId } = route.value;
     const ref = `${what}-${randomUUID()}`;
-    const live: LiveCommand = { conn, listener: this.#listener(ref, owner, () => this.#live.delete(ref)), sessionId: undefined, ended: false };
+    const live: LiveCommand = {
+      conn,
+      listener: this.#listener(ref, owner, () => this.#live.delete(ref)),
+      sessionId: undefined,
+      ended: false,
+    };
     const r = await conn.call(req, { listener: live.listener });
     if (!r.ok) return r;
     const parsed = resultSchemas[what].safeParse(r.value);
@@ -347,7 +361,9 @@ export class RunnerAdapter implements SandboxAdapter {
     // Frames (even the exit) may already have reached the owner; only a still-open command is tracked.
     if (!live.ended) this.#live.set(ref, live);
     const priv = new Private<RunnerCommandPrivate>({ runnerId, name, sessionId });
-    return ok(replayFrom ? { provider: 'runner', ref, private: priv, replayFrom } : { provider: 'runner', ref, private: priv });
+    return ok(
+      replayFrom ? { provider: 'runner', ref, private: priv, replayFrom } : { provider: 'runner', ref, private: priv },
+    );
   }
 
   /** Turns connection callbacks into owner frames, guaranteeing exactly one terminal frame. */
@@ -381,7 +397,9 @@ export class RunnerAdapter implements SandboxAdapter {
   }
 
   #target(command: Command): SandboxResult<RunnerCommandPrivate> {
-    const parsed = commandPrivateSchema.safeParse(command.private instanceof Private ? command.private.reveal() : undefined);
+    const parsed = commandPrivateSchema.safeParse(
+      command.private instanceof Private ? command.private.reveal() : undefined,
+    );
     return parsed.success ? ok(parsed.data) : fail('invalid', 'not_a_runner_command');
   }
 

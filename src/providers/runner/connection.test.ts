@@ -62,7 +62,8 @@ class Frames {
   }
 }
 
-const isStdout = (needle: string) => (f: StreamFrame) => f.type === 'stdout' && Buffer.from(f.data).toString().includes(needle);
+const isStdout = (needle: string) => (f: StreamFrame) =>
+  f.type === 'stdout' && Buffer.from(f.data).toString().includes(needle);
 const isTerminal = (f: StreamFrame) => f.type === 'exit' || f.type === 'error';
 const settle = (ms = 50) => new Promise((r) => setTimeout(r, ms));
 
@@ -109,7 +110,10 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     value(await adapter.resume(handle));
     assert.equal(value(await adapter.get(handle)).status, 'running');
     assert.ok(value(await adapter.listAllNames()).includes(handle.name));
-    assert.equal(value(await adapter.hostPath(handle, '/home/sprite/work/a.txt')), `/fake/root/${handle.name}/work/a.txt`);
+    assert.equal(
+      value(await adapter.hostPath(handle, '/home/sprite/work/a.txt')),
+      `/fake/root/${handle.name}/work/a.txt`,
+    );
     value(await adapter.writeFile(handle, '/home/sprite/f', Buffer.from('bytes'), { mode: 0o600 }));
     assert.equal(daemon.file(handle.name, '/home/sprite/f')?.toString(), 'bytes');
   });
@@ -125,7 +129,9 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     const r = value(await adapter.exec(handle, 'sh', ['out:hello ', 'err:oops', 'exit:3']));
     assert.equal(r.exitCode, 3);
     assert.equal(Buffer.from(r.output).toString(), 'hello ');
-    const merged = value(await adapter.exec(handle, 'sh', ['out:a', 'err:b'], { stderrToStdout: true, timeoutMs: 1000 }));
+    const merged = value(
+      await adapter.exec(handle, 'sh', ['out:a', 'err:b'], { stderrToStdout: true, timeoutMs: 1000 }),
+    );
     assert.equal(Buffer.from(merged.output).toString(), 'ab');
     const dropped = await adapter.exec(handle, 'sh', ['drop']);
     assert.ok(!dropped.ok && dropped.error.code === 'unavailable' && dropped.error.detail === 'closed_before_exit');
@@ -159,8 +165,14 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     await a.next(isTerminal);
     await b.next(isTerminal);
     await settle();
-    assert.deepEqual(a.terminals().map((f) => f.type === 'exit' && f.code), [0]);
-    assert.deepEqual(b.terminals().map((f) => f.type === 'exit' && f.code), [0]);
+    assert.deepEqual(
+      a.terminals().map((f) => f.type === 'exit' && f.code),
+      [0],
+    );
+    assert.deepEqual(
+      b.terminals().map((f) => f.type === 'exit' && f.code),
+      [0],
+    );
 
     const after = await adapter.writeStdin(cmdA, Buffer.from('late'));
     assert.ok(!after.ok && after.error.code === 'command_exited');
@@ -325,7 +337,8 @@ describe('runner adapter against misbehaving daemons', () => {
       intercept: (req) => {
         if (req.op === 'suspend') return `{"id":${req.id},"result":{}}`;
         if (req.op === 'resume') return `{"id":${req.id},"ok":false,"error":"exploded","detail":"boom"}`;
-        if (req.op === 'get') return [`{"id":999,"ok":true,"result":{}}`, `{"id":${req.id},"ok":true,"result":{"status":5}}`];
+        if (req.op === 'get')
+          return [`{"id":999,"ok":true,"result":{}}`, `{"id":${req.id},"ok":true,"result":{"status":5}}`];
         if (req.op === 'list') return `{"id":${req.id},"ok":true,"result":{"names":"nope"}}`;
         if (req.op === 'destroy') return `{"id":${req.id},"ok":false,"error":"invalid","detail":"bad sandbox name"}`;
         if (req.op === 'list_sessions') return null;
@@ -349,7 +362,13 @@ describe('runner adapter against misbehaving daemons', () => {
       const adapter = new RunnerAdapter(hub.host, { logger });
       const h = value(await adapter.create(mint()));
       const s = await adapter.suspend(h);
-      assert.ok(!s.ok && s.error.code === 'provider' && s.error.provider === 'runner' && s.error.detail?.startsWith('malformed_reply'), inspect(s));
+      assert.ok(
+        !s.ok &&
+          s.error.code === 'provider' &&
+          s.error.provider === 'runner' &&
+          s.error.detail?.startsWith('malformed_reply'),
+        inspect(s),
+      );
       const r = await adapter.resume(h);
       assert.ok(!r.ok && r.error.code === 'provider' && r.error.detail === 'exploded: boom', inspect(r));
       const g = await adapter.get(h);
@@ -365,9 +384,19 @@ describe('runner adapter against misbehaving daemons', () => {
       value(await adapter.spawn(h, 'x', [], { owner: f.sink }));
       await f.next(isTerminal);
       await settle();
-      const outs = f.all.filter((x) => x.type === 'stdout').map((x) => (x.type === 'stdout' ? Buffer.from(x.data).toString() : ''));
-      assert.deepEqual(outs, ['not base64!', '', 'hi'], 'bad base64 is raw text, missing data is empty, stray replay is dropped');
-      assert.deepEqual(f.terminals(), [{ type: 'exit', ref: f.terminals()[0]?.ref, code: 0 }], 'missing code is 0, and exit ends the subscription');
+      const outs = f.all
+        .filter((x) => x.type === 'stdout')
+        .map((x) => (x.type === 'stdout' ? Buffer.from(x.data).toString() : ''));
+      assert.deepEqual(
+        outs,
+        ['not base64!', '', 'hi'],
+        'bad base64 is raw text, missing data is empty, stray replay is dropped',
+      );
+      assert.deepEqual(
+        f.terminals(),
+        [{ type: 'exit', ref: f.terminals()[0]?.ref, code: 0 }],
+        'missing code is 0, and exit ends the subscription',
+      );
       // The connection survived all of it.
       assert.ok(value(await adapter.create(h.name)));
     } finally {
@@ -412,7 +441,8 @@ describe('call budgets and replay_from', () => {
       reconnect: false,
       intercept: (req) => {
         if (req.op === 'exec') return null;
-        if (req.op === 'attach') return `{"id":${req.id},"ok":true,"result":{"session_id":"${req.session_id}","replay_from":42}}`;
+        if (req.op === 'attach')
+          return `{"id":${req.id},"ok":true,"result":{"session_id":"${req.session_id}","replay_from":42}}`;
         return undefined;
       },
     });

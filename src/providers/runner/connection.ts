@@ -8,7 +8,15 @@ import type { RawData } from 'ws';
 import { z } from 'zod';
 import type { SandboxResult } from '../../sandbox/index.ts';
 import { err, fail, ok, sandboxError } from '../../sandbox/index.ts';
-import { CLOSE, TOO_DEEP, decodeBase64, decodeOutputFrameBytes, encodeFrame, nestsDeeperThan, replySchema } from '../../wire/index.ts';
+import {
+  CLOSE,
+  TOO_DEEP,
+  decodeBase64,
+  decodeOutputFrameBytes,
+  encodeFrame,
+  nestsDeeperThan,
+  replySchema,
+} from '../../wire/index.ts';
 import type { Request } from '../../wire/index.ts';
 import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT, malformed, quote, wireError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
@@ -68,7 +76,12 @@ const rawBytes = (data: RawData): Buffer => {
 
 const truncateReason = (reason: string): string => {
   const bytes = Buffer.from(reason, 'utf8');
-  return bytes.length <= MAX_REASON_BYTES ? reason : bytes.subarray(0, MAX_REASON_BYTES).toString('utf8').replace(/\uFFFD+$/, '');
+  return bytes.length <= MAX_REASON_BYTES
+    ? reason
+    : bytes
+        .subarray(0, MAX_REASON_BYTES)
+        .toString('utf8')
+        .replace(/\uFFFD+$/, '');
 };
 
 class SocketRunnerConnection implements RunnerConnection {
@@ -116,13 +129,16 @@ class SocketRunnerConnection implements RunnerConnection {
     request: OutgoingRequest,
     opts: { timeoutMs?: number | null; listener?: SessionListener } = {},
   ): Promise<SandboxResult<Record<string, unknown>>> {
-    if (this.#closed || this.#ws.readyState !== WebSocket.OPEN) return Promise.resolve(fail('unavailable', RUNNER_DISCONNECTED));
+    if (this.#closed || this.#ws.readyState !== WebSocket.OPEN)
+      return Promise.resolve(fail('unavailable', RUNNER_DISCONNECTED));
     const id = ++this.#nextId;
     let text: string;
     try {
       text = encodeFrame({ ...request, id } as Request);
     } catch (e) {
-      return Promise.resolve(fail('invalid', `request cannot be encoded: ${e instanceof Error ? e.message : String(e)}`));
+      return Promise.resolve(
+        fail('invalid', `request cannot be encoded: ${e instanceof Error ? e.message : String(e)}`),
+      );
     }
     return new Promise((resolve) => {
       const pending: Pending = { op: request.op, resolve, listener: opts.listener, timer: undefined };
@@ -294,7 +310,8 @@ class SocketRunnerConnection implements RunnerConnection {
     if (!pending) return;
     this.#pending.delete(id);
     if (pending.timer) clearTimeout(pending.timer);
-    if (!result.ok && result.error.detail === RUNNER_TIMEOUT) this.#log.warn({ id, op: pending.op }, 'runner call timed out');
+    if (!result.ok && result.error.detail === RUNNER_TIMEOUT)
+      this.#log.warn({ id, op: pending.op }, 'runner call timed out');
     pending.resolve(result);
   }
 
@@ -317,13 +334,21 @@ class SocketRunnerConnection implements RunnerConnection {
  * host already holds a connection for this runner: the socket is closed with 4409 and no presence
  * is announced. Never throws.
  */
-export function acceptRunnerSocket(ws: WebSocket, info: RunnerInfo, host: RunnerHost, opts: AcceptOptions): RunnerConnection | null {
+export function acceptRunnerSocket(
+  ws: WebSocket,
+  info: RunnerInfo,
+  host: RunnerHost,
+  opts: AcceptOptions,
+): RunnerConnection | null {
   const conn = new SocketRunnerConnection(ws, info, host, opts);
   let registered: boolean | 'failed';
   try {
     registered = host.register(conn);
   } catch (e) {
-    opts.logger.error({ err: e instanceof Error ? e.message : String(e), runner_id: info.runnerId }, 'runner registration failed');
+    opts.logger.error(
+      { err: e instanceof Error ? e.message : String(e), runner_id: info.runnerId },
+      'runner registration failed',
+    );
     registered = 'failed';
   }
   if (registered !== true) {

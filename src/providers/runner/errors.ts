@@ -26,7 +26,8 @@ export function quote(value: unknown): string {
 export const providerError = (detail: string): SandboxError => sandboxError('provider', detail, { provider: 'runner' });
 
 /** A reply or result whose shape the server cannot use: `provider(runner, {malformed_<what>, value})`. */
-export const malformed = (what: string, value: unknown): SandboxError => providerError(`malformed_${what}: ${quote(value)}`);
+export const malformed = (what: string, value: unknown): SandboxError =>
+  providerError(`malformed_${what}: ${quote(value)}`);
 
 /** The daemon's error code (and detail) to the contract error, per the §5 table. */
 export function wireError(code: string, detail: string | undefined): SandboxError {

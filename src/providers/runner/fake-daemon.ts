@@ -55,7 +55,11 @@ interface FakeSession {
   staying: boolean;
 }
 
-type Script = { kind: 'out' | 'err'; data: string } | { kind: 'exit'; code: number } | { kind: 'stay' } | { kind: 'drop' };
+type Script =
+  | { kind: 'out' | 'err'; data: string }
+  | { kind: 'exit'; code: number }
+  | { kind: 'stay' }
+  | { kind: 'drop' };
 
 function parseScript(args: readonly string[]): Script[] {
   const script: Script[] = [];
@@ -72,7 +76,11 @@ function parseScript(args: readonly string[]): Script[] {
 }
 
 const rawText = (data: RawData): string =>
-  Buffer.isBuffer(data) ? data.toString('utf8') : Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data).toString('utf8');
+  Buffer.isBuffer(data)
+    ? data.toString('utf8')
+    : Array.isArray(data)
+      ? Buffer.concat(data).toString('utf8')
+      : Buffer.from(data).toString('utf8');
 
 export class FakeDaemon {
   readonly runnerId: string;
@@ -264,11 +272,16 @@ export class FakeDaemon {
   #handle(req: Request): void {
     switch (req.op) {
       case 'create':
-        if (!this.#sandboxes.has(req.name)) this.#sandboxes.set(req.name, { status: 'running', files: new Map(), policy: null });
+        if (!this.#sandboxes.has(req.name))
+          this.#sandboxes.set(req.name, { status: 'running', files: new Map(), policy: null });
         return this.#send(okReply(req.id));
       case 'get': {
         const sb = this.#sandboxes.get(req.name);
-        return this.#send(sb ? okReply(req.id, { status: sb.status, path: `${FAKE_ROOT}/${req.name}` }) : errorReply(req.id, 'not_found', 'no such sandbox'));
+        return this.#send(
+          sb
+            ? okReply(req.id, { status: sb.status, path: `${FAKE_ROOT}/${req.name}` })
+            : errorReply(req.id, 'not_found', 'no such sandbox'),
+        );
       }
       case 'destroy':
         this.#sandboxes.delete(req.name);
@@ -328,7 +341,8 @@ export class FakeDaemon {
       case 'ping':
         return this.#send(errorReply(req.id, 'not_supported', 'ping'));
       case 'apply_network_policy': {
-        if (!this.#capabilities?.includes('network_policy')) return this.#send(errorReply(req.id, 'not_supported', req.op));
+        if (!this.#capabilities?.includes('network_policy'))
+          return this.#send(errorReply(req.id, 'not_supported', req.op));
         const sb = this.#sandboxes.get(req.name);
         if (!sb) return this.#send(errorReply(req.id, 'not_found', 'no such sandbox'));
         sb.policy = [...req.allow];
@@ -401,7 +415,11 @@ export class FakeDaemon {
     this.#send(okReply(req.id));
     if (s.staying) {
       const data = decodeBase64(req.data) ?? Buffer.alloc(0);
-      this.#emit(s, { stream: 'stdout', session_id: s.id, data: encodeBase64(Buffer.concat([Buffer.from('echo:'), data])) });
+      this.#emit(s, {
+        stream: 'stdout',
+        session_id: s.id,
+        data: encodeBase64(Buffer.concat([Buffer.from('echo:'), data])),
+      });
     }
   }
 

@@ -37,7 +37,10 @@ export interface RunnerConnection {
    * `unavailable(runner_disconnected | runner_timeout)`, never `not_found`.
    * For spawn and attach, `listener` is subscribed before the reply resolves, so no frame is missed.
    */
-  call(request: OutgoingRequest, opts?: { timeoutMs?: number | null; listener?: SessionListener }): Promise<SandboxResult<Record<string, unknown>>>;
+  call(
+    request: OutgoingRequest,
+    opts?: { timeoutMs?: number | null; listener?: SessionListener },
+  ): Promise<SandboxResult<Record<string, unknown>>>;
   /** Drops one listener; when a session has none left the connection sends `detach` (id 0). */
   unsubscribe(sessionId: string, listener: SessionListener): void;
   /** Closes the socket with a close code (4404 runner deleted, 4409 already connected, ...). */

@@ -58,7 +58,8 @@ export async function startRunnerTestHub(opts: RunnerTestHubOptions): Promise<Ru
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname !== RUNNER_WS_PATH) return refuse(socket, 404, 'Not Found', { error: 'not_found' });
     const name = url.searchParams.get('name') ?? '';
-    if (!RUNNER_NAME.test(name)) return refuse(socket, 400, 'Bad Request', { errors: { name: ['has invalid format'] } });
+    if (!RUNNER_NAME.test(name))
+      return refuse(socket, 400, 'Bad Request', { errors: { name: ['has invalid format'] } });
     let entry = enrolled.get(name);
     if (!entry) {
       entry = { runnerId: randomUUID(), accountId: TEST_ACCOUNT_ID };
@@ -70,7 +71,12 @@ export async function startRunnerTestHub(opts: RunnerTestHubOptions): Promise<Ru
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const capabilities = parseRunnerCapabilities(url.searchParams.get('capabilities'));
-      accepted.push(acceptRunnerSocket(ws, { runnerId, accountId, name, connectedAt: new Date(), capabilities }, host, { ...opts, logger: opts.logger }));
+      accepted.push(
+        acceptRunnerSocket(ws, { runnerId, accountId, name, connectedAt: new Date(), capabilities }, host, {
+          ...opts,
+          logger: opts.logger,
+        }),
+      );
     });
   });
 

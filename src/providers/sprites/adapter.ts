@@ -103,7 +103,14 @@ export class SpritesAdapter implements SandboxAdapter {
     // `suspend`: Sprites hibernates an idle sprite by itself and keeps its disk (not its
     // processes); suspend ends the sessions so hibernation can happen. No `public_url`: the URL
     // needs the Sprites token. No `checkpoint`: not wired up. No `tty`: not proven here.
-    return new Set<Capability>(['suspend', 'network_policy', 'attach', 'terminate_session', 'force_terminate_session', 'create_new']);
+    return new Set<Capability>([
+      'suspend',
+      'network_policy',
+      'attach',
+      'terminate_session',
+      'force_terminate_session',
+      'create_new',
+    ]);
   }
 
   buildHandle(name: string, priv?: Private<unknown>): Handle {
@@ -129,7 +136,10 @@ export class SpritesAdapter implements SandboxAdapter {
     try {
       return await fn();
     } catch (e) {
-      this.#cfg.logger?.error({ provider: 'sprites', err: e instanceof Error ? e.name : typeof e }, 'sprites adapter internal error');
+      this.#cfg.logger?.error(
+        { provider: 'sprites', err: e instanceof Error ? e.name : typeof e },
+        'sprites adapter internal error',
+      );
       return err(internal());
     }
   }
@@ -156,7 +166,9 @@ export class SpritesAdapter implements SandboxAdapter {
       const r = await this.#api.createSprite(token.value, name, LABELS);
       if (!r.ok) return r;
       if (!r.value.sprite) {
-        return err(r.value.status === 409 ? sandboxError('already_exists') : sandboxError('invalid', 'create_rejected_400'));
+        return err(
+          r.value.status === 409 ? sandboxError('already_exists') : sandboxError('invalid', 'create_rejected_400'),
+        );
       }
       if (!r.value.sprite.id) return err(sandboxError('provider', 'bad_reply_sprite_id', { provider: 'sprites' }));
       return ok({ ...this.#handleFor(name, token.value), instanceId: r.value.sprite.id });
@@ -223,7 +235,10 @@ export class SpritesAdapter implements SandboxAdapter {
         if (isReplayer(s.command)) continue;
         const k = await this.#api.killSession(token.value, handle.name, String(s.id), 'TERM', 10_000);
         if (!k.ok || k.value === 'unconfirmed') {
-          this.#cfg.logger?.warn({ provider: 'sprites', sessionId: String(s.id), code: k.ok ? 'unconfirmed' : k.error.code }, 'suspend: a session did not end');
+          this.#cfg.logger?.warn(
+            { provider: 'sprites', sessionId: String(s.id), code: k.ok ? 'unconfirmed' : k.error.code },
+            'suspend: a session did not end',
+          );
         }
       }
       this.#letGo(handle.name);
@@ -269,19 +284,30 @@ export class SpritesAdapter implements SandboxAdapter {
     return this.#api.wsUrl(`v1/sprites/${encodeURIComponent(sprite)}/exec`, q);
   }
 
-  exec(handle: Handle, cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
+  exec(
+    handle: Handle,
+    cmd: string,
+    args: readonly string[],
+    opts: ExecOptions = {},
+  ): Promise<SandboxResult<ExecResult>> {
     return this.#total(async () => {
       const token = this.#token(handle);
       if (!token.ok) return token;
       if (opts.timeoutMs !== undefined && !(opts.timeoutMs > 0)) return err(sandboxError('invalid', 'timeout'));
-      if (opts.dir !== undefined && (opts.dir === '' || opts.dir.includes('\0'))) return err(sandboxError('invalid', 'dir'));
+      if (opts.dir !== undefined && (opts.dir === '' || opts.dir.includes('\0')))
+        return err(sandboxError('invalid', 'dir'));
       const argv = withEnv(cmd, args, opts.env);
       if (!argv.ok) return argv;
       return this.#execArgv(handle.name, token.value, argv.value, opts);
     });
   }
 
-  async #execArgv(sprite: string, token: Private<string>, argv: readonly string[], opts: ExecOptions = {}): Promise<SandboxResult<ExecResult>> {
+  async #execArgv(
+    sprite: string,
+    token: Private<string>,
+    argv: readonly string[],
+    opts: ExecOptions = {},
+  ): Promise<SandboxResult<ExecResult>> {
     const chunks: Uint8Array[] = [];
     let finish: (ev: ExecEvent) => void = () => undefined;
     const finished = new Promise<ExecEvent>((r) => (finish = r));
@@ -326,7 +352,8 @@ export class SpritesAdapter implements SandboxAdapter {
       const token = this.#token(handle);
       if (!token.ok) return token;
       if (opts.tty) return err(sandboxError('not_supported', 'tty'));
-      if (opts.dir !== undefined && (opts.dir === '' || opts.dir.includes('\0'))) return err(sandboxError('invalid', 'dir'));
+      if (opts.dir !== undefined && (opts.dir === '' || opts.dir.includes('\0')))
+        return err(sandboxError('invalid', 'dir'));
       const argv = withEnv(cmd, args, undefined);
       if (!argv.ok) return argv;
       const header = envLine(opts.env);
@@ -371,7 +398,12 @@ export class SpritesAdapter implements SandboxAdapter {
     });
   }
 
-  async #acknowledged(token: Private<string>, sprite: string, key: string, sock: ExecSocket): Promise<SandboxResult<string>> {
+  async #acknowledged(
+    token: Private<string>,
+    sprite: string,
+    key: string,
+    sock: ExecSocket,
+  ): Promise<SandboxResult<string>> {
     const deadline = Date.now() + this.#cfg.ackTimeoutMs;
     let info: SessionInfo | null = sock.info;
     const arrived = sock.whenInfo().then((i) => (info = i));
@@ -389,7 +421,18 @@ export class SpritesAdapter implements SandboxAdapter {
   }
 
   #newState(sprite: string, token: Private<string>, owner: FrameSink): CommandState {
-    return { ref: randomUUID(), sprite, token, owner, sessionId: '', stdinSocket: null, sockets: [], held: [], done: false, stopped: false };
+    return {
+      ref: randomUUID(),
+      sprite,
+      token,
+      owner,
+      sessionId: '',
+      stdinSocket: null,
+      sockets: [],
+      held: [],
+      done: false,
+      stopped: false,
+    };
   }
 
   /** Hands the Command out; frames that arrived meanwhile are released after the caller resumes. */
@@ -427,7 +470,8 @@ export class SpritesAdapter implements SandboxAdapter {
 
   #onEvent(state: CommandState, ev: ExecEvent): void {
     if (state.done) return;
-    if (ev.type === 'stdout' || ev.type === 'stderr') this.#deliver(state, { type: ev.type, ref: state.ref, data: ev.data });
+    if (ev.type === 'stdout' || ev.type === 'stderr')
+      this.#deliver(state, { type: ev.type, ref: state.ref, data: ev.data });
     else if (ev.type === 'exit') this.#terminal(state, { type: 'exit', ref: state.ref, code: ev.code });
     else if (!state.stopped) this.#terminal(state, { type: 'error', ref: state.ref, error: ev.error });
   }
@@ -524,7 +568,8 @@ export class SpritesAdapter implements SandboxAdapter {
         const sprite = encodeURIComponent(handle.name);
         let native = await open(this.#api.wsUrl(`v1/sprites/${sprite}/exec/${encodeURIComponent(sessionId)}`, []));
         // Sprites older than 0.0.1-rc30 know only `?id=` and answer the path form with 404.
-        if (!native.ok && native.error.code === 'not_found') native = await open(this.#api.wsUrl(`v1/sprites/${sprite}/exec`, [['id', sessionId]]));
+        if (!native.ok && native.error.code === 'not_found')
+          native = await open(this.#api.wsUrl(`v1/sprites/${sprite}/exec`, [['id', sessionId]]));
         if (!native.ok) return native;
         state.sockets.push(native.value);
         state.stdinSocket = native.value;
@@ -543,7 +588,11 @@ export class SpritesAdapter implements SandboxAdapter {
             this.#deliver(state, { type: ev.type, ref: state.ref, data: ev.data });
           } else if (ev.type === 'exit') {
             if (ev.code === NO_JOURNAL_EXIT && !delivered) {
-              this.#terminal(state, { type: 'error', ref: state.ref, error: sandboxError('not_supported', 'session_not_journaled') });
+              this.#terminal(state, {
+                type: 'error',
+                ref: state.ref,
+                error: sandboxError('not_supported', 'session_not_journaled'),
+              });
             } else {
               void this.#finishReplay(state, token.value, journal);
             }
@@ -568,10 +617,16 @@ export class SpritesAdapter implements SandboxAdapter {
     try {
       let r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
       // A fast read may close without its exit frame (sprites-py#16): read once more.
-      if (!r.ok && r.error.code === 'closed_before_exit') r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
-      const code = r.ok && r.value.exitCode === 0 ? Number.parseInt(Buffer.from(r.value.output).toString('utf8').trim(), 10) : Number.NaN;
-      if (Number.isInteger(code) && code >= 0 && code <= 255) this.#terminal(state, { type: 'exit', ref: state.ref, code });
-      else if (!r.ok && r.error.code !== 'unavailable') this.#terminal(state, { type: 'error', ref: state.ref, error: r.error });
+      if (!r.ok && r.error.code === 'closed_before_exit')
+        r = await this.#execArgv(state.sprite, token, exitReadArgv(journal));
+      const code =
+        r.ok && r.value.exitCode === 0
+          ? Number.parseInt(Buffer.from(r.value.output).toString('utf8').trim(), 10)
+          : Number.NaN;
+      if (Number.isInteger(code) && code >= 0 && code <= 255)
+        this.#terminal(state, { type: 'exit', ref: state.ref, code });
+      else if (!r.ok && r.error.code !== 'unavailable')
+        this.#terminal(state, { type: 'error', ref: state.ref, error: r.error });
       else this.#terminal(state, { type: 'error', ref: state.ref, error: sandboxError('closed_before_exit') });
     } catch {
       this.#terminal(state, { type: 'error', ref: state.ref, error: internal() });
@@ -586,7 +641,13 @@ export class SpritesAdapter implements SandboxAdapter {
       }
       const token = this.#token(handle);
       if (!token.ok) return token;
-      const r = await this.#api.killSession(token.value, handle.name, sessionId, opts.mode === 'force' ? 'KILL' : 'TERM', timeoutMs);
+      const r = await this.#api.killSession(
+        token.value,
+        handle.name,
+        sessionId,
+        opts.mode === 'force' ? 'KILL' : 'TERM',
+        timeoutMs,
+      );
       if (!r.ok) return r;
       if (r.value === 'unconfirmed') return err(sandboxError('unavailable', 'termination_unconfirmed'));
       return ok(undefined);

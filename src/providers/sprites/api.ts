@@ -81,7 +81,12 @@ export class SpritesApi {
     token: Private<string>,
     method: string,
     path: string,
-    opts: { query?: ReadonlyArray<readonly [string, string]>; json?: unknown; bytes?: Uint8Array; timeoutMs?: number } = {},
+    opts: {
+      query?: ReadonlyArray<readonly [string, string]>;
+      json?: unknown;
+      bytes?: Uint8Array;
+      timeoutMs?: number;
+    } = {},
   ): Promise<SandboxResult<Reply>> {
     let url: URL;
     try {
@@ -121,7 +126,11 @@ export class SpritesApi {
   }
 
   /** 201 (or any 2xx) → the sprite; the caller decides what a conflict means. */
-  async createSprite(token: Private<string>, name: string, labels: readonly string[]): Promise<SandboxResult<{ status: number; sprite: Sprite | null }>> {
+  async createSprite(
+    token: Private<string>,
+    name: string,
+    labels: readonly string[],
+  ): Promise<SandboxResult<{ status: number; sprite: Sprite | null }>> {
     const r = await this.#call(token, 'POST', 'v1/sprites', {
       json: { name, url_settings: { auth: 'sprite' }, labels },
       timeoutMs: Math.max(this.#cfg.timeoutMs, 120_000),
@@ -150,7 +159,12 @@ export class SpritesApi {
     return this.#failure(r.value);
   }
 
-  async listPage(token: Private<string>, prefix: string, pageSize: number, continuation: string | null): Promise<SandboxResult<ListPage>> {
+  async listPage(
+    token: Private<string>,
+    prefix: string,
+    pageSize: number,
+    continuation: string | null,
+  ): Promise<SandboxResult<ListPage>> {
     const query: Array<[string, string]> = [['max_results', String(pageSize)]];
     if (prefix) query.push(['prefix', prefix]);
     if (continuation) query.push(['continuation_token', continuation]);
@@ -173,12 +187,26 @@ export class SpritesApi {
    * `POST /exec/{id}/kill` (no `sessions/` segment: that path answers 404 for every session).
    * The NDJSON progress decides: `exited`/`killed`/`complete` confirm, `error` leaves it open.
    */
-  async killSession(token: Private<string>, name: string, sessionId: string, signal: 'TERM' | 'KILL', timeoutMs: number): Promise<SandboxResult<KillOutcome>> {
+  async killSession(
+    token: Private<string>,
+    name: string,
+    sessionId: string,
+    signal: 'TERM' | 'KILL',
+    timeoutMs: number,
+  ): Promise<SandboxResult<KillOutcome>> {
     const secs = Math.max(1, Math.ceil(timeoutMs / 1000));
-    const r = await this.#call(token, 'POST', `v1/sprites/${encodeURIComponent(name)}/exec/${encodeURIComponent(sessionId)}/kill`, {
-      query: [['signal', signal], ['timeout', `${secs}s`]],
-      timeoutMs: timeoutMs + 5000,
-    });
+    const r = await this.#call(
+      token,
+      'POST',
+      `v1/sprites/${encodeURIComponent(name)}/exec/${encodeURIComponent(sessionId)}/kill`,
+      {
+        query: [
+          ['signal', signal],
+          ['timeout', `${secs}s`],
+        ],
+        timeoutMs: timeoutMs + 5000,
+      },
+    );
     if (!r.ok) return r;
     // 410 Gone: the session already exited (sprites-go client.go); as gone as a 404.
     if (r.value.status === 404 || r.value.status === 410) return ok('absent');
@@ -197,16 +225,32 @@ export class SpritesApi {
   }
 
   /** Sprites documents 200 and its SDK expects 204: any 2xx is success. */
-  async setNetworkPolicy(token: Private<string>, name: string, rules: readonly PolicyRule[]): Promise<SandboxResult<void>> {
-    const r = await this.#call(token, 'POST', `v1/sprites/${encodeURIComponent(name)}/policy/network`, { json: { rules } });
+  async setNetworkPolicy(
+    token: Private<string>,
+    name: string,
+    rules: readonly PolicyRule[],
+  ): Promise<SandboxResult<void>> {
+    const r = await this.#call(token, 'POST', `v1/sprites/${encodeURIComponent(name)}/policy/network`, {
+      json: { rules },
+    });
     if (!r.ok) return r;
     if (r.value.status >= 200 && r.value.status < 300) return ok(undefined);
     return this.#failure(r.value);
   }
 
-  async writeFile(token: Private<string>, name: string, path: string, data: Uint8Array, mode: number): Promise<SandboxResult<void>> {
+  async writeFile(
+    token: Private<string>,
+    name: string,
+    path: string,
+    data: Uint8Array,
+    mode: number,
+  ): Promise<SandboxResult<void>> {
     const r = await this.#call(token, 'PUT', `v1/sprites/${encodeURIComponent(name)}/fs/write`, {
-      query: [['path', path], ['mkdirParents', 'true'], ['mode', mode.toString(8).padStart(4, '0')]],
+      query: [
+        ['path', path],
+        ['mkdirParents', 'true'],
+        ['mode', mode.toString(8).padStart(4, '0')],
+      ],
       bytes: data,
     });
     if (!r.ok) return r;

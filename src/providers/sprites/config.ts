@@ -42,12 +42,23 @@ const blankToUndefined = (v: string | undefined): string | undefined =>
 
 const envSchema = z.object({
   SPRITES_TOKEN: z.string().optional().transform(blankToUndefined),
-  SPRITES_BASE_URL: z.string().optional().transform(blankToUndefined).pipe(z.url({ protocol: /^https?$/ }).optional()),
+  SPRITES_BASE_URL: z
+    .string()
+    .optional()
+    .transform(blankToUndefined)
+    .pipe(z.url({ protocol: /^https?$/ }).optional()),
   SPRITES_TIMEOUT_MS: z
     .string()
     .optional()
     .transform(blankToUndefined)
-    .pipe(z.string().regex(/^[0-9]+$/).transform(Number).pipe(z.number().int().positive().max(600_000)).optional()),
+    .pipe(
+      z
+        .string()
+        .regex(/^[0-9]+$/)
+        .transform(Number)
+        .pipe(z.number().int().positive().max(600_000))
+        .optional(),
+    ),
 });
 
 export type ConfigError = { readonly code: 'invalid_config'; readonly detail: string };

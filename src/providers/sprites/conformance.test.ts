@@ -30,7 +30,13 @@ runConformanceSuite('sprites adapter against the Sprites stub', {
   spawnOpts: { detachable: true },
   before: async () => {
     // Quirks turned up: a slow acknowledgment, a tiny scrollback, a short disconnect grace, quick hibernation.
-    stub = await SpritesStub.start({ token: TOKEN, sessionInfoDelayMs: 50, scrollbackBytes: 8, defaultMaxRunAfterDisconnectMs: 300, hibernateAfterMs: 500 });
+    stub = await SpritesStub.start({
+      token: TOKEN,
+      sessionInfoDelayMs: 50,
+      scrollbackBytes: 8,
+      defaultMaxRunAfterDisconnectMs: 300,
+      hibernateAfterMs: 500,
+    });
     stub.faults.dropOnOutput = DROP;
     adapter = new SpritesAdapter({ token: TOKEN, baseUrl: stub.url });
   },

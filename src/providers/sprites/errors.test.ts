@@ -22,7 +22,11 @@ test('HTTP statuses map onto the taxonomy; only 404 is not_found', () => {
 
 test('429 takes its retry hint from the body, else from Retry-After', () => {
   const body = { error: 'concurrent_sprite_limit_exceeded', retry_after_seconds: 12 };
-  assert.deepEqual(fromHttpStatus(429, body), { code: 'rate_limited', detail: 'concurrent_sprite_limit_exceeded', retryAfterMs: 12_000 });
+  assert.deepEqual(fromHttpStatus(429, body), {
+    code: 'rate_limited',
+    detail: 'concurrent_sprite_limit_exceeded',
+    retryAfterMs: 12_000,
+  });
   assert.equal(fromHttpStatus(429, undefined, '3').retryAfterMs, 3000);
   assert.equal(fromHttpStatus(429).retryAfterMs, undefined);
 });
@@ -33,7 +37,9 @@ test('a vendor error body contributes only a machine code, never prose', () => {
 });
 
 test('transport failures are unavailable, never not_found', () => {
-  const refused = Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }) });
+  const refused = Object.assign(new TypeError('fetch failed'), {
+    cause: Object.assign(new Error('connect'), { code: 'ECONNREFUSED' }),
+  });
   assert.deepEqual(fromTransport(refused), { code: 'unavailable', detail: 'connection_refused' });
   assert.deepEqual(fromTransport(new DOMException('x', 'TimeoutError')), { code: 'unavailable', detail: 'timeout' });
   assert.deepEqual(fromTransport('weird'), { code: 'unavailable', detail: 'transport_error' });
@@ -48,7 +54,11 @@ test('config from the environment: blank equals unset, the token stays boxed', (
   assert.equal(cfg.baseUrl.href, 'https://api.sprites.dev/');
   assert.equal(cfg.timeoutMs, 30_000);
 
-  const set = spritesOptionsFromEnv({ SPRITES_TOKEN: 'tok-xyz-123', SPRITES_BASE_URL: 'http://127.0.0.1:9', SPRITES_TIMEOUT_MS: '500' });
+  const set = spritesOptionsFromEnv({
+    SPRITES_TOKEN: 'tok-xyz-123',
+    SPRITES_BASE_URL: 'http://127.0.0.1:9',
+    SPRITES_TIMEOUT_MS: '500',
+  });
   assert.ok(set.ok);
   assert.ok(!inspect(set.value).includes('tok-xyz-123') && !JSON.stringify(set.value).includes('tok-xyz-123'));
   const c2 = resolveSpritesConfig(set.value);

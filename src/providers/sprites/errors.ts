@@ -40,9 +40,10 @@ export function fromHttpStatus(status: number, body?: unknown, retryAfterHeader?
   if (status === 401 || status === 403) return sandboxError('denied', code ?? `http_${status}`);
   if (status === 429) {
     const parsed = errorBody.safeParse(body);
-    const fromBody = parsed.success && parsed.data.retry_after_seconds !== undefined
-      ? Math.round(parsed.data.retry_after_seconds * 1000)
-      : undefined;
+    const fromBody =
+      parsed.success && parsed.data.retry_after_seconds !== undefined
+        ? Math.round(parsed.data.retry_after_seconds * 1000)
+        : undefined;
     const retryAfterMs = fromBody ?? parseRetryAfterHeader(retryAfterHeader);
     return sandboxError('rate_limited', code ?? 'http_429', retryAfterMs === undefined ? {} : { retryAfterMs });
   }

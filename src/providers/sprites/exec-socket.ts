@@ -169,7 +169,8 @@ export class ExecSocket {
         else terminal({ type: 'lost', error: fromTransport(e) });
       });
       ws.on('close', () => {
-        if (!settled && !socket.#terminal && socket.#info === null && opts.awaitInfo) failEarly(sandboxError('unavailable', 'closed_before_ack'));
+        if (!settled && !socket.#terminal && socket.#info === null && opts.awaitInfo)
+          failEarly(sandboxError('unavailable', 'closed_before_ack'));
         else terminal({ type: 'lost', error: sandboxError('closed_before_exit') });
       });
       ws.on('message', (data, isBinary) => {
@@ -248,7 +249,10 @@ export class ExecSocket {
       try {
         this.#ws.send(frame, { binary: typeof frame !== 'string' }, (e) => {
           if (!e) resolve(ok(undefined));
-          else resolve(err(this.#terminal ? sandboxError('command_exited') : sandboxError('write_failed', 'socket_write')));
+          else
+            resolve(
+              err(this.#terminal ? sandboxError('command_exited') : sandboxError('write_failed', 'socket_write')),
+            );
         });
       } catch {
         resolve(err(sandboxError('write_failed', 'socket_write')));

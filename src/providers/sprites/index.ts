@@ -3,4 +3,10 @@
  * Nothing here registers itself; the CLI wires the adapter into a ProviderRegistry.
  */
 export { SpritesAdapter } from './adapter.ts';
-export { spritesOptionsFromEnv, resolveSpritesConfig, DEFAULT_BASE_URL, DEFAULT_NAME_PREFIX, type SpritesOptions } from './config.ts';
+export {
+  spritesOptionsFromEnv,
+  resolveSpritesConfig,
+  DEFAULT_BASE_URL,
+  DEFAULT_NAME_PREFIX,
+  type SpritesOptions,
+} from './config.ts';

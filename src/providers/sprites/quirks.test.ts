@@ -30,7 +30,11 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     let stub: SpritesStub;
     let adapter: SpritesAdapter;
     before(async () => {
-      ({ stub, adapter } = await setup({ defaultMaxRunAfterDisconnectMs: 100, scrollbackBytes: 64, sessionInfoDelayMs: 150 }));
+      ({ stub, adapter } = await setup({
+        defaultMaxRunAfterDisconnectMs: 100,
+        scrollbackBytes: 64,
+        sessionInfoDelayMs: 150,
+      }));
     });
     after(() => stub.close());
 
@@ -45,7 +49,10 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       await frames.until((f) => f.text().includes('echo:initialize'), 'the echo of the first stdin write');
       await adapter.closeStdin(c.value);
       await frames.until((f) => f.terminals().length > 0, 'exit');
-      assert.deepEqual(frames.terminals().map((f) => f.type), ['exit']);
+      assert.deepEqual(
+        frames.terminals().map((f) => f.type),
+        ['exit'],
+      );
     });
 
     it('quirk ten-second disconnect kill (scaled to 100 ms): a detachable session outlives its dropped socket', async () => {
@@ -85,7 +92,8 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk partial scrollback: attach replays from byte zero, not the native mid-line tail', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const script = 'i=0; while [ $i -lt 40 ]; do echo "line-$i"; i=$((i+1)); done; while read l; do echo "echo:$l"; done';
+      const script =
+        'i=0; while [ $i -lt 40 ]; do echo "line-$i"; i=$((i+1)); done; while read l; do echo "echo:$l"; done';
       const c = await adapter.spawn(h, 'sh', ['-c', script], { owner: frames.sink, detachable: true });
       assert.ok(c.ok, inspect(c));
       await frames.until((f) => f.text().includes('line-39\n'), 'all forty lines');
@@ -103,7 +111,10 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       await replay.until((f) => f.text().includes('echo:after'), 'live output after the replay');
       await adapter.closeStdin(a.value);
       await replay.until((f) => f.terminals().length > 0, 'exit');
-      assert.deepEqual(replay.terminals().map((f) => (f.type === 'exit' ? f.code : f.type)), [0]);
+      assert.deepEqual(
+        replay.terminals().map((f) => (f.type === 'exit' ? f.code : f.type)),
+        [0],
+      );
     });
 
     it('quirk is_active is false while detached: list_sessions still returns the detached session', async () => {
@@ -117,7 +128,10 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       const sessions = await adapter.listSessions(h);
       assert.ok(sessions.ok, inspect(sessions));
       assert.equal(sessions.value.length, 1);
-      assert.ok(sessions.value[0]!.command?.startsWith('sh -c echo ready'), `command is what was spawned: ${sessions.value[0]!.command}`);
+      assert.ok(
+        sessions.value[0]!.command?.startsWith('sh -c echo ready'),
+        `command is what was spawned: ${sessions.value[0]!.command}`,
+      );
     });
 
     it('quirk kill path is /exec/{id}/kill (a sessions/ segment 404s and would read as gone): terminate really ends the session', async () => {
@@ -168,14 +182,19 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk env replaces the whole default environment: exec and spawn env add to HOME and PATH', async () => {
       const h = await created(adapter);
-      const r = await adapter.exec(h, 'sh', ['-c', 'printf "%s|%s|%s" "$HOME" "$FOO" "$(command -v tee)"'], { env: [['FOO', 'bar baz']] });
+      const r = await adapter.exec(h, 'sh', ['-c', 'printf "%s|%s|%s" "$HOME" "$FOO" "$(command -v tee)"'], {
+        env: [['FOO', 'bar baz']],
+      });
       assert.ok(r.ok, inspect(r));
       const [home, foo, tee] = Buffer.from(r.value.output).toString().split('|');
       assert.ok(home?.endsWith('/home/sprite'), `HOME kept: ${home}`);
       assert.equal(foo, 'bar baz');
       assert.ok(tee, 'PATH kept');
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', ['-c', 'printf "%s|%s" "$HOME" "$FOO"'], { owner: frames.sink, env: [['FOO', 'qux']] });
+      const c = await adapter.spawn(h, 'sh', ['-c', 'printf "%s|%s" "$HOME" "$FOO"'], {
+        owner: frames.sink,
+        env: [['FOO', 'qux']],
+      });
       assert.ok(c.ok, inspect(c));
       await frames.until((f) => f.terminals().length > 0, 'exit');
       assert.match(frames.text(), /\/home\/sprite\|qux$/);
@@ -255,7 +274,10 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       assert.ok(!dup.ok && dup.error.code === 'already_exists', inspect(dup));
       assert.ok((await adapter.destroy(first.value)).ok);
       const second = await adapter.createNew!(n);
-      assert.ok(second.ok && second.value.instanceId && second.value.instanceId !== first.value.instanceId, inspect(second));
+      assert.ok(
+        second.ok && second.value.instanceId && second.value.instanceId !== first.value.instanceId,
+        inspect(second),
+      );
     });
 
     it('quirk 429 carries retry_after_seconds: create is rate_limited with the hint', async () => {
@@ -338,10 +360,13 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
         const s = await adapter.suspend(h);
         assert.ok(s.ok, `a failed suspend becomes a destroy: ${inspect(s)}`);
         assert.ok(stub.kills.includes(shim.id), 'the shim session was ended');
-        const raw = await fetch(`${stub.url}/v1/sprites/${h.name}/exec`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        const raw = await fetch(`${stub.url}/v1/sprites/${h.name}/exec`, {
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
         const listed = (await raw.json()) as { sessions: Array<{ id: number; command: string }> };
         const replayers = listed.sessions.filter((x) => x.command.includes('fountain-replay')).map((x) => String(x.id));
-        for (const id of replayers) assert.ok(!stub.kills.includes(id), `replayer ${id} was killed: ${inspect(stub.kills)}`);
+        for (const id of replayers)
+          assert.ok(!stub.kills.includes(id), `replayer ${id} was killed: ${inspect(stub.kills)}`);
         assert.equal(stub.status(h.name) !== null, true, 'the sprite and its disk are still there');
       } finally {
         await stub.close();
@@ -382,11 +407,17 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
           assert.equal(Buffer.from(r.value.output).toString(), 'early\nlate\n');
           {
             const frames = new Frames();
-            const c = await adapter.spawn(h, 'sh', ['-c', 'echo first-words; read l; echo "got:$l"'], { owner: frames.sink });
+            const c = await adapter.spawn(h, 'sh', ['-c', 'echo first-words; read l; echo "got:$l"'], {
+              owner: frames.sink,
+            });
             assert.ok(c.ok, inspect(c));
             assert.ok((await adapter.writeStdin(c.value, Buffer.from('x\n'))).ok);
             await frames.until((f) => f.terminals().length > 0, 'exit');
-            assert.equal(frames.text(), 'first-words\ngot:x\n', 'output sent before session_info (or without it) is kept');
+            assert.equal(
+              frames.text(),
+              'first-words\ngot:x\n',
+              'output sent before session_info (or without it) is kept',
+            );
           }
         } finally {
           await stub.close();

@@ -68,7 +68,15 @@ export function withEnv(cmd: string, args: readonly string[], env: EnvPairs | un
 /** How a shimmed command gets its env: none, or a first stdin line (`envLine`) with or without stdin after it. */
 export type EnvMode = '-' | 'env' | 'env-only';
 
-export const shimArgv = (key: string, argv: readonly string[], mode: EnvMode = '-'): string[] => ['sh', '-c', SHIM_SCRIPT, SHIM_TAG, key, mode, ...argv];
+export const shimArgv = (key: string, argv: readonly string[], mode: EnvMode = '-'): string[] => [
+  'sh',
+  '-c',
+  SHIM_SCRIPT,
+  SHIM_TAG,
+  key,
+  mode,
+  ...argv,
+];
 
 /**
  * The first stdin line of a shim whose env arrives on stdin (newline included), or null with no env.

@@ -68,7 +68,13 @@ export async function startGuest(opts: GuestOptions): Promise<Result<GuestAgent,
     };
     void loop();
     log.info({ port: path }, 'runner-guest: serving on a virtio-serial port');
-    return ok({ backend, stop: async () => { stopping = true; await backend.stopAll(); } });
+    return ok({
+      backend,
+      stop: async () => {
+        stopping = true;
+        await backend.stopAll();
+      },
+    });
   }
 
   const socketPath = opts.listen.kind === 'unix' ? opts.listen.path : (opts.listen.bridgeSocket ?? VSOCK_BRIDGE_SOCKET);
@@ -86,7 +92,9 @@ export async function startGuest(opts: GuestOptions): Promise<Result<GuestAgent,
     const { port, socat: bin = 'socat' } = opts.listen;
     const run = () => {
       if (stopping) return;
-      const child = spawn(bin, [`VSOCK-LISTEN:${port},reuseaddr,fork`, `UNIX-CONNECT:${socketPath}`], { stdio: ['ignore', 'ignore', 'inherit'] });
+      const child = spawn(bin, [`VSOCK-LISTEN:${port},reuseaddr,fork`, `UNIX-CONNECT:${socketPath}`], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
       socat = child;
       child.once('error', (e) => log.error({ err: e.message }, 'runner-guest: cannot start socat for vsock'));
       child.once('exit', () => {

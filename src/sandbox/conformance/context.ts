@@ -73,9 +73,17 @@ export class SuiteContext {
   }
 
   /** Spawns a fixture with the suite's spawn options and a fresh collector as owner. */
-  async spawn(handle: Handle, fx: CommandFixture, extra: Partial<Omit<SpawnOptions, 'owner'>> = {}): Promise<{ command: Command; frames: FrameCollector }> {
+  async spawn(
+    handle: Handle,
+    fx: CommandFixture,
+    extra: Partial<Omit<SpawnOptions, 'owner'>> = {},
+  ): Promise<{ command: Command; frames: FrameCollector }> {
     const frames = new FrameCollector();
-    const res = await this.adapter.spawn(handle, fx.cmd, fx.args, { ...this.opts.spawnOpts, ...extra, owner: frames.sink });
+    const res = await this.adapter.spawn(handle, fx.cmd, fx.args, {
+      ...this.opts.spawnOpts,
+      ...extra,
+      owner: frames.sink,
+    });
     const command = unwrap(res, `spawn(${fx.cmd} ${fx.args.join(' ')})`);
     assert.equal(typeof command.ref, 'string', 'Command.ref is a string');
     this.trackCommand(command);

@@ -18,7 +18,10 @@ const assertExecResult = (res: SandboxResult<ExecResult>, what: string): void =>
     assert.ok(Number.isInteger(res.value.exitCode), `${what}: integer exit code, got ${inspect(res.value.exitCode)}`);
     assert.ok(res.value.output instanceof Uint8Array, `${what}: output is bytes`);
   } else {
-    assert.ok((SANDBOX_ERROR_CODES as readonly string[]).includes(res.error.code), `${what}: error outside the taxonomy: ${inspect(res.error)}`);
+    assert.ok(
+      (SANDBOX_ERROR_CODES as readonly string[]).includes(res.error.code),
+      `${what}: error outside the taxonomy: ${inspect(res.error)}`,
+    );
   }
 };
 
@@ -29,7 +32,10 @@ export const execGroup = (ctx: SuiteContext): void => {
       const fx = ctx.opts.fixtures.execOk;
       const r = unwrap(await ctx.adapter.exec(h, fx.cmd, fx.args), 'exec(exec_ok)');
       assert.equal(r.exitCode, 0);
-      assert.ok(text(r.output).includes(fx.expectedStdout), `output ${JSON.stringify(text(r.output))} lacks ${JSON.stringify(fx.expectedStdout)}`);
+      assert.ok(
+        text(r.output).includes(fx.expectedStdout),
+        `output ${JSON.stringify(text(r.output))} lacks ${JSON.stringify(fx.expectedStdout)}`,
+      );
     });
 
     check(ctx, '11. exec_fail is ok with the nonzero code, never an error', async () => {
@@ -50,7 +56,18 @@ export const execGroup = (ctx: SuiteContext): void => {
         ['NUL byte in cmd', 'ec\u0000ho', ['x'], undefined],
         ['huge argument', ok.cmd, [...ok.args, 'x'.repeat(200_000)], undefined],
         ['nonexistent dir', ok.cmd, ok.args, { dir: '/nonexistent/fountain-conformance/dir' }],
-        ['weird env', ok.cmd, ok.args, { env: [['', 'x'], ['A=B', 'c'], ['NUL\u0000', 'v\u0000']] }],
+        [
+          'weird env',
+          ok.cmd,
+          ok.args,
+          {
+            env: [
+              ['', 'x'],
+              ['A=B', 'c'],
+              ['NUL\u0000', 'v\u0000'],
+            ],
+          },
+        ],
         ['non-positive timeout', ok.cmd, ok.args, { timeoutMs: -1 }],
       ];
       for (const [what, cmd, args, opts] of bad) {

@@ -41,7 +41,10 @@ describe('FrameCollector', () => {
     await ok.expectSettled('r');
     const bad = new FrameCollector();
     bad.sink({ type: 'exit', ref: 'r', code: 0 });
-    await assert.rejects(bad.expectSettled('r', (f) => f.type === 'exit', 'an exit'), /an exit/);
+    await assert.rejects(
+      bad.expectSettled('r', (f) => f.type === 'exit', 'an exit'),
+      /an exit/,
+    );
   });
 
   it('waitForText() is chunking-agnostic', async () => {

@@ -71,7 +71,9 @@ export class FrameCollector {
       };
       const timer = setTimeout(() => {
         this.#waiters = this.#waiters.filter((w) => w !== waiter);
-        reject(new assert.AssertionError({ message: `no ${what} within ${timeoutMs} ms; frames so far: ${this.dump()}` }));
+        reject(
+          new assert.AssertionError({ message: `no ${what} within ${timeoutMs} ms; frames so far: ${this.dump()}` }),
+        );
       }, timeoutMs);
       this.#waiters.push(waiter);
     });
@@ -86,13 +88,19 @@ export class FrameCollector {
 
   /** The terminal frame of `ref` (it must come after everything consumed so far). */
   terminal(ref: string, timeoutMs: number): Promise<TerminalFrame> {
-    return this.next((f) => f.ref === ref && isTerminal(f), timeoutMs, `terminal frame for ${ref}`) as Promise<TerminalFrame>;
+    return this.next(
+      (f) => f.ref === ref && isTerminal(f),
+      timeoutMs,
+      `terminal frame for ${ref}`,
+    ) as Promise<TerminalFrame>;
   }
 
   /** All bytes of one stream of `ref` seen so far, concatenated in arrival order. */
   bytes(ref: string, type: 'stdout' | 'stderr' = 'stdout'): Uint8Array {
     return concat(
-      this.frames.filter((f): f is Extract<StreamFrame, { type: 'stdout' | 'stderr' }> => f.ref === ref && f.type === type).map((f) => f.data),
+      this.frames
+        .filter((f): f is Extract<StreamFrame, { type: 'stdout' | 'stderr' }> => f.ref === ref && f.type === type)
+        .map((f) => f.data),
     );
   }
 
@@ -101,7 +109,13 @@ export class FrameCollector {
   }
 
   /** Resolves once `ref`'s concatenated output satisfies `check` (chunking-agnostic). */
-  waitForOutput(ref: string, check: (bytes: Uint8Array) => boolean, timeoutMs: number, what: string, type: 'stdout' | 'stderr' = 'stdout'): Promise<Uint8Array> {
+  waitForOutput(
+    ref: string,
+    check: (bytes: Uint8Array) => boolean,
+    timeoutMs: number,
+    what: string,
+    type: 'stdout' | 'stderr' = 'stdout',
+  ): Promise<Uint8Array> {
     const now = this.bytes(ref, type);
     if (check(now)) return Promise.resolve(now);
     return new Promise<Uint8Array>((resolve, reject) => {
@@ -114,7 +128,11 @@ export class FrameCollector {
       };
       const timer = setTimeout(() => {
         this.#listeners = this.#listeners.filter((l) => l !== listener);
-        reject(new assert.AssertionError({ message: `${what}: not seen within ${timeoutMs} ms; frames so far: ${this.dump()}` }));
+        reject(
+          new assert.AssertionError({
+            message: `${what}: not seen within ${timeoutMs} ms; frames so far: ${this.dump()}`,
+          }),
+        );
       }, timeoutMs);
       this.#listeners.push(listener);
     });
@@ -122,9 +140,13 @@ export class FrameCollector {
 
   /** Waits until `ref`'s stdout contains `needle`. */
   waitForText(ref: string, needle: string, timeoutMs: number, type: 'stdout' | 'stderr' = 'stdout'): Promise<string> {
-    return this.waitForOutput(ref, (b) => new TextDecoder().decode(b).includes(needle), timeoutMs, `${type} containing ${JSON.stringify(needle)} for ${ref}`, type).then((b) =>
-      new TextDecoder().decode(b),
-    );
+    return this.waitForOutput(
+      ref,
+      (b) => new TextDecoder().decode(b).includes(needle),
+      timeoutMs,
+      `${type} containing ${JSON.stringify(needle)} for ${ref}`,
+      type,
+    ).then((b) => new TextDecoder().decode(b));
   }
 
   /**

@@ -35,10 +35,21 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       ctx.trackCommand(attached);
       assert.notEqual(attached.ref, command.ref, 'the attacher gets its own ref');
       assert.ok(!attached.replayFrom, `replay must start at byte zero, got replayFrom=${String(attached.replayFrom)}`);
-      const replayed = await second.waitForOutput(attached.ref, (b) => b.byteLength >= preAttach.byteLength, ctx.timeoutMs, 'the replay');
-      assert.ok(startsWith(replayed, preAttach), `replay ${JSON.stringify(text(replayed))} must begin with ${JSON.stringify(text(preAttach))}`);
+      const replayed = await second.waitForOutput(
+        attached.ref,
+        (b) => b.byteLength >= preAttach.byteLength,
+        ctx.timeoutMs,
+        'the replay',
+      );
+      assert.ok(
+        startsWith(replayed, preAttach),
+        `replay ${JSON.stringify(text(replayed))} must begin with ${JSON.stringify(text(preAttach))}`,
+      );
       const firstReplayed = await second.nextStdout(attached.ref, ctx.timeoutMs);
-      assert.ok(startsWith(preAttach, firstReplayed.data), 'the first replayed chunk is the first output byte for byte');
+      assert.ok(
+        startsWith(preAttach, firstReplayed.data),
+        'the first replayed chunk is the first output byte for byte',
+      );
 
       unwrap(await a.writeStdin(command, utf8('after-attach\n')), 'write_stdin(original, after-attach)');
       await frames.waitForText(command.ref, 'after-attach', ctx.timeoutMs);
@@ -48,7 +59,10 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       await second.waitForText(attached.ref, 'from-attacher', ctx.timeoutMs);
 
       unwrap(await a.closeStdin(command), 'close_stdin');
-      for (const [c, f] of [[command, frames], [attached, second]] as const) {
+      for (const [c, f] of [
+        [command, frames],
+        [attached, second],
+      ] as const) {
         const end = await f.terminal(c.ref, ctx.timeoutMs);
         assert.equal(end.type === 'exit' && end.code, 0, f.dump());
         await f.expectSettled(c.ref);
@@ -65,7 +79,10 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       const sessions = unwrap(await a.listSessions(h), 'list_sessions');
       assert.equal(sessions.length, 1, `the session outlives its local end: ${inspect(sessions)}`);
       const again = new FrameCollector();
-      const attached = unwrap(await a.attach(h, sessions[0]!.id, { owner: again.sink, stdin: true }), 'attach after stop_command');
+      const attached = unwrap(
+        await a.attach(h, sessions[0]!.id, { owner: again.sink, stdin: true }),
+        'attach after stop_command',
+      );
       ctx.trackCommand(attached);
       // Still alive: it echoes, and only EOF ends it, with exit 0 (a killed process would not echo).
       unwrap(await a.writeStdin(attached, utf8('still-alive\n')), 'write_stdin after re-attach');
@@ -81,13 +98,21 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       if (lacks(t, ctx, 'attach')) return;
       const h = await ctx.sandbox();
       const frames = new FrameCollector();
-      expectCode(await ctx.adapter.attach(h, 'conformance-no-such-session', { owner: frames.sink }), 'not_found', 'attach(unknown session)');
+      expectCode(
+        await ctx.adapter.attach(h, 'conformance-no-such-session', { owner: frames.sink }),
+        'not_found',
+        'attach(unknown session)',
+      );
     });
 
     check(ctx, '18. terminate_session ends a detached session, twice ok, sandbox unharmed', async (t) => {
       if (lacks(t, ctx, 'terminate_session')) return;
       const a = ctx.adapter;
-      assert.equal(typeof a.terminateSession, 'function', 'terminate_session advertised but terminateSession is missing');
+      assert.equal(
+        typeof a.terminateSession,
+        'function',
+        'terminate_session advertised but terminateSession is missing',
+      );
       const h = await ctx.created();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true, detachable: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
@@ -107,11 +132,18 @@ export const governanceGroup = (ctx: SuiteContext): void => {
     check(ctx, '19. allow: [] is accepted (deny-all) exactly when network_policy is advertised', async () => {
       const h = await ctx.sandbox();
       if (!ctx.caps(h).has('network_policy')) {
-        expectCode(await ctx.adapter.applyNetworkPolicy(h, { allow: [] }), 'not_supported', 'apply_network_policy without the capability');
+        expectCode(
+          await ctx.adapter.applyNetworkPolicy(h, { allow: [] }),
+          'not_supported',
+          'apply_network_policy without the capability',
+        );
         return;
       }
       unwrap(await ctx.adapter.applyNetworkPolicy(h, { allow: [] }), 'apply_network_policy(allow: [])');
-      unwrap(await ctx.adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] }), 'apply_network_policy(allow: [api.example.com])');
+      unwrap(
+        await ctx.adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] }),
+        'apply_network_policy(allow: [api.example.com])',
+      );
     });
 
     check(ctx, '20. without checkpoint, create and restore are not_supported', async (t) => {

@@ -28,7 +28,8 @@ export const identityGroup = (ctx: SuiteContext): void => {
 
     check(ctx, '2. capabilities() is a subset of the known set', async () => {
       const caps = ctx.caps();
-      for (const c of caps) assert.ok((CAPABILITIES as readonly string[]).includes(c), `unknown capability ${String(c)}`);
+      for (const c of caps)
+        assert.ok((CAPABILITIES as readonly string[]).includes(c), `unknown capability ${String(c)}`);
       assert.ok(caps.size <= CAPABILITIES.length);
     });
 

@@ -90,7 +90,8 @@ export const lifecycleGroup = (ctx: SuiteContext): void => {
       }
       // An overwrite after resume still works, with a mode.
       unwrap(await a.writeFile(resumed, path, utf8('second\n'), { mode: 0o600 }), 'write_file after resume');
-      if (ctx.opts.readFile) assert.equal(text((await ctx.opts.readFile(resumed, path)) ?? new Uint8Array()), 'second\n');
+      if (ctx.opts.readFile)
+        assert.equal(text((await ctx.opts.readFile(resumed, path)) ?? new Uint8Array()), 'second\n');
     });
   });
 };

@@ -80,7 +80,10 @@ export class Recorder {
     const fromResults = this.results
       .filter((r) => isResultShaped(r.value) && !(r.value as { ok: boolean }).ok)
       .map((r) => (r.value as { error: unknown }).error);
-    const fromFrames = [...this.framesByRef.values()].flat().filter((f) => f.type === 'error').map((f) => (f as { error: unknown }).error);
+    const fromFrames = [...this.framesByRef.values()]
+      .flat()
+      .filter((f) => f.type === 'error')
+      .map((f) => (f as { error: unknown }).error);
     return [...fromResults, ...fromFrames];
   }
 }
@@ -89,6 +92,7 @@ const isResultShaped = (v: unknown): boolean => {
   if (typeof v !== 'object' || v === null) return false;
   const r = v as { ok?: unknown; value?: unknown; error?: unknown };
   if (r.ok === true) return 'value' in r;
-  if (r.ok === false) return typeof r.error === 'object' && r.error !== null && typeof (r.error as { code?: unknown }).code === 'string';
+  if (r.ok === false)
+    return typeof r.error === 'object' && r.error !== null && typeof (r.error as { code?: unknown }).code === 'string';
   return false;
 };

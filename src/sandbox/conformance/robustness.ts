@@ -56,7 +56,10 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
         assert.ok(isResult(spawned), 'spawn through a broken transport resolves to a Result');
         if (a.capabilities(broken.handle).has('terminate_session') && a.terminateSession) {
           const term = await a.terminateSession(broken.handle, 'conformance-session', { timeoutMs: 1000 });
-          assert.ok(isResult(term) && !term.ok, `terminate_session cannot be confirmed through a broken transport: ${inspect(term)}`);
+          assert.ok(
+            isResult(term) && !term.ok,
+            `terminate_session cannot be confirmed through a broken transport: ${inspect(term)}`,
+          );
         }
       } finally {
         await broken.cleanup?.();
@@ -83,10 +86,16 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       seen.push(['write_file', await a.writeFile(handle, `${dir}/conformance/secret-probe.txt`, utf8('x'))]);
       seen.push(['public_url', await a.publicUrl(handle)]);
       seen.push(['list_sessions', await a.listSessions(handle)]);
-      seen.push(['attach', await a.attach(handle, 'conformance-no-such-session', { owner: new FrameCollector().sink })]);
+      seen.push([
+        'attach',
+        await a.attach(handle, 'conformance-no-such-session', { owner: new FrameCollector().sink }),
+      ]);
       seen.push(['create_checkpoint', await a.createCheckpoint(handle)]);
       const frames = new FrameCollector();
-      const spawned = await a.spawn(handle, fx.spawnOk.cmd, fx.spawnOk.args, { ...ctx.opts.spawnOpts, owner: frames.sink });
+      const spawned = await a.spawn(handle, fx.spawnOk.cmd, fx.spawnOk.args, {
+        ...ctx.opts.spawnOpts,
+        owner: frames.sink,
+      });
       seen.push(['spawn', spawned]);
       if (spawned.ok) {
         ctx.trackCommand(spawned.value);
@@ -96,7 +105,10 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       for (const [op, res] of seen) {
         assert.ok(isResult(res), `${op} resolves to a Result`);
         // Program output is the program's business; everything the adapter itself builds is checked.
-        const shown = res.ok && typeof res.value === 'object' && res.value !== null && 'output' in res.value ? { exitCode: (res.value as unknown as { exitCode: unknown }).exitCode } : res;
+        const shown =
+          res.ok && typeof res.value === 'object' && res.value !== null && 'output' in res.value
+            ? { exitCode: (res.value as unknown as { exitCode: unknown }).exitCode }
+            : res;
         assertNoSecret(value, shown, `the result of ${op}`);
       }
       for (const f of frames.frames) if (f.type === 'error' || f.type === 'exit') assertNoSecret(value, f, 'a frame');

@@ -21,7 +21,11 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const out = await frames.nextStdout(command.ref, ctx.timeoutMs);
       assert.equal(out.ref, command.ref);
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
-      assert.deepEqual({ type: end.type, code: end.type === 'exit' ? end.code : undefined }, { type: 'exit', code: 0 }, frames.dump());
+      assert.deepEqual(
+        { type: end.type, code: end.type === 'exit' ? end.code : undefined },
+        { type: 'exit', code: 0 },
+        frames.dump(),
+      );
       await frames.expectSettled(command.ref);
     });
 
@@ -36,7 +40,8 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type, 'error', `a closed stream must end in error, never a synthesized exit: ${frames.dump()}`);
-      if (end.type === 'error') assert.ok(isTransient(end.error), `closed_before_exit is transient: ${inspect(end.error)}`);
+      if (end.type === 'error')
+        assert.ok(isTransient(end.error), `closed_before_exit is transient: ${inspect(end.error)}`);
       await frames.expectSettled(command.ref, (f) => f.type === 'exit', 'an exit frame');
     });
 
@@ -67,7 +72,10 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       unwrap(await ctx.adapter.stopCommand(command), 'stop_command');
       unwrap(await ctx.adapter.stopCommand(command), 'stop_command again');
-      unwrap(await ctx.adapter.stopCommand({ provider: command.provider, ref: 'conformance-never-spawned' }), 'stop_command(unknown ref)');
+      unwrap(
+        await ctx.adapter.stopCommand({ provider: command.provider, ref: 'conformance-never-spawned' }),
+        'stop_command(unknown ref)',
+      );
       frames.assertWellFormed(command.ref);
     });
 
@@ -76,19 +84,34 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       const writes = ['alpha-1\n', 'beta-\u03b2-2\n', 'gamma-3\n'];
-      for (const w of writes) unwrap(await ctx.adapter.writeStdin(command, utf8(w)), `write_stdin(${JSON.stringify(w)})`);
+      for (const w of writes)
+        unwrap(await ctx.adapter.writeStdin(command, utf8(w)), `write_stdin(${JSON.stringify(w)})`);
       const seen = await frames.waitForText(command.ref, 'gamma-3', ctx.timeoutMs);
       const at = writes.map((w) => seen.indexOf(w.trimEnd()));
-      assert.ok(at.every((i) => i >= 0), `every write echoed: ${JSON.stringify(seen)}`);
-      assert.deepEqual([...at].sort((x, y) => x - y), at, `echoes in write order: ${JSON.stringify(seen)}`);
+      assert.ok(
+        at.every((i) => i >= 0),
+        `every write echoed: ${JSON.stringify(seen)}`,
+      );
+      assert.deepEqual(
+        [...at].sort((x, y) => x - y),
+        at,
+        `echoes in write order: ${JSON.stringify(seen)}`,
+      );
       // EOF is the only thing that ends spawn_stay: an exit 0 proves close_stdin delivered it.
       unwrap(await ctx.adapter.closeStdin(command), 'close_stdin');
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
       await frames.expectSettled(command.ref);
-      expectCode(await ctx.adapter.writeStdin(command, utf8('after-eof\n')), 'command_exited', 'write_stdin after EOF exit');
+      expectCode(
+        await ctx.adapter.writeStdin(command, utf8('after-eof\n')),
+        'command_exited',
+        'write_stdin after EOF exit',
+      );
       const again = await ctx.adapter.closeStdin(command);
-      assert.ok(isResult(again) && (again.ok || again.error.code === 'command_exited'), `close_stdin after exit: ${inspect(again)}`);
+      assert.ok(
+        isResult(again) && (again.ok || again.error.code === 'command_exited'),
+        `close_stdin after exit: ${inspect(again)}`,
+      );
     });
 
     check(ctx, 'spawn is acknowledged before it returns: an immediate write reaches the process', async () => {
@@ -120,7 +143,10 @@ export const streamingGroup = (ctx: SuiteContext): void => {
         }
         assert.ok(isResult(res), `spawn with ${what} must resolve to a Result, got ${inspect(res)}`);
         if (!res.ok) {
-          assert.ok((SANDBOX_ERROR_CODES as readonly string[]).includes(res.error.code), `${what}: ${inspect(res.error)}`);
+          assert.ok(
+            (SANDBOX_ERROR_CODES as readonly string[]).includes(res.error.code),
+            `${what}: ${inspect(res.error)}`,
+          );
           continue;
         }
         ctx.trackCommand(res.value);

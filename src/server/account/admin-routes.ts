@@ -19,7 +19,8 @@ const CreateAccountBody = z
   .openapi('CreateAccount');
 
 const ownerOnly: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (c.get('principal').account.role !== 'owner') throw new ApiError(403, 'owner_only', 'only the owner account may do this');
+  if (c.get('principal').account.role !== 'owner')
+    throw new ApiError(403, 'owner_only', 'only the owner account may do this');
   await next();
 };
 
@@ -39,7 +40,9 @@ export function adminRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
         201: {
           description: 'created',
           content: {
-            'application/json': { schema: z.object({ data: z.object({ account: AccountSchema, key: CreatedApiKeySchema }) }) },
+            'application/json': {
+              schema: z.object({ data: z.object({ account: AccountSchema, key: CreatedApiKeySchema }) }),
+            },
           },
         },
         ...errorResponses(400, 401, 403, 409, 415, 422),
@@ -51,8 +54,17 @@ export function adminRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       const added = await addAccount(db, { name: body.name, email: body.email ?? null });
       if (!added.ok) throw new ApiError(409, 'email_taken', 'an account with this email already exists');
       const { account, created } = added;
-      await audit(db, { accountId: owner.id, actor: 'api', action: 'account.created', subjectId: account.id, data: { name: account.name } });
-      return c.json({ data: { account: accountView(account), key: { ...keyView(created.row), key: created.key } } }, 201);
+      await audit(db, {
+        accountId: owner.id,
+        actor: 'api',
+        action: 'account.created',
+        subjectId: account.id,
+        data: { name: account.name },
+      });
+      return c.json(
+        { data: { account: accountView(account), key: { ...keyView(created.row), key: created.key } } },
+        201,
+      );
     },
   );
 

@@ -29,6 +29,8 @@ export async function listAudit(db: Db, accountId: string, action?: string): Pro
   return db
     .select()
     .from(auditLog)
-    .where(action ? and(eq(auditLog.accountId, accountId), eq(auditLog.action, action)) : eq(auditLog.accountId, accountId))
+    .where(
+      action ? and(eq(auditLog.accountId, accountId), eq(auditLog.action, action)) : eq(auditLog.accountId, accountId),
+    )
     .orderBy(desc(auditLog.id));
 }

@@ -14,7 +14,10 @@ describe('bootstrap', () => {
     try {
       const first = await bootstrap(database.db, { dataDir: dir });
       assert.equal(first.created, true);
-      assert.ok(statements.some((s) => s.includes('pg_advisory_xact_lock')), 'the first start creates under the lock');
+      assert.ok(
+        statements.some((s) => s.includes('pg_advisory_xact_lock')),
+        'the first start creates under the lock',
+      );
       statements.length = 0;
       const again = await bootstrap(database.db, { dataDir: dir });
       assert.equal(again.created, false);

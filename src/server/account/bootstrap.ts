@@ -24,7 +24,10 @@ export interface BootstrapResult {
   readonly keyFile: string;
 }
 
-export async function bootstrap(db: Db, opts: { dataDir: string; presetKey?: string | undefined }): Promise<BootstrapResult> {
+export async function bootstrap(
+  db: Db,
+  opts: { dataDir: string; presetKey?: string | undefined },
+): Promise<BootstrapResult> {
   const keyFile = join(opts.dataDir, BOOTSTRAP_KEY_FILE);
   // Every start after the first finds the owner: one read instead of a transaction and an advisory
   // lock (start-up, docs/benchmarks.md). No owner yet takes the locked path, which looks again under the lock.

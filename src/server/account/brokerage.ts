@@ -37,12 +37,24 @@ export interface BrokerageFacts {
  */
 export async function brokerageRefusal(f: BrokerageFacts): Promise<BrokerageRefusal | null> {
   if (f.hasNetworkPolicy) return null;
-  const where = f.where ?? (f.provider === 'runner' ? 'the runner this sandbox would run on does not enforce egress (start it with --backend namespace)' : `provider ${f.provider} has no network policy`);
-  const refusal = (message: string): BrokerageRefusal => ({ type: 'limited', provider: f.provider, reason: BACKEND_LACKS_NETWORK_POLICY, message });
-  if (f.limitedEnvironment !== null) return refusal(`environment ${f.limitedEnvironment} limits the network, but ${where}`);
+  const where =
+    f.where ??
+    (f.provider === 'runner'
+      ? 'the runner this sandbox would run on does not enforce egress (start it with --backend namespace)'
+      : `provider ${f.provider} has no network policy`);
+  const refusal = (message: string): BrokerageRefusal => ({
+    type: 'limited',
+    provider: f.provider,
+    reason: BACKEND_LACKS_NETWORK_POLICY,
+    message,
+  });
+  if (f.limitedEnvironment !== null)
+    return refusal(`environment ${f.limitedEnvironment} limits the network, but ${where}`);
   if (f.allowUnenforced) return null;
   if (!(await f.brokered())) return null;
-  return refusal(`credential brokerage is on for this account, but ${where}; set BROKER_ALLOW_UNENFORCED=true only on a development instance`);
+  return refusal(
+    `credential brokerage is on for this account, but ${where}; set BROKER_ALLOW_UNENFORCED=true only on a development instance`,
+  );
 }
 
 /** Whether the account has credential brokerage on. */

@@ -51,7 +51,13 @@ export function recall(db: object, hash: string, now = Date.now()): { key: ApiKe
 }
 
 /** Keeps a row read when the generation was `readAt`; a row read before the latest change is not kept. */
-export function remember(db: object, hash: string, found: { key: ApiKey; account: Account }, readAt: number, now = Date.now()): void {
+export function remember(
+  db: object,
+  hash: string,
+  found: { key: ApiKey; account: Account },
+  readAt: number,
+  now = Date.now(),
+): void {
   if (readAt !== generation) return;
   let m = caches.get(db);
   if (!m) caches.set(db, (m = new Map()));

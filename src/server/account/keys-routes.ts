@@ -89,7 +89,12 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     (c) => {
       const { account, key } = c.get('principal');
       return c.json(
-        { data: { ...accountView(account), key: { id: key.id, name: key.name, prefix: key.prefix, scopes: key.scopes } } },
+        {
+          data: {
+            ...accountView(account),
+            key: { id: key.id, name: key.name, prefix: key.prefix, scopes: key.scopes },
+          },
+        },
         200,
       );
     },
@@ -103,7 +108,10 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [requireKey(db, logger)] as const,
       responses: {
-        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ApiKeySchema) }) } } },
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(ApiKeySchema) }) } },
+        },
         ...errorResponses(401, 403),
       },
     }),
@@ -122,7 +130,10 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       middleware: [requireKey(db, logger)] as const,
       request: { body: { required: true, content: { 'application/json': { schema: CreateKeyBody } } } },
       responses: {
-        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: CreatedApiKeySchema }) } } },
+        201: {
+          description: 'created',
+          content: { 'application/json': { schema: z.object({ data: CreatedApiKeySchema }) } },
+        },
         ...errorResponses(400, 401, 403, 415, 422),
       },
     }),
@@ -131,10 +142,18 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       const { account } = c.get('principal');
       const expiresAt = body.expires_at ? new Date(body.expires_at) : null;
       if (expiresAt && expiresAt <= new Date()) {
-        throw new ApiError(422, 'validation_failed', 'expires_at must be in the future', { errors: { expires_at: ['must be in the future'] } });
+        throw new ApiError(422, 'validation_failed', 'expires_at must be in the future', {
+          errors: { expires_at: ['must be in the future'] },
+        });
       }
       const created = await createKey(db, { accountId: account.id, name: body.name, scopes: body.scopes, expiresAt });
-      await audit(db, { accountId: account.id, actor: 'api', action: 'api_key.created', subjectId: created.row.id, data: { name: body.name, scopes: body.scopes } });
+      await audit(db, {
+        accountId: account.id,
+        actor: 'api',
+        action: 'api_key.created',
+        subjectId: created.row.id,
+        data: { name: body.name, scopes: body.scopes },
+      });
       return c.json({ data: { ...keyView(created.row), key: created.key } }, 201);
     },
   );
@@ -152,7 +171,8 @@ export function authRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
     async (c) => {
       const { id } = c.req.valid('param');
       const { account } = c.get('principal');
-      if (!isUuid(id) || !(await revokeKey(db, account.id, id))) throw new ApiError(404, 'not_found', 'API key not found');
+      if (!isUuid(id) || !(await revokeKey(db, account.id, id)))
+        throw new ApiError(404, 'not_found', 'API key not found');
       await audit(db, { accountId: account.id, actor: 'api', action: 'api_key.revoked', subjectId: id });
       return c.body(null, 204);
     },

@@ -88,7 +88,11 @@ export async function revokeApiKey(db: Db, accountId: string, id: string, at = n
 }
 
 /** An account's unrevoked key by id, with the account: what a web session rests on. */
-export async function findLiveKey(db: Db, accountId: string, id: string): Promise<{ key: ApiKey; account: Account } | undefined> {
+export async function findLiveKey(
+  db: Db,
+  accountId: string,
+  id: string,
+): Promise<{ key: ApiKey; account: Account } | undefined> {
   const [row] = await db
     .select({ key: apiKeys, account: accounts })
     .from(apiKeys)

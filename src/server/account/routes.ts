@@ -17,7 +17,8 @@ export const AccountSettingsSchema = z
     email: z.string().nullable(),
     role: z.enum(['owner', 'user']),
     credential_brokerage: z.boolean().openapi({
-      description: 'On: a launch on a provider or runner without network_policy is refused with backend_lacks_network_policy (BROKER_ALLOW_UNENFORCED lifts it)',
+      description:
+        'On: a launch on a provider or runner without network_policy is refused with backend_lacks_network_policy (BROKER_ALLOW_UNENFORCED lifts it)',
     }),
     created_at: z.string(),
     updated_at: z.string(),
@@ -71,7 +72,13 @@ export function accountRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       const id = c.get('principal').account.id;
       const row = await setBrokerage(db, id, body.credential_brokerage);
       if (!row) throw ApiError.notFound('account');
-      await audit(db, { accountId: id, actor: 'api', action: 'account.updated', subjectId: id, data: { credential_brokerage: body.credential_brokerage } });
+      await audit(db, {
+        accountId: id,
+        actor: 'api',
+        action: 'account.updated',
+        subjectId: id,
+        data: { credential_brokerage: body.credential_brokerage },
+      });
       return c.json({ data: view(row) }, 200);
     },
   );

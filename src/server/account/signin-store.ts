@@ -20,9 +20,16 @@ export const webSigninTokens = pgTable('web_signin_tokens', {
 export const SIGNIN_TOKEN_PATTERN = /^fst_[0-9a-f]{48}$/;
 const hash = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex');
 
-export async function insertSigninToken(db: EngineDb, accountId: string, ttlMs: number, now = new Date()): Promise<string> {
+export async function insertSigninToken(
+  db: EngineDb,
+  accountId: string,
+  ttlMs: number,
+  now = new Date(),
+): Promise<string> {
   const token = `fst_${randomBytes(24).toString('hex')}`;
-  await db.insert(webSigninTokens).values({ tokenHash: hash(token), accountId, expiresAt: new Date(now.getTime() + ttlMs) });
+  await db
+    .insert(webSigninTokens)
+    .values({ tokenHash: hash(token), accountId, expiresAt: new Date(now.getTime() + ttlMs) });
   return token;
 }
 
@@ -32,15 +39,28 @@ export async function consumeSigninToken(db: EngineDb, token: string, now = new 
   const rows = await db
     .update(webSigninTokens)
     .set({ usedAt: now })
-    .where(and(eq(webSigninTokens.tokenHash, hash(token)), isNull(webSigninTokens.usedAt), gt(webSigninTokens.expiresAt, now)))
+    .where(
+      and(
+        eq(webSigninTokens.tokenHash, hash(token)),
+        isNull(webSigninTokens.usedAt),
+        gt(webSigninTokens.expiresAt, now),
+      ),
+    )
     .returning({ accountId: webSigninTokens.accountId });
   return rows[0]?.accountId;
 }
 
 /** Why a token was not accepted, for the words on the page: never minted here, spent, or out of time. */
-export async function signinTokenRefusal(db: EngineDb, token: string, now = new Date()): Promise<'unknown' | 'used' | 'expired'> {
+export async function signinTokenRefusal(
+  db: EngineDb,
+  token: string,
+  now = new Date(),
+): Promise<'unknown' | 'used' | 'expired'> {
   if (!SIGNIN_TOKEN_PATTERN.test(token)) return 'unknown';
-  const [row] = await db.select({ usedAt: webSigninTokens.usedAt, expiresAt: webSigninTokens.expiresAt }).from(webSigninTokens).where(eq(webSigninTokens.tokenHash, hash(token)));
+  const [row] = await db
+    .select({ usedAt: webSigninTokens.usedAt, expiresAt: webSigninTokens.expiresAt })
+    .from(webSigninTokens)
+    .where(eq(webSigninTokens.tokenHash, hash(token)));
   if (!row) return 'unknown';
   // Unused and in time means another request spent it a moment ago.
   return !row.usedAt && row.expiresAt <= now ? 'expired' : 'used';

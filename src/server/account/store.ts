@@ -35,7 +35,11 @@ export async function findOwner(db: Db): Promise<Account | undefined> {
 /** Turns the account's credential brokerage on or off; returns the updated row. */
 export async function setCredentialBrokerage(db: Db, id: string, on: boolean): Promise<Account | undefined> {
   try {
-    const [row] = await db.update(accounts).set({ credentialBrokerage: on, updatedAt: new Date() }).where(eq(accounts.id, id)).returning();
+    const [row] = await db
+      .update(accounts)
+      .set({ credentialBrokerage: on, updatedAt: new Date() })
+      .where(eq(accounts.id, id))
+      .returning();
     return row;
   } finally {
     // Authenticated principals carry the account row (key-cache-store.ts).

@@ -27,5 +27,6 @@ export const MetadataSchema = z.record(z.string(), z.unknown()).superRefine((m, 
     return;
   }
   const bytes = Buffer.byteLength(JSON.stringify(m), 'utf8');
-  if (bytes > MAX_METADATA_BYTES) ctx.addIssue({ code: 'custom', message: `is ${bytes} bytes as JSON; at most ${MAX_METADATA_BYTES}` });
+  if (bytes > MAX_METADATA_BYTES)
+    ctx.addIssue({ code: 'custom', message: `is ${bytes} bytes as JSON; at most ${MAX_METADATA_BYTES}` });
 });

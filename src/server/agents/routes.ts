@@ -12,7 +12,19 @@ import { MetadataSchema } from './metadata.ts';
 import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import { agentWarner, conversationCounts, createAgent, deleteAgent, getAgent, listAgents, RUNTIMES, updateAgent, VERDICTS, type AgentEnvironmentFields, type AgentFields } from './service.ts';
+import {
+  agentWarner,
+  conversationCounts,
+  createAgent,
+  deleteAgent,
+  getAgent,
+  listAgents,
+  RUNTIMES,
+  updateAgent,
+  VERDICTS,
+  type AgentEnvironmentFields,
+  type AgentFields,
+} from './service.ts';
 import type { Agent, Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
@@ -61,7 +73,9 @@ export const AgentSchema = z
     skills: SkillsSchema,
     mcp_servers: McpServersSchema,
     allowed_environment_ids: z.array(z.string()).nullable(),
-    runner_id: z.string().nullable().openapi({ description: "The runner its new conversations go to; null = the account's most recently connected online runner" }),
+    runner_id: z.string().nullable().openapi({
+      description: "The runner its new conversations go to; null = the account's most recently connected online runner",
+    }),
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
@@ -75,7 +89,8 @@ export const AgentWarningSchema = z
     message: z.string(),
   })
   .openapi('AgentWarning', {
-    description: 'What would refuse this agent\'s conversations at launch although the agent saved, e.g. backend_lacks_network_policy: its environment is limited but its provider or runner cannot enforce it.',
+    description:
+      "What would refuse this agent's conversations at launch although the agent saved, e.g. backend_lacks_network_policy: its environment is limited but its provider or runner cannot enforce it.",
   });
 
 /** Create and update answers: the agent saved, and its warnings (empty when none). */
@@ -142,7 +157,11 @@ const CatalogSchema = z
     runtimes: z.array(z.enum(RUNTIMES)),
     models: z.record(z.string(), z.array(z.string())),
     model_providers: z.record(z.string(), z.array(z.string())),
-    sandbox_providers: z.object({ enabled: z.array(z.enum(KNOWN_PROVIDERS)), default: z.enum(KNOWN_PROVIDERS), known: z.array(z.enum(KNOWN_PROVIDERS)) }),
+    sandbox_providers: z.object({
+      enabled: z.array(z.enum(KNOWN_PROVIDERS)),
+      default: z.enum(KNOWN_PROVIDERS),
+      known: z.array(z.enum(KNOWN_PROVIDERS)),
+    }),
     package_managers: z.array(z.string()),
   })
   .openapi('Catalog');
@@ -183,7 +202,11 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
   const checkProvider = (p: string | null): KnownProvider | null => {
     if (p === null) return null;
     if (!isKnownProvider(p) || !deps.registry.isEnabled(p)) {
-      throw new ApiError(422, 'sandbox_provider_disabled', `sandbox provider ${JSON.stringify(p)} is not configured on this instance`);
+      throw new ApiError(
+        422,
+        'sandbox_provider_disabled',
+        `sandbox provider ${JSON.stringify(p)} is not configured on this instance`,
+      );
     }
     return p;
   };
@@ -193,7 +216,8 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
   };
   const checkEnvironment = async (accountId: string, id: string | null): Promise<string | null> => {
     if (id === null) return null;
-    if (!isUuid(id) || !(await deps.environments.get(accountId, id))) throw new ApiError(404, 'environment_not_found', `environment ${id} not found`);
+    if (!isUuid(id) || !(await deps.environments.get(accountId, id)))
+      throw new ApiError(404, 'environment_not_found', `environment ${id} not found`);
     return id;
   };
   const checkAllowed = async (accountId: string, ids: readonly string[] | null): Promise<string[] | null> => {
@@ -217,8 +241,17 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
   const one = async (a: Agent) => agentView(a, await countOf(a));
   const ok = { 'application/json': { schema: z.object({ data: AgentSchema }) } };
   const saved = { 'application/json': { schema: z.object({ data: AgentSavedSchema }) } };
-  const warningsOf = agentWarner({ db, registry: deps.registry, defaultProvider: deps.defaultProvider, allowUnenforced: deps.allowUnenforced ?? false, environments: deps.environments });
-  const warned = async (accountId: string, a: Agent, count: number) => ({ ...agentView(a, count), warnings: await warningsOf(accountId, a) });
+  const warningsOf = agentWarner({
+    db,
+    registry: deps.registry,
+    defaultProvider: deps.defaultProvider,
+    allowUnenforced: deps.allowUnenforced ?? false,
+    environments: deps.environments,
+  });
+  const warned = async (accountId: string, a: Agent, count: number) => ({
+    ...agentView(a, count),
+    warnings: await warningsOf(accountId, a),
+  });
 
   app.openapi(
     createRoute({
@@ -228,12 +261,22 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { query: AgentListQuery },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(AgentSchema) }) } } }, ...errorResponses(401, 422) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(AgentSchema) }) } },
+        },
+        ...errorResponses(401, 422),
+      },
     }),
     async (c) => {
       const q = c.req.valid('query');
       const accountId = c.get('principal').account.id;
-      const list = (v: string | undefined) => v?.split(',').map((s) => s.trim()).filter(Boolean);
+      const list = (v: string | undefined) =>
+        v
+          ?.split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
       const flag = (v: 'true' | 'false' | undefined) => (v === undefined ? undefined : v === 'true');
       const rows = await listAgents(db, accountId, {
         search: q.search,
@@ -242,7 +285,10 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         hasSkills: flag(q.has_skills),
         hasMcp: flag(q.has_mcp),
       });
-      const counts = await conversationCounts(db, rows.map((r) => r.id));
+      const counts = await conversationCounts(
+        db,
+        rows.map((r) => r.id),
+      );
       return c.json({ data: rows.map((r) => agentView(r, counts.get(r.id) ?? 0)) }, 200);
     },
   );
@@ -255,7 +301,13 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { body: { content: { 'application/json': { schema: AgentCreateBody } }, required: true } },
-      responses: { 201: { description: 'created (the warnings say what would refuse its conversations at launch)', content: saved }, ...errorResponses(401, 422) },
+      responses: {
+        201: {
+          description: 'created (the warnings say what would refuse its conversations at launch)',
+          content: saved,
+        },
+        ...errorResponses(401, 422),
+      },
     }),
     async (c) => {
       const b = c.req.valid('json');
@@ -303,8 +355,14 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         summary: 'Update an agent (fields given are changed; sandbox_provider is validated only when it changes)',
         security: bearer,
         middleware: [auth] as const,
-        request: { params: IdParam, body: { content: { 'application/json': { schema: AgentPatchBody } }, required: true } },
-        responses: { 200: { description: 'ok (the warnings say what would refuse its conversations at launch)', content: saved }, ...errorResponses(401, 404, 422) },
+        request: {
+          params: IdParam,
+          body: { content: { 'application/json': { schema: AgentPatchBody } }, required: true },
+        },
+        responses: {
+          200: { description: 'ok (the warnings say what would refuse its conversations at launch)', content: saved },
+          ...errorResponses(401, 404, 422),
+        },
       }),
       async (c) => {
         const accountId = c.get('principal').account.id;
@@ -323,9 +381,11 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         if (b.environment_id !== undefined) p.environmentId = await checkEnvironment(accountId, b.environment_id);
         if (b.skills !== undefined) p.skills = b.skills;
         if (b.mcp_servers !== undefined) p.mcpServers = b.mcp_servers;
-        if (b.allowed_environment_ids !== undefined) p.allowedEnvironmentIds = await checkAllowed(accountId, b.allowed_environment_ids);
+        if (b.allowed_environment_ids !== undefined)
+          p.allowedEnvironmentIds = await checkAllowed(accountId, b.allowed_environment_ids);
         if (b.runner_id !== undefined) p.runnerId = await checkRunner(accountId, b.runner_id);
-        if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider) p.sandboxProvider = checkProvider(b.sandbox_provider);
+        if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider)
+          p.sandboxProvider = checkProvider(b.sandbox_provider);
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');
         if (!r.agent) throw ApiError.notFound('agent');
@@ -359,7 +419,10 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
       summary: 'Runtimes, their models, and the sandbox providers this instance enables',
       security: bearer,
       middleware: [auth] as const,
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: CatalogSchema }) } } }, ...errorResponses(401) },
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: CatalogSchema }) } } },
+        ...errorResponses(401),
+      },
     }),
     async (c) =>
       c.json(
@@ -368,7 +431,11 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
             runtimes: [...RUNTIMES],
             models: Object.fromEntries(RUNTIMES.map((r) => [r, [...RUNTIME_SPECS[r].models]])),
             model_providers: Object.fromEntries(RUNTIMES.map((r) => [r, [...RUNTIME_SPECS[r].modelProviders]])),
-            sandbox_providers: { enabled: deps.registry.enabled(), default: deps.defaultProvider, known: [...KNOWN_PROVIDERS] },
+            sandbox_providers: {
+              enabled: deps.registry.enabled(),
+              default: deps.defaultProvider,
+              known: [...KNOWN_PROVIDERS],
+            },
             package_managers: ['apt', 'npm'],
           },
         },

@@ -190,13 +190,17 @@ const CREDENTIAL_NAME: Readonly<Record<Runtime, string>> = {
  * error instead of auth_required: Claude Code ("Invalid API key"), Gemini CLI (Google's 400
  * API_KEY_INVALID), OpenAI and Anthropic 401 bodies.
  */
-const MODEL_AUTH_REFUSAL = /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
+const MODEL_AUTH_REFUSAL =
+  /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
 
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
 
 /** Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime needs. */
-export function promptFailureReason(runtime: Runtime, e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined }): string {
+export function promptFailureReason(
+  runtime: Runtime,
+  e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined },
+): string {
   if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
   return (
     `${e.message} — the ${runtime} agent's model credential (${CREDENTIAL_NAME[runtime]}) is missing or was refused by the model API: ` +

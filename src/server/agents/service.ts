@@ -33,18 +33,28 @@ export async function listAgents(db: EngineDb, accountId: string, filter: AgentF
 }
 
 /** One of the account's agents; another account's id reads as absent. */
-export const getAgent = (db: EngineDb, accountId: string, id: string): Promise<Agent | undefined> => store.getAgent(db, accountId, id);
+export const getAgent = (db: EngineDb, accountId: string, id: string): Promise<Agent | undefined> =>
+  store.getAgent(db, accountId, id);
 
 /** A new agent; refused when the account already has one of that name. */
-export const createAgent = (db: EngineDb, accountId: string, fields: AgentFields & Partial<AgentEnvironmentFields>): Promise<AgentWrite<Agent>> =>
-  store.insertAgent(db, accountId, fields);
+export const createAgent = (
+  db: EngineDb,
+  accountId: string,
+  fields: AgentFields & Partial<AgentEnvironmentFields>,
+): Promise<AgentWrite<Agent>> => store.insertAgent(db, accountId, fields);
 
 /** Changes the fields given; refused on a name taken, `agent` undefined when there is no such agent. */
-export const updateAgent = (db: EngineDb, accountId: string, id: string, patch: Partial<AgentFields & AgentEnvironmentFields>): Promise<AgentWrite<Agent | undefined>> =>
-  store.updateAgent(db, accountId, id, patch);
+export const updateAgent = (
+  db: EngineDb,
+  accountId: string,
+  id: string,
+  patch: Partial<AgentFields & AgentEnvironmentFields>,
+): Promise<AgentWrite<Agent | undefined>> => store.updateAgent(db, accountId, id, patch);
 
 /** Deletes the agent (its conversations stay); false when there was none. */
-export const deleteAgent = (db: EngineDb, accountId: string, id: string): Promise<boolean> => store.deleteAgent(db, accountId, id);
+export const deleteAgent = (db: EngineDb, accountId: string, id: string): Promise<boolean> =>
+  store.deleteAgent(db, accountId, id);
 
 /** Conversations per agent id (the read-only `conversation_count`). */
-export const conversationCounts = (db: EngineDb, agentIds: readonly string[]): Promise<Map<string, number>> => store.conversationCounts(db, agentIds);
+export const conversationCounts = (db: EngineDb, agentIds: readonly string[]): Promise<Map<string, number>> =>
+  store.conversationCounts(db, agentIds);

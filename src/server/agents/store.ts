@@ -2,7 +2,13 @@
  * Agent rows: one per (account, name). Queries are tenant-scoped; a foreign id reads as absent.
  */
 import { and, asc, count, eq, ilike, inArray, type SQL } from 'drizzle-orm';
-import { agents, conversations, type Agent, type PermissionPolicy, type Runtime } from '../store/conversation-schema.ts';
+import {
+  agents,
+  conversations,
+  type Agent,
+  type PermissionPolicy,
+  type Runtime,
+} from '../store/conversation-schema.ts';
 import type { McpServer, Skill } from '../store/environment-schema.ts';
 import { isUniqueViolation, type EngineDb } from '../store/engine-db.ts';
 
@@ -39,22 +45,39 @@ export async function listAgents(
   const where: SQL[] = [eq(agents.accountId, accountId)];
   if (filter.search) where.push(ilike(agents.name, `%${escapeLike(filter.search)}%`));
   if (filter.runtimes && filter.runtimes.length > 0) where.push(inArray(agents.runtime, filter.runtimes as Runtime[]));
-  return db.select().from(agents).where(and(...where)).orderBy(asc(agents.name));
+  return db
+    .select()
+    .from(agents)
+    .where(and(...where))
+    .orderBy(asc(agents.name));
 }
 
 export async function getAgent(db: EngineDb, accountId: string, id: string): Promise<Agent | undefined> {
-  const [row] = await db.select().from(agents).where(and(eq(agents.accountId, accountId), eq(agents.id, id)));
+  const [row] = await db
+    .select()
+    .from(agents)
+    .where(and(eq(agents.accountId, accountId), eq(agents.id, id)));
   return row;
 }
 
 export async function findAgentByName(db: EngineDb, accountId: string, name: string): Promise<Agent | undefined> {
-  const [row] = await db.select().from(agents).where(and(eq(agents.accountId, accountId), eq(agents.name, name)));
+  const [row] = await db
+    .select()
+    .from(agents)
+    .where(and(eq(agents.accountId, accountId), eq(agents.name, name)));
   return row;
 }
 
-export async function insertAgent(db: EngineDb, accountId: string, fields: AgentFields & Partial<AgentEnvironmentFields>): Promise<AgentWrite<Agent>> {
+export async function insertAgent(
+  db: EngineDb,
+  accountId: string,
+  fields: AgentFields & Partial<AgentEnvironmentFields>,
+): Promise<AgentWrite<Agent>> {
   try {
-    const [row] = await db.insert(agents).values({ accountId, ...fields }).returning();
+    const [row] = await db
+      .insert(agents)
+      .values({ accountId, ...fields })
+      .returning();
     return { ok: true, agent: row! };
   } catch (e) {
     if (isUniqueViolation(e)) return { ok: false, reason: 'name_taken' };
@@ -82,7 +105,10 @@ export async function updateAgent(
 }
 
 export async function deleteAgent(db: EngineDb, accountId: string, id: string): Promise<boolean> {
-  const rows = await db.delete(agents).where(and(eq(agents.accountId, accountId), eq(agents.id, id))).returning({ id: agents.id });
+  const rows = await db
+    .delete(agents)
+    .where(and(eq(agents.accountId, accountId), eq(agents.id, id)))
+    .returning({ id: agents.id });
   return rows.length > 0;
 }
 

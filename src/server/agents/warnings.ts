@@ -59,10 +59,14 @@ export async function agentWarnings(deps: WarningDeps, accountId: string, a: Age
       where = `its runner ${pinned.name} cannot enforce it (start that runner with --backend namespace)`;
     } else {
       hasNetworkPolicy = runners.some(enforcing);
-      where = runners.length === 0 ? 'no runner is connected to this account yet' : 'none of your runners can enforce it (start one with --backend namespace)';
+      where =
+        runners.length === 0
+          ? 'no runner is connected to this account yet'
+          : 'none of your runners can enforce it (start one with --backend namespace)';
     }
   } else {
-    const adapter = isKnownProvider(provider) && deps.registry.isEnabled(provider) ? deps.registry.adapterFor(provider) : undefined;
+    const adapter =
+      isKnownProvider(provider) && deps.registry.isEnabled(provider) ? deps.registry.adapterFor(provider) : undefined;
     hasNetworkPolicy = adapter?.capabilities().has('network_policy') ?? false;
     where = `the ${provider} sandbox provider cannot enforce it`;
   }
@@ -75,8 +79,9 @@ export async function agentWarnings(deps: WarningDeps, accountId: string, a: Age
     brokered: () => accountBrokered(deps.db, accountId),
   });
   if (!refused) return [];
-  const message = limited !== null
-    ? `The environment ${limited} limits network access, but ${where}. Conversations with this agent will be refused when they start.`
-    : `Credential brokerage is on for this account, but ${where}. Conversations with this agent will be refused when they start.`;
+  const message =
+    limited !== null
+      ? `The environment ${limited} limits network access, but ${where}. Conversations with this agent will be refused when they start.`
+      : `Credential brokerage is on for this account, but ${where}. Conversations with this agent will be refused when they start.`;
   return [{ code: refused.reason, message }];
 }

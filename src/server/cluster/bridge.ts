@@ -27,7 +27,11 @@ export function busChannel(schema: string | undefined): string {
  * Tells the bus (and through it the other nodes) which conversations got new stored events, at most
  * once per turn of the event loop. Returns the unsubscribe function.
  */
-export function announceEvents(events: { subscribeAll(fn: (row: EventRow) => void): () => void }, bus: EventBus, node: string): () => void {
+export function announceEvents(
+  events: { subscribeAll(fn: (row: EventRow) => void): () => void },
+  bus: EventBus,
+  node: string,
+): () => void {
   let pending: Set<string> | null = null;
   return events.subscribeAll((row) => {
     if (pending) {

@@ -41,7 +41,17 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     const start = async () => {
       const notify = await PgNotify.open({ url: TEST_POSTGRES_URL, schema, logger });
       notifies.push(notify);
-      return ClusterRunnerHost.start({ nodeId: mintNodeId(), notify, schema, db: database.db, bus: new EventBus(), logger, heartbeatMs: 300, callTimeoutMs: 5_000, nodeExpiryMs: 30_000 });
+      return ClusterRunnerHost.start({
+        nodeId: mintNodeId(),
+        notify,
+        schema,
+        db: database.db,
+        bus: new EventBus(),
+        logger,
+        heartbeatMs: 300,
+        callTimeoutMs: 5_000,
+        nodeExpiryMs: 30_000,
+      });
     };
     hosts = [await start(), await start()];
     // refuseOnline off: both dials reach register(), so the table has to arbitrate.
@@ -59,9 +69,15 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
   });
 
   it('two nodes racing for one runner: exactly one holds it, and both agree which', async () => {
-    for (const hub of hubs) daemons.push(new FakeDaemon({ runnerId: RUNNER_ID, name: 'racer', logger, reconnect: false }, hub, false));
+    for (const hub of hubs)
+      daemons.push(new FakeDaemon({ runnerId: RUNNER_ID, name: 'racer', logger, reconnect: false }, hub, false));
     await Promise.all(daemons.map((d) => d.dial().catch(() => undefined)));
-    await until(() => hosts[0]!.localRunners().length + hosts[1]!.localRunners().length === 1 && hosts.every((h) => h.online().length === 1), 'one winner');
+    await until(
+      () =>
+        hosts[0]!.localRunners().length + hosts[1]!.localRunners().length === 1 &&
+        hosts.every((h) => h.online().length === 1),
+      'one winner',
+    );
     const winner = hosts.findIndex((h) => h.localRunners().length === 1);
     const loser = hosts[1 - winner]!;
     // Settle: a late presence or refresh must not resurrect the loser's claim.
@@ -94,7 +110,13 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     let exit: number | undefined;
     const spawned = await conn.call(
       { op: 'spawn', name: 'big', cmd: 'fake', args: [`out:${big}`, 'exit:0'], env: [] },
-      { listener: { output: (_s, d) => out.push(d), exit: (c) => (exit = c), disconnected: () => assert.fail('not disconnected') } },
+      {
+        listener: {
+          output: (_s, d) => out.push(d),
+          exit: (c) => (exit = c),
+          disconnected: () => assert.fail('not disconnected'),
+        },
+      },
     );
     assert.ok(spawned.ok, JSON.stringify(!spawned.ok && spawned.error));
     await until(() => exit !== undefined, 'the forwarded exit');
@@ -118,7 +140,12 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     // The daemon answers a write before echoing it: once the next write is answered, the previous echo
     // has crossed back (one socket, one NOTIFY sender), or it never will.
     const write = async (text: string) => {
-      const r = await conn.call({ op: 'stdin', name: 'echo', session_id: session, data: Buffer.from(text).toString('base64') });
+      const r = await conn.call({
+        op: 'stdin',
+        name: 'echo',
+        session_id: session,
+        data: Buffer.from(text).toString('base64'),
+      });
       assert.ok(r.ok, JSON.stringify(!r.ok && r.error));
     };
     const roundTrip = async (text: string) => {
@@ -131,7 +158,9 @@ describe('ClusterRunnerHost on PostgreSQL', () => {
     await roundTrip('alive');
     assert.ok(out.join('').includes('echo:alive'), 'a live node keeps its stream');
 
-    await database.db.execute(sql`UPDATE server_nodes SET heartbeat_at = now() - interval '1 hour' WHERE node_id = ${other.nodeId}`);
+    await database.db.execute(
+      sql`UPDATE server_nodes SET heartbeat_at = now() - interval '1 hour' WHERE node_id = ${other.nodeId}`,
+    );
     await owner.forgetLostNodes();
     await roundTrip('lost');
     assert.ok(!out.join('').includes('echo:lost'), 'nothing is forwarded to a lost node');

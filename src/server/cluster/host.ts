@@ -9,7 +9,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { alreadyConnectedReason } from '../../providers/runner/connection.ts';
-import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from '../../providers/runner/host.ts';
+import type {
+  OutgoingRequest,
+  RunnerConnection,
+  RunnerHost,
+  RunnerInfo,
+  SessionListener,
+} from '../../providers/runner/host.ts';
 import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT } from '../../providers/runner/errors.ts';
 import { err, fail, ok, sandboxError, type SandboxResult } from '../../sandbox/index.ts';
 import { CLOSE, decodeBase64, encodeBase64 } from '../../wire/index.ts';
@@ -21,7 +27,9 @@ import type { Db } from '../store/db.ts';
 import { touchRunner } from '../runners/store.ts';
 
 /** What a node-to-node request came back with. */
-export type NodeReply = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: string };
+export type NodeReply =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly reason: string };
 
 export interface ClusterHostOptions {
   /** The node's identity (cluster/node.ts), minted once by the composition root. */
@@ -171,7 +179,16 @@ export class ClusterRunnerHost implements RunnerHost {
            capabilities = EXCLUDED.capabilities, heartbeat_at = now()
          WHERE runner_registrations.node_id = $2 OR runner_registrations.heartbeat_at < now() - make_interval(secs => $8)
          RETURNING runner_id`,
-        [info.runnerId, this.nodeId, token, info.accountId, info.name, info.connectedAt, info.capabilities ? JSON.stringify(info.capabilities) : null, this.#ttlMs / 1000],
+        [
+          info.runnerId,
+          this.nodeId,
+          token,
+          info.accountId,
+          info.name,
+          info.connectedAt,
+          info.capabilities ? JSON.stringify(info.capabilities) : null,
+          this.#ttlMs / 1000,
+        ],
       )
       .then(
         (r) => r.rowCount === 1,
@@ -202,7 +219,9 @@ export class ClusterRunnerHost implements RunnerHost {
     this.#track(
       this.#transport
         .query('DELETE FROM runner_registrations WHERE runner_id = $1 AND conn_token = $2', [info.runnerId, token])
-        .catch((e: unknown) => this.#log.warn({ err: String(e), runnerId: info.runnerId }, 'runner registration row not removed')),
+        .catch((e: unknown) =>
+          this.#log.warn({ err: String(e), runnerId: info.runnerId }, 'runner registration row not removed'),
+        ),
     );
   }
 
@@ -235,8 +254,13 @@ export class ClusterRunnerHost implements RunnerHost {
     this.#track(
       Promise.all([
         touchRunner(this.#opts.db, info.runnerId),
-        this.#transport.query('UPDATE runner_registrations SET heartbeat_at = now() WHERE runner_id = $1 AND node_id = $2', [info.runnerId, this.nodeId]),
-      ]).catch((e: unknown) => this.#log.warn({ err: String(e), runnerId: info.runnerId }, 'could not stamp runner heartbeat')),
+        this.#transport.query(
+          'UPDATE runner_registrations SET heartbeat_at = now() WHERE runner_id = $1 AND node_id = $2',
+          [info.runnerId, this.nodeId],
+        ),
+      ]).catch((e: unknown) =>
+        this.#log.warn({ err: String(e), runnerId: info.runnerId }, 'could not stamp runner heartbeat'),
+      ),
     );
   }
 
@@ -248,7 +272,13 @@ export class ClusterRunnerHost implements RunnerHost {
         if (!won) return;
         this.#deliver(info, state);
         if (state === 'offline') this.#log.info({ runner: info.name, runnerId: info.runnerId }, 'runner disconnected');
-        await this.#send('broadcast', { k: 'presence', node: this.nodeId, token, state, info: { ...info, connectedAt: info.connectedAt.toISOString() } as never });
+        await this.#send('broadcast', {
+          k: 'presence',
+          node: this.nodeId,
+          token,
+          state,
+          info: { ...info, connectedAt: info.connectedAt.toISOString() } as never,
+        });
       }),
     );
   }
@@ -268,14 +298,20 @@ export class ClusterRunnerHost implements RunnerHost {
     for (const id of [...this.#outbound.keys()]) this.#settle(id, fail('unavailable', RUNNER_DISCONNECTED));
     for (const [cid, sub] of [...this.#remoteSubs]) this.#dropSub(cid, sub, 'disconnected');
     while (this.#work.size) await Promise.allSettled([...this.#work]);
-    await this.#transport.query('DELETE FROM runner_registrations WHERE node_id = $1', [this.nodeId]).catch(() => undefined);
+    await this.#transport
+      .query('DELETE FROM runner_registrations WHERE node_id = $1', [this.nodeId])
+      .catch(() => undefined);
     await this.#transport.close();
   }
 
   // --- calls from this node to a runner held elsewhere -----------------------------------------
 
   /** @internal used by RemoteRunnerConnection */
-  remoteCall(proxy: RemoteRunnerConnection, request: OutgoingRequest, opts: { timeoutMs?: number | null; listener?: SessionListener }): Promise<SandboxResult<Record<string, unknown>>> {
+  remoteCall(
+    proxy: RemoteRunnerConnection,
+    request: OutgoingRequest,
+    opts: { timeoutMs?: number | null; listener?: SessionListener },
+  ): Promise<SandboxResult<Record<string, unknown>>> {
     if (this.#stopped || this.#registry.get(proxy.info.runnerId)?.token !== proxy.token) {
       return Promise.resolve(fail('unavailable', RUNNER_DISCONNECTED));
     }
@@ -286,7 +322,10 @@ export class ClusterRunnerHost implements RunnerHost {
       if (opts.listener) this.#remoteSubs.set(cid, { proxy, listener: opts.listener, sessionId: undefined });
       const limit = opts.timeoutMs === undefined ? this.#opts.callTimeoutMs : opts.timeoutMs;
       if (limit !== null && limit + REMOTE_GRACE_MS <= MAX_TIMER_MS) {
-        call.timer = setTimeout(() => this.#settle(cid, fail('unavailable', RUNNER_TIMEOUT)), Math.max(0, limit) + REMOTE_GRACE_MS);
+        call.timer = setTimeout(
+          () => this.#settle(cid, fail('unavailable', RUNNER_TIMEOUT)),
+          Math.max(0, limit) + REMOTE_GRACE_MS,
+        );
       }
       const msg: ClusterMessage = {
         k: 'call',
@@ -304,7 +343,8 @@ export class ClusterRunnerHost implements RunnerHost {
   /** @internal */
   remoteUnsubscribe(proxy: RemoteRunnerConnection, sessionId: string, listener: SessionListener): void {
     for (const [cid, sub] of this.#remoteSubs) {
-      if (sub.proxy.info.runnerId !== proxy.info.runnerId || sub.listener !== listener || sub.sessionId !== sessionId) continue;
+      if (sub.proxy.info.runnerId !== proxy.info.runnerId || sub.listener !== listener || sub.sessionId !== sessionId)
+        continue;
       this.#remoteSubs.delete(cid);
       this.#track(this.#send(proxy.nodeId, { k: 'unsub', cid, runnerId: proxy.info.runnerId }).catch(() => undefined));
     }
@@ -316,8 +356,8 @@ export class ClusterRunnerHost implements RunnerHost {
     if (this.#registry.get(proxy.info.runnerId)?.token === proxy.token) this.#registry.delete(proxy.info.runnerId);
     this.#failRunner(proxy.info.runnerId);
     this.#track(
-      this.#send(proxy.nodeId, { k: 'close', runnerId: proxy.info.runnerId, token: proxy.token, code, reason }).catch((e: unknown) =>
-        this.#log.warn({ err: String(e), runnerId: proxy.info.runnerId }, 'remote close not sent'),
+      this.#send(proxy.nodeId, { k: 'close', runnerId: proxy.info.runnerId, token: proxy.token, code, reason }).catch(
+        (e: unknown) => this.#log.warn({ err: String(e), runnerId: proxy.info.runnerId }, 'remote close not sent'),
       ),
     );
   }
@@ -343,8 +383,10 @@ export class ClusterRunnerHost implements RunnerHost {
 
   /** The runner left its node (or the node died): every call and stream through a proxy ends. */
   #failRunner(runnerId: string): void {
-    for (const [cid, call] of [...this.#outbound]) if (call.proxy.info.runnerId === runnerId) this.#settle(cid, fail('unavailable', RUNNER_DISCONNECTED));
-    for (const [cid, sub] of [...this.#remoteSubs]) if (sub.proxy.info.runnerId === runnerId) this.#dropSub(cid, sub, 'disconnected');
+    for (const [cid, call] of [...this.#outbound])
+      if (call.proxy.info.runnerId === runnerId) this.#settle(cid, fail('unavailable', RUNNER_DISCONNECTED));
+    for (const [cid, sub] of [...this.#remoteSubs])
+      if (sub.proxy.info.runnerId === runnerId) this.#dropSub(cid, sub, 'disconnected');
     this.#proxies.delete(runnerId);
   }
 
@@ -366,10 +408,17 @@ export class ClusterRunnerHost implements RunnerHost {
         this.#track(this.#serve(m));
         return;
       case 'reply':
-        this.#settle(m.cid, m.result.ok ? ok(m.result.value) : err(sandboxError(m.result.error.code, m.result.error.detail, {
-          ...(m.result.error.retryAfterMs !== undefined ? { retryAfterMs: m.result.error.retryAfterMs } : {}),
-          ...(m.result.error.provider !== undefined ? { provider: m.result.error.provider } : {}),
-        })));
+        this.#settle(
+          m.cid,
+          m.result.ok
+            ? ok(m.result.value)
+            : err(
+                sandboxError(m.result.error.code, m.result.error.detail, {
+                  ...(m.result.error.retryAfterMs !== undefined ? { retryAfterMs: m.result.error.retryAfterMs } : {}),
+                  ...(m.result.error.provider !== undefined ? { provider: m.result.error.provider } : {}),
+                }),
+              ),
+        );
         return;
       case 'out': {
         const sub = this.#remoteSubs.get(m.cid);
@@ -411,7 +460,8 @@ export class ClusterRunnerHost implements RunnerHost {
         if (m.node === this.nodeId) return;
         const info: RunnerInfo = { ...m.info, ...(m.info.capabilities ? { capabilities: m.info.capabilities } : {}) };
         if (m.state === 'online') {
-          if (!this.#local.has(info.runnerId)) this.#registry.set(info.runnerId, { info, nodeId: m.node, token: m.token });
+          if (!this.#local.has(info.runnerId))
+            this.#registry.set(info.runnerId, { info, nodeId: m.node, token: m.token });
         } else {
           if (this.#registry.get(info.runnerId)?.token === m.token) this.#registry.delete(info.runnerId);
           this.#failRunner(info.runnerId);
@@ -444,7 +494,10 @@ export class ClusterRunnerHost implements RunnerHost {
     const gone = new Set(lost.rows.map((r) => r.node_id));
     for (const [cid, served] of [...this.#served]) {
       if (!gone.has(served.from)) continue;
-      this.#log.info({ node: served.from, runnerId: served.runnerId, session: served.sessionId }, 'stream to a lost node ended');
+      this.#log.info(
+        { node: served.from, runnerId: served.runnerId, session: served.sessionId },
+        'stream to a lost node ended',
+      );
       this.#endServed(cid);
     }
   }
@@ -457,7 +510,11 @@ export class ClusterRunnerHost implements RunnerHost {
       let served: ServedSubscription | undefined;
       if (m.sub) {
         const send = (msg: ClusterMessage): void => {
-          this.#track(this.#send(m.from, msg).catch((e: unknown) => this.#log.warn({ err: String(e) }, 'stream frame not forwarded')));
+          this.#track(
+            this.#send(m.from, msg).catch((e: unknown) =>
+              this.#log.warn({ err: String(e) }, 'stream frame not forwarded'),
+            ),
+          );
         };
         const forward: SessionListener = {
           output: (stream, data) => send({ k: 'out', cid: m.cid, stream, data: encodeBase64(data) }),
@@ -473,7 +530,10 @@ export class ClusterRunnerHost implements RunnerHost {
         served = { runnerId: m.runnerId, from: m.from, forward, sessionId: undefined };
         this.#served.set(m.cid, served);
       }
-      const opts = { ...(m.timeoutMs !== undefined ? { timeoutMs: m.timeoutMs } : {}), ...(served ? { listener: served.forward } : {}) };
+      const opts = {
+        ...(m.timeoutMs !== undefined ? { timeoutMs: m.timeoutMs } : {}),
+        ...(served ? { listener: served.forward } : {}),
+      };
       result = await conn.call(m.request as unknown as OutgoingRequest, opts);
       if (served) {
         const sid = result.ok ? result.value.session_id : undefined;
@@ -498,15 +558,21 @@ export class ClusterRunnerHost implements RunnerHost {
     if (this.#stopped) return Promise.resolve({ ok: false, reason: 'this node is stopping' });
     const cid = randomUUID();
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#requests.delete(cid);
-        resolve({ ok: false, reason: `server node ${node} did not answer within ${timeoutMs} ms` });
-      }, Math.min(timeoutMs, MAX_TIMER_MS));
+      const timer = setTimeout(
+        () => {
+          this.#requests.delete(cid);
+          resolve({ ok: false, reason: `server node ${node} did not answer within ${timeoutMs} ms` });
+        },
+        Math.min(timeoutMs, MAX_TIMER_MS),
+      );
       this.#requests.set(cid, { resolve, timer });
       this.#send(node, { k: 'req', from: this.nodeId, cid, payload }).catch((e: unknown) => {
         clearTimeout(timer);
         this.#requests.delete(cid);
-        resolve({ ok: false, reason: `could not reach server node ${node}: ${e instanceof Error ? e.message : String(e)}` });
+        resolve({
+          ok: false,
+          reason: `could not reach server node ${node}: ${e instanceof Error ? e.message : String(e)}`,
+        });
       });
     });
   }
@@ -542,7 +608,9 @@ export class ClusterRunnerHost implements RunnerHost {
   }
 
   #track<T>(p: Promise<T>): void {
-    const q = p.catch((e: unknown) => this.#log.error({ err: String(e) }, 'cluster host task failed')).finally(() => this.#work.delete(q));
+    const q = p
+      .catch((e: unknown) => this.#log.error({ err: String(e) }, 'cluster host task failed'))
+      .finally(() => this.#work.delete(q));
     this.#work.add(q);
   }
 
@@ -550,17 +618,30 @@ export class ClusterRunnerHost implements RunnerHost {
   async #refresh(): Promise<void> {
     if (this.#stopped) return;
     const ttl = this.#ttlMs / 1000;
-    await this.#transport.query('UPDATE runner_registrations SET heartbeat_at = now() WHERE node_id = $1', [this.nodeId]);
+    await this.#transport.query('UPDATE runner_registrations SET heartbeat_at = now() WHERE node_id = $1', [
+      this.nodeId,
+    ]);
     const reaped = await this.#transport.query<RegistrationRow>(
       'DELETE FROM runner_registrations WHERE heartbeat_at < now() - make_interval(secs => $1) RETURNING *',
       [ttl],
     );
     for (const row of reaped.rows) {
       const reg = fromRow(row);
-      this.#log.warn({ runnerId: reg.info.runnerId, node: reg.nodeId }, 'runner registration expired (its node stopped heartbeating)');
-      await this.#send('broadcast', { k: 'presence', node: 'reaper', token: reg.token, state: 'offline', info: { ...reg.info, connectedAt: reg.info.connectedAt.toISOString() } as never });
+      this.#log.warn(
+        { runnerId: reg.info.runnerId, node: reg.nodeId },
+        'runner registration expired (its node stopped heartbeating)',
+      );
+      await this.#send('broadcast', {
+        k: 'presence',
+        node: 'reaper',
+        token: reg.token,
+        state: 'offline',
+        info: { ...reg.info, connectedAt: reg.info.connectedAt.toISOString() } as never,
+      });
     }
-    await this.#transport.query(`DELETE FROM cluster_messages WHERE created_at < now() - make_interval(secs => $1)`, [ORPHAN_MESSAGE_TTL_S]);
+    await this.#transport.query(`DELETE FROM cluster_messages WHERE created_at < now() - make_interval(secs => $1)`, [
+      ORPHAN_MESSAGE_TTL_S,
+    ]);
     await this.forgetLostNodes();
     const live = await this.#transport.query<RegistrationRow>('SELECT * FROM runner_registrations');
     const next = new Map<string, Registration>();
@@ -568,7 +649,8 @@ export class ClusterRunnerHost implements RunnerHost {
     // A local socket whose claim is still in flight has no row yet: keep it.
     for (const conn of this.#local.values()) {
       const token = this.#tokens.get(conn.info);
-      if (!next.has(conn.info.runnerId) && token) next.set(conn.info.runnerId, { info: conn.info, nodeId: this.nodeId, token });
+      if (!next.has(conn.info.runnerId) && token)
+        next.set(conn.info.runnerId, { info: conn.info, nodeId: this.nodeId, token });
     }
     for (const [runnerId, proxy] of [...this.#proxies]) {
       if (next.get(runnerId)?.token !== proxy.token) this.#failRunner(runnerId);
@@ -599,7 +681,10 @@ class RemoteRunnerConnection implements RunnerConnection {
     this.token = reg.token;
   }
 
-  call(request: OutgoingRequest, opts: { timeoutMs?: number | null; listener?: SessionListener } = {}): Promise<SandboxResult<Record<string, unknown>>> {
+  call(
+    request: OutgoingRequest,
+    opts: { timeoutMs?: number | null; listener?: SessionListener } = {},
+  ): Promise<SandboxResult<Record<string, unknown>>> {
     return this.#host.remoteCall(this, request, opts);
   }
 

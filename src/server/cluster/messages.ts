@@ -43,10 +43,22 @@ export const clusterMessageSchema = z.discriminatedUnion('k', [
   z.object({ k: z.literal('exit'), cid: z.string(), code: z.number().int() }),
   z.object({ k: z.literal('disc'), cid: z.string() }),
   z.object({ k: z.literal('unsub'), cid: z.string(), runnerId: z.string() }),
-  z.object({ k: z.literal('close'), runnerId: z.string(), token: z.string(), code: z.number().int(), reason: z.string() }),
+  z.object({
+    k: z.literal('close'),
+    runnerId: z.string(),
+    token: z.string(),
+    code: z.number().int(),
+    reason: z.string(),
+  }),
   /** A request of another feature (a command for the conversation this node drives), and its answer. */
   z.object({ k: z.literal('req'), from: z.string(), cid: z.string(), payload: z.unknown() }),
-  z.object({ k: z.literal('res'), cid: z.string(), ok: z.boolean(), value: z.unknown().optional(), reason: z.string().optional() }),
+  z.object({
+    k: z.literal('res'),
+    cid: z.string(),
+    ok: z.boolean(),
+    value: z.unknown().optional(),
+    reason: z.string().optional(),
+  }),
   z.object({
     k: z.literal('presence'),
     node: z.string(),

@@ -39,8 +39,14 @@ export class PgNotify {
     this.#o = o;
     this.#log = o.logger.child({ component: 'pg-notify' });
     this.#backoff = o.minBackoffMs ?? 100;
-    this.#write = new pg.Pool({ connectionString: o.url, max: 1, ...(o.schema ? { options: `-c search_path=${o.schema}` } : {}) });
-    this.#write.on('error', (e) => this.#log.warn({ err: e.message }, 'cluster write session dropped; the next write opens another'));
+    this.#write = new pg.Pool({
+      connectionString: o.url,
+      max: 1,
+      ...(o.schema ? { options: `-c search_path=${o.schema}` } : {}),
+    });
+    this.#write.on('error', (e) =>
+      this.#log.warn({ err: e.message }, 'cluster write session dropped; the next write opens another'),
+    );
   }
 
   /** Connects the listening session before returning, so nothing notified after open is missed. */
@@ -88,14 +94,20 @@ export class PgNotify {
   }
 
   async #connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.#o.url, ...(this.#o.name ? { application_name: this.#o.name } : {}) });
+    const client = new pg.Client({
+      connectionString: this.#o.url,
+      ...(this.#o.name ? { application_name: this.#o.name } : {}),
+    });
     client.on('notification', (msg) => {
       const handler = this.#channels.get(msg.channel);
       if (!handler) return;
       try {
         handler(msg.payload ?? '');
       } catch (e) {
-        this.#log.warn({ err: e instanceof Error ? e.message : String(e), channel: msg.channel }, 'notification handler threw');
+        this.#log.warn(
+          { err: e instanceof Error ? e.message : String(e), channel: msg.channel },
+          'notification handler threw',
+        );
       }
     });
     let handled = false;

@@ -9,7 +9,13 @@ import { insertConversation, insertTurn } from '../conversations/store.ts';
 import { openDatabase, type Database } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { claimTurn, stampNode } from './store.ts';
-import { dropSchema, openTestDatabase, TEST_POSTGRES_URL, uniqueSchemaName, type TestDatabase } from '../store/testing.ts';
+import {
+  dropSchema,
+  openTestDatabase,
+  TEST_POSTGRES_URL,
+  uniqueSchemaName,
+  type TestDatabase,
+} from '../store/testing.ts';
 import { lossOf, NodeOwnership, type Adopter, type Loss } from './ownership.ts';
 
 const logger = pino({ level: 'silent' });
@@ -51,7 +57,15 @@ async function seed(
     { accountId, runtime: 'demo', status, nodeId: node },
     { provider: 'runner', name: `seed-${randomBytes(6).toString('hex')}`, status: 'ready' },
   );
-  const t = turn ? await insertTurn(db, { conversationId: row.conversation.id, turnNumber: 1, prompt: 'p', status: turn, nodeId: turnNode }) : null;
+  const t = turn
+    ? await insertTurn(db, {
+        conversationId: row.conversation.id,
+        turnNumber: 1,
+        prompt: 'p',
+        status: turn,
+        nodeId: turnNode,
+      })
+    : null;
   return { conversationId: row.conversation.id, turnId: t?.id ?? null };
 }
 
@@ -78,8 +92,14 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
 
   // Each test starts from a database with no open work and no nodes: leftovers would be lost work too.
   beforeEach(async () => {
-    await db.update(turns).set({ status: 'completed' }).where(inArray(turns.status, ['pending', 'running']));
-    await db.update(conversations).set({ status: 'idle' }).where(inArray(conversations.status, ['pending', 'running']));
+    await db
+      .update(turns)
+      .set({ status: 'completed' })
+      .where(inArray(turns.status, ['pending', 'running']));
+    await db
+      .update(conversations)
+      .set({ status: 'idle' })
+      .where(inArray(conversations.status, ['pending', 'running']));
     await db.delete(serverNodes);
   });
 
@@ -94,7 +114,10 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
     await stampNode(db, 'stale');
     await backdate(db, 'stale');
     await stampNode(db, 'ancient');
-    await db.update(serverNodes).set({ heartbeatAt: sql`now() - interval '2 days'` }).where(eq(serverNodes.nodeId, 'ancient'));
+    await db
+      .update(serverNodes)
+      .set({ heartbeatAt: sql`now() - interval '2 days'` })
+      .where(eq(serverNodes.nodeId, 'ancient'));
     const alive = await seed(db, accountId, 'running', 'alive');
     const stale = await seed(db, accountId, 'running', 'stale');
     const gone = await seed(db, accountId, 'running', 'gone');
@@ -120,8 +143,14 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
     assert.equal(byTurn.get(stale.turnId!)!.recoveryReason, 'server_node_lost');
     assert.equal(byTurn.get(legacy.turnId!)!.nodeId, null);
 
-    assert.deepEqual(adopter.seen.provisionings.map((x) => x.c.id), [provisioning.conversationId]);
-    assert.match(adopter.seen.provisionings[0]!.loss.provisioningReason, /server node stale stopped while provisioning/);
+    assert.deepEqual(
+      adopter.seen.provisionings.map((x) => x.c.id),
+      [provisioning.conversationId],
+    );
+    assert.match(
+      adopter.seen.provisionings[0]!.loss.provisioningReason,
+      /server node stale stopped while provisioning/,
+    );
     const conv = async (id: string) => (await db.select().from(conversations).where(eq(conversations.id, id)))[0]!;
     assert.equal((await conv(provisioningAlive.conversationId)).nodeId, 'alive');
     assert.equal((await conv(abandoned.conversationId)).status, 'idle');
@@ -144,7 +173,8 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
     const seeded = [];
     for (let i = 0; i < 24; i++) seeded.push(await seed(db, accountId, 'running', lost));
     const provisionings = [];
-    for (let i = 0; i < 6; i++) provisionings.push(await seed(db, accountId, 'pending', lost, i % 2 ? 'pending' : null));
+    for (let i = 0; i < 6; i++)
+      provisionings.push(await seed(db, accountId, 'pending', lost, i % 2 ? 'pending' : null));
 
     const a = node(db, 'racer-a');
     const b = node(db2, 'racer-b');
@@ -198,7 +228,10 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
     const peer = node(db2, 'peer');
     const peerAdopter = recorder();
     await peer.start(peerAdopter);
-    assert.deepEqual(peerAdopter.seen.turns.map((x) => x.t.id), [taken.turnId]);
+    assert.deepEqual(
+      peerAdopter.seen.turns.map((x) => x.t.id),
+      [taken.turnId],
+    );
 
     await slow.beat();
     assert.deepEqual(slowAdopter.seen.released, [taken.turnId]);
@@ -220,7 +253,10 @@ describe('turn ownership on PostgreSQL shared by several nodes', () => {
     const peer2 = node(db2, 'stayer-2');
     await peer2.start(after);
     await peer2.stop();
-    assert.deepEqual(after.seen.turns.map((x) => x.t.id), [turnId]);
+    assert.deepEqual(
+      after.seen.turns.map((x) => x.t.id),
+      [turnId],
+    );
   });
 });
 
@@ -244,11 +280,17 @@ describe('turn ownership alone on the database (PGlite)', () => {
     const adopter = recorder();
     await me.start(adopter);
     await me.stop();
-    assert.deepEqual(adopter.seen.turns.map((x) => x.t.id), [running.turnId]);
+    assert.deepEqual(
+      adopter.seen.turns.map((x) => x.t.id),
+      [running.turnId],
+    );
     assert.deepEqual(adopter.seen.turns[0]!.loss, lossOf('previous', false));
     assert.equal(adopter.seen.turns[0]!.loss.turnReason, 'the server restarted during the turn');
     assert.equal(adopter.seen.turns[0]!.loss.recoveryReason, 'runner_offline');
-    assert.deepEqual(adopter.seen.provisionings.map((x) => x.c.id), [provisioning.conversationId]);
+    assert.deepEqual(
+      adopter.seen.provisionings.map((x) => x.c.id),
+      [provisioning.conversationId],
+    );
     const [c] = await db.select().from(conversations).where(eq(conversations.id, idleLeftRunning.conversationId));
     assert.equal(c!.status, 'idle');
   });

@@ -121,7 +121,9 @@ export class NodeOwnership {
 
   /** Removes the heartbeat row once this node has let go of its turns, so others adopt them now. */
   async leave(): Promise<void> {
-    await removeNode(this.#o.db, this.nodeId).catch((e: unknown) => this.#log.warn({ err: e }, 'could not remove the node row'));
+    await removeNode(this.#o.db, this.nodeId).catch((e: unknown) =>
+      this.#log.warn({ err: e }, 'could not remove the node row'),
+    );
   }
 
   /**
@@ -157,7 +159,9 @@ export class NodeOwnership {
       const mine = await claimTurn(db, turn.id, turn.nodeId, l);
       if (!mine) continue;
       claimed++;
-      await this.#adopt(conversation.id, turn.nodeId, () => adopter.turn(conversation, mine, lossOf(turn.nodeId, shared)));
+      await this.#adopt(conversation.id, turn.nodeId, () =>
+        adopter.turn(conversation, mine, lossOf(turn.nodeId, shared)),
+      );
     }
     const settled = await settleAbandoned(db, l);
     if (settled.length) this.#log.info({ conversations: settled }, 'settled conversations a lost node left running');
@@ -168,7 +172,9 @@ export class NodeOwnership {
   /** A claimed piece is this node's whatever happens next; a failure to act on it must not stop the pass. */
   async #adopt(conversationId: string, lost: string | null, act: () => Promise<void>): Promise<void> {
     this.#log.info({ conversation: conversationId, lost }, 'adopting the open work of a lost node');
-    await act().catch((e: unknown) => this.#log.error({ err: e, conversation: conversationId }, 'acting on adopted work failed'));
+    await act().catch((e: unknown) =>
+      this.#log.error({ err: e, conversation: conversationId }, 'acting on adopted work failed'),
+    );
   }
 
   /** Stamps the heartbeat, then lets go of any turn another node adopted while this one looked lost. Never overlaps itself. */
@@ -184,7 +190,10 @@ export class NodeOwnership {
       const adopter = this.#adopter;
       if (!adopter) return;
       for (const id of await turnsTakenOver(this.#o.db, adopter.driving(), this.nodeId)) {
-        this.#log.warn({ turn: id }, 'another node adopted a turn this node was driving (this node missed its heartbeats); letting go');
+        this.#log.warn(
+          { turn: id },
+          'another node adopted a turn this node was driving (this node missed its heartbeats); letting go',
+        );
         await adopter.release(id);
       }
     } catch (e) {

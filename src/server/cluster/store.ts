@@ -45,7 +45,9 @@ export async function removeNode(db: EngineDb, nodeId: string): Promise<void> {
  * an expired one; the rows are kept a while so every node's runner host sees the node lost (cluster-host.ts).
  */
 export async function reapNodes(db: EngineDb, afterMs: number): Promise<void> {
-  await db.delete(serverNodes).where(sql`${serverNodes.heartbeatAt} < now() - make_interval(secs => ${afterMs / 1000})`);
+  await db
+    .delete(serverNodes)
+    .where(sql`${serverNodes.heartbeatAt} < now() - make_interval(secs => ${afterMs / 1000})`);
 }
 
 /** Conversations still provisioning on a lost node. */
@@ -75,7 +77,14 @@ export async function claimProvisioning(db: EngineDb, id: string, from: string |
   const rows = await db
     .update(conversations)
     .set({ nodeId: l.self })
-    .where(and(eq(conversations.id, id), eq(conversations.status, 'pending'), sql`${conversations.nodeId} IS NOT DISTINCT FROM ${from}`, lostNode(conversations.nodeId, l)))
+    .where(
+      and(
+        eq(conversations.id, id),
+        eq(conversations.status, 'pending'),
+        sql`${conversations.nodeId} IS NOT DISTINCT FROM ${from}`,
+        lostNode(conversations.nodeId, l),
+      ),
+    )
     .returning({ id: conversations.id });
   return rows.length === 1;
 }
@@ -85,7 +94,14 @@ export async function claimTurn(db: EngineDb, id: string, from: string | null, l
   const [row] = await db
     .update(turns)
     .set({ nodeId: l.self })
-    .where(and(eq(turns.id, id), inArray(turns.status, [...OPEN]), sql`${turns.nodeId} IS NOT DISTINCT FROM ${from}`, lostNode(turns.nodeId, l)))
+    .where(
+      and(
+        eq(turns.id, id),
+        inArray(turns.status, [...OPEN]),
+        sql`${turns.nodeId} IS NOT DISTINCT FROM ${from}`,
+        lostNode(turns.nodeId, l),
+      ),
+    )
     .returning();
   return row;
 }
@@ -118,7 +134,11 @@ export async function turnsTakenOver(db: EngineDb, ids: readonly string[], self:
  * The live node other than `self` that drives a conversation: the node of its open turn, else the node
  * that launched its agent; null when that is this node, no node, or a node whose heartbeat expired.
  */
-export async function liveOwnerOf(db: EngineDb, conversationId: string, l: { readonly self: string; readonly expiryMs: number }): Promise<string | null> {
+export async function liveOwnerOf(
+  db: EngineDb,
+  conversationId: string,
+  l: { readonly self: string; readonly expiryMs: number },
+): Promise<string | null> {
   // Not a uuid: no conversation has it (and PostgreSQL would refuse to compare it).
   if (!UUID.test(conversationId)) return null;
   const owner = sql`(SELECT coalesce(
@@ -127,6 +147,12 @@ export async function liveOwnerOf(db: EngineDb, conversationId: string, l: { rea
   const [row] = await db
     .select({ node: serverNodes.nodeId })
     .from(serverNodes)
-    .where(and(sql`${serverNodes.nodeId} = ${owner}`, sql`${serverNodes.nodeId} <> ${l.self}`, sql`${serverNodes.heartbeatAt} >= now() - make_interval(secs => ${l.expiryMs / 1000})`));
+    .where(
+      and(
+        sql`${serverNodes.nodeId} = ${owner}`,
+        sql`${serverNodes.nodeId} <> ${l.self}`,
+        sql`${serverNodes.heartbeatAt} >= now() - make_interval(secs => ${l.expiryMs / 1000})`,
+      ),
+    );
   return row?.node ?? null;
 }

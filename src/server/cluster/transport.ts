@@ -40,7 +40,10 @@ export class NotifyTransport {
 
   private constructor(opts: TransportOptions) {
     this.nodeId = opts.nodeId;
-    this.#prefix = `fn_${createHash('sha256').update(opts.schema ?? '').digest('hex').slice(0, 12)}`;
+    this.#prefix = `fn_${createHash('sha256')
+      .update(opts.schema ?? '')
+      .digest('hex')
+      .slice(0, 12)}`;
     this.#pg = opts.notify;
     this.#log = opts.logger;
     this.#onMessage = opts.onMessage;
@@ -74,10 +77,12 @@ export class NotifyTransport {
       return;
     }
     // One statement: the row and the notification commit together.
-    await this.#serial(() => this.#pg.query(
-      "WITH m AS (INSERT INTO cluster_messages (body) VALUES ($1) RETURNING id) SELECT pg_notify($2, 'R' || id) FROM m",
-      [body, channel],
-    ));
+    await this.#serial(() =>
+      this.#pg.query(
+        "WITH m AS (INSERT INTO cluster_messages (body) VALUES ($1) RETURNING id) SELECT pg_notify($2, 'R' || id) FROM m",
+        [body, channel],
+      ),
+    );
   }
 
   /** One statement at a time on the write session, in call order (pg deprecates overlapping queries). */
@@ -100,7 +105,10 @@ export class NotifyTransport {
         let body: string | undefined;
         if (payload.startsWith('I')) body = payload.slice(1);
         else if (/^R\d+$/.test(payload)) {
-          const r = await this.#pg.query<{ body: string }>('DELETE FROM cluster_messages WHERE id = $1 RETURNING body', [payload.slice(1)]);
+          const r = await this.#pg.query<{ body: string }>(
+            'DELETE FROM cluster_messages WHERE id = $1 RETURNING body',
+            [payload.slice(1)],
+          );
           body = r.rows[0]?.body;
           if (body === undefined) this.#log.warn({ channel }, 'parked cluster message already taken');
         } else this.#log.warn({ channel, payload: payload.slice(0, 80) }, 'ignoring a malformed cluster notification');

@@ -3,7 +3,12 @@
  * conversation id, its stdout fed to an AcpClient, its stderr and exit reported to the owner.
  */
 import type { Logger } from 'pino';
-import { AcpClient, type AcpClientHandler, type AcpError, type AttachOptions as AcpAttachOptions } from '../../acp/index.ts';
+import {
+  AcpClient,
+  type AcpClientHandler,
+  type AcpError,
+  type AttachOptions as AcpAttachOptions,
+} from '../../acp/index.ts';
 import type { PromptResponse } from '@agentclientprotocol/sdk';
 import type { Command, EnvPairs, Handle, SandboxAdapter, SandboxError, StreamFrame } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
@@ -115,7 +120,13 @@ export class AgentProcess {
     events: EventsFor,
     log: Logger,
   ): Promise<
-    | { ok: true; value: { proc: AgentProcess; prompt: Promise<{ ok: true; value: PromptResponse } | { ok: false; error: AcpError }> } }
+    | {
+        ok: true;
+        value: {
+          proc: AgentProcess;
+          prompt: Promise<{ ok: true; value: PromptResponse } | { ok: false; error: AcpError }>;
+        };
+      }
     | { ok: false; error: SandboxError | AcpError }
   > {
     const proc = new AgentProcess(adapter, log, events, 0);
@@ -168,7 +179,10 @@ export class AgentProcess {
       }
       case 'exit':
       case 'error': {
-        const reason = f.type === 'exit' ? `the agent exited with code ${f.code}` : `sprite connection lost: ${describeError(f.error)}`;
+        const reason =
+          f.type === 'exit'
+            ? `the agent exited with code ${f.code}`
+            : `sprite connection lost: ${describeError(f.error)}`;
         this.#ended = true;
         // The owner hears first, so a recovery can disown the prompt before the client fails it.
         if (!this.#stopped) this.events.onEnd(reason, f.type === 'error' ? f.error : undefined);

@@ -3,7 +3,14 @@
  * calls shown as they are — each tool event carries its call's view merged with every update so far.
  */
 import { z } from 'zod';
-import { inputSummary, outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolView } from '../../acp/tool-view.ts';
+import {
+  inputSummary,
+  outputText,
+  TERMINAL_TOOL_STATUSES,
+  toolLabel,
+  ToolFold,
+  type ToolView,
+} from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { toolLinesBefore } from './events-store.ts';
@@ -22,7 +29,10 @@ export type Block =
 const zChunk = z.object({
   method: z.literal('session/update'),
   params: z.object({
-    update: z.object({ sessionUpdate: z.enum(['agent_message_chunk', 'agent_thought_chunk']), content: z.object({ type: z.literal('text'), text: z.string() }) }),
+    update: z.object({
+      sessionUpdate: z.enum(['agent_message_chunk', 'agent_thought_chunk']),
+      content: z.object({ type: z.literal('text'), text: z.string() }),
+    }),
   }),
 });
 
@@ -59,7 +69,17 @@ export class BlockDeriver {
     const key = `${scope}\u0000${v.id}`;
     const first = !this.#seen.has(key);
     this.#seen.add(key);
-    if (first) return [{ kind: 'tool_use', id: v.id, name: toolLabel(v), summary: inputSummary(v), body: v.raw_input ?? null, tool: v }];
+    if (first)
+      return [
+        {
+          kind: 'tool_use',
+          id: v.id,
+          name: toolLabel(v),
+          summary: inputSummary(v),
+          body: v.raw_input ?? null,
+          tool: v,
+        },
+      ];
     if (hit.origin === 'tool_call_update' && TERMINAL_TOOL_STATUSES.has(v.status)) {
       return [{ kind: 'tool_result', tool_id: v.id, body: outputText(v), error: v.status !== 'completed', tool: v }];
     }
@@ -68,7 +88,11 @@ export class BlockDeriver {
 }
 
 /** A deriver ready for events from `firstId` on: the turns those events belong to are primed with their earlier tool lines. */
-export async function deriverFor(db: EngineDb, conversationId: string, rows: readonly EventRow[]): Promise<BlockDeriver> {
+export async function deriverFor(
+  db: EngineDb,
+  conversationId: string,
+  rows: readonly EventRow[],
+): Promise<BlockDeriver> {
   const d = new BlockDeriver();
   const first = rows[0];
   if (!first) return d;

@@ -8,7 +8,13 @@ import { ENGINE_ERROR_STATUS, refuse, type EngineErrorCode, type EngineResult } 
 export const engineCommandSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('prompt'), accountId: z.string(), conversationId: z.string(), text: z.string() }),
   z.object({ op: z.literal('interrupt'), accountId: z.string(), conversationId: z.string() }),
-  z.object({ op: z.literal('answer'), accountId: z.string(), conversationId: z.string(), requestId: z.string(), optionId: z.string() }),
+  z.object({
+    op: z.literal('answer'),
+    accountId: z.string(),
+    conversationId: z.string(),
+    requestId: z.string(),
+    optionId: z.string(),
+  }),
 ]);
 export type EngineCommand = z.infer<typeof engineCommandSchema>;
 
@@ -23,7 +29,9 @@ const resultSchema = z.discriminatedUnion('ok', [
 ]);
 
 /** What a node-to-node request came back with (cluster/host.ts NodeReply). */
-export type LinkReply = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: string };
+export type LinkReply =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly reason: string };
 
 /** The cluster as the engine sees it: requests to another node, and serving the requests of others. */
 export interface OwnerLink {
@@ -33,12 +41,25 @@ export interface OwnerLink {
 
 /** The owner's answer as an EngineResult; `value` is checked by the caller's `valueSchema`. */
 export function answerOf<T>(reply: LinkReply, valueSchema: z.ZodType<T>): EngineResult<T> {
-  if (!reply.ok) return refuse('server_node_unreachable', `the server node driving this conversation did not answer: ${reply.reason}`);
+  if (!reply.ok)
+    return refuse(
+      'server_node_unreachable',
+      `the server node driving this conversation did not answer: ${reply.reason}`,
+    );
   const r = resultSchema.safeParse(reply.value);
-  if (!r.success) return refuse('server_node_unreachable', 'the server node driving this conversation answered something malformed');
-  if (!r.data.ok) return { ok: false, error: r.data.error.extras ? { ...r.data.error, extras: r.data.error.extras } : { code: r.data.error.code, message: r.data.error.message } };
+  if (!r.success)
+    return refuse('server_node_unreachable', 'the server node driving this conversation answered something malformed');
+  if (!r.data.ok)
+    return {
+      ok: false,
+      error: r.data.error.extras
+        ? { ...r.data.error, extras: r.data.error.extras }
+        : { code: r.data.error.code, message: r.data.error.message },
+    };
   const v = valueSchema.safeParse(r.data.value);
-  return v.success ? { ok: true, value: v.data } : refuse('server_node_unreachable', 'the server node driving this conversation answered something malformed');
+  return v.success
+    ? { ok: true, value: v.data }
+    : refuse('server_node_unreachable', 'the server node driving this conversation answered something malformed');
 }
 
 /** Node-to-node requests as the cluster carries them (cluster/host.ts implements it). */

@@ -72,7 +72,11 @@ const seconds = z.coerce.number().int().min(1).max(86_400);
 const secondsOrOff = z.coerce.number().int().min(0).max(86_400);
 
 /** A seconds variable, or its default (given in ms) when blank. */
-function secondsOr(v: string | undefined, defaultMs: number, schema: z.ZodType<number>): { success: true; data: number } | { success: false } {
+function secondsOr(
+  v: string | undefined,
+  defaultMs: number,
+  schema: z.ZodType<number>,
+): { success: true; data: number } | { success: false } {
   if (v === undefined || v.trim() === '') return { success: true, data: defaultMs / 1000 };
   const r = schema.safeParse(v);
   return r.success ? { success: true, data: r.data } : { success: false };
@@ -87,24 +91,51 @@ export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'
  */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
-  const idle = blank(env.SANDBOX_IDLE_TIMEOUT_MINUTES) ? { success: true as const, data: 60 } : minutes.safeParse(env.SANDBOX_IDLE_TIMEOUT_MINUTES);
-  if (!idle.success) return { ok: false, message: 'SANDBOX_IDLE_TIMEOUT_MINUTES must be a whole number of minutes (0 = off)' };
-  const sweep = blank(env.FOUNTAIN_IDLE_SWEEP_SECONDS) ? { success: true as const, data: 60 } : seconds.safeParse(env.FOUNTAIN_IDLE_SWEEP_SECONDS);
-  if (!sweep.success) return { ok: false, message: 'FOUNTAIN_IDLE_SWEEP_SECONDS must be a whole number of seconds (1..86400)' };
+  const idle = blank(env.SANDBOX_IDLE_TIMEOUT_MINUTES)
+    ? { success: true as const, data: 60 }
+    : minutes.safeParse(env.SANDBOX_IDLE_TIMEOUT_MINUTES);
+  if (!idle.success)
+    return { ok: false, message: 'SANDBOX_IDLE_TIMEOUT_MINUTES must be a whole number of minutes (0 = off)' };
+  const sweep = blank(env.FOUNTAIN_IDLE_SWEEP_SECONDS)
+    ? { success: true as const, data: 60 }
+    : seconds.safeParse(env.FOUNTAIN_IDLE_SWEEP_SECONDS);
+  if (!sweep.success)
+    return { ok: false, message: 'FOUNTAIN_IDLE_SWEEP_SECONDS must be a whole number of seconds (1..86400)' };
   const ask = blank(env.FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS)
     ? { success: true as const, data: 300 }
     : seconds.safeParse(env.FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS);
-  if (!ask.success) return { ok: false, message: 'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  if (!ask.success)
+    return {
+      ok: false,
+      message: 'FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)',
+    };
   const recovery = blank(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS)
     ? { success: true as const, data: ENGINE_DEFAULTS.recoveryWindowMs / 1000 }
     : seconds.safeParse(env.FOUNTAIN_RUNNER_RECOVERY_SECONDS);
-  if (!recovery.success) return { ok: false, message: 'FOUNTAIN_RUNNER_RECOVERY_SECONDS must be a whole number of seconds (1..86400)' };
+  if (!recovery.success)
+    return { ok: false, message: 'FOUNTAIN_RUNNER_RECOVERY_SECONDS must be a whole number of seconds (1..86400)' };
   const install = secondsOr(env.FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS, ENGINE_DEFAULTS.installTimeoutMs, seconds);
-  if (!install.success) return { ok: false, message: 'FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
+  if (!install.success)
+    return {
+      ok: false,
+      message: 'FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)',
+    };
   const handshake = secondsOr(env.FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS, ENGINE_DEFAULTS.acpCallTimeoutMs, seconds);
-  if (!handshake.success) return { ok: false, message: 'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)' };
-  const silence = secondsOr(env.FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, ENGINE_DEFAULTS.turnSilenceTimeoutMs, secondsOrOff);
-  if (!silence.success) return { ok: false, message: 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS must be a whole number of seconds (0 = never, up to 86400)' };
+  if (!handshake.success)
+    return {
+      ok: false,
+      message: 'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS must be a whole number of seconds (1..86400)',
+    };
+  const silence = secondsOr(
+    env.FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS,
+    ENGINE_DEFAULTS.turnSilenceTimeoutMs,
+    secondsOrOff,
+  );
+  if (!silence.success)
+    return {
+      ok: false,
+      message: 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS must be a whole number of seconds (0 = never, up to 86400)',
+    };
   if (!blank(env.FOUNTAIN_SKILLS_GIT_URL) && !/^https:\/\/[^\s]+$/.test(env.FOUNTAIN_SKILLS_GIT_URL!.trim())) {
     return { ok: false, message: 'FOUNTAIN_SKILLS_GIT_URL must be an https:// URL' };
   }
@@ -120,7 +151,9 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       acpCallTimeoutMs: handshake.data * 1000,
       turnSilenceTimeoutMs: silence.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
-      skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL) ? ENGINE_DEFAULTS.skillsGitBaseUrl : env.FOUNTAIN_SKILLS_GIT_URL!.trim().replace(/\/+$/, ''),
+      skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL)
+        ? ENGINE_DEFAULTS.skillsGitBaseUrl
+        : env.FOUNTAIN_SKILLS_GIT_URL!.trim().replace(/\/+$/, ''),
     },
   };
 }

@@ -6,7 +6,17 @@ import type { KnownProvider } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import type { EngineCore, EngineParts } from './live.ts';
-import { deleteConversationRows, getConversation, getConversationById, insertConversationOn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import {
+  deleteConversationRows,
+  getConversation,
+  getConversationById,
+  insertConversationOn,
+  openTurns,
+  updateConversation,
+  updateSandbox,
+  updateTurn,
+  type ConversationWithSandbox,
+} from './store.ts';
 
 export class Endings {
   constructor(
@@ -59,19 +69,32 @@ export class Endings {
    * old conversation is released — terminated, its sandbox left up for the successor. A sandbox that
    * is gone gives the successor a new one.
    */
-  async rotate(accountId: string, id: string, input: { title?: string; channelId?: string }): Promise<EngineResult<ConversationWithSandbox>> {
-    if (this.c.live.get(id)?.turn) return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+  async rotate(
+    accountId: string,
+    id: string,
+    input: { title?: string; channelId?: string },
+  ): Promise<EngineResult<ConversationWithSandbox>> {
+    if (this.c.live.get(id)?.turn)
+      return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
     return this.c.lock.run(id, async (): Promise<EngineResult<ConversationWithSandbox>> => {
       const db = this.c.d.db;
       const row = await getConversation(db, accountId, id);
       if (!row) return refuse('not_found', 'conversation not found');
       const conv = row.conversation;
       if (!conv.agentId) return refuse('no_agent', "the conversation's agent was deleted");
-      if (conv.status === 'pending') return refuse('provisioning', "The conversation's sandbox is still starting; try again shortly.");
-      if (this.c.live.get(id)?.turn || conv.status === 'running') return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
+      if (conv.status === 'pending')
+        return refuse('provisioning', "The conversation's sandbox is still starting; try again shortly.");
+      if (this.c.live.get(id)?.turn || conv.status === 'running')
+        return refuse('conversation_busy', 'a turn is running; wait for it or interrupt it first');
       const fresh = { agentId: conv.agentId, title: input.title, channelId: input.channelId };
       const s = row.sandbox;
-      if (!s || s.status === 'terminated' || s.status === 'failed' || conv.status === 'terminated' || conv.status === 'failed') {
+      if (
+        !s ||
+        s.status === 'terminated' ||
+        s.status === 'failed' ||
+        conv.status === 'terminated' ||
+        conv.status === 'failed'
+      ) {
         const created = await this.p.provisioner.create(accountId, fresh);
         if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id);
         return created;
@@ -101,7 +124,10 @@ export class Endings {
       // One change for the list: the successor appears, the old one is finished.
       this.c.changed(accountId);
       await this.c.sandboxTokens.revoke(id);
-      this.c.events.stage(id, null, 'terminate', 'done', { event: 'released', successor_id: successor.conversation.id });
+      this.c.events.stage(id, null, 'terminate', 'done', {
+        event: 'released',
+        successor_id: successor.conversation.id,
+      });
       return accept(successor);
     });
   }

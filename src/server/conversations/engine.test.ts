@@ -98,7 +98,10 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     const t3 = await waitForStage(db, conv.id, 'turn', 'done', mark);
     assert.match(answerText(await allEvents(db, conv.id), t3.turnId!), /the answer is 42/);
     const turns = await listTurns(db, conv.id);
-    assert.deepEqual(turns.map((t) => t.status), ['completed', 'completed', 'completed']);
+    assert.deepEqual(
+      turns.map((t) => t.status),
+      ['completed', 'completed', 'completed'],
+    );
     assert.ok(turns.every((t) => typeof t.acpPromptId === 'number'));
 
     // Terminate destroys the sandbox directory; a second terminate is fine; prompts get 410.
@@ -143,14 +146,20 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     // A dependency-free NDJSON agent: it answers initialize and session/new, then ignores every prompt,
     // as an adapter stuck retrying an unreachable model API does.
     const script = ndjsonAgent('silent-agent.mjs', 'silent-1', []);
-    const silent = rig.engineWith({ idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, demoAgentArgv: [process.execPath, script] }, false);
+    const silent = rig.engineWith(
+      { idleTimeoutMs: 0, turnSilenceTimeoutMs: 300, demoAgentArgv: [process.execPath, script] },
+      false,
+    );
     try {
       const agent = await rig.demoAgent('silent');
       const created = await silent.create(accountId, { agentId: agent.id, prompt: 'hello?' });
       assert.ok(created.ok, JSON.stringify(created));
       const id = created.value.id;
       const failed = await waitForStage(db, id, 'turn', 'failed');
-      assert.match(JSON.parse(failed.data).reason, /the agent sent nothing for \d+ s with no tool call running; the turn was abandoned/);
+      assert.match(
+        JSON.parse(failed.data).reason,
+        /the agent sent nothing for \d+ s with no tool call running; the turn was abandoned/,
+      );
       const [turn] = await listTurns(db, id);
       assert.equal(turn?.status, 'failed');
       const after = await silent.get(accountId, id);
@@ -174,10 +183,16 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
       const created = await nul.create(accountId, { agentId: agent.id, prompt: 'hello' });
       assert.ok(created.ok, JSON.stringify(created));
       const done = await waitForStage(db, created.value.id, 'turn', 'done');
-      await until(async () => (await allEvents(db, created.value.id)).some((e) => e.stream === 'stderr') || null, 'the stderr chunk stored');
+      await until(
+        async () => (await allEvents(db, created.value.id)).some((e) => e.stream === 'stderr') || null,
+        'the stderr chunk stored',
+      );
       const events = await allEvents(db, created.value.id);
       assert.equal(answerText(events, done.turnId!), 'before\u0000after');
-      const stderr = events.filter((e) => e.stream === 'stderr').map((e) => e.data).join('');
+      const stderr = events
+        .filter((e) => e.stream === 'stderr')
+        .map((e) => e.data)
+        .join('');
       assert.match(stderr, /stderr\\u0000byte/, 'stored, escaped, once');
       assert.ok((await nul.terminate(accountId, created.value.id)).ok);
     } finally {
@@ -216,4 +231,3 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     }
   });
 });
-

@@ -20,7 +20,14 @@ import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
 import { TurnRecovery } from './reattach.ts';
 import { SandboxTokens } from './sandbox-token.ts';
-import { getConversation, getConversationForPrompt, insertPromptTurn, listConversations, markConversationRead, type ConversationWithSandbox } from './store.ts';
+import {
+  getConversation,
+  getConversationForPrompt,
+  insertPromptTurn,
+  listConversations,
+  markConversationRead,
+  type ConversationWithSandbox,
+} from './store.ts';
 import { Sweeper } from './sweeper.ts';
 import { TurnMachine } from './turns.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
@@ -53,14 +60,27 @@ export class ConversationEngine {
 
   constructor(deps: EngineDeps) {
     const log = deps.logger.child({ component: 'engine' });
-    this.events = new EventLog(deps.db, log, { flushMs: deps.config.eventFlushMs, flushMax: deps.config.eventFlushMax });
+    this.events = new EventLog(deps.db, log, {
+      flushMs: deps.config.eventFlushMs,
+      flushMax: deps.config.eventFlushMax,
+    });
     this.sandboxTokens = new SandboxTokens(deps.db, deps.config.publicUrl);
     const nodeId = deps.node?.id ?? mintNodeId();
     const bus = deps.bus ?? new EventBus();
     this.#bus = bus;
     this.feeds = new EventFeeds({ db: deps.db, events: this.events, bus, nodeId, logger: log });
     const changed = (accountId: string) => publishConversationsChanged(bus, accountId);
-    this.#c = { d: deps, log, lock: new KeyedLock(), live: new Map(), events: this.events, sandboxTokens: this.sandboxTokens, nodeId, changed, stopped: false };
+    this.#c = {
+      d: deps,
+      log,
+      lock: new KeyedLock(),
+      live: new Map(),
+      events: this.events,
+      sandboxTokens: this.sandboxTokens,
+      nodeId,
+      changed,
+      stopped: false,
+    };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
     parts.turns = new TurnMachine(this.#c, parts);
     parts.asks = new Permissions(this.#c);
@@ -117,7 +137,10 @@ export class ConversationEngine {
 
   async view(row: ConversationWithSandbox): Promise<ConversationView> {
     const s = row.sandbox;
-    return conversationView(row.conversation, s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null);
+    return conversationView(
+      row.conversation,
+      s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null,
+    );
   }
 
   async get(accountId: string, id: string): Promise<EngineResult<ConversationView>> {
@@ -137,7 +160,8 @@ export class ConversationEngine {
 
   /** Marks the conversation read (`last_read_at` now); false when it is not the account's. */
   async markRead(accountId: string, id: string): Promise<EngineResult<void>> {
-    if (!(await markConversationRead(this.#c.d.db, accountId, id))) return refuse('not_found', 'conversation not found');
+    if (!(await markConversationRead(this.#c.d.db, accountId, id)))
+      return refuse('not_found', 'conversation not found');
     this.#c.changed(accountId);
     return accept(undefined);
   }
@@ -157,7 +181,12 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
-    const away = await this.#routed(id, { op: 'prompt', accountId, conversationId: id, text }, TurnIdSchema, this.#promptTimeoutMs);
+    const away = await this.#routed(
+      id,
+      { op: 'prompt', accountId, conversationId: id, text },
+      TurnIdSchema,
+      this.#promptTimeoutMs,
+    );
     return away ?? this.#promptHere(accountId, id, text);
   }
 
@@ -190,15 +219,26 @@ export class ConversationEngine {
           return reply(refuse('conversation_terminated', `the conversation is ${conv.status}; start a new one`));
         }
         if (!conv.agentId) return reply(refuse('no_agent', "the conversation's agent was deleted"));
-        if (live.get(id)?.turn || conv.status === 'running') return reply(refuse('conversation_busy', 'a turn is already running'));
+        if (live.get(id)?.turn || conv.status === 'running')
+          return reply(refuse('conversation_busy', 'a turn is already running'));
         if (row.turnOpen) return reply(refuse('conversation_busy', 'a prompt is already queued'));
         const awake = await this.#p.provisioner.ensureAwake(row);
         if (!awake.ok) return reply(awake);
         // Stored as running at once (one write instead of insert + update); its conversation's
         // counters go with the running mark in TurnMachine.start.
-        const turn = await insertPromptTurn(d.db, { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, startedAt: new Date(), nodeId: this.nodeId, model: awake.value.model });
+        const turn = await insertPromptTurn(d.db, {
+          conversationId: id,
+          turnNumber: conv.turnCount + 1,
+          prompt: text,
+          startedAt: new Date(),
+          nodeId: this.nodeId,
+          model: awake.value.model,
+        });
         // start() marks the conversation's live turn before its first await, so the next prompt is refused as busy.
-        const started = this.#p.turns.start(awake.value, turn, { turnCount: conv.turnCount + 1, ...(conv.firstPrompt ? {} : { firstPrompt: text }) });
+        const started = this.#p.turns.start(awake.value, turn, {
+          turnCount: conv.turnCount + 1,
+          ...(conv.firstPrompt ? {} : { firstPrompt: text }),
+        });
         reply(accept({ turnId: turn.id }));
         await started;
       })
@@ -210,7 +250,10 @@ export class ConversationEngine {
   }
 
   async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
-    return (await this.#routed(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema)) ?? this.#interruptHere(accountId, id);
+    return (
+      (await this.#routed(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema)) ??
+      this.#interruptHere(accountId, id)
+    );
   }
 
   async #interruptHere(accountId: string, id: string): Promise<EngineResult<void>> {
@@ -224,8 +267,17 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- permissions
 
-  async answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
-    const away = await this.#routed(id, { op: 'answer', accountId, conversationId: id, requestId, optionId }, NothingSchema);
+  async answerPermission(
+    accountId: string,
+    id: string,
+    requestId: string,
+    optionId: string,
+  ): Promise<EngineResult<void>> {
+    const away = await this.#routed(
+      id,
+      { op: 'answer', accountId, conversationId: id, requestId, optionId },
+      NothingSchema,
+    );
     return away ?? this.#answerHere(accountId, id, requestId, optionId);
   }
 
@@ -241,7 +293,12 @@ export class ConversationEngine {
    * A command for a conversation another live node drives goes to that node, and its answer is ours;
    * null means this node handles it (it drives the conversation, or nobody alive does).
    */
-  async #routed<T>(id: string, command: EngineCommand, valueSchema: z.ZodType<T>, timeoutMs = COMMAND_TIMEOUT_MS): Promise<EngineResult<T> | null> {
+  async #routed<T>(
+    id: string,
+    command: EngineCommand,
+    valueSchema: z.ZodType<T>,
+    timeoutMs = COMMAND_TIMEOUT_MS,
+  ): Promise<EngineResult<T> | null> {
     const { d, live, nodeId } = this.#c;
     if (!d.link || live.has(id)) return null;
     const owner = await liveOwnerOf(d.db, id, { self: nodeId, expiryMs: d.config.nodeExpiryMs });
@@ -272,7 +329,11 @@ export class ConversationEngine {
     return this.#endings.terminate(accountId, id);
   }
 
-  async rotate(accountId: string, id: string, input: { title?: string; channelId?: string }): Promise<EngineResult<ConversationView>> {
+  async rotate(
+    accountId: string,
+    id: string,
+    input: { title?: string; channelId?: string },
+  ): Promise<EngineResult<ConversationView>> {
     const r = await this.#endings.rotate(accountId, id, input);
     return r.ok ? accept(await this.view(r.value)) : r;
   }

@@ -66,9 +66,15 @@ export interface EngineError {
   readonly status?: number;
 }
 
-export type EngineResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: EngineError };
+export type EngineResult<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly error: EngineError };
 
-export const refuse = (code: EngineErrorCode, message: string, extras?: Readonly<Record<string, unknown>>): { ok: false; error: EngineError } => ({
+export const refuse = (
+  code: EngineErrorCode,
+  message: string,
+  extras?: Readonly<Record<string, unknown>>,
+): { ok: false; error: EngineError } => ({
   ok: false,
   error: extras ? { code, message, extras } : { code, message },
 });

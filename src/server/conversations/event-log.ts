@@ -48,12 +48,26 @@ export class EventLog {
   }
 
   /** A stage event: `data` is its JSON metadata. */
-  stage(conversationId: string, turnId: string | null, stage: string, state: StageState, data: Record<string, unknown> = {}, durationMs?: number): void {
+  stage(
+    conversationId: string,
+    turnId: string | null,
+    stage: string,
+    state: StageState,
+    data: Record<string, unknown> = {},
+    durationMs?: number,
+  ): void {
     this.append(this.stageEvent(conversationId, turnId, stage, state, data, durationMs));
   }
 
   /** A stage event's row, not appended (for `storeWith`). */
-  stageEvent(conversationId: string, turnId: string | null, stage: string, state: StageState, data: Record<string, unknown> = {}, durationMs?: number): NewEvent {
+  stageEvent(
+    conversationId: string,
+    turnId: string | null,
+    stage: string,
+    state: StageState,
+    data: Record<string, unknown> = {},
+    durationMs?: number,
+  ): NewEvent {
     return {
       conversationId,
       turnId,
@@ -67,7 +81,13 @@ export class EventLog {
     };
   }
 
-  output(conversationId: string, turnId: string | null, stream: 'stdout' | 'stderr' | 'acp', data: string, seq?: number): void {
+  output(
+    conversationId: string,
+    turnId: string | null,
+    stream: 'stdout' | 'stderr' | 'acp',
+    data: string,
+    seq?: number,
+  ): void {
     this.append({ conversationId, turnId, kind: 'output', stream, data, ...(seq === undefined ? {} : { seq }) });
   }
 
@@ -164,7 +184,10 @@ export class EventLog {
           try {
             rows.push(...(await insertEvents(this.#db, [ev])));
           } catch (e2) {
-            this.#log.warn({ err: e2 instanceof Error ? e2.message : String(e2), conversation: ev.conversationId }, 'event dropped');
+            this.#log.warn(
+              { err: e2 instanceof Error ? e2.message : String(e2), conversation: ev.conversationId },
+              'event dropped',
+            );
           }
         }
         this.#log.debug({ err: e instanceof Error ? e.message : String(e) }, 'event batch retried row by row');

@@ -42,8 +42,11 @@ export async function insertEvents(db: EngineDb, rows: readonly NewEvent[]): Pro
     RETURNING id`);
   // Either driver's result has `rows`; pg returns a bigserial as a string, PGlite as a number.
   const returned = (result as { rows?: unknown }).rows;
-  const ids = (Array.isArray(returned) ? returned : []).map((r: { id?: unknown }) => Number(r.id)).sort((a, b) => a - b);
-  if (ids.length !== full.length || ids.some((id) => !Number.isSafeInteger(id))) throw new Error(`insertEvents: ${full.length} rows sent, ${ids.length} ids returned`);
+  const ids = (Array.isArray(returned) ? returned : [])
+    .map((r: { id?: unknown }) => Number(r.id))
+    .sort((a, b) => a - b);
+  if (ids.length !== full.length || ids.some((id) => !Number.isSafeInteger(id)))
+    throw new Error(`insertEvents: ${full.length} rows sent, ${ids.length} ids returned`);
   full.forEach((r, i) => (r.id = ids[i]!));
   return full;
 }
@@ -69,7 +72,12 @@ export async function pageEvents(db: EngineDb, conversationId: string, q: EventP
   const where: SQL[] = [eq(events.conversationId, conversationId), gt(events.id, q.after)];
   const streams = streamFilter(q.streams);
   if (streams) where.push(streams);
-  return db.select().from(events).where(and(...where)).orderBy(asc(events.id)).limit(q.limit);
+  return db
+    .select()
+    .from(events)
+    .where(and(...where))
+    .orderBy(asc(events.id))
+    .limit(q.limit);
 }
 
 /**
@@ -97,7 +105,13 @@ export async function permissionWasAsked(db: EngineDb, conversationId: string, r
   const rows = await db
     .select({ id: events.id })
     .from(events)
-    .where(and(eq(events.conversationId, conversationId), eq(events.stage, 'permission'), sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`))
+    .where(
+      and(
+        eq(events.conversationId, conversationId),
+        eq(events.stage, 'permission'),
+        sql`${events.data}::jsonb ->> 'request_id' = ${requestId}`,
+      ),
+    )
     .limit(1);
   return rows.length > 0;
 }
@@ -142,7 +156,12 @@ export async function latestEventId(db: EngineDb): Promise<number> {
  * The stored tool-call lines of some turns before an event id (tool_call, tool_call_update, the permission
  * requests naming a call): what blocks derived from the middle of a conversation merge into.
  */
-export async function toolLinesBefore(db: EngineDb, conversationId: string, turnIds: readonly string[], beforeId: number): Promise<EventRow[]> {
+export async function toolLinesBefore(
+  db: EngineDb,
+  conversationId: string,
+  turnIds: readonly string[],
+  beforeId: number,
+): Promise<EventRow[]> {
   if (turnIds.length === 0) return [];
   return db
     .select()

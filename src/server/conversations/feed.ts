@@ -97,7 +97,14 @@ export class EventFeeds {
     const key = `${scope.kind}:${scope.id}`;
     let feed = this.#feeds.get(key);
     if (!feed) {
-      feed = { scope, subs: new Set(), cursor: 0, queued: false, floor: latestEventId(this.#d.db).catch(() => 0), pulling: Promise.resolve() };
+      feed = {
+        scope,
+        subs: new Set(),
+        cursor: 0,
+        queued: false,
+        floor: latestEventId(this.#d.db).catch(() => 0),
+        pulling: Promise.resolve(),
+      };
       this.#feeds.set(key, feed);
       if (scope.kind === 'account') this.#accountFeeds++;
     }
@@ -167,7 +174,9 @@ export class EventFeeds {
           cursor = page[page.length - 1]!.id;
         }
       })
-      .catch((e: unknown) => this.#d.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'event feed read failed'));
+      .catch((e: unknown) =>
+        this.#d.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'event feed read failed'),
+      );
   }
 
   async #lookup(ids: readonly string[]): Promise<Map<string, string>> {

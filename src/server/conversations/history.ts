@@ -10,10 +10,15 @@ import { getConversation, listTurns, type ConversationWithSandbox } from './stor
 export { CONVERSATION_STATUSES, EVENT_STREAMS } from '../store/conversation-schema.ts';
 
 /** One of the account's conversations with its sandbox; another account's id reads as absent. */
-export const findConversation = (db: EngineDb, accountId: string, id: string): Promise<ConversationWithSandbox | undefined> => getConversation(db, accountId, id);
+export const findConversation = (
+  db: EngineDb,
+  accountId: string,
+  id: string,
+): Promise<ConversationWithSandbox | undefined> => getConversation(db, accountId, id);
 
 /** The conversation's turns, first to last. */
 export const turnsOf = (db: EngineDb, conversationId: string): Promise<Turn[]> => listTurns(db, conversationId);
 
 /** Stored events after a cursor, in id order (optionally only some streams). */
-export const eventPage = (db: EngineDb, conversationId: string, q: EventPageQuery): Promise<EventRow[]> => pageEvents(db, conversationId, q);
+export const eventPage = (db: EngineDb, conversationId: string, q: EventPageQuery): Promise<EventRow[]> =>
+  pageEvents(db, conversationId, q);

@@ -7,7 +7,13 @@ export { ConversationEngine } from './engine.ts';
 export type { CreateConversationInput, EngineDeps } from './engine.ts';
 export type { RunnerDirectory } from '../runners/placement.ts';
 export { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './config.ts';
-export { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineErrorCode, type EngineResult } from './errors.ts';
+export {
+  ENGINE_ERROR_STATUS,
+  ENGINE_RETRY_AFTER,
+  type EngineError,
+  type EngineErrorCode,
+  type EngineResult,
+} from './errors.ts';
 export { conversationTag, taggedArgv } from './agent-process.ts';
 export { RUNTIME_SPECS, modelProblem } from '../agents/runtimes.ts';
 export type { ConversationView, EventView, TurnView } from './views.ts';

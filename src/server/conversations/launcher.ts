@@ -64,7 +64,11 @@ export class Launcher {
     const minute = (t: number) => Math.floor(t / 60_000);
     if (minute(Date.now()) !== minute(opened)) return;
     const wait = (minute(opened) + 1) * 60_000 - Date.now() + 1_000;
-    this.c.events.stage(conv.id, null, 'session', 'started', { event: 'load_delayed', reason: 'gemini_same_minute_load', delay_ms: wait });
+    this.c.events.stage(conv.id, null, 'session', 'started', {
+      event: 'load_delayed',
+      reason: 'gemini_same_minute_load',
+      delay_ms: wait,
+    });
     await new Promise((r) => setTimeout(r, wait));
   }
 
@@ -76,15 +80,29 @@ export class Launcher {
    * Spawns the agent, `initialize`, then `session/load` of the stored session when the agent can
    * (else `session/new`, announced as a session reset when a session existed). Registers the Live.
    */
-  async launch(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, resumeSessionId: string | null, model: string, plan: LaunchPlan | null): Promise<Launched> {
+  async launch(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    adapter: SandboxAdapter,
+    handle: Handle,
+    resumeSessionId: string | null,
+    model: string,
+    plan: LaunchPlan | null,
+  ): Promise<Launched> {
     const spec = RUNTIME_SPECS[conv.runtime];
     const delivered = await this.delivery(conv.accountId, conv.runtime, model);
     if (!delivered.ok) return { ok: false, error: delivered.error.message };
     const delivery = delivered.value;
-    const configured = new Map(plan?.steps.flatMap((st) => (st.name === 'configuration' ? st.files.map((f) => [f.path, f.content] as const) : [])));
+    const configured = new Map(
+      plan?.steps.flatMap((st) =>
+        st.name === 'configuration' ? st.files.map((f) => [f.path, f.content] as const) : [],
+      ),
+    );
     for (const f of delivery.files) {
       const content = mergeRuntimeFile(configured.get(`${spec.home}/${f.path}`), f.content);
-      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(content), { mode: 0o600 });
+      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(content), {
+        mode: 0o600,
+      });
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
     }
     const live = newLive(conv, sandbox.id, adapter, handle, model);
@@ -121,46 +139,79 @@ export class Launcher {
       return { ok: false, error: what };
     };
     const timeout = this.c.d.config.acpCallTimeoutMs;
-    const timedOut = (method: string) => () => ({ ok: false as const, error: { code: 'acp_closed' as const, message: `${method} got no reply within ${timeout} ms` } });
+    const timedOut = (method: string) => () => ({
+      ok: false as const,
+      error: { code: 'acp_closed' as const, message: `${method} got no reply within ${timeout} ms` },
+    });
     const init = await withTimeout(proc.client.initialize(), timeout, timedOut('initialize'));
     if (!init.ok) return fail(`ACP initialize failed: ${init.error.message}`);
 
     const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
     if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
 
-    const mcpServers = [...platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities), ...(plan?.mcpSession ?? [])];
+    const mcpServers = [
+      ...platformMcpServers(conv, this.c.sandboxTokens.baseUrl, token, init.value.agentCapabilities),
+      ...(plan?.mcpSession ?? []),
+    ];
     let sessionId: string | null = null;
     let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
       await this.#outwaitSameMinuteLoad(conv);
-      const loaded = await withTimeout(proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }), timeout, timedOut('session/load'));
+      const loaded = await withTimeout(
+        proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }),
+        timeout,
+        timedOut('session/load'),
+      );
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;
-      }
-      else this.c.log.info({ conversation: conv.id, err: loaded.error.message }, 'session/load failed; starting a new session');
+      } else
+        this.c.log.info(
+          { conversation: conv.id, err: loaded.error.message },
+          'session/load failed; starting a new session',
+        );
     }
     if (!sessionId) {
-      const created = await withTimeout(proc.client.newSession({ cwd: cwd.value, mcpServers }), timeout, timedOut('session/new'));
+      const created = await withTimeout(
+        proc.client.newSession({ cwd: cwd.value, mcpServers }),
+        timeout,
+        timedOut('session/new'),
+      );
       if (!created.ok) return fail(`ACP session/new failed: ${created.error.message}`);
       sessionId = created.value.sessionId;
       this.#sessionOpenedAt.set(conv.id, Date.now());
       configOptions = created.value.configOptions;
       if (resumeSessionId) {
-        this.c.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_session', detail: 'the agent could not load the previous session' });
+        this.c.events.stage(conv.id, null, 'session', 'done', {
+          event: 'reset',
+          reason: 'fresh_session',
+          detail: 'the agent could not load the previous session',
+        });
       }
     }
     const pick = spec.modelOption ? modelOptionToSet(configOptions, model, delivery.modelId) : null;
     if (pick) {
-      const set = await withTimeout(proc.client.setConfigOption('model', pick), timeout, timedOut('session/set_config_option'));
+      const set = await withTimeout(
+        proc.client.setConfigOption('model', pick),
+        timeout,
+        timedOut('session/set_config_option'),
+      );
       // The runtime's env or config already names the model; the option only keeps the adapter's picker in step.
-      if (!set.ok) this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
+      if (!set.ok)
+        this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
     }
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();
-    const agentSessionId = priv && typeof priv === 'object' && typeof (priv as { sessionId?: unknown }).sessionId === 'string' ? (priv as { sessionId: string }).sessionId : null;
+    const agentSessionId =
+      priv && typeof priv === 'object' && typeof (priv as { sessionId?: unknown }).sessionId === 'string'
+        ? (priv as { sessionId: string }).sessionId
+        : null;
     // The node running the agent is where commands for the conversation go (commands.ts).
-    await updateConversation(this.c.d.db, conv.id, { runtimeSessionId: sessionId, acpNextId: proc.client.nextRequestId, nodeId: this.c.nodeId });
+    await updateConversation(this.c.d.db, conv.id, {
+      runtimeSessionId: sessionId,
+      acpNextId: proc.client.nextRequestId,
+      nodeId: this.c.nodeId,
+    });
     await updateSandbox(this.c.d.db, sandbox.id, { agentSessionId });
     this.c.live.set(conv.id, live);
     return { ok: true, value: live };
@@ -175,9 +226,13 @@ export class Launcher {
       acp: {
         onMessage: (raw, m, ctx) => this.#onAcpLine(live, raw, m, ctx),
         onNotification: (n, ctx) => this.#onUpdate(live, n, ctx),
-        onPermissionRequest: (held) => void this.p.asks.request(live, proc, held).catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
+        onPermissionRequest: (held) =>
+          void this.p.asks
+            .request(live, proc, held)
+            .catch((e) => this.c.log.error({ err: e }, 'permission handling failed')),
         onProblem: (pr) => {
-          if (pr.code === 'acp_not_json' && pr.raw !== undefined) this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', pr.raw, pr.seq);
+          if (pr.code === 'acp_not_json' && pr.raw !== undefined)
+            this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stdout', pr.raw, pr.seq);
         },
       },
       onStderr: (text, ordinal) => {
@@ -207,14 +262,19 @@ export class Launcher {
     const tool = toolFieldsOf(u);
     if (tool) live.tools.apply(tool);
     else if (u.sessionUpdate === 'usage_update' && live.turn) {
-      live.turn.reported = { context: { used: u.used, size: u.size }, ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}) };
+      live.turn.reported = {
+        context: { used: u.used, size: u.size },
+        ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}),
+      };
     } else if (u.sessionUpdate === 'session_info_update' && u.title && u.title.trim() !== '') {
       const title = u.title.trim().slice(0, 120);
       void setAgentTitle(this.c.d.db, live.conversationId, title)
         .then((retitled) => {
           if (retitled) this.c.changed(live.accountId);
         })
-        .catch((e) => this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'));
+        .catch((e) =>
+          this.c.log.warn({ err: e, conversation: live.conversationId }, 'storing the session title failed'),
+        );
     }
   }
 
@@ -254,11 +314,17 @@ export class Launcher {
   }
 
   /** Ends superseded agent processes of this conversation where they outlive their connection (agents exit when stdin closes). */
-  async reapAgents(adapter: SandboxAdapter, handle: Handle, conversationId: string, keep: string | null): Promise<void> {
+  async reapAgents(
+    adapter: SandboxAdapter,
+    handle: Handle,
+    conversationId: string,
+    keep: string | null,
+  ): Promise<void> {
     if (!this.c.d.placement.detachable(adapter.provider)) return;
     const list = await adapter.listSessions(handle);
     if (!list.ok) return;
-    for (const s of runningSessionsOf(list.value, conversationId)) if (s.id !== keep) await this.reapSession(adapter, handle, s.id);
+    for (const s of runningSessionsOf(list.value, conversationId))
+      if (s.id !== keep) await this.reapSession(adapter, handle, s.id);
   }
 
   async reapSession(adapter: SandboxAdapter, handle: Handle, sessionId: string): Promise<void> {

@@ -10,4 +10,7 @@ export const MESSAGE_LIMIT = 200_000;
 export const messageField = z
   .string({ error: 'prompt is required' })
   .min(1, 'Write a message first.')
-  .max(MESSAGE_LIMIT, `A message is limited to ${MESSAGE_LIMIT.toLocaleString('en-US')} characters; send a long text as a file in the conversation's computer, or in parts.`);
+  .max(
+    MESSAGE_LIMIT,
+    `A message is limited to ${MESSAGE_LIMIT.toLocaleString('en-US')} characters; send a long text as a file in the conversation's computer, or in parts.`,
+  );

@@ -42,7 +42,10 @@ export interface ListingPage {
 }
 
 /** PostgreSQL's text form of a timestamptz: the cursor keeps its microseconds, which a JS Date would drop. */
-const cursorSchema = z.tuple([z.string().regex(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/), z.string().uuid()]);
+const cursorSchema = z.tuple([
+  z.string().regex(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?[+-]\d\d(:\d\d)?$/),
+  z.string().uuid(),
+]);
 
 /** `<time>_<id>`: opaque to the page, readable in a URL. */
 export function decodeCursor(cursor: string): { at: string; id: string } | null {
@@ -65,7 +68,10 @@ function pageWhere(accountId: string, f: ListingFilter): SQL {
   if (q) where.push(or(ilike(conversations.title, likePattern(q)), ilike(conversations.firstPrompt, likePattern(q)))!);
   if (f.unread) where.push(UNREAD);
   const after = f.after ? decodeCursor(f.after) : null;
-  if (after) where.push(sql`(${conversations.lastActiveAt}, ${conversations.id}) < (${after.at}::timestamptz, ${after.id}::uuid)`);
+  if (after)
+    where.push(
+      sql`(${conversations.lastActiveAt}, ${conversations.id}) < (${after.at}::timestamptz, ${after.id}::uuid)`,
+    );
   return and(...where)!;
 }
 
@@ -117,13 +123,20 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
   );
   const { page, next } = cut(rows, f.limit);
   return {
-    rows: page.map(({ lastReadAt, cursorAt: _, ...r }) => ({ ...r, unread: lastReadAt === null || r.lastActiveAt > lastReadAt })),
+    rows: page.map(({ lastReadAt, cursorAt: _, ...r }) => ({
+      ...r,
+      unread: lastReadAt === null || r.lastActiveAt > lastReadAt,
+    })),
     next,
   };
 }
 
 /** The same page as whole rows with their sandboxes, for the API's paged `GET /api/conversations`. */
-export async function listConversationRowsPage(db: EngineDb, accountId: string, f: ListingFilter): Promise<{ rows: ConversationWithSandbox[]; next: string | null }> {
+export async function listConversationRowsPage(
+  db: EngineDb,
+  accountId: string,
+  f: ListingFilter,
+): Promise<{ rows: ConversationWithSandbox[]; next: string | null }> {
   const rows = await inIndexOrder(db, (tx) =>
     tx
       .select({ conversation: conversations, sandbox: sandboxes, cursorAt, id: conversations.id })
@@ -139,7 +152,10 @@ export async function listConversationRowsPage(db: EngineDb, accountId: string, 
 
 /** The account's conversation count, for the page header; cheap with the account index. */
 export async function countConversations(db: EngineDb, accountId: string): Promise<number> {
-  const [r] = await db.select({ n: sql<number>`count(*)::int` }).from(conversations).where(eq(conversations.accountId, accountId));
+  const [r] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(conversations)
+    .where(eq(conversations.accountId, accountId));
   return r?.n ?? 0;
 }
 

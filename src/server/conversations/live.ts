@@ -118,7 +118,13 @@ export interface EngineCore {
   stopped: boolean;
 }
 
-export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdapter, handle: Handle, model: string): Live {
+export function newLive(
+  c: Conversation,
+  sandboxId: string,
+  adapter: SandboxAdapter,
+  handle: Handle,
+  model: string,
+): Live {
   return {
     conversationId: c.id,
     accountId: c.accountId,
@@ -135,7 +141,12 @@ export function newLive(c: Conversation, sandboxId: string, adapter: SandboxAdap
   };
 }
 
-export function newActiveTurn(t: Turn, startedAt: number, driver: AgentProcess | null, lastHeardAt = startedAt): ActiveTurn {
+export function newActiveTurn(
+  t: Turn,
+  startedAt: number,
+  driver: AgentProcess | null,
+  lastHeardAt = startedAt,
+): ActiveTurn {
   return {
     id: t.id,
     number: t.turnNumber,

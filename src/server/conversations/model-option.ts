@@ -8,7 +8,11 @@
 import type { SessionConfigOption } from '@agentclientprotocol/sdk';
 
 /** The value to set, or null when the option is absent, already current, or does not list the model. */
-export function modelOptionToSet(options: readonly SessionConfigOption[] | null | undefined, model: string, modelId: string): string | null {
+export function modelOptionToSet(
+  options: readonly SessionConfigOption[] | null | undefined,
+  model: string,
+  modelId: string,
+): string | null {
   const opt = options?.find((o) => o.id === 'model' || o.category === 'model');
   if (!opt || opt.type !== 'select') return null;
   const values = opt.options.flatMap((o) => ('options' in o ? o.options : [o])).map((o) => o.value);

@@ -31,7 +31,8 @@ function httpStatusOf(info: unknown): number | null {
   if (info === 'unauthorized') return 401;
   if (!info || typeof info !== 'object') return null;
   for (const v of Object.values(info)) {
-    if (v && typeof v === 'object' && typeof (v as { httpStatusCode?: unknown }).httpStatusCode === 'number') return (v as { httpStatusCode: number }).httpStatusCode;
+    if (v && typeof v === 'object' && typeof (v as { httpStatusCode?: unknown }).httpStatusCode === 'number')
+      return (v as { httpStatusCode: number }).httpStatusCode;
   }
   return null;
 }

@@ -49,7 +49,11 @@ export class Permissions {
         option_id: outcome.outcome === 'selected' ? outcome.optionId : null,
       });
       const sent = await proc.client.answerPermission(held.id, outcome);
-      if (!sent.ok) this.c.log.warn({ conversation: live.conversationId, err: sent.error.message }, 'the automatic permission answer did not reach the agent');
+      if (!sent.ok)
+        this.c.log.warn(
+          { conversation: live.conversationId, err: sent.error.message },
+          'the automatic permission answer did not reach the agent',
+        );
       return;
     }
     const askedAt = new Date();
@@ -61,7 +65,13 @@ export class Permissions {
       options: params.options.map((o) => ({ option_id: o.optionId, name: o.name, kind: o.kind })),
       asked_at: askedAt.toISOString(),
     };
-    const timer = setTimeout(() => void this.resolve(live, requestId, 'timeout').catch((e) => this.c.log.error({ err: e }, 'permission timeout failed')), this.c.d.config.askTimeoutMs);
+    const timer = setTimeout(
+      () =>
+        void this.resolve(live, requestId, 'timeout').catch((e) =>
+          this.c.log.error({ err: e }, 'permission timeout failed'),
+        ),
+      this.c.d.config.askTimeoutMs,
+    );
     turn.ask = { requestId, acpId: held.id, options: params.options, timer };
     await updateTurn(this.c.d.db, turn.id, { pendingPermission: pending });
     this.c.events.stage(live.conversationId, turn.id, 'permission', 'started', {
@@ -75,14 +85,25 @@ export class Permissions {
   }
 
   /** A client's answer to the held ask of the conversation this node drives. */
-  async answer(live: Live | undefined, conversationId: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+  async answer(
+    live: Live | undefined,
+    conversationId: string,
+    requestId: string,
+    optionId: string,
+  ): Promise<EngineResult<void>> {
     if (live?.turn?.recovery) {
-      return refuse('runner_offline', "The sandbox's runner is reconnecting; answer again once it is back (the request keeps its deadline).");
+      return refuse(
+        'runner_offline',
+        "The sandbox's runner is reconnecting; answer again once it is back (the request keeps its deadline).",
+      );
     }
     const ask = live?.turn?.ask;
     if (!live || !ask || ask.requestId !== requestId) {
       if (live?.resolved.has(requestId) || (await permissionWasAsked(this.c.d.db, conversationId, requestId))) {
-        return refuse('permission_request_resolved', 'the permission request was already answered, timed out, or its turn ended');
+        return refuse(
+          'permission_request_resolved',
+          'the permission request was already answered, timed out, or its turn ended',
+        );
       }
       return refuse('not_found', 'permission request not found');
     }
@@ -90,7 +111,9 @@ export class Permissions {
       return refuse('unknown_option', `option_id must be one of: ${ask.options.map((o) => o.optionId).join(', ')}`);
     }
     const done = await this.resolve(live, requestId, { optionId });
-    return done ? accept(undefined) : refuse('permission_request_resolved', 'the permission request was already resolved');
+    return done
+      ? accept(undefined)
+      : refuse('permission_request_resolved', 'the permission request was already resolved');
   }
 
   /** Resolves the held ask (asking → running): answered with an option, timed out (denied), or cancelled by an interrupt. */
@@ -101,7 +124,12 @@ export class Permissions {
     clearTimeout(ask.timer);
     turn.ask = null;
     live.resolved.add(requestId);
-    const outcome = typeof how === 'object' ? { outcome: 'selected' as const, optionId: how.optionId } : how === 'timeout' ? denyOutcome(ask.options) : { outcome: 'cancelled' as const };
+    const outcome =
+      typeof how === 'object'
+        ? { outcome: 'selected' as const, optionId: how.optionId }
+        : how === 'timeout'
+          ? denyOutcome(ask.options)
+          : { outcome: 'cancelled' as const };
     // Recorded before the agent hears the answer: its reaction (even the end of the turn) must follow
     // the permission's end in the event log, however fast the agent replies.
     await updateTurn(this.c.d.db, turn.id, { pendingPermission: null });
@@ -112,7 +140,11 @@ export class Permissions {
     });
     if (how !== 'cancelled') {
       const sent = await live.proc?.client.answerPermission(ask.acpId, outcome);
-      if (sent && !sent.ok) this.c.log.warn({ conversation: live.conversationId, err: sent.error.message }, 'the permission answer did not reach the agent');
+      if (sent && !sent.ok)
+        this.c.log.warn(
+          { conversation: live.conversationId, err: sent.error.message },
+          'the permission answer did not reach the agent',
+        );
     }
     await updateConversation(this.c.d.db, live.conversationId, { lastActiveAt: new Date() });
     return true;
@@ -125,7 +157,13 @@ export class Permissions {
     if (!pending || pending.acp_id === null) return;
     const requestId = pending.request_id;
     const remaining = permissionRemainingMs(pending, this.c.d.config.askTimeoutMs, Date.now());
-    const timer = setTimeout(() => void this.resolve(live, requestId, 'timeout').catch((e) => this.c.log.error({ err: e }, 'permission timeout failed')), remaining);
+    const timer = setTimeout(
+      () =>
+        void this.resolve(live, requestId, 'timeout').catch((e) =>
+          this.c.log.error({ err: e }, 'permission timeout failed'),
+        ),
+      remaining,
+    );
     turn.ask = { requestId, acpId: pending.acp_id, options: storedOptions(pending), timer };
   }
 }

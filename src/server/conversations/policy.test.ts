@@ -48,5 +48,4 @@ describe('permission policy', () => {
     assert.deepEqual(denyOutcome(options), { outcome: 'selected', optionId: 'r1' });
     assert.deepEqual(denyOutcome(options.slice(0, 2)), { outcome: 'cancelled' });
   });
-
 });

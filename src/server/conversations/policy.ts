@@ -5,7 +5,18 @@
 import type { PermissionOption, RequestPermissionOutcome } from '@agentclientprotocol/sdk';
 import { VERDICTS, type PermissionPolicy, type Verdict } from '../store/conversation-schema.ts';
 
-export const TOOL_KINDS = ['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'] as const;
+export const TOOL_KINDS = [
+  'read',
+  'edit',
+  'delete',
+  'move',
+  'search',
+  'execute',
+  'think',
+  'fetch',
+  'switch_mode',
+  'other',
+] as const;
 
 /** What a tool call is called, as far as the agent said. */
 export interface ToolIdentity {
@@ -29,7 +40,13 @@ function entry(policy: PermissionPolicy, key: string | null | undefined): Verdic
 
 /** The first key the policy has decides: the runtime's tool name, the title, the kind, then `default`. */
 export function verdictFor(policy: PermissionPolicy, tool: ToolIdentity): Verdict {
-  return entry(policy, tool.toolName) ?? entry(policy, tool.title) ?? entry(policy, tool.kind) ?? entry(policy, 'default') ?? 'auto_allow';
+  return (
+    entry(policy, tool.toolName) ??
+    entry(policy, tool.title) ??
+    entry(policy, tool.kind) ??
+    entry(policy, 'default') ??
+    'auto_allow'
+  );
 }
 
 /**
@@ -55,15 +72,18 @@ export const STRICTNESS: Readonly<Record<Verdict, number>> = { auto_allow: 0, as
  * does. Every lookup path is tried: each title either policy names (and none), with each ACP kind (and none).
  */
 export function loosening(child: PermissionPolicy, parent: PermissionPolicy): string | null {
-  const titles: Array<string | null> = [null, ...new Set([...Object.keys(child), ...Object.keys(parent)].filter((k) => k !== 'default'))];
+  const titles: Array<string | null> = [
+    null,
+    ...new Set([...Object.keys(child), ...Object.keys(parent)].filter((k) => k !== 'default')),
+  ];
   const kinds: Array<string | null> = [null, ...TOOL_KINDS];
   for (const title of titles) {
     for (const kind of kinds) {
       const c = verdictFor(child, { toolName: title, title, kind });
       const p = verdictFor(parent, { toolName: title, title, kind });
-      if (STRICTNESS[c] < STRICTNESS[p]) return `${title ?? kind ?? 'default'} would be ${c}, where the parent's policy says ${p}`;
+      if (STRICTNESS[c] < STRICTNESS[p])
+        return `${title ?? kind ?? 'default'} would be ${c}, where the parent's policy says ${p}`;
     }
   }
   return null;
 }
-

@@ -42,11 +42,18 @@ describe('a prompt is answered once its turn is stored (real PostgreSQL, real ru
     });
     await holding;
     try {
-      const answered = await Promise.race([engine.prompt(accountId, id, 'recall'), new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 20_000))]);
+      const answered = await Promise.race([
+        engine.prompt(accountId, id, 'recall'),
+        new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 20_000)),
+      ]);
       assert.notEqual(answered, 'waiting', 'the prompt waited for the conversation row');
       assert.ok(answered !== 'waiting' && answered.ok, JSON.stringify(answered));
       const turnId = answered.value.turnId;
-      assert.deepEqual((await listTurns(db, id)).map((t) => [t.id, t.status]).at(-1), [turnId, 'running'], 'the turn is stored when the answer comes');
+      assert.deepEqual(
+        (await listTurns(db, id)).map((t) => [t.id, t.status]).at(-1),
+        [turnId, 'running'],
+        'the turn is stored when the answer comes',
+      );
       assert.ok(engine.busy(id));
       const again = await engine.prompt(accountId, id, 'recall');
       assert.equal(!again.ok && again.error.code, 'conversation_busy');

@@ -13,7 +13,7 @@ export interface PrepareOptions {
   readonly installTimeoutMs: number;
 }
 
-const INSTRUCTIONS_HEADER = '<!-- Written by Fountain from the agent\'s system prompt. -->\n\n';
+const INSTRUCTIONS_HEADER = "<!-- Written by Fountain from the agent's system prompt. -->\n\n";
 const encoder = new TextEncoder();
 
 const tail = (bytes: Uint8Array, max = 400): string => {
@@ -27,7 +27,9 @@ export async function prepareSandbox(
   spec: RuntimeSpec,
   opts: PrepareOptions,
 ): Promise<{ ok: true } | { ok: false; reason: string }> {
-  const envFile = await adapter.writeFile(handle, `${SANDBOX_HOME}/.env`, encoder.encode(dotenv(opts.env)), { mode: 0o600 });
+  const envFile = await adapter.writeFile(handle, `${SANDBOX_HOME}/.env`, encoder.encode(dotenv(opts.env)), {
+    mode: 0o600,
+  });
   if (!envFile.ok) return { ok: false, reason: `writing ${SANDBOX_HOME}/.env failed: ${describeError(envFile.error)}` };
 
   if (opts.system.trim() !== '') {
@@ -36,19 +38,35 @@ export async function prepareSandbox(
   }
 
   if (spec.workspace) {
-    const r = await adapter.exec(handle, 'sh', ['-c', `mkdir -p '${spec.workspace}' && cd '${spec.workspace}' && (test -d .git || git init -q)`], {
-      timeoutMs: 30_000,
-      stderrToStdout: true,
-    });
+    const r = await adapter.exec(
+      handle,
+      'sh',
+      ['-c', `mkdir -p '${spec.workspace}' && cd '${spec.workspace}' && (test -d .git || git init -q)`],
+      {
+        timeoutMs: 30_000,
+        stderrToStdout: true,
+      },
+    );
     if (!r.ok) return { ok: false, reason: `preparing the workspace failed: ${describeError(r.error)}` };
-    if (r.value.exitCode !== 0) return { ok: false, reason: `preparing the workspace exited ${r.value.exitCode}: ${tail(r.value.output)}` };
+    if (r.value.exitCode !== 0)
+      return { ok: false, reason: `preparing the workspace exited ${r.value.exitCode}: ${tail(r.value.output)}` };
   }
 
   if (spec.install) {
-    const r = await adapter.exec(handle, 'sh', ['-c', installScript(spec.install)], { timeoutMs: opts.installTimeoutMs, stderrToStdout: true });
-    if (!r.ok) return { ok: false, reason: `installing ${spec.install.pkg}@${spec.install.version} failed: ${describeError(r.error)}` };
+    const r = await adapter.exec(handle, 'sh', ['-c', installScript(spec.install)], {
+      timeoutMs: opts.installTimeoutMs,
+      stderrToStdout: true,
+    });
+    if (!r.ok)
+      return {
+        ok: false,
+        reason: `installing ${spec.install.pkg}@${spec.install.version} failed: ${describeError(r.error)}`,
+      };
     if (r.value.exitCode !== 0) {
-      return { ok: false, reason: `installing ${spec.install.pkg}@${spec.install.version} exited ${r.value.exitCode}: ${tail(r.value.output)}` };
+      return {
+        ok: false,
+        reason: `installing ${spec.install.pkg}@${spec.install.version} exited ${r.value.exitCode}: ${tail(r.value.output)}`,
+      };
     }
   }
 

@@ -16,7 +16,17 @@ import type { EngineCore, EngineParts, Live } from './live.ts';
 import { STRICTNESS, loosening, verdictFor } from './policy.ts';
 import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
-import { getConversationById, insertConversation, insertSandbox, insertTurn, openTurns, updateConversation, updateSandbox, updateTurn, type ConversationWithSandbox } from './store.ts';
+import {
+  getConversationById,
+  insertConversation,
+  insertSandbox,
+  insertTurn,
+  openTurns,
+  updateConversation,
+  updateSandbox,
+  updateTurn,
+  type ConversationWithSandbox,
+} from './store.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
@@ -62,9 +72,14 @@ export class Provisioner {
     if (!policy.ok) return policy;
     if (input.parentId !== undefined) {
       const parent = await getConversationById(db, input.parentId);
-      if (!parent || parent.conversation.accountId !== accountId) return refuse('not_found', 'the parent conversation is gone');
+      if (!parent || parent.conversation.accountId !== accountId)
+        return refuse('not_found', 'the parent conversation is gone');
       const looser = loosening(policy.value, parent.conversation.permissionPolicy);
-      if (looser) return refuse('permission_policy_widens', `a sandbox's child conversation may not be looser than its own: ${looser}`);
+      if (looser)
+        return refuse(
+          'permission_policy_widens',
+          `a sandbox's child conversation may not be looser than its own: ${looser}`,
+        );
     }
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
     const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
@@ -74,13 +89,32 @@ export class Provisioner {
     const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
     const name = await this.c.d.placement.mint(accountId, provider, agent.runnerId);
     // A new conversation cannot wait for its pinned runner: 409 (a conflict with the agent's pin), not the 503 a parked one answers.
-    if (!name.ok) return name.error.code === 'runner_offline' ? { ok: false, error: { ...name.error, status: 409 } } : name;
-    const refused = await checkBrokerage(db, accountId, registry.adapterFor(provider), name.value, config.brokerAllowUnenforced, chosen.value.limited);
+    if (!name.ok)
+      return name.error.code === 'runner_offline' ? { ok: false, error: { ...name.error, status: 409 } } : name;
+    const refused = await checkBrokerage(
+      db,
+      accountId,
+      registry.adapterFor(provider),
+      name.value,
+      config.brokerAllowUnenforced,
+      chosen.value.limited,
+    );
     if (refused) {
       // The refusal is recorded on a failed conversation so its stage event has a home; no sandbox is created.
       const row = await insertConversation(
         db,
-        { accountId, agentId: agent.id, title: input.title ?? null, firstPrompt: input.prompt ?? null, status: 'failed', failureReason: refused.reason, runtime: agent.runtime, permissionPolicy: policy.value, source: 'api', environmentId: input.environmentId ?? null },
+        {
+          accountId,
+          agentId: agent.id,
+          title: input.title ?? null,
+          firstPrompt: input.prompt ?? null,
+          status: 'failed',
+          failureReason: refused.reason,
+          runtime: agent.runtime,
+          permissionPolicy: policy.value,
+          source: 'api',
+          environmentId: input.environmentId ?? null,
+        },
         { provider, name: name.value, status: 'failed' },
       );
       this.#publishRefusal(row.conversation.id, refused);
@@ -110,7 +144,14 @@ export class Provisioner {
       { provider, name: name.value, status: 'starting' },
     );
     const conv = row.conversation;
-    if (input.prompt) await insertTurn(db, { conversationId: conv.id, turnNumber: 1, prompt: input.prompt, status: 'pending', nodeId: this.c.nodeId });
+    if (input.prompt)
+      await insertTurn(db, {
+        conversationId: conv.id,
+        turnNumber: 1,
+        prompt: input.prompt,
+        status: 'pending',
+        nodeId: this.c.nodeId,
+      });
     this.c.changed(accountId);
     this.#start(conv, row.sandbox!, agent);
     return accept(row);
@@ -126,21 +167,31 @@ export class Provisioner {
    * The environment a launch uses (the override, else the agent's) and, when it limits the network,
    * its name for the gate. An override must be the account's and pass the agent's allowed_environment_ids.
    */
-  async #chooseEnvironment(accountId: string, agent: Agent, override: string | undefined): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
+  async #chooseEnvironment(
+    accountId: string,
+    agent: Agent,
+    override: string | undefined,
+  ): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
     const envs = this.c.d.environments;
     if (override !== undefined) {
       const allowed = agent.allowedEnvironmentIds;
       const env = envs ? await envs.get(accountId, override) : undefined;
       if (!env) return refuse('environment_not_found', `environment ${override} not found`);
       if (allowed !== null && !allowed.includes(override) && override !== agent.environmentId) {
-        return refuse('environment_not_allowed', `agent ${agent.name} does not allow environment ${env.name} (see its allowed_environment_ids)`);
+        return refuse(
+          'environment_not_allowed',
+          `agent ${agent.name} does not allow environment ${env.name} (see its allowed_environment_ids)`,
+        );
       }
       return accept({ id: env.id, limited: env.networkingType === 'limited' ? env.name : null });
     }
     return this.#limitedOf(accountId, agent.environmentId);
   }
 
-  async #limitedOf(accountId: string, environmentId: string | null): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
+  async #limitedOf(
+    accountId: string,
+    environmentId: string | null,
+  ): Promise<EngineResult<{ id: string | null; limited: string | null }>> {
     if (!environmentId || !this.c.d.environments) return accept({ id: null, limited: null });
     const env = await this.c.d.environments.get(accountId, environmentId);
     return accept({ id: env?.id ?? null, limited: env?.networkingType === 'limited' ? env.name : null });
@@ -161,7 +212,14 @@ export class Provisioner {
   }
 
   /** Runs the environment's steps (all of them, or on a woken sandbox those whose input changed) and records what ran. */
-  async #applySteps(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, plan: LaunchPlan, previous: Record<string, string> | null): Promise<{ ok: true; ran: StepName[] } | BringUpFailure> {
+  async #applySteps(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    adapter: SandboxAdapter,
+    handle: Handle,
+    plan: LaunchPlan,
+    previous: Record<string, string> | null,
+  ): Promise<{ ok: true; ran: StepName[] } | BringUpFailure> {
     const r = await runSteps({
       adapter,
       handle,
@@ -183,21 +241,39 @@ export class Provisioner {
   /** What is stored and shown of a failure: capped, with the whole text in the log. */
   #storedReason(conversationId: string, text: string): string {
     const reason = capReason(text);
-    if (reason !== text) this.c.log.warn({ conversation: conversationId, reason: text }, 'provisioning failed (the stored reason is capped)');
+    if (reason !== text)
+      this.c.log.warn(
+        { conversation: conversationId, reason: text },
+        'provisioning failed (the stored reason is capped)',
+      );
     return reason;
   }
 
   #publishRefusal(conversationId: string, r: BrokerageRefusal): void {
-    this.c.events.stage(conversationId, null, 'network', 'failed', { type: r.type, provider: r.provider, reason: r.reason, message: r.message });
+    this.c.events.stage(conversationId, null, 'network', 'failed', {
+      type: r.type,
+      provider: r.provider,
+      reason: r.reason,
+      message: r.message,
+    });
     this.c.events.stage(conversationId, null, 'provision', 'failed', { reason: r.reason });
   }
 
-  #effectivePolicy(agentPolicy: PermissionPolicy, launch: PermissionPolicy | undefined): EngineResult<PermissionPolicy> {
+  #effectivePolicy(
+    agentPolicy: PermissionPolicy,
+    launch: PermissionPolicy | undefined,
+  ): EngineResult<PermissionPolicy> {
     if (!launch) return accept(agentPolicy);
     for (const [key, verdict] of Object.entries(launch)) {
-      const base = key === 'default' ? verdictFor(agentPolicy, {}) : verdictFor(agentPolicy, { toolName: key, title: key, kind: key });
+      const base =
+        key === 'default'
+          ? verdictFor(agentPolicy, {})
+          : verdictFor(agentPolicy, { toolName: key, title: key, kind: key });
       if (STRICTNESS[verdict] < STRICTNESS[base]) {
-        return refuse('permission_policy_widens', `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`);
+        return refuse(
+          'permission_policy_widens',
+          `permission_policy may only narrow the agent's: ${key} is ${base} on the agent`,
+        );
       }
     }
     return accept({ ...agentPolicy, ...launch });
@@ -213,7 +289,12 @@ export class Provisioner {
   }
 
   /** The fresh provision of §14.1; a failure destroys what it created and fails the conversation. */
-  async #provision(conv: Conversation, sandbox: SandboxRow, agent: Agent, state: { cancelled: boolean }): Promise<void> {
+  async #provision(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    agent: Agent,
+    state: { cancelled: boolean },
+  ): Promise<void> {
     const db = this.c.d.db;
     const t0 = Date.now();
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider: sandbox.provider, name: sandbox.name });
@@ -227,7 +308,14 @@ export class Provisioner {
       await updateSandbox(db, sandbox.id, { status: 'failed' });
       await updateConversation(db, conv.id, { status: 'failed', failureReason: reason });
       this.c.changed(conv.accountId);
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      this.c.events.stage(
+        conv.id,
+        null,
+        'provision',
+        'failed',
+        { reason, ...(r.step ? { step: r.step } : {}) },
+        Date.now() - t0,
+      );
       for (const t of await openTurns(db, conv.id)) {
         await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
       }
@@ -253,7 +341,8 @@ export class Provisioner {
     const handle = created.value;
     const destroy = async (error: string, step?: StepName): Promise<BringUpFailure> => {
       const d = await adapter.destroy(handle);
-      if (!d.ok) this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
+      if (!d.ok)
+        this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
       return { ok: false, error, step };
     };
     if (cancelled()) return destroy('terminated while provisioning');
@@ -285,17 +374,24 @@ export class Provisioner {
     const sandbox = row.sandbox;
     const agent = conv.agentId ? await getAgent(this.c.d.db, conv.accountId, conv.agentId) : undefined;
     if (!agent) return refuse('no_agent', "the conversation's agent was deleted");
-    if (!sandbox || sandbox.status === 'terminated' || sandbox.status === 'failed') return this.#reprovision(conv, agent);
+    if (!sandbox || sandbox.status === 'terminated' || sandbox.status === 'failed')
+      return this.#reprovision(conv, agent);
 
     const provider = sandbox.provider as KnownProvider;
-    if (!this.c.d.registry.isRegistered(provider)) return refuse('sandbox_probe_failed', `sandbox provider ${provider} is not available`);
+    if (!this.c.d.registry.isRegistered(provider))
+      return refuse('sandbox_probe_failed', `sandbox provider ${provider} is not available`);
     const adapter = this.c.d.registry.adapterFor(provider);
     let handle = adapter.buildHandle(sandbox.name);
     const probeFailed = async (e: SandboxError): Promise<EngineResult<Live>> => {
-      if (!this.c.d.placement.hostAway(e)) return refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
+      if (!this.c.d.placement.hostAway(e))
+        return refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
       const away = await this.c.d.placement.host(conv.accountId, sandbox);
       const which = away?.name ? `Runner ${JSON.stringify(away.name)}` : "The sandbox's runner";
-      return refuse('runner_offline', `${which} is not connected; the conversation wakes when the runner reconnects.`, away ? { runner_id: away.id, runner_name: away.name || null } : undefined);
+      return refuse(
+        'runner_offline',
+        `${which} is not connected; the conversation wakes when the runner reconnects.`,
+        away ? { runner_id: away.id, runner_name: away.name || null } : undefined,
+      );
     };
 
     if (sandbox.status === 'suspended') {
@@ -320,7 +416,15 @@ export class Provisioner {
       const reapplied = await this.#reapply(conv, sandbox, adapter, handle, plan.value);
       if (!reapplied.ok) return reapplied;
     }
-    const launched = await this.p.launcher.launch(conv, { ...sandbox, status: 'ready' }, adapter, handle, conv.runtimeSessionId, agent.model, plan.value);
+    const launched = await this.p.launcher.launch(
+      conv,
+      { ...sandbox, status: 'ready' },
+      adapter,
+      handle,
+      conv.runtimeSessionId,
+      agent.model,
+      plan.value,
+    );
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);
     return accept(launched.value);
   }
@@ -329,17 +433,35 @@ export class Provisioner {
    * A woken sandbox keeps what its steps did; only steps whose input changed since run again, announced
    * as `provision` `{event: "reapply", steps}`. A failed step destroys the sandbox: the next prompt provisions afresh.
    */
-  async #reapply(conv: Conversation, sandbox: SandboxRow, adapter: SandboxAdapter, handle: Handle, plan: LaunchPlan): Promise<EngineResult<void>> {
+  async #reapply(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    adapter: SandboxAdapter,
+    handle: Handle,
+    plan: LaunchPlan,
+  ): Promise<EngineResult<void>> {
     const changed = plan.steps.filter((s) => sandbox.provisioned[s.name] !== s.hash).map((s) => s.name);
     if (changed.length === 0) return accept(undefined);
     const t0 = Date.now();
-    this.c.events.stage(conv.id, null, 'provision', 'started', { event: 'reapply', steps: changed, reason: 'the environment changed since the sandbox was provisioned' });
+    this.c.events.stage(conv.id, null, 'provision', 'started', {
+      event: 'reapply',
+      steps: changed,
+      reason: 'the environment changed since the sandbox was provisioned',
+    });
     const r = await this.#applySteps(conv, sandbox, adapter, handle, plan, sandbox.provisioned);
     if (!r.ok) {
       const d = await adapter.destroy(handle);
-      if (!d.ok) this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
+      if (!d.ok)
+        this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
       await updateSandbox(this.c.d.db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { event: 'reapply', reason: r.error, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      this.c.events.stage(
+        conv.id,
+        null,
+        'provision',
+        'failed',
+        { event: 'reapply', reason: r.error, ...(r.step ? { step: r.step } : {}) },
+        Date.now() - t0,
+      );
       return refuse('sandbox_probe_failed', `applying the changed environment failed at ${r.error}`);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', { event: 'reapply', steps: r.ran }, Date.now() - t0);
@@ -350,7 +472,8 @@ export class Provisioner {
   async #reprovision(conv: Conversation, agent: Agent): Promise<EngineResult<Live>> {
     const db = this.c.d.db;
     const provider = (agent.sandboxProvider as KnownProvider | null) ?? this.c.d.defaultProvider;
-    if (!this.c.d.registry.isEnabled(provider)) return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
+    if (!this.c.d.registry.isEnabled(provider))
+      return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
     const name = await this.c.d.placement.mint(conv.accountId, provider, agent.runnerId);
     if (!name.ok) {
       return name.error.code === 'no_runner_online'
@@ -358,12 +481,24 @@ export class Provisioner {
         : name;
     }
     const env = await this.#limitedOf(conv.accountId, conv.environmentId ?? agent.environmentId);
-    const refused = await checkBrokerage(db, conv.accountId, this.c.d.registry.adapterFor(provider), name.value, this.c.d.config.brokerAllowUnenforced, env.ok ? env.value.limited : null);
+    const refused = await checkBrokerage(
+      db,
+      conv.accountId,
+      this.c.d.registry.adapterFor(provider),
+      name.value,
+      this.c.d.config.brokerAllowUnenforced,
+      env.ok ? env.value.limited : null,
+    );
     if (refused) {
       this.#publishRefusal(conv.id, refused);
       return refuse(refused.reason, refused.message, { conversation_id: conv.id, provider });
     }
-    const sandbox = await insertSandbox(db, { accountId: conv.accountId, provider, name: name.value, status: 'starting' });
+    const sandbox = await insertSandbox(db, {
+      accountId: conv.accountId,
+      provider,
+      name: name.value,
+      status: 'starting',
+    });
     await updateConversation(db, conv.id, { sandboxId: sandbox.id });
     const t0 = Date.now();
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
@@ -371,12 +506,23 @@ export class Provisioner {
     if (!r.ok) {
       const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
-      this.c.events.stage(conv.id, null, 'provision', 'failed', { reason, ...(r.step ? { step: r.step } : {}) }, Date.now() - t0);
+      this.c.events.stage(
+        conv.id,
+        null,
+        'provision',
+        'failed',
+        { reason, ...(r.step ? { step: r.step } : {}) },
+        Date.now() - t0,
+      );
       return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
     if (conv.runtimeSessionId) {
-      this.c.events.stage(conv.id, null, 'session', 'done', { event: 'reset', reason: 'fresh_sandbox', detail: 'the previous sandbox was gone' });
+      this.c.events.stage(conv.id, null, 'session', 'done', {
+        event: 'reset',
+        reason: 'fresh_sandbox',
+        detail: 'the previous sandbox was gone',
+      });
     }
     return accept(r.value);
   }

@@ -10,7 +10,14 @@ import { AgentProcess } from './agent-process.ts';
 import { storedOutputSeqs } from './events-store.ts';
 import { newActiveTurn, newLive, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
 import { pickSession, type RecoveryFailure } from './recovery.ts';
-import { getConversationById, getTurn, openTurns, settleRunningConversation, updateConversation, updateTurn } from './store.ts';
+import {
+  getConversationById,
+  getTurn,
+  openTurns,
+  settleRunningConversation,
+  updateConversation,
+  updateTurn,
+} from './store.ts';
 
 export class TurnRecovery {
   #tokens = 0;
@@ -52,7 +59,11 @@ export class TurnRecovery {
     const windowMs = this.c.d.config.recoveryWindowMs;
     turn.recovery = { token: ++this.#tokens, deadline: Date.now() + windowMs, timer: null };
     this.c.log.info({ conversation: live.conversationId, turn: turn.id, reason }, 'turn waits for its runner');
-    this.c.events.stage(live.conversationId, turn.id, 'connection', 'started', { reason, turn_id: turn.id, timeout_ms: windowMs });
+    this.c.events.stage(live.conversationId, turn.id, 'connection', 'started', {
+      reason,
+      turn_id: turn.id,
+      timeout_ms: windowMs,
+    });
     this.#schedule(live, turn);
   }
 
@@ -61,7 +72,9 @@ export class TurnRecovery {
     if (!rec) return;
     const token = rec.token;
     rec.timer = setTimeout(() => {
-      const tick = this.#tick(live, turn, token).catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'recovery tick failed'));
+      const tick = this.#tick(live, turn, token).catch((e) =>
+        this.c.log.error({ err: e, conversation: live.conversationId }, 'recovery tick failed'),
+      );
       this.#ticks.add(tick);
       void tick.finally(() => this.#ticks.delete(tick));
     }, this.c.d.config.recoveryRetryMs);
@@ -73,7 +86,12 @@ export class TurnRecovery {
     if (!current()) return;
     turn.recovery!.timer = null;
     if (Date.now() >= turn.recovery!.deadline) {
-      await this.fail(live, turn, 'runner_reconnect_timeout', `the runner did not reconnect within ${Math.round(this.c.d.config.recoveryWindowMs / 1000)} s`);
+      await this.fail(
+        live,
+        turn,
+        'runner_reconnect_timeout',
+        `the runner did not reconnect within ${Math.round(this.c.d.config.recoveryWindowMs / 1000)} s`,
+      );
       return;
     }
     const r = await this.c.lock.run(live.conversationId, () => this.#reattach(live, turn, current));
@@ -83,7 +101,11 @@ export class TurnRecovery {
   }
 
   /** §11.3: find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
-  async #reattach(live: Live, turn: ActiveTurn, current: () => boolean): Promise<'attached' | 'wait' | { failure: RecoveryFailure; detail: string }> {
+  async #reattach(
+    live: Live,
+    turn: ActiveTurn,
+    current: () => boolean,
+  ): Promise<'attached' | 'wait' | { failure: RecoveryFailure; detail: string }> {
     const { adapter, handle } = live;
     const waitOr = (e: SandboxError, failure: RecoveryFailure) =>
       this.c.d.placement.hostAway(e) || isTransient(e) ? ('wait' as const) : { failure, detail: describeError(e) };
@@ -92,11 +114,13 @@ export class TurnRecovery {
     if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
     const row = await getConversationById(this.c.d.db, live.conversationId);
     const turnRow = await getTurn(this.c.d.db, turn.id);
-    if (!row || !turnRow || turn.acpPromptId === null) return { failure: 'no_active_session', detail: 'the turn is gone' };
+    if (!row || !turnRow || turn.acpPromptId === null)
+      return { failure: 'no_active_session', detail: 'the turn is gone' };
     const sessionId = row.conversation.runtimeSessionId;
     if (!sessionId) return { failure: 'acp_session_unknown', detail: 'the ACP session id was never stored' };
     const picked = pickSession(list.value, live.conversationId, row.sandbox?.agentSessionId ?? null);
-    if (!picked) return { failure: 'no_active_session', detail: 'the runner has no agent session for this conversation' };
+    if (!picked)
+      return { failure: 'no_active_session', detail: 'the runner has no agent session for this conversation' };
     for (const s of picked.superseded) await this.p.launcher.reapSession(adapter, handle, s.id);
 
     // Everything stored so far is skipped in the replay, so each line of output is stored exactly once.
@@ -131,7 +155,10 @@ export class TurnRecovery {
     }
     if (proc.command?.replayFrom) {
       await proc.release('the journal no longer starts at byte zero');
-      return { failure: 'runner_replay_truncated', detail: `the runner's journal lost its first ${proc.command.replayFrom} bytes` };
+      return {
+        failure: 'runner_replay_truncated',
+        detail: `the runner's journal lost its first ${proc.command.replayFrom} bytes`,
+      };
     }
     turn.recovery = null;
     live.proc = proc;
@@ -145,7 +172,10 @@ export class TurnRecovery {
       acp_prompt_id: turn.acpPromptId,
     });
     this.p.asks.restore(live, turn, pending);
-    this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome: 'session_attached' });
+    this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', {
+      reason: 'runner_reconnect',
+      outcome: 'session_attached',
+    });
     this.p.turns.endOnReply(live, turn, proc, prompt);
     turn.boundaryTimer = setTimeout(() => {
       turn.boundaryTimer = null;
@@ -169,7 +199,11 @@ export class TurnRecovery {
     const proc = live.proc;
     live.proc = null;
     await proc?.release('turn recovery failed');
-    await this.p.turns.finish(live, turn, { ok: false, error: `sprite connection lost: ${failure}: ${detail}`, code: failure });
+    await this.p.turns.finish(live, turn, {
+      ok: false,
+      error: `sprite connection lost: ${failure}: ${detail}`,
+      code: failure,
+    });
   }
 
   /** Ends a recovery (interrupt, failure) and records how the reconnect ended. */
@@ -181,10 +215,18 @@ export class TurnRecovery {
     turn.boundaryTimer = null;
     turn.driver = null;
     if (wasWaiting || outcome === 'failed') {
-      this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', { reason: 'runner_reconnect', outcome, ...(error ? { error } : {}) });
+      this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', {
+        reason: 'runner_reconnect',
+        outcome,
+        ...(error ? { error } : {}),
+      });
     }
     if (outcome === 'failed' && wasWaiting) {
-      this.c.events.stage(live.conversationId, turn.id, 'reattach', 'failed', { turn_id: turn.id, error: error ?? null, retryable: false });
+      this.c.events.stage(live.conversationId, turn.id, 'reattach', 'failed', {
+        turn_id: turn.id,
+        error: error ?? null,
+        retryable: false,
+      });
     }
   }
 
@@ -233,7 +275,11 @@ export class TurnRecovery {
     const db = this.c.d.db;
     for (const t of only ? [only] : await openTurns(db, c.id)) {
       await updateTurn(db, t.id, { status: 'failed', reason: loss.turnReason, endedAt: new Date() });
-      this.c.events.stage(c.id, t.id, 'turn', 'failed', { turn_id: t.id, turn_number: t.turnNumber, reason: loss.turnReason });
+      this.c.events.stage(c.id, t.id, 'turn', 'failed', {
+        turn_id: t.id,
+        turn_number: t.turnNumber,
+        reason: loss.turnReason,
+      });
     }
     if (c.status === 'pending') {
       await updateConversation(db, c.id, { status: 'failed', failureReason: loss.provisioningReason });

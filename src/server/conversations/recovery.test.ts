@@ -27,7 +27,10 @@ describe('pickSession', () => {
     const p = pickSession(list, CONV, 's-1');
     assert.equal(p?.session.id, 's-1');
     assert.equal(p?.matchedBy, 'session_id');
-    assert.deepEqual(p?.superseded.map((s) => s.id), ['s-2']);
+    assert.deepEqual(
+      p?.superseded.map((s) => s.id),
+      ['s-2'],
+    );
   });
 
   it('without a stored id (or a stale one) takes the newest tagged session, never the list head', () => {
@@ -35,14 +38,20 @@ describe('pickSession', () => {
       const p = pickSession(list, CONV, stored);
       assert.equal(p?.session.id, 's-2');
       assert.equal(p?.matchedBy, 'tag');
-      assert.deepEqual(p?.superseded.map((s) => s.id), ['s-1']);
+      assert.deepEqual(
+        p?.superseded.map((s) => s.id),
+        ['s-1'],
+      );
     }
   });
 
   it('finds nothing for a conversation without sessions, and matches the tag as a whole word', () => {
     assert.equal(pickSession(list, '11111111-2222-4333-8444-000000000000', null), null);
     assert.equal(pickSession([session('s-9', `${CONV}0`, '2024-01-01T00:00:00Z')], CONV, null), null);
-    assert.deepEqual(runningSessionsOf(list, CONV).map((s) => s.id), ['s-2', 's-1']);
+    assert.deepEqual(
+      runningSessionsOf(list, CONV).map((s) => s.id),
+      ['s-2', 's-1'],
+    );
   });
 });
 
@@ -69,7 +78,9 @@ describe('permission deadline on restore', () => {
   });
 
   it('restores the options in ACP shape', () => {
-    assert.deepEqual(storedOptions(pending('2024-01-01T00:04:00Z')), [{ optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' }]);
+    assert.deepEqual(storedOptions(pending('2024-01-01T00:04:00Z')), [
+      { optionId: 'allow_once', name: 'Allow once', kind: 'allow_once' },
+    ]);
   });
 });
 
@@ -77,7 +88,10 @@ describe('FOUNTAIN_RUNNER_RECOVERY_SECONDS', () => {
   it('defaults to 120 s, retries every second, gives the replay 10 s to reach its boundary', () => {
     const c = engineConfigFromEnv({});
     assert.ok(c.ok);
-    assert.deepEqual([c.value.recoveryWindowMs, c.value.recoveryRetryMs, c.value.replayBoundaryTimeoutMs], [120_000, 1_000, 10_000]);
+    assert.deepEqual(
+      [c.value.recoveryWindowMs, c.value.recoveryRetryMs, c.value.replayBoundaryTimeoutMs],
+      [120_000, 1_000, 10_000],
+    );
   });
   it('is read in seconds and refused when not a whole positive number', () => {
     const c = engineConfigFromEnv({ FOUNTAIN_RUNNER_RECOVERY_SECONDS: '30' });

@@ -29,7 +29,11 @@ export interface PickedSession {
 const tagged = (s: Session, tag: string): boolean => (s.command ?? '').split(/\s+/).includes(tag);
 
 /** Picks the conversation's agent session by its tag, never by list position. */
-export function pickSession(sessions: readonly Session[], conversationId: string, storedSessionId: string | null): PickedSession | null {
+export function pickSession(
+  sessions: readonly Session[],
+  conversationId: string,
+  storedSessionId: string | null,
+): PickedSession | null {
   const tag = conversationTag(conversationId);
   const mine = sessions.filter((s) => tagged(s, tag));
   const byId = storedSessionId ? mine.find((s) => s.id === storedSessionId) : undefined;
@@ -61,5 +65,9 @@ export function permissionRemainingMs(pending: PendingPermission, askTimeoutMs: 
 
 /** The stored options of a pending permission, back in ACP's shape. */
 export function storedOptions(pending: PendingPermission): PermissionOption[] {
-  return pending.options.map((o) => ({ optionId: o.option_id, name: o.name, kind: o.kind as PermissionOption['kind'] }));
+  return pending.options.map((o) => ({
+    optionId: o.option_id,
+    name: o.name,
+    kind: o.kind as PermissionOption['kind'],
+  }));
 }

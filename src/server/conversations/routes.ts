@@ -31,7 +31,13 @@ export interface ConversationRouteDeps extends RouteDeps {
 /** The engine's refusals become the one error type, with `Retry-After` where the code carries one. */
 export function engineApiError(e: EngineError): ApiError {
   const retry = ENGINE_RETRY_AFTER[e.code];
-  return new ApiError((e.status ?? ENGINE_ERROR_STATUS[e.code]) as 400, e.code, e.message, { ...e.extras }, retry ? { 'retry-after': String(retry) } : {});
+  return new ApiError(
+    (e.status ?? ENGINE_ERROR_STATUS[e.code]) as 400,
+    e.code,
+    e.message,
+    { ...e.extras },
+    retry ? { 'retry-after': String(retry) } : {},
+  );
 }
 
 const unwrap = <T>(r: EngineResult<T>): T => {
@@ -45,7 +51,11 @@ const CreateBody = z
     title: z.string().max(120).optional(),
     prompt: messageField.optional(),
     permission_policy: PermissionPolicySchema.optional(),
-    environment_id: z.string().max(100).optional().openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
+    environment_id: z
+      .string()
+      .max(100)
+      .optional()
+      .openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
     secrets: LaunchSecretsSchema.optional(),
   })
   .openapi('ConversationCreate');
@@ -55,13 +65,30 @@ const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 
 const ListQuery = z.object({
-  status: z.string().max(200).optional().openapi({ description: `Comma list of ${CONVERSATION_STATUSES.join(', ')}` }),
+  status: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ description: `Comma list of ${CONVERSATION_STATUSES.join(', ')}` }),
   agent_id: z.string().max(100).optional(),
   // Paging (beyond upstream, which returns every conversation): any of these switches to pages by last activity.
-  limit: z.coerce.number().int().min(1).max(200).optional().openapi({ description: 'Page size (1-200): pages newest activity first, with meta.next_cursor' }),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: 'Page size (1-200): pages newest activity first, with meta.next_cursor' }),
   after: z.string().max(200).optional().openapi({ description: 'meta.next_cursor of the previous page' }),
-  q: z.string().max(200).optional().openapi({ description: 'Search titles and first messages (case-insensitive); pages' }),
-  unread: z.enum(['true', 'false']).optional().openapi({ description: 'true: only conversations with activity since they were last opened; pages' }),
+  q: z
+    .string()
+    .max(200)
+    .optional()
+    .openapi({ description: 'Search titles and first messages (case-insensitive); pages' }),
+  unread: z
+    .enum(['true', 'false'])
+    .optional()
+    .openapi({ description: 'true: only conversations with activity since they were last opened; pages' }),
 });
 
 const PAGE_DEFAULT = 50;
@@ -90,18 +117,29 @@ export const streamsParam = z
     return parts as Array<(typeof STREAM_FILTERS)[number]>;
   });
 
-export const blocksParam = z.enum(['true', 'false']).optional().openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
+export const blocksParam = z
+  .enum(['true', 'false'])
+  .optional()
+  .openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
 
 const EventsQuery = z.object({
   blocks: blocksParam,
   after: z.coerce.number({ error: 'after must be an event id' }).int().min(0).default(0),
-  limit: z.coerce.number({ error: 'limit must be a number' }).int().min(1).max(1000, 'limit must be at most 1000').default(100),
+  limit: z.coerce
+    .number({ error: 'limit must be a number' })
+    .int()
+    .min(1)
+    .max(1000, 'limit must be at most 1000')
+    .default(100),
   streams: streamsParam,
 });
 
 const RequestParams = z.object({
   id: z.string().openapi({ param: { name: 'id', in: 'path' } }),
-  request_id: z.string().max(200).openapi({ param: { name: 'request_id', in: 'path' } }),
+  request_id: z
+    .string()
+    .max(200)
+    .openapi({ param: { name: 'request_id', in: 'path' } }),
 });
 
 const queued = z.object({ status: z.literal('queued'), turn_id: z.string() });
@@ -127,14 +165,24 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     createRoute({
       method: 'get',
       path: '/api/conversations',
-      summary: 'List conversations, newest first (filters: status, agent_id); with limit, after, q or unread: one page by last activity',
+      summary:
+        'List conversations, newest first (filters: status, agent_id); with limit, after, q or unread: one page by last activity',
       security: bearer,
       middleware: [auth] as const,
       request: { query: ListQuery },
       responses: {
         200: {
           description: 'ok',
-          content: { 'application/json': { schema: z.object({ data: z.array(ConversationSchema), meta: z.object({ limit: z.number().int(), has_more: z.boolean(), next_cursor: z.string().nullable() }).optional() }) } },
+          content: {
+            'application/json': {
+              schema: z.object({
+                data: z.array(ConversationSchema),
+                meta: z
+                  .object({ limit: z.number().int(), has_more: z.boolean(), next_cursor: z.string().nullable() })
+                  .optional(),
+              }),
+            },
+          },
         },
         ...errorResponses(400, 401),
       },
@@ -143,17 +191,33 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       const q = c.req.valid('query');
       let statuses: ConversationStatus[] | undefined;
       if (q.status) {
-        const parts = q.status.split(',').map((s) => s.trim()).filter(Boolean);
+        const parts = q.status
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
         const bad = parts.find((p) => !(CONVERSATION_STATUSES as readonly string[]).includes(p));
-        if (bad !== undefined) throw new ApiError(400, 'invalid_status', `unknown status ${JSON.stringify(bad)}; use ${CONVERSATION_STATUSES.join(', ')}`);
+        if (bad !== undefined)
+          throw new ApiError(
+            400,
+            'invalid_status',
+            `unknown status ${JSON.stringify(bad)}; use ${CONVERSATION_STATUSES.join(', ')}`,
+          );
         statuses = parts as ConversationStatus[];
       }
       if (q.agent_id !== undefined && !isUuid(q.agent_id)) return c.json({ data: [] }, 200);
       const accountId = c.get('principal').account.id;
       if (q.limit !== undefined || q.after !== undefined || q.q !== undefined || q.unread !== undefined) {
-        if (q.after !== undefined && !decodeCursor(q.after)) throw new ApiError(400, 'invalid_cursor', 'after must be a meta.next_cursor from an earlier page');
+        if (q.after !== undefined && !decodeCursor(q.after))
+          throw new ApiError(400, 'invalid_cursor', 'after must be a meta.next_cursor from an earlier page');
         const limit = q.limit ?? PAGE_DEFAULT;
-        const page = await listConversationRowsPage(db, accountId, { statuses, agentId: q.agent_id, search: q.q, unread: q.unread === 'true', after: q.after, limit });
+        const page = await listConversationRowsPage(db, accountId, {
+          statuses,
+          agentId: q.agent_id,
+          search: q.q,
+          unread: q.unread === 'true',
+          after: q.after,
+          limit,
+        });
         const data = await Promise.all(page.rows.map((r) => engine.view(r)));
         return c.json({ data, meta: { limit, has_more: page.next !== null, next_cursor: page.next } }, 200);
       }
@@ -171,14 +235,22 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       middleware: [auth] as const,
       request: { body: { content: { 'application/json': { schema: CreateBody } }, required: true } },
       responses: {
-        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: ConversationSchema, meta: z.object({ resumed: z.boolean() }) }) } } },
+        201: {
+          description: 'created',
+          content: {
+            'application/json': {
+              schema: z.object({ data: ConversationSchema, meta: z.object({ resumed: z.boolean() }) }),
+            },
+          },
+        },
         ...errorResponses(401, 404, 409, 422),
       },
     }),
     async (c) => {
       const b = c.req.valid('json');
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
-      if (b.environment_id !== undefined && !isUuid(b.environment_id)) throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
+      if (b.environment_id !== undefined && !isUuid(b.environment_id))
+        throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
       const p = c.get('principal');
       // Created with a sandbox token: a child of the token's conversation, never looser than it.
       const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
@@ -207,7 +279,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       request: { params: IdParam },
       responses: { 200: { description: 'ok', content: one }, ...errorResponses(401, 404) },
     }),
-    async (c) => c.json({ data: unwrap(await engine.get(c.get('principal').account.id, checkId(c.req.valid('param').id))) }, 200),
+    async (c) =>
+      c.json({ data: unwrap(await engine.get(c.get('principal').account.id, checkId(c.req.valid('param').id))) }, 200),
   );
 
   app.openapi(
@@ -234,10 +307,19 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       security: bearer,
       middleware: [auth] as const,
       request: { params: IdParam, body: { content: { 'application/json': { schema: PromptBody } }, required: true } },
-      responses: { 200: { description: 'queued', content: { 'application/json': { schema: queued } } }, ...errorResponses(400, 401, 404, 410, 422, 503) },
+      responses: {
+        200: { description: 'queued', content: { 'application/json': { schema: queued } } },
+        ...errorResponses(400, 401, 404, 410, 422, 503),
+      },
     }),
     async (c) => {
-      const r = unwrap(await engine.prompt(c.get('principal').account.id, checkId(c.req.valid('param').id), c.req.valid('json').prompt));
+      const r = unwrap(
+        await engine.prompt(
+          c.get('principal').account.id,
+          checkId(c.req.valid('param').id),
+          c.req.valid('json').prompt,
+        ),
+      );
       return c.json({ status: 'queued' as const, turn_id: r.turnId }, 200);
     },
   );
@@ -298,7 +380,13 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       security: bearer,
       middleware: [auth] as const,
       request: { params: IdParam },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(TurnSchema) }) } } }, ...errorResponses(401, 404) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(TurnSchema) }) } },
+        },
+        ...errorResponses(401, 404),
+      },
     }),
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
@@ -319,7 +407,10 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           description: 'ok',
           content: {
             'application/json': {
-              schema: z.object({ data: z.array(EventSchema), meta: z.object({ limit: z.number(), has_more: z.boolean(), next_cursor: z.number().nullable() }) }),
+              schema: z.object({
+                data: z.array(EventSchema),
+                meta: z.object({ limit: z.number(), has_more: z.boolean(), next_cursor: z.number().nullable() }),
+              }),
             },
           },
         },
@@ -333,7 +424,13 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       const page = rows.slice(0, q.limit);
       const last = page[page.length - 1];
       const deriver = q.blocks === 'true' ? await deriverFor(db, row.conversation.id, page) : null;
-      return c.json({ data: page.map((e) => eventView(e, deriver?.blocks(e))), meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null } }, 200);
+      return c.json(
+        {
+          data: page.map((e) => eventView(e, deriver?.blocks(e))),
+          meta: { limit: q.limit, has_more: rows.length > q.limit, next_cursor: last ? last.id : null },
+        },
+        200,
+      );
     },
   );
 
@@ -344,15 +441,26 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       summary: 'Answer a held permission request with one of its options; the first answer wins',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: RequestParams, body: { content: { 'application/json': { schema: AnswerBody } }, required: true } },
-      responses: { 200: { description: 'answered', content: { 'application/json': { schema: z.object({ ok: z.literal(true) }) } } }, ...errorResponses(401, 403, 404, 409, 422) },
+      request: {
+        params: RequestParams,
+        body: { content: { 'application/json': { schema: AnswerBody } }, required: true },
+      },
+      responses: {
+        200: {
+          description: 'answered',
+          content: { 'application/json': { schema: z.object({ ok: z.literal(true) }) } },
+        },
+        ...errorResponses(401, 403, 404, 409, 422),
+      },
     }),
     async (c) => {
       const p = c.get('principal');
-      if (!hasScope(p, 'full')) throw new ApiError(403, 'sprite_may_not_answer', 'a sandbox token cannot answer permission requests');
+      if (!hasScope(p, 'full'))
+        throw new ApiError(403, 'sprite_may_not_answer', 'a sandbox token cannot answer permission requests');
       const { id, request_id } = c.req.valid('param');
       const { option_id } = c.req.valid('json');
-      if (option_id === undefined || option_id === '') throw new ApiError(422, 'option_id_required', 'option_id is required');
+      if (option_id === undefined || option_id === '')
+        throw new ApiError(422, 'option_id_required', 'option_id is required');
       unwrap(await engine.answerPermission(p.account.id, checkId(id), request_id, option_id));
       return c.json({ ok: true as const }, 200);
     },

@@ -33,19 +33,36 @@ export async function insertConversation(
   sandbox: Omit<typeof sandboxes.$inferInsert, 'accountId'>,
 ): Promise<ConversationWithSandbox> {
   return db.transaction(async (tx) => {
-    const [s] = await tx.insert(sandboxes).values({ ...sandbox, accountId: conv.accountId }).returning();
-    const [c] = await tx.insert(conversations).values({ ...conv, sandboxId: s!.id }).returning();
+    const [s] = await tx
+      .insert(sandboxes)
+      .values({ ...sandbox, accountId: conv.accountId })
+      .returning();
+    const [c] = await tx
+      .insert(conversations)
+      .values({ ...conv, sandboxId: s!.id })
+      .returning();
     return { conversation: c!, sandbox: s! };
   });
 }
 
 /** A conversation on a sandbox that already exists (team rotation hands the sandbox to a successor). */
-export async function insertConversationOn(db: EngineDb, conv: typeof conversations.$inferInsert, sandbox: SandboxRow): Promise<ConversationWithSandbox> {
-  const [c] = await db.insert(conversations).values({ ...conv, sandboxId: sandbox.id }).returning();
+export async function insertConversationOn(
+  db: EngineDb,
+  conv: typeof conversations.$inferInsert,
+  sandbox: SandboxRow,
+): Promise<ConversationWithSandbox> {
+  const [c] = await db
+    .insert(conversations)
+    .values({ ...conv, sandboxId: sandbox.id })
+    .returning();
   return { conversation: c!, sandbox };
 }
 
-export async function getConversation(db: EngineDb, accountId: string, id: string): Promise<ConversationWithSandbox | undefined> {
+export async function getConversation(
+  db: EngineDb,
+  accountId: string,
+  id: string,
+): Promise<ConversationWithSandbox | undefined> {
   const [row] = await db
     .select({ conversation: conversations, sandbox: sandboxes })
     .from(conversations)
@@ -79,8 +96,15 @@ export async function listConversations(
     .orderBy(desc(conversations.insertedAt));
 }
 
-export async function updateConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {
-  await db.update(conversations).set({ ...patch, updatedAt: new Date() }).where(eq(conversations.id, id));
+export async function updateConversation(
+  db: EngineDb,
+  id: string,
+  patch: Partial<typeof conversations.$inferInsert>,
+): Promise<void> {
+  await db
+    .update(conversations)
+    .set({ ...patch, updatedAt: new Date() })
+    .where(eq(conversations.id, id));
 }
 
 /** The patch a turn's start writes beside the running mark (the engine's prompt: its counter, the first prompt). */
@@ -94,10 +118,21 @@ export interface RunningMark {
  * PostgreSQL): it runs on every turn, and drizzle otherwise rebuilds the update's SQL each time.
  * An absent field keeps the stored value.
  */
-export async function markConversationRunning(db: EngineDb, id: string, at: Date, mark: RunningMark = {}): Promise<void> {
+export async function markConversationRunning(
+  db: EngineDb,
+  id: string,
+  at: Date,
+  mark: RunningMark = {},
+): Promise<void> {
   let q = runningMarks.get(db);
   if (!q) runningMarks.set(db, (q = prepareRunningMark(db)));
-  await q.execute({ id, at: at.toISOString(), now: new Date().toISOString(), turnCount: mark.turnCount ?? null, firstPrompt: mark.firstPrompt ?? null });
+  await q.execute({
+    id,
+    at: at.toISOString(),
+    now: new Date().toISOString(),
+    turnCount: mark.turnCount ?? null,
+    firstPrompt: mark.firstPrompt ?? null,
+  });
 }
 
 const runningMarks = new WeakMap<EngineDb, ReturnType<typeof prepareRunningMark>>();
@@ -114,8 +149,15 @@ const prepareRunningMark = (db: EngineDb) =>
     .where(eq(conversations.id, sql.placeholder('id')))
     .prepare('fountain_conversation_running');
 
-export async function updateSandbox(db: EngineDb, id: string, patch: Partial<typeof sandboxes.$inferInsert>): Promise<void> {
-  await db.update(sandboxes).set({ ...patch, updatedAt: new Date() }).where(eq(sandboxes.id, id));
+export async function updateSandbox(
+  db: EngineDb,
+  id: string,
+  patch: Partial<typeof sandboxes.$inferInsert>,
+): Promise<void> {
+  await db
+    .update(sandboxes)
+    .set({ ...patch, updatedAt: new Date() })
+    .where(eq(sandboxes.id, id));
 }
 
 export async function insertSandbox(db: EngineDb, row: typeof sandboxes.$inferInsert): Promise<SandboxRow> {
@@ -128,7 +170,11 @@ export async function deleteConversationRows(db: EngineDb, id: string, sandboxId
     await tx.delete(conversations).where(eq(conversations.id, id));
     if (!sandboxId) return;
     // A rotated sandbox is shared by its released conversations and their successor: the row goes with the last.
-    const [other] = await tx.select({ id: conversations.id }).from(conversations).where(eq(conversations.sandboxId, sandboxId)).limit(1);
+    const [other] = await tx
+      .select({ id: conversations.id })
+      .from(conversations)
+      .where(eq(conversations.sandboxId, sandboxId))
+      .limit(1);
     if (!other) await tx.delete(sandboxes).where(eq(sandboxes.id, sandboxId));
   });
 }
@@ -139,7 +185,9 @@ export async function idleCandidates(db: EngineDb, cutoff: Date): Promise<Conver
     .select({ conversation: conversations, sandbox: sandboxes })
     .from(conversations)
     .innerJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
-    .where(and(eq(conversations.status, 'idle'), eq(sandboxes.status, 'ready'), lt(conversations.lastActiveAt, cutoff)));
+    .where(
+      and(eq(conversations.status, 'idle'), eq(sandboxes.status, 'ready'), lt(conversations.lastActiveAt, cutoff)),
+    );
 }
 
 /** Live conversations whose ready sandbox was resumed (or else created) before `bornBefore`: max-lifetime candidates. */
@@ -256,7 +304,10 @@ const preparePromptRead = (db: EngineDb) =>
     .select({
       conversation: conversations,
       sandbox: sandboxes,
-      turnOpen: sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('pending', 'running'))`.mapWith(Boolean),
+      turnOpen:
+        sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('pending', 'running'))`.mapWith(
+          Boolean,
+        ),
     })
     .from(conversations)
     .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
@@ -264,7 +315,11 @@ const preparePromptRead = (db: EngineDb) =>
     .prepare('fountain_conversation_for_prompt');
 
 /** Marks a running conversation idle again; a no-op when something else (terminate, failure) changed its status meanwhile. */
-export async function settleRunningConversation(db: EngineDb, id: string, patch: Partial<typeof conversations.$inferInsert>): Promise<void> {
+export async function settleRunningConversation(
+  db: EngineDb,
+  id: string,
+  patch: Partial<typeof conversations.$inferInsert>,
+): Promise<void> {
   await db
     .update(conversations)
     .set({ ...patch, status: 'idle', updatedAt: new Date() })
@@ -275,7 +330,9 @@ export async function settleRunningConversation(db: EngineDb, id: string, patch:
 function usageTotalPlus(u: TurnUsage): SQL {
   const sum = (key: 'input' | 'output' | 'cache_read' | 'cache_write', n: number | undefined) =>
     sql`coalesce((${conversations.usageTotal}->>${key})::bigint, 0) + ${n ?? 0}`;
-  const cost = u.cost ? sql`jsonb_build_object('cost', jsonb_build_object('amount', ${u.cost.amount}::float8, 'currency', ${u.cost.currency}::text))` : sql`'{}'::jsonb`;
+  const cost = u.cost
+    ? sql`jsonb_build_object('cost', jsonb_build_object('amount', ${u.cost.amount}::float8, 'currency', ${u.cost.currency}::text))`
+    : sql`'{}'::jsonb`;
   return sql`${conversations.usageTotal} || jsonb_build_object('input', ${sum('input', u.input)}, 'output', ${sum('output', u.output)}, 'cache_read', ${sum('cache_read', u.cache_read)}, 'cache_write', ${sum('cache_write', u.cache_write)}) || ${cost}`;
 }
 
@@ -304,13 +361,16 @@ export async function endTurnRows(db: EngineDb, end: TurnEnd): Promise<void> {
  */
 export async function endTurnRowsWithEvent(db: EngineDb, end: TurnEnd, event: NewEvent): Promise<EventRow> {
   const row = eventRowOf(event);
-  const ended = db.$with('ended').as(db.update(turns).set(end.patch).where(eq(turns.id, end.turnId)).returning({ id: turns.id }));
+  const ended = db
+    .$with('ended')
+    .as(db.update(turns).set(end.patch).where(eq(turns.id, end.turnId)).returning({ id: turns.id }));
   const [stored] = await db
     .with(settleConversation(db, end), ended)
     .insert(events)
     .values({ ...row, id: undefined })
     .returning({ id: events.id });
-  if (!stored || !Number.isSafeInteger(Number(stored.id))) throw new Error('endTurnRowsWithEvent: no event id returned');
+  if (!stored || !Number.isSafeInteger(Number(stored.id)))
+    throw new Error('endTurnRowsWithEvent: no event id returned');
   return { ...row, id: Number(stored.id) };
 }
 
@@ -323,7 +383,10 @@ function settleConversation(db: EngineDb, { conversationId, settle, usage }: Tur
       .update(conversations)
       .set({
         status: sql`case when ${running} then 'idle' else ${conversations.status} end`,
-        lastActiveAt: ifRunning(sql`${settle.lastActiveAt.toISOString()}::timestamptz`, sql`${conversations.lastActiveAt}`),
+        lastActiveAt: ifRunning(
+          sql`${settle.lastActiveAt.toISOString()}::timestamptz`,
+          sql`${conversations.lastActiveAt}`,
+        ),
         acpNextId: ifRunning(sql`${settle.acpNextId}::integer`, sql`${conversations.acpNextId}`),
         updatedAt: ifRunning(sql`${new Date().toISOString()}::timestamptz`, sql`${conversations.updatedAt}`),
         ...(usage ? { usageTotal: usageTotalPlus(usage) } : {}),
@@ -339,7 +402,13 @@ export async function setAgentTitle(db: EngineDb, id: string, title: string): Pr
   const rows = await db
     .update(conversations)
     .set({ title, titleFromAgent: true, updatedAt: new Date() })
-    .where(and(eq(conversations.id, id), sql`(${conversations.title} IS NULL OR ${conversations.titleFromAgent})`, sql`${conversations.title} IS DISTINCT FROM ${title}`))
+    .where(
+      and(
+        eq(conversations.id, id),
+        sql`(${conversations.title} IS NULL OR ${conversations.titleFromAgent})`,
+        sql`${conversations.title} IS DISTINCT FROM ${title}`,
+      ),
+    )
     .returning({ id: conversations.id });
   return rows.length > 0;
 }
@@ -351,7 +420,9 @@ export async function setAgentTitle(db: EngineDb, id: string, title: string): Pr
 export async function markConversationRead(db: EngineDb, accountId: string, id: string): Promise<boolean> {
   const rows = await db
     .update(conversations)
-    .set({ lastReadAt: sql`GREATEST(now(), ${conversations.lastActiveAt}, COALESCE(${conversations.lastReadAt}, ${conversations.lastActiveAt}))` })
+    .set({
+      lastReadAt: sql`GREATEST(now(), ${conversations.lastActiveAt}, COALESCE(${conversations.lastReadAt}, ${conversations.lastActiveAt}))`,
+    })
     .where(and(eq(conversations.id, id), eq(conversations.accountId, accountId)))
     .returning({ id: conversations.id });
   return rows.length > 0;

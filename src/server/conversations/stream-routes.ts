@@ -16,7 +16,11 @@ import { deriverFor, type BlockDeriver } from './blocks.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
 /** An event as the conversation stream and as the account stream send it, each encoded once however many clients tail it. */
-const conversationEvent = sseOncePer((e: EventRow) => ({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e)) }));
+const conversationEvent = sseOncePer((e: EventRow) => ({
+  id: String(e.id),
+  event: e.kind,
+  data: JSON.stringify(eventView(e)),
+}));
 const accountEvent = sseOncePer((e: EventRow) => ({
   id: String(e.id),
   event: e.kind,
@@ -51,7 +55,10 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     security: bearer,
     request: { params: IdParam, query: StreamQuery },
     responses: {
-      200: { description: 'text/event-stream of `id`, `event: output|stage`, `data: LogEvent`', content: { 'text/event-stream': { schema: z.string() } } },
+      200: {
+        description: 'text/event-stream of `id`, `event: output|stage`, `data: LogEvent`',
+        content: { 'text/event-stream': { schema: z.string() } },
+      },
       ...errorResponses(401, 404, 422),
     },
   });
@@ -79,7 +86,11 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
           return;
         }
         deriver ??= await deriverFor(db, conv.id, [e]);
-        await stream.writeSSE({ id: String(e.id), event: e.kind, data: JSON.stringify(eventView(e, deriver.blocks(e))) });
+        await stream.writeSSE({
+          id: String(e.id),
+          event: e.kind,
+          data: JSON.stringify(eventView(e, deriver.blocks(e))),
+        });
       },
     });
   });
@@ -89,11 +100,15 @@ export function streamRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
     method: 'get',
     path: '/api/events/stream',
     summary:
-      "Account-wide server-sent events: every event of the caller's conversations, each with conversation_id, from whichever node the turn runs on; `event: conversations` {\"reason\":\"changed\"} when one is created, retitled, read, deleted or finishes (at most one a second); Last-Event-ID (or ?after=) replays, otherwise it starts at the present",
+      'Account-wide server-sent events: every event of the caller\'s conversations, each with conversation_id, from whichever node the turn runs on; `event: conversations` {"reason":"changed"} when one is created, retitled, read, deleted or finishes (at most one a second); Last-Event-ID (or ?after=) replays, otherwise it starts at the present',
     security: bearer,
     request: { query: AccountStreamQuery },
     responses: {
-      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`, and `event: conversations` (no id) with `data: {"reason":"changed"}`', content: { 'text/event-stream': { schema: z.string() } } },
+      200: {
+        description:
+          'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data: LogEvent + conversation_id`, and `event: conversations` (no id) with `data: {"reason":"changed"}`',
+        content: { 'text/event-stream': { schema: z.string() } },
+      },
       ...errorResponses(401, 422),
     },
   });

@@ -18,7 +18,10 @@ export class Sweeper {
   start(): void {
     const cfg = this.c.d.config;
     if (cfg.idleTimeoutMs <= 0 && cfg.maxLifetimeMs <= 0) return;
-    this.#timer = setInterval(() => void this.sweep().catch((e) => this.c.log.error({ err: e }, 'idle sweep failed')), cfg.sweepIntervalMs);
+    this.#timer = setInterval(
+      () => void this.sweep().catch((e) => this.c.log.error({ err: e }, 'idle sweep failed')),
+      cfg.sweepIntervalMs,
+    );
     this.#timer.unref();
   }
 
@@ -61,12 +64,19 @@ export class Sweeper {
     // A running conversation whose turn this node does not hold is another node's to reclaim.
     if (row.conversation.status !== 'idle' && !(row.conversation.status === 'running' && live?.turn)) return false;
     const limits = { idleTimeoutMs: this.c.d.config.idleTimeoutMs, maxLifetimeMs: this.c.d.config.maxLifetimeMs };
-    const verdict = checkLifecycle(limits, s.lastResumedAt ?? s.insertedAt, row.conversation.lastActiveAt, !!live?.turn, now);
+    const verdict = checkLifecycle(
+      limits,
+      s.lastResumedAt ?? s.insertedAt,
+      row.conversation.lastActiveAt,
+      !!live?.turn,
+      now,
+    );
     if (verdict.kind !== 'expired' || verdict.reason !== 'max_lifetime') return false;
     if (!this.c.d.registry.isRegistered(s.provider as KnownProvider)) return false;
     const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
     const handle = live?.handle ?? adapter.buildHandle(s.name);
-    if (live?.turn) await this.p.turns.finish(live, live.turn, { ok: false, error: 'the sandbox reached its maximum lifetime' });
+    if (live?.turn)
+      await this.p.turns.finish(live, live.turn, { ok: false, error: 'the sandbox reached its maximum lifetime' });
     if (live) {
       await live.proc?.stop();
       this.c.live.delete(id);
@@ -89,7 +99,14 @@ export class Sweeper {
   async #park(id: string, cutoff: Date): Promise<boolean> {
     const row = await getConversationById(this.c.d.db, id);
     const s = row?.sandbox;
-    if (!row || !s || row.conversation.status !== 'idle' || s.status !== 'ready' || row.conversation.lastActiveAt >= cutoff) return false;
+    if (
+      !row ||
+      !s ||
+      row.conversation.status !== 'idle' ||
+      s.status !== 'ready' ||
+      row.conversation.lastActiveAt >= cutoff
+    )
+      return false;
     const live = this.c.live.get(id);
     // Nothing is parked while a turn or a permission request is open.
     if (live?.turn) return false;
@@ -104,7 +121,11 @@ export class Sweeper {
       const r = await adapter.suspend(handle);
       if (r.ok) {
         await updateSandbox(this.c.d.db, s.id, { status: 'suspended', agentSessionId: null });
-        this.c.events.stage(id, null, 'sandbox', 'done', { event: 'suspended', reason: 'idle', message: 'parked after the idle timeout; the next prompt wakes it' });
+        this.c.events.stage(id, null, 'sandbox', 'done', {
+          event: 'suspended',
+          reason: 'idle',
+          message: 'parked after the idle timeout; the next prompt wakes it',
+        });
         return true;
       }
       if (this.c.d.placement.hostAway(r.error)) {
@@ -120,7 +141,11 @@ export class Sweeper {
       return false;
     }
     await updateSandbox(this.c.d.db, s.id, { status: 'terminated', terminatedAt: new Date(), agentSessionId: null });
-    this.c.events.stage(id, null, 'sandbox', 'done', { event: 'reclaimed', reason: 'idle', message: 'the sandbox was destroyed after the idle timeout; the next prompt starts a fresh one' });
+    this.c.events.stage(id, null, 'sandbox', 'done', {
+      event: 'reclaimed',
+      reason: 'idle',
+      message: 'the sandbox was destroyed after the idle timeout; the next prompt starts a fresh one',
+    });
     return true;
   }
 }

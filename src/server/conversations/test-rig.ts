@@ -34,13 +34,21 @@ export interface EngineRig {
   /** The runner's sandbox root. */
   readonly root: string;
   /** Another engine on the same database and runner, with its own config; the caller stops it. `adapter` may wrap the runner's (a runner that misbehaves). */
-  engineWith(config: Partial<EngineConfig>, runnerKnown?: boolean, adapter?: (real: RunnerAdapter) => SandboxAdapter): ConversationEngine;
+  engineWith(
+    config: Partial<EngineConfig>,
+    runnerKnown?: boolean,
+    adapter?: (real: RunnerAdapter) => SandboxAdapter,
+  ): ConversationEngine;
   /** A demo-runtime agent of the rig's account. */
   demoAgent(name: string, permissionPolicy?: PermissionPolicy, system?: string): Promise<Agent>;
   stop(): Promise<void>;
 }
 
-export async function startEngineRig(prefix: string, config: Partial<EngineConfig>, driver: TestDriver = 'pglite'): Promise<EngineRig> {
+export async function startEngineRig(
+  prefix: string,
+  config: Partial<EngineConfig>,
+  driver: TestDriver = 'pglite',
+): Promise<EngineRig> {
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-${prefix}-`)));
   const root = join(tmp, 'sandboxes');
   const tdb: TestDatabase = await openTestDatabase(driver);
@@ -50,13 +58,26 @@ export async function startEngineRig(prefix: string, config: Partial<EngineConfi
   const host = new LocalRunnerHost();
   const hub: RunnerTestHub = await startRunnerTestHub({ logger, host });
   hub.enroll('t', RUNNER_ID, accountId);
-  const runner: RunnerChild = startRunnerChild({ name: 't', root, baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''), apiKey: RUNNER_KEY, home: tmp });
+  const runner: RunnerChild = startRunnerChild({
+    name: 't',
+    root,
+    baseUrl: hub.url.replace(/^ws/, 'http').replace(/\/api\/runners\/ws$/, ''),
+    apiKey: RUNNER_KEY,
+    home: tmp,
+  });
   await until(() => host.whereis(RUNNER_ID), 'the runner to connect', 120_000);
-  const engineWith = (c: Partial<EngineConfig>, runnerKnown = true, adapter: (real: RunnerAdapter) => SandboxAdapter = (a) => a) =>
+  const engineWith = (
+    c: Partial<EngineConfig>,
+    runnerKnown = true,
+    adapter: (real: RunnerAdapter) => SandboxAdapter = (a) => a,
+  ) =>
     new ConversationEngine({
       db,
       registry: new ProviderRegistry([adapter(new RunnerAdapter(host, { logger }))], {}),
-      placement: providerPlacement(host, { find: async (_a, id) => (runnerKnown && id === RUNNER_ID ? { id, name: 't', hostname: 'test', root } : undefined) }),
+      placement: providerPlacement(host, {
+        find: async (_a, id) =>
+          runnerKnown && id === RUNNER_ID ? { id, name: 't', hostname: 'test', root } : undefined,
+      }),
       logger,
       config: { ...ENGINE_DEFAULTS, publicUrl: null, demoAgentArgv: localDemoAgentArgv(), ...c },
       defaultProvider: 'runner',
@@ -72,7 +93,16 @@ export async function startEngineRig(prefix: string, config: Partial<EngineConfi
     root,
     engineWith,
     async demoAgent(name, permissionPolicy = {}, system = '') {
-      const r = await insertAgent(db, accountId, { name, description: '', system, runtime: 'demo', model: 'fountain/demo', sandboxProvider: null, permissionPolicy, metadata: {} });
+      const r = await insertAgent(db, accountId, {
+        name,
+        description: '',
+        system,
+        runtime: 'demo',
+        model: 'fountain/demo',
+        sandboxProvider: null,
+        permissionPolicy,
+        metadata: {},
+      });
       if (!r.ok) throw new Error(`inserting agent ${name} failed: ${JSON.stringify(r)}`);
       return r.agent;
     },

@@ -33,7 +33,17 @@ export function startRunnerChild(opts: {
   /** A command the daemon runs under (it must exec its arguments), e.g. `unshare` for a private view of /etc. */
   wrap?: readonly string[];
 }): RunnerChild {
-  const args = [FOUNTAIN_BIN, 'runner', '--name', opts.name, '--root', opts.root, '--log-level', opts.logLevel ?? 'warn', ...(opts.extraArgs ?? [])];
+  const args = [
+    FOUNTAIN_BIN,
+    'runner',
+    '--name',
+    opts.name,
+    '--root',
+    opts.root,
+    '--log-level',
+    opts.logLevel ?? 'warn',
+    ...(opts.extraArgs ?? []),
+  ];
   const [file, ...pre] = opts.wrap && opts.wrap.length > 0 ? [...opts.wrap, process.execPath] : [process.execPath];
   const child = spawn(file!, [...pre, ...args], {
     env: {
@@ -87,8 +97,18 @@ export async function allEvents(db: EngineDb, conversationId: string): Promise<E
 }
 
 /** The first stage event `stage/state` after event id `after`. */
-export async function waitForStage(db: EngineDb, conversationId: string, stage: string, state: string, after = 0): Promise<EventRow> {
-  return until(async () => (await allEvents(db, conversationId)).find((e) => e.id > after && e.stage === stage && e.state === state), `${stage}/${state}`);
+export async function waitForStage(
+  db: EngineDb,
+  conversationId: string,
+  stage: string,
+  state: string,
+  after = 0,
+): Promise<EventRow> {
+  return until(
+    async () =>
+      (await allEvents(db, conversationId)).find((e) => e.id > after && e.stage === stage && e.state === state),
+    `${stage}/${state}`,
+  );
 }
 
 /** The agent's answer text in a turn: its agent_message_chunk texts joined. */
@@ -96,9 +116,13 @@ export function answerText(events: readonly EventRow[], turnId: string): string 
   let text = '';
   for (const e of events) {
     if (e.turnId !== turnId || e.stream !== 'acp') continue;
-    const msg = JSON.parse(e.data) as { method?: string; params?: { update?: { sessionUpdate?: string; content?: { type?: string; text?: string } } } };
+    const msg = JSON.parse(e.data) as {
+      method?: string;
+      params?: { update?: { sessionUpdate?: string; content?: { type?: string; text?: string } } };
+    };
     const u = msg.params?.update;
-    if (msg.method === 'session/update' && u?.sessionUpdate === 'agent_message_chunk' && u.content?.type === 'text') text += u.content.text ?? '';
+    if (msg.method === 'session/update' && u?.sessionUpdate === 'agent_message_chunk' && u.content?.type === 'text')
+      text += u.content.text ?? '';
   }
   return text;
 }

@@ -26,7 +26,10 @@ describe('a turn row ends after its events are stored (embedded database, real r
     const created = await engine.create(accountId, { agentId: agent.id, prompt: 'remember: the stored answer' });
     assert.ok(created.ok, JSON.stringify(created));
     const id = created.value.id;
-    const turn = await until(async () => (await listTurns(db, id)).find((t) => ['completed', 'failed', 'interrupted'].includes(t.status)), 'the first turn to end');
+    const turn = await until(
+      async () => (await listTurns(db, id)).find((t) => ['completed', 'failed', 'interrupted'].includes(t.status)),
+      'the first turn to end',
+    );
     assert.equal(turn.status, 'completed');
     assert.match(answerText(await allEvents(db, id), turn.id), /the stored answer/);
     assert.ok((await engine.terminate(accountId, id)).ok);

@@ -4,11 +4,26 @@
  */
 import type { Turn } from '../store/conversation-schema.ts';
 import type { PromptReply, PromptUsage } from '../../acp/index.ts';
-import { endTurnRows, endTurnRowsWithEvent, markConversationRunning, setTurnPromptId, updateTurn, type RunningMark, type TurnEnd } from './store.ts';
+import {
+  endTurnRows,
+  endTurnRowsWithEvent,
+  markConversationRunning,
+  setTurnPromptId,
+  updateTurn,
+  type RunningMark,
+  type TurnEnd,
+} from './store.ts';
 import { turnUsage } from './usage.ts';
 import { ACP_AUTH_REQUIRED, promptFailureReason } from '../agents/runtimes.ts';
 import type { AgentProcess } from './agent-process.ts';
-import { newActiveTurn, stopTurnTimers, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
+import {
+  newActiveTurn,
+  stopTurnTimers,
+  type ActiveTurn,
+  type EngineCore,
+  type EngineParts,
+  type Live,
+} from './live.ts';
 
 /**
  * The phases of an active turn, read from its fields:
@@ -28,10 +43,13 @@ export function phaseOf(t: ActiveTurn): TurnPhase {
 }
 
 /** How a turn ended, as the agent's reply (or its absence) says. */
-export type TurnOutcome = { ok: true; stopReason: string; usage?: PromptUsage | undefined } | { ok: false; error: string; code?: string };
+export type TurnOutcome =
+  | { ok: true; stopReason: string; usage?: PromptUsage | undefined }
+  | { ok: false; error: string; code?: string };
 
 /** What the agent's stderr says when a model API refused its credential. */
-const AUTH_FAILURE = /\b(401|403|unauthori[sz]ed|authentication|invalid[ _-]?api[ _-]?key|api[ _-]?key (is )?(missing|invalid|not set))/i;
+const AUTH_FAILURE =
+  /\b(401|403|unauthori[sz]ed|authentication|invalid[ _-]?api[ _-]?key|api[ _-]?key (is )?(missing|invalid|not set))/i;
 
 /** Why a silent turn was abandoned; the credential is blamed only when the agent's own stderr says so. */
 export function silenceReason(quietMs: number, stderrTail: string): string {
@@ -66,15 +84,24 @@ export class TurnMachine {
     // Both marks are independent writes: issued together, they cost one wait before the prompt goes out.
     try {
       await Promise.all([
-        turn.status === 'running' && turn.model === live.model ? null : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
+        turn.status === 'running' && turn.model === live.model
+          ? null
+          : updateTurn(this.c.d.db, turn.id, { status: 'running', startedAt, model: live.model }),
         markConversationRunning(this.c.d.db, live.conversationId, startedAt, mark),
       ]);
     } catch (e) {
       // The prompt was already answered "queued": the turn ends failed instead of staying open.
-      await this.finish(live, active, { ok: false, error: `the turn could not be marked running: ${e instanceof Error ? e.message : String(e)}` });
+      await this.finish(live, active, {
+        ok: false,
+        error: `the turn could not be marked running: ${e instanceof Error ? e.message : String(e)}`,
+      });
       return;
     }
-    this.c.events.stage(live.conversationId, turn.id, 'turn', 'started', { turn_id: turn.id, turn_number: turn.turnNumber, mode: 'prompt' });
+    this.c.events.stage(live.conversationId, turn.id, 'turn', 'started', {
+      turn_id: turn.id,
+      turn_number: turn.turnNumber,
+      mode: 'prompt',
+    });
     // The prompt's POST is answered before this point: the turn may have been interrupted or ended meanwhile.
     if (live.turn !== active) return;
     if (active.interrupted) {
@@ -101,12 +128,24 @@ export class TurnMachine {
   }
 
   /** Ends the turn with the prompt's reply, unless another process has taken the turn over meanwhile. */
-  endOnReply(live: Live, turn: ActiveTurn, proc: AgentProcess, done: Promise<{ ok: true; value: PromptReply } | { ok: false; error: { code: string; message: string } }>): void {
+  endOnReply(
+    live: Live,
+    turn: ActiveTurn,
+    proc: AgentProcess,
+    done: Promise<{ ok: true; value: PromptReply } | { ok: false; error: { code: string; message: string } }>,
+  ): void {
     void done
       .then((r) => {
         if (turn.driver !== proc) return undefined;
-        if (!r.ok && r.error.code === 'runner_replay_line_too_large') return this.p.recovery.fail(live, turn, 'runner_replay_line_too_large', r.error.message);
-        return this.finish(live, turn, r.ok ? { ok: true, stopReason: r.value.stopReason, usage: r.value.usage } : { ok: false, error: promptFailureReason(live.runtime, r.error) });
+        if (!r.ok && r.error.code === 'runner_replay_line_too_large')
+          return this.p.recovery.fail(live, turn, 'runner_replay_line_too_large', r.error.message);
+        return this.finish(
+          live,
+          turn,
+          r.ok
+            ? { ok: true, stopReason: r.value.stopReason, usage: r.value.usage }
+            : { ok: false, error: promptFailureReason(live.runtime, r.error) },
+        );
       })
       .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
   }
@@ -140,7 +179,9 @@ export class TurnMachine {
             await proc.stop();
           }
         })
-        .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'abandoning a silent turn failed'));
+        .catch((e) =>
+          this.c.log.error({ err: e, conversation: live.conversationId }, 'abandoning a silent turn failed'),
+        );
     }, delayMs);
   }
 
@@ -148,12 +189,20 @@ export class TurnMachine {
   async finish(live: Live, turn: ActiveTurn, r: TurnOutcome): Promise<void> {
     if (live.turn !== turn) return;
     const refused = r.ok ? turn.refusal.failure : null;
-    if (refused) r = { ok: false, error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }) };
+    if (refused)
+      r = {
+        ok: false,
+        error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }),
+      };
     stopTurnTimers(turn);
     if (turn.ask) {
       clearTimeout(turn.ask.timer);
       live.resolved.add(turn.ask.requestId);
-      this.c.events.stage(live.conversationId, turn.id, 'permission', 'done', { request_id: turn.ask.requestId, outcome: 'turn_ended', option_id: null });
+      this.c.events.stage(live.conversationId, turn.id, 'permission', 'done', {
+        request_id: turn.ask.requestId,
+        outcome: 'turn_ended',
+        option_id: null,
+      });
       turn.ask = null;
     }
     live.turn = null;
@@ -195,7 +244,10 @@ export class TurnMachine {
     } catch (e) {
       // Nothing of that statement was stored: the rows end alone, and the event takes the log's way
       // (a row it cannot store is dropped there, as any event's, instead of keeping the turn open).
-      this.c.log.warn({ err: e instanceof Error ? e.message : String(e), conversation: live.conversationId }, 'turn end with its event failed; stored apart');
+      this.c.log.warn(
+        { err: e instanceof Error ? e.message : String(e), conversation: live.conversationId },
+        'turn end with its event failed; stored apart',
+      );
       await endTurnRows(this.c.d.db, end);
       this.c.events.append(event);
       this.c.events.flushSoon();

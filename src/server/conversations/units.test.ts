@@ -15,8 +15,14 @@ describe('permission policy', () => {
     assert.equal(loosening({ default: 'ask' }, { execute: 'ask' }), null);
     assert.equal(loosening({ default: 'auto_deny' }, { default: 'ask', read: 'auto_allow' }), null);
     assert.match(loosening({}, { execute: 'ask' }) ?? '', /execute would be auto_allow/);
-    assert.match(loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '', /Run `ls` would be auto_allow/);
-    assert.match(loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '', /Run `rm` would be auto_allow, where the parent's policy says auto_deny/);
+    assert.match(
+      loosening({ default: 'ask', 'Run `ls`': 'auto_allow' }, { default: 'ask' }) ?? '',
+      /Run `ls` would be auto_allow/,
+    );
+    assert.match(
+      loosening({ execute: 'ask' }, { 'Run `rm`': 'auto_deny' }) ?? '',
+      /Run `rm` would be auto_allow, where the parent's policy says auto_deny/,
+    );
     assert.match(loosening({ default: 'ask' }, { default: 'auto_deny' }) ?? '', /would be ask/);
   });
 });
@@ -30,7 +36,10 @@ describe('runtimes', () => {
     assert.match(modelProblem('demo', 'Fountain Demo') ?? '', /provider\/model_id/);
   });
   it('writes .env values single-quoted so a shell reads them back verbatim', () => {
-    const text = dotenv([['A', "it's $HOME `x`"], ['B', 'plain']]);
+    const text = dotenv([
+      ['A', "it's $HOME `x`"],
+      ['B', 'plain'],
+    ]);
     const out = execFileSync('sh', ['-c', `${text.replace(/\n/g, ';')} printf '%s|%s' "$A" "$B"`]).toString();
     assert.equal(out, "it's $HOME `x`|plain");
   });
@@ -66,20 +75,46 @@ describe('KeyedLock', () => {
 
 describe('real adapters', () => {
   it('an auth_required refusal names the credential the runtime reads; other errors pass through', () => {
-    const auth = promptFailureReason('claude', { message: 'session/prompt failed: Authentication required (-32000)', rpc: { code: -32000 } });
-    assert.match(auth, /^session\/prompt failed: Authentication required \(-32000\) — the claude agent's model credential \(claude_code_oauth_token or anthropic_api_key\) is missing or was refused/);
+    const auth = promptFailureReason('claude', {
+      message: 'session/prompt failed: Authentication required (-32000)',
+      rpc: { code: -32000 },
+    });
+    assert.match(
+      auth,
+      /^session\/prompt failed: Authentication required \(-32000\) — the claude agent's model credential \(claude_code_oauth_token or anthropic_api_key\) is missing or was refused/,
+    );
     assert.match(auth, /\/account\/credentials/);
     assert.match(auth, /fountain credentials set/);
     assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
-    assert.equal(promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }), 'session/prompt failed: boom (-32603)');
+    assert.equal(
+      promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }),
+      'session/prompt failed: boom (-32603)',
+    );
     // Refusals the runtimes report as generic errors (seen with Claude Code 2.1 and Gemini CLI 0.61).
-    assert.match(promptFailureReason('claude', { message: 'session/prompt failed: Internal error: Invalid API key · Fix external API key (-32603)', rpc: { code: -32603 } }), /\/account\/credentials/);
-    assert.match(promptFailureReason('gemini', { message: 'session/prompt failed: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key."}} (400)', rpc: { code: 400 } }), /gemini_api_key/);
-    assert.equal(promptFailureReason('claude', { message: 'the agent exited with code 1' }), 'the agent exited with code 1');
+    assert.match(
+      promptFailureReason('claude', {
+        message: 'session/prompt failed: Internal error: Invalid API key · Fix external API key (-32603)',
+        rpc: { code: -32603 },
+      }),
+      /\/account\/credentials/,
+    );
+    assert.match(
+      promptFailureReason('gemini', {
+        message:
+          'session/prompt failed: {"error":{"code":400,"message":"API key not valid. Please pass a valid API key."}} (400)',
+        rpc: { code: 400 },
+      }),
+      /gemini_api_key/,
+    );
+    assert.equal(
+      promptFailureReason('claude', { message: 'the agent exited with code 1' }),
+      'the agent exited with code 1',
+    );
   });
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
     assert.deepEqual(RUNTIME_SPECS.claude.env[0], ['IS_SANDBOX', '1']);
-    for (const spec of Object.values(RUNTIME_SPECS)) for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
+    for (const spec of Object.values(RUNTIME_SPECS))
+      for (const [k] of spec.env) assert.doesNotMatch(k, /KEY|TOKEN|SECRET/);
   });
 });
 
@@ -100,7 +135,12 @@ describe('platform MCP servers for a session', () => {
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, { mcpCapabilities: { sse: true } }), []);
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, {}), []);
     assert.deepEqual(platformMcpServers(team, 'http://127.0.0.1:4000', token, undefined), []);
-    assert.deepEqual(platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, { mcpCapabilities: { http: true } }), []);
+    assert.deepEqual(
+      platformMcpServers({ ...team, channelId: null }, 'http://127.0.0.1:4000', token, {
+        mcpCapabilities: { http: true },
+      }),
+      [],
+    );
     assert.deepEqual(platformMcpServers(team, null, token, { mcpCapabilities: { http: true } }), []);
   });
 });
@@ -110,7 +150,10 @@ describe('silence', () => {
     const plain = silenceReason(601_000, 'loading settings from /home/sprite/.config\n');
     assert.match(plain, /sent nothing for 601 s with no tool call running/);
     assert.doesNotMatch(plain, /credential/);
-    const auth = silenceReason(601_000, 'API Error: 401 {"type":"error","error":{"type":"authentication_error"}}\nretrying in 30s');
+    const auth = silenceReason(
+      601_000,
+      'API Error: 401 {"type":"error","error":{"type":"authentication_error"}}\nretrying in 30s',
+    );
     assert.match(auth, /authentication failure: check the runtime's model credential/);
     assert.match(auth, /401/);
   });
@@ -118,12 +161,42 @@ describe('silence', () => {
 
 describe('the model option an adapter offers', () => {
   const option = (currentValue: string, values: string[]) =>
-    [{ id: 'model', name: 'Model', category: 'model', type: 'select', currentValue, options: values.map((value) => ({ value, name: value })) }] as unknown as Parameters<typeof modelOptionToSet>[0];
+    [
+      {
+        id: 'model',
+        name: 'Model',
+        category: 'model',
+        type: 'select',
+        currentValue,
+        options: values.map((value) => ({ value, name: value })),
+      },
+    ] as unknown as Parameters<typeof modelOptionToSet>[0];
   it('is set only to an exact listing of the agent model, and only when another is current', () => {
-    assert.equal(modelOptionToSet(option('default', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), 'claude-sonnet-4-5');
-    assert.equal(modelOptionToSet(option('claude-sonnet-4-5', ['default', 'claude-sonnet-4-5']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    assert.equal(
+      modelOptionToSet(
+        option('default', ['default', 'claude-sonnet-4-5']),
+        'anthropic/claude-sonnet-4-5',
+        'claude-sonnet-4-5',
+      ),
+      'claude-sonnet-4-5',
+    );
+    assert.equal(
+      modelOptionToSet(
+        option('claude-sonnet-4-5', ['default', 'claude-sonnet-4-5']),
+        'anthropic/claude-sonnet-4-5',
+        'claude-sonnet-4-5',
+      ),
+      null,
+    );
     // An alias would let the runtime choose its own model id: left to the env (ANTHROPIC_MODEL).
-    assert.equal(modelOptionToSet(option('default', ['default', 'sonnet', 'opus[1m]']), 'anthropic/claude-sonnet-4-5', 'claude-sonnet-4-5'), null);
+    assert.equal(
+      modelOptionToSet(
+        option('default', ['default', 'sonnet', 'opus[1m]']),
+        'anthropic/claude-sonnet-4-5',
+        'claude-sonnet-4-5',
+      ),
+      null,
+    );
     assert.equal(modelOptionToSet(option('x', ['openai/gpt-5', 'x']), 'openai/gpt-5', 'gpt-5'), 'openai/gpt-5');
     assert.equal(modelOptionToSet(undefined, 'openai/gpt-5', 'gpt-5'), null);
   });

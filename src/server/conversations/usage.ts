@@ -6,7 +6,10 @@ import type { PromptUsage } from '../../acp/index.ts';
 import type { TurnUsage } from '../store/conversation-schema.ts';
 
 /** Null when the agent reported nothing at all. */
-export function turnUsage(reply: PromptUsage | undefined, reported: Pick<TurnUsage, 'context' | 'cost'>): TurnUsage | null {
+export function turnUsage(
+  reply: PromptUsage | undefined,
+  reported: Pick<TurnUsage, 'context' | 'cost'>,
+): TurnUsage | null {
   if (!reply && !reported.context && !reported.cost) return null;
   return {
     input: reply?.inputTokens ?? 0,

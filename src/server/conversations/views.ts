@@ -5,7 +5,13 @@
 import { join } from 'node:path';
 import { z } from '@hono/zod-openapi';
 import type { Block } from './blocks.ts';
-import { CONVERSATION_STATUSES, type Conversation, type EventRow, type SandboxRow, type Turn } from '../store/conversation-schema.ts';
+import {
+  CONVERSATION_STATUSES,
+  type Conversation,
+  type EventRow,
+  type SandboxRow,
+  type Turn,
+} from '../store/conversation-schema.ts';
 
 /** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
 export interface RunnerSummary {
@@ -16,7 +22,13 @@ export interface RunnerSummary {
   readonly online: boolean;
 }
 
-export const RunnerRefSchema = z.object({ id: z.string(), name: z.string(), hostname: z.string().nullable(), online: z.boolean(), path: z.string().nullable() });
+export const RunnerRefSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  hostname: z.string().nullable(),
+  online: z.boolean(),
+  path: z.string().nullable(),
+});
 
 export const SandboxSchema = z
   .object({
@@ -40,7 +52,9 @@ export const TurnUsageSchema = z
     cache_read: z.number().optional(),
     cache_write: z.number().optional(),
     context: z.object({ used: z.number(), size: z.number() }).optional(),
-    cost: CostSchema.optional().openapi({ description: 'As the agent reported it in the turn\'s last usage_update (ACP: the session\'s cost so far)' }),
+    cost: CostSchema.optional().openapi({
+      description: "As the agent reported it in the turn's last usage_update (ACP: the session's cost so far)",
+    }),
   })
   .openapi('TurnUsage');
 
@@ -58,12 +72,18 @@ export const ConversationSchema = z
   .object({
     id: z.string(),
     title: z.string().nullable(),
-    title_source: z.enum(['user', 'agent']).nullable().openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
+    title_source: z
+      .enum(['user', 'agent'])
+      .nullable()
+      .openapi({ description: "user: given at creation; agent: the agent's session_info_update (it may retitle)" }),
     first_prompt: z.string().nullable(),
     sandbox_id: z.string().nullable(),
     sandbox: SandboxSchema.nullable(),
     agent_id: z.string().nullable(),
-    environment_id: z.string().nullable().openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
+    environment_id: z
+      .string()
+      .nullable()
+      .openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -123,7 +143,9 @@ export const EventSchema = z
     turn_id: z.string().nullable(),
     ts: z.string(),
     blocks: z
-      .array(z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough())
+      .array(
+        z.object({ kind: z.enum(['text', 'thinking', 'tool_use', 'tool_update', 'tool_result', 'raw']) }).passthrough(),
+      )
       .optional()
       .openapi({
         description:
@@ -137,8 +159,6 @@ export type ConversationView = z.infer<typeof ConversationSchema>;
 export type TurnView = z.infer<typeof TurnSchema>;
 export type EventView = z.infer<typeof EventSchema>;
 
-
-
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 export function sandboxView(s: SandboxRow, runner: RunnerSummary | null): SandboxView {
@@ -150,7 +170,13 @@ export function sandboxView(s: SandboxRow, runner: RunnerSummary | null): Sandbo
     status: s.status,
     url: null,
     runner: runner
-      ? { id: runner.id, name: runner.name, hostname: runner.hostname, online: runner.online, path: runner.root ? join(runner.root, s.name) : null }
+      ? {
+          id: runner.id,
+          name: runner.name,
+          hostname: runner.hostname,
+          online: runner.online,
+          path: runner.root ? join(runner.root, s.name) : null,
+        }
       : null,
   };
 }
@@ -184,7 +210,6 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
   };
 }
 
-
 export function turnView(t: Turn): TurnView {
   return {
     id: t.id,
@@ -203,7 +228,6 @@ export function turnView(t: Turn): TurnView {
     model: t.model,
   };
 }
-
 
 export function eventView(e: EventRow, blocks?: Block[]): EventView {
   return {

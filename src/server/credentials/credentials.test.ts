@@ -50,7 +50,11 @@ describe('the secret key and sealing', () => {
     assert.equal(open(k, sealed, 'acct:anthropic_api_key'), KEY);
     assert.equal(open(k, sealed, 'other:anthropic_api_key'), null, 'another account cannot open it');
     assert.equal(open(k, sealed, 'acct:openai_api_key'), null, 'another provider cannot open it');
-    assert.equal(open(new Private(Buffer.alloc(32, 8)), sealed, 'acct:anthropic_api_key'), null, 'another key cannot open it');
+    assert.equal(
+      open(new Private(Buffer.alloc(32, 8)), sealed, 'acct:anthropic_api_key'),
+      null,
+      'another key cannot open it',
+    );
     const parts = sealed.split('.');
     parts[3] = Buffer.from('tampered').toString('base64');
     assert.equal(open(k, parts.join('.'), 'acct:anthropic_api_key'), null, 'an altered value does not open');
@@ -58,15 +62,30 @@ describe('the secret key and sealing', () => {
 });
 
 describe('delivery per runtime', () => {
-  const cred = (provider: Parameters<typeof deliveryFor>[2] extends infer C ? (C extends { provider: infer P } ? P : never) : never, baseUrl: string | null = null) => ({ provider, value: new Private(KEY), baseUrl });
+  const cred = (
+    provider: Parameters<typeof deliveryFor>[2] extends infer C ? (C extends { provider: infer P } ? P : never) : never,
+    baseUrl: string | null = null,
+  ) => ({ provider, value: new Private(KEY), baseUrl });
 
   it('claude prefers the OAuth token; the model and base URL go into its env; the key only into secretEnv', () => {
-    assert.deepEqual(credentialsFor('claude', 'anthropic/claude-sonnet-4-5'), ['claude_code_oauth_token', 'anthropic_api_key']);
+    assert.deepEqual(credentialsFor('claude', 'anthropic/claude-sonnet-4-5'), [
+      'claude_code_oauth_token',
+      'anthropic_api_key',
+    ]);
     const d = deliveryFor('claude', 'anthropic/claude-sonnet-4-5', cred('anthropic_api_key', 'http://gw.local/'));
-    assert.deepEqual(d.secretEnv.map(([k, v]) => [k, v.reveal()]), [['ANTHROPIC_API_KEY', KEY]]);
-    assert.deepEqual(d.env, [['ANTHROPIC_BASE_URL', 'http://gw.local'], ['ANTHROPIC_MODEL', 'claude-sonnet-4-5']]);
+    assert.deepEqual(
+      d.secretEnv.map(([k, v]) => [k, v.reveal()]),
+      [['ANTHROPIC_API_KEY', KEY]],
+    );
+    assert.deepEqual(d.env, [
+      ['ANTHROPIC_BASE_URL', 'http://gw.local'],
+      ['ANTHROPIC_MODEL', 'claude-sonnet-4-5'],
+    ]);
     const oauth = deliveryFor('claude', 'anthropic/claude-sonnet-4-5', cred('claude_code_oauth_token'));
-    assert.deepEqual(oauth.secretEnv.map(([k]) => k), ['CLAUDE_CODE_OAUTH_TOKEN']);
+    assert.deepEqual(
+      oauth.secretEnv.map(([k]) => k),
+      ['CLAUDE_CODE_OAUTH_TOKEN'],
+    );
   });
 
   it('codex gets its gateway as a config.toml model provider reading OPENAI_API_KEY', () => {
@@ -75,12 +94,18 @@ describe('delivery per runtime', () => {
     assert.match(toml, /^model = "gpt-5"$/m);
     assert.match(toml, /base_url = "http:\/\/gw.local\/v1"/);
     assert.match(toml, /env_key = "OPENAI_API_KEY"/);
-    assert.deepEqual(d.secretEnv.map(([k]) => k), ['OPENAI_API_KEY']);
+    assert.deepEqual(
+      d.secretEnv.map(([k]) => k),
+      ['OPENAI_API_KEY'],
+    );
   });
 
   it('gemini gets GOOGLE_GEMINI_BASE_URL and GEMINI_MODEL; opencode picks the key by model prefix and asks for bash', () => {
     const g = deliveryFor('gemini', 'google/gemini-2.5-flash', cred('gemini_api_key', 'http://gw.local'));
-    assert.deepEqual(g.env, [['GOOGLE_GEMINI_BASE_URL', 'http://gw.local'], ['GEMINI_MODEL', 'gemini-2.5-flash']]);
+    assert.deepEqual(g.env, [
+      ['GOOGLE_GEMINI_BASE_URL', 'http://gw.local'],
+      ['GEMINI_MODEL', 'gemini-2.5-flash'],
+    ]);
     assert.deepEqual(credentialsFor('opencode', 'google/gemini-2.5-pro'), ['gemini_api_key']);
     assert.deepEqual(credentialsFor('opencode', 'anthropic/claude-sonnet-4-5'), ['anthropic_api_key']);
     const o = deliveryFor('opencode', 'openai/gpt-5', cred('openai_api_key', 'http://gw.local/v1'));
@@ -156,31 +181,56 @@ describe('the inference-credentials API', () => {
 
   it('stores write-only, sealed at rest; validates; lists without values; removes', async () => {
     assert.equal(statSync(join(tmp, 'data', 'secret-key')).mode & 0o777, 0o600);
-    const wrong = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', { value: `${KEY}x`, base_url: api.url });
+    const wrong = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+      value: `${KEY}x`,
+      base_url: api.url,
+    });
     assert.deepEqual([wrong.status, wrong.body.error], [422, 'credential_refused']);
-    const down = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', { value: KEY, base_url: 'http://127.0.0.1:1' });
+    const down = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+      value: KEY,
+      base_url: 'http://127.0.0.1:1',
+    });
     assert.deepEqual([down.status, down.body.error], [502, 'network']);
-    assert.equal((await http('GET', '/api/account/inference-credentials')).body.data.length, 0, 'nothing stored after a failed check');
+    assert.equal(
+      (await http('GET', '/api/account/inference-credentials')).body.data.length,
+      0,
+      'nothing stored after a failed check',
+    );
 
-    const ok = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', { value: KEY, base_url: api.url });
+    const ok = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+      value: KEY,
+      base_url: api.url,
+    });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
     assert.deepEqual([ok.body.data.provider, ok.body.data.base_url], ['anthropic_api_key', api.url]);
-    const unchecked = await http('PUT', '/api/account/inference-credentials/gemini_api_key', { value: 'AIzaUnchecked', validate: false });
+    const unchecked = await http('PUT', '/api/account/inference-credentials/gemini_api_key', {
+      value: 'AIzaUnchecked',
+      validate: false,
+    });
     assert.equal(unchecked.status, 200);
     const list = await http('GET', '/api/account/inference-credentials');
-    assert.deepEqual(list.body.data.map((c: { provider: string }) => c.provider), ['anthropic_api_key', 'gemini_api_key']);
+    assert.deepEqual(
+      list.body.data.map((c: { provider: string }) => c.provider),
+      ['anthropic_api_key', 'gemini_api_key'],
+    );
     for (const r of [wrong, down, ok, unchecked, list]) assert.ok(!JSON.stringify(r.body).includes(KEY));
 
     const rows = await srv.database.db.execute(sql`SELECT sealed FROM inference_credentials`);
     const stored = JSON.stringify(rows);
     assert.ok(!stored.includes(KEY) && !stored.includes('AIzaUnchecked'), 'sealed at rest');
 
-    const bad = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', { value: 'has space inside' });
+    const bad = await http('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+      value: 'has space inside',
+    });
     assert.deepEqual([bad.status, bad.body.error], [422, 'validation_failed']);
     assert.ok(!JSON.stringify(bad.body).includes('has space inside'));
     const unknown = await http('PUT', '/api/account/inference-credentials/aws_key', { value: 'x', validate: false });
     assert.equal(unknown.status, 422);
-    const badUrl = await http('PUT', '/api/account/inference-credentials/openai_api_key', { value: 'sk-x', base_url: 'ftp://x', validate: false });
+    const badUrl = await http('PUT', '/api/account/inference-credentials/openai_api_key', {
+      value: 'sk-x',
+      base_url: 'ftp://x',
+      validate: false,
+    });
     assert.equal(badUrl.status, 422);
 
     assert.equal((await http('DELETE', '/api/account/inference-credentials/gemini_api_key')).status, 204);
@@ -189,7 +239,12 @@ describe('the inference-credentials API', () => {
   });
 
   it('refuses a conversation whose runtime lacks its credential before any sandbox work', async () => {
-    const agent = await http('POST', '/api/agents', { name: 'codex-agent', runtime: 'codex', model: 'openai/gpt-5', sandbox_provider: null });
+    const agent = await http('POST', '/api/agents', {
+      name: 'codex-agent',
+      runtime: 'codex',
+      model: 'openai/gpt-5',
+      sandbox_provider: null,
+    });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     const conv = await http('POST', '/api/conversations', { agent_id: agent.body.data.id });
     assert.equal(conv.status, 422, JSON.stringify(conv.body));

@@ -76,7 +76,14 @@ function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential)
     // built-in `openai` provider through the Responses API whatever npm package it is given, so the
     // gateway is a provider of its own.
     providerId = 'openai-gateway';
-    provider = { [providerId]: { npm: '@ai-sdk/openai-compatible', name: 'OpenAI (gateway)', options: { baseURL: base, apiKey: keyRef }, models: { [modelId]: { name: modelId } } } };
+    provider = {
+      [providerId]: {
+        npm: '@ai-sdk/openai-compatible',
+        name: 'OpenAI (gateway)',
+        options: { baseURL: base, apiKey: keyRef },
+        models: { [modelId]: { name: modelId } },
+      },
+    };
   } else if (vendor === 'anthropic') {
     provider = { anthropic: { options: { apiKey: keyRef, ...(base ? { baseURL: `${base}/v1` } : {}) } } };
   } else if (vendor === 'google') {

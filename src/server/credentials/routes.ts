@@ -14,7 +14,10 @@ import type { CredentialService } from './service.ts';
 export const CredentialSchema = z
   .object({
     provider: z.enum(CREDENTIAL_PROVIDERS),
-    base_url: z.string().nullable().openapi({ description: 'The gateway the runtime is pointed at; null means the vendor API' }),
+    base_url: z
+      .string()
+      .nullable()
+      .openapi({ description: 'The gateway the runtime is pointed at; null means the vendor API' }),
     created_at: z.string(),
     updated_at: z.string(),
   })
@@ -40,17 +43,27 @@ export const PutCredentialBody = z
       .max(8192, 'value is longer than 8192 characters')
       .refine((s) => s.trim() === s && !/[\s\0]/.test(s), 'value must not contain whitespace'),
     base_url: baseUrlSchema.nullable().optional(),
-    validate: z.boolean().optional().openapi({ description: 'Check the credential against the provider first (default true)' }),
+    validate: z
+      .boolean()
+      .optional()
+      .openapi({ description: 'Check the credential against the provider first (default true)' }),
   })
   .strict()
   .openapi('PutInferenceCredential');
 
 const ProviderParam = z.object({
-  provider: z.enum(CREDENTIAL_PROVIDERS, { error: `provider must be one of ${CREDENTIAL_PROVIDERS.join(', ')}` }).openapi({ param: { name: 'provider', in: 'path' } }),
+  provider: z
+    .enum(CREDENTIAL_PROVIDERS, { error: `provider must be one of ${CREDENTIAL_PROVIDERS.join(', ')}` })
+    .openapi({ param: { name: 'provider', in: 'path' } }),
 });
 
 const STATUS = { refused: 422, network: 502, provider_error: 502, timeout: 504 } as const;
-const CODE = { refused: 'credential_refused', network: 'network', provider_error: 'provider_error', timeout: 'timeout' } as const;
+const CODE = {
+  refused: 'credential_refused',
+  network: 'network',
+  provider_error: 'provider_error',
+  timeout: 'timeout',
+} as const;
 
 export function credentialRoutes(deps: RouteDeps & { credentials: CredentialService }): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -64,7 +77,13 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
       summary: 'Which model credentials the account has set (never their values)',
       security: bearer,
       middleware: auth,
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(CredentialSchema) }) } } }, ...errorResponses(401, 403) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(CredentialSchema) }) } },
+        },
+        ...errorResponses(401, 403),
+      },
     }),
     async (c) => c.json({ data: await credentials.list(c.get('principal').account.id) }, 200),
   );
@@ -76,9 +95,15 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
       summary: 'Sets a model credential (validated against the provider unless validate is false)',
       security: bearer,
       middleware: auth,
-      request: { params: ProviderParam, body: { content: { 'application/json': { schema: PutCredentialBody } }, required: true } },
+      request: {
+        params: ProviderParam,
+        body: { content: { 'application/json': { schema: PutCredentialBody } }, required: true },
+      },
       responses: {
-        200: { description: 'stored', content: { 'application/json': { schema: z.object({ data: CredentialSchema }) } } },
+        200: {
+          description: 'stored',
+          content: { 'application/json': { schema: z.object({ data: CredentialSchema }) } },
+        },
         ...errorResponses(401, 403, 422, 502, 504),
       },
     }),
@@ -86,9 +111,18 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
       const { provider } = c.req.valid('param');
       const body = c.req.valid('json');
       const accountId = c.get('principal').account.id;
-      const r = await credentials.set(accountId, provider, new Private(body.value), { baseUrl: body.base_url ?? null, validate: body.validate ?? true });
+      const r = await credentials.set(accountId, provider, new Private(body.value), {
+        baseUrl: body.base_url ?? null,
+        validate: body.validate ?? true,
+      });
       if (!r.ok) throw new ApiError(STATUS[r.failure.kind], CODE[r.failure.kind], r.failure.message, { provider });
-      await audit(db, { accountId, actor: 'api', action: 'inference_credential.set', subjectId: accountId, data: { provider, base_url: body.base_url ?? null } });
+      await audit(db, {
+        accountId,
+        actor: 'api',
+        action: 'inference_credential.set',
+        subjectId: accountId,
+        data: { provider, base_url: body.base_url ?? null },
+      });
       return c.json({ data: r.value }, 200);
     },
   );
@@ -107,7 +141,13 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
       const { provider } = c.req.valid('param');
       const accountId = c.get('principal').account.id;
       if (!(await credentials.remove(accountId, provider))) throw ApiError.notFound(`inference credential ${provider}`);
-      await audit(db, { accountId, actor: 'api', action: 'inference_credential.removed', subjectId: accountId, data: { provider } });
+      await audit(db, {
+        accountId,
+        actor: 'api',
+        action: 'inference_credential.removed',
+        subjectId: accountId,
+        data: { provider },
+      });
       return c.body(null, 204);
     },
   );

@@ -41,7 +41,10 @@ export function loadSecretKey(env: Readonly<Record<string, string | undefined>>,
   const file = join(dataDir, SECRET_KEY_FILE);
   if (existsSync(file)) {
     const k = decodeKey(readFileSync(file, 'utf8'));
-    if (!k) throw new SecretKeyError(`${file} does not hold a 32-byte key (64 hex digits); restore it or set FOUNTAIN_SECRET_KEY`);
+    if (!k)
+      throw new SecretKeyError(
+        `${file} does not hold a 32-byte key (64 hex digits); restore it or set FOUNTAIN_SECRET_KEY`,
+      );
     return new Private(k);
   }
   const k = randomBytes(32);

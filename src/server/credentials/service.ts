@@ -20,7 +20,11 @@ export interface CredentialView {
 
 export type LaunchDelivery =
   | { readonly ok: true; readonly delivery: Delivery; readonly provider: CredentialProvider | null }
-  | { readonly ok: false; readonly code: 'inference_credential_missing' | 'inference_credential_unreadable'; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly code: 'inference_credential_missing' | 'inference_credential_unreadable';
+      readonly message: string;
+    };
 
 /** What the engine asks for at every launch. */
 export interface LaunchCredentials {
@@ -53,7 +57,12 @@ export class CredentialService implements LaunchCredentials {
       const v = await this.validator(provider, value, opts.baseUrl);
       if (!v.ok) return { ok: false, failure: v };
     }
-    const row = await upsertCredential(this.db, { accountId, provider, sealed: seal(this.key, value.reveal(), aad(accountId, provider)), baseUrl: opts.baseUrl });
+    const row = await upsertCredential(this.db, {
+      accountId,
+      provider,
+      sealed: seal(this.key, value.reveal(), aad(accountId, provider)),
+      baseUrl: opts.baseUrl,
+    });
     return { ok: true, value: view(row) };
   }
 
@@ -80,8 +89,16 @@ export class CredentialService implements LaunchCredentials {
           message: `the stored ${provider} cannot be opened with this server's secret key (FOUNTAIN_SECRET_KEY changed?): set it again on the Model credentials page (/account/credentials) or with \`fountain credentials set ${provider}\``,
         };
       }
-      return { ok: true, delivery: deliveryFor(runtime, model, { provider, value: new Private(plain), baseUrl: row.baseUrl }), provider };
+      return {
+        ok: true,
+        delivery: deliveryFor(runtime, model, { provider, value: new Private(plain), baseUrl: row.baseUrl }),
+        provider,
+      };
     }
-    return { ok: false, code: 'inference_credential_missing', message: missingCredentialMessage(runtime, model, needed) };
+    return {
+      ok: false,
+      code: 'inference_credential_missing',
+      message: missingCredentialMessage(runtime, model, needed),
+    };
   }
 }

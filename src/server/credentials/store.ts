@@ -27,7 +27,10 @@ export const inferenceCredentials = pgTable(
 
 export type CredentialRow = typeof inferenceCredentials.$inferSelect;
 
-export async function upsertCredential(db: EngineDb, row: { accountId: string; provider: CredentialProvider; sealed: string; baseUrl: string | null }): Promise<CredentialRow> {
+export async function upsertCredential(
+  db: EngineDb,
+  row: { accountId: string; provider: CredentialProvider; sealed: string; baseUrl: string | null },
+): Promise<CredentialRow> {
   const now = new Date();
   const [r] = await db
     .insert(inferenceCredentials)
@@ -41,10 +44,18 @@ export async function upsertCredential(db: EngineDb, row: { accountId: string; p
 }
 
 export function listCredentials(db: EngineDb, accountId: string): Promise<CredentialRow[]> {
-  return db.select().from(inferenceCredentials).where(eq(inferenceCredentials.accountId, accountId)).orderBy(inferenceCredentials.provider);
+  return db
+    .select()
+    .from(inferenceCredentials)
+    .where(eq(inferenceCredentials.accountId, accountId))
+    .orderBy(inferenceCredentials.provider);
 }
 
-export async function deleteCredential(db: EngineDb, accountId: string, provider: CredentialProvider): Promise<boolean> {
+export async function deleteCredential(
+  db: EngineDb,
+  accountId: string,
+  provider: CredentialProvider,
+): Promise<boolean> {
   const rows = await db
     .delete(inferenceCredentials)
     .where(and(eq(inferenceCredentials.accountId, accountId), eq(inferenceCredentials.provider, provider)))

@@ -7,18 +7,33 @@ import { CREDENTIAL_API, type CredentialProvider } from './providers.ts';
 
 export type Validation =
   | { readonly ok: true }
-  | { readonly ok: false; readonly kind: 'refused' | 'network' | 'timeout' | 'provider_error'; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly kind: 'refused' | 'network' | 'timeout' | 'provider_error';
+      readonly message: string;
+    };
 
 const trimSlash = (s: string) => s.replace(/\/+$/, '');
 
 /** The request that proves a credential: URL and headers (the value goes only into a header). */
-function probe(provider: CredentialProvider, value: string, baseUrl: string): { url: string; headers: Record<string, string> } {
+function probe(
+  provider: CredentialProvider,
+  value: string,
+  baseUrl: string,
+): { url: string; headers: Record<string, string> } {
   const base = trimSlash(baseUrl);
   switch (provider) {
     case 'anthropic_api_key':
       return { url: `${base}/v1/models`, headers: { 'x-api-key': value, 'anthropic-version': '2023-06-01' } };
     case 'claude_code_oauth_token':
-      return { url: `${base}/v1/models`, headers: { authorization: `Bearer ${value}`, 'anthropic-version': '2023-06-01', 'anthropic-beta': 'oauth-2025-04-20' } };
+      return {
+        url: `${base}/v1/models`,
+        headers: {
+          authorization: `Bearer ${value}`,
+          'anthropic-version': '2023-06-01',
+          'anthropic-beta': 'oauth-2025-04-20',
+        },
+      };
     case 'openai_api_key':
       return { url: `${base}/models`, headers: { authorization: `Bearer ${value}` } };
     case 'gemini_api_key':
@@ -39,7 +54,8 @@ export async function validateCredential(
     res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
   } catch (e) {
     const name = e instanceof Error ? e.name : '';
-    if (name === 'TimeoutError' || name === 'AbortError') return { ok: false, kind: 'timeout', message: `${base} did not answer within ${timeoutMs} ms` };
+    if (name === 'TimeoutError' || name === 'AbortError')
+      return { ok: false, kind: 'timeout', message: `${base} did not answer within ${timeoutMs} ms` };
     // The cause names the network failure (refused, DNS); the value is never part of it.
     const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : 'network error';
     return { ok: false, kind: 'network', message: `${base} could not be reached: ${cause}` };
@@ -49,7 +65,11 @@ export async function validateCredential(
   await res.body?.cancel().catch(() => undefined);
   if (res.ok) return { ok: true };
   if (res.status === 401 || res.status === 403 || body.includes('API_KEY_INVALID')) {
-    return { ok: false, kind: 'refused', message: `${base} refused the ${CREDENTIAL_API[provider].label} (HTTP ${res.status})` };
+    return {
+      ok: false,
+      kind: 'refused',
+      message: `${base} refused the ${CREDENTIAL_API[provider].label} (HTTP ${res.status})`,
+    };
   }
   return { ok: false, kind: 'provider_error', message: `${base} answered HTTP ${res.status} to the credential check` };
 }

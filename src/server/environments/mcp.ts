@@ -55,7 +55,11 @@ export function resolveMcpServers(
         ...(s.env ? { env: subMap(s.env, `${at} env`)! } : {}),
       };
     } else {
-      out[name] = { type: s.type, url: sub(s.url, `${at} url`), ...(s.headers ? { headers: subMap(s.headers, `${at} header`)! } : {}) };
+      out[name] = {
+        type: s.type,
+        url: sub(s.url, `${at} url`),
+        ...(s.headers ? { headers: subMap(s.headers, `${at} header`)! } : {}),
+      };
     }
   }
   const m = missing as { name: string; where: string } | null;
@@ -80,14 +84,22 @@ export function deliverMcp(
     case 'claude_project': {
       const r = resolveMcpServers(servers, vars, secretKeys);
       if (!r.ok) return r;
-      const mcpServers = Object.fromEntries(Object.entries(r.value).map(([n, s]) => [n, 'command' in s ? { command: s.command, args: s.args ?? [], env: s.env ?? {} } : s]));
+      const mcpServers = Object.fromEntries(
+        Object.entries(r.value).map(([n, s]) => [
+          n,
+          'command' in s ? { command: s.command, args: s.args ?? [], env: s.env ?? {} } : s,
+        ]),
+      );
       return {
         ok: true,
         value: {
           files: [
             { path: `${spec.cwd}/.mcp.json`, content: `${JSON.stringify({ mcpServers }, null, 2)}\n` },
             // claude-agent-acp does not launch session-scoped stdio servers; project servers need this switch.
-            { path: `${spec.home}/${spec.configDir}/settings.json`, content: `${JSON.stringify({ enableAllProjectMcpServers: true }, null, 2)}\n` },
+            {
+              path: `${spec.home}/${spec.configDir}/settings.json`,
+              content: `${JSON.stringify({ enableAllProjectMcpServers: true }, null, 2)}\n`,
+            },
           ],
           session: [],
         },
@@ -99,20 +111,43 @@ export function deliverMcp(
       const mcpServers = Object.fromEntries(
         Object.entries(r.value).map(([n, s]) => [
           n,
-          'command' in s ? { command: s.command, args: s.args ?? [], env: s.env ?? {} } : s.type === 'http' ? { httpUrl: s.url, headers: s.headers ?? {} } : { url: s.url, headers: s.headers ?? {} },
+          'command' in s
+            ? { command: s.command, args: s.args ?? [], env: s.env ?? {} }
+            : s.type === 'http'
+              ? { httpUrl: s.url, headers: s.headers ?? {} }
+              : { url: s.url, headers: s.headers ?? {} },
         ]),
       );
-      return { ok: true, value: { files: [{ path: `${spec.home}/${spec.configDir}/settings.json`, content: `${JSON.stringify({ mcpServers }, null, 2)}\n` }], session: [] } };
+      return {
+        ok: true,
+        value: {
+          files: [
+            {
+              path: `${spec.home}/${spec.configDir}/settings.json`,
+              content: `${JSON.stringify({ mcpServers }, null, 2)}\n`,
+            },
+          ],
+          session: [],
+        },
+      };
     }
     case 'session': {
-      const pairs = (m: Readonly<Record<string, string>> | undefined) => Object.entries(m ?? {}).map(([name, value]) => ({ name, value }));
+      const pairs = (m: Readonly<Record<string, string>> | undefined) =>
+        Object.entries(m ?? {}).map(([name, value]) => ({ name, value }));
       const session: AcpMcpServer[] = Object.entries(full.value).map(([name, s]) =>
-        'command' in s ? { name, command: s.command, args: s.args ?? [], env: pairs(s.env) } : { type: s.type, name, url: s.url, headers: pairs(s.headers) },
+        'command' in s
+          ? { name, command: s.command, args: s.args ?? [], env: pairs(s.env) }
+          : { type: s.type, name, url: s.url, headers: pairs(s.headers) },
       );
       // opencode runs a tool unasked unless its config says `ask` for it; its MCP tools are `<server>_<tool>`.
       const files: ConfigFile[] =
         spec.id === 'opencode'
-          ? [{ path: `${spec.home}/${spec.configDir}/opencode.json`, content: `${JSON.stringify({ permission: Object.fromEntries(Object.keys(servers).map((n) => [`${n}_*`, 'ask'])) }, null, 2)}\n` }]
+          ? [
+              {
+                path: `${spec.home}/${spec.configDir}/opencode.json`,
+                content: `${JSON.stringify({ permission: Object.fromEntries(Object.keys(servers).map((n) => [`${n}_*`, 'ask'])) }, null, 2)}\n`,
+              },
+            ]
           : [];
       return { ok: true, value: { files, session } };
     }

@@ -19,7 +19,12 @@ export type PlannedStep =
   | { readonly name: 'skills'; readonly hash: string; readonly skills: readonly Skill[]; readonly root: string }
   | { readonly name: 'configuration'; readonly hash: string; readonly files: readonly ConfigFile[] }
   | { readonly name: 'packages'; readonly hash: string; readonly packages: Packages }
-  | { readonly name: 'network'; readonly hash: string; readonly type: Environment['networkingType']; readonly hosts: readonly string[] }
+  | {
+      readonly name: 'network';
+      readonly hash: string;
+      readonly type: Environment['networkingType'];
+      readonly hosts: readonly string[];
+    }
   | { readonly name: 'clone'; readonly hash: string; readonly repositories: readonly Repository[] }
   | { readonly name: 'setup'; readonly hash: string; readonly script: string };
 
@@ -47,15 +52,29 @@ export const GIT_IDENTITY: ReadonlyArray<readonly [string, string]> = [
 
 const hashOf = (v: unknown): string => createHash('sha256').update(JSON.stringify(v)).digest('hex').slice(0, 32);
 
-export function planLaunch(spec: RuntimeSpec, agent: Pick<Agent, 'skills' | 'mcpServers'>, launch: LaunchEnvironment): PlanResult {
+export function planLaunch(
+  spec: RuntimeSpec,
+  agent: Pick<Agent, 'skills' | 'mcpServers'>,
+  launch: LaunchEnvironment,
+): PlanResult {
   const e = launch.environment;
   const secrets = launch.secrets.reveal();
   const envVars = Object.entries(e?.envVars ?? {}).filter(([k]) => !secrets.has(k));
   const vars = new Map<string, string>([...envVars, ...secrets]);
   const mcp = deliverMcp(spec, agent.mcpServers, vars, new Set(secrets.keys()));
-  if (!mcp.ok) return { ok: false, step: 'configuration', reason: `${mcp.where} uses \${${mcp.missing}}, which is neither a variable nor a secret of the environment` };
+  if (!mcp.ok)
+    return {
+      ok: false,
+      step: 'configuration',
+      reason: `${mcp.where} uses \${${mcp.missing}}, which is neither a variable nor a secret of the environment`,
+    };
   for (const r of e?.repositories ?? []) {
-    if (r.secret_key && !secrets.has(r.secret_key)) return { ok: false, step: 'clone', reason: `repository ${r.url} names secret ${r.secret_key}, which the environment does not have` };
+    if (r.secret_key && !secrets.has(r.secret_key))
+      return {
+        ok: false,
+        step: 'clone',
+        reason: `repository ${r.url} names secret ${r.secret_key}, which the environment does not have`,
+      };
   }
   const packages = e?.packages ?? { apt: [], npm: [] };
   const hosts = e?.allowedHosts ?? [];
@@ -66,7 +85,12 @@ export function planLaunch(spec: RuntimeSpec, agent: Pick<Agent, 'skills' | 'mcp
     { name: 'skills', hash: hashOf([skillsRoot, agent.skills]), skills: agent.skills, root: skillsRoot },
     { name: 'configuration', hash: hashOf(mcp.value.files), files: mcp.value.files },
     { name: 'packages', hash: hashOf(packages), packages },
-    { name: 'network', hash: hashOf([e?.networkingType ?? 'unrestricted', hosts]), type: e?.networkingType ?? 'unrestricted', hosts },
+    {
+      name: 'network',
+      hash: hashOf([e?.networkingType ?? 'unrestricted', hosts]),
+      type: e?.networkingType ?? 'unrestricted',
+      hosts,
+    },
     // The token's value is not part of the hash: a hash must not tell a secret, and a rotated token needs no re-clone.
     { name: 'clone', hash: hashOf(repositories), repositories },
     { name: 'setup', hash: hashOf(script), script },

@@ -8,7 +8,15 @@ import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../h
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import type { Environment } from '../store/environment-schema.ts';
-import { EnvironmentCreateBody, EnvironmentPatchBody, EnvironmentSchema, SecretBody, SecretKeyName, SecretKeyParams, SecretListSchema } from './schemas.ts';
+import {
+  EnvironmentCreateBody,
+  EnvironmentPatchBody,
+  EnvironmentSchema,
+  SecretBody,
+  SecretKeyName,
+  SecretKeyParams,
+  SecretListSchema,
+} from './schemas.ts';
 import { fieldsFromCreate, withMountPath, type EnvironmentService } from './service.ts';
 import type { EnvironmentFields } from './store.ts';
 import { environmentView } from './views.ts';
@@ -17,7 +25,8 @@ export interface EnvironmentRouteDeps extends RouteDeps {
   readonly environments: EnvironmentService;
 }
 
-const fieldError = (field: string, message: string): ApiError => new ApiError(422, 'validation_failed', `${field}: ${message}`, { errors: { [field]: [message] } });
+const fieldError = (field: string, message: string): ApiError =>
+  new ApiError(422, 'validation_failed', `${field}: ${message}`, { errors: { [field]: [message] } });
 
 export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -30,7 +39,11 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
     if (!e) throw new ApiError(404, 'environment_not_found', 'environment not found');
     return e;
   };
-  const view = async (e: Environment) => environmentView(e, (await svc.secretNames(e.id)).map((s) => s.key));
+  const view = async (e: Environment) =>
+    environmentView(
+      e,
+      (await svc.secretNames(e.id)).map((s) => s.key),
+    );
 
   app.openapi(
     createRoute({
@@ -39,7 +52,13 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
       summary: 'List environments',
       security: bearer,
       middleware: [auth] as const,
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(EnvironmentSchema) }) } } }, ...errorResponses(401) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(EnvironmentSchema) }) } },
+        },
+        ...errorResponses(401),
+      },
     }),
     async (c) => {
       const rows = await svc.list(c.get('principal').account.id);
@@ -83,10 +102,14 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
       createRoute({
         method,
         path: '/api/environments/{id}',
-        summary: 'Update an environment (fields given are changed; secrets given are set, others kept); applied at the next launch',
+        summary:
+          'Update an environment (fields given are changed; secrets given are set, others kept); applied at the next launch',
         security: bearer,
         middleware: [auth] as const,
-        request: { params: IdParam, body: { content: { 'application/json': { schema: EnvironmentPatchBody } }, required: true } },
+        request: {
+          params: IdParam,
+          body: { content: { 'application/json': { schema: EnvironmentPatchBody } }, required: true },
+        },
         responses: { 200: { description: 'ok', content: ok }, ...errorResponses(401, 404, 422) },
       }),
       async (c) => {
@@ -125,7 +148,8 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
     }),
     async (c) => {
       const { id } = c.req.valid('param');
-      if (!isUuid(id) || !(await svc.delete(c.get('principal').account.id, id))) throw new ApiError(404, 'environment_not_found', 'environment not found');
+      if (!isUuid(id) || !(await svc.delete(c.get('principal').account.id, id)))
+        throw new ApiError(404, 'environment_not_found', 'environment not found');
       return c.body(null, 204);
     },
   );
@@ -138,12 +162,27 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
       security: bearer,
       middleware: [auth] as const,
       request: { params: IdParam },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(SecretListSchema) }) } } }, ...errorResponses(401, 404) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(SecretListSchema) }) } },
+        },
+        ...errorResponses(401, 404),
+      },
     }),
     async (c) => {
       const env = await load(c.get('principal').account.id, c.req.valid('param').id);
       const names = await svc.secretNames(env.id);
-      return c.json({ data: names.map((s) => ({ key: s.key, inserted_at: s.insertedAt.toISOString(), updated_at: s.updatedAt.toISOString() })) }, 200);
+      return c.json(
+        {
+          data: names.map((s) => ({
+            key: s.key,
+            inserted_at: s.insertedAt.toISOString(),
+            updated_at: s.updatedAt.toISOString(),
+          })),
+        },
+        200,
+      );
     },
   );
 
@@ -160,10 +199,19 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
       summary: 'Set a secret (sealed at rest; delivered to the agent process environment only)',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: SecretKeyParams, body: { content: { 'application/json': { schema: SecretBody } }, required: true } },
+      request: {
+        params: SecretKeyParams,
+        body: { content: { 'application/json': { schema: SecretBody } }, required: true },
+      },
       responses: {
-        200: { description: 'replaced', content: { 'application/json': { schema: z.object({ data: z.object({ key: z.string() }) }) } } },
-        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: z.object({ key: z.string() }) }) } } },
+        200: {
+          description: 'replaced',
+          content: { 'application/json': { schema: z.object({ data: z.object({ key: z.string() }) }) } },
+        },
+        201: {
+          description: 'created',
+          content: { 'application/json': { schema: z.object({ data: z.object({ key: z.string() }) }) } },
+        },
         ...errorResponses(401, 404, 422),
       },
     }),

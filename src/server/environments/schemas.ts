@@ -21,7 +21,10 @@ const npmSpec = z.string().regex(/^[^\s-][^\s'"`$\\;&|<>]{0,299}$/, 'not an npm 
 const host = z
   .string()
   .max(253)
-  .regex(/^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a domain name or *.domain (lowercase, no scheme or port)');
+  .regex(
+    /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    'must be a domain name or *.domain (lowercase, no scheme or port)',
+  );
 
 /** Under /home/sprite (absolute or relative to it), with no `..` to climb out. */
 const mountPath = z
@@ -32,7 +35,11 @@ const mountPath = z
   .refine((p) => !p.startsWith('/') || p.startsWith('/home/sprite/'), 'must be under /home/sprite')
   .refine((p) => /^[A-Za-z0-9._/-]+$/.test(p), 'may hold only letters, digits and . _ / -');
 
-const gitRef = z.string().max(200).regex(/^[A-Za-z0-9._/-]+$/, 'must match [A-Za-z0-9._/-]+').refine((r) => !r.startsWith('-'), 'must not start with -');
+const gitRef = z
+  .string()
+  .max(200)
+  .regex(/^[A-Za-z0-9._/-]+$/, 'must match [A-Za-z0-9._/-]+')
+  .refine((r) => !r.startsWith('-'), 'must not start with -');
 
 export const RepositorySchema = z
   .object({
@@ -63,12 +70,20 @@ export const PackagesSchema = z
 
 export const SkillSchema = z
   .union([
-    z.object({ name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'skill names are lowercase letters, digits and . _ -'), content: z.string().min(1).max(200_000) }).strict(),
+    z
+      .object({
+        name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'skill names are lowercase letters, digits and . _ -'),
+        content: z.string().min(1).max(200_000),
+      })
+      .strict(),
     z
       .object({
         source: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'source must be owner/repo'),
         ref: gitRef.optional(),
-        name: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/).optional(),
+        name: z
+          .string()
+          .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/)
+          .optional(),
       })
       .strict(),
   ])
@@ -84,7 +99,12 @@ function varMap(value: z.ZodString, max: number) {
     if (keys.length > max) ctx.addIssue({ code: 'custom', message: `at most ${max} entries` });
     for (const k of keys) {
       const r = varName.safeParse(k);
-      if (!r.success) ctx.addIssue({ code: 'custom', path: [k], message: `${k}: ${r.error.issues[0]?.message ?? 'not a variable name'}` });
+      if (!r.success)
+        ctx.addIssue({
+          code: 'custom',
+          path: [k],
+          message: `${k}: ${r.error.issues[0]?.message ?? 'not a variable name'}`,
+        });
     }
   });
 }
@@ -111,16 +131,26 @@ const mcpUrl = z
 
 export const McpServerSchema = z
   .union([
-    z.object({ command: z.string().min(1).max(1000), args: z.array(z.string().max(4096)).max(100).optional(), env: stringMap(100).optional() }).strict(),
+    z
+      .object({
+        command: z.string().min(1).max(1000),
+        args: z.array(z.string().max(4096)).max(100).optional(),
+        env: stringMap(100).optional(),
+      })
+      .strict(),
     z
       .object({
         type: z.enum(['http', 'sse']),
         url: mcpUrl,
-        headers: z.record(z.string().regex(/^[A-Za-z0-9-]{1,100}$/, 'not a header name'), z.string().max(8192)).optional(),
+        headers: z
+          .record(z.string().regex(/^[A-Za-z0-9-]{1,100}$/, 'not a header name'), z.string().max(8192))
+          .optional(),
       })
       .strict(),
   ])
-  .openapi('McpServer', { description: 'Claude-shaped: {command, args, env} or {type: http|sse, url, headers}; ${VAR} resolved at provision' });
+  .openapi('McpServer', {
+    description: 'Claude-shaped: {command, args, env} or {type: http|sse, url, headers}; ${VAR} resolved at provision',
+  });
 
 export const McpServersSchema = z
   .record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'MCP server names are letters, digits, _ and -'), McpServerSchema)
@@ -145,7 +175,14 @@ export const EnvironmentSchema = z
     setup_script: z.string(),
     networking_type: z.enum(NETWORKING_TYPES),
     networking_config: z.object({ allowed_hosts: z.array(z.string()) }),
-    repositories: z.array(z.object({ url: z.string(), mount_path: z.string(), ref: z.string().optional(), secret_key: z.string().optional() })),
+    repositories: z.array(
+      z.object({
+        url: z.string(),
+        mount_path: z.string(),
+        ref: z.string().optional(),
+        secret_key: z.string().optional(),
+      }),
+    ),
     checkpoint_id: z.string().nullable(),
     metadata: z.record(z.string(), z.unknown()),
     inserted_at: z.string(),
@@ -158,7 +195,9 @@ const fields = {
   description: z.string().max(10_000),
   packages: PackagesSchema,
   env_vars: envVars,
-  secrets: secretsIn.openapi({ description: 'Write-only: stored sealed, delivered to the agent process environment only' }),
+  secrets: secretsIn.openapi({
+    description: 'Write-only: stored sealed, delivered to the agent process environment only',
+  }),
   setup_script: z.string().max(100_000),
   networking_type: z.enum(NETWORKING_TYPES, { error: 'networking_type must be unrestricted or limited' }),
   networking_config: NetworkingConfig,
@@ -188,13 +227,20 @@ export const EnvironmentPatchBody = z.object(fields).partial().strict().openapi(
 
 export const SecretKeyParams = z.object({
   id: z.string().openapi({ param: { name: 'id', in: 'path' } }),
-  key: z.string().max(200).openapi({ param: { name: 'key', in: 'path' } }),
+  key: z
+    .string()
+    .max(200)
+    .openapi({ param: { name: 'key', in: 'path' } }),
 });
 
 export const SecretBody = z.object({ value: varValue }).strict().openapi('SecretValue');
 export const SecretKeyName = varName;
 
-export const SecretListSchema = z.object({ key: z.string(), inserted_at: z.string(), updated_at: z.string() }).openapi('SecretName');
+export const SecretListSchema = z
+  .object({ key: z.string(), inserted_at: z.string(), updated_at: z.string() })
+  .openapi('SecretName');
 
 /** Launch-attached secrets on POST /api/conversations. */
-export const LaunchSecretsSchema = secretsIn.openapi({ description: 'Write-only; win over the environment\'s secrets on collision' });
+export const LaunchSecretsSchema = secretsIn.openapi({
+  description: "Write-only; win over the environment's secrets on collision",
+});

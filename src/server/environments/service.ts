@@ -34,7 +34,9 @@ export interface LaunchEnvironment {
   readonly secrets: Private<ReadonlyMap<string, string>>;
 }
 
-export type LaunchEnvironmentResult = { ok: true; value: LaunchEnvironment } | { ok: false; code: 'environment_not_found' | 'secret_unreadable'; message: string };
+export type LaunchEnvironmentResult =
+  | { ok: true; value: LaunchEnvironment }
+  | { ok: false; code: 'environment_not_found' | 'secret_unreadable'; message: string };
 
 const secretAad = (environmentId: string, key: string) => `environment-secret:${environmentId}:${key}`;
 const launchAad = (accountId: string) => `launch-secrets:${accountId}`;
@@ -53,16 +55,28 @@ export class EnvironmentService {
     return getEnvironment(this.db, accountId, id);
   }
 
-  async create(accountId: string, fields: EnvironmentFields, secrets: Readonly<Record<string, string>>): Promise<EnvironmentWrite<Environment>> {
+  async create(
+    accountId: string,
+    fields: EnvironmentFields,
+    secrets: Readonly<Record<string, string>>,
+  ): Promise<EnvironmentWrite<Environment>> {
     const r = await insertEnvironment(this.db, accountId, fields);
-    if (r.ok) for (const [k, v] of Object.entries(secrets)) await upsertSecretRow(this.db, r.environment.id, k, seal(this.key, v, secretAad(r.environment.id, k)));
+    if (r.ok)
+      for (const [k, v] of Object.entries(secrets))
+        await upsertSecretRow(this.db, r.environment.id, k, seal(this.key, v, secretAad(r.environment.id, k)));
     return r.ok ? { ok: true, environment: (await getEnvironment(this.db, accountId, r.environment.id))! } : r;
   }
 
-  async update(accountId: string, id: string, patch: Partial<EnvironmentFields>, secrets: Readonly<Record<string, string>>): Promise<EnvironmentWrite<Environment | undefined>> {
+  async update(
+    accountId: string,
+    id: string,
+    patch: Partial<EnvironmentFields>,
+    secrets: Readonly<Record<string, string>>,
+  ): Promise<EnvironmentWrite<Environment | undefined>> {
     const r = await updateEnvironment(this.db, accountId, id, patch);
     if (!r.ok || !r.environment) return r;
-    for (const [k, v] of Object.entries(secrets)) await upsertSecretRow(this.db, id, k, seal(this.key, v, secretAad(id, k)));
+    for (const [k, v] of Object.entries(secrets))
+      await upsertSecretRow(this.db, id, k, seal(this.key, v, secretAad(id, k)));
     return { ok: true, environment: await getEnvironment(this.db, accountId, id) };
   }
 
@@ -72,7 +86,11 @@ export class EnvironmentService {
 
   /** Secret names (never values) of an environment the caller loaded for the account. */
   async secretNames(environmentId: string): Promise<SecretName[]> {
-    return (await listSecretRows(this.db, environmentId)).map((r) => ({ key: r.key, insertedAt: r.insertedAt, updatedAt: r.updatedAt }));
+    return (await listSecretRows(this.db, environmentId)).map((r) => ({
+      key: r.key,
+      insertedAt: r.insertedAt,
+      updatedAt: r.updatedAt,
+    }));
   }
 
   /** Seals and stores one secret; true when the key was new. */
@@ -91,21 +109,40 @@ export class EnvironmentService {
   }
 
   /** The environment of a launch and its secrets, opened; a secret that does not open is an error naming its key only. */
-  async forLaunch(accountId: string, environmentId: string | null, launchSealed: string | null): Promise<LaunchEnvironmentResult> {
+  async forLaunch(
+    accountId: string,
+    environmentId: string | null,
+    launchSealed: string | null,
+  ): Promise<LaunchEnvironmentResult> {
     const merged = new Map<string, string>();
     let environment: Environment | null = null;
     if (environmentId) {
       environment = (await getEnvironment(this.db, accountId, environmentId)) ?? null;
-      if (!environment) return { ok: false, code: 'environment_not_found', message: 'the environment of this conversation no longer exists' };
+      if (!environment)
+        return {
+          ok: false,
+          code: 'environment_not_found',
+          message: 'the environment of this conversation no longer exists',
+        };
       for (const row of await listSecretRows(this.db, environmentId)) {
         const v = open(this.key, row.sealed, secretAad(environmentId, row.key));
-        if (v === null) return { ok: false, code: 'secret_unreadable', message: `secret ${row.key} does not open with this server's key (FOUNTAIN_SECRET_KEY changed?); set it again` };
+        if (v === null)
+          return {
+            ok: false,
+            code: 'secret_unreadable',
+            message: `secret ${row.key} does not open with this server's key (FOUNTAIN_SECRET_KEY changed?); set it again`,
+          };
         merged.set(row.key, v);
       }
     }
     if (launchSealed) {
       const text = open(this.key, launchSealed, launchAad(accountId));
-      if (text === null) return { ok: false, code: 'secret_unreadable', message: "the secrets attached at launch do not open with this server's key" };
+      if (text === null)
+        return {
+          ok: false,
+          code: 'secret_unreadable',
+          message: "the secrets attached at launch do not open with this server's key",
+        };
       for (const [k, v] of Object.entries(JSON.parse(text) as Record<string, string>)) merged.set(k, v);
     }
     return { ok: true, value: { environment, secrets: new Private(merged) } };
@@ -113,11 +150,22 @@ export class EnvironmentService {
 }
 
 /** A repository without a mount_path lands in /home/sprite/<its name>; a relative one under /home/sprite. */
-export function withMountPath(r: { url: string; mount_path?: string | undefined; ref?: string | undefined; secret_key?: string | undefined }): Repository {
-  const base = (new URL(r.url).pathname.split('/').filter(Boolean).pop() ?? 'repository').replace(/\.git$/, '') || 'repository';
+export function withMountPath(r: {
+  url: string;
+  mount_path?: string | undefined;
+  ref?: string | undefined;
+  secret_key?: string | undefined;
+}): Repository {
+  const base =
+    (new URL(r.url).pathname.split('/').filter(Boolean).pop() ?? 'repository').replace(/\.git$/, '') || 'repository';
   const given = r.mount_path ?? base;
   const mount_path = given.startsWith('/') ? given : `/home/sprite/${given}`;
-  return { url: r.url, mount_path, ...(r.ref ? { ref: r.ref } : {}), ...(r.secret_key ? { secret_key: r.secret_key } : {}) };
+  return {
+    url: r.url,
+    mount_path,
+    ...(r.ref ? { ref: r.ref } : {}),
+    ...(r.secret_key ? { secret_key: r.secret_key } : {}),
+  };
 }
 
 /** The stored fields of a validated create body (the API's and the environments page's). */

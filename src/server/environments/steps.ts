@@ -8,7 +8,12 @@ import { describeError } from '../../sandbox/index.ts';
 import type { Repository, Skill } from '../store/environment-schema.ts';
 import { GIT_IDENTITY, stepIsEmpty, type LaunchPlan, type PlannedStep, type StepName } from './plan.ts';
 
-export type StageSink = (stage: StepName, state: 'started' | 'done' | 'failed', data: Record<string, unknown>, durationMs?: number) => void;
+export type StageSink = (
+  stage: StepName,
+  state: 'started' | 'done' | 'failed',
+  data: Record<string, unknown>,
+  durationMs?: number,
+) => void;
 
 export interface StepTimeouts {
   readonly packagesMs: number;
@@ -17,7 +22,12 @@ export interface StepTimeouts {
   readonly skillsMs: number;
 }
 
-export const STEP_TIMEOUTS: StepTimeouts = { packagesMs: 300_000, cloneMs: 600_000, setupMs: 120_000, skillsMs: 300_000 };
+export const STEP_TIMEOUTS: StepTimeouts = {
+  packagesMs: 300_000,
+  cloneMs: 600_000,
+  setupMs: 120_000,
+  skillsMs: 300_000,
+};
 
 export interface StepRunOptions {
   readonly adapter: SandboxAdapter;
@@ -31,9 +41,13 @@ export interface StepRunOptions {
   readonly previous: Readonly<Record<string, string>> | null;
 }
 
-export type StepsResult = { ok: true; hashes: Record<string, string>; ran: StepName[] } | { ok: false; step: StepName; reason: string; hashes: Record<string, string> };
+export type StepsResult =
+  | { ok: true; hashes: Record<string, string>; ran: StepName[] }
+  | { ok: false; step: StepName; reason: string; hashes: Record<string, string> };
 
-type StepOutcome = { ok: true; data?: Record<string, unknown> } | { ok: false; reason: string; data?: Record<string, unknown> };
+type StepOutcome =
+  | { ok: true; data?: Record<string, unknown> }
+  | { ok: false; reason: string; data?: Record<string, unknown> };
 
 const q = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 const encoder = new TextEncoder();
@@ -122,16 +136,29 @@ const POLICY_STAYS =
 export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
   const secrets = o.plan.secrets.reveal();
   const secretMap = new Map(secrets);
-  const scrub = scrubber([...secrets.map(([, v]) => v), ...secrets.map(([, v]) => basicAuth(v)), ...secrets.map(([, v]) => Buffer.from(`x-access-token:${v}`).toString('base64'))]);
+  const scrub = scrubber([
+    ...secrets.map(([, v]) => v),
+    ...secrets.map(([, v]) => basicAuth(v)),
+    ...secrets.map(([, v]) => Buffer.from(`x-access-token:${v}`).toString('base64')),
+  ]);
   const env: EnvPairs = [...GIT_IDENTITY, ['GIT_TERMINAL_PROMPT', '0'], ...o.plan.env, ...secrets];
   const hashes: Record<string, string> = { ...(o.previous ?? {}) };
   const ran: StepName[] = [];
   const reapply = o.previous !== null;
 
-  const sh = async (script: string, args: readonly string[], timeoutMs: number, extraEnv: EnvPairs = []): Promise<{ ok: true; exitCode: number; output: string } | { ok: false; reason: string }> => {
+  const sh = async (
+    script: string,
+    args: readonly string[],
+    timeoutMs: number,
+    extraEnv: EnvPairs = [],
+  ): Promise<{ ok: true; exitCode: number; output: string } | { ok: false; reason: string }> => {
     // A fresh sandbox may not have its home yet (nothing was written there): made here rather than asked of `dir`.
     const inHome = `mkdir -p /home/sprite 2>/dev/null; cd /home/sprite 2>/dev/null || true\n${script}`;
-    const r = await o.adapter.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], { env: [...env, ...extraEnv], timeoutMs, stderrToStdout: true });
+    const r = await o.adapter.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], {
+      env: [...env, ...extraEnv],
+      timeoutMs,
+      stderrToStdout: true,
+    });
     if (!r.ok) return { ok: false, reason: scrub(describeError(r.error)) };
     return { ok: true, exitCode: r.value.exitCode, output: scrub(Buffer.from(r.value.output).toString('utf8')) };
   };
@@ -158,9 +185,16 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
       const commands = packageCommands(s.packages);
       for (const cmd of commands) {
         const r = await sh(cmd, [], o.timeouts.packagesMs);
-        const which = cmd.includes('apt-get') ? `apt-get install ${s.packages.apt.join(' ')}` : `npm install -g ${s.packages.npm.join(' ')}`;
+        const which = cmd.includes('apt-get')
+          ? `apt-get install ${s.packages.apt.join(' ')}`
+          : `npm install -g ${s.packages.npm.join(' ')}`;
         if (!r.ok) return { ok: false, reason: `${which} failed: ${r.reason}` };
-        if (r.exitCode !== 0) return { ok: false, reason: `${which} exited ${r.exitCode}: ${tail(r.output)}`, data: { exit_code: r.exitCode } };
+        if (r.exitCode !== 0)
+          return {
+            ok: false,
+            reason: `${which} exited ${r.exitCode}: ${tail(r.output)}`,
+            data: { exit_code: r.exitCode },
+          };
       }
       return { ok: true, data: { commands: commands.length } };
     },
@@ -168,7 +202,10 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
       if (s.name !== 'network') throw new Error('unreachable');
       const r = await o.adapter.applyNetworkPolicy(o.handle, { allow: [...s.hosts] });
       if (!r.ok) {
-        const reason = r.error.code === 'not_supported' ? 'backend_lacks_network_policy' : `applying the network policy failed: ${describeError(r.error)}`;
+        const reason =
+          r.error.code === 'not_supported'
+            ? 'backend_lacks_network_policy'
+            : `applying the network policy failed: ${describeError(r.error)}`;
         return { ok: false, reason, data: { type: 'limited', provider: o.adapter.provider } };
       }
       return { ok: true, data: { type: 'limited', hosts: [...s.hosts] } };
@@ -179,7 +216,10 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
       for (const repo of s.repositories) {
         const host = new URL(repo.url).hostname;
         if (limited?.name === 'network' && limited.type === 'limited' && !hostAllowed(limited.hosts, host)) {
-          return { ok: false, reason: `the environment's network is limited and does not allow ${host}: add it to networking_config.allowed_hosts to clone ${repo.url}` };
+          return {
+            ok: false,
+            reason: `the environment's network is limited and does not allow ${host}: add it to networking_config.allowed_hosts to clone ${repo.url}`,
+          };
         }
         const r = await cloneOne(repo);
         if (!r.ok) return r;
@@ -190,16 +230,30 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
       if (s.name !== 'setup') throw new Error('unreachable');
       const r = await sh(s.script, [], o.timeouts.setupMs);
       if (!r.ok) return { ok: false, reason: `the setup script did not finish: ${r.reason}` };
-      if (r.exitCode !== 0) return { ok: false, reason: `the setup script exited ${r.exitCode}: ${tail(r.output)}`, data: { exit_code: r.exitCode } };
+      if (r.exitCode !== 0)
+        return {
+          ok: false,
+          reason: `the setup script exited ${r.exitCode}: ${tail(r.output)}`,
+          data: { exit_code: r.exitCode },
+        };
       return { ok: true, data: { exit_code: 0 } };
     },
   };
 
   const cloneOne = async (repo: Repository): Promise<StepOutcome> => {
     const token = repo.secret_key ? secretMap.get(repo.secret_key) : undefined;
-    const r = await sh(CLONE_SCRIPT, [repo.url, repo.mount_path, repo.ref ?? ''], o.timeouts.cloneMs, gitAuthEnv(token));
+    const r = await sh(
+      CLONE_SCRIPT,
+      [repo.url, repo.mount_path, repo.ref ?? ''],
+      o.timeouts.cloneMs,
+      gitAuthEnv(token),
+    );
     if (!r.ok) return { ok: false, reason: `cloning ${repo.url} failed: ${r.reason}` };
-    if (r.exitCode !== 0) return { ok: false, reason: `cloning ${repo.url} into ${repo.mount_path} exited ${r.exitCode}: ${tail(r.output)}` };
+    if (r.exitCode !== 0)
+      return {
+        ok: false,
+        reason: `cloning ${repo.url} into ${repo.mount_path} exited ${r.exitCode}: ${tail(r.output)}`,
+      };
     return { ok: true };
   };
 
@@ -207,7 +261,9 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     if ('content' in skill) {
       const path = `${root}/${skill.name}/SKILL.md`;
       const w = await o.adapter.writeFile(o.handle, path, encoder.encode(skill.content));
-      return w.ok ? { ok: true } : { ok: false, reason: `writing skill ${skill.name} failed: ${describeError(w.error)}` };
+      return w.ok
+        ? { ok: true }
+        : { ok: false, reason: `writing skill ${skill.name} failed: ${describeError(w.error)}` };
     }
     const url = `${o.skillsGitBaseUrl.replace(/\/+$/, '')}/${skill.source}.git`;
     const r = await sh(GITHUB_SKILL_SCRIPT, [root, url, skill.ref ?? '', skill.name ?? ''], o.timeouts.skillsMs);

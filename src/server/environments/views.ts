@@ -14,7 +14,12 @@ export function environmentView(e: Environment, secretKeys: readonly string[]) {
     setup_script: e.setupScript,
     networking_type: e.networkingType,
     networking_config: { allowed_hosts: [...e.allowedHosts] },
-    repositories: e.repositories.map((r) => ({ url: r.url, mount_path: r.mount_path, ...(r.ref ? { ref: r.ref } : {}), ...(r.secret_key ? { secret_key: r.secret_key } : {}) })),
+    repositories: e.repositories.map((r) => ({
+      url: r.url,
+      mount_path: r.mount_path,
+      ...(r.ref ? { ref: r.ref } : {}),
+      ...(r.secret_key ? { secret_key: r.secret_key } : {}),
+    })),
     checkpoint_id: e.checkpointId,
     metadata: e.metadata,
     inserted_at: e.insertedAt.toISOString(),

@@ -18,7 +18,12 @@ interface Json {
   headers: Headers;
 }
 
-async function call(base: string, method: string, path: string, opts: { key?: string; body?: unknown; raw?: string; type?: string } = {}): Promise<Json> {
+async function call(
+  base: string,
+  method: string,
+  path: string,
+  opts: { key?: string; body?: unknown; raw?: string; type?: string } = {},
+): Promise<Json> {
   const headers: Record<string, string> = {};
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
   let body: string | undefined;
@@ -143,7 +148,10 @@ describe('server HTTP API (PostgreSQL)', () => {
     assert.ok(badScope.body.errors['scopes.0']);
     const extra = await api('POST', '/api/auth/api-keys', { key: owner, body: { name: 'x', admin: true } });
     assert.equal(extra.status, 422);
-    const past = await api('POST', '/api/auth/api-keys', { key: owner, body: { name: 'x', expires_at: '2001-01-01T00:00:00Z' } });
+    const past = await api('POST', '/api/auth/api-keys', {
+      key: owner,
+      body: { name: 'x', expires_at: '2001-01-01T00:00:00Z' },
+    });
     assert.deepEqual([past.status, past.body.error], [422, 'validation_failed']);
     const broken = await api('POST', '/api/auth/api-keys', { key: owner, raw: '{"name":' });
     assert.deepEqual([broken.status, broken.body.error], [400, 'invalid_json']);
@@ -167,14 +175,23 @@ describe('server HTTP API (PostgreSQL)', () => {
   });
 
   it('only the owner creates accounts; another account’s keys and runners answer 404', async () => {
-    const created = await api('POST', '/api/admin/accounts', { key: owner, body: { name: 'bob', email: 'bob@example.test' } });
+    const created = await api('POST', '/api/admin/accounts', {
+      key: owner,
+      body: { name: 'bob', email: 'bob@example.test' },
+    });
     assert.equal(created.status, 201);
     const bob = created.body.data.key.key as string;
     assert.match(bob, /^ftn_[0-9a-f]{64}$/);
     assert.deepEqual(created.body.data.key.scopes, ['full']);
     const bobMe = await api('GET', '/api/auth/me', { key: bob });
-    assert.deepEqual([bobMe.body.data.role, bobMe.body.data.email, bobMe.body.data.name], ['user', 'bob@example.test', 'bob']);
-    const again = await api('POST', '/api/admin/accounts', { key: owner, body: { name: 'bob2', email: 'bob@example.test' } });
+    assert.deepEqual(
+      [bobMe.body.data.role, bobMe.body.data.email, bobMe.body.data.name],
+      ['user', 'bob@example.test', 'bob'],
+    );
+    const again = await api('POST', '/api/admin/accounts', {
+      key: owner,
+      body: { name: 'bob2', email: 'bob@example.test' },
+    });
     assert.deepEqual([again.status, again.body.error], [409, 'email_taken']);
     const badEmail = await api('POST', '/api/admin/accounts', { key: owner, body: { name: 'c', email: 'nope' } });
     assert.equal(badEmail.status, 422);
@@ -259,14 +276,15 @@ describe('server HTTP API (PostgreSQL)', () => {
 
   it('every /api route has a spec entry', async () => {
     const doc = (await api('GET', '/api/openapi.json')).body;
-    const routes = srv.app.routes.filter((r) => r.path.startsWith('/api/') && r.method !== 'ALL' && r.path !== '/api/openapi.json');
+    const routes = srv.app.routes.filter(
+      (r) => r.path.startsWith('/api/') && r.method !== 'ALL' && r.path !== '/api/openapi.json',
+    );
     assert.ok(routes.length >= 8);
     for (const r of routes) {
       const path = r.path.replace(/:([A-Za-z_]+)/g, '{$1}');
       assert.ok(doc.paths[path]?.[r.method.toLowerCase()], `${r.method} ${r.path} has no OpenAPI entry`);
     }
   });
-
 });
 
 describe('default store: embedded PGlite under the data dir', () => {
@@ -298,7 +316,12 @@ describe('default store: embedded PGlite under the data dir', () => {
   it('a restart keeps the owner and reads the key back instead of minting another', async () => {
     // A second server on the same data dir must wait for the first to release PGlite.
     await srv.stop();
-    srv = await startServer({ dataDir: dir, port: 0, env: { FOUNTAIN_BOOTSTRAP_KEY: mintApiKey() }, acceptRunnerSocket: noSockets });
+    srv = await startServer({
+      dataDir: dir,
+      port: 0,
+      env: { FOUNTAIN_BOOTSTRAP_KEY: mintApiKey() },
+      acceptRunnerSocket: noSockets,
+    });
     assert.equal(srv.bootstrapCreated, false);
     assert.equal(srv.bootstrapKey, owner);
     assert.equal((await api('GET', '/api/auth/me', { key: owner })).body.data.role, 'owner');
@@ -336,7 +359,12 @@ describe('bootstrap on PostgreSQL', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fountain-server-'));
     try {
       await assert.rejects(
-        startServer({ dataDir: dir, port: 0, env: { FOUNTAIN_BOOTSTRAP_KEY: 'ftn_123' }, acceptRunnerSocket: noSockets }),
+        startServer({
+          dataDir: dir,
+          port: 0,
+          env: { FOUNTAIN_BOOTSTRAP_KEY: 'ftn_123' },
+          acceptRunnerSocket: noSockets,
+        }),
         /FOUNTAIN_BOOTSTRAP_KEY: must be ftn_/,
       );
     } finally {

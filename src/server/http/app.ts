@@ -84,9 +84,13 @@ function lazyWeb(logger: Logger): () => Promise<WebModule> {
  * (they may have read it already), and passed on as those bytes; a GET goes as it arrived, its signal
  * with it, so a page's live stream still ends when the browser leaves.
  */
-async function forwardTo(web: { fetch(req: Request, env: unknown): Response | Promise<Response> }, c: Context<AppEnv>): Promise<Response> {
+async function forwardTo(
+  web: { fetch(req: Request, env: unknown): Response | Promise<Response> },
+  c: Context<AppEnv>,
+): Promise<Response> {
   const raw = c.req.raw;
-  const req = raw.method === 'GET' || raw.method === 'HEAD' ? raw : new Request(raw, { body: await c.req.arrayBuffer() });
+  const req =
+    raw.method === 'GET' || raw.method === 'HEAD' ? raw : new Request(raw, { body: await c.req.arrayBuffer() });
   return web.fetch(req, c.env);
 }
 
@@ -140,7 +144,16 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
-    app.route('/', agentRoutes({ ...routeDeps, registry: deps.engine.registry, defaultProvider: deps.engine.defaultProvider, environments: deps.engine.environments, allowUnenforced: deps.engine.engine.brokerAllowUnenforced }));
+    app.route(
+      '/',
+      agentRoutes({
+        ...routeDeps,
+        registry: deps.engine.registry,
+        defaultProvider: deps.engine.defaultProvider,
+        environments: deps.engine.environments,
+        allowUnenforced: deps.engine.engine.brokerAllowUnenforced,
+      }),
+    );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));

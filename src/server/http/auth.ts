@@ -24,7 +24,8 @@ export const hasScope = (p: Principal, scope: ApiKeyScope): boolean =>
   p.key.scopes.includes('full') || p.key.scopes.includes(scope);
 
 /** A key from "Add runner": it may dial the runner socket and do nothing else. */
-export const isRunnerOnly = (p: Principal): boolean => !p.key.scopes.includes('full') && p.key.scopes.includes('runner');
+export const isRunnerOnly = (p: Principal): boolean =>
+  !p.key.scopes.includes('full') && p.key.scopes.includes('runner');
 
 /** How stale last_used_at may get: it tells a key in use from an abandoned one, not request times. */
 const LAST_USED_RESOLUTION_MS = 60_000;
@@ -46,13 +47,16 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
   if (!found) throw ApiError.unauthorized('api_key_invalid', 'API key is invalid');
   const now = new Date();
   if (found.key.revokedAt) throw ApiError.unauthorized('api_key_revoked', 'API key has been revoked');
-  if (found.key.expiresAt && found.key.expiresAt <= now) throw ApiError.unauthorized('api_key_expired', 'API key has expired');
+  if (found.key.expiresAt && found.key.expiresAt <= now)
+    throw ApiError.unauthorized('api_key_expired', 'API key has expired');
   // Bookkeeping only: a failed stamp must not refuse an otherwise valid request. At most one
   // stamp a minute per key: a write per request would sit in front of the request's own queries.
   const last = found.key.lastUsedAt;
   if (!last || now.getTime() - last.getTime() >= LAST_USED_RESOLUTION_MS) {
     stamped(db, hash, now);
-    touchApiKey(db, found.key.id, now).catch((err: unknown) => logger.warn({ err }, 'could not stamp api key last_used_at'));
+    touchApiKey(db, found.key.id, now).catch((err: unknown) =>
+      logger.warn({ err }, 'could not stamp api key last_used_at'),
+    );
   }
   return found;
 }
@@ -61,7 +65,8 @@ export async function authenticate(db: Db, header: string | undefined, logger: L
 export function requireKey(db: Db, logger: Logger, scope: ApiKeyScope | 'any' = 'full'): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = await authenticate(db, c.req.header('authorization'), logger);
-    if (scope === 'any' ? isRunnerOnly(principal) : !hasScope(principal, scope)) throw ApiError.insufficientScope('full');
+    if (scope === 'any' ? isRunnerOnly(principal) : !hasScope(principal, scope))
+      throw ApiError.insufficientScope('full');
     // A sandbox token acts for its conversation only: the rule table decides every route it reaches.
     if (!hasScope(principal, 'full')) await checkSandboxToken(db, principal, c.req.method, c.req.path);
     c.set('principal', principal);

@@ -34,12 +34,17 @@ export class ApiError extends Error {
     return new ApiError(404, 'not_found', `${what} not found`);
   }
 
-  static unauthorized(reason: 'api_key_missing' | 'api_key_invalid' | 'api_key_revoked' | 'api_key_expired', message: string): ApiError {
+  static unauthorized(
+    reason: 'api_key_missing' | 'api_key_invalid' | 'api_key_revoked' | 'api_key_expired',
+    message: string,
+  ): ApiError {
     return new ApiError(401, reason, message, {}, { 'www-authenticate': 'Bearer' });
   }
 
   static insufficientScope(required: 'full'): ApiError {
-    return new ApiError(403, 'insufficient_scope', `this action needs a ${required}-scope API key`, { required_scope: required });
+    return new ApiError(403, 'insufficient_scope', `this action needs a ${required}-scope API key`, {
+      required_scope: required,
+    });
   }
 
   /** A body, query or path that fails its schema: the field paths and their messages. */

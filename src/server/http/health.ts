@@ -32,13 +32,18 @@ export async function readiness(db: Db, shipped: readonly string[]): Promise<Rea
   return pending.length ? { ready: false, database: 'ok', pending } : { ready: true, applied: shipped.length };
 }
 
-export function healthRoutes(deps: { readonly db: Db; readonly logger: Logger; readonly migrations?: readonly string[] }): Hono {
+export function healthRoutes(deps: {
+  readonly db: Db;
+  readonly logger: Logger;
+  readonly migrations?: readonly string[];
+}): Hono {
   const shipped = deps.migrations ?? loadMigrations().map((m) => m.name);
   const app = new Hono();
   app.get('/health', (c) => c.json({ status: 'ok' }, 200));
   app.get('/health/ready', async (c) => {
     const r = await readiness(deps.db, shipped);
-    if (r.ready) return c.json({ status: 'ready', database: 'ok', migrations: { applied: r.applied, pending: [] } }, 200);
+    if (r.ready)
+      return c.json({ status: 'ready', database: 'ok', migrations: { applied: r.applied, pending: [] } }, 200);
     deps.logger.warn({ database: r.database, pending: r.pending }, 'not ready');
     return c.json({ status: 'not_ready', database: r.database, migrations: { pending: r.pending } }, 503);
   });

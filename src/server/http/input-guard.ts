@@ -18,11 +18,18 @@ export const limitBodies = (): MiddlewareHandler =>
     maxSize: MAX_BODY_BYTES,
     onError: () => {
       // The unread rest of the body makes the connection unusable for another request.
-      throw new ApiError(413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`, {}, { connection: 'close' });
+      throw new ApiError(
+        413,
+        'payload_too_large',
+        `request bodies are limited to ${MAX_BODY_BYTES} bytes`,
+        {},
+        { connection: 'close' },
+      );
     },
   });
 
-const invalid = (field: string, why: string): ApiError => new ApiError(422, 'validation_failed', `${field}: ${why}`, { errors: { [field]: [why] } });
+const invalid = (field: string, why: string): ApiError =>
+  new ApiError(422, 'validation_failed', `${field}: ${why}`, { errors: { [field]: [why] } });
 
 const NUL_WORDS = 'must not contain NUL bytes';
 
@@ -55,7 +62,13 @@ export const checkBodies = (): MiddlewareHandler => async (c, next) => {
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   const api = c.req.path.startsWith('/api/');
   if (type === 'multipart/form-data' || (api && type === 'application/x-www-form-urlencoded')) {
-    throw new ApiError(415, 'unsupported_media_type', api ? `${type} is not taken here: send application/json` : `${type} is not taken here: forms are sent as application/x-www-form-urlencoded`);
+    throw new ApiError(
+      415,
+      'unsupported_media_type',
+      api
+        ? `${type} is not taken here: send application/json`
+        : `${type} is not taken here: forms are sent as application/x-www-form-urlencoded`,
+    );
   }
   if (type === 'application/json' || type.endsWith('+json')) {
     const text = await c.req.text();
@@ -71,7 +84,8 @@ export const checkBodies = (): MiddlewareHandler => async (c, next) => {
   } else if (type === 'application/x-www-form-urlencoded') {
     const form = await c.req.parseBody();
     for (const [k, v] of Object.entries(form)) {
-      if (k.includes('\0') || (typeof v === 'string' && v.includes('\0'))) throw invalid(k.replaceAll('\0', '\\u0000'), NUL_WORDS);
+      if (k.includes('\0') || (typeof v === 'string' && v.includes('\0')))
+        throw invalid(k.replaceAll('\0', '\\u0000'), NUL_WORDS);
     }
   }
   return next();

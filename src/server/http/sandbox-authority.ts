@@ -44,7 +44,11 @@ export const SANDBOX_TOKEN_RULES: readonly SandboxRuleRow[] = [
 const MAX_TREE_DEPTH = 64;
 
 const forbidden = (method: string, path: string, why: string): ApiError =>
-  new ApiError(403, 'sandbox_token_forbidden', `a sandbox token acts for its own conversation: ${method} ${path} ${why}`);
+  new ApiError(
+    403,
+    'sandbox_token_forbidden',
+    `a sandbox token acts for its own conversation: ${method} ${path} ${why}`,
+  );
 
 /** Refuses (403 sandbox_token_forbidden) what the rules do not give a sandbox token; returns the matched rule. */
 export async function checkSandboxToken(db: Db, p: Principal, method: string, path: string): Promise<SandboxRule> {
@@ -57,7 +61,13 @@ export async function checkSandboxToken(db: Db, p: Principal, method: string, pa
   const target = row.path.exec(path)?.[1] ?? '';
   if (await inTree(db, own, target)) return row.rule;
   if (row.rule === 'read' && (await isTeammate(db, p.account.id, target))) return row.rule;
-  throw forbidden(method, path, row.rule === 'read' ? 'reads only its own tree and its teammates' : 'touches only its own conversation and those it created');
+  throw forbidden(
+    method,
+    path,
+    row.rule === 'read'
+      ? 'reads only its own tree and its teammates'
+      : 'touches only its own conversation and those it created',
+  );
 }
 
 /** The token's conversation itself, or one created under it (walking parents up, bounded). */

@@ -13,9 +13,11 @@ const MESSAGES: SseMessage[] = [
 
 test("encodeSse writes what hono's writeSSE writes, byte for byte", async () => {
   const app = new Hono();
-  app.get('/', (c) => streamSSE(c, async (s) => {
-    for (const m of MESSAGES) await s.writeSSE({ ...m });
-  }));
+  app.get('/', (c) =>
+    streamSSE(c, async (s) => {
+      for (const m of MESSAGES) await s.writeSSE({ ...m });
+    }),
+  );
   const viaHono = Buffer.from(await (await app.request('/')).arrayBuffer());
   const ours = Buffer.concat(MESSAGES.map((m) => encodeSse(m)));
   assert.equal(ours.toString(), viaHono.toString());

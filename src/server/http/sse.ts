@@ -144,7 +144,8 @@ const encoder = new TextEncoder();
 
 /** `event:`, one `data:` line per line of data, `id:`, blank line: byte for byte what writeSSE sends. */
 export function encodeSse(m: SseMessage): Uint8Array {
-  for (const v of [m.event, m.id]) if (v !== undefined && /[\r\n]/.test(v)) throw new Error('SSE event and id must not contain "\\r" or "\\n"');
+  for (const v of [m.event, m.id])
+    if (v !== undefined && /[\r\n]/.test(v)) throw new Error('SSE event and id must not contain "\\r" or "\\n"');
   const lines = m.data.split(/\r\n|\r|\n/).map((l) => `data: ${l}`);
   if (m.event) lines.unshift(`event: ${m.event}`);
   if (m.id !== undefined) lines.push(`id: ${m.id}`);

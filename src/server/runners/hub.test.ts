@@ -111,13 +111,17 @@ describe('runner WebSocket refusals (before the upgrade)', () => {
   it('404 runners_disabled when SANDBOX_RUNNERS_ENABLED=false, for an upgrade and a plain GET', async () => {
     const r = await dial(off.srv.url, '?name=box', off.owner);
     assert.deepEqual([r.status, r.body.error], [404, 'runners_disabled']);
-    const plain = await fetch(`${off.srv.url}/api/runners/ws?name=box`, { headers: { authorization: `Bearer ${off.owner}` } });
+    const plain = await fetch(`${off.srv.url}/api/runners/ws?name=box`, {
+      headers: { authorization: `Bearer ${off.owner}` },
+    });
     assert.equal(plain.status, 404);
     assert.equal(((await plain.json()) as { error: string }).error, 'runners_disabled');
   });
 
   it('400 not_a_websocket for a plain GET or another upgrade protocol', async () => {
-    const plain = await fetch(`${f.srv.url}/api/runners/ws?name=box`, { headers: { authorization: `Bearer ${f.owner}` } });
+    const plain = await fetch(`${f.srv.url}/api/runners/ws?name=box`, {
+      headers: { authorization: `Bearer ${f.owner}` },
+    });
     assert.equal(plain.status, 400);
     assert.equal(((await plain.json()) as { error: string }).error, 'not_a_websocket');
     const other = await rawUpgrade(f.srv.url, '/api/runners/ws?name=box', f.owner, 'h2c');
@@ -139,7 +143,9 @@ describe('runner WebSocket refusals (before the upgrade)', () => {
       assert.equal(r.body.error, 'invalid_runner');
       assert.ok(r.body.errors[field], `${query}: ${JSON.stringify(r.body)}`);
     }
-    const me = (await (await fetch(`${f.srv.url}/api/auth/me`, { headers: { authorization: `Bearer ${f.owner}` } })).json()) as {
+    const me = (await (
+      await fetch(`${f.srv.url}/api/auth/me`, { headers: { authorization: `Bearer ${f.owner}` } })
+    ).json()) as {
       data: { id: string };
     };
     assert.deepEqual(await listRunners(f.srv.database.db, me.data.id), []);

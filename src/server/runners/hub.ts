@@ -7,7 +7,12 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { LocalRunnerHost, type RunnerConnection, type RunnerHost, type RunnerInfo } from '../../providers/runner/host.ts';
+import {
+  LocalRunnerHost,
+  type RunnerConnection,
+  type RunnerHost,
+  type RunnerInfo,
+} from '../../providers/runner/host.ts';
 import { MAX_FRAME_BYTES, parseRunnerBackend, parseRunnerCapabilities } from '../../wire/index.ts';
 import { authenticate, hasScope, isRunnerOnly, type Principal } from '../http/auth.ts';
 import { ApiError, toApiError } from '../http/errors.ts';
@@ -38,11 +43,17 @@ export interface RunnerHubDeps {
 export async function runnerPreflight(deps: RunnerHubDeps, authorization: string | undefined): Promise<Principal> {
   const principal = await authenticate(deps.db, authorization, deps.logger);
   if (!hasScope(principal, 'full') && !hasScope(principal, 'runner')) {
-    throw new ApiError(403, 'insufficient_scope', 'a runner needs a full-scope API key; sandbox keys may never attach a runner', {
-      required_scope: 'full',
-    });
+    throw new ApiError(
+      403,
+      'insufficient_scope',
+      'a runner needs a full-scope API key; sandbox keys may never attach a runner',
+      {
+        required_scope: 'full',
+      },
+    );
   }
-  if (!deps.runnersEnabled) throw new ApiError(404, 'runners_disabled', 'self-hosted runners are disabled on this server');
+  if (!deps.runnersEnabled)
+    throw new ApiError(404, 'runners_disabled', 'self-hosted runners are disabled on this server');
   return principal;
 }
 
@@ -50,7 +61,11 @@ export async function runnerPreflight(deps: RunnerHubDeps, authorization: string
  * A key from "Add runner" connects as the runner it was issued for and no other, so a leaked runner key
  * cannot stand in for another machine of the account (full-scope keys may use any name, as upstream).
  */
-export async function requireOwnName(deps: Pick<RunnerHubDeps, 'db'>, principal: Principal, name: string): Promise<void> {
+export async function requireOwnName(
+  deps: Pick<RunnerHubDeps, 'db'>,
+  principal: Principal,
+  name: string,
+): Promise<void> {
   if (!isRunnerOnly(principal)) return;
   const own = await runnerNameOfKey(deps.db, principal.key.id);
   if (own === name) return;
@@ -68,7 +83,11 @@ export async function requireOwnName(deps: Pick<RunnerHubDeps, 'db'>, principal:
  * Checks 3–5: the query's fields (400), a runner of that name already online (409), then the
  * upsert that stamps connected_at and last_seen_at (a first registration is audited).
  */
-export async function registerRunner(deps: RunnerHubDeps, principal: Principal, query: URLSearchParams): Promise<RunnerInfo> {
+export async function registerRunner(
+  deps: RunnerHubDeps,
+  principal: Principal,
+  query: URLSearchParams,
+): Promise<RunnerInfo> {
   const raw: Record<string, string> = {};
   for (const field of ['name', 'hostname', 'os', 'arch', 'version', 'root']) {
     const v = query.get(field);
@@ -76,7 +95,11 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
   }
   // What the daemon's backend can do (a namespace runner has network_policy); absent: the upstream set.
   const capabilities = parseRunnerCapabilities(query.get('capabilities'));
-  const parsed = runnerRegistrationSchema.safeParse({ ...raw, capabilities, backend: parseRunnerBackend(query.get('backend')) });
+  const parsed = runnerRegistrationSchema.safeParse({
+    ...raw,
+    capabilities,
+    backend: parseRunnerBackend(query.get('backend')),
+  });
   if (!parsed.success) throw ApiError.validation(parsed.error, 400, 'invalid_runner');
   const reg = parsed.data;
   await requireOwnName(deps, principal, reg.name);
@@ -87,9 +110,21 @@ export async function registerRunner(deps: RunnerHubDeps, principal: Principal, 
   }
   const { runner, inserted } = await upsertRunner(deps.db, accountId, reg);
   if (inserted) {
-    await audit(deps.db, { accountId, actor: 'api', action: 'runner.registered', subjectId: runner.id, data: { name: runner.name } });
+    await audit(deps.db, {
+      accountId,
+      actor: 'api',
+      action: 'runner.registered',
+      subjectId: runner.id,
+      data: { name: runner.name },
+    });
   }
-  return { runnerId: runner.id, accountId, name: runner.name, connectedAt: runner.connectedAt ?? new Date(), capabilities };
+  return {
+    runnerId: runner.id,
+    accountId,
+    name: runner.name,
+    connectedAt: runner.connectedAt ?? new Date(),
+    capabilities,
+  };
 }
 
 function refuse(socket: Duplex, e: ApiError): void {
@@ -140,7 +175,8 @@ export function createUpgradeHandler(opts: UpgradeOptions): UpgradeHandler {
             heartbeatMs: opts.heartbeatMs,
             callTimeoutMs: opts.callTimeoutMs,
           });
-          if (conn) log.info({ runner: info.name, runnerId: info.runnerId, accountId: info.accountId }, 'runner connected');
+          if (conn)
+            log.info({ runner: info.name, runnerId: info.runnerId, accountId: info.accountId }, 'runner connected');
         });
       },
       (e: unknown) => {

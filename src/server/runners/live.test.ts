@@ -28,8 +28,12 @@ interface Daemon {
 /** A real ws client dialing as a runner daemon would (it answers pings; no ops are sent here). */
 function connect(base: string, key: string, query: string): Promise<Daemon> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?${query}`, { headers: { authorization: `Bearer ${key}` } });
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.once('close', (code, reason) => r({ code, reason: reason.toString() })));
+    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?${query}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      ws.once('close', (code, reason) => r({ code, reason: reason.toString() })),
+    );
     ws.once('open', () => resolve({ ws, closed }));
     ws.once('unexpected-response', (_req, res) => reject(new Error(`refused with ${res.statusCode}`)));
     ws.once('error', reject);
@@ -38,7 +42,9 @@ function connect(base: string, key: string, query: string): Promise<Daemon> {
 
 function refusal(base: string, key: string, query: string): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?${query}`, { headers: { authorization: `Bearer ${key}` } });
+    const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/api/runners/ws?${query}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     ws.once('open', () => {
       ws.close();
       reject(new Error('accepted'));
@@ -84,14 +90,21 @@ describe('runner hub with live sockets', () => {
   });
 
   it('registers, shows online with its fields, publishes runner_online, and the heartbeat stamps last_seen_at', async () => {
-    const d = await connect(srv.url, owner, 'name=box&hostname=box.local&os=linux&arch=amd64&version=0.1.0&root=/srv/sandboxes');
+    const d = await connect(
+      srv.url,
+      owner,
+      'name=box&hostname=box.local&os=linux&arch=amd64&version=0.1.0&root=/srv/sandboxes',
+    );
     daemons.push(d);
     const [row] = (await until(async () => {
       const list = (await get('/api/runners')).data;
       return list.length === 1 && list[0].online ? list : null;
     }, 'box online')) as any[];
     assert.equal(row.name, 'box');
-    assert.deepEqual([row.hostname, row.os, row.arch, row.version, row.root], ['box.local', 'linux', 'amd64', '0.1.0', '/srv/sandboxes']);
+    assert.deepEqual(
+      [row.hostname, row.os, row.arch, row.version, row.root],
+      ['box.local', 'linux', 'amd64', '0.1.0', '/srv/sandboxes'],
+    );
     assert.ok(row.connected_at);
     await until(() => events.find((e) => e.type === 'runner_online' && e.runnerId === row.id), 'runner_online');
     await until(async () => {
@@ -110,8 +123,15 @@ describe('runner hub with live sockets', () => {
   it('lists the most recently connected first, and another account sees none of them', async () => {
     const d = await connect(srv.url, owner, 'name=alpha');
     daemons.push(d);
-    await until(async () => (await get('/api/runners')).data.every((r: any) => r.online) && (await get('/api/runners')).data.length === 2, 'two online');
-    assert.deepEqual((await get('/api/runners')).data.map((r: any) => r.name), ['alpha', 'box']);
+    await until(
+      async () =>
+        (await get('/api/runners')).data.every((r: any) => r.online) && (await get('/api/runners')).data.length === 2,
+      'two online',
+    );
+    assert.deepEqual(
+      (await get('/api/runners')).data.map((r: any) => r.name),
+      ['alpha', 'box'],
+    );
 
     const created = await fetch(`${srv.url}/api/admin/accounts`, {
       method: 'POST',
@@ -129,19 +149,28 @@ describe('runner hub with live sockets', () => {
     }, 'bob box online');
     const ownerBox = (await get('/api/runners')).data.find((r: any) => r.name === 'box');
     assert.notEqual(bobList[0].id, ownerBox.id);
-    const foreign = await fetch(`${srv.url}/api/runners/${ownerBox.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${bob}` } });
+    const foreign = await fetch(`${srv.url}/api/runners/${ownerBox.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${bob}` },
+    });
     assert.equal(foreign.status, 404);
     assert.equal(daemons[0]!.ws.readyState, WebSocket.OPEN);
   });
 
   it('DELETE closes the live socket with 4404, publishes runner_offline, and a reconnect re-registers', async () => {
     const box = (await get('/api/runners')).data.find((r: any) => r.name === 'box');
-    const res = await fetch(`${srv.url}/api/runners/${box.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${owner}` } });
+    const res = await fetch(`${srv.url}/api/runners/${box.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${owner}` },
+    });
     assert.equal(res.status, 204);
     const closed = await daemons[0]!.closed;
     assert.deepEqual(closed, { code: 4404, reason: 'runner deleted' });
     await until(() => events.find((e) => e.type === 'runner_offline' && e.runnerId === box.id), 'runner_offline');
-    assert.deepEqual((await get('/api/runners')).data.map((r: any) => r.name), ['alpha']);
+    assert.deepEqual(
+      (await get('/api/runners')).data.map((r: any) => r.name),
+      ['alpha'],
+    );
     assert.equal((await listAudit(srv.database.db, ownerId, 'runner.deleted')).length, 1);
 
     const again = await connect(srv.url, owner, 'name=box');
@@ -150,7 +179,10 @@ describe('runner hub with live sockets', () => {
       const l = (await get('/api/runners')).data;
       return l.length === 2 && l.every((r: any) => r.online) ? l : null;
     }, 'box back online');
-    assert.deepEqual(list.map((r: any) => r.name), ['box', 'alpha']);
+    assert.deepEqual(
+      list.map((r: any) => r.name),
+      ['box', 'alpha'],
+    );
     assert.notEqual(list[0].id, box.id);
     assert.equal((await listAudit(srv.database.db, ownerId, 'runner.registered')).length, 3);
   });
@@ -160,8 +192,14 @@ describe('runner hub with live sockets', () => {
     const before = (await get('/api/runners')).data.find((r: any) => r.name === 'alpha');
     alpha.ws.close(1000);
     await alpha.closed;
-    await until(async () => (await get('/api/runners')).data.find((r: any) => r.name === 'alpha')?.online === false, 'alpha offline');
-    await until(() => events.find((e) => e.type === 'runner_offline' && e.runnerId === before.id), 'alpha runner_offline');
+    await until(
+      async () => (await get('/api/runners')).data.find((r: any) => r.name === 'alpha')?.online === false,
+      'alpha offline',
+    );
+    await until(
+      () => events.find((e) => e.type === 'runner_offline' && e.runnerId === before.id),
+      'alpha runner_offline',
+    );
     const back = await connect(srv.url, owner, 'name=alpha');
     daemons.push(back);
     const after = await until(async () => {

@@ -19,7 +19,11 @@ export async function runnerOptions(db: Db, host: RunnerHost | null, accountId: 
 }
 
 /** A runner named by its id or by its name, as an agent's pin may name it; undefined when the account has none such. */
-export async function findRunnerByRef(db: Db, accountId: string, ref: string): Promise<{ id: string; name: string } | undefined> {
+export async function findRunnerByRef(
+  db: Db,
+  accountId: string,
+  ref: string,
+): Promise<{ id: string; name: string } | undefined> {
   const byId = isUuid(ref) ? await findRunner(db, accountId, ref) : undefined;
   return byId ?? (await findRunnerByName(db, accountId, ref));
 }

@@ -3,7 +3,13 @@
  * connected runner, and "runner offline / disconnected" is recognised here, not in the engine.
  */
 import { RUNNER_DISCONNECTED, RUNNER_OFFLINE, pickRunner, type RunnerHost } from '../../providers/runner/index.ts';
-import { mintHostedName, mintRunnerName, parseRunnerName, type KnownProvider, type SandboxError } from '../../sandbox/index.ts';
+import {
+  mintHostedName,
+  mintRunnerName,
+  parseRunnerName,
+  type KnownProvider,
+  type SandboxError,
+} from '../../sandbox/index.ts';
 import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
 import type { Placement } from '../conversations/placement.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
@@ -11,12 +17,19 @@ import type { RunnerSummary } from '../conversations/views.ts';
 
 /** How placement reads runner rows (name, hostname, root); the runners store implements it. */
 export interface RunnerDirectory {
-  find(accountId: string, runnerId: string): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
+  find(
+    accountId: string,
+    runnerId: string,
+  ): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
 }
 
 // The port's result values, built here from its types alone: a value import of conversations/ would send
 // the prompt's path back into the folder it came from (test/lint/folders.test.ts).
-const refuse = (code: EngineErrorCode, message: string, extras?: Readonly<Record<string, unknown>>): { ok: false; error: EngineError } => ({
+const refuse = (
+  code: EngineErrorCode,
+  message: string,
+  extras?: Readonly<Record<string, unknown>>,
+): { ok: false; error: EngineError } => ({
   ok: false,
   error: extras ? { code, message, extras } : { code, message },
 });
@@ -34,22 +47,32 @@ export function providerPlacement(host: RunnerHost | null, runners: RunnerDirect
           }
           const row = await runners.find(accountId, pin);
           const name = row?.name ?? pin;
-          return refuse('runner_offline', `The agent is pinned to runner ${JSON.stringify(name)}, which is not connected. Start it with \`fountain runner\`, or unpin the agent.`, {
-            runner_id: pin,
-            runner_name: row?.name ?? null,
-          });
+          return refuse(
+            'runner_offline',
+            `The agent is pinned to runner ${JSON.stringify(name)}, which is not connected. Start it with \`fountain runner\`, or unpin the agent.`,
+            {
+              runner_id: pin,
+              runner_name: row?.name ?? null,
+            },
+          );
         }
         if (!host) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner`.');
         const picked = pickRunner(host, accountId);
-        if (!picked.ok) return refuse('no_runner_online', 'No runner is connected. Start one with `fountain runner` on a machine you own.');
+        if (!picked.ok)
+          return refuse(
+            'no_runner_online',
+            'No runner is connected. Start one with `fountain runner` on a machine you own.',
+          );
         const n = mintRunnerName(picked.value.runnerId);
         return n.ok ? accept(n.value) : refuse('no_runner_online', `runner id unusable: ${n.error}`);
       }
       const n = mintHostedName(accountId);
       return n.ok ? accept(n.value) : refuse('not_found', n.error);
     },
-    hostAway: (e: SandboxError) => e.code === 'unavailable' && (e.detail === RUNNER_OFFLINE || e.detail === RUNNER_DISCONNECTED),
-    connectionLost: (provider: string, e: SandboxError) => provider === 'runner' && e.code === 'unavailable' && e.detail === RUNNER_DISCONNECTED,
+    hostAway: (e: SandboxError) =>
+      e.code === 'unavailable' && (e.detail === RUNNER_OFFLINE || e.detail === RUNNER_DISCONNECTED),
+    connectionLost: (provider: string, e: SandboxError) =>
+      provider === 'runner' && e.code === 'unavailable' && e.detail === RUNNER_DISCONNECTED,
     detachable: (provider: string) => provider === 'runner' && host !== null,
     async host(accountId: string, s: SandboxRow): Promise<RunnerSummary | null> {
       if (s.provider !== 'runner') return null;

@@ -10,7 +10,9 @@ import { errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
 import { redeemRegistration, registrationToken, runnerName } from './registration.ts';
 
 const RegisterBody = z.object({ token: registrationToken, name: runnerName }).openapi('RunnerRegistration');
-const Registered = z.object({ data: z.object({ api_key: z.string(), scopes: z.array(z.literal('runner')) }) }).openapi('RunnerKey');
+const Registered = z
+  .object({ data: z.object({ api_key: z.string(), scopes: z.array(z.literal('runner')) }) })
+  .openapi('RunnerKey');
 
 export function runnerRegisterRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -20,7 +22,10 @@ export function runnerRegisterRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       path: '/api/runners/register',
       summary: 'Exchange a registration token for a runner-scoped API key (the key can only dial the runner socket)',
       request: { body: { content: { 'application/json': { schema: RegisterBody } }, required: true } },
-      responses: { 201: { description: 'the runner key, shown once', content: { 'application/json': { schema: Registered } } }, ...errorResponses(401, 422) },
+      responses: {
+        201: { description: 'the runner key, shown once', content: { 'application/json': { schema: Registered } } },
+        ...errorResponses(401, 422),
+      },
     }),
     async (c) => {
       const body = c.req.valid('json');
@@ -29,10 +34,17 @@ export function runnerRegisterRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
         throw new ApiError(
           401,
           'registration_token_invalid',
-          r.reason === 'unknown' ? 'this registration token is not known to this server' : 'this registration token was already used or has expired: add the runner again for a fresh one',
+          r.reason === 'unknown'
+            ? 'this registration token is not known to this server'
+            : 'this registration token was already used or has expired: add the runner again for a fresh one',
         );
       }
-      await audit(deps.db, { accountId: r.accountId, actor: 'api', action: 'runner.registered', data: { name: body.name } }).catch((err: unknown) => deps.logger.warn({ err }, 'could not audit a runner registration'));
+      await audit(deps.db, {
+        accountId: r.accountId,
+        actor: 'api',
+        action: 'runner.registered',
+        data: { name: body.name },
+      }).catch((err: unknown) => deps.logger.warn({ err }, 'could not audit a runner registration'));
       return c.json({ data: { api_key: r.apiKey, scopes: ['runner' as const] } }, 201);
     },
   );

@@ -22,8 +22,13 @@ export const RunnerSchema = z
     arch: z.string().nullable(),
     version: z.string().nullable(),
     root: z.string().nullable(),
-    backend: z.enum(RUNNER_BACKENDS).nullable().openapi({ description: 'What a sandbox is on that machine, as reported at its last connection; null: not reported (an older daemon)' }),
-    capabilities: z.array(z.enum(RUNNER_CAPABILITIES)).openapi({ description: 'The contract capabilities its backend advertised at its last connection' }),
+    backend: z.enum(RUNNER_BACKENDS).nullable().openapi({
+      description:
+        'What a sandbox is on that machine, as reported at its last connection; null: not reported (an older daemon)',
+    }),
+    capabilities: z
+      .array(z.enum(RUNNER_CAPABILITIES))
+      .openapi({ description: 'The contract capabilities its backend advertised at its last connection' }),
     online: z.boolean(),
     connected_at: z.string().nullable(),
     last_seen_at: z.string().nullable(),
@@ -38,8 +43,14 @@ const RunnerQuery = z.object({
   arch: z.string().max(40).optional(),
   version: z.string().max(80).optional(),
   root: z.string().max(1024).optional(),
-  backend: z.string().optional().openapi({ description: `process, namespace or microvm; optional (older daemons send none)` }),
-  capabilities: z.string().optional().openapi({ description: `Comma-separated: ${RUNNER_CAPABILITIES.join(', ')}; absent means suspend,attach` }),
+  backend: z
+    .string()
+    .optional()
+    .openapi({ description: `process, namespace or microvm; optional (older daemons send none)` }),
+  capabilities: z
+    .string()
+    .optional()
+    .openapi({ description: `Comma-separated: ${RUNNER_CAPABILITIES.join(', ')}; absent means suspend,attach` }),
 });
 
 export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
@@ -73,7 +84,10 @@ export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [requireKey(db, logger)] as const,
       responses: {
-        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(RunnerSchema) }) } } },
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(RunnerSchema) }) } },
+        },
         ...errorResponses(401, 403),
       },
     }),
@@ -99,7 +113,13 @@ export function runnerRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       const accountId = c.get('principal').account.id;
       const deleted = isUuid(id) ? await deleteRunner(db, accountId, id) : undefined;
       if (!deleted) throw ApiError.notFound('runner');
-      await audit(db, { accountId, actor: 'api', action: 'runner.deleted', subjectId: id, data: { name: deleted.name } });
+      await audit(db, {
+        accountId,
+        actor: 'api',
+        action: 'runner.deleted',
+        subjectId: id,
+        data: { name: deleted.name },
+      });
       const live = host.whereis(id);
       if (live && live.info.accountId === accountId) live.close(CLOSE.runnerDeleted, 'runner deleted');
       return c.body(null, 204);

@@ -12,4 +12,5 @@ export { RUNNER_NAME_PATTERN, runnerBackendOf, runnerCapabilitiesOf } from './st
 export const listRunners = (db: Db, accountId: string): Promise<Runner[]> => store.listRunners(db, accountId);
 
 /** Deletes one of the account's runner records; the row it deleted, or undefined when there was none. */
-export const deleteRunner = (db: Db, accountId: string, id: string): Promise<Runner | undefined> => store.deleteRunner(db, accountId, id);
+export const deleteRunner = (db: Db, accountId: string, id: string): Promise<Runner | undefined> =>
+  store.deleteRunner(db, accountId, id);

@@ -4,7 +4,14 @@
  */
 import { and, asc, eq, getTableColumns, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { parseRunnerBackend, parseRunnerCapabilities, RUNNER_BACKENDS, RUNNER_CAPABILITIES, type RunnerBackend, type RunnerCapability } from '../../wire/index.ts';
+import {
+  parseRunnerBackend,
+  parseRunnerCapabilities,
+  RUNNER_BACKENDS,
+  RUNNER_CAPABILITIES,
+  type RunnerBackend,
+  type RunnerCapability,
+} from '../../wire/index.ts';
 import type { Db } from '../store/db.ts';
 import { runners, type Runner } from '../store/schema.ts';
 
@@ -30,7 +37,8 @@ export type RunnerRegistration = z.infer<typeof runnerRegistrationSchema>;
 export const runnerBackendOf = (r: Runner): RunnerBackend | null => parseRunnerBackend(r.backend);
 
 /** The stored capabilities; a row from before migration 0073 has none recorded: the upstream set. */
-export const runnerCapabilitiesOf = (r: Runner): RunnerCapability[] => parseRunnerCapabilities(r.capabilities?.join(','));
+export const runnerCapabilitiesOf = (r: Runner): RunnerCapability[] =>
+  parseRunnerCapabilities(r.capabilities?.join(','));
 
 export async function findRunnerByName(db: Db, accountId: string, name: string): Promise<Runner | undefined> {
   const [row] = await db

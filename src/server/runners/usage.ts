@@ -14,10 +14,22 @@ export interface RunnerLoad {
 
 export async function runnerLoads(db: EngineDb, accountId: string): Promise<Map<string, RunnerLoad>> {
   const rows = await db
-    .select({ name: sandboxes.name, id: conversations.id, title: conversations.title, firstPrompt: conversations.firstPrompt, status: conversations.status })
+    .select({
+      name: sandboxes.name,
+      id: conversations.id,
+      title: conversations.title,
+      firstPrompt: conversations.firstPrompt,
+      status: conversations.status,
+    })
     .from(sandboxes)
     .innerJoin(conversations, eq(conversations.sandboxId, sandboxes.id))
-    .where(and(eq(sandboxes.accountId, accountId), like(sandboxes.name, 'runner-%'), inArray(sandboxes.status, ['starting', 'ready', 'suspended'])))
+    .where(
+      and(
+        eq(sandboxes.accountId, accountId),
+        like(sandboxes.name, 'runner-%'),
+        inArray(sandboxes.status, ['starting', 'ready', 'suspended']),
+      ),
+    )
     .orderBy(conversations.lastActiveAt);
   const out = new Map<string, { conversations: Array<{ id: string; title: string; status: string }>; count: number }>();
   for (const r of rows.reverse()) {
@@ -26,7 +38,12 @@ export async function runnerLoads(db: EngineDb, accountId: string): Promise<Map<
     const runnerId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
     const load = out.get(runnerId) ?? { conversations: [], count: 0 };
     load.count++;
-    if (load.conversations.length < 5) load.conversations.push({ id: r.id, title: (r.title ?? r.firstPrompt ?? 'New conversation').slice(0, 60), status: r.status });
+    if (load.conversations.length < 5)
+      load.conversations.push({
+        id: r.id,
+        title: (r.title ?? r.firstPrompt ?? 'New conversation').slice(0, 60),
+        status: r.status,
+      });
     out.set(runnerId, load);
   }
   return out;

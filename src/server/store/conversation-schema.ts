@@ -3,7 +3,18 @@
  * Mirrored by migrations/0010_conversations.sql, which also holds the foreign keys to accounts.
  */
 import { sql } from 'drizzle-orm';
-import { bigserial, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigserial,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 import type { McpServer, Skill } from './environment-schema.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
@@ -88,7 +99,9 @@ export const conversations = pgTable(
     permissionPolicy: jsonb('permission_policy').$type<PermissionPolicy>().notNull().default(sql`'{}'::jsonb`),
     /** The ACP sessionId from session/new, for session/load after a wake. */
     runtimeSessionId: text('runtime_session_id'),
-    source: text('source', { enum: ['ui', 'api', 'agent'] }).notNull().default('api'),
+    source: text('source', { enum: ['ui', 'api', 'agent'] })
+      .notNull()
+      .default('api'),
     /** A client's channel; `fountain:team` binds the conversation to its agent's teammate (migration 0040). */
     channelId: text('channel_id'),
     /** The environment this conversation overrides its agent's with; null: the agent's (migration 0065). */

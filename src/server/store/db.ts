@@ -45,13 +45,20 @@ const sqlClientOf = (client: PGlite): SqlClient => ({
   exec: async (text) => {
     await client.exec(text);
   },
-  query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) => (await client.query<T>(text, params)).rows,
+  query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
+    (await client.query<T>(text, params)).rows,
 });
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
-  return opts.url ? openPostgres(opts.url, opts.schema, opts.queryLogger) : openPglite(opts.dataDir, opts.queryLogger, opts.templateDir === undefined ? defaultTemplateRoot() : opts.templateDir);
+  return opts.url
+    ? openPostgres(opts.url, opts.schema, opts.queryLogger)
+    : openPglite(
+        opts.dataDir,
+        opts.queryLogger,
+        opts.templateDir === undefined ? defaultTemplateRoot() : opts.templateDir,
+      );
 }
 
 /** A second process opening the same embedded database would corrupt it; this one refuses instead. */
@@ -61,7 +68,9 @@ export class DataDirInUseError extends Error {
     readonly pid: number,
     lockFile: string,
   ) {
-    super(`${dataDir} is already open in another Fountain process (pid ${pid}); stop that one first or use another data directory. If pid ${pid} is not Fountain, delete ${lockFile}.`);
+    super(
+      `${dataDir} is already open in another Fountain process (pid ${pid}); stop that one first or use another data directory. If pid ${pid} is not Fountain, delete ${lockFile}.`,
+    );
     this.name = 'DataDirInUseError';
   }
 }
@@ -111,7 +120,11 @@ function lockDataDir(dataDir: string): () => void {
  */
 export const PGLITE_SETTINGS: readonly string[] = ['shared_buffers=16MB'];
 
-async function openPglite(dataDir: string | undefined, logger: QueryLogger | undefined, templateRoot: string | null): Promise<Database> {
+async function openPglite(
+  dataDir: string | undefined,
+  logger: QueryLogger | undefined,
+  templateRoot: string | null,
+): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -123,7 +136,11 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   let templateError: string | undefined;
   try {
     const preloaded = await takePreloadedPglite();
-    const create = (at: string) => PGlite.create(at, { ...preloaded, startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])] });
+    const create = (at: string) =>
+      PGlite.create(at, {
+        ...preloaded,
+        startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
+      });
     if (migrations && templateRoot !== null) {
       const seeded = await seedFromTemplate(dir, templateRoot, migrations, async (at) => {
         const made = await create(at);
@@ -162,12 +179,19 @@ async function openPglite(dataDir: string | undefined, logger: QueryLogger | und
   }
 }
 
-async function openPostgres(url: string, searchSchema: string | undefined, logger: QueryLogger | undefined): Promise<Database> {
+async function openPostgres(
+  url: string,
+  searchSchema: string | undefined,
+  logger: QueryLogger | undefined,
+): Promise<Database> {
   if (searchSchema !== undefined && !SCHEMA_NAME.test(searchSchema)) {
     throw new Error(`openDatabase: schema ${JSON.stringify(searchSchema)} must match ${SCHEMA_NAME}`);
   }
   // Imported here, not at the top: the embedded default never needs node-postgres (~130 ms of CPU at start).
-  const [{ default: pg }, { drizzle: drizzlePg }] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
+  const [{ default: pg }, { drizzle: drizzlePg }] = await Promise.all([
+    import('pg'),
+    import('drizzle-orm/node-postgres'),
+  ]);
   const pool = new pg.Pool({
     connectionString: url,
     ...(searchSchema ? { options: `-c search_path=${searchSchema}` } : {}),
@@ -180,11 +204,11 @@ async function openPostgres(url: string, searchSchema: string | undefined, logge
     try {
       migrated = await migrate(
         {
-        exec: async (text) => {
-          await conn.query(text);
-        },
-        query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
-          (await conn.query<T>(text, params)).rows,
+          exec: async (text) => {
+            await conn.query(text);
+          },
+          query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
+            (await conn.query<T>(text, params)).rows,
         },
         searchSchema ? { prelude: `CREATE SCHEMA IF NOT EXISTS "${searchSchema}"` } : {},
       );

@@ -23,7 +23,9 @@ export interface Repository {
   secret_key?: string | undefined;
 }
 
-export type Skill = { name: string; content: string } | { source: string; ref?: string | undefined; name?: string | undefined };
+export type Skill =
+  | { name: string; content: string }
+  | { source: string; ref?: string | undefined; name?: string | undefined };
 
 export type McpServer =
   | { command: string; args?: string[] | undefined; env?: Record<string, string> | undefined }

@@ -59,7 +59,9 @@ export async function migrate(
     await client.exec(
       'CREATE TABLE IF NOT EXISTS fountain_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
     );
-    const done = new Set((await client.query<{ name: string }>('SELECT name FROM fountain_migrations')).map((r) => r.name));
+    const done = new Set(
+      (await client.query<{ name: string }>('SELECT name FROM fountain_migrations')).map((r) => r.name),
+    );
     for (const m of migrations) {
       if (done.has(m.name)) continue;
       await client.exec(m.sql);

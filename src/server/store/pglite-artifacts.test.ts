@@ -17,7 +17,9 @@ describe('preloaded PGlite artifacts (real PGlite)', () => {
     const d = await openDatabase({ dataDir: dir });
     try {
       assert.equal(await takePreloadedPglite(), null, 'the open took the preload');
-      const res = (await d.db.execute(sql`select count(*)::int as n from fountain_migrations`)) as unknown as { rows: Array<{ n: number }> };
+      const res = (await d.db.execute(sql`select count(*)::int as n from fountain_migrations`)) as unknown as {
+        rows: Array<{ n: number }>;
+      };
       assert.equal(res.rows[0]!.n, d.migrated.length);
       assert.ok(d.migrated.length > 0);
     } finally {

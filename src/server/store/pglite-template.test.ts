@@ -21,7 +21,9 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
   after(() => rmSync(tmp, { recursive: true, force: true }));
   const root = join(tmp, 'cache');
 
-  it('the first new database makes the template, the next is a copy of it; each is its own database', { timeout: 180_000 }, async () => {
+  it('the first new database makes the template, the next is a copy of it; each is its own database', {
+    timeout: 180_000,
+  }, async () => {
     const a = await openDatabase({ dataDir: join(tmp, 'a'), templateDir: root });
     assert.deepEqual(a.migrated, ALL);
     assert.equal(a.templateError, undefined);
@@ -34,7 +36,11 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
     const b = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root });
     assert.deepEqual(b.migrated, ALL);
     assert.equal(await one<number>(b, sql`SELECT count(*)::int AS v FROM fountain_migrations`), ALL.length);
-    assert.equal(await one<string | null>(b, sql`SELECT to_regclass('only_in_a')::text AS v`), null, 'a write to one copy is not in another');
+    assert.equal(
+      await one<string | null>(b, sql`SELECT to_regclass('only_in_a')::text AS v`),
+      null,
+      'a write to one copy is not in another',
+    );
     await b.db.execute(sql`CREATE TABLE only_in_b (x int)`);
     await b.close();
 

@@ -65,6 +65,9 @@ export async function seedFromTemplate(
     return { ok: true };
   } catch (e) {
     for (const f of readdirSync(pgdata)) rmSync(join(pgdata, f), { recursive: true, force: true });
-    return { ok: false, error: `the embedded database template in ${root} could not be used (${(e as Error).message}); made the database from scratch` };
+    return {
+      ok: false,
+      error: `the embedded database template in ${root} could not be used (${(e as Error).message}); made the database from scratch`,
+    };
   }
 }

@@ -11,11 +11,26 @@ import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 
 const ALL_MIGRATIONS = loadMigrations().map((m) => m.name);
 import { createAccount, findAccount, findOwner } from '../account/store.ts';
-import { createApiKey, findKeyByPlaintext, hashApiKey, listApiKeys, mintApiKey, revokeApiKey, API_KEY_PATTERN } from '../account/keys-store.ts';
+import {
+  createApiKey,
+  findKeyByPlaintext,
+  hashApiKey,
+  listApiKeys,
+  mintApiKey,
+  revokeApiKey,
+  API_KEY_PATTERN,
+} from '../account/keys-store.ts';
 import { deleteRunner, listRunners, touchRunner, upsertRunner } from '../runners/store.ts';
 import { audit, listAudit } from '../account/audit.ts';
 import { apiKeys } from './schema.ts';
-import { dropSchema, openTestDatabase, TEST_POSTGRES_URL, uniqueSchemaName, type TestDatabase, type TestDriver } from './testing.ts';
+import {
+  dropSchema,
+  openTestDatabase,
+  TEST_POSTGRES_URL,
+  uniqueSchemaName,
+  type TestDatabase,
+  type TestDriver,
+} from './testing.ts';
 
 for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
   describe(`store on ${driver}`, () => {
@@ -41,7 +56,10 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
       assert.equal(row.keyHash, hashApiKey(key));
       assert.equal(row.prefix, key.slice(0, 12));
       const stored = await db.select().from(apiKeys);
-      assert.ok(stored.every((r) => !Object.values(r).includes(key)), 'plaintext must not be stored');
+      assert.ok(
+        stored.every((r) => !Object.values(r).includes(key)),
+        'plaintext must not be stored',
+      );
       const found = await findKeyByPlaintext(db, key);
       assert.equal(found?.key.id, row.id);
       assert.equal(found?.account.id, acct.id);
@@ -83,7 +101,10 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
       await upsertRunner(db, acct.id, { name: 'alpha' }, t0);
       await upsertRunner(db, acct.id, { name: 'beta' }, t0);
-      assert.deepEqual((await listRunners(db, acct.id)).map((r) => r.name), ['box', 'alpha', 'beta']);
+      assert.deepEqual(
+        (await listRunners(db, acct.id)).map((r) => r.name),
+        ['box', 'alpha', 'beta'],
+      );
 
       const t2 = new Date('2030-01-01T00:02:00Z');
       await touchRunner(db, first.runner.id, t2);
@@ -92,7 +113,10 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
 
       assert.equal(await deleteRunner(db, other.id, first.runner.id), undefined, 'another account cannot delete it');
       assert.equal((await deleteRunner(db, acct.id, first.runner.id))?.id, first.runner.id);
-      assert.deepEqual((await listRunners(db, acct.id)).map((r) => r.name), ['alpha', 'beta']);
+      assert.deepEqual(
+        (await listRunners(db, acct.id)).map((r) => r.name),
+        ['alpha', 'beta'],
+      );
     });
 
     it('refuses a runner name outside the pattern at the database too', async () => {
@@ -104,10 +128,19 @@ for (const driver of ['pglite', 'postgres'] as TestDriver[]) {
     it('writes and lists audit entries newest first', async () => {
       const { db } = t.database;
       const acct = await createAccount(db, { name: 'au', role: 'user' });
-      await audit(db, { accountId: acct.id, actor: 'api', action: 'runner.registered', subjectId: 'x', data: { name: 'n' } });
+      await audit(db, {
+        accountId: acct.id,
+        actor: 'api',
+        action: 'runner.registered',
+        subjectId: 'x',
+        data: { name: 'n' },
+      });
       await audit(db, { accountId: acct.id, actor: 'system', action: 'api_key.created' });
       const all = await listAudit(db, acct.id);
-      assert.deepEqual(all.map((e) => e.action), ['api_key.created', 'runner.registered']);
+      assert.deepEqual(
+        all.map((e) => e.action),
+        ['api_key.created', 'runner.registered'],
+      );
       assert.deepEqual((await listAudit(db, acct.id, 'runner.registered'))[0]?.data, { name: 'n' });
       assert.ok(await findAccount(db, acct.id));
     });
@@ -128,10 +161,10 @@ describe('migrations', () => {
       // The tables live in the run's own schema, not in public.
       const c = new pg.Client({ connectionString: TEST_POSTGRES_URL });
       await c.connect();
-      const { rows } = await c.query('SELECT table_schema FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2', [
-        'runners',
-        schema,
-      ]);
+      const { rows } = await c.query(
+        'SELECT table_schema FROM information_schema.tables WHERE table_name = $1 AND table_schema = $2',
+        ['runners', schema],
+      );
       await c.end();
       assert.equal(rows.length, 1);
     } finally {
@@ -189,7 +222,13 @@ describe('embedded database lock', () => {
     try {
       // Our parent (the test runner) is alive and is not us: the shape of a second `fountain up`.
       writeFileSync(lock, `${process.ppid}\n`);
-      await assert.rejects(openDatabase({ dataDir: dir }), (e: unknown) => e instanceof DataDirInUseError && e.pid === process.ppid && /already open in another Fountain process/.test(e.message));
+      await assert.rejects(
+        openDatabase({ dataDir: dir }),
+        (e: unknown) =>
+          e instanceof DataDirInUseError &&
+          e.pid === process.ppid &&
+          /already open in another Fountain process/.test(e.message),
+      );
 
       const gone = spawn(process.execPath, ['-e', '']);
       await new Promise((r) => gone.once('exit', r));

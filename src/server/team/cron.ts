@@ -38,15 +38,21 @@ function fieldError(parts: readonly string[], whole: string): string {
 export function parseCron(expression: string): CronResult {
   const source = expression.trim().replace(/\s+/g, ' ');
   if (source === '') return { ok: false, error: 'cron must not be empty' };
-  if (source.toLowerCase() === '@reboot') return { ok: false, error: '@reboot is not supported: schedules run on a clock, not at boot' };
+  if (source.toLowerCase() === '@reboot')
+    return { ok: false, error: '@reboot is not supported: schedules run on a clock, not at boot' };
   const nickname = source.startsWith('@');
   if (!nickname) {
     const count = source.split(' ').length;
-    if (count !== 5) return { ok: false, error: `cron needs 5 fields (minute hour day-of-month month day-of-week), got ${count}` };
+    if (count !== 5)
+      return { ok: false, error: `cron needs 5 fields (minute hour day-of-month month day-of-week), got ${count}` };
   }
   const compiled = compile(nickname ? source.toLowerCase() : source);
   if (!compiled.ok) {
-    if (nickname) return { ok: false, error: `unknown cron name ${source}; use one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly` };
+    if (nickname)
+      return {
+        ok: false,
+        error: `unknown cron name ${source}; use one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly`,
+      };
     return { ok: false, error: fieldError(source.split(' '), compiled.error) };
   }
   const cron: Cron = { source: nickname ? source.toLowerCase() : source, pattern: compiled.value };

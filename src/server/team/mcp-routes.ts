@@ -21,7 +21,9 @@ const Param = z.object({ conversation_id: z.string().openapi({ param: { name: 'c
 
 const JsonRpcBody = z
   .union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))])
-  .openapi('McpJsonRpc', { description: 'A JSON-RPC 2.0 message (or a batch): initialize, tools/list, tools/call, ping, notifications.' });
+  .openapi('McpJsonRpc', {
+    description: 'A JSON-RPC 2.0 message (or a batch): initialize, tools/list, tools/call, ping, notifications.',
+  });
 
 export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -34,7 +36,7 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       method: 'post',
       path,
       summary:
-        'Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate). Team-channel conversations only; the conversation\'s own sandbox token or a full-scope key.',
+        "Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate). Team-channel conversations only; the conversation's own sandbox token or a full-scope key.",
       security: bearer,
       middleware: [auth] as const,
       request: { params: Param },
@@ -50,16 +52,34 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       const row = isUuid(id) ? await findConversation(db, principal.account.id, id) : undefined;
       if (!row) throw ApiError.notFound('conversation');
       if (row.conversation.channelId !== TEAM_CHANNEL) {
-        throw new ApiError(403, 'not_a_team_conversation', 'the team MCP serves only team conversations (channel fountain:team)');
+        throw new ApiError(
+          403,
+          'not_a_team_conversation',
+          'the team MCP serves only team conversations (channel fountain:team)',
+        );
       }
       if (!hasScope(principal, 'full') && principal.key.conversationId !== id) {
-        throw new ApiError(403, 'token_not_for_this_conversation', "only this conversation's sandbox token (or a full-scope key) may use its team MCP");
+        throw new ApiError(
+          403,
+          'token_not_for_this_conversation',
+          "only this conversation's sandbox token (or a full-scope key) may use its team MCP",
+        );
       }
       // Imported on the first call, not at start: the MCP SDK and its transport cost ~200 ms of CPU at
       // every boot (docs/benchmarks.md, startup); the module cache makes later calls free.
-      const [{ StreamableHTTPTransport }, { teamMcpServer }] = await Promise.all([import('@hono/mcp'), import('./mcp.ts')]);
+      const [{ StreamableHTTPTransport }, { teamMcpServer }] = await Promise.all([
+        import('@hono/mcp'),
+        import('./mcp.ts'),
+      ]);
       // A server and transport per request: the server keeps no session, and each knows its caller.
-      const server = teamMcpServer({ db, team: deps.team, accountId: principal.account.id, conversationId: id, signal: c.req.raw.signal, logger: deps.logger });
+      const server = teamMcpServer({
+        db,
+        team: deps.team,
+        accountId: principal.account.id,
+        conversationId: id,
+        signal: c.req.raw.signal,
+        logger: deps.logger,
+      });
       const transport = new StreamableHTTPTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       try {
         await server.connect(transport);

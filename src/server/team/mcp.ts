@@ -36,7 +36,9 @@ const AgentArg = z.object({ agent_id: z.string().describe('The teammate, by agen
 const TOOL_INPUTS = {
   list_teammates: z.object({}),
   get_teammate: AgentArg,
-  send_to_teammate: AgentArg.extend({ message: z.string().min(1).max(100_000).describe('The prompt the teammate receives as its next turn.') }),
+  send_to_teammate: AgentArg.extend({
+    message: z.string().min(1).max(100_000).describe('The prompt the teammate receives as its next turn.'),
+  }),
   wait_for_teammate: AgentArg.extend({
     timeout_seconds: z
       .number()
@@ -44,19 +46,29 @@ const TOOL_INPUTS = {
       .min(1)
       .max(WAIT_MAX_SECONDS)
       .optional()
-      .describe(`How long to wait (default ${WAIT_DEFAULT_SECONDS}, at most ${WAIT_MAX_SECONDS}); on timed_out: true, call again.`),
+      .describe(
+        `How long to wait (default ${WAIT_DEFAULT_SECONDS}, at most ${WAIT_MAX_SECONDS}); on timed_out: true, call again.`,
+      ),
   }),
   read_teammate: AgentArg.extend({
-    turns: z.number().int().min(1).max(READ_MAX_TURNS).optional().describe('How many of the latest turns to return (default 1).'),
+    turns: z
+      .number()
+      .int()
+      .min(1)
+      .max(READ_MAX_TURNS)
+      .optional()
+      .describe('How many of the latest turns to return (default 1).'),
   }),
 } as const;
 
 type ToolName = keyof typeof TOOL_INPUTS;
 
 const TOOL_DESCRIPTIONS: Record<ToolName, string> = {
-  list_teammates: 'Lists your teammates (yourself marked `you: true`) with their presence and the preview of their last turn.',
-  get_teammate: "One teammate: presence, current conversation, last turn and a preview of its reply.",
-  send_to_teammate: "Sends a message to a teammate; it becomes the teammate's next turn. Fails with conversation_busy while the teammate works.",
+  list_teammates:
+    'Lists your teammates (yourself marked `you: true`) with their presence and the preview of their last turn.',
+  get_teammate: 'One teammate: presence, current conversation, last turn and a preview of its reply.',
+  send_to_teammate:
+    "Sends a message to a teammate; it becomes the teammate's next turn. Fails with conversation_busy while the teammate works.",
   wait_for_teammate: `Waits until the teammate is not working (default ${WAIT_DEFAULT_SECONDS} s, at most ${WAIT_MAX_SECONDS} s). On timed_out: true it is still working: call again.`,
   read_teammate: "The teammate's latest turns: prompt, status and reply text.",
 };
@@ -94,13 +106,16 @@ function detail(t: Teammate, you: string) {
     description: t.agent.description,
     runtime: t.agent.runtime,
     conversation_status: t.conversation.status,
-    last_turn: t.lastTurn ? { turn_number: t.lastTurn.turnNumber, status: t.lastTurn.status, prompt: t.lastTurn.prompt } : null,
+    last_turn: t.lastTurn
+      ? { turn_number: t.lastTurn.turnNumber, status: t.lastTurn.status, prompt: t.lastTurn.prompt }
+      : null,
   };
 }
 
 async function teammate(ctx: TeamMcpContext, agentId: string): Promise<Teammate> {
   const t = isUuid(agentId) ? await ctx.team.get(ctx.accountId, agentId) : undefined;
-  if (!t) throw new ToolFailure('not_found', `no teammate with agent_id ${agentId}; list_teammates shows who is on the team`);
+  if (!t)
+    throw new ToolFailure('not_found', `no teammate with agent_id ${agentId}; list_teammates shows who is on the team`);
   return t;
 }
 
@@ -118,7 +133,11 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 type ToolArgs = { [N in ToolName]: z.output<(typeof TOOL_INPUTS)[N]> };
 
 /** Runs one tool on arguments the SDK has already checked against its input schema. */
-async function callTool<N extends ToolName>(ctx: TeamMcpContext, name: N, args: ToolArgs[N]): Promise<Record<string, unknown>> {
+async function callTool<N extends ToolName>(
+  ctx: TeamMcpContext,
+  name: N,
+  args: ToolArgs[N],
+): Promise<Record<string, unknown>> {
   const call = { name, args } as { [K in ToolName]: { name: K; args: ToolArgs[K] } }[ToolName];
   switch (call.name) {
     case 'list_teammates': {
@@ -142,7 +161,8 @@ async function callTool<N extends ToolName>(ctx: TeamMcpContext, name: N, args: 
       for (;;) {
         const t = await teammate(ctx, a.agent_id);
         const working = busy(t);
-        if (!working || Date.now() >= deadline || ctx.signal.aborted) return { timed_out: working, ...detail(t, ctx.conversationId) };
+        if (!working || Date.now() >= deadline || ctx.signal.aborted)
+          return { timed_out: working, ...detail(t, ctx.conversationId) };
         await sleep(Math.min(WAIT_POLL_MS, Math.max(0, deadline - Date.now())), ctx.signal);
       }
     }
@@ -183,7 +203,9 @@ const result = (out: Record<string, unknown>, isError: boolean): CallToolResult 
 export function teamMcpServer(ctx: TeamMcpContext): McpServer {
   const server = new McpServer(
     { name: TEAM_MCP_NAME, version: '1.0.0' },
-    { instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.' },
+    {
+      instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.',
+    },
   );
   for (const name of Object.keys(TOOL_INPUTS) as ToolName[]) {
     const inputSchema: z.ZodType<Record<string, unknown>> = TOOL_INPUTS[name];

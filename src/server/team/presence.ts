@@ -4,7 +4,16 @@
  */
 import type { ConversationStatus, SandboxStatus } from '../store/conversation-schema.ts';
 
-export const PRESENCE_STATES = ['working', 'starting', 'online', 'asleep', 'away', 'machine_offline', 'failed', 'offline'] as const;
+export const PRESENCE_STATES = [
+  'working',
+  'starting',
+  'online',
+  'asleep',
+  'away',
+  'machine_offline',
+  'failed',
+  'offline',
+] as const;
 export type PresenceState = (typeof PRESENCE_STATES)[number];
 
 export interface Presence {

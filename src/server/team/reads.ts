@@ -11,7 +11,8 @@ export { TEAM_CHANNEL } from '../store/team-schema.ts';
 export type { TeamEventRow } from './store.ts';
 
 /** Team conversation id → its agent id, for the account. */
-export const teamMembers = (db: EngineDb, accountId: string): Promise<Map<string, string>> => teamConversationAgents(db, accountId);
+export const teamMembers = (db: EngineDb, accountId: string): Promise<Map<string, string>> =>
+  teamConversationAgents(db, accountId);
 
 /** Events of every team conversation of the account after a cursor, oldest first. */
 export const teamEventPage = (
@@ -21,7 +22,10 @@ export const teamEventPage = (
 ): Promise<TeamEventRow[]> => pageTeamEvents(db, accountId, q);
 
 /** The conversation's newest turn and the agent's reply text in it ('' when none). */
-export async function lastTurnAndReply(db: EngineDb, conversationId: string): Promise<{ turn: Turn | null; reply: string }> {
+export async function lastTurnAndReply(
+  db: EngineDb,
+  conversationId: string,
+): Promise<{ turn: Turn | null; reply: string }> {
   const turn = (await lastTurn(db, conversationId)) ?? null;
   return { turn, reply: turn ? await replyText(db, conversationId, turn.id) : '' };
 }

@@ -40,7 +40,13 @@ export const unwrap = <T>(r: EngineResult<T>): T => {
   return r.value;
 };
 
-const RunnerRefSchema = z.object({ id: z.string(), name: z.string(), hostname: z.string().nullable(), online: z.boolean(), path: z.string().nullable() });
+const RunnerRefSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  hostname: z.string().nullable(),
+  online: z.boolean(),
+  path: z.string().nullable(),
+});
 
 export const TeammateSchema = z
   .object({
@@ -136,7 +142,11 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     security: bearer,
     request: { query: TeamStreamQuery },
     responses: {
-      200: { description: 'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data`, `event: team`, `event: schedule`', content: { 'text/event-stream': { schema: z.string() } } },
+      200: {
+        description:
+          'text/event-stream: `: connected`, then `id`/`event: output|stage`/`data`, `event: team`, `event: schedule`',
+        content: { 'text/event-stream': { schema: z.string() } },
+      },
       ...errorResponses(401, 422),
     },
   });
@@ -178,7 +188,11 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
           }
         }
         if (!agentId || !wanted(event)) return;
-        await stream.writeSSE({ id: String(event.id), event: event.kind, data: JSON.stringify({ ...eventView(event), conversation_id: convId, agent_id: agentId }) });
+        await stream.writeSSE({
+          id: String(event.id),
+          event: event.kind,
+          data: JSON.stringify({ ...eventView(event), conversation_id: convId, agent_id: agentId }),
+        });
       },
       signals: {
         watch: (wake) => {
@@ -221,7 +235,13 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       summary: 'The roster, most recently active first, with presence and preview',
       security: bearer,
       middleware: [auth] as const,
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(TeammateSchema) }) } } }, ...errorResponses(401) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(TeammateSchema) }) } },
+        },
+        ...errorResponses(401),
+      },
     }),
     async (c) => {
       const roster = await team.roster(c.get('principal').account.id);
@@ -238,7 +258,10 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       middleware: [auth] as const,
       request: { body: { content: { 'application/json': { schema: AddBody } }, required: true } },
       responses: {
-        200: { description: 'already on the team', content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } } },
+        200: {
+          description: 'already on the team',
+          content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } },
+        },
         201: { description: 'added', content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } } },
         ...errorResponses(401, 404, 409, 422),
       },
@@ -265,9 +288,16 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { params: AgentParam },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } } }, ...errorResponses(401, 404) },
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } } },
+        ...errorResponses(401, 404),
+      },
     }),
-    async (c) => c.json({ data: await teammateJson(await teammate(c.get('principal').account.id, c.req.valid('param').agent_id)) }, 200),
+    async (c) =>
+      c.json(
+        { data: await teammateJson(await teammate(c.get('principal').account.id, c.req.valid('param').agent_id)) },
+        200,
+      ),
   );
 
   app.openapi(
@@ -277,8 +307,17 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       summary: "Rename a teammate (the conversation's title); null or blank restores the agent's name",
       security: bearer,
       middleware: [auth] as const,
-      request: { params: AgentParam, body: { content: { 'application/json': { schema: RenameBody } }, required: true } },
-      responses: { 200: { description: 'renamed', content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } } }, ...errorResponses(401, 404, 422) },
+      request: {
+        params: AgentParam,
+        body: { content: { 'application/json': { schema: RenameBody } }, required: true },
+      },
+      responses: {
+        200: {
+          description: 'renamed',
+          content: { 'application/json': { schema: z.object({ data: TeammateSchema }) } },
+        },
+        ...errorResponses(401, 404, 422),
+      },
     }),
     async (c) => {
       const accountId = c.get('principal').account.id;
@@ -292,7 +331,8 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
     createRoute({
       method: 'delete',
       path: '/api/team/{agent_id}',
-      summary: "Take an agent off the team: terminates its live conversation, unbinds its team conversations, deletes its schedules",
+      summary:
+        'Take an agent off the team: terminates its live conversation, unbinds its team conversations, deletes its schedules',
       security: bearer,
       middleware: [auth] as const,
       request: { params: AgentParam },
@@ -314,12 +354,20 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
         'Message a teammate: wakes a parked sandbox; a finished conversation is replaced by a fresh one seeded with the message. 503 runner_offline (Retry-After) while its machine is away.',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: AgentParam, body: { content: { 'application/json': { schema: MessageBody } }, required: true } },
-      responses: { 202: { description: 'queued', content: { 'application/json': { schema: queued } } }, ...errorResponses(400, 401, 404, 409, 422, 503) },
+      request: {
+        params: AgentParam,
+        body: { content: { 'application/json': { schema: MessageBody } }, required: true },
+      },
+      responses: {
+        202: { description: 'queued', content: { 'application/json': { schema: queued } } },
+        ...errorResponses(400, 401, 404, 409, 422, 503),
+      },
     }),
     async (c) => {
       const accountId = c.get('principal').account.id;
-      const r = unwrap(await team.message(accountId, agentIdOf(c.req.valid('param').agent_id), c.req.valid('json').prompt));
+      const r = unwrap(
+        await team.message(accountId, agentIdOf(c.req.valid('param').agent_id), c.req.valid('json').prompt),
+      );
       return c.json({ status: 'queued' as const, conversation_id: r.conversationId }, 202);
     },
   );
@@ -332,9 +380,15 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
         'Rotate: a fresh conversation on the same sandbox (files kept, new agent session); the old one is released. A sandbox that is gone gives a new one.',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: AgentParam, body: { content: { 'application/json': { schema: RotateBody } }, required: false } },
+      request: {
+        params: AgentParam,
+        body: { content: { 'application/json': { schema: RotateBody } }, required: false },
+      },
       responses: {
-        201: { description: 'created', content: { 'application/json': { schema: z.object({ data: ConversationSchema }) } } },
+        201: {
+          description: 'created',
+          content: { 'application/json': { schema: z.object({ data: ConversationSchema }) } },
+        },
         ...errorResponses(400, 401, 404, 422, 503),
       },
     }),
@@ -355,13 +409,25 @@ export function teamRoutes(deps: TeamRouteDeps): OpenAPIHono<AppEnv> {
       middleware: [auth] as const,
       request: { params: AgentParam },
       responses: {
-        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ConversationSchema.extend({ current: z.boolean() })) }) } } },
+        200: {
+          description: 'ok',
+          content: {
+            'application/json': {
+              schema: z.object({ data: z.array(ConversationSchema.extend({ current: z.boolean() })) }),
+            },
+          },
+        },
         ...errorResponses(401, 404),
       },
     }),
     async (c) => {
       const t = await teammate(c.get('principal').account.id, c.req.valid('param').agent_id);
-      const data = await Promise.all(t.history.map(async (row) => ({ ...(await deps.engine.view(row)), current: row.conversation.id === t.conversation.id })));
+      const data = await Promise.all(
+        t.history.map(async (row) => ({
+          ...(await deps.engine.view(row)),
+          current: row.conversation.id === t.conversation.id,
+        })),
+      );
       return c.json({ data }, 200);
     },
   );

@@ -52,7 +52,10 @@ const ScheduleCreate = z
   .object({
     name: z.string().max(120).nullable().optional(),
     cron: cronField,
-    prompt: z.string({ error: 'prompt is required' }).min(1, 'prompt must not be empty').max(20_000, 'prompt is limited to 20,000 characters'),
+    prompt: z
+      .string({ error: 'prompt is required' })
+      .min(1, 'prompt must not be empty')
+      .max(20_000, 'prompt is limited to 20,000 characters'),
     one_off: z.boolean().default(false),
     enabled: z.boolean().default(true),
   })
@@ -61,7 +64,11 @@ const ScheduleUpdate = z
   .object({
     name: z.string().max(120).nullable().optional(),
     cron: cronField.optional(),
-    prompt: z.string().min(1, 'prompt must not be empty').max(20_000, 'prompt is limited to 20,000 characters').optional(),
+    prompt: z
+      .string()
+      .min(1, 'prompt must not be empty')
+      .max(20_000, 'prompt is limited to 20,000 characters')
+      .optional(),
     one_off: z.boolean().optional(),
     enabled: z.boolean().optional(),
   })
@@ -105,7 +112,6 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
   const auditSchedule = (s: Schedule, action: string) =>
     audit(deps.db, { accountId: s.accountId, actor: 'api', action, subjectId: s.id, data: { agent_id: s.agentId } });
 
-
   // ------------------------------------------------------------ schedules across the team (before /team/{agent_id})
 
   app.openapi(
@@ -115,7 +121,13 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       summary: "Every schedule of the caller's agents",
       security: bearer,
       middleware: [auth] as const,
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ScheduleSchema) }) } } }, ...errorResponses(401) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(ScheduleSchema) }) } },
+        },
+        ...errorResponses(401),
+      },
     }),
     async (c) => c.json({ data: (await listSchedules(db, c.get('principal').account.id)).map(scheduleView) }, 200),
   );
@@ -130,7 +142,13 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { params: AgentParam },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: z.array(ScheduleSchema) }) } } }, ...errorResponses(401, 404) },
+      responses: {
+        200: {
+          description: 'ok',
+          content: { 'application/json': { schema: z.object({ data: z.array(ScheduleSchema) }) } },
+        },
+        ...errorResponses(401, 404),
+      },
     }),
     async (c) => {
       const accountId = c.get('principal').account.id;
@@ -146,8 +164,17 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       summary: 'Create a schedule: five-field cron in UTC (or @daily-style names; @reboot is refused)',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: AgentParam, body: { content: { 'application/json': { schema: ScheduleCreate } }, required: true } },
-      responses: { 201: { description: 'created', content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } } }, ...errorResponses(401, 404, 422) },
+      request: {
+        params: AgentParam,
+        body: { content: { 'application/json': { schema: ScheduleCreate } }, required: true },
+      },
+      responses: {
+        201: {
+          description: 'created',
+          content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } },
+        },
+        ...errorResponses(401, 404, 422),
+      },
     }),
     async (c) => {
       const accountId = c.get('principal').account.id;
@@ -178,7 +205,10 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { params: ScheduleParams },
-      responses: { 200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } } }, ...errorResponses(401, 404) },
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } } },
+        ...errorResponses(401, 404),
+      },
     }),
     async (c) => {
       const p = c.req.valid('param');
@@ -190,11 +220,21 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
     createRoute({
       method: 'patch',
       path: '/api/team/{agent_id}/schedules/{id}',
-      summary: 'Change a schedule; a new cron or a re-enable recomputes next_run_at (re-enabling also clears last_error)',
+      summary:
+        'Change a schedule; a new cron or a re-enable recomputes next_run_at (re-enabling also clears last_error)',
       security: bearer,
       middleware: [auth] as const,
-      request: { params: ScheduleParams, body: { content: { 'application/json': { schema: ScheduleUpdate } }, required: true } },
-      responses: { 200: { description: 'updated', content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } } }, ...errorResponses(401, 404, 422) },
+      request: {
+        params: ScheduleParams,
+        body: { content: { 'application/json': { schema: ScheduleUpdate } }, required: true },
+      },
+      responses: {
+        200: {
+          description: 'updated',
+          content: { 'application/json': { schema: z.object({ data: ScheduleSchema }) } },
+        },
+        ...errorResponses(401, 404, 422),
+      },
     }),
     async (c) => {
       const p = c.req.valid('param');
@@ -250,7 +290,10 @@ export function scheduleRoutes(deps: ScheduleRouteDeps): OpenAPIHono<AppEnv> {
       security: bearer,
       middleware: [auth] as const,
       request: { params: ScheduleParams },
-      responses: { 202: { description: 'queued', content: { 'application/json': { schema: queued } } }, ...errorResponses(400, 401, 404, 409, 422, 503) },
+      responses: {
+        202: { description: 'queued', content: { 'application/json': { schema: queued } } },
+        ...errorResponses(400, 401, 404, 409, 422, 503),
+      },
     }),
     async (c) => {
       const p = c.req.valid('param');

@@ -24,10 +24,20 @@ export interface SchedulerConfig {
   readonly leaseMs: number;
 }
 
-export const SCHEDULER_DEFAULTS: SchedulerConfig = { tickMs: 60_000, snoozeMs: 30_000, patienceMs: 30 * 60_000, leaseMs: 10 * 60_000 };
+export const SCHEDULER_DEFAULTS: SchedulerConfig = {
+  tickMs: 60_000,
+  snoozeMs: 30_000,
+  patienceMs: 30 * 60_000,
+  leaseMs: 10 * 60_000,
+};
 
 /** Refusals that mean "not now" rather than "never". */
-const SNOOZABLE: ReadonlySet<EngineErrorCode> = new Set(['conversation_busy', 'provisioning', 'runner_offline', 'no_runner_online']);
+const SNOOZABLE: ReadonlySet<EngineErrorCode> = new Set([
+  'conversation_busy',
+  'provisioning',
+  'runner_offline',
+  'no_runner_online',
+]);
 
 const LAST_ERROR_MAX = 250;
 
@@ -63,7 +73,12 @@ export interface SchedulerDeps {
   readonly team: TeamService;
   readonly bus: EventBus;
   readonly logger: Logger;
-  readonly audit: (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) => Promise<void>;
+  readonly audit: (
+    accountId: string,
+    action: string,
+    subjectId: string,
+    data?: Record<string, unknown>,
+  ) => Promise<void>;
   readonly config: SchedulerConfig;
 }
 
@@ -141,20 +156,38 @@ export class Scheduler {
         const r = await this.#deliver(s);
         const at = new Date();
         if (r.ok) {
-          await updateRun(this.#d.db, run.id, { status: 'delivered', conversationId: r.value.conversationId, error: null });
+          await updateRun(this.#d.db, run.id, {
+            status: 'delivered',
+            conversationId: r.value.conversationId,
+            error: null,
+          });
           await this.#stamp(s, at, r);
-          await this.#d.audit(s.accountId, 'team.schedule.fired', s.id, { fired_at: run.firedAt.toISOString(), conversation_id: r.value.conversationId, attempts: run.attempts });
+          await this.#d.audit(s.accountId, 'team.schedule.fired', s.id, {
+            fired_at: run.firedAt.toISOString(),
+            conversation_id: r.value.conversationId,
+            attempts: run.attempts,
+          });
           continue;
         }
         const text = lastErrorText(r.error);
-        if (SNOOZABLE.has(r.error.code) && at.getTime() + this.#d.config.snoozeMs <= run.firedAt.getTime() + this.#d.config.patienceMs) {
-          await updateRun(this.#d.db, run.id, { runAfter: new Date(at.getTime() + this.#d.config.snoozeMs), error: text });
+        if (
+          SNOOZABLE.has(r.error.code) &&
+          at.getTime() + this.#d.config.snoozeMs <= run.firedAt.getTime() + this.#d.config.patienceMs
+        ) {
+          await updateRun(this.#d.db, run.id, {
+            runAfter: new Date(at.getTime() + this.#d.config.snoozeMs),
+            error: text,
+          });
           this.#log.debug({ schedule: s.id, reason: text }, 'schedule run snoozed');
           continue;
         }
         await updateRun(this.#d.db, run.id, { status: 'given_up', error: text });
         await this.#stamp(s, at, r);
-        await this.#d.audit(s.accountId, 'team.schedule.fired', s.id, { fired_at: run.firedAt.toISOString(), error: text, attempts: run.attempts });
+        await this.#d.audit(s.accountId, 'team.schedule.fired', s.id, {
+          fired_at: run.firedAt.toISOString(),
+          error: text,
+          attempts: run.attempts,
+        });
         this.#log.info({ schedule: s.id, reason: text }, 'schedule run gave up');
       }
     }
@@ -171,7 +204,9 @@ export class Scheduler {
     await updateSchedule(
       this.#d.db,
       s.id,
-      r.ok ? { lastRunAt: at, lastConversationId: r.value.conversationId, lastError: null } : { lastRunAt: at, lastError: lastErrorText(r.error) },
+      r.ok
+        ? { lastRunAt: at, lastConversationId: r.value.conversationId, lastError: null }
+        : { lastRunAt: at, lastError: lastErrorText(r.error) },
     );
     this.changed(s);
   }
@@ -180,7 +215,14 @@ export class Scheduler {
   async runNow(s: Schedule): Promise<EngineResult<Delivery>> {
     const r = await this.#deliver(s);
     await this.#stamp(s, new Date(), r);
-    await this.#d.audit(s.accountId, 'team.schedule.fired', s.id, r.ok ? { manual: true, conversation_id: r.value.conversationId } : { manual: true, error: lastErrorText(r.error) });
+    await this.#d.audit(
+      s.accountId,
+      'team.schedule.fired',
+      s.id,
+      r.ok
+        ? { manual: true, conversation_id: r.value.conversationId }
+        : { manual: true, error: lastErrorText(r.error) },
+    );
     return r;
   }
 }

@@ -8,7 +8,15 @@ import { getAgent } from '../agents/store.ts';
 import type { Agent, Turn } from '../store/conversation-schema.ts';
 import { getConversationById, type ConversationWithSandbox } from '../conversations/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { deleteAgentSchedules, lastTurn, replyText, setTitle, teamConversations, unbindTeam, usageTotal } from './store.ts';
+import {
+  deleteAgentSchedules,
+  lastTurn,
+  replyText,
+  setTitle,
+  teamConversations,
+  unbindTeam,
+  usageTotal,
+} from './store.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 import { teamTopic, type EventBus } from '../cluster/bus.ts';
 import { publishConversationsChanged } from '../conversations/changes.ts';
@@ -40,7 +48,12 @@ export interface TeamDeps {
   readonly bus: EventBus;
   readonly logger: Logger;
   /** Audit sink (`team.renamed`, …); the server's audit log. */
-  readonly audit: (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) => Promise<void>;
+  readonly audit: (
+    accountId: string,
+    action: string,
+    subjectId: string,
+    data?: Record<string, unknown>,
+  ) => Promise<void>;
 }
 
 export type Delivery = { readonly conversationId: string; readonly fresh: boolean };
@@ -104,7 +117,10 @@ export class TeamService {
       name: current.conversation.title ?? agent.name,
       conversation: view,
       presence,
-      usageTotal: await usageTotal(this.#d.db, rows.map((r) => r.conversation.id)),
+      usageTotal: await usageTotal(
+        this.#d.db,
+        rows.map((r) => r.conversation.id),
+      ),
       lastTurn: turn,
       preview,
       history: rows,
@@ -116,7 +132,11 @@ export class TeamService {
     const agent = await getAgent(this.#d.db, accountId, agentId);
     if (!agent) return refuse('not_found', 'agent not found');
     if ((await teamConversations(this.#d.db, accountId, agentId)).length > 0) return accept({ created: false });
-    const r = await this.#d.engine.create(accountId, { agentId, title: name?.trim() || undefined, channelId: TEAM_CHANNEL });
+    const r = await this.#d.engine.create(accountId, {
+      agentId,
+      title: name?.trim() || undefined,
+      channelId: TEAM_CHANNEL,
+    });
     if (!r.ok) return r;
     await this.#d.audit(accountId, 'team.added', agentId, { conversation_id: r.value.id });
     this.changed(accountId);
@@ -162,9 +182,17 @@ export class TeamService {
     if (!current) return refuse('not_found', 'the agent is not on the team');
     const conv = current.conversation;
     if (finished(conv.status)) {
-      const r = await this.#d.engine.create(accountId, { agentId, title: conv.title ?? undefined, prompt, channelId: TEAM_CHANNEL });
+      const r = await this.#d.engine.create(accountId, {
+        agentId,
+        title: conv.title ?? undefined,
+        prompt,
+        channelId: TEAM_CHANNEL,
+      });
       if (!r.ok) return r;
-      await this.#d.audit(accountId, 'team.conversation.replaced', agentId, { previous: conv.id, conversation_id: r.value.id });
+      await this.#d.audit(accountId, 'team.conversation.replaced', agentId, {
+        previous: conv.id,
+        conversation_id: r.value.id,
+      });
       this.changed(accountId);
       return accept({ conversationId: r.value.id, fresh: true });
     }
@@ -189,7 +217,10 @@ export class TeamService {
     const title = name?.trim() || previous.title || undefined;
     const r = await this.#d.engine.rotate(accountId, previous.id, { title, channelId: TEAM_CHANNEL });
     if (!r.ok) return r;
-    await this.#d.audit(accountId, 'team.conversation.rotated', agentId, { previous: previous.id, conversation_id: r.value.id });
+    await this.#d.audit(accountId, 'team.conversation.rotated', agentId, {
+      previous: previous.id,
+      conversation_id: r.value.id,
+    });
     this.changed(accountId);
     return r;
   }
@@ -205,7 +236,12 @@ export class TeamService {
   }
 
   /** A fresh, channel-less conversation of the agent seeded with the prompt (a one-off schedule run). */
-  async fresh(accountId: string, agentId: string, title: string | undefined, prompt: string): Promise<EngineResult<Delivery>> {
+  async fresh(
+    accountId: string,
+    agentId: string,
+    title: string | undefined,
+    prompt: string,
+  ): Promise<EngineResult<Delivery>> {
     const r = await this.#d.engine.create(accountId, { agentId, title, prompt });
     return r.ok ? accept({ conversationId: r.value.id, fresh: true }) : r;
   }

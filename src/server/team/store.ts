@@ -4,14 +4,30 @@
  */
 import { streamFilter } from '../conversations/events-store.ts';
 import { and, asc, desc, eq, gt, inArray, isNotNull, lte, sql, type SQL } from 'drizzle-orm';
-import { conversations, events, sandboxes, turns, type EventRow, type EventStream, type Turn } from '../store/conversation-schema.ts';
+import {
+  conversations,
+  events,
+  sandboxes,
+  turns,
+  type EventRow,
+  type EventStream,
+  type Turn,
+} from '../store/conversation-schema.ts';
 import type { ConversationWithSandbox } from '../conversations/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { scheduleRuns, schedules, TEAM_CHANNEL, type Schedule, type ScheduleRun } from '../store/team-schema.ts';
 
 /** The account's team conversations (one agent's when given), newest first. */
-export async function teamConversations(db: EngineDb, accountId: string, agentId?: string): Promise<ConversationWithSandbox[]> {
-  const where: SQL[] = [eq(conversations.accountId, accountId), eq(conversations.channelId, TEAM_CHANNEL), isNotNull(conversations.agentId)];
+export async function teamConversations(
+  db: EngineDb,
+  accountId: string,
+  agentId?: string,
+): Promise<ConversationWithSandbox[]> {
+  const where: SQL[] = [
+    eq(conversations.accountId, accountId),
+    eq(conversations.channelId, TEAM_CHANNEL),
+    isNotNull(conversations.agentId),
+  ];
   if (agentId) where.push(eq(conversations.agentId, agentId));
   return db
     .select({ conversation: conversations, sandbox: sandboxes })
@@ -26,12 +42,21 @@ export async function teamConversationAgents(db: EngineDb, accountId: string): P
   const rows = await db
     .select({ id: conversations.id, agentId: conversations.agentId })
     .from(conversations)
-    .where(and(eq(conversations.accountId, accountId), eq(conversations.channelId, TEAM_CHANNEL), isNotNull(conversations.agentId)));
+    .where(
+      and(
+        eq(conversations.accountId, accountId),
+        eq(conversations.channelId, TEAM_CHANNEL),
+        isNotNull(conversations.agentId),
+      ),
+    );
   return new Map(rows.map((r) => [r.id, r.agentId!]));
 }
 
 /** Input and output tokens summed over the turns of these conversations. */
-export async function usageTotal(db: EngineDb, conversationIds: readonly string[]): Promise<{ input: number; output: number }> {
+export async function usageTotal(
+  db: EngineDb,
+  conversationIds: readonly string[],
+): Promise<{ input: number; output: number }> {
   if (conversationIds.length === 0) return { input: 0, output: 0 };
   const [row] = await db
     .select({
@@ -44,14 +69,24 @@ export async function usageTotal(db: EngineDb, conversationIds: readonly string[
 }
 
 export async function lastTurn(db: EngineDb, conversationId: string): Promise<Turn | undefined> {
-  const [t] = await db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(desc(turns.turnNumber)).limit(1);
+  const [t] = await db
+    .select()
+    .from(turns)
+    .where(eq(turns.conversationId, conversationId))
+    .orderBy(desc(turns.turnNumber))
+    .limit(1);
   return t;
 }
 
 /** The conversation's latest `n` turns, newest first. */
 export async function recentTurns(db: EngineDb, conversationId: string, n: number): Promise<Turn[]> {
   if (n <= 0) return [];
-  return db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(desc(turns.turnNumber)).limit(n);
+  return db
+    .select()
+    .from(turns)
+    .where(eq(turns.conversationId, conversationId))
+    .orderBy(desc(turns.turnNumber))
+    .limit(n);
 }
 
 /** The agent's reply in a turn: the text of its agent_message_chunk updates, joined. */
@@ -69,8 +104,18 @@ export async function replyText(db: EngineDb, conversationId: string, turnId: st
     } catch {
       continue;
     }
-    const u = (msg as { method?: unknown; params?: { update?: { sessionUpdate?: unknown; content?: { type?: unknown; text?: unknown } } } }).params?.update;
-    if ((msg as { method?: unknown }).method === 'session/update' && u?.sessionUpdate === 'agent_message_chunk' && u.content?.type === 'text' && typeof u.content.text === 'string') {
+    const u = (
+      msg as {
+        method?: unknown;
+        params?: { update?: { sessionUpdate?: unknown; content?: { type?: unknown; text?: unknown } } };
+      }
+    ).params?.update;
+    if (
+      (msg as { method?: unknown }).method === 'session/update' &&
+      u?.sessionUpdate === 'agent_message_chunk' &&
+      u.content?.type === 'text' &&
+      typeof u.content.text === 'string'
+    ) {
       text += u.content.text;
     }
   }
@@ -81,11 +126,20 @@ export async function unbindTeam(db: EngineDb, accountId: string, agentId: strin
   await db
     .update(conversations)
     .set({ channelId: null, updatedAt: new Date() })
-    .where(and(eq(conversations.accountId, accountId), eq(conversations.agentId, agentId), eq(conversations.channelId, TEAM_CHANNEL)));
+    .where(
+      and(
+        eq(conversations.accountId, accountId),
+        eq(conversations.agentId, agentId),
+        eq(conversations.channelId, TEAM_CHANNEL),
+      ),
+    );
 }
 
 export async function setTitle(db: EngineDb, conversationId: string, title: string | null): Promise<void> {
-  await db.update(conversations).set({ title, titleFromAgent: false, updatedAt: new Date() }).where(eq(conversations.id, conversationId));
+  await db
+    .update(conversations)
+    .set({ title, titleFromAgent: false, updatedAt: new Date() })
+    .where(eq(conversations.id, conversationId));
 }
 
 export interface TeamEventRow {
@@ -99,7 +153,12 @@ export async function pageTeamEvents(
   accountId: string,
   q: { after: number; limit: number; streams?: ReadonlyArray<EventStream | 'stage'> | undefined },
 ): Promise<TeamEventRow[]> {
-  const where: SQL[] = [eq(conversations.accountId, accountId), eq(conversations.channelId, TEAM_CHANNEL), isNotNull(conversations.agentId), gt(events.id, q.after)];
+  const where: SQL[] = [
+    eq(conversations.accountId, accountId),
+    eq(conversations.channelId, TEAM_CHANNEL),
+    isNotNull(conversations.agentId),
+    gt(events.id, q.after),
+  ];
   const streams = streamFilter(q.streams);
   if (streams) where.push(streams);
   const rows = await db
@@ -117,10 +176,19 @@ export async function pageTeamEvents(
 export async function listSchedules(db: EngineDb, accountId: string, agentId?: string): Promise<Schedule[]> {
   const where: SQL[] = [eq(schedules.accountId, accountId)];
   if (agentId) where.push(eq(schedules.agentId, agentId));
-  return db.select().from(schedules).where(and(...where)).orderBy(asc(schedules.insertedAt), asc(schedules.id));
+  return db
+    .select()
+    .from(schedules)
+    .where(and(...where))
+    .orderBy(asc(schedules.insertedAt), asc(schedules.id));
 }
 
-export async function getSchedule(db: EngineDb, accountId: string, agentId: string, id: string): Promise<Schedule | undefined> {
+export async function getSchedule(
+  db: EngineDb,
+  accountId: string,
+  agentId: string,
+  id: string,
+): Promise<Schedule | undefined> {
   const [row] = await db
     .select()
     .from(schedules)
@@ -138,7 +206,11 @@ export async function insertSchedule(db: EngineDb, row: typeof schedules.$inferI
   return s!;
 }
 
-export async function updateSchedule(db: EngineDb, id: string, patch: Partial<typeof schedules.$inferInsert>): Promise<Schedule | undefined> {
+export async function updateSchedule(
+  db: EngineDb,
+  id: string,
+  patch: Partial<typeof schedules.$inferInsert>,
+): Promise<Schedule | undefined> {
   const [s] = await db
     .update(schedules)
     .set({ ...patch, updatedAt: new Date() })
@@ -174,13 +246,25 @@ export async function dueSchedules(db: EngineDb, now: Date, limit: number): Prom
  * Claims one due time of a schedule: a compare-and-swap of next_run_at and the firing's queue row in
  * one transaction. Of several nodes racing for the same due time exactly one gets true.
  */
-export async function claimFiring(db: EngineDb, s: Schedule, firedAt: Date, nextRunAt: Date | null, now: Date): Promise<boolean> {
+export async function claimFiring(
+  db: EngineDb,
+  s: Schedule,
+  firedAt: Date,
+  nextRunAt: Date | null,
+  now: Date,
+): Promise<boolean> {
   return db.transaction(async (tx) => {
     const swapped = await tx
       .update(schedules)
       .set({ nextRunAt, updatedAt: now })
       // Compared at millisecond precision: what a JavaScript Date read from the row can hold.
-      .where(and(eq(schedules.id, s.id), eq(schedules.enabled, true), sql`date_trunc('milliseconds', ${schedules.nextRunAt}) = ${firedAt.toISOString()}::timestamptz`))
+      .where(
+        and(
+          eq(schedules.id, s.id),
+          eq(schedules.enabled, true),
+          sql`date_trunc('milliseconds', ${schedules.nextRunAt}) = ${firedAt.toISOString()}::timestamptz`,
+        ),
+      )
       .returning({ id: schedules.id });
     if (swapped.length === 0) return false;
     const inserted = await tx
@@ -207,15 +291,28 @@ export async function leaseRuns(db: EngineDb, now: Date, leaseUntil: Date, limit
       FOR UPDATE SKIP LOCKED
     )
     RETURNING id`);
-  const ids = ((result as unknown as { rows?: Array<{ id: string }> }).rows ?? (result as unknown as Array<{ id: string }>)).map((r) => r.id);
+  const ids = (
+    (result as unknown as { rows?: Array<{ id: string }> }).rows ?? (result as unknown as Array<{ id: string }>)
+  ).map((r) => r.id);
   if (ids.length === 0) return [];
   return db.select().from(scheduleRuns).where(inArray(scheduleRuns.id, ids)).orderBy(asc(scheduleRuns.firedAt));
 }
 
-export async function updateRun(db: EngineDb, id: string, patch: Partial<typeof scheduleRuns.$inferInsert>): Promise<void> {
-  await db.update(scheduleRuns).set({ ...patch, updatedAt: new Date() }).where(eq(scheduleRuns.id, id));
+export async function updateRun(
+  db: EngineDb,
+  id: string,
+  patch: Partial<typeof scheduleRuns.$inferInsert>,
+): Promise<void> {
+  await db
+    .update(scheduleRuns)
+    .set({ ...patch, updatedAt: new Date() })
+    .where(eq(scheduleRuns.id, id));
 }
 
 export async function runsOf(db: EngineDb, scheduleId: string): Promise<ScheduleRun[]> {
-  return db.select().from(scheduleRuns).where(eq(scheduleRuns.scheduleId, scheduleId)).orderBy(asc(scheduleRuns.firedAt));
+  return db
+    .select()
+    .from(scheduleRuns)
+    .where(eq(scheduleRuns.scheduleId, scheduleId))
+    .orderBy(asc(scheduleRuns.firedAt));
 }

@@ -12,11 +12,13 @@ export type ActionResult<T> = ({ ok: true } & T) | { ok: false; status: number; 
 
 const WORDS: Partial<Record<EngineErrorCode, string>> = {
   conversation_busy: 'It is still working on the previous message. Wait for the answer, or interrupt it.',
-  no_runner_online: 'No runner is connected, so there is nowhere to run this. Start one with `fountain runner` on a machine you own.',
+  no_runner_online:
+    'No runner is connected, so there is nowhere to run this. Start one with `fountain runner` on a machine you own.',
   runner_offline: 'Its machine is offline. The message can be sent once the runner reconnects.',
   provisioning: 'Its computer is still starting. Try again in a few seconds.',
   sandbox_probe_failed: 'The sandbox provider could not be reached. Nothing changed; try again shortly.',
-  sandbox_provider_disabled: "The agent's sandbox provider is not configured on this server. Edit the agent and pick another.",
+  sandbox_provider_disabled:
+    "The agent's sandbox provider is not configured on this server. Edit the agent and pick another.",
   conversation_terminated: 'This conversation has ended. A message on the Team page starts a new one.',
   no_turn_running: 'Nothing is running, so there is nothing to interrupt.',
   permission_request_resolved: 'This request was already answered, timed out, or its turn ended.',
@@ -40,7 +42,12 @@ export const inWords = (e: EngineError): { ok: false; status: number; message: s
 });
 
 /** The team-page message: into the teammate's current conversation, or a fresh one if it has none live. */
-export async function messageTeammate(deps: WebDeps, accountId: string, agentId: string, prompt: string): Promise<ActionResult<{ conversationId: string }>> {
+export async function messageTeammate(
+  deps: WebDeps,
+  accountId: string,
+  agentId: string,
+  prompt: string,
+): Promise<ActionResult<{ conversationId: string }>> {
   const current = currentConversation(await deps.engine.list(accountId, { agentId }));
   if (!current || current.status === 'terminated' || current.status === 'failed') {
     const created = await deps.engine.create(accountId, { agentId, prompt });
@@ -51,7 +58,12 @@ export async function messageTeammate(deps: WebDeps, accountId: string, agentId:
 }
 
 /** A team member's message: into its team conversation (a finished one is replaced), as the team API does. */
-export async function messageMember(team: TeamService, accountId: string, agentId: string, prompt: string): Promise<ActionResult<{ conversationId: string }>> {
+export async function messageMember(
+  team: TeamService,
+  accountId: string,
+  agentId: string,
+  prompt: string,
+): Promise<ActionResult<{ conversationId: string }>> {
   const sent = await team.message(accountId, agentId, prompt);
   return sent.ok ? { ok: true, conversationId: sent.value.conversationId } : inWords(sent.error);
 }

@@ -6,13 +6,32 @@ const base = { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: ''
 
 describe('agent form validation', () => {
   it('accepts a demo agent and builds its permission policy from the selects', () => {
-    const r = parseAgentForm({ ...base, policy_default: 'ask', policy_execute: 'auto_deny', policy_read: '' }, ['runner']);
+    const r = parseAgentForm({ ...base, policy_default: 'ask', policy_execute: 'auto_deny', policy_read: '' }, [
+      'runner',
+    ]);
     assert.ok(r.ok);
-    assert.deepEqual(r.fields, { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandboxProvider: null, permissionPolicy: { default: 'ask', execute: 'auto_deny' } });
+    assert.deepEqual(r.fields, {
+      name: 'Demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      system: '',
+      sandboxProvider: null,
+      permissionPolicy: { default: 'ask', execute: 'auto_deny' },
+    });
   });
 
   it('says what is wrong next to each field', () => {
-    const r = parseAgentForm({ ...base, name: '', runtime: 'claude', model: 'openai/gpt-5', sandbox_provider: 'sprites', policy_read: 'maybe' }, ['runner']);
+    const r = parseAgentForm(
+      {
+        ...base,
+        name: '',
+        runtime: 'claude',
+        model: 'openai/gpt-5',
+        sandbox_provider: 'sprites',
+        policy_read: 'maybe',
+      },
+      ['runner'],
+    );
     assert.ok(!r.ok);
     assert.match(r.errors.name!, /required/);
     assert.match(r.errors.model!, /anthropic/);
@@ -24,7 +43,9 @@ describe('agent form validation', () => {
   it('refuses an unknown runtime and a malformed model; takes an ask policy on opencode (its config enforces it)', () => {
     assert.ok(!parseAgentForm({ ...base, runtime: 'bash' }, ['runner']).ok);
     assert.ok(!parseAgentForm({ ...base, model: 'Fountain/Demo' }, ['runner']).ok);
-    const oc = parseAgentForm({ ...base, runtime: 'opencode', model: 'google/gemini-2.5-pro', policy_execute: 'ask' }, ['runner']);
+    const oc = parseAgentForm({ ...base, runtime: 'opencode', model: 'google/gemini-2.5-pro', policy_execute: 'ask' }, [
+      'runner',
+    ]);
     assert.ok(oc.ok && oc.fields.permissionPolicy.execute === 'ask');
   });
 

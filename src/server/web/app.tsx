@@ -28,17 +28,31 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
 };
 // Read when an app is made, not at import: every `fountain` subcommand imports this module, and the
 // guest image's one-file bundle has no static/ folder beside it (it serves runner-guest, never pages).
-const readStatic = () => new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
+const readStatic = () =>
+  new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
 
 /** Paths behind the session check; everything else (the API) is left to the server's other routes. */
-const SIGNED_IN_PATHS = ['/', '/team/*', '/conversations', '/conversations/*', '/agents', '/agents/*', '/environments', '/environments/*', '/account/*'];
+const SIGNED_IN_PATHS = [
+  '/',
+  '/team/*',
+  '/conversations',
+  '/conversations/*',
+  '/agents',
+  '/agents/*',
+  '/environments',
+  '/environments/*',
+  '/account/*',
+];
 
 /** The page for an address the server does not serve (mounted as the server's not-found handler). */
 export function webNotFound(c: import('hono').Context): Response | Promise<Response> {
   return c.html(
     <Layout title="Page not found" section="none" user={null}>
       <h1>Page not found</h1>
-      <p>Nothing lives at this address. Try the <a href="/">Team page</a>, your <a href="/conversations">conversations</a> or the <a href="/docs">documentation</a>.</p>
+      <p>
+        Nothing lives at this address. Try the <a href="/">Team page</a>, your{' '}
+        <a href="/conversations">conversations</a> or the <a href="/docs">documentation</a>.
+      </p>
     </Layout>,
     404,
   );
@@ -52,7 +66,10 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
     const file = c.req.param('file');
     const body = staticBody.get(file);
     if (!body) return c.text('not found', 404);
-    return c.body(new Uint8Array(body), 200, { 'content-type': STATIC_FILES[file]!, 'cache-control': 'public, max-age=3600' });
+    return c.body(new Uint8Array(body), 200, {
+      'content-type': STATIC_FILES[file]!,
+      'cache-control': 'public, max-age=3600',
+    });
   });
 
   // State-changing requests must come from our own pages (SameSite=Lax already stops cross-site posts; this covers old browsers).
@@ -60,7 +77,8 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
     if (c.req.method === 'POST') {
       const origin = c.req.header('origin');
       const host = c.req.header('host');
-      if (origin && host && origin !== 'null' && new URL(origin).host !== host) return c.text('cross-site request refused', 403);
+      if (origin && host && origin !== 'null' && new URL(origin).host !== host)
+        return c.text('cross-site request refused', 403);
     }
     await next();
   };

@@ -14,7 +14,9 @@ function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const full = join(dir, name);
     if (statSync(full).isDirectory()) return name === 'testing' || name === 'conformance' ? [] : sources(full);
-    return /\.tsx?$/.test(name) && !/\.test\.tsx?$/.test(name) && !/(testing|test-hub|fake-daemon)\.ts$/.test(name) ? [full] : [];
+    return /\.tsx?$/.test(name) && !/\.test\.tsx?$/.test(name) && !/(testing|test-hub|fake-daemon)\.ts$/.test(name)
+      ? [full]
+      : [];
   });
 }
 
@@ -25,7 +27,8 @@ function variablesRead(): Map<string, string> {
     const text = readFileSync(file, 'utf8');
     const add = (v: string) => found.set(v, found.get(v) ?? file.slice(SRC.length));
     for (const m of text.matchAll(/\benv(?:\.|\[['"])([A-Z][A-Z0-9_]{2,})\b(?!\s*=[^=])/g)) add(m[1]!);
-    if (/z\.object\(/.test(text) && /\benv\b/.test(text)) for (const m of text.matchAll(/^\s+([A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+):\s*(?:z\b|bool\(|positiveMs\()/gm)) add(m[1]!);
+    if (/z\.object\(/.test(text) && /\benv\b/.test(text))
+      for (const m of text.matchAll(/^\s+([A-Z][A-Z0-9]+(?:_[A-Z0-9]+)+):\s*(?:z\b|bool\(|positiveMs\()/gm)) add(m[1]!);
   }
   for (const v of Object.values(PROVIDER_CREDENTIAL_ENV)) found.set(v, found.get(v) ?? 'sandbox/providers.ts');
   for (const v of OS_VARS) found.delete(v);
@@ -35,7 +38,10 @@ function variablesRead(): Map<string, string> {
 describe('docs/configuration.md', () => {
   it('documents every environment variable the code reads', () => {
     const read = variablesRead();
-    assert.ok(read.has('SANDBOX_IDLE_TIMEOUT_MINUTES') && read.has('FOUNTAIN_API_KEY') && read.has('DAYTONA_API_URL'), [...read.keys()].join(' '));
+    assert.ok(
+      read.has('SANDBOX_IDLE_TIMEOUT_MINUTES') && read.has('FOUNTAIN_API_KEY') && read.has('DAYTONA_API_URL'),
+      [...read.keys()].join(' '),
+    );
     const missing = [...read].filter(([v]) => !DOC.includes(`\`${v}\``)).map(([v, f]) => `${v} (read in ${f})`);
     assert.deepEqual(missing, []);
   });

@@ -6,14 +6,27 @@ import { DOCS_DIR, docsRoutes, loadDocs, rewriteDocsLink } from './docs.tsx';
 import { markdownFilesUnder, navPages, parseNav, NavError } from './nav.ts';
 
 const site = await loadDocs();
-const app = docsRoutes(async () => site, async () => null);
+const app = docsRoutes(
+  async () => site,
+  async () => null,
+);
 
 describe('docs/nav.yml and the pages on disk', () => {
   it('names every Markdown page under docs/, and every page it names exists', () => {
-    const named = navPages(site.nav).map((p) => p.file).sort();
+    const named = navPages(site.nav)
+      .map((p) => p.file)
+      .sort();
     const onDisk = markdownFilesUnder(DOCS_DIR);
-    assert.deepEqual(onDisk.filter((f) => !named.includes(f)), [], 'pages on disk missing from docs/nav.yml');
-    assert.deepEqual(named.filter((f) => !existsSync(join(DOCS_DIR, f))), [], 'nav entries without a page');
+    assert.deepEqual(
+      onDisk.filter((f) => !named.includes(f)),
+      [],
+      'pages on disk missing from docs/nav.yml',
+    );
+    assert.deepEqual(
+      named.filter((f) => !existsSync(join(DOCS_DIR, f))),
+      [],
+      'nav entries without a page',
+    );
     assert.ok(named.includes('integrations/daytona.md') && named.includes('integrations/sprites.md'));
   });
 
@@ -31,7 +44,8 @@ describe('docs/nav.yml and the pages on disk', () => {
         } else continue;
         const page = site.pages.get(target);
         if (!page) broken.push(`${slug || 'home'}: ${link} (no such page)`);
-        else if (anchor && !page.headingIds.includes(anchor)) broken.push(`${slug || 'home'}: ${link} (no such heading)`);
+        else if (anchor && !page.headingIds.includes(anchor))
+          broken.push(`${slug || 'home'}: ${link} (no such heading)`);
       }
     }
     assert.deepEqual(broken, []);
@@ -44,8 +58,17 @@ describe('docs/nav.yml and the pages on disk', () => {
 
 describe('nav.yml grammar', () => {
   it('reads pages, sections and index slugs', () => {
-    const nav = parseNav('nav:\n  - Home: index.md\n  - Guides:\n      - One: guides/one.md\n      - Two: guides/index.md\n');
-    assert.deepEqual(navPages(nav).map((p) => [p.slug, p.section]), [['', null], ['guides/one', 'Guides'], ['guides', 'Guides']]);
+    const nav = parseNav(
+      'nav:\n  - Home: index.md\n  - Guides:\n      - One: guides/one.md\n      - Two: guides/index.md\n',
+    );
+    assert.deepEqual(
+      navPages(nav).map((p) => [p.slug, p.section]),
+      [
+        ['', null],
+        ['guides/one', 'Guides'],
+        ['guides', 'Guides'],
+      ],
+    );
   });
 
   it('fails on unreadable lines, nested sections, orphans, bad paths and a missing nav block', () => {
@@ -72,7 +95,15 @@ describe('GET /docs', () => {
   });
 
   it('answers 404 for every slug the nav does not name', async () => {
-    for (const slug of ['nope', 'integrations/index', 'integrations', '../../etc/passwd', '..%2F..%2Fetc%2Fpasswd', 'index', 'runners.md']) {
+    for (const slug of [
+      'nope',
+      'integrations/index',
+      'integrations',
+      '../../etc/passwd',
+      '..%2F..%2Fetc%2Fpasswd',
+      'index',
+      'runners.md',
+    ]) {
       const res = await app.request(`/docs/${slug}`);
       assert.equal(res.status, 404, slug);
       // A dot-dot path is normalised away from /docs before routing; it still must not serve a file.

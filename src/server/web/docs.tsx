@@ -47,7 +47,13 @@ export async function loadDocs(dir = DOCS_DIR): Promise<DocsSite> {
   for (const page of navPages(nav)) {
     const src = readFileSync(join(dir, page.file), 'utf8');
     const r = renderMarkdown(src, { link: (href) => rewriteDocsLink(page.file, href) });
-    pages.set(page.slug, { page, title: r.title ?? page.title, html: r.html, headingIds: r.headingIds, links: r.links });
+    pages.set(page.slug, {
+      page,
+      title: r.title ?? page.title,
+      html: r.html,
+      headingIds: r.headingIds,
+      links: r.links,
+    });
   }
   return { nav, pages };
 }
@@ -79,7 +85,10 @@ function Sidebar(p: { nav: readonly NavEntry[]; current: string }) {
 }
 
 /** `/docs` and `/docs/<slug>`; `user` lets the header show the signed-in links. */
-export function docsRoutes(docs: () => Promise<DocsSite>, user: (c: import('hono').Context) => Promise<{ name: string } | null>): Hono {
+export function docsRoutes(
+  docs: () => Promise<DocsSite>,
+  user: (c: import('hono').Context) => Promise<{ name: string } | null>,
+): Hono {
   const app = new Hono();
   let loaded: Promise<DocsSite> | undefined;
   const serve = async (c: import('hono').Context, slug: string) => {

@@ -11,7 +11,14 @@ import { raw } from 'hono/html';
 import { stringify } from 'yaml';
 import { z } from 'zod';
 import { diffLines } from '../../acp/diff-lines.ts';
-import { outputText, TERMINAL_TOOL_STATUSES, toolLabel, ToolFold, type ToolContent, type ToolView } from '../../acp/tool-view.ts';
+import {
+  outputText,
+  TERMINAL_TOOL_STATUSES,
+  toolLabel,
+  ToolFold,
+  type ToolContent,
+  type ToolView,
+} from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { stageInWords, turnInWords } from './words.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
@@ -20,7 +27,12 @@ export type Item =
   | { kind: 'thought'; text: string }
   /** A tool call as merged so far; `first` marks its first appearance (later ones update it in place). */
   | { kind: 'tool'; key: string; view: ToolView; first: boolean }
-  | { kind: 'permission'; requestId: string; tool: string; options: Array<{ option_id: string; name: string; kind: string }> }
+  | {
+      kind: 'permission';
+      requestId: string;
+      tool: string;
+      options: Array<{ option_id: string; name: string; kind: string }>;
+    }
   | { kind: 'permission_done'; requestId: string; tool: string | null; outcome: string; optionId: string | null }
   | { kind: 'turn'; state: string; turnId: string | null; text: string }
   | { kind: 'stage'; stage: string; state: string; text: string; failed: boolean }
@@ -42,7 +54,12 @@ const permissionStarted = z.object({
   tool: z.string().nullish(),
   options: z.array(z.object({ option_id: z.string(), name: z.string(), kind: z.string() })),
 });
-const permissionDone = z.object({ request_id: z.string(), tool: z.string().nullish(), outcome: z.string().optional(), option_id: z.string().nullish() });
+const permissionDone = z.object({
+  request_id: z.string(),
+  tool: z.string().nullish(),
+  outcome: z.string().optional(),
+  option_id: z.string().nullish(),
+});
 
 function parseJson(s: string): unknown {
   try {
@@ -83,13 +100,29 @@ export function interpret(row: EventRow): Item | null {
     if (row.stage === 'permission' || row.stage === 'request') {
       if (state === 'started') {
         const p = permissionStarted.safeParse(data);
-        return p.success ? { kind: 'permission', requestId: p.data.request_id, tool: p.data.tool ?? 'a tool', options: p.data.options } : null;
+        return p.success
+          ? { kind: 'permission', requestId: p.data.request_id, tool: p.data.tool ?? 'a tool', options: p.data.options }
+          : null;
       }
       const p = permissionDone.safeParse(data);
-      return p.success ? { kind: 'permission_done', requestId: p.data.request_id, tool: p.data.tool ?? null, outcome: p.data.outcome ?? state, optionId: p.data.option_id ?? null } : null;
+      return p.success
+        ? {
+            kind: 'permission_done',
+            requestId: p.data.request_id,
+            tool: p.data.tool ?? null,
+            outcome: p.data.outcome ?? state,
+            optionId: p.data.option_id ?? null,
+          }
+        : null;
     }
     if (row.stage === 'turn') return { kind: 'turn', state, turnId: row.turnId, text: turnInWords(state, data) };
-    return { kind: 'stage', stage: row.stage ?? 'stage', state, text: stageInWords(row.stage ?? '', state, data), failed: state === 'failed' };
+    return {
+      kind: 'stage',
+      stage: row.stage ?? 'stage',
+      state,
+      text: stageInWords(row.stage ?? '', state, data),
+      failed: state === 'failed',
+    };
   }
   if (row.stream !== 'acp') return { kind: 'output', stream: row.stream, text: row.data };
   const msg = update.safeParse(parseJson(row.data));
@@ -115,7 +148,12 @@ type PermissionOption = { option_id: string; name: string; kind: string };
 const domId = (prefix: string, id: string): string => `${prefix}-${id.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
 const permissionDomId = (requestId: string): string => domId('perm', requestId);
 
-export function PermissionForm(p: { conversationId: string; requestId: string; tool: string; options: PermissionOption[] }) {
+export function PermissionForm(p: {
+  conversationId: string;
+  requestId: string;
+  tool: string;
+  options: PermissionOption[];
+}) {
   const labelId = `${permissionDomId(p.requestId)}-label`;
   return (
     <form
@@ -133,7 +171,12 @@ export function PermissionForm(p: { conversationId: string; requestId: string; t
       </p>
       <div class="row">
         {p.options.map((o) => (
-          <button type="submit" name="option_id" value={o.option_id} class={o.kind.startsWith('reject') ? 'danger' : ''}>
+          <button
+            type="submit"
+            name="option_id"
+            value={o.option_id}
+            class={o.kind.startsWith('reject') ? 'danger' : ''}
+          >
             {o.name}
           </button>
         ))}
@@ -154,10 +197,26 @@ export function PermissionResolved(p: { requestId: string; tool: string; oob?: b
   );
 }
 
-const TOOL_STATUS_WORDS: Readonly<Record<string, string>> = { pending: 'waiting', in_progress: 'running', completed: 'done', failed: 'failed', cancelled: 'cancelled' };
+const TOOL_STATUS_WORDS: Readonly<Record<string, string>> = {
+  pending: 'waiting',
+  in_progress: 'running',
+  completed: 'done',
+  failed: 'failed',
+  cancelled: 'cancelled',
+};
 
 /** What kind of tool it is, in a word, from ACP's tool kinds. */
-const TOOL_KIND_WORDS: Readonly<Record<string, string>> = { read: 'Read', edit: 'Edit', delete: 'Delete', move: 'Move', search: 'Search', execute: 'Run', think: 'Think', fetch: 'Fetch', switch_mode: 'Mode' };
+const TOOL_KIND_WORDS: Readonly<Record<string, string>> = {
+  read: 'Read',
+  edit: 'Edit',
+  delete: 'Delete',
+  move: 'Move',
+  search: 'Search',
+  execute: 'Run',
+  think: 'Think',
+  fetch: 'Fetch',
+  switch_mode: 'Mode',
+};
 
 /** Structured values as YAML, which reads as "key: value" lines rather than JSON punctuation. */
 const readable = (v: unknown): string => (typeof v === 'string' ? v : stringify(v, { lineWidth: 0 }).trimEnd());
@@ -172,9 +231,13 @@ export function toolInput(rawInput: unknown): { command: string | null; input: s
   if (cmd.success) {
     const { command, ...rest } = cmd.data;
     const others = Object.fromEntries(Object.entries(rest).filter(([, v]) => !isBlank(v)));
-    return { command: Array.isArray(command) ? command.join(' ') : command, input: Object.keys(others).length ? readable(others) : null };
+    return {
+      command: Array.isArray(command) ? command.join(' ') : command,
+      input: Object.keys(others).length ? readable(others) : null,
+    };
   }
-  if (typeof rawInput === 'object' && rawInput !== null && Object.keys(rawInput).length === 0) return { command: null, input: null };
+  if (typeof rawInput === 'object' && rawInput !== null && Object.keys(rawInput).length === 0)
+    return { command: null, input: null };
   return { command: null, input: readable(rawInput) };
 }
 
@@ -225,7 +288,8 @@ function ContentView(p: { content: ToolContent }) {
   const c = p.content;
   if (c.type === 'text') return <FoldedText text={c.text} />;
   if (c.type === 'diff') return <DiffView diff={c} />;
-  if (c.type === 'terminal') return <p class="small muted">Ran in a terminal ({c.terminal_id}); its output is not reported here.</p>;
+  if (c.type === 'terminal')
+    return <p class="small muted">Ran in a terminal ({c.terminal_id}); its output is not reported here.</p>;
   return <p class="small muted">{c.summary}</p>;
 }
 
@@ -268,7 +332,11 @@ export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) 
         <ContentView content={c} />
       ))}
       {output ? <FoldedText text={output} /> : null}
-      {ended && v.content.length === 0 && !output ? <p class="small muted">{v.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[v.status] ?? v.status}`}</p> : null}
+      {ended && v.content.length === 0 && !output ? (
+        <p class="small muted">
+          {v.status === 'completed' ? 'No output' : `Tool ${TOOL_STATUS_WORDS[v.status] ?? v.status}`}
+        </p>
+      ) : null}
     </details>
   );
 }
@@ -287,7 +355,10 @@ export async function AgentText(p: { text: string; id?: string; oob?: boolean })
 }
 
 /** How a permission request ended, in words; option names come from the request when it is known. */
-export function permissionOutcome(it: Extract<Item, { kind: 'permission_done' }>, options: readonly PermissionOption[] | undefined): string {
+export function permissionOutcome(
+  it: Extract<Item, { kind: 'permission_done' }>,
+  options: readonly PermissionOption[] | undefined,
+): string {
   const chosen = it.optionId ? (options?.find((o) => o.option_id === it.optionId)?.name ?? it.optionId) : null;
   switch (it.outcome) {
     case 'answered':
@@ -308,7 +379,12 @@ export function permissionOutcome(it: Extract<Item, { kind: 'permission_done' }>
 }
 
 /** One item as an element; text chunks are inline spans so a streamed answer reads as one paragraph. */
-export function ItemView(p: { item: Item; conversationId: string; prompt?: string | undefined; askedOptions?: readonly PermissionOption[] | undefined }) {
+export function ItemView(p: {
+  item: Item;
+  conversationId: string;
+  prompt?: string | undefined;
+  askedOptions?: readonly PermissionOption[] | undefined;
+}) {
   const it = p.item;
   switch (it.kind) {
     case 'text':
@@ -323,7 +399,14 @@ export function ItemView(p: { item: Item; conversationId: string; prompt?: strin
     case 'tool':
       return <ToolCard toolKey={it.key} view={it.view} />;
     case 'permission':
-      return <PermissionForm conversationId={p.conversationId} requestId={it.requestId} tool={it.tool} options={it.options} />;
+      return (
+        <PermissionForm
+          conversationId={p.conversationId}
+          requestId={it.requestId}
+          tool={it.tool}
+          options={it.options}
+        />
+      );
     case 'permission_done':
       return <div class="ev stage">{permissionOutcome(it, p.askedOptions)}</div>;
     case 'turn':

@@ -4,7 +4,18 @@
  */
 import type { Child } from 'hono/jsx';
 
-export type Section = 'team' | 'conversations' | 'agents' | 'environments' | 'runners' | 'keys' | 'credentials' | 'docs' | 'signin' | 'conversation' | 'none';
+export type Section =
+  | 'team'
+  | 'conversations'
+  | 'agents'
+  | 'environments'
+  | 'runners'
+  | 'keys'
+  | 'credentials'
+  | 'docs'
+  | 'signin'
+  | 'conversation'
+  | 'none';
 
 export const STATIC_PREFIX = '/static';
 
@@ -110,5 +121,8 @@ export function PresenceBadge(p: { readonly state: string; readonly label: strin
 export const when = (d: Date | string | null | undefined): string => {
   if (!d) return 'never';
   const date = typeof d === 'string' ? new Date(d) : d;
-  return date.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+  return date
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, ' UTC');
 };

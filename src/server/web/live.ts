@@ -5,7 +5,8 @@
 import type { Context } from 'hono';
 import { sseTail } from '../http/sse.ts';
 
-export const toHtml = async (el: unknown): Promise<string> => String(await Promise.resolve((el as { toString(): string | Promise<string> }).toString()));
+export const toHtml = async (el: unknown): Promise<string> =>
+  String(await Promise.resolve((el as { toString(): string | Promise<string> }).toString()));
 
 export interface FragmentStreamOptions {
   /** Renders every fragment by SSE event name. */

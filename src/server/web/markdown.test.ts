@@ -6,7 +6,10 @@ const html = (src: string) => renderMarkdown(src).html;
 
 describe('markdown renderer', () => {
   it('escapes raw HTML everywhere instead of passing it through', () => {
-    for (const out of [html('# Hi <script>alert(1)</script>\n\nA <img src=x onerror=alert(1)> & "q"\n\n`<b>`\n\n```\n<div>\n```'), renderAgentMarkdown('<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n<div onclick="x">')]) {
+    for (const out of [
+      html('# Hi <script>alert(1)</script>\n\nA <img src=x onerror=alert(1)> & "q"\n\n`<b>`\n\n```\n<div>\n```'),
+      renderAgentMarkdown('<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>\n\n<div onclick="x">'),
+    ]) {
       assert.ok(!/<script|<img|<div>|<div onclick|<b>/.test(out), out);
       assert.match(out, /&lt;script&gt;/);
     }
@@ -17,7 +20,13 @@ describe('markdown renderer', () => {
   });
 
   it('refuses hrefs with unsafe schemes and escapes link targets', () => {
-    for (const bad of ['[x](javascript:alert(1))', '[x](data:text/html,hi)', '[x](vbscript:msgbox)', '[x](file:///etc/passwd)', '<javascript:alert(1)>']) {
+    for (const bad of [
+      '[x](javascript:alert(1))',
+      '[x](data:text/html,hi)',
+      '[x](vbscript:msgbox)',
+      '[x](file:///etc/passwd)',
+      '<javascript:alert(1)>',
+    ]) {
       assert.ok(!/href/.test(html(bad)), bad);
       assert.ok(!/href/.test(renderAgentMarkdown(bad)), bad);
     }
@@ -34,7 +43,10 @@ describe('markdown renderer', () => {
   });
 
   it('renders emphasis, inline code and leaves snake_case alone', () => {
-    assert.equal(html('**bold** and *it* and _it_ in snake_case_name `a*b*c`'), '<p><strong>bold</strong> and <em>it</em> and <em>it</em> in snake_case_name <code>a*b*c</code></p>\n');
+    assert.equal(
+      html('**bold** and *it* and _it_ in snake_case_name `a*b*c`'),
+      '<p><strong>bold</strong> and <em>it</em> and <em>it</em> in snake_case_name <code>a*b*c</code></p>\n',
+    );
   });
 
   it('renders GFM tables in a box of their own, with escaped pipes and alignment', () => {
@@ -45,13 +57,24 @@ describe('markdown renderer', () => {
   });
 
   it('highlights fenced code on the server and leaves unknown languages plain', () => {
-    assert.equal(html('```sh\nnpm test\n```'), '<pre><code class="hljs language-sh">npm <span class="hljs-built_in">test</span>\n</code></pre>\n');
-    assert.match(renderAgentMarkdown('```ts\nconst a = "<b>";\n```'), /<span class="hljs-keyword">const<\/span> a = <span class="hljs-string">&quot;&lt;b&gt;&quot;<\/span>/);
-    assert.equal(html('```nosuchlang\n<x>\n```'), '<pre><code class="hljs language-nosuchlang">&lt;x&gt;\n</code></pre>\n');
+    assert.equal(
+      html('```sh\nnpm test\n```'),
+      '<pre><code class="hljs language-sh">npm <span class="hljs-built_in">test</span>\n</code></pre>\n',
+    );
+    assert.match(
+      renderAgentMarkdown('```ts\nconst a = "<b>";\n```'),
+      /<span class="hljs-keyword">const<\/span> a = <span class="hljs-string">&quot;&lt;b&gt;&quot;<\/span>/,
+    );
+    assert.equal(
+      html('```nosuchlang\n<x>\n```'),
+      '<pre><code class="hljs language-nosuchlang">&lt;x&gt;\n</code></pre>\n',
+    );
   });
 
   it('passes link targets through the rewrite hook, drops the ones it refuses and collects the rest', () => {
-    const r = renderMarkdown('[r](runners.md#backends) [x](https://x.y) [gone](gone.md)', { link: (h) => (h === 'gone.md' ? null : h.endsWith('.md#backends') ? '/docs/runners#backends' : h) });
+    const r = renderMarkdown('[r](runners.md#backends) [x](https://x.y) [gone](gone.md)', {
+      link: (h) => (h === 'gone.md' ? null : h.endsWith('.md#backends') ? '/docs/runners#backends' : h),
+    });
     assert.deepEqual(r.links, ['/docs/runners#backends', 'https://x.y']);
     assert.match(r.html, /href="\/docs\/runners#backends"/);
     assert.match(r.html, / gone<\/p>/);

@@ -22,7 +22,23 @@ import MarkdownIt from 'markdown-it';
 import type { MarkdownIt as Md, Token } from 'markdown-it';
 
 // The languages agents and these docs write most; anything else is shown escaped, unhighlighted.
-for (const [name, lang] of Object.entries({ bash, css, diff, dockerfile, go, ini, javascript, json, python, rust, shell, sql, typescript, xml, yaml })) {
+for (const [name, lang] of Object.entries({
+  bash,
+  css,
+  diff,
+  dockerfile,
+  go,
+  ini,
+  javascript,
+  json,
+  python,
+  rust,
+  shell,
+  sql,
+  typescript,
+  xml,
+  yaml,
+})) {
   hljs.registerLanguage(name, lang);
 }
 hljs.registerAliases(['sh', 'zsh', 'console'], { languageName: 'bash' });
@@ -46,7 +62,13 @@ export interface Rendered {
   readonly links: readonly string[];
 }
 
-const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const ESCAPES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
 export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 
 /** GitHub-style heading slug: lower case, punctuation dropped, spaces to hyphens. */
@@ -76,7 +98,11 @@ interface Env {
   title: string | null;
 }
 
-const inlineText = (t: Token | undefined): string => (t?.children ?? []).filter((c) => c.type === 'text' || c.type === 'code_inline').map((c) => c.content).join('');
+const inlineText = (t: Token | undefined): string =>
+  (t?.children ?? [])
+    .filter((c) => c.type === 'text' || c.type === 'code_inline')
+    .map((c) => c.content)
+    .join('');
 
 function base(images: boolean): Md {
   const md = new MarkdownIt({ html: false, linkify: true, typographer: false, highlight });
@@ -86,7 +112,8 @@ function base(images: boolean): Md {
   md.renderer.rules.table_open = () => '<div class="md-table"><table>\n';
   md.renderer.rules.table_close = () => '</table></div>\n';
   const fence = md.renderer.rules.fence!;
-  md.renderer.rules.fence = (tokens, idx, options, env, self) => fence(tokens, idx, options, env, self).replace('<pre><code class="language-', '<pre><code class="hljs language-');
+  md.renderer.rules.fence = (tokens, idx, options, env, self) =>
+    fence(tokens, idx, options, env, self).replace('<pre><code class="language-', '<pre><code class="hljs language-');
   return md;
 }
 

@@ -53,28 +53,33 @@ export function parseNav(text: string): NavEntry[] {
   if (!top.success) throw new NavError('expected a "nav:" list first');
   const entryOf = (item: unknown): [string, unknown] => {
     const m = oneKey.safeParse(item);
-    if (!m.success) throw new NavError(`unreadable entry ${JSON.stringify(item)}: each is "- Title: file.md" or a section of those`);
+    if (!m.success)
+      throw new NavError(`unreadable entry ${JSON.stringify(item)}: each is "- Title: file.md" or a section of those`);
     return Object.entries(m.data)[0]!;
   };
   const page = (title: string, file: string, section: string | null): NavPage => {
-    if (!SAFE_FILE.test(file)) throw new NavError(`file ${JSON.stringify(file)} is not a plain lower-case path ending in .md`);
+    if (!SAFE_FILE.test(file))
+      throw new NavError(`file ${JSON.stringify(file)} is not a plain lower-case path ending in .md`);
     return { title: title.trim(), file, slug: slugFor(file), section };
   };
   return top.data.nav.map((item): NavEntry => {
     const [title, value] = entryOf(item);
     if (typeof value === 'string') return { title: title.trim(), page: page(title, value, null) };
-    if (value === null || (Array.isArray(value) && value.length === 0)) throw new NavError(`section ${JSON.stringify(title)} has no pages`);
+    if (value === null || (Array.isArray(value) && value.length === 0))
+      throw new NavError(`section ${JSON.stringify(title)} has no pages`);
     if (!Array.isArray(value)) throw new NavError(`unreadable entry ${JSON.stringify(title)}`);
     const children = value.map((child) => {
       const [t, f] = entryOf(child);
-      if (typeof f !== 'string') throw new NavError(`${JSON.stringify(t)} in ${JSON.stringify(title)}: sections nest one level deep only`);
+      if (typeof f !== 'string')
+        throw new NavError(`${JSON.stringify(t)} in ${JSON.stringify(title)}: sections nest one level deep only`);
       return page(t, f, title.trim());
     });
     return { title: title.trim(), children };
   });
 }
 
-export const navPages = (entries: readonly NavEntry[]): NavPage[] => entries.flatMap((e) => (e.page ? [e.page] : [...(e.children ?? [])]));
+export const navPages = (entries: readonly NavEntry[]): NavPage[] =>
+  entries.flatMap((e) => (e.page ? [e.page] : [...(e.children ?? [])]));
 
 /** Every Markdown file under the docs directory, as docs-relative paths with forward slashes. */
 export function markdownFilesUnder(dir: string): string[] {

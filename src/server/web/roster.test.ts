@@ -4,7 +4,16 @@ import type { ConversationView, SandboxView } from '../conversations/views.ts';
 import type { Turn } from '../store/conversation-schema.ts';
 import { currentConversation, presenceOf, previewOf, whereOf } from './roster.ts';
 
-const sandbox = (over: Partial<SandboxView>): SandboxView => ({ id: 's', provider: 'runner', name: 'n', sprite_name: 'n', status: 'ready', url: null, runner: null, ...over });
+const sandbox = (over: Partial<SandboxView>): SandboxView => ({
+  id: 's',
+  provider: 'runner',
+  name: 'n',
+  sprite_name: 'n',
+  status: 'ready',
+  url: null,
+  runner: null,
+  ...over,
+});
 const conv = (status: string, s: SandboxView | null, id = status): ConversationView =>
   ({ id, status, sandbox: s, last_active_at: '2026-01-01T00:00:00Z' }) as unknown as ConversationView;
 const runner = (online: boolean) => ({ id: 'r', name: 'mac-mini', hostname: 'h', online, path: '/srv/sb/runner-x' });
@@ -14,7 +23,11 @@ describe('presence (platform-api.md §10, first matching row wins)', () => {
     [conv('running', sandbox({ runner: runner(false) })), 'working', 'working'],
     [conv('pending', sandbox({ status: 'ready' })), 'online', 'ready · waiting for a turn'],
     [conv('pending', sandbox({ status: 'starting' })), 'starting', 'starting computer'],
-    [conv('idle', sandbox({ runner: runner(false) })), 'machine_offline', 'machine offline · wakes when the runner reconnects'],
+    [
+      conv('idle', sandbox({ runner: runner(false) })),
+      'machine_offline',
+      'machine offline · wakes when the runner reconnects',
+    ],
     [conv('idle', sandbox({ runner: runner(true) })), 'online', 'online'],
     [conv('idle', sandbox({ provider: 'daytona', status: 'suspended' })), 'asleep', 'asleep · wakes on message'],
     [conv('idle', sandbox({ provider: 'daytona', status: 'terminated' })), 'away', 'away · wakes on message'],
@@ -24,7 +37,8 @@ describe('presence (platform-api.md §10, first matching row wins)', () => {
     [null, 'offline', 'not started · a message starts it'],
   ];
   for (const [c, state, label] of cases) {
-    it(`${c?.status ?? 'no conversation'} / ${c?.sandbox?.status ?? '-'} → ${state}`, () => assert.deepEqual(presenceOf(c), { state, label }));
+    it(`${c?.status ?? 'no conversation'} / ${c?.sandbox?.status ?? '-'} → ${state}`, () =>
+      assert.deepEqual(presenceOf(c), { state, label }));
   }
 
   it('says where a teammate runs', () => {
@@ -41,14 +55,25 @@ describe('presence (platform-api.md §10, first matching row wins)', () => {
 });
 
 describe('team card preview', () => {
-  const turn = (status: string, over: Partial<Turn> = {}): Turn => ({ status, prompt: 'hello', pendingPermission: null, ...over }) as unknown as Turn;
-  const asked = { request_id: 'r', acp_id: 1, tool: 'Run `ls`', kind: 'execute', options: [], asked_at: '2026-01-01T00:00:00Z' };
+  const turn = (status: string, over: Partial<Turn> = {}): Turn =>
+    ({ status, prompt: 'hello', pendingPermission: null, ...over }) as unknown as Turn;
+  const asked = {
+    request_id: 'r',
+    acp_id: 1,
+    tool: 'Run `ls`',
+    kind: 'execute',
+    options: [],
+    asked_at: '2026-01-01T00:00:00Z',
+  };
 
   it('shows the reply as it streams, a waiting permission, or the prompt of a turn without a reply', () => {
     assert.equal(previewOf(null, ''), null);
     assert.deepEqual(previewOf(turn('running'), ''), { kind: 'typing', text: '' });
     assert.deepEqual(previewOf(turn('running'), 'You said: he'), { kind: 'them', text: 'You said: he' });
-    assert.deepEqual(previewOf(turn('running', { pendingPermission: asked }), 'partial'), { kind: 'asking', text: 'Run `ls`' });
+    assert.deepEqual(previewOf(turn('running', { pendingPermission: asked }), 'partial'), {
+      kind: 'asking',
+      text: 'Run `ls`',
+    });
     assert.deepEqual(previewOf(turn('completed'), '  answer\n'), { kind: 'them', text: 'answer' });
     assert.deepEqual(previewOf(turn('failed'), ''), { kind: 'you', text: 'hello' });
   });

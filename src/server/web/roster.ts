@@ -36,7 +36,9 @@ export function previewOf(turn: Turn | null, reply: string): Preview {
   if (turn.pendingPermission) return { kind: 'asking', text: turn.pendingPermission.tool };
   const text = reply.trim();
   if (text) return { kind: 'them', text: clip(text) };
-  return turn.status === 'pending' || turn.status === 'running' ? { kind: 'typing', text: '' } : { kind: 'you', text: clip(turn.prompt) };
+  return turn.status === 'pending' || turn.status === 'running'
+    ? { kind: 'typing', text: '' }
+    : { kind: 'you', text: clip(turn.prompt) };
 }
 
 /** The roster's words where they say more than the API's label (what a message to the teammate will do). */
@@ -81,7 +83,13 @@ export async function buildRoster(db: EngineDb, engine: ConversationEngine, acco
     agents.map(async (agent) => {
       const conversation = currentConversation(await engine.list(accountId, { agentId: agent.id }));
       const { turn, reply } = conversation ? await lastTurnAndReply(db, conversation.id) : { turn: null, reply: '' };
-      return { agent, conversation, presence: presenceOf(conversation), where: whereOf(conversation), preview: previewOf(turn, reply) };
+      return {
+        agent,
+        conversation,
+        presence: presenceOf(conversation),
+        where: whereOf(conversation),
+        preview: previewOf(turn, reply),
+      };
     }),
   );
   return mates.sort((a, b) => {
@@ -99,7 +107,12 @@ export interface TeamRoster {
   readonly others: readonly Teammate[];
 }
 
-export async function buildTeamRoster(db: EngineDb, engine: ConversationEngine, team: Pick<TeamService, 'roster'> | undefined, accountId: string): Promise<TeamRoster> {
+export async function buildTeamRoster(
+  db: EngineDb,
+  engine: ConversationEngine,
+  team: Pick<TeamService, 'roster'> | undefined,
+  accountId: string,
+): Promise<TeamRoster> {
   const everyone = await buildRoster(db, engine, accountId);
   if (!team) return { members: [], others: everyone };
   const members: Teammate[] = (await team.roster(accountId)).map((t) => ({

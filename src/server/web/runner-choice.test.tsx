@@ -8,7 +8,11 @@ const B = { id: '22222222-2222-4222-8222-222222222222', name: 'mac-mini', online
 
 /** The select's options as [value, label, selected]. */
 const options = (html: string): [string, string, boolean][] =>
-  [...html.matchAll(/<option value="([^"]*)"( selected="")?>([^<]*)<\/option>/g)].map((m) => [m[1]!, m[3]!.trim(), m[2] !== undefined]);
+  [...html.matchAll(/<option value="([^"]*)"( selected="")?>([^<]*)<\/option>/g)].map((m) => [
+    m[1]!,
+    m[3]!.trim(),
+    m[2] !== undefined,
+  ]);
 
 describe("the agent form's runner select", () => {
   it('offers "any runner" first, selected by default, then each runner by name with its status', async () => {
@@ -25,7 +29,11 @@ describe("the agent form's runner select", () => {
     const html = await toHtml(<RunnerChoice runners={[A, B]} selected={B.id} error={RUNNER_GONE} />);
     assert.deepEqual(
       options(html).map(([v, , s]) => [v, s]),
-      [['', false], [A.id, false], [B.id, true]],
+      [
+        ['', false],
+        [A.id, false],
+        [B.id, true],
+      ],
     );
     assert.match(html, /id="runner_id_error"[^>]*>[^<]*does not exist/);
   });

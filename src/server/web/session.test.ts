@@ -5,7 +5,15 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { createApiKey, revokeApiKey } from '../account/keys-store.ts';
 import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
 import { insertSigninToken } from '../account/signin-store.ts';
-import { checkKeyForSignIn, consumeSigninToken, mintSignInLink, openSession, refusedLinkMessage, resolveSession, sealSession } from './session.ts';
+import {
+  checkKeyForSignIn,
+  consumeSigninToken,
+  mintSignInLink,
+  openSession,
+  refusedLinkMessage,
+  resolveSession,
+  sealSession,
+} from './session.ts';
 
 const SECRET = 's'.repeat(40);
 const A = '00000000-0000-4000-8000-00000000000a';
@@ -22,7 +30,8 @@ describe('session cookie', () => {
     const forged = Buffer.from(JSON.stringify({ a: A, k: K, e: now + 9e6 })).toString('base64url');
     assert.equal(openSession(SECRET, `${forged}.${sig}`, now), null, 'body swapped');
     assert.equal(openSession(SECRET, `${body}.${sig.slice(0, -2)}`, now), null, 'signature cut');
-    for (const junk of ['', '.', 'abc', `${body}.`, `.${sig}`]) assert.equal(openSession(SECRET, junk, now), null, junk);
+    for (const junk of ['', '.', 'abc', `${body}.`, `.${sig}`])
+      assert.equal(openSession(SECRET, junk, now), null, junk);
   });
 });
 
@@ -43,13 +52,13 @@ describe('sign-in with keys and one-time links (PGlite)', () => {
     const sandbox = await createApiKey(tdb.database.db, { accountId, name: 'sb', scopes: ['sandbox'] });
     const ok = await checkKeyForSignIn(db, `  ${full.key}\n`);
     assert.ok(ok.ok && ok.account.id === accountId);
-    assert.match((await checkKeyForSignIn(db, 'nope') as { message: string }).message, /64 lowercase hex/);
-    assert.match((await checkKeyForSignIn(db, `ftn_${'1'.repeat(64)}`) as { message: string }).message, /not known/);
-    assert.match((await checkKeyForSignIn(db, sandbox.key) as { message: string }).message, /full-scope/);
+    assert.match(((await checkKeyForSignIn(db, 'nope')) as { message: string }).message, /64 lowercase hex/);
+    assert.match(((await checkKeyForSignIn(db, `ftn_${'1'.repeat(64)}`)) as { message: string }).message, /not known/);
+    assert.match(((await checkKeyForSignIn(db, sandbox.key)) as { message: string }).message, /full-scope/);
     const session = sealSession(SECRET, { a: accountId, k: full.row.id, e: Math.floor(Date.now() / 1000) + 60 });
     assert.equal((await resolveSession(db, SECRET, session))?.account.id, accountId);
     await revokeApiKey(tdb.database.db, accountId, full.row.id);
-    assert.match((await checkKeyForSignIn(db, full.key) as { message: string }).message, /revoked/);
+    assert.match(((await checkKeyForSignIn(db, full.key)) as { message: string }).message, /revoked/);
     assert.equal(await resolveSession(db, SECRET, session), null, 'revoking the key ends the session');
   });
 
@@ -78,6 +87,7 @@ describe('sign-in with keys and one-time links (PGlite)', () => {
     assert.match(messages.expired, /expired; a link works for 15 minutes/);
     assert.match(messages.unknown, /not one this server made/);
     assert.match(messages.malformed, /not one this server made/);
-    for (const m of Object.values(messages)) assert.match(m, /owner API key .* or restart `fountain up` for a new link/);
+    for (const m of Object.values(messages))
+      assert.match(m, /owner API key .* or restart `fountain up` for a new link/);
   });
 });

@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { Account, ApiKey } from '../store/schema.ts';
-import { API_KEY_PATTERN, createKey, keyByPlaintext, mintSigninToken, sessionKey, signinRefusal, spendSigninToken } from '../account/service.ts';
+import {
+  API_KEY_PATTERN,
+  createKey,
+  keyByPlaintext,
+  mintSigninToken,
+  sessionKey,
+  signinRefusal,
+  spendSigninToken,
+} from '../account/service.ts';
 
 export const SESSION_COOKIE = 'fountain_session';
 /** A session lasts this long from sign-in; the key behind it may end it sooner. */
@@ -28,7 +36,11 @@ export function sealSession(secret: string, payload: SessionPayload): string {
 }
 
 /** The payload of a cookie value this secret signed and that has not expired; null otherwise. */
-export function openSession(secret: string, value: string | undefined, nowS = Math.floor(Date.now() / 1000)): SessionPayload | null {
+export function openSession(
+  secret: string,
+  value: string | undefined,
+  nowS = Math.floor(Date.now() / 1000),
+): SessionPayload | null {
   if (!value) return null;
   const dot = value.indexOf('.');
   if (dot <= 0) return null;
@@ -54,7 +66,11 @@ export interface SessionUser {
 }
 
 /** Resolves a cookie to its account and key, refusing revoked, expired or non-full keys. */
-export async function resolveSession(db: EngineDb, secret: string, value: string | undefined): Promise<SessionUser | null> {
+export async function resolveSession(
+  db: EngineDb,
+  secret: string,
+  value: string | undefined,
+): Promise<SessionUser | null> {
   const p = openSession(secret, value);
   if (!p) return null;
   const row = await sessionKey(db, p.a, p.k);
@@ -76,7 +92,8 @@ export async function mintSignInLink(db: EngineDb, accountId: string, baseUrl: s
 /** Spends a sign-in link's token: the account it was for, or undefined when unknown, used or expired. */
 export const consumeSigninToken = spendSigninToken;
 
-const AGAIN = 'To sign in, paste the owner API key that `fountain up` printed (the CLI also keeps it in ~/.fountain/credentials), or restart `fountain up` for a new link.';
+const AGAIN =
+  'To sign in, paste the owner API key that `fountain up` printed (the CLI also keeps it in ~/.fountain/credentials), or restart `fountain up` for a new link.';
 
 /** The sentence for a sign-in link that was not accepted, saying why and what to do instead. */
 export async function refusedLinkMessage(db: EngineDb, token: string): Promise<string> {
@@ -115,17 +132,33 @@ export type KeySignIn = { ok: true; account: Account; key: ApiKey } | { ok: fals
 /** Checks a pasted API key for the sign-in form; the refusal is a sentence for the page. */
 export async function checkKeyForSignIn(db: EngineDb, presented: string): Promise<KeySignIn> {
   const key = presented.trim();
-  if (!API_KEY_PATTERN.test(key)) return { ok: false, message: 'An API key is ftn_ followed by 64 lowercase hex digits. Check that you pasted all of it.' };
+  if (!API_KEY_PATTERN.test(key))
+    return {
+      ok: false,
+      message: 'An API key is ftn_ followed by 64 lowercase hex digits. Check that you pasted all of it.',
+    };
   const row = await keyByPlaintext(db, key);
   if (!row) return { ok: false, message: 'That API key is not known to this server.' };
-  if (row.key.revokedAt) return { ok: false, message: 'That API key has been revoked. Create a new one under Account → API keys, or ask the owner.' };
+  if (row.key.revokedAt)
+    return {
+      ok: false,
+      message: 'That API key has been revoked. Create a new one under Account → API keys, or ask the owner.',
+    };
   if (row.key.expiresAt && row.key.expiresAt <= new Date()) return { ok: false, message: 'That API key has expired.' };
-  if (!row.key.scopes.includes('full')) return { ok: false, message: 'That key belongs to a runner or a running agent; signing in needs a full-scope API key.' };
+  if (!row.key.scopes.includes('full'))
+    return {
+      ok: false,
+      message: 'That key belongs to a runner or a running agent; signing in needs a full-scope API key.',
+    };
   return { ok: true, account: row.account, key: row.key };
 }
 
 /** A key minted for a session opened by a sign-in link; its plaintext is never shown or kept. */
 export async function mintSessionKey(db: EngineDb, accountId: string): Promise<ApiKey> {
-  const created = await createKey(db, { accountId, name: `Web session — ${new Date().toISOString().slice(0, 10)}`, scopes: ['full'] });
+  const created = await createKey(db, {
+    accountId,
+    name: `Web session — ${new Date().toISOString().slice(0, 10)}`,
+    scopes: ['full'],
+  });
   return created.row;
 }

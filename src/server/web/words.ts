@@ -38,7 +38,10 @@ export function exitMeaning(code: number): string {
 
 /** Replaces "exited with code N" in an error text with what N means. */
 export const explainExits = (text: string): string =>
-  text.replace(/\b(exited|exit) (?:with )?(?:code|status) (\d+)\b/gi, (_m, _w: string, n: string) => `${exitMeaning(Number(n))} (exit status ${n})`);
+  text.replace(
+    /\b(exited|exit) (?:with )?(?:code|status) (\d+)\b/gi,
+    (_m, _w: string, n: string) => `${exitMeaning(Number(n))} (exit status ${n})`,
+  );
 
 const REASONS: Readonly<Record<string, string>> = {
   idle: 'it was idle',
@@ -86,13 +89,17 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
       return `Could not start a computer${why ? `: ${why}` : ''}`;
     case 'sandbox/done':
       if (event === 'resumed') return 'Computer woken up';
-      if (event === 'suspended') return `Computer put to sleep${why ? ` because ${why}` : ''}; the next message wakes it`;
-      if (event === 'reclaimed') return `Computer removed${why ? ` because ${why}` : ''}; the next message starts a fresh one`;
+      if (event === 'suspended')
+        return `Computer put to sleep${why ? ` because ${why}` : ''}; the next message wakes it`;
+      if (event === 'reclaimed')
+        return `Computer removed${why ? ` because ${why}` : ''}; the next message starts a fresh one`;
       return 'Computer updated';
     case 'connection/started':
       return 'Lost the connection to the runner; waiting for it to come back…';
     case 'connection/done':
-      return str(d, 'outcome') === 'session_attached' ? 'Runner back; the agent carried on' : `Runner back${why ? ` (${why})` : ''}`;
+      return str(d, 'outcome') === 'session_attached'
+        ? 'Runner back; the agent carried on'
+        : `Runner back${why ? ` (${why})` : ''}`;
     case 'reattach/done':
       return 'Reconnected to the running agent';
     case 'reattach/failed':
@@ -100,7 +107,9 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
     case 'session/done':
       return `The agent started afresh${str(d, 'detail') ? `: ${str(d, 'detail')}` : ''}`;
     case 'terminate/done':
-      return event === 'released' ? 'This conversation was handed over to a new one' : 'Conversation ended; its computer was removed';
+      return event === 'released'
+        ? 'This conversation was handed over to a new one'
+        : 'Conversation ended; its computer was removed';
     case 'network/failed':
       return `Network access refused${why ? `: ${why}` : ''}`;
     default:

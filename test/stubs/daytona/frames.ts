@@ -44,6 +44,7 @@ export class FrameLog {
 }
 
 /** Prints `ready`, then echoes each stdin chunk on its own line; exits 0 on EOF. Line-safe for Daytona's labeler. */
-export const STAY_SCRIPT = 'echo ready; while :; do c=$(dd bs=65536 count=1 2>/dev/null); [ -z "$c" ] && exit 0; printf "%s\\n" "$c"; done';
+export const STAY_SCRIPT =
+  'echo ready; while :; do c=$(dd bs=65536 count=1 2>/dev/null); [ -z "$c" ] && exit 0; printf "%s\\n" "$c"; done';
 
 export const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -105,7 +105,11 @@ const NetworkBody = z.object({
   networkAllowList: z.string().optional(),
   domainAllowList: z.string().optional(),
 });
-const ExecuteBody = z.object({ command: z.string().min(1), cwd: z.string().optional(), timeout: z.number().int().min(0).optional() });
+const ExecuteBody = z.object({
+  command: z.string().min(1),
+  cwd: z.string().optional(),
+  timeout: z.number().int().min(0).optional(),
+});
 const SessionBody = z.object({ sessionId: z.string().min(1) });
 const SessionExecBody = z.object({
   command: z.string().min(1),
@@ -215,7 +219,11 @@ export class DaytonaStub {
   egressAllowed(name: string, host: string): boolean {
     const s = this.sandbox(name);
     if (!s || s.egress === 'open') return true;
-    const list = (l: string) => l.split(',').map((x) => x.trim().toLowerCase()).filter(Boolean);
+    const list = (l: string) =>
+      l
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .filter(Boolean);
     const h = host.toLowerCase();
     if (list(s.domainAllowList).some((d) => d === h || (d.startsWith('*.') && h.endsWith(d.slice(1))))) return true;
     return list(s.networkAllowList).some((c) => ipv4InCidr(h, c));
@@ -267,7 +275,17 @@ export class DaytonaStub {
       this.requests.push({ method: req.method ?? 'GET', path: url.pathname + url.search, body: body.toString('utf8') });
       if (url.pathname.startsWith('/api/')) return this.#control(req.method ?? 'GET', url, body, req, res);
       const m = /^\/toolbox\/g(\d+)\/([^/]+)(\/.*)$/.exec(url.pathname);
-      if (m) return await this.#toolbox(Number(m[1]), decodeURIComponent(m[2]!), m[3]!, req.method ?? 'GET', url, body, req, res);
+      if (m)
+        return await this.#toolbox(
+          Number(m[1]),
+          decodeURIComponent(m[2]!),
+          m[3]!,
+          req.method ?? 'GET',
+          url,
+          body,
+          req,
+          res,
+        );
       throw new HttpError(404, 'Cannot ' + req.method + ' ' + url.pathname);
     } catch (e) {
       if (res.headersSent) return void res.destroy();
@@ -300,7 +318,13 @@ export class DaytonaStub {
       errorReason: null,
     };
     // List items lack env and network fields, as in Daytona's list DTO.
-    if (full) Object.assign(base, { env: s.env, networkBlockAll: s.networkBlockAll, networkAllowList: s.networkAllowList, domainAllowList: s.domainAllowList });
+    if (full)
+      Object.assign(base, {
+        env: s.env,
+        networkBlockAll: s.networkBlockAll,
+        networkAllowList: s.networkAllowList,
+        domainAllowList: s.domainAllowList,
+      });
     return base;
   }
 
@@ -343,7 +367,8 @@ export class DaytonaStub {
     }
     if (method === 'GET' && path === '/sandbox') {
       const limit = Number(url.searchParams.get('limit') ?? '100');
-      if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw new HttpError(400, 'limit must be between 1 and 200');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 200)
+        throw new HttpError(400, 'limit must be between 1 and 200');
       let labels: Record<string, string> = {};
       const rawLabels = url.searchParams.get('labels');
       if (rawLabels) {
@@ -384,7 +409,8 @@ export class DaytonaStub {
     }
     if (action === 'start') {
       if (s.state === 'started' || s.state === 'starting') return json(res, 200, this.#dto(s));
-      if (s.state !== 'stopped' && s.state !== 'archived') throw new HttpError(400, `Sandbox cannot be started from state ${s.state}`);
+      if (s.state !== 'stopped' && s.state !== 'archived')
+        throw new HttpError(400, `Sandbox cannot be started from state ${s.state}`);
       s.state = 'starting';
       s.desiredState = 'started';
       this.#later(this.#opts.transitionMs, () => {
@@ -401,8 +427,10 @@ export class DaytonaStub {
       throw new HttpError(400, 'At least one network setting must be provided');
     }
     const count = (l: string) => l.split(',').filter((x) => x.trim() !== '').length;
-    if (b.networkAllowList !== undefined && count(b.networkAllowList) > 10) throw new HttpError(400, 'networkAllowList accepts at most 10 entries');
-    if (b.domainAllowList !== undefined && count(b.domainAllowList) > 10) throw new HttpError(400, 'domainAllowList accepts at most 10 entries');
+    if (b.networkAllowList !== undefined && count(b.networkAllowList) > 10)
+      throw new HttpError(400, 'networkAllowList accepts at most 10 entries');
+    if (b.domainAllowList !== undefined && count(b.domainAllowList) > 10)
+      throw new HttpError(400, 'domainAllowList accepts at most 10 entries');
     if (b.networkBlockAll !== undefined) s.networkBlockAll = b.networkBlockAll;
     if (b.networkAllowList !== undefined) {
       s.networkAllowList = b.networkAllowList;
@@ -416,7 +444,8 @@ export class DaytonaStub {
     if (b.networkBlockAll === true) s.egress = 'lists';
     else if (b.networkAllowList !== undefined) s.egress = b.networkAllowList === '' ? 'open' : 'lists';
     else if (b.networkBlockAll === false) s.egress = 'open';
-    else if (b.domainAllowList !== undefined) s.egress = b.domainAllowList === '' && !s.networkBlockAll ? 'open' : 'lists';
+    else if (b.domainAllowList !== undefined)
+      s.egress = b.domainAllowList === '' && !s.networkBlockAll ? 'open' : 'lists';
     return json(res, 200, this.#dto(s));
   }
 
@@ -444,9 +473,19 @@ export class DaytonaStub {
     return s;
   }
 
-  async #toolbox(gen: number, id: string, path: string, method: string, url: URL, body: Buffer, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async #toolbox(
+    gen: number,
+    id: string,
+    path: string,
+    method: string,
+    url: URL,
+    body: Buffer,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
     const s = this.#startedSandbox(gen, id);
-    if (method === 'GET' && path === '/user-home-dir') return json(res, 200, { dir: this.#opts.isolate ? USER_HOME : s.home });
+    if (method === 'GET' && path === '/user-home-dir')
+      return json(res, 200, { dir: this.#opts.isolate ? USER_HOME : s.home });
     if (method === 'POST' && path === '/process/execute') return this.#execute(s, parse(ExecuteBody, body), res);
     if (method === 'POST' && path === '/files/bulk-upload') return this.#upload(s, req, body, res);
     if (method === 'GET' && path === '/files/download') {
@@ -469,7 +508,11 @@ export class DaytonaStub {
         }
         const part = data.subarray(from);
         this.journalBytesServed += part.length;
-        res.writeHead(206, { 'content-type': 'application/octet-stream', 'content-range': `bytes ${from}-${data.length - 1}/${data.length}`, 'content-length': part.length });
+        res.writeHead(206, {
+          'content-type': 'application/octet-stream',
+          'content-range': `bytes ${from}-${data.length - 1}/${data.length}`,
+          'content-length': part.length,
+        });
         return void res.end(part);
       }
       this.journalBytesServed += data.length;
@@ -506,7 +549,8 @@ export class DaytonaStub {
     if (!m[4] && method === 'GET') return json(res, 200, this.#commandDto(cmd));
     if (m[4] === 'logs' && method === 'GET') {
       const raw = Buffer.concat(cmd.journal);
-      const split = req.headers['x-daytona-split-output'] === 'true' || sdkAtLeast(req.headers['x-daytona-sdk-version'], 0, 27);
+      const split =
+        req.headers['x-daytona-split-output'] === 'true' || sdkAtLeast(req.headers['x-daytona-sdk-version'], 0, 27);
       // Without the split header (or a new enough SDK version) the markers are stripped and the
       // two streams come back merged: a client that forgot the header cannot tell them apart.
       const out = split ? raw : stripMarkers(raw);
@@ -547,7 +591,12 @@ export class DaytonaStub {
   }
 
   #env(s: StubSandbox): NodeJS.ProcessEnv {
-    return { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...s.env, HOME: this.#opts.isolate ? USER_HOME : s.home };
+    return {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      LANG: 'C.UTF-8',
+      ...s.env,
+      HOME: this.#opts.isolate ? USER_HOME : s.home,
+    };
   }
 
   /** Whether the sandbox could start `cmd` (a path, or a name on its PATH). */
@@ -565,9 +614,17 @@ export class DaytonaStub {
   }
 
   /** A process in the sandbox: `cwd` is a sandbox path; isolated, it sees the sandbox's /home. */
-  #spawn(s: StubSandbox, cmd: string, args: readonly string[], cwd: string | undefined, stdio: SpawnOptions['stdio'], extraEnv: NodeJS.ProcessEnv = {}): ChildProcess {
+  #spawn(
+    s: StubSandbox,
+    cmd: string,
+    args: readonly string[],
+    cwd: string | undefined,
+    stdio: SpawnOptions['stdio'],
+    extraEnv: NodeJS.ProcessEnv = {},
+  ): ChildProcess {
     const env = { ...this.#env(s), ...extraEnv };
-    if (this.#opts.isolate) return spawnIsolated(join(s.disk, 'home'), cwd ?? USER_HOME, cmd, args, { env, detached: true, stdio });
+    if (this.#opts.isolate)
+      return spawnIsolated(join(s.disk, 'home'), cwd ?? USER_HOME, cmd, args, { env, detached: true, stdio });
     return spawn(cmd, args, { cwd: cwd ?? s.home, env, detached: true, stdio });
   }
 
@@ -575,7 +632,8 @@ export class DaytonaStub {
     const argv = splitWords(b.command);
     if (argv.length === 0) throw new HttpError(400, 'empty command');
     // The daemon starts the binary itself: one it cannot find reports -1 (daytona#2283), not a shell's 127.
-    if (!this.#findable(s, argv[0]!)) return json(res, 200, { exitCode: -1, result: `exec: "${argv[0]}": executable file not found in $PATH` });
+    if (!this.#findable(s, argv[0]!))
+      return json(res, 200, { exitCode: -1, result: `exec: "${argv[0]}": executable file not found in $PATH` });
     const chunks: Buffer[] = [];
     let proc: ChildProcess;
     try {
@@ -584,7 +642,9 @@ export class DaytonaStub {
       return json(res, 200, { exitCode: -1, result: String(e) });
     }
     let timedOut = false;
-    const timer = b.timeout ? setTimeout(() => ((timedOut = true), killGroup(proc, 'SIGKILL')), b.timeout * 1000) : undefined;
+    const timer = b.timeout
+      ? setTimeout(() => ((timedOut = true), killGroup(proc, 'SIGKILL')), b.timeout * 1000)
+      : undefined;
     proc.stdout?.on('data', (d: Buffer) => chunks.push(d));
     proc.stderr?.on('data', (d: Buffer) => chunks.push(d));
     proc.on('error', (e) => {
@@ -595,8 +655,12 @@ export class DaytonaStub {
     proc.on('close', (code, signal) => {
       if (timer) clearTimeout(timer);
       if (res.headersSent) return;
-      if (timedOut) return json(res, 408, { statusCode: 408, message: 'command execution timeout', error: 'Request Timeout' });
-      json(res, 200, { exitCode: code ?? (signal ? 128 + signalNumber(signal) : -1), result: Buffer.concat(chunks).toString('utf8') });
+      if (timedOut)
+        return json(res, 408, { statusCode: 408, message: 'command execution timeout', error: 'Request Timeout' });
+      json(res, 200, {
+        exitCode: code ?? (signal ? 128 + signalNumber(signal) : -1),
+        result: Buffer.concat(chunks).toString('utf8'),
+      });
     });
   }
 
@@ -615,7 +679,8 @@ export class DaytonaStub {
       const path = form.get(`files[${i}].path`);
       const file = form.get(`files[${i}].file`);
       if (path === null && file === null) break;
-      if (typeof path !== 'string' || file === null || typeof file === 'string') throw new HttpError(400, `files[${i}] needs path and file`);
+      if (typeof path !== 'string' || file === null || typeof file === 'string')
+        throw new HttpError(400, `files[${i}] needs path and file`);
       const target = this.#resolvePath(s, path);
       mkdirSync(dirname(target), { recursive: true });
       writeFileSync(target, new Uint8Array(await file.arrayBuffer()));
@@ -668,7 +733,14 @@ export class DaytonaStub {
     try {
       // The daemon writes the line into the session's shell, so it is in no process's argv: the
       // stub's shell takes it from its environment and drops it from there before running it.
-      proc = this.#spawn(s, 'sh', ['-c', 'c=$DAYTONA_STUB_LINE; unset DAYTONA_STUB_LINE; eval "$c"'], undefined, ['pipe', 'pipe', 'pipe'], { DAYTONA_STUB_LINE: cmd.command });
+      proc = this.#spawn(
+        s,
+        'sh',
+        ['-c', 'c=$DAYTONA_STUB_LINE; unset DAYTONA_STUB_LINE; eval "$c"'],
+        undefined,
+        ['pipe', 'pipe', 'pipe'],
+        { DAYTONA_STUB_LINE: cmd.command },
+      );
     } catch (e) {
       // The session shell could not even be handed the line (e.g. a NUL byte): the command fails.
       appendLines(cmd, STDERR, Buffer.from(`${String(e)}\n`));
@@ -783,7 +855,8 @@ function onlyStream(raw: Buffer, marker: 1 | 2): Buffer {
   while (pos < raw.length) {
     const nl = raw.indexOf(0x0a, pos);
     const end = nl < 0 ? raw.length : nl + 1;
-    if (raw[pos] === marker && raw[pos + 1] === marker && raw[pos + 2] === marker) parts.push(raw.subarray(pos + 3, end));
+    if (raw[pos] === marker && raw[pos + 1] === marker && raw[pos + 2] === marker)
+      parts.push(raw.subarray(pos + 3, end));
     pos = end;
   }
   return Buffer.concat(parts);
@@ -849,5 +922,17 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 }
 
 function statusText(s: number): string {
-  return ({ 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 408: 'Request Timeout', 409: 'Conflict', 410: 'Gone', 502: 'Bad Gateway' } as Record<number, string>)[s] ?? 'Error';
+  return (
+    (
+      {
+        400: 'Bad Request',
+        401: 'Unauthorized',
+        404: 'Not Found',
+        408: 'Request Timeout',
+        409: 'Conflict',
+        410: 'Gone',
+        502: 'Bad Gateway',
+      } as Record<number, string>
+    )[s] ?? 'Error'
+  );
 }

@@ -25,7 +25,11 @@ export class Frames {
   }
 
   dump(): string {
-    return JSON.stringify(this.list.map((f) => (f.type === 'stdout' || f.type === 'stderr' ? { type: f.type, text: Buffer.from(f.data).toString('utf8') } : f)));
+    return JSON.stringify(
+      this.list.map((f) =>
+        f.type === 'stdout' || f.type === 'stderr' ? { type: f.type, text: Buffer.from(f.data).toString('utf8') } : f,
+      ),
+    );
   }
 
   async until(pred: () => boolean, what: string, guardMs = 15_000): Promise<void> {

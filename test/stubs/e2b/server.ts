@@ -171,7 +171,9 @@ function json(res: ServerResponse, status: number, body?: unknown, headers: Reco
     return;
   }
   const data = Buffer.from(JSON.stringify(body));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(data.length), ...headers }).end(data);
+  res
+    .writeHead(status, { 'content-type': 'application/json', 'content-length': String(data.length), ...headers })
+    .end(data);
 }
 
 export class E2BStub {
@@ -198,7 +200,10 @@ export class E2BStub {
     };
     this.#dir = mkdtempSync(join(tmpdir(), 'e2b-stub-'));
     this.#api = http.createServer((req, res) => void this.#onApi(req, res).catch((e) => this.#crash(res, e)));
-    const rpc = connectNodeAdapter({ routes: (router) => this.#routes(router), fallback: (req, res) => void this.#fallback(req as IncomingMessage, res as ServerResponse) });
+    const rpc = connectNodeAdapter({
+      routes: (router) => this.#routes(router),
+      fallback: (req, res) => void this.#fallback(req as IncomingMessage, res as ServerResponse),
+    });
     this.#envd = http.createServer((req, res) => void this.#onEnvd(req, res, rpc).catch((e) => this.#crash(res, e)));
   }
 
@@ -221,7 +226,14 @@ export class E2BStub {
   }
 
   /** What the stub holds, for assertions (no secrets beyond what tests already know). */
-  list(): Array<{ id: string; state: string; metadata: Record<string, string>; endAt: Date; network: Network | null; processes: number }> {
+  list(): Array<{
+    id: string;
+    state: string;
+    metadata: Record<string, string>;
+    endAt: Date;
+    network: Network | null;
+    processes: number;
+  }> {
     return [...this.#sandboxes.values()].map((s) => ({
       id: s.id,
       state: s.state,
@@ -237,7 +249,9 @@ export class E2BStub {
     const net = this.#sandboxes.get(sandboxId)?.network;
     if (!net) return true;
     const matches = (rule: string) =>
-      rule === host || (rule.startsWith('*.') && host.endsWith(rule.slice(1))) || (IP_OR_CIDR.test(rule) && cidrContains(rule, host));
+      rule === host ||
+      (rule.startsWith('*.') && host.endsWith(rule.slice(1))) ||
+      (IP_OR_CIDR.test(rule) && cidrContains(rule, host));
     if (net.allowOut.some(matches)) return true;
     // Domains are matched by Host/SNI in allowOut only; 0.0.0.0/0 covers any destination address.
     if (net.denyOut.some((r) => r === '0.0.0.0/0' || (IP_OR_CIDR.test(host) && cidrContains(r, host)))) return false;
@@ -263,13 +277,16 @@ export class E2BStub {
   }
 
   #crash(res: ServerResponse, e: unknown): void {
-    if (!res.headersSent) json(res, 500, { code: 500, message: `stub error: ${e instanceof Error ? e.message : String(e)}` });
+    if (!res.headersSent)
+      json(res, 500, { code: 500, message: `stub error: ${e instanceof Error ? e.message : String(e)}` });
     else res.destroy();
   }
 
   /** `path` is the request's path and query, so a fault can target one page of a listing. */
   #fault(server: 'api' | 'envd', req: IncomingMessage, path: string): Fault | null {
-    const i = this.#faults.findIndex((f) => f.server === server && f.path.test(path) && (!f.method || f.method === req.method));
+    const i = this.#faults.findIndex(
+      (f) => f.server === server && f.path.test(path) && (!f.method || f.method === req.method),
+    );
     if (i < 0) return null;
     const f = this.#faults[i]!;
     if (--f.left <= 0) this.#faults.splice(i, 1);
@@ -287,7 +304,13 @@ export class E2BStub {
     } catch {
       return json(res, 400, { code: 400, message: 'invalid JSON body' });
     }
-    this.requests.push({ server: 'api', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body });
+    this.requests.push({
+      server: 'api',
+      method: req.method ?? '',
+      path: url.pathname + url.search,
+      headers: req.headers,
+      body,
+    });
     const fault = this.#fault('api', req, url.pathname + url.search);
     if (fault) return json(res, fault.status, fault.body ?? { code: fault.status, message: 'injected' }, fault.headers);
     if (req.headers['x-api-key'] !== this.#o.apiKey) return json(res, 401, { code: 401, message: 'Invalid API key' });
@@ -328,11 +351,16 @@ export class E2BStub {
     }
     if (action === 'network' && req.method === 'PUT') {
       const n = z
-        .object({ allowOut: z.array(z.string()).optional(), denyOut: z.array(z.string()).optional(), allow_internet_access: z.boolean().optional() })
+        .object({
+          allowOut: z.array(z.string()).optional(),
+          denyOut: z.array(z.string()).optional(),
+          allow_internet_access: z.boolean().optional(),
+        })
         .safeParse(body ?? {});
       if (!n.success) return json(res, 400, { code: 400, message: 'invalid network config' });
       const bad = (n.data.denyOut ?? []).find((d) => !IP_OR_CIDR.test(d));
-      if (bad) return json(res, 400, { code: 400, message: `denyOut accepts IP addresses and CIDR ranges only: ${bad}` });
+      if (bad)
+        return json(res, 400, { code: 400, message: `denyOut accepts IP addresses and CIDR ranges only: ${bad}` });
       if (s.state === 'paused') return json(res, 409, { code: 409, message: 'sandbox is paused' });
       // A full replace: whatever the body leaves out is cleared.
       const denyOut = [...(n.data.denyOut ?? [])];
@@ -361,7 +389,9 @@ export class E2BStub {
       autoPause: b.data.autoPause ?? false,
       token: randomBytes(16).toString('hex'),
       root,
-      network: b.data.network ? { allowOut: b.data.network.allowOut ?? [], denyOut: b.data.network.denyOut ?? [] } : null,
+      network: b.data.network
+        ? { allowOut: b.data.network.allowOut ?? [], denyOut: b.data.network.denyOut ?? [] }
+        : null,
       ttl: null,
       procs: new Map(),
       resumes: 0,
@@ -375,7 +405,14 @@ export class E2BStub {
   }
 
   #created(s: Sandbox) {
-    return { sandboxID: s.id, templateID: s.templateID, clientID: 'stub', envdVersion: '0.5.8', envdAccessToken: s.token, domain: null };
+    return {
+      sandboxID: s.id,
+      templateID: s.templateID,
+      clientID: 'stub',
+      envdVersion: '0.5.8',
+      envdAccessToken: s.token,
+      domain: null,
+    };
   }
 
   #listed(s: Sandbox) {
@@ -400,10 +437,14 @@ export class E2BStub {
 
   #listV2(res: ServerResponse, url: URL): void {
     const filter = new URLSearchParams(url.searchParams.get('metadata') ?? '');
-    const states = url.searchParams.getAll('state').flatMap((v) => v.split(',')).filter(Boolean);
+    const states = url.searchParams
+      .getAll('state')
+      .flatMap((v) => v.split(','))
+      .filter(Boolean);
     const limitRaw = url.searchParams.get('limit');
     const limit = limitRaw === null ? 100 : Number(limitRaw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) return json(res, 400, { code: 400, message: 'limit must be 1..100' });
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      return json(res, 400, { code: 400, message: 'limit must be 1..100' });
     const all = [...this.#sandboxes.values()]
       .filter((s) => (states.length ? states.includes(s.state) : true))
       .filter((s) => [...filter.entries()].every(([k, v]) => s.metadata[k] === v))
@@ -411,8 +452,14 @@ export class E2BStub {
     const offset = Number(Buffer.from(url.searchParams.get('nextToken') ?? '', 'base64url').toString() || '0');
     const page = all.slice(offset, offset + limit);
     const headers: Record<string, string> = {};
-    if (offset + limit < all.length) headers['x-next-token'] = Buffer.from(String(offset + limit)).toString('base64url');
-    return json(res, 200, page.map((s) => this.#listed(s)), headers);
+    if (offset + limit < all.length)
+      headers['x-next-token'] = Buffer.from(String(offset + limit)).toString('base64url');
+    return json(
+      res,
+      200,
+      page.map((s) => this.#listed(s)),
+      headers,
+    );
   }
 
   #arm(s: Sandbox, until: Date): void {
@@ -473,12 +520,23 @@ export class E2BStub {
   // ---- envd ---------------------------------------------------------------------------------
 
   /** Checks the edge's routing, then hands RPCs to the Connect adapter; `/files` is plain HTTP. */
-  async #onEnvd(req: IncomingMessage, res: ServerResponse, rpc: (req: IncomingMessage, res: ServerResponse) => void): Promise<void> {
+  async #onEnvd(
+    req: IncomingMessage,
+    res: ServerResponse,
+    rpc: (req: IncomingMessage, res: ServerResponse) => void,
+  ): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://stub');
     const isRpc = url.pathname.startsWith('/process.Process/') || url.pathname.startsWith('/filesystem.Filesystem/');
-    this.requests.push({ server: 'envd', method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body: isRpc ? '<rpc>' : undefined });
+    this.requests.push({
+      server: 'envd',
+      method: req.method ?? '',
+      path: url.pathname + url.search,
+      headers: req.headers,
+      body: isRpc ? '<rpc>' : undefined,
+    });
     const fault = this.#fault('envd', req, url.pathname + url.search);
-    if (fault) return json(res, fault.status, fault.body ?? { code: 'unavailable', message: 'injected' }, fault.headers);
+    if (fault)
+      return json(res, fault.status, fault.body ?? { code: 'unavailable', message: 'injected' }, fault.headers);
     const id = req.headers['e2b-sandbox-id'];
     const s = typeof id === 'string' ? this.#sandboxes.get(id) : undefined;
     // The edge proxy answers for sandboxes it cannot route to.
@@ -500,7 +558,8 @@ export class E2BStub {
   #caller(ctx: HandlerContext): { s: Sandbox; user: string } {
     const s = this.#sandboxes.get(ctx.requestHeader.get('e2b-sandbox-id') ?? '');
     if (!s) throw new ConnectError('sandbox not found', Code.Unavailable);
-    if (ctx.requestHeader.get('x-access-token') !== s.token) throw new ConnectError('invalid access token', Code.Unauthenticated);
+    if (ctx.requestHeader.get('x-access-token') !== s.token)
+      throw new ConnectError('invalid access token', Code.Unauthenticated);
     const user = this.#userOf(ctx.requestHeader.get('authorization'));
     if (!user) throw new ConnectError('invalid user', Code.Unauthenticated);
     mkdirSync(join(s.root, 'home', user), { recursive: true });
@@ -519,8 +578,10 @@ export class E2BStub {
     const url = new URL(req.url ?? '/', 'http://stub');
     const raw = await readBody(req);
     const s = this.#sandboxes.get(String(req.headers['e2b-sandbox-id'] ?? ''));
-    if (!s || req.method !== 'POST' || url.pathname !== '/files') return json(res, 404, { code: 'not_found', message: 'no such route' });
-    if (req.headers['x-access-token'] !== s.token) return json(res, 401, { code: 401, message: 'invalid access token' });
+    if (!s || req.method !== 'POST' || url.pathname !== '/files')
+      return json(res, 404, { code: 'not_found', message: 'no such route' });
+    if (req.headers['x-access-token'] !== s.token)
+      return json(res, 401, { code: 401, message: 'invalid access token' });
     const user = this.#userOf(req.headers.authorization ?? null);
     if (!user) return json(res, 401, { code: 401, message: 'invalid user' });
     return this.#upload(req, res, s, user, url, raw);
@@ -543,7 +604,8 @@ export class E2BStub {
         const p = this.#find(s, req.process);
         if (!p) throw new ConnectError('process not found', Code.NotFound);
         if (req.input?.input.case !== 'stdin') throw new ConnectError('stdin expected', Code.InvalidArgument);
-        if (!p.stdin || !p.child.stdin || p.child.stdin.writableEnded) throw new ConnectError('stdin not enabled or closed', Code.FailedPrecondition);
+        if (!p.stdin || !p.child.stdin || p.child.stdin.writableEnded)
+          throw new ConnectError('stdin not enabled or closed', Code.FailedPrecondition);
         p.child.stdin.write(req.input.input.value);
         return {};
       },
@@ -558,7 +620,8 @@ export class E2BStub {
         const { s } = this.#caller(ctx);
         const p = this.#find(s, req.process);
         if (!p) throw new ConnectError('process not found', Code.NotFound);
-        if (req.signal !== Signal.SIGTERM && req.signal !== Signal.SIGKILL) throw new ConnectError('bad signal', Code.InvalidArgument);
+        if (req.signal !== Signal.SIGTERM && req.signal !== Signal.SIGKILL)
+          throw new ConnectError('bad signal', Code.InvalidArgument);
         try {
           // envd signals the process itself (cmd.Process.Signal), not its group.
           process.kill(p.pid, req.signal === Signal.SIGKILL ? 'SIGKILL' : 'SIGTERM');
@@ -579,7 +642,9 @@ export class E2BStub {
         } catch {
           throw new ConnectError(`path '${abs}' does not exist`, Code.NotFound);
         }
-        return { entry: { name: posix.basename(abs), path: abs, type: st.isDirectory() ? FileType.DIRECTORY : FileType.FILE } };
+        return {
+          entry: { name: posix.basename(abs), path: abs, type: st.isDirectory() ? FileType.DIRECTORY : FileType.FILE },
+        };
       },
     });
   }
@@ -608,12 +673,14 @@ export class E2BStub {
     if (ctype.startsWith('application/octet-stream')) data = raw;
     else {
       const m = /boundary=("?)([^";]+)\1/.exec(ctype);
-      if (!ctype.startsWith('multipart/form-data') || !m) return json(res, 400, { code: 400, message: 'expected multipart/form-data' });
+      if (!ctype.startsWith('multipart/form-data') || !m)
+        return json(res, 400, { code: 400, message: 'expected multipart/form-data' });
       const delim = Buffer.from(`--${m[2]}`);
       const first = raw.indexOf(delim);
       const headEnd = raw.indexOf('\r\n\r\n', first);
       const next = raw.indexOf(Buffer.concat([Buffer.from('\r\n'), delim]), headEnd);
-      if (first < 0 || headEnd < 0 || next < 0) return json(res, 400, { code: 400, message: 'malformed multipart body' });
+      if (first < 0 || headEnd < 0 || next < 0)
+        return json(res, 400, { code: 400, message: 'malformed multipart body' });
       data = raw.subarray(headEnd + 4, next);
     }
     const target = this.#resolvePath(s, user, path);
@@ -697,7 +764,10 @@ export class E2BStub {
         throw new ConnectError('connection cut', Code.Aborted);
       }
       // A deadline (the process lifetime) ends the RPC with deadline_exceeded, as envd does.
-      if (ctx.signal.aborted) throw ctx.signal.reason instanceof ConnectError ? ctx.signal.reason : new ConnectError('client went away', Code.Canceled);
+      if (ctx.signal.aborted)
+        throw ctx.signal.reason instanceof ConnectError
+          ? ctx.signal.reason
+          : new ConnectError('client went away', Code.Canceled);
       await new Promise<void>((resolve) => {
         sub.wake = resolve;
         ctx.signal.addEventListener('abort', () => resolve(), { once: true });
@@ -792,7 +862,12 @@ export class E2BStub {
       proc.end =
         code !== null
           ? { event: { case: 'end', value: { exited: true, status: `exit status ${code}`, exitCode: code } } }
-          : { event: { case: 'end', value: { exitCode: -1, exited: false, status: `signal: ${GO_SIGNAL_NAMES[signal ?? ''] ?? signal}` } } };
+          : {
+              event: {
+                case: 'end',
+                value: { exitCode: -1, exited: false, status: `signal: ${GO_SIGNAL_NAMES[signal ?? ''] ?? signal}` },
+              },
+            };
       this.#emit(proc, proc.end);
       // envd keeps an exited process's end for 30 s for late Connects.
       setTimeout(() => s.procs.delete(proc.pid), 30_000).unref();
@@ -830,7 +905,9 @@ export class E2BStub {
     const { s } = this.#caller(ctx);
     const which = sel?.selector;
     const proc = which?.case
-      ? [...s.procs.values()].find((p) => p.registered && (which.case === 'pid' ? p.pid === which.value : p.tag === which.value))
+      ? [...s.procs.values()].find(
+          (p) => p.registered && (which.case === 'pid' ? p.pid === which.value : p.tag === which.value),
+        )
       : undefined;
     if (!proc) throw new ConnectError('process not found', Code.NotFound);
     yield { event: { event: { case: 'start', value: { pid: proc.pid } } } };
@@ -853,4 +930,3 @@ function cidrContains(cidr: string, ip: string): boolean {
   const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
   return (toInt(base!) & mask) === (toInt(ip) & mask);
 }
-

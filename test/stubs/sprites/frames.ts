@@ -40,7 +40,11 @@ export class Frames {
 
   summary(): string[] {
     return this.list.map((f) =>
-      f.type === 'exit' ? `exit:${f.code}` : f.type === 'error' ? `error:${f.error.code}:${f.error.detail ?? ''}` : `${f.type}:${Buffer.from(f.data).toString('utf8')}`,
+      f.type === 'exit'
+        ? `exit:${f.code}`
+        : f.type === 'error'
+          ? `error:${f.error.code}:${f.error.detail ?? ''}`
+          : `${f.type}:${Buffer.from(f.data).toString('utf8')}`,
     );
   }
 }
@@ -48,7 +52,11 @@ export class Frames {
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Polls until `check` holds; a hang guard, never a measurement. */
-export async function eventually(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 5000): Promise<void> {
+export async function eventually(
+  check: () => Promise<boolean> | boolean,
+  what: string,
+  timeoutMs = 5000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -115,7 +115,11 @@ interface StubSprite {
 const SPRITE_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const DEFAULT_ALLOWED = ['github.com', 'registry.npmjs.org', 'pypi.org'];
 
-const createSchema = z.object({ name: z.string(), labels: z.array(z.string()).optional(), url_settings: z.object({ auth: z.enum(['sprite', 'public']) }).optional() });
+const createSchema = z.object({
+  name: z.string(),
+  labels: z.array(z.string()).optional(),
+  url_settings: z.object({ auth: z.enum(['sprite', 'public']) }).optional(),
+});
 const ruleSchema = z.union([
   z.object({ domain: z.string().min(1), action: z.enum(['allow', 'deny']) }),
   z.object({ include: z.literal('defaults') }),
@@ -167,7 +171,7 @@ export class SpritesStub {
     this.#dir = mkdtempSync(join(tmpdir(), 'sprites-stub-'));
     this.#server = createServer((req, res) => {
       this.#rest(req, res).catch(() => {
-        if (!res.headersSent) json(res, 500, { error: "internal" });
+        if (!res.headersSent) json(res, 500, { error: 'internal' });
         else res.end();
       });
     });
@@ -392,15 +396,25 @@ export class SpritesStub {
       this.faults.rateLimitCreates--;
       return json(res, 429, { error: 'sprite_creation_rate_limited', retry_after_seconds: 7 });
     }
-    if (this.#sprites.has(body.data.name)) return json(res, this.#opts.duplicateStatus, { error: 'sprite_already_exists' });
+    if (this.#sprites.has(body.data.name))
+      return json(res, this.#opts.duplicateStatus, { error: 'sprite_already_exists' });
     const id = `sprite-${this.#nextId++}`;
     const root = join(this.#dir, `${body.data.name}-${id}`);
     mkdirSync(join(root, 'home', 'sprite'), { recursive: true });
     mkdirSync(join(root, 'tmp'), { recursive: true });
     const now = new Date();
     const sprite: StubSprite = {
-      id, name: body.data.name, root, created: now, updated: now, status: 'running',
-      rules: [], sessions: new Map(), exited: new Map(), groups: new Set(), hibernateTimer: null,
+      id,
+      name: body.data.name,
+      root,
+      created: now,
+      updated: now,
+      status: 'running',
+      rules: [],
+      sessions: new Map(),
+      exited: new Map(),
+      groups: new Set(),
+      hibernateTimer: null,
     };
     this.#sprites.set(sprite.name, sprite);
     this.#touch(sprite);
@@ -418,9 +432,14 @@ export class SpritesStub {
     const hasMore = start >= 0 && start + size < names.length;
     const last = page[page.length - 1];
     json(res, 200, {
-      sprites: page.map((n) => ({ name: n, org_slug: 'stub-org', updated_at: this.#sprites.get(n)?.updated.toISOString() })),
+      sprites: page.map((n) => ({
+        name: n,
+        org_slug: 'stub-org',
+        updated_at: this.#sprites.get(n)?.updated.toISOString(),
+      })),
       has_more: hasMore,
-      next_continuation_token: hasMore && last && !this.faults.brokenPaging ? Buffer.from(last).toString('base64url') : null,
+      next_continuation_token:
+        hasMore && last && !this.faults.brokenPaging ? Buffer.from(last).toString('base64url') : null,
     });
   }
 
@@ -460,13 +479,16 @@ export class SpritesStub {
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const refuse = (status: number, error: string) => {
       const body = JSON.stringify({ error });
-      socket.end(`HTTP/1.1 ${status} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      socket.end(
+        `HTTP/1.1 ${status} Refused\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
     };
     if (!this.#authorized(req)) return refuse(401, 'unauthorized');
     const url = new URL(req.url ?? '/', 'http://stub');
     this.requests.push({ method: 'GET', path: url.pathname + url.search, body: '' });
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
-    if (parts[0] !== 'v1' || parts[1] !== 'sprites' || parts[3] !== 'exec' || parts.length > 5) return refuse(404, 'not_found');
+    if (parts[0] !== 'v1' || parts[1] !== 'sprites' || parts[3] !== 'exec' || parts.length > 5)
+      return refuse(404, 'not_found');
     const sprite = this.#sprites.get(parts[2] ?? '');
     if (!sprite) return refuse(404, 'sprite_not_found');
 
@@ -495,7 +517,14 @@ export class SpritesStub {
     // An `env` parameter replaces the whole default environment; it is not merged.
     const env: Record<string, string> = envParams.length
       ? Object.fromEntries(envParams.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
-      : { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.#opts.isolate ? '/home/sprite' : this.#map(sprite, '/home/sprite'), USER: 'sprite', LANG: 'C.UTF-8', SHELL: '/bin/sh', TMPDIR: this.#map(sprite, '/tmp') };
+      : {
+          PATH: process.env.PATH ?? '/usr/bin:/bin',
+          HOME: this.#opts.isolate ? '/home/sprite' : this.#map(sprite, '/home/sprite'),
+          USER: 'sprite',
+          LANG: 'C.UTF-8',
+          SHELL: '/bin/sh',
+          TMPDIR: this.#map(sprite, '/tmp'),
+        };
     this.#touch(sprite);
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       // Until the process is registered, stdin frames go nowhere: the acknowledgment is session_info.
@@ -503,7 +532,14 @@ export class SpritesStub {
       const start = () => {
         if (ws.readyState !== WebSocket.OPEN) return;
         ws.removeAllListeners('message');
-        this.#startSession(sprite, ws, argv, { cwd, cwdInside: posix.resolve('/home/sprite', dirParam ?? '.'), env, stdin, maxRunMs, path: url.searchParams.get('path') });
+        this.#startSession(sprite, ws, argv, {
+          cwd,
+          cwdInside: posix.resolve('/home/sprite', dirParam ?? '.'),
+          env,
+          stdin,
+          maxRunMs,
+          path: url.searchParams.get('path'),
+        });
       };
       if (this.#opts.sessionInfoDelayMs > 0) setTimeout(start, this.#opts.sessionInfoDelayMs);
       else start();
@@ -514,14 +550,25 @@ export class SpritesStub {
     sprite: StubSprite,
     ws: WebSocket,
     argv: string[],
-    o: { cwd: string; cwdInside: string; env: Record<string, string>; stdin: boolean; maxRunMs: number; path: string | null },
+    o: {
+      cwd: string;
+      cwdInside: string;
+      env: Record<string, string>;
+      stdin: boolean;
+      maxRunMs: number;
+      path: string | null;
+    },
   ): void {
     let child: ChildProcess | null = null;
     const stdio: ['pipe' | 'ignore', 'pipe', 'pipe'] = [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'];
     try {
       // Isolated, the process sees the sprite's own /home, as in a sprite (a missing binary is then exit 127).
       child = this.#opts.isolate
-        ? spawnIsolated(join(sprite.root, 'home'), o.cwdInside, o.path ?? argv[0]!, argv.slice(1), { env: o.env, stdio, detached: true })
+        ? spawnIsolated(join(sprite.root, 'home'), o.cwdInside, o.path ?? argv[0]!, argv.slice(1), {
+            env: o.env,
+            stdio,
+            detached: true,
+          })
         : spawn(o.path ?? argv[0]!, argv.slice(1), { argv0: argv[0], cwd: o.cwd, env: o.env, stdio, detached: true });
     } catch {
       child = null;
@@ -530,7 +577,17 @@ export class SpritesStub {
       child?.on('error', () => undefined);
       // The command could not start: reported like a shell would, with 127.
       const id = String(this.#nextFakePid++);
-      send(ws, JSON.stringify({ type: 'session_info', session_id: Number(id), command: argv.join(' '), created: Date.now(), is_owner: true, tty: false }));
+      send(
+        ws,
+        JSON.stringify({
+          type: 'session_info',
+          session_id: Number(id),
+          command: argv.join(' '),
+          created: Date.now(),
+          is_owner: true,
+          tty: false,
+        }),
+      );
       send(ws, Buffer.concat([Buffer.of(2), Buffer.from(`exec: ${argv[0] ?? ''}: not found\n`)]));
       send(ws, Buffer.of(3, 127));
       ws.close(1000);
@@ -541,8 +598,17 @@ export class SpritesStub {
     const pid = child.pid;
     sprite.groups.add(pid);
     const session: StubSession = {
-      id: String(pid), command: argv.join(' '), created: new Date(), lastActivity: new Date(), child,
-      clients: new Set(), scrollback: [], scrollbackSize: 0, maxRunMs: o.maxRunMs, disconnectTimer: null, exited: false,
+      id: String(pid),
+      command: argv.join(' '),
+      created: new Date(),
+      lastActivity: new Date(),
+      child,
+      clients: new Set(),
+      scrollback: [],
+      scrollbackSize: 0,
+      maxRunMs: o.maxRunMs,
+      disconnectTimer: null,
+      exited: false,
       infoOwed: null,
     };
     sprite.sessions.set(session.id, session);
@@ -584,7 +650,8 @@ export class SpritesStub {
       const exitCode = (code ?? 128 + signalNumber(sig)) & 0xff;
       this.#payInfo(session);
       const lose = this.faults.closeWithoutExit;
-      const withoutExit = !!lose && lose.times > 0 && (!lose.commandIncludes || session.command.includes(lose.commandIncludes));
+      const withoutExit =
+        !!lose && lose.times > 0 && (!lose.commandIncludes || session.command.includes(lose.commandIncludes));
       if (withoutExit && lose) lose.times--;
       // The exit frame carries one byte: the code. Some fast commands lose it (sprites-py#16).
       for (const c of session.clients) {
@@ -598,7 +665,14 @@ export class SpritesStub {
   }
 
   #info(session: StubSession, owner: boolean): string {
-    return JSON.stringify({ type: 'session_info', session_id: Number(session.id), command: session.command, created: session.created.getTime(), is_owner: owner, tty: false });
+    return JSON.stringify({
+      type: 'session_info',
+      session_id: Number(session.id),
+      command: session.command,
+      created: session.created.getTime(),
+      is_owner: owner,
+      tty: false,
+    });
   }
 
   #payInfo(session: StubSession): void {

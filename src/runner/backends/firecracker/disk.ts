@@ -26,7 +26,9 @@ export async function ensureDisk(dir: string, base: string): Promise<Result<stri
   const partial = `${target}.partial`;
   await rm(partial, { force: true });
   const cp = await new Promise<string | null>((resolve) => {
-    execFile('cp', ['--reflink=auto', '--sparse=always', base, partial], (e, _out, stderr) => resolve(e ? (stderr || e.message).trim() : null));
+    execFile('cp', ['--reflink=auto', '--sparse=always', base, partial], (e, _out, stderr) =>
+      resolve(e ? (stderr || e.message).trim() : null),
+    );
   });
   try {
     if (cp !== null) {
@@ -65,7 +67,9 @@ export async function readVmFile(dir: string): Promise<Result<VmFile | null, str
     return err(`${path} is not JSON`);
   }
   const parsed = vmFileSchema.safeParse(json);
-  return parsed.success ? ok(parsed.data) : err(`${path} is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.success
+    ? ok(parsed.data)
+    : err(`${path} is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
 }
 
 export async function writeVmFile(dir: string, vm: VmFile): Promise<Result<void, string>> {

@@ -8,7 +8,12 @@ import { err, ok } from '../../../sandbox/result.ts';
 import type { Result } from '../../../sandbox/result.ts';
 
 const faultSchema = z.object({ fault_message: z.string() });
-export const instanceInfoSchema = z.object({ state: z.string(), id: z.string().optional(), app_name: z.string().optional(), vmm_version: z.string().optional() });
+export const instanceInfoSchema = z.object({
+  state: z.string(),
+  id: z.string().optional(),
+  app_name: z.string().optional(),
+  vmm_version: z.string().optional(),
+});
 export type InstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 export class FirecrackerApi {
@@ -19,7 +24,12 @@ export class FirecrackerApi {
   }
 
   /** Resolves with the parsed body (200) or null (204). */
-  call(method: 'GET' | 'PUT' | 'PATCH', path: string, body: unknown, timeoutMs: number): Promise<Result<unknown, string>> {
+  call(
+    method: 'GET' | 'PUT' | 'PATCH',
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+  ): Promise<Result<unknown, string>> {
     return new Promise((resolve) => {
       const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
       const req = request(
@@ -27,7 +37,10 @@ export class FirecrackerApi {
           socketPath: this.#socket,
           method,
           path,
-          headers: { Accept: 'application/json', ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': payload.length } : {}) },
+          headers: {
+            Accept: 'application/json',
+            ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': payload.length } : {}),
+          },
           timeout: timeoutMs,
         },
         (res) => {
@@ -45,7 +58,9 @@ export class FirecrackerApi {
             const status = res.statusCode ?? 0;
             if (status >= 200 && status < 300) return resolve(ok(json));
             const fault = faultSchema.safeParse(json);
-            resolve(err(`${method} ${path}: ${status} ${fault.success ? fault.data.fault_message : text.slice(0, 200)}`));
+            resolve(
+              err(`${method} ${path}: ${status} ${fault.success ? fault.data.fault_message : text.slice(0, 200)}`),
+            );
           });
         },
       );

@@ -45,7 +45,8 @@ export class FirecrackerDriver implements VmmDriver {
 
     const deadline = Date.now() + API_READY_MS;
     for (;;) {
-      if (!vmm.alive()) return fail(`firecracker exited before its API answered (see ${join(spec.dir, FIRECRACKER_LOG)})`);
+      if (!vmm.alive())
+        return fail(`firecracker exited before its API answered (see ${join(spec.dir, FIRECRACKER_LOG)})`);
       if ((await api.info(1000)).ok) break;
       if (Date.now() > deadline) return fail(`firecracker's API did not answer within ${API_READY_MS} ms`);
       await new Promise((r) => setTimeout(r, 10));
@@ -53,9 +54,23 @@ export class FirecrackerDriver implements VmmDriver {
 
     const steps: Array<[string, unknown]> = [
       ['/machine-config', { vcpu_count: spec.vcpus, mem_size_mib: spec.memoryMib }],
-      ['/boot-source', { kernel_image_path: spec.kernel, boot_args: bootArgs(spec), ...(spec.initrd ? { initrd_path: spec.initrd } : {}) }],
+      [
+        '/boot-source',
+        {
+          kernel_image_path: spec.kernel,
+          boot_args: bootArgs(spec),
+          ...(spec.initrd ? { initrd_path: spec.initrd } : {}),
+        },
+      ],
       ['/drives/rootfs', { drive_id: 'rootfs', path_on_host: spec.disk, is_root_device: true, is_read_only: false }],
-      ...(spec.net ? [['/network-interfaces/eth0', { iface_id: 'eth0', host_dev_name: spec.net.tap, guest_mac: spec.net.mac }] as [string, unknown]] : []),
+      ...(spec.net
+        ? [
+            [
+              '/network-interfaces/eth0',
+              { iface_id: 'eth0', host_dev_name: spec.net.tap, guest_mac: spec.net.mac },
+            ] as [string, unknown],
+          ]
+        : []),
       // vsock_id is deprecated upstream; guest_cid and uds_path are all that is needed.
       ['/vsock', { guest_cid: GUEST_CID, uds_path: vsock }],
       ['/actions', { action_type: 'InstanceStart' }],

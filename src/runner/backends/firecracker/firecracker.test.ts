@@ -117,7 +117,15 @@ describe('microVM backend with the fake firecracker', () => {
     } catch {
       netns = null;
     }
-    process.env.FAKE_FC_GUEST_CMD = JSON.stringify([process.execPath, '--import', 'tsx', join(repo, 'src/cli/main.ts'), 'runner-guest', '--log-level', 'warn']);
+    process.env.FAKE_FC_GUEST_CMD = JSON.stringify([
+      process.execPath,
+      '--import',
+      'tsx',
+      join(repo, 'src/cli/main.ts'),
+      'runner-guest',
+      '--log-level',
+      'warn',
+    ]);
     backend = open();
     wire = new Wire();
     server = new ProtocolServer(backend, wire, captureLogger().logger, {});
@@ -144,13 +152,25 @@ describe('microVM backend with the fake firecracker', () => {
     const calls = apiCalls(sbx).filter((c) => c.api !== 'GET /');
     assert.deepEqual(
       calls.map((c) => c.api),
-      ['PUT /machine-config', 'PUT /boot-source', 'PUT /drives/rootfs', ...(netns ? ['PUT /network-interfaces/eth0'] : []), 'PUT /vsock', 'PUT /actions'],
+      [
+        'PUT /machine-config',
+        'PUT /boot-source',
+        'PUT /drives/rootfs',
+        ...(netns ? ['PUT /network-interfaces/eth0'] : []),
+        'PUT /vsock',
+        'PUT /actions',
+      ],
     );
     assert.equal(apiCalls(sbx)[0]?.api, 'GET /');
     assert.deepEqual(calls[0]?.body, { vcpu_count: 2, mem_size_mib: 256 });
     assert.equal(calls[1]?.body?.kernel_image_path, kernel);
     assert.match(String(calls[1]?.body?.boot_args), /^console=ttyS0 reboot=k panic=1 pci=off/);
-    assert.deepEqual(calls[2]?.body, { drive_id: 'rootfs', path_on_host: join(sbx, 'rootfs.ext4'), is_root_device: true, is_read_only: false });
+    assert.deepEqual(calls[2]?.body, {
+      drive_id: 'rootfs',
+      path_on_host: join(sbx, 'rootfs.ext4'),
+      is_root_device: true,
+      is_read_only: false,
+    });
     assert.deepEqual(calls.at(-2)?.body, { guest_cid: 3, uds_path: join(sbx, 'vsock.sock') });
     assert.deepEqual(calls.at(-1)?.body, { action_type: 'InstanceStart' });
     assert.deepEqual(readFileSync(join(sbx, 'rootfs.ext4')), readFileSync(rootfs));
@@ -167,7 +187,13 @@ describe('microVM backend with the fake firecracker', () => {
   });
 
   it('never lets a replay pass its reply, and relabels replays with the platform id', async () => {
-    const spawned = await call(server, wire, { op: 'spawn', name: 'a', cmd: 'sh', args: ['-c', 'echo one; echo two; echo three'], stdin: false });
+    const spawned = await call(server, wire, {
+      op: 'spawn',
+      name: 'a',
+      cmd: 'sh',
+      args: ['-c', 'echo one; echo two; echo three'],
+      stdin: false,
+    });
     assert.ok(spawned.ok);
     const sid = String(spawned.result.session_id);
     await until(() => wire.of(sid).some((f) => f.stream === 'exit'), 'exit', 30_000);
@@ -180,14 +206,32 @@ describe('microVM backend with the fake firecracker', () => {
     const attached = await call(server, wire, { op: 'attach', name: 'a', session_id: sid });
     assert.ok(attached.ok);
     await until(() => wire.of(sid).filter((f) => f.stream === 'exit').length === 2, 'replayed exit', 30_000);
-    const replay = wire.frames.slice(wire.frames.indexOf(attached) + 1).filter((f): f is StreamFrame => 'stream' in f && f.session_id === sid);
+    const replay = wire.frames
+      .slice(wire.frames.indexOf(attached) + 1)
+      .filter((f): f is StreamFrame => 'stream' in f && f.session_id === sid);
     assert.ok(replay.length >= 2 && replay.every((f) => f.replay_for === attached.id));
     assert.ok(wire.frames.indexOf(attached) < wire.frames.indexOf(replay[0]!));
   });
 
   it('forwards files, exec and stdin to the guest, whose one sandbox is /home/sprite', async () => {
-    assert.ok((await call(server, wire, { op: 'write_file', name: 'a', path: '/home/sprite/notes.txt', data: b64('kept'), mode: 0o600 })).ok);
-    const ex = await call(server, wire, { op: 'exec', name: 'a', cmd: 'sh', args: ['-c', 'cat ~/notes.txt; echo " $HOME"'], timeout_ms: 20_000 });
+    assert.ok(
+      (
+        await call(server, wire, {
+          op: 'write_file',
+          name: 'a',
+          path: '/home/sprite/notes.txt',
+          data: b64('kept'),
+          mode: 0o600,
+        })
+      ).ok,
+    );
+    const ex = await call(server, wire, {
+      op: 'exec',
+      name: 'a',
+      cmd: 'sh',
+      args: ['-c', 'cat ~/notes.txt; echo " $HOME"'],
+      timeout_ms: 20_000,
+    });
     assert.ok(ex.ok);
     assert.match(Buffer.from(String(ex.result.output), 'base64').toString(), /^kept .*\/sprite\n$/);
     const sp = await call(server, wire, { op: 'spawn', name: 'a', cmd: 'cat', args: [], stdin: true });
@@ -221,7 +265,13 @@ describe('microVM backend with the fake firecracker', () => {
 
   it('a VM killed mid-command ends its session with one stderr note and exit 137; pending calls fail unavailable', async () => {
     assert.ok((await call(server, wire, { op: 'create', name: 'killed' })).ok);
-    const sp = await call(server, wire, { op: 'spawn', name: 'killed', cmd: 'sh', args: ['-c', 'echo started; sleep 20'], stdin: false });
+    const sp = await call(server, wire, {
+      op: 'spawn',
+      name: 'killed',
+      cmd: 'sh',
+      args: ['-c', 'echo started; sleep 20'],
+      stdin: false,
+    });
     assert.ok(sp.ok);
     const sid = String(sp.result.session_id);
     await until(() => wire.text(sid).includes('started'), 'first output', 30_000);
@@ -237,7 +287,10 @@ describe('microVM backend with the fake firecracker', () => {
     const got = await call(server, wire, { op: 'get', name: 'killed' });
     assert.equal(got.ok && got.result.status, 'suspended');
     const exits = wire.of(sid).filter((f) => f.stream === 'exit');
-    assert.deepEqual(exits.map((f) => f.stream === 'exit' && f.code), [137]);
+    assert.deepEqual(
+      exits.map((f) => f.stream === 'exit' && f.code),
+      [137],
+    );
     assert.match(wire.text(sid, 'stderr'), /fountain runner: the microVM's agent connection dropped/);
     const last = wire.of(sid).at(-1);
     assert.equal(last?.stream, 'exit');
@@ -256,7 +309,10 @@ describe('microVM backend with the fake firecracker', () => {
       const r = await call(s, wire, { op: 'create', name: 'silent' });
       assert.equal(!r.ok && r.error, 'unavailable');
       assert.match(!r.ok ? String(r.detail) : '', /never answered.*fountain runner-guest/);
-      assert.match(!r.ok ? String(r.detail) : '', /guest console is in .*firecracker\.log, and ends:\n(.*\n)*fake guest console: \/sbin\/init: fountain: not found/);
+      assert.match(
+        !r.ok ? String(r.detail) : '',
+        /guest console is in .*firecracker\.log, and ends:\n(.*\n)*fake guest console: \/sbin\/init: fountain: not found/,
+      );
       assert.equal(b.vmmPid('silent'), undefined);
       const got = await call(s, wire, { op: 'get', name: 'silent' });
       assert.equal(got.ok && got.result.status, 'suspended');
@@ -287,9 +343,14 @@ describe('microVM backend with the fake firecracker', () => {
     await until(() => w2.text(sid2).includes('up'), 'output');
     assert.ok((await call(s2, w2, { op: 'destroy', name: 'a' })).ok);
     await new Promise((r) => setTimeout(r, 200));
-    assert.deepEqual(w2.of(sid2).filter((f) => f.stream !== 'stdout'), [], 'a deliberate stop synthesizes nothing');
+    assert.deepEqual(
+      w2.of(sid2).filter((f) => f.stream !== 'stdout'),
+      [],
+      'a deliberate stop synthesizes nothing',
+    );
     assert.ok(!existsSync(sbx));
-    if (netns) assert.throws(() => execFileSync('ip', ['-n', netns!, 'link', 'show', 'dev', tapName('a')], { stdio: 'ignore' }));
+    if (netns)
+      assert.throws(() => execFileSync('ip', ['-n', netns!, 'link', 'show', 'dev', tapName('a')], { stdio: 'ignore' }));
     const gone = await call(s2, w2, { op: 'get', name: 'a' });
     assert.equal(!gone.ok && gone.error, 'not_found');
     assert.ok((await call(s2, w2, { op: 'destroy', name: 'a' })).ok);

@@ -84,7 +84,8 @@ describe('guest link ordering rules', () => {
 
   it('rule 2: a drop ends each live session once with a note and 137, fails pending calls; close() synthesizes nothing', async () => {
     answer = (req, s) => {
-      if (req.op === 'spawn') s.write(`${JSON.stringify({ id: req.id, ok: true, result: { session_id: `s-${req.id}` } })}\n`);
+      if (req.op === 'spawn')
+        s.write(`${JSON.stringify({ id: req.id, ok: true, result: { session_id: `s-${req.id}` } })}\n`);
       if (req.op === 'exec') s.destroy(); // the VM dies mid-call
     };
     const l = link();
@@ -115,6 +116,9 @@ describe('guest link ordering rules', () => {
     l.close();
     await new Promise((res) => setTimeout(res, 100));
     assert.equal(out.frames.filter((f) => f.stream === 'exit').length, 2);
-    assert.deepEqual(out.frames.filter((f) => f.session_id === 's-c'), []);
+    assert.deepEqual(
+      out.frames.filter((f) => f.session_id === 's-c'),
+      [],
+    );
   });
 });

@@ -16,7 +16,8 @@ import type { StreamOut, WireError } from '../../backend.ts';
 export type GuestRequest = Request extends infer R ? (R extends { id: number } ? Omit<R, 'id'> : never) : never;
 
 export const LINK_DROP_EXIT = 137;
-export const dropNote = (reason: string): string => `\nfountain runner: the microVM's agent connection dropped (${reason})\n`;
+export const dropNote = (reason: string): string =>
+  `\nfountain runner: the microVM's agent connection dropped (${reason})\n`;
 
 export interface CallOptions {
   /** Null waits for ever (an exec without a timeout). */
@@ -187,7 +188,14 @@ export class GuestLink {
       if (p.timer) clearTimeout(p.timer);
       if (!d.reply.ok) {
         const code = d.reply.error;
-        const known = ['not_found', 'command_exited', 'not_supported', 'invalid', 'unavailable', 'write_failed'].includes(code);
+        const known = [
+          'not_found',
+          'command_exited',
+          'not_supported',
+          'invalid',
+          'unavailable',
+          'write_failed',
+        ].includes(code);
         p.resolve(err({ code: known ? (code as WireError['code']) : 'provider', detail: d.reply.detail ?? code }));
         return;
       }

@@ -31,7 +31,12 @@ export interface HostCheckInput {
 }
 
 export function findExecutable(bin: string, path = process.env.PATH ?? ''): string | null {
-  const candidates = bin.includes('/') ? [bin] : path.split(delimiter).filter(Boolean).map((d) => join(d, bin));
+  const candidates = bin.includes('/')
+    ? [bin]
+    : path
+        .split(delimiter)
+        .filter(Boolean)
+        .map((d) => join(d, bin));
   for (const c of candidates) {
     try {
       if (statSync(c).isFile()) {
@@ -70,11 +75,21 @@ function file(flag: string, path: string | undefined): string | null {
 }
 
 export async function checkHost(c: HostCheckInput): Promise<Result<void, string>> {
-  if (c.vmm === 'firecracker' && !c.bridge) return err('--bridge is required with --backend firecracker: make a bridge and give it the first address of --subnet');
+  if (c.vmm === 'firecracker' && !c.bridge)
+    return err(
+      '--bridge is required with --backend firecracker: make a bridge and give it the first address of --subnet',
+    );
   if (c.subnetError) return err(c.subnetError);
-  if (c.bridge && !(await linkExists(c.ip, c.bridge))) return err(`bridge ${c.bridge} does not exist: create it (ip link add ${c.bridge} type bridge) and give it the first address of --subnet`);
+  if (c.bridge && !(await linkExists(c.ip, c.bridge)))
+    return err(
+      `bridge ${c.bridge} does not exist: create it (ip link add ${c.bridge} type bridge) and give it the first address of --subnet`,
+    );
 
-  const files = [file('--fc-kernel', c.kernel), file('--fc-rootfs', c.rootfs), c.initrd === undefined ? null : file('--fc-initrd', c.initrd)];
+  const files = [
+    file('--fc-kernel', c.kernel),
+    file('--fc-rootfs', c.rootfs),
+    c.initrd === undefined ? null : file('--fc-initrd', c.initrd),
+  ];
   const missing = files.find((f) => f !== null);
   if (missing) return err(missing);
 
@@ -87,11 +102,17 @@ export async function checkHost(c: HostCheckInput): Promise<Result<void, string>
     }
   }
   if (findExecutable(c.bin, c.path) === null) {
-    return err(c.vmm === 'firecracker' ? `the firecracker executable was not found (${c.bin}): put it on PATH or pass --fc-bin` : `the QEMU executable was not found (${c.bin}): install qemu-system-x86 or pass --qemu-bin`);
+    return err(
+      c.vmm === 'firecracker'
+        ? `the firecracker executable was not found (${c.bin}): put it on PATH or pass --fc-bin`
+        : `the QEMU executable was not found (${c.bin}): install qemu-system-x86 or pass --qemu-bin`,
+    );
   }
   if (c.bridge) {
-    if (!hasNetAdmin(c.procStatus)) return err('this user lacks CAP_NET_ADMIN, which the daemon needs to create a tap device per microVM');
-    if (!existsSync(c.tunDevice ?? '/dev/net/tun')) return err(`${c.tunDevice ?? '/dev/net/tun'} is missing: tap devices cannot be created`);
+    if (!hasNetAdmin(c.procStatus))
+      return err('this user lacks CAP_NET_ADMIN, which the daemon needs to create a tap device per microVM');
+    if (!existsSync(c.tunDevice ?? '/dev/net/tun'))
+      return err(`${c.tunDevice ?? '/dev/net/tun'} is missing: tap devices cannot be created`);
   }
   try {
     mkdirSync(c.root, { recursive: true, mode: 0o700 });

@@ -25,7 +25,10 @@ export function dialHybridVsock(path: string, port: number, timeoutMs: number): 
       if (!r.ok) sock.destroy();
       resolve(r);
     };
-    const timer = setTimeout(() => finish(err(notListening(port, `no answer to CONNECT within ${timeoutMs} ms`))), timeoutMs);
+    const timer = setTimeout(
+      () => finish(err(notListening(port, `no answer to CONNECT within ${timeoutMs} ms`))),
+      timeoutMs,
+    );
     const onData = (chunk: Buffer) => {
       line = Buffer.concat([line, chunk]);
       const nl = line.indexOf(10);
@@ -35,7 +38,8 @@ export function dialHybridVsock(path: string, port: number, timeoutMs: number): 
       }
       const head = line.subarray(0, nl).toString('utf8');
       const rest = line.subarray(nl + 1);
-      if (!/^OK \d+$/.test(head)) return finish(err(notListening(port, `handshake reply ${JSON.stringify(head.slice(0, 40))}`)));
+      if (!/^OK \d+$/.test(head))
+        return finish(err(notListening(port, `handshake reply ${JSON.stringify(head.slice(0, 40))}`)));
       sock.pause();
       // Bytes that arrived with the OK line belong to the stream.
       if (rest.length) sock.unshift(rest);

@@ -157,7 +157,12 @@ export class VmBackend implements Backend {
   async list(_req: RequestOf<'list'>): Promise<OpResult<{ names: string[] }>> {
     try {
       const entries = await readdir(this.#o.root, { withFileTypes: true });
-      return done({ names: entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort() });
+      return done({
+        names: entries
+          .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
+          .map((e) => e.name)
+          .sort(),
+      });
     } catch (e) {
       return unavailable(`list: ${message(e)}`);
     }
@@ -192,16 +197,23 @@ export class VmBackend implements Backend {
     const r = await this.#forward(req.name, { ...req, name: GUEST_SANDBOX }, timeout);
     if (!r.ok) return r;
     const { output, code } = r.value.reply.result;
-    if (typeof output !== 'string' || typeof code !== 'number') return fail('provider', 'malformed exec reply from the guest');
+    if (typeof output !== 'string' || typeof code !== 'number')
+      return fail('provider', 'malformed exec reply from the guest');
     return done({ output, code });
   }
 
-  async spawn(req: RequestOf<'spawn'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
+  async spawn(
+    req: RequestOf<'spawn'>,
+    ctx: OpContext,
+  ): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
     const r = await this.#forward(req.name, { ...req, name: GUEST_SANDBOX }, this.#t.callTimeoutMs);
     return r.ok ? this.#gated(req.name, r.value, ctx) : r;
   }
 
-  async attach(req: RequestOf<'attach'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
+  async attach(
+    req: RequestOf<'attach'>,
+    ctx: OpContext,
+  ): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
     const r = await this.#forward(req.name, { ...req, name: GUEST_SANDBOX }, this.#t.callTimeoutMs);
     return r.ok ? this.#gated(req.name, r.value, ctx) : r;
   }
@@ -253,11 +265,16 @@ export class VmBackend implements Backend {
     return vm?.handle.alive ? vm.handle.pid : undefined;
   }
 
-  #gated(name: string, value: { vm: Vm; reply: CallReply }, ctx: OpContext): OpResult<{ session_id: string; replay_from?: number }> {
+  #gated(
+    name: string,
+    value: { vm: Vm; reply: CallReply },
+    ctx: OpContext,
+  ): OpResult<{ session_id: string; replay_from?: number }> {
     const { vm, reply } = value;
     const sid = reply.result.session_id;
     const from = reply.result.replay_from;
-    if (typeof sid !== 'string' || !reply.gate) return fail('provider', 'malformed reply from the guest: no session_id');
+    if (typeof sid !== 'string' || !reply.gate)
+      return fail('provider', 'malformed reply from the guest: no session_id');
     this.#owners.set(sid, name);
     const gate = reply.gate;
     const result = { session_id: sid, ...(typeof from === 'number' && from > 0 ? { replay_from: from } : {}) };
@@ -265,7 +282,11 @@ export class VmBackend implements Backend {
     return done(result, () => vm.link.release(gate, ctx.out, ctx.requestId));
   }
 
-  async #forward(name: string, req: GuestRequest, timeoutMs: number | null): Promise<Result<{ vm: Vm; reply: CallReply }, WireError>> {
+  async #forward(
+    name: string,
+    req: GuestRequest,
+    timeoutMs: number | null,
+  ): Promise<Result<{ vm: Vm; reply: CallReply }, WireError>> {
     const vm = await this.#ensureRunning(name);
     if (!vm.ok) return vm;
     const reply = await vm.value.link.call(req, { timeoutMs });
@@ -339,7 +360,9 @@ export class VmBackend implements Backend {
       // The guest's init copies the agent's output to the console: its end usually says why.
       const tail = await logTail(handle.consoleLog, CONSOLE_TAIL_LINES);
       this.#log.warn({ sandbox: name, console: handle.consoleLog, tail }, 'runner: the microVM agent never answered');
-      return unavailable(`${answered.error}; the guest console is in ${handle.consoleLog}${tail ? `, and ends:\n${tail.slice(-2000)}` : ''}`);
+      return unavailable(
+        `${answered.error}; the guest console is in ${handle.consoleLog}${tail ? `, and ends:\n${tail.slice(-2000)}` : ''}`,
+      );
     }
     const vm: Vm = { handle, link };
     this.#vms.set(name, vm);
@@ -354,7 +377,14 @@ export class VmBackend implements Backend {
     for (;;) {
       const left = deadline - Date.now();
       if (left <= 0) break;
-      const ping = await link.call({ op: 'ping' }, { timeoutMs: Math.min(this.#t.pingTimeoutMs, left), probe: true, dialTimeoutMs: Math.min(this.#t.pingTimeoutMs, left) });
+      const ping = await link.call(
+        { op: 'ping' },
+        {
+          timeoutMs: Math.min(this.#t.pingTimeoutMs, left),
+          probe: true,
+          dialTimeoutMs: Math.min(this.#t.pingTimeoutMs, left),
+        },
+      );
       if (ping.ok) return ok(undefined);
       last = ping.error.detail;
       await new Promise((r) => setTimeout(r, this.#t.pingRetryMs));
@@ -385,8 +415,12 @@ export class VmBackend implements Backend {
     if (vm.handle.alive) {
       const state = await vm.handle.state(2000);
       if (state.ok && state.value === 'paused') await vm.handle.resume(2000);
-      const synced = await vm.link.call({ op: 'exec', name: GUEST_SANDBOX, cmd: 'sync', args: [], env: [] }, { timeoutMs: this.#t.syncTimeoutMs, probe: true });
-      if (!synced.ok) this.#log.warn({ sandbox: name, err: synced.error.detail }, 'runner: guest sync failed before stop');
+      const synced = await vm.link.call(
+        { op: 'exec', name: GUEST_SANDBOX, cmd: 'sync', args: [], env: [] },
+        { timeoutMs: this.#t.syncTimeoutMs, probe: true },
+      );
+      if (!synced.ok)
+        this.#log.warn({ sandbox: name, err: synced.error.detail }, 'runner: guest sync failed before stop');
     }
     vm.link.close('the microVM was stopped');
     await vm.handle.stop(this.#t.stopGraceMs);

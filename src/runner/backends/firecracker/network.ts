@@ -14,7 +14,8 @@ export interface Subnet {
   readonly prefix: number;
 }
 
-const toInt = (octets: number[]): number => ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
+const toInt = (octets: number[]): number =>
+  ((octets[0]! << 24) | (octets[1]! << 16) | (octets[2]! << 8) | octets[3]!) >>> 0;
 export const ipToString = (n: number): string => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
 
 export function parseIpv4(text: string): number | null {
@@ -30,7 +31,9 @@ export function parseSubnet(cidr: string): Result<Subnet, string> {
   const ip = addr === undefined ? null : parseIpv4(addr);
   const prefix = bits !== undefined && /^\d{1,2}$/.test(bits) ? Number(bits) : NaN;
   if (ip === null || extra !== undefined || !(prefix >= 0 && prefix <= 30)) {
-    return err(`--subnet must be an IPv4 CIDR such as 10.61.0.0/24 with a prefix of at most /30, got ${JSON.stringify(cidr)}`);
+    return err(
+      `--subnet must be an IPv4 CIDR such as 10.61.0.0/24 with a prefix of at most /30, got ${JSON.stringify(cidr)}`,
+    );
   }
   const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
   return ok({ cidr, network: (ip & mask) >>> 0, prefix });
@@ -50,7 +53,8 @@ export function allocateAddress(s: Subnet, taken: ReadonlySet<string>): Result<s
 }
 
 /** `fc` + 12 hex of sha256(name): 14 bytes, under the kernel's 15-byte limit, and stable per sandbox. */
-export const tapName = (sandbox: string): string => `fc${createHash('sha256').update(sandbox).digest('hex').slice(0, 12)}`;
+export const tapName = (sandbox: string): string =>
+  `fc${createHash('sha256').update(sandbox).digest('hex').slice(0, 12)}`;
 
 /** `02:fc:` + the address's four octets: locally administered, unique within the subnet. */
 export function macFor(ip: string): string {
@@ -79,7 +83,12 @@ function run(argv: readonly string[], timeoutMs: number): Promise<Result<string,
 }
 
 /** Idempotent: an existing tap is reused, then (re)attached to the bridge and brought up. */
-export async function ensureTap(ip: IpCommand, tap: string, bridge: string, timeoutMs = 10_000): Promise<Result<void, string>> {
+export async function ensureTap(
+  ip: IpCommand,
+  tap: string,
+  bridge: string,
+  timeoutMs = 10_000,
+): Promise<Result<void, string>> {
   const exists = await run([...ip.argv, 'link', 'show', 'dev', tap], timeoutMs);
   if (!exists.ok) {
     const added = await run([...ip.argv, 'tuntap', 'add', 'dev', tap, 'mode', 'tap'], timeoutMs);

@@ -28,19 +28,43 @@ export type QemuMachine = 'microvm' | 'q35';
 export function qemuArgs(spec: VmSpec, machine: QemuMachine = 'q35', accel = 'tcg'): string[] {
   // microvm puts virtio on MMIO; q35 on PCI. Everything else is the same.
   const bus = machine === 'microvm' ? 'device' : 'pci';
-  const append = ['console=ttyS0 panic=-1 loglevel=4 reboot=t root=/dev/vda rw fountain.link=serial', spec.net?.kernelArg].filter(Boolean).join(' ');
+  const append = [
+    'console=ttyS0 panic=-1 loglevel=4 reboot=t root=/dev/vda rw fountain.link=serial',
+    spec.net?.kernelArg,
+  ]
+    .filter(Boolean)
+    .join(' ');
   return [
-    ...['-accel', accel, '-cpu', accel === 'tcg' ? 'max' : 'host', '-m', String(spec.memoryMib), '-smp', String(spec.vcpus)],
+    ...[
+      '-accel',
+      accel,
+      '-cpu',
+      accel === 'tcg' ? 'max' : 'host',
+      '-m',
+      String(spec.memoryMib),
+      '-smp',
+      String(spec.vcpus),
+    ],
     ...['-display', 'none', '-monitor', 'none', '-nodefaults', '-no-reboot'],
     // Never -serial stdio: with stdin at EOF a run can hang.
     ...['-serial', `file:${join(spec.dir, CONSOLE_LOG)}`],
     ...['-M', machine, '-kernel', spec.kernel, ...(spec.initrd ? ['-initrd', spec.initrd] : []), '-append', append],
-    ...['-drive', `id=root,file=${spec.disk},format=raw,if=none,cache=writeback`, '-device', `virtio-blk-${bus},drive=root`],
+    ...[
+      '-drive',
+      `id=root,file=${spec.disk},format=raw,if=none,cache=writeback`,
+      '-device',
+      `virtio-blk-${bus},drive=root`,
+    ],
     ...['-chardev', `socket,id=agent,path=${join(spec.dir, AGENT_SOCKET)},server=on,wait=off`],
     ...['-device', `virtio-serial-${bus}`, '-device', `virtserialport,chardev=agent,name=${PORT_NAME}`],
     ...['-qmp', `unix:${join(spec.dir, QMP_SOCKET)},server=on,wait=off`],
     ...(spec.net
-      ? ['-netdev', `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`, '-device', `virtio-net-${bus},netdev=net0,mac=${spec.net.mac}`]
+      ? [
+          '-netdev',
+          `tap,id=net0,ifname=${spec.net.tap},script=no,downscript=no`,
+          '-device',
+          `virtio-net-${bus},netdev=net0,mac=${spec.net.mac}`,
+        ]
       : []),
   ];
 }
@@ -58,7 +82,11 @@ function connectUnix(path: string, timeoutMs: number): Promise<Result<Socket, st
     });
     s.once('error', (e) => {
       clearTimeout(timer);
-      resolve(err(`the guest agent's virtio-serial port is not reachable (${e.message}); the base rootfs must start \`fountain runner-guest\` at boot`));
+      resolve(
+        err(
+          `the guest agent's virtio-serial port is not reachable (${e.message}); the base rootfs must start \`fountain runner-guest\` at boot`,
+        ),
+      );
     });
   });
 }

@@ -11,7 +11,15 @@ import { captureLogger, until } from '../../testing.ts';
 import { VmBackend } from './index.ts';
 import { parseSubnet } from './network.ts';
 import { QemuDriver } from './qemu-driver.ts';
-import { INITRD, KERNEL, QEMU_BIN, QEMU_MACHINE, ROOTFS, assertRealVmsAvailable, realVmSkip } from './testing/guest-image.ts';
+import {
+  INITRD,
+  KERNEL,
+  QEMU_BIN,
+  QEMU_MACHINE,
+  ROOTFS,
+  assertRealVmsAvailable,
+  realVmSkip,
+} from './testing/guest-image.ts';
 
 /**
  * Real VMs: QEMU under software emulation (q35 by default), booting the image that
@@ -46,9 +54,14 @@ let nextId = 1;
 async function call(server: ProtocolServer, wire: Wire, req: Record<string, unknown>): Promise<Reply & { id: number }> {
   const id = nextId++;
   server.receive(JSON.stringify({ ...req, id }));
-  return (await until(() => wire.frames.find((f): f is Reply => 'ok' in f && f.id === id), `reply to ${String(req.op)}`, HANG_GUARD)) as Reply & { id: number };
+  return (await until(
+    () => wire.frames.find((f): f is Reply => 'ok' in f && f.id === id),
+    `reply to ${String(req.op)}`,
+    HANG_GUARD,
+  )) as Reply & { id: number };
 }
-const out = (r: Reply) => (r.ok ? Buffer.from(String(r.result.output), 'base64').toString() : `error ${r.error}: ${r.detail}`);
+const out = (r: Reply) =>
+  r.ok ? Buffer.from(String(r.result.output), 'base64').toString() : `error ${r.error}: ${r.detail}`;
 
 describe('microVM backend with real VMs (QEMU, software emulation)', { skip, timeout: 600_000 }, () => {
   let dir: string;
@@ -90,13 +103,31 @@ describe('microVM backend with real VMs (QEMU, software emulation)', { skip, tim
 
     const created = await call(server, wire, { op: 'create', name: 'vm1' });
     assert.ok(created.ok, `create: ${JSON.stringify(created)}`);
-    const ex = await call(server, wire, { op: 'exec', name: 'vm1', cmd: 'bash', args: ['-c', 'echo "$HOME"; pwd; node -e "console.log(1+1)"; git --version | cut -d" " -f1'], timeout_ms: 60_000 });
+    const ex = await call(server, wire, {
+      op: 'exec',
+      name: 'vm1',
+      cmd: 'bash',
+      args: ['-c', 'echo "$HOME"; pwd; node -e "console.log(1+1)"; git --version | cut -d" " -f1'],
+      timeout_ms: 60_000,
+    });
     assert.equal(out(ex), '/home/sprite\n/home/sprite\n2\ngit\n');
 
-    const w = await call(server, wire, { op: 'write_file', name: 'vm1', path: '/home/sprite/memory.txt', data: Buffer.from('remembered').toString('base64'), mode: 0o600 });
+    const w = await call(server, wire, {
+      op: 'write_file',
+      name: 'vm1',
+      path: '/home/sprite/memory.txt',
+      data: Buffer.from('remembered').toString('base64'),
+      mode: 0o600,
+    });
     assert.ok(w.ok);
     // A session started before the pause carries on after it: the RAM stayed.
-    const sp = await call(server, wire, { op: 'spawn', name: 'vm1', cmd: 'bash', args: ['-c', 'echo before; read line; echo "after $line"'], stdin: true });
+    const sp = await call(server, wire, {
+      op: 'spawn',
+      name: 'vm1',
+      cmd: 'bash',
+      args: ['-c', 'echo before; read line; echo "after $line"'],
+      stdin: true,
+    });
     assert.ok(sp.ok);
     const sid = String(sp.result.session_id);
     await until(() => wire.text(sid).includes('before'), 'session output', HANG_GUARD);
@@ -104,7 +135,10 @@ describe('microVM backend with real VMs (QEMU, software emulation)', { skip, tim
     const got = await call(server, wire, { op: 'get', name: 'vm1' });
     assert.equal(got.ok && got.result.status, 'suspended');
     // stdin wakes the paused VM first.
-    assert.ok((await call(server, wire, { op: 'stdin', session_id: sid, data: Buffer.from('resumed\n').toString('base64') })).ok);
+    assert.ok(
+      (await call(server, wire, { op: 'stdin', session_id: sid, data: Buffer.from('resumed\n').toString('base64') }))
+        .ok,
+    );
     await until(() => wire.of(sid).some((f) => f.stream === 'exit'), 'session exit', HANG_GUARD);
     assert.equal(wire.text(sid), 'before\nafter resumed\n');
     const running = await call(server, wire, { op: 'get', name: 'vm1' });
@@ -117,11 +151,22 @@ describe('microVM backend with real VMs (QEMU, software emulation)', { skip, tim
     server = new ProtocolServer(backend, wire, captureLogger().logger);
     const parked = await call(server, wire, { op: 'get', name: 'vm1' });
     assert.equal(parked.ok && parked.result.status, 'suspended');
-    const read = await call(server, wire, { op: 'exec', name: 'vm1', cmd: 'cat', args: ['/home/sprite/memory.txt'], timeout_ms: 60_000 });
+    const read = await call(server, wire, {
+      op: 'exec',
+      name: 'vm1',
+      cmd: 'cat',
+      args: ['/home/sprite/memory.txt'],
+      timeout_ms: 60_000,
+    });
     assert.equal(out(read), 'remembered');
 
     // Killing QEMU mid-command ends the session once, with 137 after a stderr note.
-    const long = await call(server, wire, { op: 'spawn', name: 'vm1', cmd: 'bash', args: ['-c', 'echo working; sleep 300'] });
+    const long = await call(server, wire, {
+      op: 'spawn',
+      name: 'vm1',
+      cmd: 'bash',
+      args: ['-c', 'echo working; sleep 300'],
+    });
     assert.ok(long.ok);
     const lsid = String(long.result.session_id);
     await until(() => wire.text(lsid).includes('working'), 'long session output', HANG_GUARD);
@@ -131,7 +176,10 @@ describe('microVM backend with real VMs (QEMU, software emulation)', { skip, tim
     await until(() => wire.of(lsid).some((f) => f.stream === 'exit'), 'exit after the kill', HANG_GUARD);
     await new Promise((r) => setTimeout(r, 500));
     assert.deepEqual(
-      wire.of(lsid).filter((f) => f.stream === 'exit').map((f) => f.stream === 'exit' && f.code),
+      wire
+        .of(lsid)
+        .filter((f) => f.stream === 'exit')
+        .map((f) => f.stream === 'exit' && f.code),
       [137],
     );
     assert.match(wire.text(lsid, 'stderr'), /agent connection dropped/);

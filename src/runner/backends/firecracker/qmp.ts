@@ -16,7 +16,12 @@ const lineSchema = z
   })
   .loose();
 
-export function qmp(path: string, command: string, args: Record<string, unknown> | undefined, timeoutMs: number): Promise<Result<unknown, string>> {
+export function qmp(
+  path: string,
+  command: string,
+  args: Record<string, unknown> | undefined,
+  timeoutMs: number,
+): Promise<Result<unknown, string>> {
   return new Promise((resolve) => {
     const sock = createConnection(path);
     let buf = '';
@@ -30,7 +35,8 @@ export function qmp(path: string, command: string, args: Record<string, unknown>
       resolve(r);
     };
     const timer = setTimeout(() => finish(err(`QMP ${command}: no answer within ${timeoutMs} ms`)), timeoutMs);
-    const send = (execute: string, a?: Record<string, unknown>) => sock.write(`${JSON.stringify(a ? { execute, arguments: a } : { execute })}\n`);
+    const send = (execute: string, a?: Record<string, unknown>) =>
+      sock.write(`${JSON.stringify(a ? { execute, arguments: a } : { execute })}\n`);
     sock.on('data', (d: Buffer) => {
       buf += d.toString('utf8');
       for (let nl = buf.indexOf('\n'); nl !== -1; nl = buf.indexOf('\n')) {

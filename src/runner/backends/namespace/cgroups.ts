@@ -25,7 +25,8 @@ export function cgroupV1Problem(mount: string): string | null {
     return `${mount} is a cgroup v2 hierarchy; the namespace backend needs the cgroup v1 freezer, memory and pids controllers`;
   }
   for (const c of CONTROLLERS) {
-    if (!existsSync(join(mount, c, 'cgroup.procs'))) return `the cgroup v1 ${c} controller is not mounted at ${join(mount, c)}`;
+    if (!existsSync(join(mount, c, 'cgroup.procs')))
+      return `the cgroup v1 ${c} controller is not mounted at ${join(mount, c)}`;
   }
   return null;
 }
@@ -35,7 +36,11 @@ export class SandboxCgroup {
 
   /** `relative` is the group's path below each controller's mount, e.g. `fountain/<id>`. */
   constructor(mount: string, relative: string) {
-    this.#dirs = { freezer: join(mount, 'freezer', relative), memory: join(mount, 'memory', relative), pids: join(mount, 'pids', relative) };
+    this.#dirs = {
+      freezer: join(mount, 'freezer', relative),
+      memory: join(mount, 'memory', relative),
+      pids: join(mount, 'pids', relative),
+    };
   }
 
   /** The files a process writes its own pid into to join every controller's group. */

@@ -32,7 +32,8 @@ const DNS_TTL_S = 5;
 const SANDBOX_USER = 'sprite';
 
 /** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
-const JOIN_CGROUPS = 'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+const JOIN_CGROUPS =
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 /**
  * The last step inside the sandbox, as the sandbox's uid: enter the working directory (bwrap, no
  * longer able to override permissions, cannot), then exec; a missing command gives 127 as on the process backend.
@@ -128,43 +129,95 @@ export class NamespaceConfinement implements Confinement {
 
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec {
     const o = this.#o;
-    const env = childEnv(SPRITE_HOME, req.env, { base: o.env, realHome: SPRITE_HOME, user: SANDBOX_USER, tmpdir: '/tmp' });
+    const env = childEnv(SPRITE_HOME, req.env, {
+      base: o.env,
+      realHome: SPRITE_HOME,
+      user: SANDBOX_USER,
+      tmpdir: '/tmp',
+    });
     const live = this.#live.get(name);
     const uid = live?.uid ?? this.#uidOf(name);
     const bwrap = [
-      '--ro-bind', '/', '/',
-      '--dev', '/dev',
-      '--proc', '/proc',
-      '--tmpfs', '/run',
-      '--tmpfs', '/home',
-      '--bind', dir, SPRITE_HOME,
-      '--bind', this.#tmpDir(name), '/tmp',
+      '--ro-bind',
+      '/',
+      '/',
+      '--dev',
+      '/dev',
+      '--proc',
+      '/proc',
+      '--tmpfs',
+      '/run',
+      '--tmpfs',
+      '/home',
+      '--bind',
+      dir,
+      SPRITE_HOME,
+      '--bind',
+      this.#tmpDir(name),
+      '/tmp',
       ...this.#hiddenMounts(),
       ...this.#programMounts(),
-      '--ro-bind', this.#resolvConf(name), '/etc/resolv.conf',
-      '--ro-bind', join(this.#stateDir(name), 'passwd'), '/etc/passwd',
-      '--ro-bind', join(this.#stateDir(name), 'group'), '/etc/group',
-      '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-      '--hostname', 'sprite',
+      '--ro-bind',
+      this.#resolvConf(name),
+      '/etc/resolv.conf',
+      '--ro-bind',
+      join(this.#stateDir(name), 'passwd'),
+      '/etc/passwd',
+      '--ro-bind',
+      join(this.#stateDir(name), 'group'),
+      '/etc/group',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-cgroup-try',
+      '--hostname',
+      'sprite',
       '--die-with-parent',
       // Only what setpriv needs to leave root; it drops these too before the command runs.
-      '--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_SETPCAP',
+      '--cap-drop',
+      'ALL',
+      '--cap-add',
+      'CAP_SETUID',
+      '--cap-add',
+      'CAP_SETGID',
+      '--cap-add',
+      'CAP_SETPCAP',
     ];
     // The command runs as the sandbox's own unprivileged uid, with no capabilities and no way to
     // gain any: the host's permission bits protect root-only files as they do from any user.
     const unprivileged = [
-      o.tools.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups',
-      '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--',
+      o.tools.setpriv,
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
     ];
     const cgroups = live?.cgroup.procsFiles ?? [];
     return {
       file: o.tools.sh,
       args: [
-        '-c', JOIN_CGROUPS, 'fountain-cgroup', ...cgroups, '--',
-        o.tools.nsenter, `--net=${nsPath(live?.net.ns ?? this.#net(name, 0).ns)}`, '--',
-        o.tools.bwrap, ...bwrap, '--',
+        '-c',
+        JOIN_CGROUPS,
+        'fountain-cgroup',
+        ...cgroups,
+        '--',
+        o.tools.nsenter,
+        `--net=${nsPath(live?.net.ns ?? this.#net(name, 0).ns)}`,
+        '--',
+        o.tools.bwrap,
+        ...bwrap,
+        '--',
         ...unprivileged,
-        o.tools.sh, '-c', EXEC_COMMAND, 'fountain-exec', this.#cwd(name, dir, req.dir), req.cmd, ...req.args,
+        o.tools.sh,
+        '-c',
+        EXEC_COMMAND,
+        'fountain-exec',
+        this.#cwd(name, dir, req.dir),
+        req.cmd,
+        ...req.args,
       ],
       cwd: dir,
       env,
@@ -173,10 +226,14 @@ export class NamespaceConfinement implements Confinement {
 
   /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
   writablePath(name: string, dir: string, path: string): BeneathTarget | null {
-    const p = posix.resolve(SPRITE_HOME, path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path);
+    const p = posix.resolve(
+      SPRITE_HOME,
+      path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path,
+    );
     const uid = this.#live.get(name)?.uid ?? this.#uidOf(name);
     const owner = { uid, gid: uid };
-    if (p.startsWith(`${SPRITE_HOME}/`)) return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/'), owner };
+    if (p.startsWith(`${SPRITE_HOME}/`))
+      return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/'), owner };
     if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/'), owner };
     return null;
   }
@@ -243,7 +300,9 @@ export class NamespaceConfinement implements Confinement {
       await mkdir(this.#tmpDir(name), { recursive: true, mode: 0o1777 });
       // Every uid may create in /tmp, as on any host; the umask took these bits at creation.
       await chmod(this.#tmpDir(name), 0o1777);
-      await writeFile(this.#resolvConf(name), `nameserver ${net.gateway}\noptions attempts:1 timeout:2\n`, { mode: 0o644 });
+      await writeFile(this.#resolvConf(name), `nameserver ${net.gateway}\noptions attempts:1 timeout:2\n`, {
+        mode: 0o644,
+      });
       await this.#writeState(name, state);
       await this.#writeAccounts(name, this.#o.uidBase + state.slot);
     } catch (e) {
@@ -264,10 +323,19 @@ export class NamespaceConfinement implements Confinement {
     const allowed = (n: string) => allows(policy.allow, n);
     let resolver: UdpSocket | undefined;
     try {
-      resolver = await startResolver(net.gateway, 53, (n) => (allowed(n) ? { kind: 'address', ipv4: net.gateway, ttl: DNS_TTL_S } : { kind: 'nxdomain' }), (e) =>
-        log.warn({ err: e.message }, 'runner: sandbox resolver error'),
+      resolver = await startResolver(
+        net.gateway,
+        53,
+        (n) => (allowed(n) ? { kind: 'address', ipv4: net.gateway, ttl: DNS_TTL_S } : { kind: 'nxdomain' }),
+        (e) => log.warn({ err: e.message }, 'runner: sandbox resolver error'),
       );
-      const proxy = await EgressProxy.start({ address: net.gateway, ports: o.ports, allowed, lookup: o.lookup, logger: log });
+      const proxy = await EgressProxy.start({
+        address: net.gateway,
+        ports: o.ports,
+        allowed,
+        lookup: o.lookup,
+        logger: log,
+      });
       this.#live.set(name, { uid: o.uidBase + state.slot, net, cgroup, resolver, proxy, policy });
       return ok(undefined);
     } catch (e) {
@@ -340,13 +408,22 @@ export class NamespaceConfinement implements Confinement {
   async #writeAccounts(name: string, uid: number): Promise<void> {
     const host = (f: string) => {
       try {
-        return readFileSync(f, 'utf8').split('\n').filter((l) => l !== '' && !l.startsWith(`${SANDBOX_USER}:`)).join('\n');
+        return readFileSync(f, 'utf8')
+          .split('\n')
+          .filter((l) => l !== '' && !l.startsWith(`${SANDBOX_USER}:`))
+          .join('\n');
       } catch {
         return '';
       }
     };
-    await writeFile(join(this.#stateDir(name), 'passwd'), `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SPRITE_HOME}:/bin/sh\n`, { mode: 0o644 });
-    await writeFile(join(this.#stateDir(name), 'group'), `${host('/etc/group')}\n${SANDBOX_USER}:x:${uid}:\n`, { mode: 0o644 });
+    await writeFile(
+      join(this.#stateDir(name), 'passwd'),
+      `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SPRITE_HOME}:/bin/sh\n`,
+      { mode: 0o644 },
+    );
+    await writeFile(join(this.#stateDir(name), 'group'), `${host('/etc/group')}\n${SANDBOX_USER}:x:${uid}:\n`, {
+      mode: 0o644,
+    });
   }
 
   #readState(name: string): SandboxState | null {
@@ -369,7 +446,8 @@ export class NamespaceConfinement implements Confinement {
   #hiddenMounts(): string[] {
     const out: string[] = [];
     for (const p of [this.#o.root, ...this.#o.hidden]) {
-      if (p === '/' || p === '/tmp' || p === '/home' || under('/tmp', p) || under('/home', p) || under('/run', p)) continue;
+      if (p === '/' || p === '/tmp' || p === '/home' || under('/tmp', p) || under('/home', p) || under('/run', p))
+        continue;
       out.push('--tmpfs', p);
     }
     return out;
@@ -401,7 +479,10 @@ export class NamespaceConfinement implements Confinement {
   /** The working directory inside the sandbox: the requested one when it exists there, else /home/sprite. */
   #cwd(name: string, dir: string, requested: string | undefined): string {
     const r = requested ?? '';
-    const p = r === '' || r === '~' ? SPRITE_HOME : posix.resolve(SPRITE_HOME, r.startsWith('~/') ? `${SPRITE_HOME}/${r.slice(2)}` : r);
+    const p =
+      r === '' || r === '~'
+        ? SPRITE_HOME
+        : posix.resolve(SPRITE_HOME, r.startsWith('~/') ? `${SPRITE_HOME}/${r.slice(2)}` : r);
     let host: string | null;
     if (p === SPRITE_HOME) return p;
     if (p.startsWith(`${SPRITE_HOME}/`)) host = join(dir, p.slice(SPRITE_HOME.length + 1));
@@ -425,4 +506,3 @@ async function chownTree(path: string, uid: number): Promise<void> {
   if (!st.isDirectory()) return;
   for (const e of await readdir(path, { withFileTypes: true })) await chownTree(join(path, e.name), uid);
 }
-

@@ -42,10 +42,20 @@ export function parseQuery(msg: Buffer): DnsQuery | null {
   const type = msg.readUInt16BE(off);
   const qclass = msg.readUInt16BE(off + 2);
   const name = labels.length === 0 ? '' : labels.join('.');
-  return { id: msg.readUInt16BE(0), rd: (flags & 0x0100) !== 0, name, type, qclass, question: msg.subarray(12, off + 4) };
+  return {
+    id: msg.readUInt16BE(0),
+    rd: (flags & 0x0100) !== 0,
+    name,
+    type,
+    qclass,
+    question: msg.subarray(12, off + 4),
+  };
 }
 
-export type DnsAnswer = { readonly kind: 'address'; readonly ipv4: string; readonly ttl: number } | { readonly kind: 'nodata' } | { readonly kind: 'nxdomain' };
+export type DnsAnswer =
+  | { readonly kind: 'address'; readonly ipv4: string; readonly ttl: number }
+  | { readonly kind: 'nodata' }
+  | { readonly kind: 'nxdomain' };
 
 export function buildReply(q: DnsQuery, answer: DnsAnswer): Buffer {
   const rcode = answer.kind === 'nxdomain' ? RCODE.nxDomain : RCODE.noError;

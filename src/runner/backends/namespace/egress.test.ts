@@ -11,7 +11,12 @@ import { sniffName } from './sniff.ts';
 describe('egress pieces', () => {
   it('the resolver answers allowed names with the gateway and everything else NXDOMAIN, to a real DNS client', async () => {
     const allow = ['allowed.test'];
-    const sock = await startResolver('127.0.0.1', 0, (n) => (allows(allow, n) ? { kind: 'address', ipv4: '10.9.8.7', ttl: 5 } : { kind: 'nxdomain' }), () => {});
+    const sock = await startResolver(
+      '127.0.0.1',
+      0,
+      (n) => (allows(allow, n) ? { kind: 'address', ipv4: '10.9.8.7', ttl: 5 } : { kind: 'nxdomain' }),
+      () => {},
+    );
     try {
       const r = new Resolver({ timeout: 2000, tries: 1 });
       r.setServers([`127.0.0.1:${sock.address().port}`]);
@@ -33,13 +38,20 @@ describe('egress pieces', () => {
           server.close();
         });
       }).listen(0, '127.0.0.1', () => {
-        const c = tlsConnect({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, servername: 'api.example.test' });
+        const c = tlsConnect({
+          host: '127.0.0.1',
+          port: (server.address() as AddressInfo).port,
+          servername: 'api.example.test',
+        });
         c.on('error', () => {});
       });
     });
     assert.deepEqual(sniffName(hello), { kind: 'name', name: 'api.example.test' });
     assert.deepEqual(sniffName(hello.subarray(0, 20)), { kind: 'more' });
-    assert.deepEqual(sniffName(Buffer.from('GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: a.test:8080\r\n\r\n')), { kind: 'name', name: 'a.test' });
+    assert.deepEqual(sniffName(Buffer.from('GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: a.test:8080\r\n\r\n')), {
+      kind: 'name',
+      name: 'a.test',
+    });
     assert.deepEqual(sniffName(Buffer.from('GET / HTTP/1.1\r\nHost: a.test')), { kind: 'more' });
     assert.equal(sniffName(Buffer.from('SSH-2.0-OpenSSH\r\n\r\n')).kind, 'none');
     const lying = Buffer.from(hello);
@@ -57,6 +69,7 @@ describe('egress pieces', () => {
     assert.ok(!allows(parsed.value, 'evilcdn.test'));
     assert.ok(!allows(parsed.value, 'x.api.example.com'));
     assert.ok(!allows([], 'api.example.com'), 'allow: [] allows nothing');
-    for (const bad of ['https://a.test', 'a.test:443', 'a..test', '', '*', 'a_b.test']) assert.equal(parseAllowList([bad]).ok, false, bad);
+    for (const bad of ['https://a.test', 'a.test:443', 'a..test', '', '*', 'a_b.test'])
+      assert.equal(parseAllowList([bad]).ok, false, bad);
   });
 });

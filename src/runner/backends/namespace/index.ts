@@ -57,9 +57,17 @@ const findTool = findExecutable;
 /** Why this machine cannot run the namespace backend, or null when it can. Shared by the daemon and the tests' skip reason. */
 export function namespaceSupportProblem(opts: { path?: string; cgroupMount?: string } = {}): string | null {
   if (process.platform !== 'linux') return 'the namespace backend needs Linux';
-  if (process.getuid?.() !== 0) return 'the namespace backend must run as root (network namespaces, veth pairs and cgroups)';
+  if (process.getuid?.() !== 0)
+    return 'the namespace backend must run as root (network namespaces, veth pairs and cgroups)';
   const path = opts.path ?? `${process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin`;
-  for (const [tool, pkg] of [['bwrap', 'bubblewrap'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['nft', 'nftables'], ['sh', 'a POSIX shell'], ['setpriv', 'util-linux']] as const) {
+  for (const [tool, pkg] of [
+    ['bwrap', 'bubblewrap'],
+    ['nsenter', 'util-linux'],
+    ['ip', 'iproute2'],
+    ['nft', 'nftables'],
+    ['sh', 'a POSIX shell'],
+    ['setpriv', 'util-linux'],
+  ] as const) {
     if (findTool(tool, path) === null) return `${tool} not found on PATH (install ${pkg})`;
   }
   return cgroupV1Problem(opts.cgroupMount ?? '/sys/fs/cgroup');
@@ -80,7 +88,14 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
     const confinement = new NamespaceConfinement({
       root: opts.root,
       logger: opts.logger,
-      tools: { ip: tool('ip'), nft: tool('nft'), nsenter: tool('nsenter'), bwrap: tool('bwrap'), sh: tool('sh'), setpriv: tool('setpriv') },
+      tools: {
+        ip: tool('ip'),
+        nft: tool('nft'),
+        nsenter: tool('nsenter'),
+        bwrap: tool('bwrap'),
+        sh: tool('sh'),
+        setpriv: tool('setpriv'),
+      },
       uidBase: opts.uidBase ?? DEFAULT_UID_BASE,
       subnet,
       limits: { memoryBytes: (opts.memoryMib ?? 2048) * 1024 * 1024, pids: opts.maxPids ?? 4096 },

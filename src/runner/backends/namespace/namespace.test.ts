@@ -1,6 +1,17 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -41,7 +52,11 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     // An installation is readable by every user (mkdtemp made its parent 0700): sandboxes run as their own uid.
     chmodSync(join(root, '..'), 0o755);
     writeFileSync(join(install, 'agent.sh'), 'echo "agent runs in $(pwd)"\n');
-    const names: Record<string, string[]> = { 'allowed.test': [inet.address], 'denied.test': [inet.address], 'sub.wild.test': [inet.address] };
+    const names: Record<string, string[]> = {
+      'allowed.test': [inet.address],
+      'denied.test': [inet.address],
+      'sub.wild.test': [inet.address],
+    };
     const opened = openNamespaceBackend({
       root,
       logger: captureLogger().logger,
@@ -75,19 +90,53 @@ describe('namespace backend', { skip: problem ?? false }, () => {
 
   const create = async (name: string) => value(await backend.create({ id: id(), op: 'create', name }));
   const sh = async (name: string, script: string) => {
-    const r = value(await backend.exec({ id: id(), op: 'exec', name, cmd: 'sh', args: ['-c', script], env: [], stderr_to_stdout: true }));
+    const r = value(
+      await backend.exec({
+        id: id(),
+        op: 'exec',
+        name,
+        cmd: 'sh',
+        args: ['-c', script],
+        env: [],
+        stderr_to_stdout: true,
+      }),
+    );
     return { output: unb64(r.output), code: r.code };
   };
-  const policy = async (name: string, allow: string[]) => backend.applyNetworkPolicy({ id: id(), op: 'apply_network_policy', name, allow });
+  const policy = async (name: string, allow: string[]) =>
+    backend.applyNetworkPolicy({ id: id(), op: 'apply_network_policy', name, allow });
   const fetch = (name: string, url: string, extra = '') => sh(name, `curl -sS -m 3 ${extra} ${url}`);
 
   it('runs commands confined: /home/sprite is the sandbox, the host is read-only, its secrets and the other sandboxes hidden', async () => {
     await create('conf');
     await create('other');
-    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'other', path: '/home/sprite/secret', data: b64('x') }));
-    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '~/notes.txt', data: b64('mine') }));
-    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '/tmp/shared.txt', data: b64('tmp-file') }));
-    const r = await sh('conf', 'echo "$HOME $(pwd) $(hostname)"; cat notes.txt; echo; cat /tmp/shared.txt; echo; ls /home; ls -A /root | wc -l; test -e ' + root + ' && echo visible || echo hidden; touch /usr/x 2>&1; echo pid1=$(cat /proc/1/comm)');
+    value(
+      await backend.writeFile({
+        id: id(),
+        op: 'write_file',
+        name: 'other',
+        path: '/home/sprite/secret',
+        data: b64('x'),
+      }),
+    );
+    value(
+      await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '~/notes.txt', data: b64('mine') }),
+    );
+    value(
+      await backend.writeFile({
+        id: id(),
+        op: 'write_file',
+        name: 'conf',
+        path: '/tmp/shared.txt',
+        data: b64('tmp-file'),
+      }),
+    );
+    const r = await sh(
+      'conf',
+      'echo "$HOME $(pwd) $(hostname)"; cat notes.txt; echo; cat /tmp/shared.txt; echo; ls /home; ls -A /root | wc -l; test -e ' +
+        root +
+        ' && echo visible || echo hidden; touch /usr/x 2>&1; echo pid1=$(cat /proc/1/comm)',
+    );
     assert.equal(r.code, 0, r.output);
     const lines = r.output.split('\n');
     assert.equal(lines[0], '/home/sprite /home/sprite sprite');
@@ -100,10 +149,18 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.match(r.output, /pid1=bwrap/, 'own PID namespace');
     // The other sandbox's private /tmp is its own.
     assert.equal((await sh('other', 'test -e /tmp/shared.txt && echo seen || echo own')).output.trim(), 'own');
-    const denied = await backend.writeFile({ id: id(), op: 'write_file', name: 'conf', path: '/etc/passwd', data: b64('x') });
+    const denied = await backend.writeFile({
+      id: id(),
+      op: 'write_file',
+      name: 'conf',
+      path: '/etc/passwd',
+      data: b64('x'),
+    });
     assert.equal(!denied.ok && denied.error.code, 'invalid');
     assert.equal((await sh('conf', 'exec no-such-command-here')).code, 127);
-    const missing = value(await backend.exec({ id: id(), op: 'exec', name: 'conf', cmd: 'no-such-command', args: [], env: [] }));
+    const missing = value(
+      await backend.exec({ id: id(), op: 'exec', name: 'conf', cmd: 'no-such-command', args: [], env: [] }),
+    );
     assert.equal(missing.code, 127);
     const env = await sh('conf', 'printenv FOUNTAIN_API_KEY; echo "[$FOUNTAIN_SANDBOX_DIR]"');
     assert.equal(env.output.trim(), '[/home/sprite]');
@@ -114,7 +171,10 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     const parent = `fountain-test-${process.pid}`;
     for (const sub of readdirSync(join('/sys/fs/cgroup/memory', parent))) {
       if (!statSync(join('/sys/fs/cgroup/memory', parent, sub)).isDirectory()) continue;
-      assert.equal(readFileSync(join('/sys/fs/cgroup/memory', parent, sub, 'memory.limit_in_bytes'), 'utf8').trim(), String(256 * 1024 * 1024));
+      assert.equal(
+        readFileSync(join('/sys/fs/cgroup/memory', parent, sub, 'memory.limit_in_bytes'), 'utf8').trim(),
+        String(256 * 1024 * 1024),
+      );
       assert.equal(readFileSync(join('/sys/fs/cgroup/pids', parent, sub, 'pids.max'), 'utf8').trim(), '64');
     }
     // Forking past the pid limit fails inside, whatever the command does.
@@ -127,7 +187,14 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     const out = new CollectingOut();
     const reqId = id();
     const spawned = await backend.spawn(
-      { id: reqId, op: 'spawn', name: 'park', cmd: 'sh', args: ['-c', 'i=0; while true; do i=$((i+1)); echo $i; sleep 0.05; done'], env: [] },
+      {
+        id: reqId,
+        op: 'spawn',
+        name: 'park',
+        cmd: 'sh',
+        args: ['-c', 'i=0; while true; do i=$((i+1)); echo $i; sleep 0.05; done'],
+        env: [],
+      },
       { requestId: reqId, out },
     );
     const sid = value(spawned).session_id;
@@ -195,8 +262,12 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     value(await policy('live', ['allowed.test']));
     const out = new CollectingOut();
     const reqId = id();
-    const loop = 'while true; do if curl -s -m 1 --connect-timeout 1 http://allowed.test/ >/dev/null 2>&1; then echo OK; else echo FAIL; fi; sleep 0.1; done';
-    const spawned = await backend.spawn({ id: reqId, op: 'spawn', name: 'live', cmd: 'sh', args: ['-c', loop], env: [] }, { requestId: reqId, out });
+    const loop =
+      'while true; do if curl -s -m 1 --connect-timeout 1 http://allowed.test/ >/dev/null 2>&1; then echo OK; else echo FAIL; fi; sleep 0.1; done';
+    const spawned = await backend.spawn(
+      { id: reqId, op: 'spawn', name: 'live', cmd: 'sh', args: ['-c', loop], env: [] },
+      { requestId: reqId, out },
+    );
     assert.ok(spawned.ok);
     spawned.value.followUp?.();
     const sid = spawned.value.result.session_id;
@@ -226,14 +297,40 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     process.env.RUNNER_ENV_MARKER_22 = 'leaked';
     try {
       await create('env');
-      const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
-      const lines = unb64(r.output).split('\0').filter((l) => l !== '');
+      const r = value(
+        await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }),
+      );
+      const lines = unb64(r.output)
+        .split('\0')
+        .filter((l) => l !== '');
       // PWD is the launching shell's own (the working directory), nothing of the runner's.
-      const keys = lines.map((l) => l.slice(0, l.indexOf('='))).filter((k) => k !== 'PWD').sort();
+      const keys = lines
+        .map((l) => l.slice(0, l.indexOf('=')))
+        .filter((k) => k !== 'PWD')
+        .sort();
       // Trust-anchor paths (public CA bundles) pass when the runner has them, as on the process backend.
       const trust = TRUST_ENV_KEYS.filter((k) => process.env[k]);
-      assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', ...trust, 'npm_config_cache', 'npm_config_prefix'].sort());
-      assert.ok(lines.includes('HOME=/home/sprite') && lines.includes('TMPDIR=/tmp') && lines.includes('USER=sprite'), lines.join('\n'));
+      assert.deepEqual(
+        keys,
+        [
+          'ASKED',
+          'FOUNTAIN_SANDBOX_DIR',
+          'HOME',
+          'LANG',
+          'PATH',
+          'SHELL',
+          'TERM',
+          'TMPDIR',
+          'USER',
+          ...trust,
+          'npm_config_cache',
+          'npm_config_prefix',
+        ].sort(),
+      );
+      assert.ok(
+        lines.includes('HOME=/home/sprite') && lines.includes('TMPDIR=/tmp') && lines.includes('USER=sprite'),
+        lines.join('\n'),
+      );
       assert.ok(!lines.some((l) => l.includes('leaked')));
     } finally {
       delete process.env.RUNNER_ENV_MARKER_22;
@@ -248,9 +345,13 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     writeFileSync(join(outside, 'file'), 'host');
     writeFileSync(join(root, 'sibling', 'secret'), 'sibling');
     // The link texts are host paths the sandbox cannot see; the daemon on the host would follow them.
-    const planted = await sh('links', `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && echo "K=v" > .env && rm .env && ln -s ${outside}/file .env && ln -s ${outside}/dir /tmp/t`);
+    const planted = await sh(
+      'links',
+      `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && echo "K=v" > .env && rm .env && ln -s ${outside}/file .env && ln -s ${outside}/dir /tmp/t`,
+    );
     assert.equal(planted.code, 0, planted.output);
-    const write = (path: string) => backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
+    const write = (path: string) =>
+      backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
     for (const path of ['f', '/home/sprite/d/new.txt', 'sib/secret', '~/.env', '/tmp/t/x']) {
       const r = await write(path);
       assert.equal(!r.ok && r.error.code, 'invalid', path);
@@ -265,7 +366,10 @@ describe('namespace backend', { skip: problem ?? false }, () => {
 
   it("an agent's own program runs inside wherever it is installed, read-only; get answers the path commands see (issue 22 #1)", async () => {
     await create('prog');
-    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'prog' })), { status: 'running', path: '/home/sprite' });
+    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'prog' })), {
+      status: 'running',
+      path: '/home/sprite',
+    });
     const ran = await sh('prog', `sh ${install}/agent.sh`);
     assert.deepEqual(ran, { output: 'agent runs in /home/sprite\n', code: 0 });
     const written = await sh('prog', `echo x > ${install}/agent.sh`);
@@ -279,8 +383,13 @@ describe('namespace backend', { skip: problem ?? false }, () => {
 
   it('commands run as an unprivileged uid: root-only host files stay unreadable, the sandbox stays theirs (issue 22 #2)', async () => {
     await create('uid');
-    value(await backend.writeFile({ id: id(), op: 'write_file', name: 'uid', path: '~/given.txt', data: b64('given') }));
-    const r = await sh('uid', 'id -u; id -un; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-denied; grep Cap[EPB] /proc/self/status; echo more >> given.txt && mkdir -p work/a && echo ok > /tmp/t && echo writes-ok');
+    value(
+      await backend.writeFile({ id: id(), op: 'write_file', name: 'uid', path: '~/given.txt', data: b64('given') }),
+    );
+    const r = await sh(
+      'uid',
+      'id -u; id -un; cat /etc/shadow >/dev/null 2>&1 && echo shadow-read || echo shadow-denied; grep Cap[EPB] /proc/self/status; echo more >> given.txt && mkdir -p work/a && echo ok > /tmp/t && echo writes-ok',
+    );
     assert.equal(r.code, 0, r.output);
     const lines = r.output.trim().split('\n');
     const uid = Number(lines[0]);
@@ -297,4 +406,3 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.notEqual(Number((await sh('uid2', 'id -u')).output.trim()), uid);
   });
 });
-

@@ -89,10 +89,15 @@ export async function setUpNetwork(t: Tools, net: SandboxNet): Promise<Result<vo
 }
 
 /** Opens the proxied ports (an allow list with names) or closes them (`allow: []`), inside the namespace. */
-export async function setEgressPorts(t: Tools, net: SandboxNet, ports: readonly number[]): Promise<Result<void, string>> {
-  const script = ports.length === 0
-    ? 'flush set inet fountain egress_ports\n'
-    : `flush set inet fountain egress_ports\nadd element inet fountain egress_ports { ${ports.join(', ')} }\n`;
+export async function setEgressPorts(
+  t: Tools,
+  net: SandboxNet,
+  ports: readonly number[],
+): Promise<Result<void, string>> {
+  const script =
+    ports.length === 0
+      ? 'flush set inet fountain egress_ports\n'
+      : `flush set inet fountain egress_ports\nadd element inet fountain egress_ports { ${ports.join(', ')} }\n`;
   const r = await inNs(t, net, t.nft, ['-f', '-'], script);
   return r.ok ? ok(undefined) : err(`firewall update: ${r.error}`);
 }
@@ -104,7 +109,10 @@ export async function tearDownNetwork(t: Tools, net: SandboxNet): Promise<void> 
 }
 
 /** The sandbox's /30 within `subnet`: slot n holds addresses base+4n+1 (gateway) and base+4n+2. */
-export function slotAddresses(subnet: { base: number; prefix: number }, slot: number): { gateway: string; address: string } | null {
+export function slotAddresses(
+  subnet: { base: number; prefix: number },
+  slot: number,
+): { gateway: string; address: string } | null {
   const size = 2 ** (32 - subnet.prefix);
   if (slot < 0 || (slot + 1) * 4 > size) return null;
   const at = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');

@@ -3,7 +3,10 @@
  * Host header of an HTTP/1 request. Reads only what the client sent; never decrypts anything.
  */
 
-export type Sniffed = { readonly kind: 'more' } | { readonly kind: 'name'; readonly name: string } | { readonly kind: 'none'; readonly why: string };
+export type Sniffed =
+  | { readonly kind: 'more' }
+  | { readonly kind: 'name'; readonly name: string }
+  | { readonly kind: 'none'; readonly why: string };
 
 /** The most a client may send before its name is known. */
 export const MAX_SNIFF_BYTES = 16 * 1024 + 5;
@@ -16,7 +19,8 @@ export function sniffName(buf: Buffer): Sniffed {
 function sniffTls(buf: Buffer): Sniffed {
   if (buf.length < 5) return { kind: 'more' };
   const recordLen = buf.readUInt16BE(3);
-  if (buf.length < 5 + recordLen) return buf.length >= MAX_SNIFF_BYTES ? { kind: 'none', why: 'tls record too long' } : { kind: 'more' };
+  if (buf.length < 5 + recordLen)
+    return buf.length >= MAX_SNIFF_BYTES ? { kind: 'none', why: 'tls record too long' } : { kind: 'more' };
   const rec = buf.subarray(5, 5 + recordLen);
   // Every read below is bounds-checked through `at`, so a lying length ends in 'none', not a throw.
   let off = 0;

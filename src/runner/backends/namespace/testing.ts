@@ -40,7 +40,9 @@ export async function startTestInternet(octet: number): Promise<TestInternet> {
   ip('-n', ns, 'addr', 'add', `${address}/30`, 'dev', 'eth0');
   ip('-n', ns, 'link', 'set', 'eth0', 'up');
   ip('-n', ns, 'link', 'set', 'lo', 'up');
-  const server: ChildProcess = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server: ChildProcess = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', SERVER], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('test internet server did not start')), 10_000);
     server.stdout!.on('data', (b: Buffer) => {

@@ -69,7 +69,11 @@ export class DirectoryConfinement implements Confinement {
   }
 
   launch(_name: string, dir: string, req: CommandRequest): LaunchSpec {
-    const env = childEnv(dir, req.env, { base: this.#opts.env, realHome: this.#opts.realHome, ...(this.#opts.npmCache ? { npmCache: this.#opts.npmCache } : {}) });
+    const env = childEnv(dir, req.env, {
+      base: this.#opts.env,
+      realHome: this.#opts.realHome,
+      ...(this.#opts.npmCache ? { npmCache: this.#opts.npmCache } : {}),
+    });
     return {
       file: resolveCommand(mapArg(dir, req.cmd), env.PATH),
       args: req.args.map((a) => mapArg(dir, a)),

@@ -36,12 +36,22 @@ export const TRUST_ENV_KEYS = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT
  * then the request's pairs. The daemon's own variables (its key, the shell's cloud credentials,
  * a server's settings under `fountain up`) never reach a sandbox: it holds only what it is given.
  */
-export function childEnv(dir: string, pairs: readonly (readonly string[])[], inputs: EnvInputs): Record<string, string> {
+export function childEnv(
+  dir: string,
+  pairs: readonly (readonly string[])[],
+  inputs: EnvInputs,
+): Record<string, string> {
   const exists = inputs.exists ?? existsSync;
   const b = inputs.base;
   const path = [join(dir, '.local/bin'), join(dir, '.npm-global/bin'), join(dir, '.bun/bin')];
-  for (const p of (b.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter)) if (p !== '' && !path.includes(p)) path.push(p);
-  const extras = ['/opt/homebrew/bin', '/usr/local/bin', join(inputs.realHome, '.local/bin'), join(inputs.realHome, '.bun/bin')];
+  for (const p of (b.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter))
+    if (p !== '' && !path.includes(p)) path.push(p);
+  const extras = [
+    '/opt/homebrew/bin',
+    '/usr/local/bin',
+    join(inputs.realHome, '.local/bin'),
+    join(inputs.realHome, '.bun/bin'),
+  ];
   for (const p of extras) if (!path.includes(p) && exists(p)) path.push(p);
   const env: Record<string, string> = {
     PATH: path.join(delimiter),

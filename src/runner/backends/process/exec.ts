@@ -68,7 +68,10 @@ export function runExec(spec: ExecSpec): Promise<ExecOutcome> {
         stdio: ['ignore', 'pipe', spec.stderrToStdout ? 'pipe' : 'ignore'],
       });
     } catch (e) {
-      resolve({ output: Buffer.from(`fountain runner: ${e instanceof Error ? e.message : String(e)}\n`), code: NOT_STARTED_EXIT });
+      resolve({
+        output: Buffer.from(`fountain runner: ${e instanceof Error ? e.message : String(e)}\n`),
+        code: NOT_STARTED_EXIT,
+      });
       return;
     }
     const pipes = [child.stdout, child.stderr].filter((s) => s !== null);

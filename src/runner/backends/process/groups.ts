@@ -37,7 +37,12 @@ export async function within(done: Promise<unknown>, ms: number): Promise<boolea
  * SIGTERM to the group; SIGKILL to whatever of it is left after `graceMs` (the leader and any
  * member that ignored the TERM); then up to `afterKillMs` more for the leader's exit to be observed.
  */
-export async function stopGroup(pid: number, exited: Promise<unknown>, graceMs: number, afterKillMs = 2000): Promise<void> {
+export async function stopGroup(
+  pid: number,
+  exited: Promise<unknown>,
+  graceMs: number,
+  afterKillMs = 2000,
+): Promise<void> {
   signalGroup(pid, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   await within(exited, graceMs);

@@ -101,7 +101,13 @@ export class ProcessBackend implements Backend {
     this.#maxFinished = opts.maxFinishedSessions ?? 100;
     this.#grace = { destroy: 5000, suspend: 5000, stopAll: 3000, ...opts.graceMs };
     this.#confinement =
-      opts.confinement ?? new DirectoryConfinement({ root: opts.root, env: opts.env ?? process.env, realHome: opts.realHome ?? safeRealHome(), npmCache: opts.npmCache });
+      opts.confinement ??
+      new DirectoryConfinement({
+        root: opts.root,
+        env: opts.env ?? process.env,
+        realHome: opts.realHome ?? safeRealHome(),
+        npmCache: opts.npmCache,
+      });
   }
 
   get root(): string {
@@ -182,7 +188,12 @@ export class ProcessBackend implements Backend {
     } catch (e) {
       return fail('write_failed', `suspend: ${message(e)}`);
     }
-    const marked = await writeBeneath({ base: dir.value, components: [SUSPENDED_MARKER] }, SUSPENDED_MARKER, new Uint8Array(), { mode: 0o600, dirMode: 0o700 });
+    const marked = await writeBeneath(
+      { base: dir.value, components: [SUSPENDED_MARKER] },
+      SUSPENDED_MARKER,
+      new Uint8Array(),
+      { mode: 0o600, dirMode: 0o700 },
+    );
     return marked.ok ? done({}) : fail('write_failed', `suspend: ${marked.error.detail}`);
   }
 
@@ -232,7 +243,10 @@ export class ProcessBackend implements Backend {
     return done({ output: encodeBase64(outcome.output), code: outcome.code });
   }
 
-  async spawn(req: RequestOf<'spawn'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
+  async spawn(
+    req: RequestOf<'spawn'>,
+    ctx: OpContext,
+  ): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
     const ready = await this.#ready(req.name, dir.value);
@@ -241,7 +255,10 @@ export class ProcessBackend implements Backend {
     const id = `s-${Math.floor(Date.now() / 1000)}-${this.#instance}-${++this.#seq}`;
     let journal: Journal;
     try {
-      journal = new Journal(join(this.#root, JOURNALS_DIR, req.name, id), { capBytes: this.#cap, segmentBytes: this.#segment });
+      journal = new Journal(join(this.#root, JOURNALS_DIR, req.name, id), {
+        capBytes: this.#cap,
+        segmentBytes: this.#segment,
+      });
     } catch (e) {
       return fail('unavailable', `journal: ${message(e)}`);
     }
@@ -307,10 +324,17 @@ export class ProcessBackend implements Backend {
   async listSessions(req: RequestOf<'list_sessions'>): Promise<OpResult<{ sessions: SessionInfo[] }>> {
     const dir = await this.#existing(req.name);
     if (!dir.ok) return dir;
-    return done({ sessions: this.#of(req.name).reverse().map((s) => s.info()) });
+    return done({
+      sessions: this.#of(req.name)
+        .reverse()
+        .map((s) => s.info()),
+    });
   }
 
-  async attach(req: RequestOf<'attach'>, ctx: OpContext): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
+  async attach(
+    req: RequestOf<'attach'>,
+    ctx: OpContext,
+  ): Promise<OpResult<{ session_id: string; replay_from?: number }>> {
     const bad = badSandboxName(req.name);
     if (bad) return fail('invalid', bad);
     const session = this.#session(req.session_id, req.name);
@@ -322,7 +346,8 @@ export class ProcessBackend implements Backend {
 
   async stopAll(): Promise<void> {
     const g = this.#grace.stopAll;
-    for (const name of new Set([...this.#sessions.values()].map((s) => s.sandbox))) await this.#confinement.thaw?.(name);
+    for (const name of new Set([...this.#sessions.values()].map((s) => s.sandbox)))
+      await this.#confinement.thaw?.(name);
     await Promise.all([
       ...[...this.#sessions.values()].filter((s) => s.live).map((s) => s.stop(g)),
       ...[...this.#execs.entries()].map(([pid, e]) => stopGroup(pid, e.ended, g)),
@@ -370,7 +395,11 @@ export class ProcessBackend implements Backend {
   }
 
   async #stopSessions(name: string, graceMs: number): Promise<void> {
-    await Promise.all(this.#of(name).filter((s) => s.live).map((s) => s.stop(graceMs)));
+    await Promise.all(
+      this.#of(name)
+        .filter((s) => s.live)
+        .map((s) => s.stop(graceMs)),
+    );
   }
 
   #dir(name: string): Result<string, { code: WireErrorCode; detail: string }> {
@@ -397,4 +426,3 @@ function safeRealHome(): string {
     return homedir();
   }
 }
-

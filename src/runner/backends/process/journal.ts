@@ -32,7 +32,8 @@ export interface JournalLimits {
   readonly segmentBytes: number;
 }
 
-export const defaultSegmentBytes = (capBytes: number): number => Math.max(4096, Math.min(8 * 1024 * 1024, Math.floor(capBytes / 8)));
+export const defaultSegmentBytes = (capBytes: number): number =>
+  Math.max(4096, Math.min(8 * 1024 * 1024, Math.floor(capBytes / 8)));
 
 export class Journal {
   readonly #dir: string;
@@ -96,7 +97,10 @@ export class Journal {
    * prune during a slow replay cannot pull them away (an unlinked open file stays readable).
    */
   reader(): JournalReader {
-    return new JournalReader(this, this.#segments.map((s) => ({ seg: s, fd: openSync(s.path, 'r') })));
+    return new JournalReader(
+      this,
+      this.#segments.map((s) => ({ seg: s, fd: openSync(s.path, 'r') })),
+    );
   }
 
   /** @internal segments newer than `seq`, for a reader catching up. */
@@ -157,7 +161,8 @@ export class JournalReader {
   pending(): number {
     this.#adopt();
     let n = 0;
-    for (let i = this.#index; i < this.#open.length; i++) n += this.#open[i]!.seg.size - (i === this.#index ? this.#offset : 0);
+    for (let i = this.#index; i < this.#open.length; i++)
+      n += this.#open[i]!.seg.size - (i === this.#index ? this.#offset : 0);
     return n;
   }
 
@@ -190,7 +195,9 @@ export class JournalReader {
     }
     this.#carry = EMPTY;
     this.#carryInScratch = false;
-    const n = await new Promise<number>((res, rej) => read(cur.fd, buf, kept, len, this.#offset, (e, bytes) => (e ? rej(e) : res(bytes))));
+    const n = await new Promise<number>((res, rej) =>
+      read(cur.fd, buf, kept, len, this.#offset, (e, bytes) => (e ? rej(e) : res(bytes))),
+    );
     this.#offset += n;
     return this.#parse(buf.subarray(0, kept + n), reuse);
   }

@@ -63,4 +63,7 @@ export function writablePath(root: string, dir: string, path: string): BeneathTa
 }
 
 /** The components of `target` below `base` (both resolved, target inside base). */
-export const beneath = (base: string, target: string): BeneathTarget => ({ base, components: relative(base, target).split(sep) });
+export const beneath = (base: string, target: string): BeneathTarget => ({
+  base,
+  components: relative(base, target).split(sep),
+});

@@ -1,6 +1,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CollectingOut, captureLogger, until } from '../../testing.ts';
@@ -53,7 +63,10 @@ describe('process backend', () => {
   };
   const spawn = async (name: string, cmd: string, args: string[], out: CollectingOut, stdin = false) => {
     const reqId = id();
-    const r = await backend.spawn({ id: reqId, op: 'spawn', name, cmd, args, env: [], stdin }, { requestId: reqId, out });
+    const r = await backend.spawn(
+      { id: reqId, op: 'spawn', name, cmd, args, env: [], stdin },
+      { requestId: reqId, out },
+    );
     assert.ok(r.ok, r.ok ? '' : r.error.detail);
     r.value.followUp?.();
     return r.value.result.session_id;
@@ -69,10 +82,16 @@ describe('process backend', () => {
     await spawn('alpha', 'true', [], new CollectingOut());
     assert.ok(existsSync(join(root, JOURNALS_DIR)));
     const names = value(await backend.list({ id: id(), op: 'list' })).names;
-    assert.deepEqual(names.filter((n) => n === 'alpha' || n === 'beta'), ['alpha', 'beta']);
+    assert.deepEqual(
+      names.filter((n) => n === 'alpha' || n === 'beta'),
+      ['alpha', 'beta'],
+    );
     assert.ok(!names.some((n) => n.startsWith('.')));
 
-    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'alpha' })), { status: 'running', path: join(root, 'alpha') });
+    assert.deepEqual(value(await backend.get({ id: id(), op: 'get', name: 'alpha' })), {
+      status: 'running',
+      path: join(root, 'alpha'),
+    });
     value(await backend.suspend({ id: id(), op: 'suspend', name: 'alpha' }));
     assert.equal(statSync(join(root, 'alpha', '.fountain-suspended')).mode & 0o777, 0o600);
     assert.equal(value(await backend.get({ id: id(), op: 'get', name: 'alpha' })).status, 'suspended');
@@ -108,7 +127,15 @@ describe('process backend', () => {
     assert.equal(statSync(join(dir, 'rel/d.txt')).mode & 0o777, 0o755);
 
     const up = '../'.repeat(20);
-    for (const path of [`${up}escaped.txt`, '../files2/x', `/home/sprite/${up}etc/x`, '~/../x', join(root, 'other', 'x'), '/etc/fountain-test', join(root, JOURNALS_DIR, 'x')]) {
+    for (const path of [
+      `${up}escaped.txt`,
+      '../files2/x',
+      `/home/sprite/${up}etc/x`,
+      '~/../x',
+      join(root, 'other', 'x'),
+      '/etc/fountain-test',
+      join(root, JOURNALS_DIR, 'x'),
+    ]) {
       assert.equal(code(await write(path, b64('x'))), 'invalid', path);
     }
     assert.ok(!existsSync('/escaped.txt'));
@@ -118,7 +145,10 @@ describe('process backend', () => {
     assert.equal(readFileSync(shared, 'utf8'), 'tmp');
     rmSync(shared);
     assert.equal(code(await write('x.txt', '%%not base64')), 'invalid');
-    assert.equal(code(await backend.writeFile({ id: id(), op: 'write_file', name: 'nope', path: 'x', data: b64('x') })), 'not_found');
+    assert.equal(
+      code(await backend.writeFile({ id: id(), op: 'write_file', name: 'nope', path: 'x', data: b64('x') })),
+      'not_found',
+    );
   });
 
   it('write_file never follows a link the sandbox planted: files, directories, a sibling sandbox, .env (issue 22 #3)', async () => {
@@ -131,9 +161,13 @@ describe('process backend', () => {
     writeFileSync(join(root, 'sibling', 'secret'), 'sibling');
     writeFileSync(join(dir, '.env'), "K='v'\n");
     // The sandbox plants the links with its own commands.
-    const planted = await exec('links', 'sh', ['-c', `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && rm .env && ln -s ${outside}/file .env && mkdir -p real && ln -s ${outside}/dir real/deeper && ln ${outside}/file hard`]);
+    const planted = await exec('links', 'sh', [
+      '-c',
+      `ln -s ${outside}/file f && ln -s ${outside}/dir d && ln -s ${root}/sibling sib && rm .env && ln -s ${outside}/file .env && mkdir -p real && ln -s ${outside}/dir real/deeper && ln ${outside}/file hard`,
+    ]);
     assert.equal(planted.code, 0, planted.output);
-    const write = (path: string) => backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
+    const write = (path: string) =>
+      backend.writeFile({ id: id(), op: 'write_file', name: 'links', path, data: b64('PWNED'), mode: null });
     for (const [path, words] of [
       ['f', /f: f is a symbolic link/],
       ['/home/sprite/d/new.txt', /d\/new.txt: d is a symbolic link/],
@@ -164,18 +198,29 @@ describe('process backend', () => {
   it('exec maps paths, sets the child environment, and returns a nonzero exit as data', async () => {
     await create('ex');
     const dir = join(root, 'ex');
-    const r = await exec('ex', 'bash', ['-c', 'echo "$HOME|$FOUNTAIN_SANDBOX_DIR|$npm_config_prefix|$(pwd)|$1|$EXTRA"', '_', '/home/sprite/x'], {
-      env: [['EXTRA', 'v'], ['IGNORED']],
-      dir: '/home/sprite',
-    });
+    const r = await exec(
+      'ex',
+      'bash',
+      ['-c', 'echo "$HOME|$FOUNTAIN_SANDBOX_DIR|$npm_config_prefix|$(pwd)|$1|$EXTRA"', '_', '/home/sprite/x'],
+      {
+        env: [['EXTRA', 'v'], ['IGNORED']],
+        dir: '/home/sprite',
+      },
+    );
     assert.equal(r.code, 0);
     assert.equal(r.output, `${dir}|${dir}|${dir}/.npm-global|${dir}|${dir}/x|v\n`);
     const path = (await exec('ex', 'printenv', ['PATH'])).output.trim().split(':');
     assert.deepEqual(path.slice(0, 3), [`${dir}/.local/bin`, `${dir}/.npm-global/bin`, `${dir}/.bun/bin`]);
     assert.equal((await exec('ex', 'pwd', [], { dir: 'does/not/exist' })).output, `${dir}\n`);
     assert.deepEqual(await exec('ex', 'bash', ['-c', 'echo out; echo err >&2; exit 3']), { output: 'out\n', code: 3 });
-    assert.deepEqual(await exec('ex', 'bash', ['-c', 'echo out; echo err >&2'], { stderr_to_stdout: true }), { output: 'out\nerr\n', code: 0 });
-    assert.equal(code(await backend.exec({ id: id(), op: 'exec', name: 'missing', cmd: 'true', args: [], env: [] })), 'not_found');
+    assert.deepEqual(await exec('ex', 'bash', ['-c', 'echo out; echo err >&2'], { stderr_to_stdout: true }), {
+      output: 'out\nerr\n',
+      code: 0,
+    });
+    assert.equal(
+      code(await backend.exec({ id: id(), op: 'exec', name: 'missing', cmd: 'true', args: [], env: [] })),
+      'not_found',
+    );
   });
 
   it('exec gives 127 for a missing command, 137 for a timeout kill, 124 when an escaped child holds the pipe', async () => {
@@ -188,7 +233,10 @@ describe('process backend', () => {
     assert.deepEqual(killed, { output: 'started\n', code: 137 });
 
     // The parent waits until the child has left the group, so the group kill cannot reach it first.
-    const escaped = await exec('codes', 'bash', ['-c', 'setsid sh -c "touch left; exec sleep 3" & while [ ! -e left ]; do sleep 0.01; done; echo parent done']);
+    const escaped = await exec('codes', 'bash', [
+      '-c',
+      'setsid sh -c "touch left; exec sleep 3" & while [ ! -e left ]; do sleep 0.01; done; echo parent done',
+    ]);
     assert.equal(escaped.code, 124);
     assert.match(escaped.output, /parent done\n.*fountain runner: command output did not close/s);
 
@@ -202,7 +250,13 @@ describe('process backend', () => {
   it('spawn streams output then exactly one exit; stdin round-trips; close_stdin is EOF; stdin after exit is command_exited', async () => {
     await create('sp');
     const out = new CollectingOut();
-    const sid = await spawn('sp', 'bash', ['-c', 'echo ready; while read l; do echo "got:$l"; done; echo bye'], out, true);
+    const sid = await spawn(
+      'sp',
+      'bash',
+      ['-c', 'echo ready; while read l; do echo "got:$l"; done; echo bye'],
+      out,
+      true,
+    );
     assert.match(sid, /^s-\d+-[0-9a-f]{8}-\d+$/);
     await until(() => out.bytes(sid).toString().includes('ready'), 'ready');
     value(await backend.stdin({ id: id(), op: 'stdin', name: 'sp', session_id: sid, data: b64('hello\n') }));
@@ -214,13 +268,22 @@ describe('process backend', () => {
     assert.equal(out.bytes(sid).toString(), 'ready\ngot:hello\nbye\n');
     assert.equal(out.frames.filter((f) => f.stream === 'exit').length, 1);
     assert.equal(out.frames.at(-1)?.stream, 'exit');
-    assert.equal(code(await backend.stdin({ id: id(), op: 'stdin', name: 'sp', session_id: sid, data: b64('late') })), 'command_exited');
-    assert.equal(code(await backend.stdin({ id: id(), op: 'stdin', session_id: 's-0-0', data: b64('x') })), 'not_found');
+    assert.equal(
+      code(await backend.stdin({ id: id(), op: 'stdin', name: 'sp', session_id: sid, data: b64('late') })),
+      'command_exited',
+    );
+    assert.equal(
+      code(await backend.stdin({ id: id(), op: 'stdin', session_id: 's-0-0', data: b64('x') })),
+      'not_found',
+    );
     assert.equal(code(await backend.stdinClose({ id: id(), op: 'stdin_close', session_id: 's-0-0' })), 'not_found');
     value(await backend.detach({ id: 0, op: 'detach', session_id: 's-0-0' }));
 
     const noStdin = await spawn('sp', 'sleep', ['5'], new CollectingOut());
-    assert.equal(code(await backend.stdin({ id: id(), op: 'stdin', session_id: noStdin, data: b64('x') })), 'write_failed');
+    assert.equal(
+      code(await backend.stdin({ id: id(), op: 'stdin', session_id: noStdin, data: b64('x') })),
+      'write_failed',
+    );
 
     const failed = new CollectingOut();
     const bad = await spawn('sp', 'fountain-no-such-command', [], failed);
@@ -229,7 +292,10 @@ describe('process backend', () => {
     assert.match(failed.bytes(bad).toString(), /^fountain runner: .*ENOENT/);
 
     const sessions = value(await backend.listSessions({ id: id(), op: 'list_sessions', name: 'sp' })).sessions;
-    assert.deepEqual(sessions.map((s) => s.id), [bad, noStdin, sid]);
+    assert.deepEqual(
+      sessions.map((s) => s.id),
+      [bad, noStdin, sid],
+    );
     assert.equal(sessions[0]!.exit_code, 127);
     assert.equal(sessions[1]!.exit_code, undefined);
     assert.equal(sessions[2]!.command, 'bash -c echo ready; while read l; do echo "got:$l"; done; echo bye');
@@ -250,7 +316,10 @@ describe('process backend', () => {
     first.open = false;
     await new Promise((r) => setTimeout(r, 50));
     const second = new CollectingOut();
-    const attach = await backend.attach({ id: 77, op: 'attach', name: 'jr', session_id: sid }, { requestId: 77, out: second });
+    const attach = await backend.attach(
+      { id: 77, op: 'attach', name: 'jr', session_id: sid },
+      { requestId: 77, out: second },
+    );
     assert.ok(attach.ok);
     assert.deepEqual(attach.value.result, { session_id: sid });
     attach.value.followUp?.();
@@ -262,7 +331,12 @@ describe('process backend', () => {
     // Replay frames come first, then only live ones.
     const firstLive = second.frames.findIndex((f) => f.replay_for === undefined);
     if (firstLive >= 0) assert.ok(second.frames.slice(firstLive).every((f) => f.replay_for === undefined));
-    assert.equal(code(await backend.attach({ id: 78, op: 'attach', name: 'other', session_id: sid }, { requestId: 78, out: second })), 'not_found');
+    assert.equal(
+      code(
+        await backend.attach({ id: 78, op: 'attach', name: 'other', session_id: sid }, { requestId: 78, out: second }),
+      ),
+      'not_found',
+    );
   });
 
   it('session ids do not repeat across backend processes, even within one second', async () => {
@@ -272,8 +346,14 @@ describe('process backend', () => {
     try {
       value(await other.value.create({ id: id(), op: 'create', name: 'twin' }));
       await create('twin');
-      const a = await other.value.spawn({ id: 1, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false }, { requestId: 1, out: new CollectingOut() });
-      const b = await backend.spawn({ id: 2, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false }, { requestId: 2, out: new CollectingOut() });
+      const a = await other.value.spawn(
+        { id: 1, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false },
+        { requestId: 1, out: new CollectingOut() },
+      );
+      const b = await backend.spawn(
+        { id: 2, op: 'spawn', name: 'twin', cmd: 'true', args: [], env: [], stdin: false },
+        { requestId: 2, out: new CollectingOut() },
+      );
       assert.ok(a.ok && b.ok);
       a.value.followUp?.();
       b.value.followUp?.();
@@ -285,7 +365,11 @@ describe('process backend', () => {
   });
 
   it('a replay long enough to read asynchronously hands over to live output without a gap or a repeat', async () => {
-    const opened = openProcessBackend({ root: join(root, '..', 'big'), logger: captureLogger().logger, journalCapBytes: 64 * 1024 * 1024 });
+    const opened = openProcessBackend({
+      root: join(root, '..', 'big'),
+      logger: captureLogger().logger,
+      journalCapBytes: 64 * 1024 * 1024,
+    });
     assert.ok(opened.ok);
     const big = opened.value;
     try {
@@ -298,7 +382,10 @@ describe('process backend', () => {
         process.stdin.on('data', (d) => process.stdout.write(d));
         process.stdin.on('end', () => process.exit(0));`;
       const first = new CollectingOut();
-      const r = await big.spawn({ id: 1, op: 'spawn', name: 'big', cmd: process.execPath, args: ['-e', script], env: [], stdin: true }, { requestId: 1, out: first });
+      const r = await big.spawn(
+        { id: 1, op: 'spawn', name: 'big', cmd: process.execPath, args: ['-e', script], env: [], stdin: true },
+        { requestId: 1, out: first },
+      );
       assert.ok(r.ok);
       const sid = r.value.result.session_id;
       r.value.followUp?.();
@@ -311,15 +398,34 @@ describe('process backend', () => {
       a.value.followUp?.();
       // Under load the child may finish writing before the replay ends; a line sent after the
       // whole output arrived is live output for certain, so the hand-over is always exercised.
-      await until(() => slow.bytes(sid).toString().includes(`L${lines - 1} `), 'all lines through the replay', 30_000);
+      await until(
+        () =>
+          slow
+            .bytes(sid)
+            .toString()
+            .includes(`L${lines - 1} `),
+        'all lines through the replay',
+        30_000,
+      );
       const tail = Buffer.from(`L${lines} tail\n`).toString('base64');
       assert.ok((await big.stdin({ id: 3, op: 'stdin', session_id: sid, data: tail })).ok);
       assert.ok((await big.stdinClose({ id: 4, op: 'stdin_close', session_id: sid })).ok);
       await until(() => slow.exitCode(sid) !== undefined, 'exit after the replay', 30_000);
-      const got = slow.bytes(sid).toString().split('\n').filter(Boolean).map((l) => Number(l.slice(1, l.indexOf(' '))));
+      const got = slow
+        .bytes(sid)
+        .toString()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => Number(l.slice(1, l.indexOf(' '))));
       assert.equal(got.length, lines + 1);
-      assert.ok(got.every((n, i) => n === i), 'every line once, in order');
-      assert.ok(slow.frames.some((f) => f.replay_for === 2) && slow.frames.some((f) => f.replay_for === undefined && f.stream !== 'exit'));
+      assert.ok(
+        got.every((n, i) => n === i),
+        'every line once, in order',
+      );
+      assert.ok(
+        slow.frames.some((f) => f.replay_for === 2) &&
+          slow.frames.some((f) => f.replay_for === undefined && f.stream !== 'exit'),
+      );
     } finally {
       await big.stopAll();
     }
@@ -334,7 +440,10 @@ describe('process backend', () => {
     const full = out.bytes(sid);
     assert.ok(full.length > total);
     const late = new CollectingOut();
-    const r = await backend.attach({ id: 90, op: 'attach', name: 'cap', session_id: sid }, { requestId: 90, out: late });
+    const r = await backend.attach(
+      { id: 90, op: 'attach', name: 'cap', session_id: sid },
+      { requestId: 90, out: late },
+    );
     assert.ok(r.ok);
     const from = r.value.result.replay_from ?? 0;
     assert.ok(from > 0, 'replay_from reported');
@@ -373,12 +482,31 @@ function isAlive(pid: number): boolean {
 describe('replay frames', () => {
   it('carry runs of one stream up to the size limit, in order, with an exit alone', () => {
     const rec = (kind: 'stdout' | 'stderr' | 'exit', text: string) => ({ kind, payload: Buffer.from(text) });
-    const runs = replayRuns([rec('stdout', 'ab'), rec('stdout', 'cd'), rec('stdout', 'ef'), rec('stderr', 'x'), rec('stdout', 'g'), rec('exit', '\0\0\0\0')], 4);
+    const runs = replayRuns(
+      [
+        rec('stdout', 'ab'),
+        rec('stdout', 'cd'),
+        rec('stdout', 'ef'),
+        rec('stderr', 'x'),
+        rec('stdout', 'g'),
+        rec('exit', '\0\0\0\0'),
+      ],
+      4,
+    );
     assert.deepEqual(
       runs.map((run) => [run[0]!.kind, run.map((r) => r.payload.toString()).join('|')]),
-      [['stdout', 'ab|cd'], ['stdout', 'ef'], ['stderr', 'x'], ['stdout', 'g'], ['exit', '\0\0\0\0']],
+      [
+        ['stdout', 'ab|cd'],
+        ['stdout', 'ef'],
+        ['stderr', 'x'],
+        ['stdout', 'g'],
+        ['exit', '\0\0\0\0'],
+      ],
     );
-    assert.deepEqual(replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length), [1]);
+    assert.deepEqual(
+      replayRuns([rec('stdout', 'toolong')], 4).map((run) => run.length),
+      [1],
+    );
   });
 });
 
@@ -406,14 +534,39 @@ describe('a process-backend sandbox environment holds only what it is given (iss
 
   it('exec and spawn see the fixed base plus the request env, nothing of the runner', async () => {
     value(await backend.create({ id: id(), op: 'create', name: 'env' }));
-    const r = value(await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }));
-    const keys = unb64(r.output).split('\0').filter((l) => l !== '').map((l) => l.slice(0, l.indexOf('='))).sort();
+    const r = value(
+      await backend.exec({ id: id(), op: 'exec', name: 'env', cmd: 'env', args: ['-0'], env: [['ASKED', 'yes']] }),
+    );
+    const keys = unb64(r.output)
+      .split('\0')
+      .filter((l) => l !== '')
+      .map((l) => l.slice(0, l.indexOf('=')))
+      .sort();
     // Trust-anchor paths (public CA bundles) pass when the runner has them: npm behind a TLS-intercepting proxy needs them.
     const trust = TRUST_ENV_KEYS.filter((k) => process.env[k]);
-    assert.deepEqual(keys, ['ASKED', 'FOUNTAIN_SANDBOX_DIR', 'HOME', 'LANG', 'PATH', 'SHELL', 'TERM', 'TMPDIR', 'USER', ...trust, 'npm_config_cache', 'npm_config_prefix'].sort());
+    assert.deepEqual(
+      keys,
+      [
+        'ASKED',
+        'FOUNTAIN_SANDBOX_DIR',
+        'HOME',
+        'LANG',
+        'PATH',
+        'SHELL',
+        'TERM',
+        'TMPDIR',
+        'USER',
+        ...trust,
+        'npm_config_cache',
+        'npm_config_prefix',
+      ].sort(),
+    );
     const out = new CollectingOut();
     const reqId = id();
-    const sp = await backend.spawn({ id: reqId, op: 'spawn', name: 'env', cmd: 'env', args: [], env: [], stdin: false }, { requestId: reqId, out });
+    const sp = await backend.spawn(
+      { id: reqId, op: 'spawn', name: 'env', cmd: 'env', args: [], env: [], stdin: false },
+      { requestId: reqId, out },
+    );
     assert.ok(sp.ok);
     sp.value.followUp?.();
     await until(() => out.frames.some((f) => f.stream === 'exit'), 'the spawned env to exit');
@@ -423,11 +576,18 @@ describe('a process-backend sandbox environment holds only what it is given (iss
   });
 
   it('takes the npm cache the runner names (--npm-cache) and the trust anchors, nothing else', () => {
-    const env = childEnv('/sb', [], { base: { PATH: '/bin', NODE_EXTRA_CA_CERTS: '/etc/ca.pem', AWS_SECRET_ACCESS_KEY: 'x' }, realHome: '/home/u', npmCache: '/repo/.cache/npm', exists: () => false });
+    const env = childEnv('/sb', [], {
+      base: { PATH: '/bin', NODE_EXTRA_CA_CERTS: '/etc/ca.pem', AWS_SECRET_ACCESS_KEY: 'x' },
+      realHome: '/home/u',
+      npmCache: '/repo/.cache/npm',
+      exists: () => false,
+    });
     assert.equal(env.npm_config_cache, '/repo/.cache/npm');
     assert.equal(env.NODE_EXTRA_CA_CERTS, '/etc/ca.pem');
     assert.equal(env.AWS_SECRET_ACCESS_KEY, undefined);
-    assert.equal(childEnv('/sb', [], { base: {}, realHome: '/home/u', exists: () => false }).npm_config_cache, '/home/u/.npm');
+    assert.equal(
+      childEnv('/sb', [], { base: {}, realHome: '/home/u', exists: () => false }).npm_config_cache,
+      '/home/u/.npm',
+    );
   });
 });
-

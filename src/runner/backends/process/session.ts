@@ -195,8 +195,17 @@ export class Session {
       let bytes = 0;
       for (const run of replayRuns(records, REPLAY_FRAME_BYTES)) {
         const first = run[0]!;
-        if (first.kind === 'exit') out.send({ stream: 'exit', session_id: this.id, code: first.payload.readInt32BE(0), replay_for: requestId });
-        else out.send(outputFrame(first.kind, this.id, run.map((r) => r.payload), requestId));
+        if (first.kind === 'exit')
+          out.send({ stream: 'exit', session_id: this.id, code: first.payload.readInt32BE(0), replay_for: requestId });
+        else
+          out.send(
+            outputFrame(
+              first.kind,
+              this.id,
+              run.map((r) => r.payload),
+              requestId,
+            ),
+          );
         for (const r of run) bytes += r.payload.length;
       }
       return bytes;
@@ -216,7 +225,8 @@ export class Session {
         }
         if (!current()) return;
         send(reader.rest());
-        if (reader.gap) this.#log.warn({ session: this.id }, 'runner: replay skipped a journal segment pruned while it was read');
+        if (reader.gap)
+          this.#log.warn({ session: this.id }, 'runner: replay skipped a journal segment pruned while it was read');
         this.#out = out;
         this.#attached = true;
       } catch (e) {

@@ -38,12 +38,21 @@ const message = (e: unknown): string => (e instanceof Error ? e.message : String
  * path in words) when any component is a symbolic link, a directory component is not a directory,
  * or the target is not a regular file with one link. Other failures are `write_failed`.
  */
-export async function writeBeneath(target: BeneathTarget, shown: string, data: Uint8Array, opts: WriteBeneathOptions): Promise<Result<void, WireError>> {
+export async function writeBeneath(
+  target: BeneathTarget,
+  shown: string,
+  data: Uint8Array,
+  opts: WriteBeneathOptions,
+): Promise<Result<void, WireError>> {
   const parts = target.components;
   if (parts.length === 0 || parts.some((p) => p === '' || p === '.' || p === '..' || p.includes('/'))) {
     return err({ code: 'invalid', detail: `${shown}: not a file path beneath the sandbox` });
   }
-  const refuse = (at: number, why: string) => err({ code: 'invalid' as const, detail: `${shown}: ${parts.slice(0, at + 1).join('/')} ${why}; write_file does not follow links` });
+  const refuse = (at: number, why: string) =>
+    err({
+      code: 'invalid' as const,
+      detail: `${shown}: ${parts.slice(0, at + 1).join('/')} ${why}; write_file does not follow links`,
+    });
   const handles: FileHandle[] = [];
   try {
     let dir: FileHandle;
@@ -78,7 +87,11 @@ export async function writeBeneath(target: BeneathTarget, shown: string, data: U
     const last = parts.length - 1;
     let file: FileHandle;
     try {
-      file = await open(viaFd ? `/proc/self/fd/${dir.fd}/${parts[last]}` : join(hostDir, parts[last]!), FILE_FLAGS, opts.mode);
+      file = await open(
+        viaFd ? `/proc/self/fd/${dir.fd}/${parts[last]}` : join(hostDir, parts[last]!),
+        FILE_FLAGS,
+        opts.mode,
+      );
     } catch (e) {
       const c = codeOf(e);
       if (c === 'ELOOP') return refuse(last, 'is a symbolic link');

@@ -20,7 +20,9 @@ const modelExample = (r: Runtime): string => RUNTIME_SPECS[r].models[0]!;
 /** The form has a select per ACP tool kind, the kinds the engine's policy lookup knows. */
 const POLICY_KEYS = TOOL_KINDS;
 
-export type Errors = Partial<Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>>;
+export type Errors = Partial<
+  Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>
+>;
 
 export interface FormValues {
   name: string;
@@ -44,7 +46,12 @@ export const fromAgent = (a: Agent | undefined): FormValues => ({
 const verdict = z.enum(VERDICTS);
 
 /** Validates the posted form into agent fields, or the error to show beside each field. */
-export function parseAgentForm(body: Record<string, unknown>, enabled: readonly string[]): { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> } | { ok: false; errors: Errors; values: FormValues } {
+export function parseAgentForm(
+  body: Record<string, unknown>,
+  enabled: readonly string[],
+):
+  | { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> }
+  | { ok: false; errors: Errors; values: FormValues } {
   const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   const values: FormValues = {
     name: str('name').trim(),
@@ -52,14 +59,20 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
     model: str('model').trim(),
     system: str('system'),
     sandbox_provider: str('sandbox_provider'),
-    policy: Object.fromEntries(['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== '')),
+    policy: Object.fromEntries(
+      ['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== ''),
+    ),
   };
   const errors: Errors = {};
   if (values.name.length < 1 || values.name.length > 200) errors.name = 'A name is required (at most 200 characters).';
   const runtime = z.enum(RUNTIMES).safeParse(values.runtime);
   if (!runtime.success) errors.runtime = `Pick a runtime: ${RUNTIMES.join(', ')}.`;
-  if (!MODEL_PATTERN.test(values.model)) errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
-  else if (runtime.success && !modelProviders(runtime.data).includes(values.model.slice(0, values.model.indexOf('/')))) {
+  if (!MODEL_PATTERN.test(values.model))
+    errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
+  else if (
+    runtime.success &&
+    !modelProviders(runtime.data).includes(values.model.slice(0, values.model.indexOf('/')))
+  ) {
     errors.model = `The ${runtime.data} runtime takes models from ${modelProviders(runtime.data).join(' or ')}, e.g. ${modelExample(runtime.data)}.`;
   }
   if (values.system.length > 100_000) errors.system = 'The system prompt is limited to 100,000 characters.';
@@ -75,7 +88,14 @@ export function parseAgentForm(body: Record<string, unknown>, enabled: readonly 
   if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
   return {
     ok: true,
-    fields: { name: values.name, runtime: runtime.data, model: values.model, system: values.system, sandboxProvider: values.sandbox_provider || null, permissionPolicy: policy },
+    fields: {
+      name: values.name,
+      runtime: runtime.data,
+      model: values.model,
+      system: values.system,
+      sandboxProvider: values.sandbox_provider || null,
+      permissionPolicy: policy,
+    },
   };
 }
 
@@ -85,7 +105,11 @@ const described = (id: string, hint: boolean, error: string | undefined) => ({
 });
 
 /** The agent form's environment choice: what its sandboxes are provisioned with. */
-function EnvironmentChoice(p: { environments: readonly Environment[]; selected: string | null; error?: string | undefined }) {
+function EnvironmentChoice(p: {
+  environments: readonly Environment[];
+  selected: string | null;
+  error?: string | undefined;
+}) {
   return (
     <div class="field">
       <label for="environment_id">Environment</label>
@@ -101,7 +125,8 @@ function EnvironmentChoice(p: { environments: readonly Environment[]; selected: 
         ))}
       </select>
       <p class="muted small" id="environment_id_hint">
-        Variables, secrets, packages, repositories and setup its sandboxes get. <a href="/environments">Manage environments</a>.
+        Variables, secrets, packages, repositories and setup its sandboxes get.{' '}
+        <a href="/environments">Manage environments</a>.
       </p>
       <ErrorNote id="environment_id_error" message={p.error} />
     </div>
@@ -109,10 +134,15 @@ function EnvironmentChoice(p: { environments: readonly Environment[]; selected: 
 }
 
 /** The environment the form chose: '' is none; an id must be one of the account's. */
-export function chosenEnvironment(body: Record<string, unknown>, environments: readonly Environment[]): { ok: true; id: string | null } | { ok: false; error: string } {
+export function chosenEnvironment(
+  body: Record<string, unknown>,
+  environments: readonly Environment[],
+): { ok: true; id: string | null } | { ok: false; error: string } {
   const v = typeof body.environment_id === 'string' ? body.environment_id : '';
   if (v === '') return { ok: true, id: null };
-  return environments.some((e) => e.id === v) ? { ok: true, id: v } : { ok: false, error: 'That environment does not exist (any more).' };
+  return environments.some((e) => e.id === v)
+    ? { ok: true, id: v }
+    : { ok: false, error: 'That environment does not exist (any more).' };
 }
 
 export interface Choices {
@@ -146,11 +176,22 @@ export function AgentWarnings(p: { warnings: readonly AgentWarning[] }) {
  * holding the listeners was itself replaced, a change made while the swap settled was never heard
  * (two quick changes showed the first one's answer); a newer change replaces a request on its way.
  */
-function AgentWarningsHost(p: { warnings: readonly AgentWarning[]; selects: readonly string[]; agentId?: string | undefined }) {
+function AgentWarningsHost(p: {
+  warnings: readonly AgentWarning[];
+  selects: readonly string[];
+  agentId?: string | undefined;
+}) {
   const trigger = p.selects.map((id) => `change from:#${id}`).join(', ');
   const url = p.agentId ? `${WARNINGS_PATH}?agent_id=${encodeURIComponent(p.agentId)}` : WARNINGS_PATH;
   return (
-    <div hx-post={url} hx-trigger={trigger} hx-sync="this:replace" hx-include="closest form" hx-target="this" hx-swap="innerHTML">
+    <div
+      hx-post={url}
+      hx-trigger={trigger}
+      hx-sync="this:replace"
+      hx-include="closest form"
+      hx-target="this"
+      hx-swap="innerHTML"
+    >
       <AgentWarnings warnings={p.warnings} />
     </div>
   );
@@ -170,12 +211,24 @@ export function AgentForm(p: {
 }) {
   const v = p.values;
   const e = p.errors;
-  const selects = ['environment_id', ...(p.enabled.length >= 2 ? ['sandbox_provider'] : []), ...(p.enabled.includes('runner') ? ['runner_id'] : [])];
+  const selects = [
+    'environment_id',
+    ...(p.enabled.length >= 2 ? ['sandbox_provider'] : []),
+    ...(p.enabled.includes('runner') ? ['runner_id'] : []),
+  ];
   return (
     <form method="post" action={p.action} class="card" novalidate>
       <ErrorNote message={e.form} />
       <Field id="name" label="Name" error={e.name}>
-        <input id="name" name="name" type="text" value={v.name} required maxlength={200} {...described('name', false, e.name)} />
+        <input
+          id="name"
+          name="name"
+          type="text"
+          value={v.name}
+          required
+          maxlength={200}
+          {...described('name', false, e.name)}
+        />
       </Field>
       <Field id="runtime" label="Runtime" error={e.runtime} hint="demo needs no model and no network.">
         <select id="runtime" name="runtime" {...described('runtime', true, e.runtime)}>
@@ -186,12 +239,26 @@ export function AgentForm(p: {
           ))}
         </select>
       </Field>
-      <Field id="model" label="Model" error={e.model} hint="provider/model — e.g. anthropic/claude-sonnet-4-5; the demo runtime uses fountain/demo.">
+      <Field
+        id="model"
+        label="Model"
+        error={e.model}
+        hint="provider/model — e.g. anthropic/claude-sonnet-4-5; the demo runtime uses fountain/demo."
+      >
         <input id="model" name="model" type="text" value={v.model} required {...described('model', true, e.model)} />
       </Field>
       {p.enabled.length >= 2 ? (
-        <Field id="sandbox_provider" label="Sandbox provider" error={e.sandbox_provider} hint="Where this agent's sandboxes run.">
-          <select id="sandbox_provider" name="sandbox_provider" {...described('sandbox_provider', true, e.sandbox_provider)}>
+        <Field
+          id="sandbox_provider"
+          label="Sandbox provider"
+          error={e.sandbox_provider}
+          hint="Where this agent's sandboxes run."
+        >
+          <select
+            id="sandbox_provider"
+            name="sandbox_provider"
+            {...described('sandbox_provider', true, e.sandbox_provider)}
+          >
             <option value="" selected={v.sandbox_provider === ''}>
               Instance default ({p.defaultProvider})
             </option>
@@ -203,8 +270,18 @@ export function AgentForm(p: {
           </select>
         </Field>
       ) : null}
-      {p.enabled.includes('runner') ? <RunnerChoice runners={p.choices.runners} selected={p.choices.runnerId} error={e.form === RUNNER_GONE ? e.form : undefined} /> : null}
-      <EnvironmentChoice environments={p.choices.environments} selected={p.choices.environmentId} error={e.form === ENV_ERROR ? e.form : undefined} />
+      {p.enabled.includes('runner') ? (
+        <RunnerChoice
+          runners={p.choices.runners}
+          selected={p.choices.runnerId}
+          error={e.form === RUNNER_GONE ? e.form : undefined}
+        />
+      ) : null}
+      <EnvironmentChoice
+        environments={p.choices.environments}
+        selected={p.choices.environmentId}
+        error={e.form === ENV_ERROR ? e.form : undefined}
+      />
       <AgentWarningsHost warnings={p.warnings ?? []} selects={selects} agentId={p.agentId} />
       <Field id="system" label="System prompt" error={e.system}>
         <textarea id="system" name="system" rows={5} {...described('system', false, e.system)}>
@@ -214,8 +291,9 @@ export function AgentForm(p: {
       <fieldset>
         <legend>Permission policy</legend>
         <p class="muted small">
-          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the conversation; an automatic allow
-          answers "allow once", never "always". Rules for a runtime's own tool names (Claude's Bash, Edit, …) can be set through the API.
+          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the
+          conversation; an automatic allow answers "allow once", never "always". Rules for a runtime's own tool names
+          (Claude's Bash, Edit, …) can be set through the API.
         </p>
         <ErrorNote id="permission_policy_error" message={e.permission_policy} />
         <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
@@ -242,4 +320,3 @@ export function AgentForm(p: {
     </form>
   );
 }
-

@@ -16,13 +16,30 @@ import type { Environment } from '../../store/environment-schema.ts';
 import { inWords } from '../actions.ts';
 import type { Db } from '../../store/db.ts';
 import { chosenRunner, runnerOptions } from './runner-choice.tsx';
-import { AgentForm, AgentWarnings, chosenEnvironment, ENV_ERROR, fromAgent, parseAgentForm, WARNINGS_PATH, type Choices, type Errors, type FormValues } from './agent-form.tsx';
+import {
+  AgentForm,
+  AgentWarnings,
+  chosenEnvironment,
+  ENV_ERROR,
+  fromAgent,
+  parseAgentForm,
+  WARNINGS_PATH,
+  type Choices,
+  type Errors,
+  type FormValues,
+} from './agent-form.tsx';
 
 export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const enabled = () => deps.registry.enabled();
   const runnersOf = (accountId: string) => runnerOptions(deps.db as unknown as Db, deps.runnerHost, accountId);
-  const warningsOf = agentWarner({ db: deps.db, registry: deps.registry, defaultProvider: deps.defaultProvider, allowUnenforced: deps.engine.brokerAllowUnenforced, environments: deps.environments });
+  const warningsOf = agentWarner({
+    db: deps.db,
+    registry: deps.registry,
+    defaultProvider: deps.defaultProvider,
+    allowUnenforced: deps.engine.brokerAllowUnenforced,
+    environments: deps.environments,
+  });
 
   app.get('/agents', async (c) => {
     const user = c.get('user');
@@ -64,7 +81,12 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
                       <a href={`/agents/${a.id}/edit`} aria-label={`Edit ${a.name}`}>
                         Edit
                       </a>{' '}
-                      <form method="post" action={`/agents/${a.id}/delete`} class="inline" onsubmit={`return confirm(${JSON.stringify(`Delete the agent ${a.name}? Its conversations stay, but cannot take new messages.`)})`}>
+                      <form
+                        method="post"
+                        action={`/agents/${a.id}/delete`}
+                        class="inline"
+                        onsubmit={`return confirm(${JSON.stringify(`Delete the agent ${a.name}? Its conversations stay, but cannot take new messages.`)})`}
+                      >
                         <button type="submit" class="danger" aria-label={`Delete ${a.name}`}>
                           Delete
                         </button>
@@ -86,19 +108,36 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const accountId = c.get('user').account.id;
     const body = await c.req.parseBody();
     const agentId = c.req.query('agent_id');
-    const agent = agentId && z.string().uuid().safeParse(agentId).success ? await getAgent(deps.db, accountId, agentId) : undefined;
+    const agent =
+      agentId && z.string().uuid().safeParse(agentId).success ? await getAgent(deps.db, accountId, agentId) : undefined;
     const env = chosenEnvironment(body, await deps.environments.list(accountId));
-    const runner = enabled().includes('runner') ? chosenRunner(body, await runnersOf(accountId)) : ({ ok: true, id: agent?.runnerId ?? null } as const);
+    const runner = enabled().includes('runner')
+      ? chosenRunner(body, await runnersOf(accountId))
+      : ({ ok: true, id: agent?.runnerId ?? null } as const);
     // Without the provider select (one provider enabled) the form posts none: the agent's, or the default.
     const posted = typeof body.sandbox_provider === 'string' ? body.sandbox_provider : undefined;
-    const provider = posted === undefined ? (agent?.sandboxProvider ?? null) : posted === '' || !(enabled() as readonly string[]).includes(posted) ? null : posted;
-    const warnings = await warningsOf(accountId, { environmentId: env.ok ? env.id : null, sandboxProvider: provider, runnerId: runner.ok ? runner.id : null });
+    const provider =
+      posted === undefined
+        ? (agent?.sandboxProvider ?? null)
+        : posted === '' || !(enabled() as readonly string[]).includes(posted)
+          ? null
+          : posted;
+    const warnings = await warningsOf(accountId, {
+      environmentId: env.ok ? env.id : null,
+      sandboxProvider: provider,
+      runnerId: runner.ok ? runner.id : null,
+    });
     return c.html(<AgentWarnings warnings={warnings} />);
   });
 
   app.get('/agents/new', async (c) => {
     const accountId = c.get('user').account.id;
-    const choices: Choices = { environments: await deps.environments.list(accountId), environmentId: null, runners: await runnersOf(accountId), runnerId: null };
+    const choices: Choices = {
+      environments: await deps.environments.list(accountId),
+      environmentId: null,
+      runners: await runnersOf(accountId),
+      runnerId: null,
+    };
     return c.html(
       <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
         <h1>New agent</h1>
@@ -124,31 +163,68 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const env = chosenEnvironment(body, environments);
     const runners = await runnersOf(user.account.id);
     const runner = chosenRunner(body, runners);
-    const choices: Choices = { environments, environmentId: env.ok ? env.id : null, runners, runnerId: runner.ok ? runner.id : null };
-    const posted = typeof body.sandbox_provider === 'string' && (enabled() as readonly string[]).includes(body.sandbox_provider) ? body.sandbox_provider : null;
-    const warnings = await warningsOf(user.account.id, { environmentId: choices.environmentId, sandboxProvider: posted, runnerId: choices.runnerId });
+    const choices: Choices = {
+      environments,
+      environmentId: env.ok ? env.id : null,
+      runners,
+      runnerId: runner.ok ? runner.id : null,
+    };
+    const posted =
+      typeof body.sandbox_provider === 'string' && (enabled() as readonly string[]).includes(body.sandbox_provider)
+        ? body.sandbox_provider
+        : null;
+    const warnings = await warningsOf(user.account.id, {
+      environmentId: choices.environmentId,
+      sandboxProvider: posted,
+      runnerId: choices.runnerId,
+    });
     const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
       c.html(
         <Layout title="New agent" section="agents" user={userName(user)}>
           <h1>New agent</h1>
-          <AgentForm action="/agents" values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Create agent" choices={choices} warnings={warnings} />
+          <AgentForm
+            action="/agents"
+            values={values}
+            errors={errors}
+            enabled={enabled()}
+            defaultProvider={deps.defaultProvider}
+            submit="Create agent"
+            choices={choices}
+            warnings={warnings}
+          />
         </Layout>,
         status,
       );
     if (!parsed.ok) return page(parsed.values, parsed.errors, 422);
     if (!env.ok) return page(fromAgent(undefined), { form: env.error }, 422);
     if (!runner.ok) return page(fromAgent(undefined), { form: runner.error }, 422);
-    const r = await createAgent(deps.db, user.account.id, { ...parsed.fields, description: '', metadata: {}, environmentId: env.id, runnerId: runner.id });
+    const r = await createAgent(deps.db, user.account.id, {
+      ...parsed.fields,
+      description: '',
+      metadata: {},
+      environmentId: env.id,
+      runnerId: runner.id,
+    });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
     // Saved, but its conversations would be refused at launch: the edit page shows why.
-    if ((await warningsOf(user.account.id, r.agent)).length > 0) return c.redirect(`/agents/${r.agent.id}/edit?saved=1`, 303);
+    if ((await warningsOf(user.account.id, r.agent)).length > 0)
+      return c.redirect(`/agents/${r.agent.id}/edit?saved=1`, 303);
     return c.redirect('/', 303);
   });
 
   app.get('/agents/:id/edit', async (c) => {
     const user = c.get('user');
-    const agent = z.string().uuid().safeParse(c.req.param('id')).success ? await getAgent(deps.db, user.account.id, c.req.param('id')) : undefined;
-    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1><a href="/agents">All agents</a></Layout>, 404);
+    const agent = z.string().uuid().safeParse(c.req.param('id')).success
+      ? await getAgent(deps.db, user.account.id, c.req.param('id'))
+      : undefined;
+    if (!agent)
+      return c.html(
+        <Layout title="Not found" section="agents" user={userName(user)}>
+          <h1>Agent not found</h1>
+          <a href="/agents">All agents</a>
+        </Layout>,
+        404,
+      );
     const environments = await deps.environments.list(user.account.id);
     return c.html(
       <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
@@ -167,7 +243,12 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
           enabled={enabled()}
           defaultProvider={deps.defaultProvider}
           submit="Save"
-          choices={{ environments, environmentId: agent.environmentId, runners: await runnersOf(user.account.id), runnerId: agent.runnerId }}
+          choices={{
+            environments,
+            environmentId: agent.environmentId,
+            runners: await runnersOf(user.account.id),
+            runnerId: agent.runnerId,
+          }}
         />
         <StartConversation agent={agent} environments={environments} />
       </Layout>,
@@ -178,7 +259,13 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const id = c.req.param('id');
     const agent = z.string().uuid().safeParse(id).success ? await getAgent(deps.db, user.account.id, id) : undefined;
-    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1></Layout>, 404);
+    if (!agent)
+      return c.html(
+        <Layout title="Not found" section="agents" user={userName(user)}>
+          <h1>Agent not found</h1>
+        </Layout>,
+        404,
+      );
     // A provider the agent already pins stays valid even if it was turned off since ("validated only when changed").
     const allowed = agent.sandboxProvider ? [...new Set([...enabled(), agent.sandboxProvider])] : enabled();
     const body = await c.req.parseBody();
@@ -187,15 +274,41 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const env = chosenEnvironment(body, environments);
     const runners = await runnersOf(user.account.id);
     // Without the runner select (runners not enabled) the form posts none: keep the agent's pin.
-    const runner = enabled().includes('runner') ? chosenRunner(body, runners) : ({ ok: true, id: agent.runnerId } as const);
-    const choices: Choices = { environments, environmentId: env.ok ? env.id : agent.environmentId, runners, runnerId: runner.ok ? runner.id : agent.runnerId };
-    const posted = typeof body.sandbox_provider === 'string' ? (allowed.includes(body.sandbox_provider) ? body.sandbox_provider : null) : agent.sandboxProvider;
-    const warnings = await warningsOf(user.account.id, { environmentId: choices.environmentId, sandboxProvider: posted, runnerId: choices.runnerId });
+    const runner = enabled().includes('runner')
+      ? chosenRunner(body, runners)
+      : ({ ok: true, id: agent.runnerId } as const);
+    const choices: Choices = {
+      environments,
+      environmentId: env.ok ? env.id : agent.environmentId,
+      runners,
+      runnerId: runner.ok ? runner.id : agent.runnerId,
+    };
+    const posted =
+      typeof body.sandbox_provider === 'string'
+        ? allowed.includes(body.sandbox_provider)
+          ? body.sandbox_provider
+          : null
+        : agent.sandboxProvider;
+    const warnings = await warningsOf(user.account.id, {
+      environmentId: choices.environmentId,
+      sandboxProvider: posted,
+      runnerId: choices.runnerId,
+    });
     const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
       c.html(
         <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
           <h1>Edit {agent.name}</h1>
-          <AgentForm action={`/agents/${agent.id}`} values={values} errors={errors} enabled={enabled()} defaultProvider={deps.defaultProvider} submit="Save" choices={choices} warnings={warnings} agentId={agent.id} />
+          <AgentForm
+            action={`/agents/${agent.id}`}
+            values={values}
+            errors={errors}
+            enabled={enabled()}
+            defaultProvider={deps.defaultProvider}
+            submit="Save"
+            choices={choices}
+            warnings={warnings}
+            agentId={agent.id}
+          />
         </Layout>,
         status,
       );
@@ -203,10 +316,15 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     if (!env.ok) return page(fromAgent(agent), { form: env.error }, 422);
     if (!runner.ok) return page(fromAgent(agent), { form: runner.error }, 422);
     // Without the select (one provider) the form posts no provider: keep what the agent has.
-    const fields = { ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }), environmentId: env.id, runnerId: runner.id };
+    const fields = {
+      ...(enabled().length >= 2 ? parsed.fields : { ...parsed.fields, sandboxProvider: agent.sandboxProvider }),
+      environmentId: env.id,
+      runnerId: runner.id,
+    };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
-    if (r.agent && (await warningsOf(user.account.id, r.agent)).length > 0) return c.redirect(`/agents/${id}/edit?saved=1`, 303);
+    if (r.agent && (await warningsOf(user.account.id, r.agent)).length > 0)
+      return c.redirect(`/agents/${id}/edit?saved=1`, 303);
     return c.redirect('/agents', 303);
   });
 
@@ -214,7 +332,14 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const id = c.req.param('id');
     const gone = z.string().uuid().safeParse(id).success && (await deleteAgent(deps.db, user.account.id, id));
-    if (!gone) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1><a href="/agents">All agents</a></Layout>, 404);
+    if (!gone)
+      return c.html(
+        <Layout title="Not found" section="agents" user={userName(user)}>
+          <h1>Agent not found</h1>
+          <a href="/agents">All agents</a>
+        </Layout>,
+        404,
+      );
     return c.redirect('/agents', 303);
   });
 
@@ -223,13 +348,24 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const id = c.req.param('id');
     const agent = z.string().uuid().safeParse(id).success ? await getAgent(deps.db, user.account.id, id) : undefined;
-    if (!agent) return c.html(<Layout title="Not found" section="agents" user={userName(user)}><h1>Agent not found</h1></Layout>, 404);
+    if (!agent)
+      return c.html(
+        <Layout title="Not found" section="agents" user={userName(user)}>
+          <h1>Agent not found</h1>
+        </Layout>,
+        404,
+      );
     const body = await c.req.parseBody();
     const environments = await deps.environments.list(user.account.id);
     const env = chosenEnvironment(body, environments);
-    const prompt = typeof body.prompt === 'string' && body.prompt.trim() !== '' ? body.prompt.slice(0, 200_000) : undefined;
+    const prompt =
+      typeof body.prompt === 'string' && body.prompt.trim() !== '' ? body.prompt.slice(0, 200_000) : undefined;
     const created = env.ok
-      ? await deps.engine.create(user.account.id, { agentId: agent.id, prompt, ...(env.id && env.id !== agent.environmentId ? { environmentId: env.id } : {}) })
+      ? await deps.engine.create(user.account.id, {
+          agentId: agent.id,
+          prompt,
+          ...(env.id && env.id !== agent.environmentId ? { environmentId: env.id } : {}),
+        })
       : null;
     if (created?.ok) return c.redirect(`/conversations/${created.value.id}`, 303);
     const message = created ? inWords(created.error).message : ENV_ERROR;
@@ -248,7 +384,9 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
 /** Starts a conversation with the agent, choosing its environment for this launch. */
 function StartConversation(p: { agent: Agent; environments: readonly Environment[]; error?: string }) {
   const allowed = p.agent.allowedEnvironmentIds;
-  const choices = p.environments.filter((e) => e.id === p.agent.environmentId || allowed === null || allowed.includes(e.id));
+  const choices = p.environments.filter(
+    (e) => e.id === p.agent.environmentId || allowed === null || allowed.includes(e.id),
+  );
   return (
     <form method="post" action={`/agents/${p.agent.id}/conversations`} class="card">
       <h2>Start a conversation</h2>

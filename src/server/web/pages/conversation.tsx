@@ -21,7 +21,15 @@ import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
-import { AgentText, EventReader, ItemView, PermissionResolved, resolvedRequests, ToolCard, type Item } from '../event-view.tsx';
+import {
+  AgentText,
+  EventReader,
+  ItemView,
+  PermissionResolved,
+  resolvedRequests,
+  ToolCard,
+  type Item,
+} from '../event-view.tsx';
 import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
@@ -40,7 +48,13 @@ async function allEvents(deps: WebDeps, conversationId: string, after = 0): Prom
   }
 }
 
-const COMPUTER_WORDS: Readonly<Record<string, string>> = { starting: 'starting', ready: 'running', suspended: 'asleep', terminated: 'removed', failed: 'failed' };
+const COMPUTER_WORDS: Readonly<Record<string, string>> = {
+  starting: 'starting',
+  ready: 'running',
+  suspended: 'asleep',
+  terminated: 'removed',
+  failed: 'failed',
+};
 
 export function ConversationStatus(p: { conv: ConversationView }) {
   const c = p.conv;
@@ -98,7 +112,15 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
   }
   return (
     <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined}>
-      <form method="post" action={`/conversations/${id}/prompts`} hx-post={`/conversations/${id}/prompts`} hx-target="#prompt-result" hx-swap="innerHTML" class="card" hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()">
+      <form
+        method="post"
+        action={`/conversations/${id}/prompts`}
+        hx-post={`/conversations/${id}/prompts`}
+        hx-target="#prompt-result"
+        hx-swap="innerHTML"
+        class="card"
+        hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()"
+      >
         <label for="prompt">Message</label>
         <textarea id="prompt" name="prompt" rows={3} required maxlength={MESSAGE_LIMIT}></textarea>
         <div class="row" style="margin-top:6px">
@@ -107,12 +129,25 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
         </div>
       </form>
       <div class="row">
-        <form method="post" action={`/conversations/${id}/interrupt`} hx-post={`/conversations/${id}/interrupt`} hx-target="#control-result" class="inline">
+        <form
+          method="post"
+          action={`/conversations/${id}/interrupt`}
+          hx-post={`/conversations/${id}/interrupt`}
+          hx-target="#control-result"
+          class="inline"
+        >
           <button type="submit" class="secondary">
             Interrupt
           </button>
         </form>
-        <form method="post" action={`/conversations/${id}/terminate`} hx-post={`/conversations/${id}/terminate`} hx-target="#control-result" hx-confirm="End this conversation and remove its computer?" class="inline">
+        <form
+          method="post"
+          action={`/conversations/${id}/terminate`}
+          hx-post={`/conversations/${id}/terminate`}
+          hx-target="#control-result"
+          hx-confirm="End this conversation and remove its computer?"
+          class="inline"
+        >
           <button type="submit" class="danger">
             Terminate
           </button>
@@ -151,7 +186,11 @@ class Asked {
 }
 
 /** Consecutive text chunks of a turn become one block; everything else renders as itself. */
-function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversationId: string; turns: Map<string, Turn> }) {
+function EventList(p: {
+  items: Array<{ item: Item; row: EventRow }>;
+  conversationId: string;
+  turns: Map<string, Turn>;
+}) {
   const resolved = resolvedRequests(p.items.map((i) => i.item));
   const asked = new Asked();
   for (const { item } of p.items) asked.note(item);
@@ -179,7 +218,14 @@ function EventList(p: { items: Array<{ item: Item; row: EventRow }>; conversatio
       continue;
     }
     const askedOptions = item.kind === 'permission_done' ? asked.requests.get(item.requestId)?.options : undefined;
-    out.push(<ItemView item={item} conversationId={p.conversationId} prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined} askedOptions={askedOptions} />);
+    out.push(
+      <ItemView
+        item={item}
+        conversationId={p.conversationId}
+        prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined}
+        askedOptions={askedOptions}
+      />,
+    );
   }
   flush();
   return <>{out}</>;
@@ -201,7 +247,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       return c.html(
         <Layout title="Not found" section="conversation" user={userName(user)}>
           <h1>Conversation not found</h1>
-          <p>It may have been deleted. The <a href="/">Team page</a> lists your teammates and their conversations.</p>
+          <p>
+            It may have been deleted. The <a href="/">Team page</a> lists your teammates and their conversations.
+          </p>
         </Layout>,
         404,
       );
@@ -218,26 +266,29 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
     await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
-    const heading = conv.title ?? (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
+    const heading =
+      conv.title ??
+      (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
       <Layout title={heading} section="conversation" user={userName(user)} live mainClass="with-recent">
         <Recent rows={recent.rows} current={conv.id} />
         <div class="conversation">
-        <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
-          <h1 class="conv-heading">{heading}</h1>
-          <p class="small muted">
-            {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started {conv.inserted_at.slice(0, 16).replace('T', ' ')} UTC
-          </p>
-          <div sse-swap="status">
-            <ConversationStatus conv={conv} />
-          </div>
-          <section aria-label="Conversation" class="card">
-            <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
-              <EventList items={items} conversationId={conv.id} turns={turns} />
+          <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
+            <h1 class="conv-heading">{heading}</h1>
+            <p class="small muted">
+              {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started{' '}
+              {conv.inserted_at.slice(0, 16).replace('T', ' ')} UTC
+            </p>
+            <div sse-swap="status">
+              <ConversationStatus conv={conv} />
             </div>
-          </section>
-        </div>
-        <Composer conv={conv} agentName={agent?.name ?? null} />
+            <section aria-label="Conversation" class="card">
+              <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
+                <EventList items={items} conversationId={conv.id} turns={turns} />
+              </div>
+            </section>
+          </div>
+          <Composer conv={conv} agentName={agent?.name ?? null} />
         </div>
       </Layout>,
     );
@@ -272,11 +323,18 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       await prime();
       const item = reader.read(row);
       if (item) {
-        const prompt = item.kind === 'turn' && item.state === 'started' && row.turnId ? (await turnsOf(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt : undefined;
+        const prompt =
+          item.kind === 'turn' && item.state === 'started' && row.turnId
+            ? (await turnsOf(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt
+            : undefined;
         const request = item.kind === 'permission_done' ? asked.requests.get(item.requestId) : undefined;
         // A tool call's later events replace its card in place (out of band).
         const view =
-          item.kind === 'tool' ? <ToolCard toolKey={item.key} view={item.view} oob={!item.first} /> : <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />;
+          item.kind === 'tool' ? (
+            <ToolCard toolKey={item.key} view={item.view} oob={!item.first} />
+          ) : (
+            <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />
+          );
         // A streamed answer grows inside one text block, as the page draws it on reload; once the block is
         // complete it is redrawn as Markdown, as a reload would show it.
         let html: string;
@@ -292,7 +350,11 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         } else {
           textBlock = `text-${row.id}`;
           blockText = item.text;
-          html = await toHtml(<div class="ev text" id={textBlock}>{view}</div>);
+          html = await toHtml(
+            <div class="ev text" id={textBlock}>
+              {view}
+            </div>,
+          );
         }
         // Out of band: the buttons of an answered request give way to how it was answered.
         if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
@@ -324,7 +386,12 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     });
   });
 
-  const respond = (c: import('hono').Context<WebEnv>, convId: string, r: { ok: true } | { ok: false; status: number; message: string }, okText: string) => {
+  const respond = (
+    c: import('hono').Context<WebEnv>,
+    convId: string,
+    r: { ok: true } | { ok: false; status: number; message: string },
+    okText: string,
+  ) => {
     if (isHtmx(c)) return c.html(r.ok ? <span class="small">{okText}</span> : <ErrorNote message={r.message} />);
     if (r.ok) return c.redirect(`/conversations/${convId}`, 303);
     return c.html(
@@ -339,7 +406,13 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
   app.post('/conversations/:id/prompts', async (c) => {
     const id = c.req.param('id');
     const form = promptForm.safeParse(await c.req.parseBody());
-    if (!form.success) return respond(c, id, { ok: false, status: 400, message: form.error.issues[0]?.message ?? 'The message is invalid.' }, '');
+    if (!form.success)
+      return respond(
+        c,
+        id,
+        { ok: false, status: 400, message: form.error.issues[0]?.message ?? 'The message is invalid.' },
+        '',
+      );
     const r = await deps.engine.prompt(c.get('user').account.id, id, form.data.prompt);
     return respond(c, id, r.ok ? { ok: true } : inWords(r.error), 'Sent.');
   });
@@ -366,10 +439,15 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const requestId = c.req.param('requestId');
     const form = answerForm.safeParse(await c.req.parseBody());
     // Read before answering: the answer clears the turn's pending request, and its tool names the line left behind.
-    const tool = uuid.safeParse(id).success ? (await turnsOf(deps.db, id)).find((t) => t.pendingPermission?.request_id === requestId)?.pendingPermission?.tool : undefined;
+    const tool = uuid.safeParse(id).success
+      ? (await turnsOf(deps.db, id)).find((t) => t.pendingPermission?.request_id === requestId)?.pendingPermission?.tool
+      : undefined;
     const r = form.success
       ? await deps.engine.answerPermission(c.get('user').account.id, id, requestId, form.data.option_id)
-      : ({ ok: false, error: { code: 'option_id_required', message: form.error.issues[0]?.message ?? 'Pick an answer.' } } as const);
+      : ({
+          ok: false,
+          error: { code: 'option_id_required', message: form.error.issues[0]?.message ?? 'Pick an answer.' },
+        } as const);
     if (isHtmx(c)) {
       // The answer itself arrives on the page's live stream as "Answered: …".
       return c.html(

@@ -4,7 +4,13 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { agentChoices, CONVERSATION_STATUSES, listConversationPage, type ConversationStatus, type ListedConversation } from '../../conversations/listing.ts';
+import {
+  agentChoices,
+  CONVERSATION_STATUSES,
+  listConversationPage,
+  type ConversationStatus,
+  type ListedConversation,
+} from '../../conversations/listing.ts';
 import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
@@ -46,17 +52,26 @@ export function ConversationItem(p: { c: ListedConversation; current?: string })
   return (
     <li class={`conv-item${p.c.id === p.current ? ' current' : ''}`} data-conversation-id={c.id} data-status={c.status}>
       <a href={`/conversations/${c.id}`} aria-current={p.c.id === p.current ? 'page' : undefined}>
-        {c.unread ? <span class="unread" title="New since you last looked">●</span> : null}
+        {c.unread ? (
+          <span class="unread" title="New since you last looked">
+            ●
+          </span>
+        ) : null}
         <span class="conv-title">{titleOf(c)}</span>
       </a>
       <span class="small muted conv-meta">
-        {c.agentName ?? 'deleted agent'} · <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span> · {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
+        {c.agentName ?? 'deleted agent'} · <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span> ·{' '}
+        {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
       </span>
     </li>
   );
 }
 
-function NewConversation(p: { agents: ReadonlyArray<{ id: string; name: string }>; selected?: string | undefined; error?: string | undefined }) {
+function NewConversation(p: {
+  agents: ReadonlyArray<{ id: string; name: string }>;
+  selected?: string | undefined;
+  error?: string | undefined;
+}) {
   if (p.agents.length === 0) {
     return (
       <p class="card">
@@ -92,7 +107,14 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const f = filterQuery.parse(c.req.query());
     const agents = await agentChoices(deps.db, user.account.id);
-    const listing = await listConversationPage(deps.db, user.account.id, { agentId: f.agent, statuses: f.status ? [f.status] : undefined, search: f.q, unread: f.unread === '1', after: f.after, limit: PAGE_SIZE });
+    const listing = await listConversationPage(deps.db, user.account.id, {
+      agentId: f.agent,
+      statuses: f.status ? [f.status] : undefined,
+      search: f.q,
+      unread: f.unread === '1',
+      after: f.after,
+      limit: PAGE_SIZE,
+    });
     const keep = new URLSearchParams();
     if (f.agent) keep.set('agent', f.agent);
     if (f.status) keep.set('status', f.status);
@@ -142,7 +164,9 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
         </form>
         {listing.rows.length === 0 ? (
           <p class="muted" id="no-conversations">
-            {filtered || f.after ? 'No conversation matches.' : 'No conversations yet: start one above, or message a teammate on the Team page.'}
+            {filtered || f.after
+              ? 'No conversation matches.'
+              : 'No conversations yet: start one above, or message a teammate on the Team page.'}
           </p>
         ) : (
           <ul class="conv-list card" aria-label="Conversations, newest activity first">
@@ -151,7 +175,12 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
                 <ul class="plain">
                   <ConversationItem c={r} />
                 </ul>
-                <form method="post" action={`/conversations/${r.id}/delete`} class="inline" onsubmit="return confirm('Delete this conversation, its history and its computer?')">
+                <form
+                  method="post"
+                  action={`/conversations/${r.id}/delete`}
+                  class="inline"
+                  onsubmit="return confirm('Delete this conversation, its history and its computer?')"
+                >
                   <button type="submit" class="danger small-button" aria-label={`Delete conversation ${titleOf(r)}`}>
                     Delete
                   </button>
@@ -179,7 +208,10 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const form = newForm.safeParse(await c.req.parseBody());
     if (!form.success) return page(c, form.error.issues[0]?.message ?? 'The form is incomplete.');
-    const created = await deps.engine.create(user.account.id, { agentId: form.data.agent_id, prompt: form.data.prompt });
+    const created = await deps.engine.create(user.account.id, {
+      agentId: form.data.agent_id,
+      prompt: form.data.prompt,
+    });
     if (!created.ok) return page(c, inWords(created.error).message);
     return c.redirect(`/conversations/${created.value.id}`, 303);
   });

@@ -31,14 +31,19 @@ const RUNTIME_USE: Readonly<Record<CredentialProvider, string>> = {
   gemini_api_key: 'Gemini CLI; opencode with google/… models',
 };
 
-function CredentialsPage(p: { user: { name: string }; rows: readonly CredentialView[]; error?: string; notice?: string }) {
+function CredentialsPage(p: {
+  user: { name: string };
+  rows: readonly CredentialView[];
+  error?: string;
+  notice?: string;
+}) {
   const set = new Map(p.rows.map((r) => [r.provider, r]));
   return (
     <Layout title="Model credentials" section="credentials" user={p.user}>
       <h1>Model credentials</h1>
       <p>
-        The keys your agents use to reach their model. They are stored encrypted, handed only to the agent process that needs them, and never shown again.
-        See <a href="/docs/connect-your-model">Connect your model</a>.
+        The keys your agents use to reach their model. They are stored encrypted, handed only to the agent process that
+        needs them, and never shown again. See <a href="/docs/connect-your-model">Connect your model</a>.
       </p>
       {p.notice ? <p role="status">{p.notice}</p> : null}
       <div class="table">
@@ -64,7 +69,13 @@ function CredentialsPage(p: { user: { name: string }; rows: readonly CredentialV
                     <div class="muted small">{CREDENTIAL_API[provider].label}</div>
                   </td>
                   <td>{RUNTIME_USE[provider]}</td>
-                  <td>{row?.base_url ? <code>{row.base_url}</code> : <span class="muted">{row ? 'vendor API' : '—'}</span>}</td>
+                  <td>
+                    {row?.base_url ? (
+                      <code>{row.base_url}</code>
+                    ) : (
+                      <span class="muted">{row ? 'vendor API' : '—'}</span>
+                    )}
+                  </td>
                   <td>{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
                   <td>
                     {row ? (
@@ -90,7 +101,16 @@ function CredentialsPage(p: { user: { name: string }; rows: readonly CredentialV
           ))}
         </select>
         <label for="cred-value">Key or token</label>
-        <input id="cred-value" name="value" type="password" required maxlength={8192} autocomplete="off" aria-describedby={p.error ? 'cred-error' : undefined} aria-invalid={p.error ? 'true' : undefined} />
+        <input
+          id="cred-value"
+          name="value"
+          type="password"
+          required
+          maxlength={8192}
+          autocomplete="off"
+          aria-describedby={p.error ? 'cred-error' : undefined}
+          aria-invalid={p.error ? 'true' : undefined}
+        />
         <label for="cred-base-url">Base URL (optional: a gateway instead of the vendor API)</label>
         <input id="cred-base-url" name="base_url" type="url" placeholder="https://gateway.example.com" />
         <label>
@@ -118,12 +138,26 @@ export function credentialPages(deps: WebDeps & { credentials: CredentialService
     const user = c.get('user');
     const form = setForm.safeParse(await c.req.parseBody());
     if (!form.success) {
-      return c.html(<CredentialsPage user={userName(user)} rows={await credentials.list(user.account.id)} error={form.error.issues[0]?.message} />, 422);
+      return c.html(
+        <CredentialsPage
+          user={userName(user)}
+          rows={await credentials.list(user.account.id)}
+          error={form.error.issues[0]?.message}
+        />,
+        422,
+      );
     }
     const { provider, value, base_url, validate } = form.data;
-    const r = await credentials.set(user.account.id, provider, new Private(value), { baseUrl: base_url ? base_url : null, validate: validate === 'on' });
+    const r = await credentials.set(user.account.id, provider, new Private(value), {
+      baseUrl: base_url ? base_url : null,
+      validate: validate === 'on',
+    });
     const rows = await credentials.list(user.account.id);
-    if (!r.ok) return c.html(<CredentialsPage user={userName(user)} rows={rows} error={`Not saved: ${r.failure.message}.`} />, 422);
+    if (!r.ok)
+      return c.html(
+        <CredentialsPage user={userName(user)} rows={rows} error={`Not saved: ${r.failure.message}.`} />,
+        422,
+      );
     return c.html(<CredentialsPage user={userName(user)} rows={rows} notice={`${provider} saved.`} />);
   });
 

@@ -33,11 +33,19 @@ type Errors = Record<string, string>;
 
 const fromEnvironment = (e: Environment | undefined): FormValues => ({
   name: e?.name ?? '',
-  env_vars: Object.entries(e?.envVars ?? {}).map(([k, v]) => `${k}=${v}`).join('\n'),
+  env_vars: Object.entries(e?.envVars ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n'),
   secrets: '',
   apt: (e?.packages.apt ?? []).join(' '),
   npm: (e?.packages.npm ?? []).join(' '),
-  repositories: (e?.repositories ?? []).map((r) => [r.url, r.mount_path, r.ref ? `ref=${r.ref}` : '', r.secret_key ? `secret=${r.secret_key}` : ''].filter(Boolean).join(' ')).join('\n'),
+  repositories: (e?.repositories ?? [])
+    .map((r) =>
+      [r.url, r.mount_path, r.ref ? `ref=${r.ref}` : '', r.secret_key ? `secret=${r.secret_key}` : '']
+        .filter(Boolean)
+        .join(' '),
+    )
+    .join('\n'),
   setup_script: e?.setupScript ?? '',
   networking_type: e?.networkingType ?? 'unrestricted',
   allowed_hosts: (e?.allowedHosts ?? []).join(' '),
@@ -72,7 +80,11 @@ const repositories = (text: string) =>
       return r;
     });
 
-export function parseEnvironmentForm(body: Record<string, unknown>): { ok: true; fields: EnvironmentFields; secrets: Record<string, string> } | { ok: false; errors: Errors; values: FormValues } {
+export function parseEnvironmentForm(
+  body: Record<string, unknown>,
+):
+  | { ok: true; fields: EnvironmentFields; secrets: Record<string, string> }
+  | { ok: false; errors: Errors; values: FormValues } {
   const str = (k: keyof FormValues) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   const values: FormValues = {
     name: str('name').trim(),
@@ -98,7 +110,12 @@ export function parseEnvironmentForm(body: Record<string, unknown>): { ok: true;
   if (!parsed.success) {
     const errors: Errors = {};
     for (const issue of parsed.error.issues) {
-      const field = issue.path[0] === 'packages' ? String(issue.path[1]) : issue.path[0] === 'networking_config' ? 'allowed_hosts' : String(issue.path[0] ?? 'form');
+      const field =
+        issue.path[0] === 'packages'
+          ? String(issue.path[1])
+          : issue.path[0] === 'networking_config'
+            ? 'allowed_hosts'
+            : String(issue.path[0] ?? 'form');
       errors[field] ??= issue.message;
     }
     // A secret's value is never sent back to the browser, even on a refused form.
@@ -107,7 +124,13 @@ export function parseEnvironmentForm(body: Record<string, unknown>): { ok: true;
   return { ok: true, fields: fieldsFromCreate(parsed.data), secrets: parsed.data.secrets };
 }
 
-function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors; secretNames: readonly string[]; submit: string }) {
+function EnvironmentForm(p: {
+  action: string;
+  values: FormValues;
+  errors: Errors;
+  secretNames: readonly string[];
+  submit: string;
+}) {
   const v = p.values;
   const e = p.errors;
   return (
@@ -116,7 +139,12 @@ function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors
       <Field id="name" label="Name" error={e.name}>
         <input id="name" name="name" type="text" value={v.name} required maxlength={200} />
       </Field>
-      <Field id="env_vars" label="Variables" error={e.env_vars} hint="One NAME=value per line. Written to the sandbox's .env and the agent's environment.">
+      <Field
+        id="env_vars"
+        label="Variables"
+        error={e.env_vars}
+        hint="One NAME=value per line. Written to the sandbox's .env and the agent's environment."
+      >
         <textarea id="env_vars" name="env_vars" rows={4}>
           {v.env_vars}
         </textarea>
@@ -137,17 +165,32 @@ function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors
       <Field id="npm" label="npm packages" error={e.npm} hint="Space-separated, installed with npm install -g.">
         <input id="npm" name="npm" type="text" value={v.npm} />
       </Field>
-      <Field id="repositories" label="Repositories" error={e.repositories} hint="One per line: https URL, then optionally a path under /home/sprite, ref=BRANCH and secret=SECRET_NAME for the clone token.">
+      <Field
+        id="repositories"
+        label="Repositories"
+        error={e.repositories}
+        hint="One per line: https URL, then optionally a path under /home/sprite, ref=BRANCH and secret=SECRET_NAME for the clone token."
+      >
         <textarea id="repositories" name="repositories" rows={3}>
           {v.repositories}
         </textarea>
       </Field>
-      <Field id="setup_script" label="Setup script" error={e.setup_script} hint="Runs with sh in /home/sprite after the clone; 120 s.">
+      <Field
+        id="setup_script"
+        label="Setup script"
+        error={e.setup_script}
+        hint="Runs with sh in /home/sprite after the clone; 120 s."
+      >
         <textarea id="setup_script" name="setup_script" rows={4}>
           {v.setup_script}
         </textarea>
       </Field>
-      <Field id="networking_type" label="Network" error={e.networking_type} hint="limited needs a backend that enforces egress (namespace runner, E2B, Daytona, Sprites).">
+      <Field
+        id="networking_type"
+        label="Network"
+        error={e.networking_type}
+        hint="limited needs a backend that enforces egress (namespace runner, E2B, Daytona, Sprites)."
+      >
         <select id="networking_type" name="networking_type">
           {['unrestricted', 'limited'].map((t) => (
             <option value={t} selected={v.networking_type === t}>
@@ -156,7 +199,12 @@ function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors
           ))}
         </select>
       </Field>
-      <Field id="allowed_hosts" label="Allowed hosts" error={e.allowed_hosts} hint="Space-separated domains or *.domain, for a limited network.">
+      <Field
+        id="allowed_hosts"
+        label="Allowed hosts"
+        error={e.allowed_hosts}
+        hint="Space-separated domains or *.domain, for a limited network."
+      >
         <input id="allowed_hosts" name="allowed_hosts" type="text" value={v.allowed_hosts} />
       </Field>
       <p>
@@ -169,7 +217,8 @@ function EnvironmentForm(p: { action: string; values: FormValues; errors: Errors
 export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const svc = deps.environments;
-  const load = async (accountId: string, id: string) => (z.string().uuid().safeParse(id).success ? svc.get(accountId, id) : undefined);
+  const load = async (accountId: string, id: string) =>
+    z.string().uuid().safeParse(id).success ? svc.get(accountId, id) : undefined;
   const notFound = (c: import('hono').Context<WebEnv>) =>
     c.html(
       <Layout title="Not found" section="environments" user={userName(c.get('user'))}>
@@ -186,7 +235,9 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
     return c.html(
       <Layout title="Environments" section="environments" user={userName(user)}>
         <h1>Environments</h1>
-        <p class="muted">What an agent's sandbox is provisioned with before the agent starts. Pick one on the agent's form.</p>
+        <p class="muted">
+          What an agent's sandbox is provisioned with before the agent starts. Pick one on the agent's form.
+        </p>
         <p>
           <a class="button" href="/environments/new">
             New environment
@@ -213,7 +264,11 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
                 {list.map((e, i) => (
                   <tr>
                     <td>{e.name}</td>
-                    <td>{e.networkingType === 'limited' ? `limited (${e.allowedHosts.join(', ') || 'nothing'})` : 'unrestricted'}</td>
+                    <td>
+                      {e.networkingType === 'limited'
+                        ? `limited (${e.allowedHosts.join(', ') || 'nothing'})`
+                        : 'unrestricted'}
+                    </td>
                     <td>{Object.keys(e.envVars).length}</td>
                     <td>{secretCounts[i]}</td>
                     <td>{e.repositories.length}</td>
@@ -232,7 +287,17 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
     );
   });
 
-  const page = (c: import('hono').Context<WebEnv>, title: string, action: string, values: FormValues, errors: Errors, secretNames: readonly string[], submit: string, status: 200 | 409 | 422 = 200, extra: Child = null) =>
+  const page = (
+    c: import('hono').Context<WebEnv>,
+    title: string,
+    action: string,
+    values: FormValues,
+    errors: Errors,
+    secretNames: readonly string[],
+    submit: string,
+    status: 200 | 409 | 422 = 200,
+    extra: Child = null,
+  ) =>
     c.html(
       <Layout title={title} section="environments" user={userName(c.get('user'))}>
         <h1>{title}</h1>
@@ -242,14 +307,27 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
       status,
     );
 
-  app.get('/environments/new', (c) => page(c, 'New environment', '/environments', fromEnvironment(undefined), {}, [], 'Create environment'));
+  app.get('/environments/new', (c) =>
+    page(c, 'New environment', '/environments', fromEnvironment(undefined), {}, [], 'Create environment'),
+  );
 
   app.post('/environments', async (c) => {
     const user = c.get('user');
     const parsed = parseEnvironmentForm(await c.req.parseBody());
-    if (!parsed.ok) return page(c, 'New environment', '/environments', parsed.values, parsed.errors, [], 'Create environment', 422);
+    if (!parsed.ok)
+      return page(c, 'New environment', '/environments', parsed.values, parsed.errors, [], 'Create environment', 422);
     const r = await svc.create(user.account.id, parsed.fields, parsed.secrets);
-    if (!r.ok) return page(c, 'New environment', '/environments', { ...fromEnvironment(undefined), name: parsed.fields.name }, { name: 'You already have an environment with that name.' }, [], 'Create environment', 409);
+    if (!r.ok)
+      return page(
+        c,
+        'New environment',
+        '/environments',
+        { ...fromEnvironment(undefined), name: parsed.fields.name },
+        { name: 'You already have an environment with that name.' },
+        [],
+        'Create environment',
+        409,
+      );
     return c.redirect('/environments', 303);
   });
 
@@ -266,7 +344,17 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
     const e = await load(c.get('user').account.id, c.req.param('id'));
     if (!e) return notFound(c);
     const names = (await svc.secretNames(e.id)).map((s) => s.key);
-    return page(c, `Edit ${e.name}`, `/environments/${e.id}`, fromEnvironment(e), {}, names, 'Save', 200, deleteForm(e));
+    return page(
+      c,
+      `Edit ${e.name}`,
+      `/environments/${e.id}`,
+      fromEnvironment(e),
+      {},
+      names,
+      'Save',
+      200,
+      deleteForm(e),
+    );
   });
 
   app.post('/environments/:id', async (c) => {
@@ -275,9 +363,31 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
     if (!e) return notFound(c);
     const names = (await svc.secretNames(e.id)).map((s) => s.key);
     const parsed = parseEnvironmentForm(await c.req.parseBody());
-    if (!parsed.ok) return page(c, `Edit ${e.name}`, `/environments/${e.id}`, parsed.values, parsed.errors, names, 'Save', 422, deleteForm(e));
+    if (!parsed.ok)
+      return page(
+        c,
+        `Edit ${e.name}`,
+        `/environments/${e.id}`,
+        parsed.values,
+        parsed.errors,
+        names,
+        'Save',
+        422,
+        deleteForm(e),
+      );
     const r = await svc.update(user.account.id, e.id, parsed.fields, parsed.secrets);
-    if (!r.ok) return page(c, `Edit ${e.name}`, `/environments/${e.id}`, fromEnvironment(e), { name: 'You already have an environment with that name.' }, names, 'Save', 409, deleteForm(e));
+    if (!r.ok)
+      return page(
+        c,
+        `Edit ${e.name}`,
+        `/environments/${e.id}`,
+        fromEnvironment(e),
+        { name: 'You already have an environment with that name.' },
+        names,
+        'Save',
+        409,
+        deleteForm(e),
+      );
     return c.redirect('/environments', 303);
   });
 

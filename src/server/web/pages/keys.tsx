@@ -11,10 +11,21 @@ import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 
-const nameForm = z.object({ name: z.string().trim().min(1, 'Give the key a name, so you can tell it apart later.').max(200, 'At most 200 characters.') });
+const nameForm = z.object({
+  name: z
+    .string()
+    .trim()
+    .min(1, 'Give the key a name, so you can tell it apart later.')
+    .max(200, 'At most 200 characters.'),
+});
 
 type KeyKind = 'user' | 'runner' | 'agent';
-const kindOf = (k: ApiKey): KeyKind => (k.conversationId || k.scopes.includes('sprite') ? 'agent' : k.scopes.length === 1 && k.scopes[0] === 'runner' ? 'runner' : 'user');
+const kindOf = (k: ApiKey): KeyKind =>
+  k.conversationId || k.scopes.includes('sprite')
+    ? 'agent'
+    : k.scopes.length === 1 && k.scopes[0] === 'runner'
+      ? 'runner'
+      : 'user';
 
 /** Keys as a list of cards: one per key, so nothing sits off-screen on a phone. */
 function KeyList(p: { keys: readonly ApiKey[]; currentKeyId: string; empty: string; agents?: boolean }) {
@@ -24,7 +35,13 @@ function KeyList(p: { keys: readonly ApiKey[]; currentKeyId: string; empty: stri
       {p.keys.map((k) => (
         <li class="card item">
           <div class="item-main">
-            <strong>{p.agents && k.conversationId ? <a href={`/conversations/${k.conversationId}`}>Agent in a conversation</a> : k.name}</strong>
+            <strong>
+              {p.agents && k.conversationId ? (
+                <a href={`/conversations/${k.conversationId}`}>Agent in a conversation</a>
+              ) : (
+                k.name
+              )}
+            </strong>
             {k.id === p.currentKeyId ? <span class="muted small"> (this session)</span> : null}
             <div class="small muted">
               <code>{k.prefix}…</code> · created {when(k.createdAt)} · last used {when(k.lastUsedAt)}
@@ -41,7 +58,14 @@ function KeyList(p: { keys: readonly ApiKey[]; currentKeyId: string; empty: stri
   );
 }
 
-function KeysPage(p: { user: { name: string }; keys: readonly ApiKey[]; currentKeyId: string; created?: { name: string; key: string }; error?: string; notice?: string }) {
+function KeysPage(p: {
+  user: { name: string };
+  keys: readonly ApiKey[];
+  currentKeyId: string;
+  created?: { name: string; key: string };
+  error?: string;
+  notice?: string;
+}) {
   return (
     <Layout title="API keys" section="keys" user={p.user}>
       <h1>API keys</h1>
@@ -50,26 +74,51 @@ function KeysPage(p: { user: { name: string }; keys: readonly ApiKey[]; currentK
           <p>
             <strong>New key “{p.created.name}”.</strong> Copy it now: it is not shown again.
           </p>
-          <pre class="key" id="new-key">{p.created.key}</pre>
+          <pre class="key" id="new-key">
+            {p.created.key}
+          </pre>
         </div>
       ) : null}
       {p.notice ? <p role="status">{p.notice}</p> : null}
       <form method="post" action="/account/api-keys" class="card">
         <label for="key-name">Name for a new key</label>
-        <input id="key-name" name="name" type="text" required maxlength={200} aria-describedby={p.error ? 'key-name-error' : undefined} aria-invalid={p.error ? 'true' : undefined} />
+        <input
+          id="key-name"
+          name="name"
+          type="text"
+          required
+          maxlength={200}
+          aria-describedby={p.error ? 'key-name-error' : undefined}
+          aria-invalid={p.error ? 'true' : undefined}
+        />
         <ErrorNote id="key-name-error" message={p.error} />
         <p>
           <button type="submit">Create key</button>
         </p>
       </form>
       <h2>Your keys</h2>
-      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'user')} currentKeyId={p.currentKeyId} empty="No keys of your own yet." />
+      <KeyList
+        keys={p.keys.filter((k) => kindOf(k) === 'user')}
+        currentKeyId={p.currentKeyId}
+        empty="No keys of your own yet."
+      />
       <h2>Runner keys</h2>
       <p class="small muted">Each runner added on the Runners page gets a key that can only connect that runner.</p>
-      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'runner')} currentKeyId={p.currentKeyId} empty="No runner keys." />
+      <KeyList
+        keys={p.keys.filter((k) => kindOf(k) === 'runner')}
+        currentKeyId={p.currentKeyId}
+        empty="No runner keys."
+      />
       <h2>Used by running agents</h2>
-      <p class="small muted">Fountain gives each running agent a token for its own conversation; it is revoked with the conversation.</p>
-      <KeyList keys={p.keys.filter((k) => kindOf(k) === 'agent')} currentKeyId={p.currentKeyId} empty="No agent is running." agents />
+      <p class="small muted">
+        Fountain gives each running agent a token for its own conversation; it is revoked with the conversation.
+      </p>
+      <KeyList
+        keys={p.keys.filter((k) => kindOf(k) === 'agent')}
+        currentKeyId={p.currentKeyId}
+        empty="No agent is running."
+        agents
+      />
     </Layout>
   );
 }
@@ -80,17 +129,35 @@ export function keyRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.get('/account/api-keys', async (c) => {
     const user = c.get('user');
-    return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} />);
+    return c.html(
+      <KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} />,
+    );
   });
 
   app.post('/account/api-keys', async (c) => {
     const user = c.get('user');
     const form = nameForm.safeParse(await c.req.parseBody());
     if (!form.success) {
-      return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} error={form.error.issues[0]?.message} />, 422);
+      return c.html(
+        <KeysPage
+          user={userName(user)}
+          keys={await listKeys(db, user.account.id)}
+          currentKeyId={user.key.id}
+          error={form.error.issues[0]?.message}
+        />,
+        422,
+      );
     }
     const created = await createKey(db, { accountId: user.account.id, name: form.data.name, scopes: ['full'] });
-    return c.html(<KeysPage user={userName(user)} keys={await listKeys(db, user.account.id)} currentKeyId={user.key.id} created={{ name: form.data.name, key: created.key }} />, 201);
+    return c.html(
+      <KeysPage
+        user={userName(user)}
+        keys={await listKeys(db, user.account.id)}
+        currentKeyId={user.key.id}
+        created={{ name: form.data.name, key: created.key }}
+      />,
+      201,
+    );
   });
 
   app.post('/account/api-keys/:id/revoke', async (c) => {
@@ -102,7 +169,15 @@ export function keyRoutes(deps: WebDeps): Hono<WebEnv> {
     const keys = await listKeys(db, user.account.id);
     return done
       ? c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} notice="Key revoked." />)
-      : c.html(<KeysPage user={userName(user)} keys={keys} currentKeyId={user.key.id} error="That key does not exist or was already revoked." />, 404);
+      : c.html(
+          <KeysPage
+            user={userName(user)}
+            keys={keys}
+            currentKeyId={user.key.id}
+            error="That key does not exist or was already revoked."
+          />,
+          404,
+        );
   });
 
   return app;

@@ -9,7 +9,11 @@ export { runnerOptions, type RunnerOption } from '../../runners/options.ts';
 
 export const RUNNER_GONE = 'That runner does not exist (any more).';
 
-export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: string | null; error?: string | undefined }) {
+export function RunnerChoice(p: {
+  runners: readonly RunnerOption[];
+  selected: string | null;
+  error?: string | undefined;
+}) {
   // The pin as it stands: a person saving the form should know its runner is away before they rely on it.
   const away = p.runners.find((r) => r.id === p.selected && !r.online);
   return (
@@ -26,12 +30,13 @@ export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: st
         ))}
       </select>
       <p class="muted small" id="runner_id_hint">
-        Where its conversations run when the sandbox provider is runner. A chosen runner is the only one used: while it is offline, new conversations are refused.{' '}
-        <a href="/account/runners">Manage runners</a>.
+        Where its conversations run when the sandbox provider is runner. A chosen runner is the only one used: while it
+        is offline, new conversations are refused. <a href="/account/runners">Manage runners</a>.
       </p>
       {away ? (
         <p class="notice" id="runner_id_offline">
-          Runner {JSON.stringify(away.name)} is offline: new conversations with this agent are refused until it reconnects.
+          Runner {JSON.stringify(away.name)} is offline: new conversations with this agent are refused until it
+          reconnects.
         </p>
       ) : null}
       <ErrorNote id="runner_id_error" message={p.error} />
@@ -40,7 +45,10 @@ export function RunnerChoice(p: { runners: readonly RunnerOption[]; selected: st
 }
 
 /** The runner the form chose: '' is any; an id must be one of the account's. */
-export function chosenRunner(body: Record<string, unknown>, runners: readonly RunnerOption[]): { ok: true; id: string | null } | { ok: false; error: string } {
+export function chosenRunner(
+  body: Record<string, unknown>,
+  runners: readonly RunnerOption[],
+): { ok: true; id: string | null } | { ok: false; error: string } {
   const v = typeof body.runner_id === 'string' ? body.runner_id : '';
   if (v === '') return { ok: true, id: null };
   return runners.some((r) => r.id === v) ? { ok: true, id: v } : { ok: false, error: RUNNER_GONE };

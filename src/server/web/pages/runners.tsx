@@ -31,7 +31,11 @@ const CAPABILITY_WORDS: Readonly<Record<RunnerCapability, string>> = {
   network_policy: "an environment's allowed hosts are enforced",
 };
 
-export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<string>; loads: ReadonlyMap<string, RunnerLoad> }) {
+export function RunnerRows(p: {
+  runners: readonly Runner[];
+  online: ReadonlySet<string>;
+  loads: ReadonlyMap<string, RunnerLoad>;
+}) {
   if (p.runners.length === 0) {
     return (
       <tr>
@@ -58,7 +62,13 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
             <td data-label="Backend" class="runner-backend">
               {(() => {
                 const b = runnerBackendOf(r);
-                return b ? <span title={BACKEND_WORDS[b]}>{b}</span> : <span class="muted" title="This runner's daemon did not say (an older version)">not reported</span>;
+                return b ? (
+                  <span title={BACKEND_WORDS[b]}>{b}</span>
+                ) : (
+                  <span class="muted" title="This runner's daemon did not say (an older version)">
+                    not reported
+                  </span>
+                );
               })()}
             </td>
             <td data-label="Capabilities" class="runner-capabilities">
@@ -70,7 +80,9 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
                 ))}
               </ul>
             </td>
-            <td data-label="Root" class="key">{r.root ?? '—'}</td>
+            <td data-label="Root" class="key">
+              {r.root ?? '—'}
+            </td>
             <td data-label="Last seen">{on ? 'now' : when(r.lastSeenAt)}</td>
             <td data-label="Running" class="runs">
               {(() => {
@@ -91,7 +103,14 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
               })()}
             </td>
             <td class="actions">
-              <form method="post" action={`/account/runners/${r.id}/delete`} class="inline" hx-post={`/account/runners/${r.id}/delete`} hx-confirm={`Delete runner ${r.name}? Its connection is closed.`} hx-target="#runner-result">
+              <form
+                method="post"
+                action={`/account/runners/${r.id}/delete`}
+                class="inline"
+                hx-post={`/account/runners/${r.id}/delete`}
+                hx-confirm={`Delete runner ${r.name}? Its connection is closed.`}
+                hx-target="#runner-result"
+              >
                 <button type="submit" class="danger" aria-label={`Delete runner ${r.name}`}>
                   Delete
                 </button>
@@ -107,27 +126,46 @@ export function RunnerRows(p: { runners: readonly Runner[]; online: ReadonlySet<
 export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const online = (accountId: string) => new Set((deps.runnerHost?.online(accountId) ?? []).map((i) => i.runnerId));
-  const rows = async (accountId: string) => <RunnerRows runners={await listRunners(db(deps), accountId)} online={online(accountId)} loads={await runnerLoads(deps.db, accountId)} />;
+  const rows = async (accountId: string) => (
+    <RunnerRows
+      runners={await listRunners(db(deps), accountId)}
+      online={online(accountId)}
+      loads={await runnerLoads(deps.db, accountId)}
+    />
+  );
 
   const page = async (c: import('hono').Context<WebEnv>, added?: { command: string; expiresAt: Date }) => {
     const user = c.get('user');
     return c.html(
       <Layout title="Runners" section="runners" user={userName(user)} live>
         <h1>Runners</h1>
-        {deps.runnersEnabled ? null : <p class="notice">Runners are disabled on this server (SANDBOX_RUNNERS_ENABLED=false): daemons cannot connect.</p>}
+        {deps.runnersEnabled ? null : (
+          <p class="notice">
+            Runners are disabled on this server (SANDBOX_RUNNERS_ENABLED=false): daemons cannot connect.
+          </p>
+        )}
         {added ? (
           <div class="card" role="status" id="add-runner-command">
             <p>
-              <strong>Run this on the machine that should run your agents.</strong> The token in it works once, until {when(added.expiresAt)}; the runner trades it for a key of its own that can do nothing but connect as a runner.
+              <strong>Run this on the machine that should run your agents.</strong> The token in it works once, until{' '}
+              {when(added.expiresAt)}; the runner trades it for a key of its own that can do nothing but connect as a
+              runner.
             </p>
-            <pre class="key" id="runner-command">{added.command}</pre>
+            <pre class="key" id="runner-command">
+              {added.command}
+            </pre>
             <p class="small muted">
-              Add <code>--name &lt;name&gt;</code> to choose its name (default: the machine's hostname) and <code>--backend namespace</code> or <code>firecracker</code> for stronger isolation; see the <a href="/docs/runners">runner docs</a>.
+              Add <code>--name &lt;name&gt;</code> to choose its name (default: the machine's hostname) and{' '}
+              <code>--backend namespace</code> or <code>firecracker</code> for stronger isolation; see the{' '}
+              <a href="/docs/runners">runner docs</a>.
             </p>
           </div>
         ) : (
           <form method="post" action="/account/runners/add" class="card">
-            <p>A runner is a machine of yours that runs agents' computers. It connects out to this server; nothing needs to reach it.</p>
+            <p>
+              A runner is a machine of yours that runs agents' computers. It connects out to this server; nothing needs
+              to reach it.
+            </p>
             <button type="submit">Add runner</button>
           </form>
         )}
@@ -183,10 +221,22 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
   app.post('/account/runners/:id/delete', async (c) => {
     const user = c.get('user');
     const id = c.req.param('id');
-    const gone = z.string().uuid().safeParse(id).success ? await deleteRunner(db(deps), user.account.id, id) : undefined;
+    const gone = z.string().uuid().safeParse(id).success
+      ? await deleteRunner(db(deps), user.account.id, id)
+      : undefined;
     if (gone) deps.disconnectRunner?.(gone.id);
-    if (isHtmx(c)) return c.html(gone ? <p class="small">Runner {gone.name} deleted.</p> : <ErrorNote message="That runner no longer exists." />);
-    return gone ? c.redirect('/account/runners', 303) : c.html(<Layout title="Runners" section="runners" user={userName(user)}><ErrorNote message="That runner no longer exists." /></Layout>, 404);
+    if (isHtmx(c))
+      return c.html(
+        gone ? <p class="small">Runner {gone.name} deleted.</p> : <ErrorNote message="That runner no longer exists." />,
+      );
+    return gone
+      ? c.redirect('/account/runners', 303)
+      : c.html(
+          <Layout title="Runners" section="runners" user={userName(user)}>
+            <ErrorNote message="That runner no longer exists." />
+          </Layout>,
+          404,
+        );
   });
 
   return app;

@@ -7,7 +7,17 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { z } from 'zod';
 import type { WebDeps } from '../context.ts';
 import { ErrorNote, Layout } from '../layout.tsx';
-import { checkKeyForSignIn, consumeSigninToken, mintSessionKey, refusedLinkMessage, resolveSession, sealSession, SESSION_COOKIE, SESSION_TTL_S, SIGNIN_PATH } from '../session.ts';
+import {
+  checkKeyForSignIn,
+  consumeSigninToken,
+  mintSessionKey,
+  refusedLinkMessage,
+  resolveSession,
+  sealSession,
+  SESSION_COOKIE,
+  SESSION_TTL_S,
+  SIGNIN_PATH,
+} from '../session.ts';
 
 const signInForm = z.object({ api_key: z.string().max(200).default(''), next: z.string().max(500).optional() });
 
@@ -30,8 +40,8 @@ function SignInPage(p: { error?: string | null; next?: string }) {
           aria-invalid={p.error ? 'true' : undefined}
         />
         <p id="api_key_hint" class="muted small">
-          A full-scope key (ftn_…). <code>fountain up</code> prints a one-time sign-in link instead; the CLI keeps your key in
-          ~/.fountain/credentials.
+          A full-scope key (ftn_…). <code>fountain up</code> prints a one-time sign-in link instead; the CLI keeps your
+          key in ~/.fountain/credentials.
         </p>
         <ErrorNote id="api_key_error" message={p.error} />
         <input type="hidden" name="next" value={p.next ?? '/'} />
@@ -58,7 +68,8 @@ export function signinRoutes(deps: WebDeps): Hono {
 
   app.post('/signin', async (c) => {
     const form = signInForm.safeParse(await c.req.parseBody());
-    if (!form.success) return c.html(<SignInPage error="The form was incomplete; paste your API key and try again." />, 400);
+    if (!form.success)
+      return c.html(<SignInPage error="The form was incomplete; paste your API key and try again." />, 400);
     const checked = await checkKeyForSignIn(deps.db, form.data.api_key);
     if (!checked.ok) return c.html(<SignInPage error={checked.message} next={safeNext(form.data.next)} />, 401);
     startSession(c, checked.account.id, checked.key.id);

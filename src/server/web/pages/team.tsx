@@ -26,7 +26,11 @@ function PreviewLine(p: { mate: Teammate }) {
   const name = p.mate.agent.name;
   switch (v.kind) {
     case 'typing':
-      return <p class="preview muted" data-preview="typing">{name} is writing…</p>;
+      return (
+        <p class="preview muted" data-preview="typing">
+          {name} is writing…
+        </p>
+      );
     case 'asking':
       return (
         <p class="preview notice" data-preview="asking">
@@ -58,8 +62,10 @@ export function MateStatus(p: { mate: Teammate }) {
       <PreviewLine mate={m} />
       {c ? (
         <p class="small">
-          <span class="doing">{c.status === 'running' ? 'Working on a turn' : c.turn_count === 1 ? '1 turn' : `${c.turn_count} turns`}</span> ·{' '}
-          <a href={`/conversations/${c.id}`}>open conversation</a>
+          <span class="doing">
+            {c.status === 'running' ? 'Working on a turn' : c.turn_count === 1 ? '1 turn' : `${c.turn_count} turns`}
+          </span>{' '}
+          · <a href={`/conversations/${c.id}`}>open conversation</a>
         </p>
       ) : (
         <p class="small muted">No conversation yet: a message starts one.</p>
@@ -71,7 +77,12 @@ export function MateStatus(p: { mate: Teammate }) {
 function MateCard(p: { mate: Teammate; member: boolean }) {
   const id = p.mate.agent.id;
   return (
-    <section class="card mate" aria-labelledby={`mate-name-${id}`} data-agent-id={id} data-team={p.member ? 'member' : 'other'}>
+    <section
+      class="card mate"
+      aria-labelledby={`mate-name-${id}`}
+      data-agent-id={id}
+      data-team={p.member ? 'member' : 'other'}
+    >
       <h3 id={`mate-name-${id}`}>{p.mate.agent.name}</h3>
       <p class="small muted">
         {p.mate.agent.runtime} · {p.mate.agent.model}
@@ -88,7 +99,14 @@ function MateCard(p: { mate: Teammate; member: boolean }) {
         hx-on--after-request="if(event.detail.successful && !this.querySelector('.error')) this.reset()"
       >
         <label for={`msg-${id}`}>Message {p.mate.agent.name}</label>
-        <textarea id={`msg-${id}`} name="prompt" rows={2} required maxlength={MESSAGE_LIMIT} placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}></textarea>
+        <textarea
+          id={`msg-${id}`}
+          name="prompt"
+          rows={2}
+          required
+          maxlength={MESSAGE_LIMIT}
+          placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}
+        ></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
           <div id={`msg-result-${id}`} aria-live="polite"></div>
@@ -124,7 +142,8 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
               <h2 id="team-members">Members</h2>
               {members.length === 0 ? (
                 <p class="muted" id="no-members">
-                  No one is on the team yet. <strong>Add to team</strong> below gives an agent its team conversation: its teammates can message it, and the API lists it (<code>GET /api/team</code>).
+                  No one is on the team yet. <strong>Add to team</strong> below gives an agent its team conversation:
+                  its teammates can message it, and the API lists it (<code>GET /api/team</code>).
                 </p>
               ) : (
                 <div class="grid" id="members">
@@ -154,7 +173,10 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
   app.post('/team/:agentId/join', async (c) => {
     const user = c.get('user');
     const agentId = c.req.param('agentId');
-    const added = deps.team && z.string().uuid().safeParse(agentId).success ? await deps.team.add(user.account.id, agentId, undefined) : null;
+    const added =
+      deps.team && z.string().uuid().safeParse(agentId).success
+        ? await deps.team.add(user.account.id, agentId, undefined)
+        : null;
     if (added?.ok) return c.redirect('/', 303);
     const message = added ? inWords(added.error).message : 'The team is not available on this server.';
     return c.html(
@@ -182,7 +204,10 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
         return out;
       },
       watch: (changed) => {
-        const offs = [deps.watchRunners(accountId, changed), ...convIds.map((id) => deps.engine.events.subscribe(id, changed))];
+        const offs = [
+          deps.watchRunners(accountId, changed),
+          ...convIds.map((id) => deps.engine.events.subscribe(id, changed)),
+        ];
         return () => offs.forEach((off) => off());
       },
     });
@@ -192,11 +217,26 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const agentId = c.req.param('agentId');
     const form = messageForm.safeParse(await c.req.parseBody());
-    const reply = async (status: number, body: JSX.Element) => (isHtmx(c) ? c.html(body, 200) : c.html(<Layout title="Message" section="team" user={userName(user)}>{body}</Layout>, status as 400));
-    if (!form.success) return reply(400, <ErrorNote message={form.error.issues[0]?.message ?? 'The message is invalid.'} />);
+    const reply = async (status: number, body: JSX.Element) =>
+      isHtmx(c)
+        ? c.html(body, 200)
+        : c.html(
+            <Layout title="Message" section="team" user={userName(user)}>
+              {body}
+            </Layout>,
+            status as 400,
+          );
+    if (!form.success)
+      return reply(400, <ErrorNote message={form.error.issues[0]?.message ?? 'The message is invalid.'} />);
     // A member's message goes to its team conversation, as POST /api/team/:agent_id/messages sends it.
-    const member = deps.team && z.string().uuid().safeParse(agentId).success ? await deps.team.get(user.account.id, agentId) : undefined;
-    const sent = member && deps.team ? await messageMember(deps.team, user.account.id, agentId, form.data.prompt) : await messageTeammate(deps, user.account.id, agentId, form.data.prompt);
+    const member =
+      deps.team && z.string().uuid().safeParse(agentId).success
+        ? await deps.team.get(user.account.id, agentId)
+        : undefined;
+    const sent =
+      member && deps.team
+        ? await messageMember(deps.team, user.account.id, agentId, form.data.prompt)
+        : await messageTeammate(deps, user.account.id, agentId, form.data.prompt);
     if (!sent.ok) return reply(sent.status, <ErrorNote message={sent.message} />);
     if (!isHtmx(c)) return c.redirect(`/conversations/${sent.conversationId}`, 303);
     return c.html(

@@ -96,7 +96,11 @@ function signalGuest(sig) {
 
 function bindVsock(path, res) {
   if (existsSync(path)) {
-    fault(res, 400, `Cannot create backend for vsock device: UnixBind(Os { code: 98, kind: AddrInUse, message: "Address in use" })`);
+    fault(
+      res,
+      400,
+      `Cannot create backend for vsock device: UnixBind(Os { code: 98, kind: AddrInUse, message: "Address in use" })`,
+    );
     return false;
   }
   vsockServer?.close();
@@ -139,42 +143,54 @@ async function handle(req, res, body) {
   log(route, body);
   if (route === 'GET /') {
     res.writeHead(200, { 'Content-Type': 'application/json' });
-    return res.end(JSON.stringify({ app_name: 'Firecracker', id: 'anonymous-instance', state, vmm_version: '1.17.0-fake' }));
+    return res.end(
+      JSON.stringify({ app_name: 'Firecracker', id: 'anonymous-instance', state, vmm_version: '1.17.0-fake' }),
+    );
   }
   if (req.method === 'PUT' && req.url === '/machine-config') {
     if (!preBootOnly(res)) return;
-    if (!isObj(body) || !int(body.vcpu_count) || !int(body.mem_size_mib)) return fault(res, 400, 'vcpu_count and mem_size_mib are required');
-    if (body.vcpu_count < 1 || body.vcpu_count > 32 || (body.vcpu_count > 1 && body.vcpu_count % 2 !== 0)) return fault(res, 400, 'The vCPU number is invalid!');
+    if (!isObj(body) || !int(body.vcpu_count) || !int(body.mem_size_mib))
+      return fault(res, 400, 'vcpu_count and mem_size_mib are required');
+    if (body.vcpu_count < 1 || body.vcpu_count > 32 || (body.vcpu_count > 1 && body.vcpu_count % 2 !== 0))
+      return fault(res, 400, 'The vCPU number is invalid!');
     config.machine = body;
     return noContent(res);
   }
   if (req.method === 'PUT' && req.url === '/boot-source') {
     if (!preBootOnly(res)) return;
-    if (!isObj(body) || typeof body.kernel_image_path !== 'string') return fault(res, 400, 'kernel_image_path is required');
-    if (!existsSync(body.kernel_image_path)) return fault(res, 400, `The kernel file cannot be opened: No such file or directory (os error 2)`);
-    if (body.initrd_path !== undefined && !existsSync(body.initrd_path)) return fault(res, 400, 'The initrd file cannot be opened');
+    if (!isObj(body) || typeof body.kernel_image_path !== 'string')
+      return fault(res, 400, 'kernel_image_path is required');
+    if (!existsSync(body.kernel_image_path))
+      return fault(res, 400, `The kernel file cannot be opened: No such file or directory (os error 2)`);
+    if (body.initrd_path !== undefined && !existsSync(body.initrd_path))
+      return fault(res, 400, 'The initrd file cannot be opened');
     config.boot = body;
     return noContent(res);
   }
   const drive = /^\/drives\/([A-Za-z0-9_]+)$/.exec(req.url);
   if (req.method === 'PUT' && drive) {
     if (!preBootOnly(res)) return;
-    if (!isObj(body) || body.drive_id !== drive[1] || typeof body.is_root_device !== 'boolean') return fault(res, 400, 'drive_id must match the path and is_root_device is required');
-    if (typeof body.path_on_host !== 'string' || !existsSync(body.path_on_host)) return fault(res, 400, 'Unable to open the block device backing file');
+    if (!isObj(body) || body.drive_id !== drive[1] || typeof body.is_root_device !== 'boolean')
+      return fault(res, 400, 'drive_id must match the path and is_root_device is required');
+    if (typeof body.path_on_host !== 'string' || !existsSync(body.path_on_host))
+      return fault(res, 400, 'Unable to open the block device backing file');
     config.drives[drive[1]] = body;
     return noContent(res);
   }
   const net = /^\/network-interfaces\/([A-Za-z0-9_]+)$/.exec(req.url);
   if (req.method === 'PUT' && net) {
     if (!preBootOnly(res)) return;
-    if (!isObj(body) || body.iface_id !== net[1] || typeof body.host_dev_name !== 'string') return fault(res, 400, 'iface_id must match the path and host_dev_name is required');
-    if (body.guest_mac !== undefined && !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(body.guest_mac)) return fault(res, 400, 'Invalid guest MAC');
+    if (!isObj(body) || body.iface_id !== net[1] || typeof body.host_dev_name !== 'string')
+      return fault(res, 400, 'iface_id must match the path and host_dev_name is required');
+    if (body.guest_mac !== undefined && !/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(body.guest_mac))
+      return fault(res, 400, 'Invalid guest MAC');
     config.nets[net[1]] = body;
     return noContent(res);
   }
   if (req.method === 'PUT' && req.url === '/vsock') {
     if (!preBootOnly(res)) return;
-    if (!isObj(body) || !int(body.guest_cid) || body.guest_cid < 3 || typeof body.uds_path !== 'string') return fault(res, 400, 'guest_cid (>= 3) and uds_path are required');
+    if (!isObj(body) || !int(body.guest_cid) || body.guest_cid < 3 || typeof body.uds_path !== 'string')
+      return fault(res, 400, 'guest_cid (>= 3) and uds_path are required');
     if (!bindVsock(body.uds_path, res)) return;
     config.vsock = body;
     return noContent(res);
@@ -184,7 +200,8 @@ async function handle(req, res, body) {
     if (body.action_type === 'InstanceStart') {
       if (state !== 'Not started') return fault(res, 400, 'The microVM is already running.');
       if (!config.boot) return fault(res, 400, 'Cannot start microvm without kernel configuration.');
-      if (!Object.values(config.drives).some((d) => d.is_root_device)) return fault(res, 400, 'Cannot start microvm without a root device.');
+      if (!Object.values(config.drives).some((d) => d.is_root_device))
+        return fault(res, 400, 'Cannot start microvm without a root device.');
       state = 'Running';
       startGuest();
       return noContent(res);
@@ -198,8 +215,10 @@ async function handle(req, res, body) {
     return fault(res, 400, `unknown action_type ${JSON.stringify(body.action_type)}`);
   }
   if (req.method === 'PATCH' && req.url === '/vm') {
-    if (state === 'Not started') return fault(res, 400, 'The requested operation is not supported before starting the microVM.');
-    if (!isObj(body) || (body.state !== 'Paused' && body.state !== 'Resumed')) return fault(res, 400, 'state must be Paused or Resumed');
+    if (state === 'Not started')
+      return fault(res, 400, 'The requested operation is not supported before starting the microVM.');
+    if (!isObj(body) || (body.state !== 'Paused' && body.state !== 'Resumed'))
+      return fault(res, 400, 'state must be Paused or Resumed');
     if (body.state === 'Paused') {
       signalGuest('SIGSTOP');
       state = 'Paused';

@@ -31,5 +31,6 @@ export function realVmSkip(): string | false {
 /** Throws, in a test's `before`, when a demanded run lacks QEMU or the image. */
 export function assertRealVmsAvailable(): void {
   if (!haveQemu()) throw new Error(`${QEMU_BIN} is not runnable (apt-get install qemu-system-x86)`);
-  if (!haveImage()) throw new Error(`the guest image is missing in ${IMAGE_DIR}: run scripts/microvm/build-guest-image.sh`);
+  if (!haveImage())
+    throw new Error(`the guest image is missing in ${IMAGE_DIR}: run scripts/microvm/build-guest-image.sh`);
 }
