@@ -39,6 +39,7 @@ import type { EngineDb } from './store/engine-db.ts';
 import { CredentialService } from './credentials/service.ts';
 import { loadSecretKey } from './credentials/secret-key.ts';
 import { EnvironmentService } from './environments/service.ts';
+import { type WebhookConfig, WebhookService } from './webhooks/service.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -67,6 +68,8 @@ export interface StartServerOptions {
   readonly scheduler?: Partial<SchedulerConfig>;
   /** Told every statement the query builder sends (the turn benchmark counts statements per turn). */
   readonly queryLogger?: QueryLogger | undefined;
+  /** Webhook overrides (tests shorten the tick and the retry delays). */
+  readonly webhooks?: Partial<WebhookConfig>;
 }
 
 export interface RunningServer {
@@ -87,6 +90,7 @@ export interface RunningServer {
   readonly engine: ConversationEngine;
   readonly team: TeamService;
   readonly scheduler: Scheduler;
+  readonly webhooks: WebhookService;
   /** The LISTEN/NOTIFY bridge of the event bus; null on PGlite (one process). */
   readonly bridge: PgBusBridge | null;
   /** The Hono app, for tests that inspect its routes. */
@@ -234,6 +238,15 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       },
     });
     stack.push('scheduler', () => scheduler.stop());
+    const webhooks = new WebhookService({
+      db: database.db as unknown as EngineDb,
+      key: secretKey,
+      logger,
+      bus,
+      audit: auditTeam,
+      config: opts.webhooks ?? {},
+    });
+    stack.push('webhooks', () => webhooks.stop());
     app = createApp({
       db: database.db,
       logger,
@@ -241,6 +254,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       credentials,
+      webhooks,
       ...(opts.version ? { version: opts.version } : {}),
       engine: {
         engine,
@@ -273,6 +287,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     const port = (srv.address() as AddressInfo).port;
     scheduler.start();
+    webhooks.start();
     const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
     // Without PUBLIC_URL, sandboxes on this machine (runners) still reach the server where it listens.
     engine.sandboxTokens.defaultBaseUrl(`http://${urlHost}:${port}`);
@@ -291,6 +306,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       engine,
       team,
       scheduler,
+      webhooks,
       bridge,
       app,
       stop: () => stack.stop(),

@@ -7,7 +7,14 @@ import { z } from 'zod';
 
 export const busEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('runner_online'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
-  z.object({ type: z.literal('runner_offline'), accountId: z.string(), runnerId: z.string(), name: z.string() }),
+  z.object({
+    type: z.literal('runner_offline'),
+    accountId: z.string(),
+    runnerId: z.string(),
+    name: z.string(),
+    /** When the connection that ended began: with the runner id, names this one going offline on every node. */
+    connectedAt: z.string().optional(),
+  }),
   /** The roster changed (add, remove, rename, rotate, a replacement conversation). */
   z.object({ type: z.literal('team_changed'), accountId: z.string() }),
   /** A conversation of the account was created, retitled, read, deleted or finished (lists re-read). */
@@ -33,6 +40,7 @@ export const CLUSTER_TOPIC = 'cluster';
 
 export class EventBus {
   readonly #topics = new Map<string, Set<BusListener>>();
+  readonly #everything = new Set<(topic: string, event: BusEvent) => void>();
   #forward: BusForwarder | null = null;
 
   /** Returns the unsubscribe function. */
@@ -43,6 +51,14 @@ export class EventBus {
     return () => {
       set.delete(listener);
       if (set.size === 0 && this.#topics.get(topic) === set) this.#topics.delete(topic);
+    };
+  }
+
+  /** Every event of every topic delivered on this node (webhooks watch all accounts' runners). */
+  subscribeAll(listener: (topic: string, event: BusEvent) => void): () => void {
+    this.#everything.add(listener);
+    return () => {
+      this.#everything.delete(listener);
     };
   }
 
@@ -65,6 +81,13 @@ export class EventBus {
         listener(event);
       } catch {
         // A subscriber's bug is its own; presence must still reach the rest.
+      }
+    }
+    for (const listener of this.#everything) {
+      try {
+        listener(topic, event);
+      } catch {
+        // As above.
       }
     }
   }
