@@ -4,6 +4,7 @@
  * on PostgreSQL delivering each event once.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
-import { type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
+import { FOUNTAIN_BIN, type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
 import { type RunningServer, startServer } from '../src/server/start.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { verifyWebhook } from '../src/server/webhooks/signature.ts';
@@ -238,6 +239,38 @@ describe('signed webhooks with a real runner and the demo agent', () => {
     } finally {
       await flaky.close();
     }
+  });
+
+  it('the CLI adds, lists, shows deliveries of and removes an endpoint, and says what is wrong with bad input', async () => {
+    const cli = (...args: string[]) =>
+      new Promise<{ code: number; out: string; err: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [FOUNTAIN_BIN, 'webhooks', ...args],
+          { env: { ...process.env, HOME: tmp, FOUNTAIN_BASE_URL: srv.url, FOUNTAIN_API_KEY: key } },
+          (e, out, err) => resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, out, err }),
+        );
+      });
+    const added = await cli('add', rx.url, '--event', 'turn.ended,conversation.created');
+    assert.equal(added.code, 0, added.err);
+    const m =
+      /added (\S+) for turn\.ended, conversation\.created\nsigning secret \(shown once; keep it with the receiver\): (whsec_\S+)/.exec(
+        added.out,
+      );
+    assert.ok(m, added.out);
+    const listed = await cli('list');
+    assert.match(
+      listed.out,
+      new RegExp(`${m[1]}\\s+${rx.url.replace(/[.]/g, '\\.')}\\s+turn\\.ended,conversation\\.created\\s+enabled`),
+    );
+    assert.equal((await cli('deliveries', m[1]!)).code, 0);
+    const bad = await cli('add', rx.url, '--event', 'turn.started');
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /each event must be one of conversation\.created/);
+    assert.match((await cli('deliveries', m[1]!, '--limit', '0')).err, /--limit takes 1 to 500/);
+    const removed = await cli('rm', m[1]!);
+    assert.equal(removed.code, 0, removed.err);
+    assert.equal((await api('GET', `/api/webhooks/${m[1]}`)).status, 404);
   });
 
   it('a delivery pending when the server stops goes out after it starts again', async () => {
