@@ -186,6 +186,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),
         logger: deps.logger,
         ...(deps.credentials ? { credentials: deps.credentials } : {}),
+        ...(deps.webhooks ? { webhooks: deps.webhooks } : {}),
       };
       let pages: Promise<ReturnType<WebModule['createWebApp']>> | null = null;
       // Where the pages were mounted before: after every API route, so none of them is shadowed;

@@ -15,6 +15,7 @@ import { conversationRoutes } from './pages/conversation.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
 import { credentialPages } from './pages/credentials.tsx';
+import { webhookPages } from './pages/webhooks.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
 import { signinRoutes } from './pages/signin.tsx';
 import { teamRoutes } from './pages/team.tsx';
@@ -117,6 +118,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', runnerRoutes(deps));
   pages.route('/', keyRoutes(deps));
   if (deps.credentials) pages.route('/', credentialPages({ ...deps, credentials: deps.credentials }));
+  if (deps.webhooks) pages.route('/', webhookPages({ ...deps, webhooks: deps.webhooks }));
   app.route('/', pages);
 
   app.onError((e, c) => {
