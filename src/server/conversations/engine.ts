@@ -29,7 +29,7 @@ import {
   type ConversationWithSandbox,
 } from './store.ts';
 import { Sweeper } from './sweeper.ts';
-import { TurnMachine } from './turns.ts';
+import { TurnDriver } from './turn/driver.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
 
 export type { EngineDeps } from './live.ts';
@@ -82,8 +82,8 @@ export class ConversationEngine {
       stopped: false,
     };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
-    parts.turns = new TurnMachine(this.#c, parts);
-    parts.asks = new Permissions(this.#c);
+    parts.turns = new TurnDriver(this.#c, parts);
+    parts.asks = new Permissions(this.#c, parts);
     parts.recovery = new TurnRecovery(this.#c, parts);
     parts.launcher = new Launcher(this.#c, parts);
     parts.provisioner = new Provisioner(this.#c, parts);
@@ -125,7 +125,7 @@ export class ConversationEngine {
     this.#sweeper.stop();
     await this.#owner.stop();
     await this.#p.provisioner.settled();
-    await this.#p.recovery.settled();
+    await this.#p.turns.settled();
     for (const live of [...this.#c.live.values()]) await this.#p.launcher.detach(live, 'the server is stopping');
     await this.events.close();
     this.feeds.stop();
@@ -193,7 +193,7 @@ export class ConversationEngine {
   /**
    * Answers "queued" as soon as the turn row is stored; the running marks and the prompt's way to the
    * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
-   * waits for them as before. A failure after the reply ends the turn (TurnMachine.start), not the request.
+   * waits for them as before. A failure after the reply ends the turn (TurnDriver.start), not the request.
    */
   async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
     const { live, lock, d } = this.#c;
@@ -225,7 +225,7 @@ export class ConversationEngine {
         const awake = await this.#p.provisioner.ensureAwake(row);
         if (!awake.ok) return reply(awake);
         // Stored as running at once (one write instead of insert + update); its conversation's
-        // counters go with the running mark in TurnMachine.start.
+        // counters go with the running mark in TurnDriver.start.
         const turn = await insertPromptTurn(d.db, {
           conversationId: id,
           turnNumber: conv.turnCount + 1,
