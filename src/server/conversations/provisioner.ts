@@ -24,9 +24,9 @@ import {
   openTurns,
   updateConversation,
   updateSandbox,
-  updateTurn,
   type ConversationWithSandbox,
 } from './store.ts';
+import { endUndrivenTurn } from './turn/rows.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
@@ -317,7 +317,7 @@ export class Provisioner {
         Date.now() - t0,
       );
       for (const t of await openTurns(db, conv.id)) {
-        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
+        await endUndrivenTurn(db, t.id, 'failed', `provisioning failed: ${reason}`);
       }
       return;
     }
