@@ -28,8 +28,9 @@ took "base images" "$t"
 build() { # build <tag> <base major> <docker build args...>
   local tag="$1" major="$2" t=$SECONDS
   shift 2
-  docker build --quiet --network host --build-arg "BASE_IMAGE=fountain-ci/node:$major-bookworm-slim" -t "$tag" "$@" >/dev/null \
-    || { say "building $tag failed (docker build $*)"; return 1; }
+  local log="$REPO/.cache/images/build-${tag%%:*}.log"
+  docker build --network host --build-arg "BASE_IMAGE=fountain-ci/node:$major-bookworm-slim" -t "$tag" "$@" >"$log" 2>&1 \
+    || { tail -n 40 "$log" >&2; say "building $tag failed (docker build $*; the whole output is in $log)"; return 1; }
   took "$tag" "$t"
 }
 build fountain-server:ci 20 -f Dockerfile .
@@ -39,9 +40,9 @@ build fountain-runner:ci 20 -f Dockerfile.runner .
 . scripts/sandbox-image/lib.sh
 for provider in e2b daytona sprites; do
   t=$SECONDS
-  DOCKER_NETWORK=host docker_smoke "$provider" --quiet --build-arg BASE_IMAGE=fountain-ci/node:22-bookworm-slim \
+  DOCKER_NETWORK=host docker_smoke "$provider" --build-arg BASE_IMAGE=fountain-ci/node:22-bookworm-slim \
     >"$REPO/.cache/images/smoke-$provider.log" 2>&1 \
-    || { cat "$REPO/.cache/images/smoke-$provider.log" >&2; say "images/$provider: build or smoke failed"; exit 1; }
+    || { tail -n 60 "$REPO/.cache/images/smoke-$provider.log" >&2; say "images/$provider: build or smoke failed (output: .cache/images/smoke-$provider.log)"; exit 1; }
   grep -E '^(ok|FAIL) ' "$REPO/.cache/images/smoke-$provider.log" | sed "s/^/images: $provider smoke: /" >&2
   took "images/$provider (build and smoke)" "$t"
 done
