@@ -46,8 +46,10 @@ for provider in e2b daytona sprites; do
   grep -E '^(ok|FAIL) ' "$REPO/.cache/images/smoke-$provider.log" | sed "s/^/images: $provider smoke: /" >&2
   took "images/$provider (build and smoke)" "$t"
 done
-# Layers no tag uses any more (earlier builds' leftovers) would fill the kept data root.
-docker image prune --force >/dev/null
+# Untagged images are both earlier builds' leftovers and the cache of the stages no tag points at
+# (the server's dependency and build stages): only those unused for a week go, so the kept data root
+# stays bounded while a commit that changes no dependency reuses the npm ci layer.
+docker image prune --force --filter until=168h >/dev/null
 took "image stage" "$start"
 
 if [ $# -gt 0 ]; then

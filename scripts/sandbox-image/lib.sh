@@ -15,7 +15,9 @@ docker_smoke() {
     echo "note: no Docker engine; skipping the local build of images/$provider" >&2
     return 0
   fi
-  docker build --network "$net" "$@" -t "$tag" "$ROOT/images/$provider"
+  # Explicit: set -e does not act inside a function its caller tests (`docker_smoke x || ...`), and a
+  # failed build must not let the smoke run on an older image of the same tag.
+  docker build --network "$net" "$@" -t "$tag" "$ROOT/images/$provider" || return 1
   local out
   out="$(docker run --rm --network "$net" --user sprite -e SMOKE_EXPECT_USER=sprite "$tag" \
     bash -c "printf %s '$(base64 -w0 "$SMOKE")' | base64 -d > /tmp/smoke.sh && bash /tmp/smoke.sh")" || true
