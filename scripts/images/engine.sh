@@ -47,6 +47,12 @@ case "${1:-}" in
       say "dockerd $pid stopped"
     fi
     rm -f "$PIDFILE"
+    # The exec root holds only the stopped engine's runtime state (containerd's sockets, the host
+    # network namespace's bind mount), which it leaves behind.
+    if ! kill -0 "$pid" 2>/dev/null && [ -d "$EXEC_ROOT" ]; then
+      { grep -o " $EXEC_ROOT/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount "$m" || true; done
+      rm -rf "$EXEC_ROOT"
+    fi
     ;;
   *)
     echo "usage: $0 start|stop" >&2
