@@ -25,6 +25,8 @@ export interface ConnectOptions {
   readonly logger: Logger;
   readonly timings: ConnectionTimings;
   readonly signal: AbortSignal;
+  /** Told true when the server takes the socket and at each heartbeat, false when the connection ends. */
+  readonly onLink?: (up: boolean) => void;
 }
 
 const MAX_REFUSAL_BODY = 64 * 1024;
@@ -76,6 +78,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       if (pongTimer) clearTimeout(pongTimer);
       if (killTimer) clearTimeout(killTimer);
       opts.signal.removeEventListener('abort', onAbort);
+      if (opened) opts.onLink?.(false);
       resolve(outcome);
     };
     const onAbort = () => {
@@ -109,6 +112,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
     ws.on('open', () => {
       opened = true;
       log.info({ url: `${opts.url.origin}${opts.url.pathname}` }, 'runner: connected');
+      opts.onLink?.(true);
       const server = new ProtocolServer(opts.backend, new WsTransport(ws, t.writeTimeoutMs), log);
       ws.on('message', (data, isBinary) => {
         if (isBinary) {
@@ -140,9 +144,11 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
 
     ws.on('ping', () => {
       established = true;
+      opts.onLink?.(true);
     });
     ws.on('pong', () => {
       established = true;
+      opts.onLink?.(true);
       if (pongTimer) clearTimeout(pongTimer);
       pongTimer = null;
     });

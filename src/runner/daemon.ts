@@ -36,6 +36,8 @@ export interface DaemonOptions {
   readonly version: string;
   readonly hostname?: string;
   readonly timings?: Partial<DaemonTimings>;
+  /** Told true when a connection is up and at each heartbeat over it, false when it ends (the status file). */
+  readonly onLink?: (up: boolean) => void;
 }
 
 export type DaemonExit = { readonly kind: 'stopped' } | { readonly kind: 'gave_up'; readonly message: string };
@@ -86,6 +88,7 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
         logger: log,
         timings,
         signal: abort.signal,
+        ...(opts.onLink ? { onLink: opts.onLink } : {}),
       });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
