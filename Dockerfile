@@ -31,6 +31,10 @@ COPY scripts/build.mjs ./scripts/build.mjs
 COPY src ./src
 COPY docs ./docs
 COPY --from=build /app/dist ./dist
+# The migrated embedded-database template `npm install` makes elsewhere (.cache/pglite-template): a
+# container's first start copies it instead of running PGlite's initdb.
+COPY scripts/make-pglite-template.mjs ./scripts/make-pglite-template.mjs
+RUN node scripts/make-pglite-template.mjs
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/fountain --create-home fountain \
  && chmod 0700 /var/lib/fountain
 USER fountain
