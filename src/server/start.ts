@@ -4,6 +4,7 @@
  * `fountain server` and `fountain up` start through it, and so do end-to-end tests.
  */
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
@@ -40,6 +41,9 @@ import { CredentialService } from './credentials/service.ts';
 import { loadSecretKey } from './credentials/secret-key.ts';
 import { EnvironmentService } from './environments/service.ts';
 import { type WebhookConfig, WebhookService } from './webhooks/service.ts';
+import { CheckpointService } from './checkpoints/service.ts';
+import { DiskBlobStore } from './checkpoints/blobs-disk.ts';
+import { DbBlobStore } from './checkpoints/blobs-db.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -195,6 +199,21 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const defaultProvider = defaultProviderOf(config, registry);
     // The same server key seals environment secrets at rest.
     const environments = new EnvironmentService(database.db as unknown as EngineDb, secretKey);
+    // Checkpoint blobs: in the data directory on the embedded database, in PostgreSQL otherwise, so any
+    // node of a cluster without a shared disk restores them.
+    const checkpoints = new CheckpointService({
+      db: database.db as unknown as EngineDb,
+      blobs:
+        database.kind === 'postgres'
+          ? new DbBlobStore(database.db, secretKey)
+          : new DiskBlobStore(join(opts.dataDir, 'blobs'), secretKey),
+      logger,
+    });
+    const collecting = setInterval(() => {
+      checkpoints.collect().catch((e: unknown) => logger.warn({ err: String(e) }, 'checkpoint blob collection failed'));
+    }, 3_600_000);
+    collecting.unref();
+    stack.push('checkpoint collection', () => clearInterval(collecting));
     const engine = new ConversationEngine({
       environments,
       db: database.db as unknown as EngineDb,
@@ -213,12 +232,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
       credentials,
+      checkpoints,
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);
     await engine.start();
     // Detaches from agent processes and flushes queued events while the database is still open.
     stack.push('engine', () => engine.stop());
+    stack.push('checkpoints being taken', () => checkpoints.settled());
 
     const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
       audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });

@@ -2,6 +2,7 @@
  * The engine's in-memory state shared by its parts: a conversation whose agent this node runs (Live),
  * its active turn, and the core every part reads (deps, lock, live map, event log, tokens).
  */
+import type { ConversationCheckpoints } from '../checkpoints/service.ts';
 import type { Logger } from 'pino';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
@@ -43,6 +44,8 @@ export interface EngineDeps {
   readonly credentials?: LaunchCredentials;
   /** Environments and their secrets; without it every launch has no environment. */
   readonly environments?: EnvironmentService;
+  /** Checkpoints of the agent's HOME, restored when a sandbox is lost; without it a lost sandbox starts empty. */
+  readonly checkpoints?: ConversationCheckpoints;
 }
 
 export interface ActiveTurn {

@@ -3,7 +3,7 @@
  * its stage event published in one statement (or apart, when that statement fails).
  */
 import type { Turn } from '../../store/conversation-schema.ts';
-import { ACP_AUTH_REQUIRED, promptFailureReason } from '../../agents/runtimes.ts';
+import { ACP_AUTH_REQUIRED, promptFailureReason, RUNTIME_SPECS, SANDBOX_HOME } from '../../agents/runtimes.ts';
 import { endTurnRows, endTurnRowsWithEvent, type TurnEnd } from '../store.ts';
 import { turnUsage } from '../usage.ts';
 import type { ActiveTurn, EngineCore, Live } from '../live.ts';
@@ -77,5 +77,18 @@ export async function endTurn(
     c.events.append(event);
     c.events.flushSoon();
   }
+  // Off the turn's path: the done event is stored and published already.
+  const home = RUNTIME_SPECS[live.runtime].home;
+  if (state === 'done' && c.d.checkpoints && home.startsWith(SANDBOX_HOME))
+    c.d.checkpoints.afterTurn(
+      {
+        conversationId: live.conversationId,
+        accountId: live.accountId,
+        adapter: live.adapter,
+        handle: live.handle,
+        home,
+      },
+      turn.id,
+    );
   if (!live.proc?.alive && c.live.get(live.conversationId) === live) c.live.delete(live.conversationId);
 }
