@@ -31,6 +31,8 @@ export interface RigOptions {
   readonly databaseSchema?: string;
   /** Told every statement the server's query builder sends. */
   readonly queryLogger?: QueryLogger;
+  /** The base URL the runner dials, given the server's (e.g. a proxy in front of it); default the server's. */
+  readonly runnerBaseUrl?: (serverUrl: string) => string;
 }
 
 export interface RunnerRig {
@@ -114,7 +116,7 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
         ...process.env,
         HOME: home,
         FOUNTAIN_API_KEY: apiKey,
-        FOUNTAIN_BASE_URL: server.url,
+        FOUNTAIN_BASE_URL: opts.runnerBaseUrl?.(server.url) ?? server.url,
         FOUNTAIN_PROFILE: '',
       },
       stdio: ['ignore', 'ignore', 'inherit'],
