@@ -27,6 +27,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 interface Turn {
   readonly id: string;
   readonly status: string;
+  readonly reason?: string | null;
 }
 interface Event {
   readonly id: number;
@@ -91,6 +92,10 @@ interface Driven {
   readonly turns: Array<{ readonly conversationId: string; readonly turnId: string }>;
   /** Conversations that ended failed under the cuts (a new one took over), with why. */
   readonly lost: string[];
+  /** Milliseconds from each accepted prompt to its turn's end. */
+  readonly turnMs: number[];
+  /** Prompts answered 503 (runner away) or 409 (still busy) and sent again. */
+  refused: number;
 }
 
 /** Opens a demo conversation and waits for its first turn, so provisioning is behind it. */
@@ -117,12 +122,13 @@ async function untilTurnsEnd(rig: RunnerRig, conversationId: string): Promise<Tu
  * sent again after its Retry-After; a conversation that ended failed is replaced (and reported).
  */
 async function driveTurns(rig: RunnerRig, agentId: string, first: string, stop: () => boolean): Promise<Driven> {
-  const out: Driven = { turns: [], lost: [] };
+  const out: Driven = { turns: [], lost: [], turnMs: [], refused: 0 };
   let conversationId = first;
   while (!stop()) {
     const res = await call(rig, 'POST', `/api/conversations/${conversationId}/prompts`, { prompt: PROMPT });
     const text = await res.text();
     if (res.status === 503 || res.status === 409) {
+      out.refused++;
       // runner_offline (the network is cut) or the conversation still busy: both say when to try again.
       await sleep(Math.min(1000, Number(res.headers.get('retry-after') ?? '0.2') * 1000 || 200));
       continue;
@@ -141,7 +147,9 @@ async function driveTurns(rig: RunnerRig, agentId: string, first: string, stop: 
     }
     if (!res.ok) throw new Error(`prompt: HTTP ${res.status} ${text.slice(0, 300)}`);
     out.turns.push({ conversationId, turnId: String((JSON.parse(text) as { turn_id: unknown }).turn_id) });
+    const t0 = process.hrtime.bigint();
     await untilTurnsEnd(rig, conversationId);
+    out.turnMs.push(msSince(t0));
   }
   return out;
 }
@@ -163,8 +171,20 @@ export const netcutsBenchmark: Benchmark = {
     const cuts = ctx.quick ? 8 : 100;
     let target = '';
     const proxy = await startCutProxy(() => target);
+    // The daemon's own account of each reconnect: the attempt counter says whether the backoff started over.
+    const redials: Array<{ attempt: number; delayMs: number; reason: string }> = [];
     const rig = await startRunnerRig({
       logger: ctx.logger,
+      runnerLogLevel: 'info',
+      onRunnerLog: (line) => {
+        if (!line.includes('runner: disconnected; reconnecting')) return;
+        try {
+          const l = JSON.parse(line) as { attempt: number; delayMs: number; reason: string };
+          redials.push({ attempt: l.attempt, delayMs: l.delayMs, reason: l.reason });
+        } catch {
+          // not JSON: the runner writes JSON lines when its stderr is not a terminal
+        }
+      },
       runnerBaseUrl: (serverUrl) => {
         target = serverUrl;
         return proxy.url;
@@ -183,7 +203,7 @@ export const netcutsBenchmark: Benchmark = {
       let driverError: unknown = null;
       const turns = driveTurns(rig, agentId, first.conversationId, () => stopping).catch((e: unknown) => {
         driverError = e;
-        return { turns: [], lost: [] } as Driven;
+        return { turns: [], lost: [], turnMs: [], refused: 0 } as Driven;
       });
       const busyWatch = (async () => {
         while (!stopping) {
@@ -240,7 +260,7 @@ export const netcutsBenchmark: Benchmark = {
         for (const { turnId: id } of accepted.filter((t) => t.conversationId === conversationId)) {
           const t = byId.get(id);
           if (!t) problems.push(`${id}: not listed`);
-          else if (t.status !== 'completed') problems.push(`${id}: ${t.status}`);
+          else if (t.status !== 'completed') problems.push(`${id}: ${t.status} (${t.reason ?? 'no reason'})`);
           const done = events.filter((e) => e.turn_id === id && e.stage === 'turn' && e.state === 'done').length;
           if (done !== 1) problems.push(`${id}: ${done} turn-done events`);
           const answer = answerOf(events, id);
@@ -268,7 +288,24 @@ export const netcutsBenchmark: Benchmark = {
           cutsMidTurn: midTurn,
           reconnectMs: { ...back, p90 },
           withinTargetOfRestore: within,
+          redials: {
+            n: redials.length,
+            maxAttempt: Math.max(0, ...redials.map((r) => r.attempt)),
+            byAttempt: Object.fromEntries(
+              [...new Set(redials.map((r) => r.attempt))]
+                .sort((x, y) => x - y)
+                .map((a) => [String(a), redials.filter((r) => r.attempt === a).length]),
+            ),
+            countedReasons: Object.fromEntries(
+              [...new Set(redials.filter((r) => r.attempt > 1).map((r) => r.reason))].map((why) => [
+                why,
+                redials.filter((r) => r.attempt > 1 && r.reason === why).length,
+              ]),
+            ),
+          },
           turnsAccepted: accepted.length,
+          turnMs: { ...roundSummary(summarize(driven.turnMs)) },
+          promptsResent: driven.refused,
           conversations: conversations.size,
           turnsCompletedOnce: exactlyOnce,
           problems: problems.length ? Object.fromEntries(problems.slice(0, 20).map((p, i) => [String(i), p])) : null,
