@@ -15,7 +15,7 @@ import { demoAgent } from './turn.ts';
 const INTERVAL_MS = 3000;
 /** How long the network stays down at each cut: shorter than the daemon's first reconnect delay (1 s). */
 const OUTAGE_MS = 500;
-/** What the issue asks: the runner back within 2 s of the network returning. */
+/** The goal: the runner back within 2 s of the network returning. */
 const TARGET_MS = 2000;
 /** A demo turn of about a second: 20 chunks 50 ms apart, so cuts land inside turns. */
 const CHUNKS = 20;
