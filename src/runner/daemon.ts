@@ -92,7 +92,8 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
       });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
-      // A connection that was up through a heartbeat starts a new streak: each server crash costs one base delay.
+      // A connection the server took and answered starts a new streak, so each network cut or server
+      // crash costs one base delay; one dropped before its first exchange counts, and backs off.
       attempt = outcome.kind === 'clean' ? 0 : outcome.established ? 1 : attempt + 1;
       const delayMs = backoffDelay(attempt, timings);
       log.info({ reason: outcome.reason, attempt, delayMs }, 'runner: disconnected; reconnecting');

@@ -14,6 +14,7 @@ import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './http/app.ts';
 import { ClusterRunnerHost } from './cluster/host.ts';
+import { shareKeyChanges } from './cluster/keys.ts';
 import { bootstrap } from './account/bootstrap.ts';
 import { ConfigError, parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './cluster/bus.ts';
@@ -147,6 +148,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       stack.push('notification connection', () => pgNotify.close());
       bridge = await PgBusBridge.start({ nodeId, notify: pgNotify, schema: opts.databaseSchema, bus, logger });
       stack.push('bus bridge', () => bridge!.stop());
+      stack.push('key changes', shareKeyChanges(bus, nodeId));
     }
     // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
     let app: ReturnType<typeof createApp> | undefined;
