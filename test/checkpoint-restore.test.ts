@@ -90,12 +90,13 @@ describe('a conversation whose runner was deleted goes on from its checkpoint', 
     );
 
     // The checkpoint is taken after the turn's done, off its path: wait for its row.
-    await until(async () => {
-      const r = (await srv.database.db.execute(
-        sql`SELECT count(*)::int AS n FROM checkpoints WHERE conversation_id = ${id}`,
-      )) as unknown as { rows: Array<{ n: number }> };
-      return r.rows[0]!.n > 0;
-    }, 'a checkpoint of turn 1');
+    for (const c of [id, pinnedConv.body.data.id])
+      await until(async () => {
+        const r = (await srv.database.db.execute(
+          sql`SELECT count(*)::int AS n FROM checkpoints WHERE conversation_id = ${c}`,
+        )) as unknown as { rows: Array<{ n: number }> };
+        return r.rows[0]!.n > 0;
+      }, `a checkpoint of ${c}'s turn 1`);
 
     // The machine is wiped and the runner deleted.
     await a.stop();
