@@ -15,7 +15,7 @@ import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
-import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
+import { listConversationPage, waitingForApproval, type ListedConversation } from '../../conversations/listing.ts';
 import { explainExits } from '../words.ts';
 import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
@@ -30,7 +30,7 @@ import {
   ToolCard,
   type Item,
 } from '../event-view.tsx';
-import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
+import { ErrorNote, Layout, PresenceBadge, when } from '../layout.tsx';
 import { toHtml } from '../live.ts';
 import { presenceOf, whereOf } from '../roster.ts';
 
@@ -56,16 +56,28 @@ const COMPUTER_WORDS: Readonly<Record<string, string>> = {
   failed: 'failed',
 };
 
-export function ConversationStatus(p: { conv: ConversationView }) {
+/** The page's title while a permission request waits (app.js keeps it so as the status changes live). */
+export const WAITING_PREFIX = 'Waiting for your approval · ';
+
+/** The conversation's state in the header; `waiting`: a permission request waits for the user's answer. */
+export function ConversationStatus(p: { conv: ConversationView; waiting: boolean }) {
   const c = p.conv;
   const presence = presenceOf(c);
   const where = whereOf(c);
   return (
-    <div id="conv-status" class="row small" data-status={c.status}>
+    <div id="conv-status" class="row small" data-status={c.status} data-waiting={p.waiting ? 'true' : 'false'}>
       <span>
-        Status: <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
+        Status:{' '}
+        {p.waiting ? (
+          <strong class="conv-status badge asking" role="alert">
+            waiting for your approval
+          </strong>
+        ) : (
+          <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
+        )}
       </span>
-      <PresenceBadge state={presence.state} label={presence.label} />
+      {/* While it waits for the user, "working" beside it would contradict it. */}
+      {p.waiting ? null : <PresenceBadge state={presence.state} label={presence.label} />}
       {c.sandbox ? (
         <span class="muted" id="placement">
           Computer: {COMPUTER_WORDS[c.sandbox.status] ?? c.sandbox.status}
@@ -122,9 +134,20 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
         hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()"
       >
         <label for="prompt">Message</label>
-        <textarea id="prompt" name="prompt" rows={3} required maxlength={MESSAGE_LIMIT}></textarea>
+        <textarea
+          id="prompt"
+          name="prompt"
+          rows={3}
+          required
+          maxlength={MESSAGE_LIMIT}
+          data-enter-sends=""
+          aria-describedby="prompt-keys"
+        ></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
+          <span class="muted small" id="prompt-keys">
+            Enter sends · Shift+Enter for a new line
+          </span>
           <div id="prompt-result" aria-live="polite"></div>
         </div>
       </form>
@@ -156,6 +179,27 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
       </div>
     </div>
   );
+}
+
+/** The current conversation's line in the side list, sent again out of band as its status changes. */
+export function RecentItem(p: { c: ListedConversation; current: string; oob?: boolean }) {
+  return <ConversationItem c={p.c} current={p.current} oob={p.oob} />;
+}
+
+/** The listing's line for a conversation the page already holds. */
+function listed(c: ConversationView, agentName: string | null, waiting: boolean): ListedConversation {
+  return {
+    id: c.id,
+    title: c.title,
+    firstPrompt: c.first_prompt,
+    status: c.status,
+    agentId: c.agent_id,
+    agentName,
+    turnCount: c.turn_count,
+    lastActiveAt: new Date(c.last_active_at),
+    unread: false,
+    waiting,
+  };
 }
 
 /** Recent conversations beside the transcript (shown on wide screens only). */
@@ -266,21 +310,35 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
     await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
+    const waiting = await waitingForApproval(deps.db, conv.id);
+    // The side list always holds this conversation: the live stream updates its line in place.
+    const side = recent.rows.some((r) => r.id === conv.id)
+      ? recent.rows
+      : [listed(conv, agent?.name ?? null, waiting), ...recent.rows];
     const heading =
       conv.title ??
       (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
-      <Layout title={heading} section="conversation" user={userName(user)} live mainClass="with-recent">
-        <Recent rows={recent.rows} current={conv.id} />
+      <Layout
+        title={`${waiting ? WAITING_PREFIX : ''}${heading}`}
+        section="conversation"
+        user={userName(user)}
+        live
+        mainClass="with-recent"
+      >
+        <Recent rows={side} current={conv.id} />
         <div class="conversation">
           <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
             <h1 class="conv-heading">{heading}</h1>
             <p class="small muted">
               {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started{' '}
-              {conv.inserted_at.slice(0, 16).replace('T', ' ')} UTC
+              {when(conv.inserted_at)}{' '}
+              <button type="button" id="notify-toggle" class="secondary small-button" hidden>
+                Notify me when it needs me
+              </button>
             </p>
             <div sse-swap="status">
-              <ConversationStatus conv={conv} />
+              <ConversationStatus conv={conv} waiting={waiting} />
             </div>
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
@@ -288,6 +346,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
               </div>
             </section>
           </div>
+          <button type="button" id="new-messages" class="pill" hidden>
+            New messages ↓
+          </button>
           <Composer conv={conv} agentName={agent?.name ?? null} />
         </div>
       </Layout>,
@@ -366,7 +427,10 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         await deps.engine.markRead(user.account.id, conv.id);
         const fresh = await deps.engine.get(user.account.id, conv.id);
         if (fresh.ok) {
-          let status = await toHtml(<ConversationStatus conv={fresh.value} />);
+          const waiting = await waitingForApproval(deps.db, conv.id);
+          let status = await toHtml(<ConversationStatus conv={fresh.value} waiting={waiting} />);
+          // The side list's line for this conversation says the same.
+          status += await toHtml(<RecentItem c={listed(fresh.value, agentName, waiting)} current={conv.id} oob />);
           // Ended here or elsewhere: the message box and controls give way to the ended notice.
           const ended = fresh.value.status === 'terminated' || fresh.value.status === 'failed';
           if (ended && !endedShown) {

@@ -47,10 +47,24 @@ export const titleOf = (c: { title: string | null; firstPrompt: string | null })
   return t === '' ? 'New conversation' : t.length > 90 ? `${t.slice(0, 89)}…` : t;
 };
 
-export function ConversationItem(p: { c: ListedConversation; current?: string }) {
+/** The DOM id of a conversation's line in a list (the conversation page's side list updates it live). */
+export const itemDomId = (id: string): string => `conv-item-${id}`;
+
+export function ConversationItem(p: {
+  c: ListedConversation;
+  current?: string | undefined;
+  oob?: boolean | undefined;
+}) {
   const c = p.c;
   return (
-    <li class={`conv-item${p.c.id === p.current ? ' current' : ''}`} data-conversation-id={c.id} data-status={c.status}>
+    <li
+      class={`conv-item${p.c.id === p.current ? ' current' : ''}`}
+      data-conversation-id={c.id}
+      data-status={c.status}
+      id={itemDomId(c.id)}
+      data-waiting={c.waiting ? 'true' : undefined}
+      hx-swap-oob={p.oob ? 'true' : undefined}
+    >
       <a href={`/conversations/${c.id}`} aria-current={p.c.id === p.current ? 'page' : undefined}>
         {c.unread ? (
           <span class="unread" title="New since you last looked">
@@ -60,8 +74,13 @@ export function ConversationItem(p: { c: ListedConversation; current?: string })
         <span class="conv-title">{titleOf(c)}</span>
       </a>
       <span class="small muted conv-meta">
-        {c.agentName ?? 'deleted agent'} · <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span> ·{' '}
-        {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
+        {c.agentName ?? 'deleted agent'} ·{' '}
+        {c.waiting ? (
+          <span class="badge asking">waiting for your approval</span>
+        ) : (
+          <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span>
+        )}{' '}
+        · {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
       </span>
     </li>
   );

@@ -106,6 +106,7 @@ function MateCard(p: { mate: Teammate; member: boolean }) {
           required
           maxlength={MESSAGE_LIMIT}
           placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}
+          data-enter-sends=""
         ></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
