@@ -75,7 +75,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await page.getByLabel('Name').fill('Demo');
     await page.getByLabel('Runtime').selectOption('demo');
     await page.getByLabel('Model').fill('openai/gpt-5');
-    await page.getByLabel('execute').selectOption('ask');
+    await page.getByLabel('Runs commands').selectOption('ask');
     await page.getByRole('button', { name: 'Create agent' }).click();
     // A model from the wrong vendor is refused next to the field, with the form kept.
     await page.locator('#model_error').filter({ hasText: 'fountain' }).waitFor();

@@ -63,7 +63,11 @@ export function Layout(p: LayoutProps) {
           <a class="brand" href="/">
             Fountain
           </a>
-          <nav aria-label="Main">
+          {/* On a phone the links fold behind this button (app.js wires it; without scripts they stay shown). */}
+          <button type="button" class="secondary menu-toggle" aria-controls="main-nav" aria-expanded="false" hidden>
+            Menu
+          </button>
+          <nav aria-label="Main" id="main-nav">
             {LINKS.filter((l) => p.user || !l.signedIn).map((l) => (
               <a href={l.href} aria-current={p.section === l.section ? 'page' : undefined}>
                 {l.label}

@@ -47,7 +47,7 @@ function CredentialsPage(p: {
       </p>
       {p.notice ? <p role="status">{p.notice}</p> : null}
       <div class="table">
-        <table>
+        <table class="stack">
           <thead>
             <tr>
               <th scope="col">Credential</th>
@@ -68,18 +68,23 @@ function CredentialsPage(p: {
                     <code>{provider}</code>
                     <div class="muted small">{CREDENTIAL_API[provider].label}</div>
                   </td>
-                  <td>{RUNTIME_USE[provider]}</td>
-                  <td>
+                  <td data-label="Used by">{RUNTIME_USE[provider]}</td>
+                  <td data-label="Base URL">
                     {row?.base_url ? (
                       <code>{row.base_url}</code>
                     ) : (
                       <span class="muted">{row ? 'vendor API' : '—'}</span>
                     )}
                   </td>
-                  <td>{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
+                  <td data-label="Set">{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
                   <td>
                     {row ? (
-                      <form method="post" action={`/account/credentials/${provider}/remove`} class="inline">
+                      <form
+                        method="post"
+                        action={`/account/credentials/${provider}/remove`}
+                        class="inline"
+                        onsubmit={`return confirm(${JSON.stringify(`Remove the ${provider} credential? Agents that use it cannot reach their model until it is set again.`)})`}
+                      >
                         <button type="submit" class="danger" aria-label={`Remove ${provider}`}>
                           Remove
                         </button>

@@ -159,6 +159,55 @@
     showNotify();
   });
 
+  // The header's links behind "Menu" on a phone.
+  const menu = document.querySelector('header.top .menu-toggle');
+  if (menu) {
+    const header = menu.closest('header');
+    header.classList.add('has-menu');
+    menu.hidden = false;
+    menu.addEventListener('click', () => {
+      const open = header.classList.toggle('menu-open');
+      menu.setAttribute('aria-expanded', open ? 'true' : 'false');
+    });
+  }
+
+  // The agent form: the model follows the runtime (its default, its examples), and a missing model
+  // credential is said before saving.
+  const modelData = document.getElementById('runtime-models');
+  const runtimeSelect = document.getElementById('runtime');
+  const modelInput = document.getElementById('model');
+  if (modelData && runtimeSelect && modelInput) {
+    const data = JSON.parse(modelData.textContent);
+    const hint = document.getElementById('model_hint');
+    const warning = document.getElementById('credential_warning');
+    const vendorOf = (m) => m.slice(0, Math.max(0, m.indexOf('/')));
+    const check = () => {
+      const r = data.runtimes[runtimeSelect.value];
+      if (!warning || !r) return;
+      const needs = r.needs[vendorOf(modelInput.value.trim())] ?? [];
+      const missing = needs.length > 0 && !needs.some((c) => data.set.includes(c));
+      warning.hidden = !missing;
+      const words = warning.querySelector('.credential-words');
+      if (words) words.textContent = missing ? `No ${needs.map((c) => data.labels[c]).join(' or ')} is set: ` : '';
+    };
+    let previous = runtimeSelect.value;
+    runtimeSelect.addEventListener('change', () => {
+      const before = data.runtimes[previous];
+      const r = data.runtimes[runtimeSelect.value];
+      previous = runtimeSelect.value;
+      if (!r) return;
+      const m = modelInput.value.trim();
+      if (m === '' || m === before?.default || !r.vendors.includes(vendorOf(m))) modelInput.value = r.default;
+      if (hint)
+        hint.textContent =
+          r.vendors.length === 1 && r.vendors[0] === 'fountain'
+            ? 'The demo runtime needs no model: fountain/demo.'
+            : `provider/model, e.g. ${r.examples.join(', ')}.`;
+      check();
+    });
+    modelInput.addEventListener('input', check);
+  }
+
   let queued = false;
   function enhance() {
     queued = false;
