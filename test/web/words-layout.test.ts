@@ -160,6 +160,9 @@ describe('words and layout', { skip: skipWithoutChromium }, () => {
         assert.equal(await menu.isVisible(), false);
         assert.ok(await agentsLink.isVisible());
       }
+      // Titled by the gist of its first message, not "Demo: …".
+      const title = page.locator(`li.conv-item[data-conversation-id="${convId}"] .conv-title`);
+      assert.equal(await title.innerText(), 'run: uname -a');
       const preview = page.locator(`li.conv-item[data-conversation-id="${convId}"] .conv-preview`);
       assert.match(await preview.innerText(), /^Demo: I ran uname -a; it exited with code 0/);
     });
