@@ -42,6 +42,14 @@ describe('model credentials in the web UI (chromium)', { skip: skipWithoutChromi
     await page.getByRole('button', { name: 'Save credential' }).click();
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).waitFor();
     await page.getByText('https://gateway.example.test').waitFor();
+    // POST-redirect-GET: the page after saving is a GET, so a reload sends nothing again.
+    assert.equal(
+      new URL(page.url()).pathname + new URL(page.url()).search,
+      '/account/credentials?saved=anthropic_api_key',
+    );
+    await page.getByRole('status').filter({ hasText: 'anthropic_api_key saved.' }).waitFor();
+    await page.reload();
+    await page.getByRole('status').filter({ hasText: 'anthropic_api_key saved.' }).waitFor();
     assert.ok(!(await page.content()).includes(KEY), 'the page never shows the stored value');
 
     const listed = (await api('GET', '/api/account/inference-credentials')).body;
