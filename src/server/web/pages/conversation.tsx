@@ -1,24 +1,20 @@
 /**
  * The Conversation page: the events read as a conversation (streamed text, folded thoughts, tool calls,
  * permission buttons, turn status, errors), a prompt box, interrupt, terminate, and the sandbox's state.
- *
- * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
- * by concern is due.
+ * Its status line, message box and side list are in conversation-parts.tsx.
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import type { SSEStreamingApi } from 'hono/streaming';
 import { sseTail } from '../../http/sse.ts';
 import { z } from 'zod';
-import type { ConversationView } from '../../conversations/views.ts';
 import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
-import { listConversationPage, waitingForApproval, type ListedConversation } from '../../conversations/listing.ts';
-import { explainExits } from '../words.ts';
-import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
-import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
+import { listConversationPage, waitingForApproval } from '../../conversations/listing.ts';
+import { titleOf } from './conversations.tsx';
+import { messageField } from '../../conversations/limits.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
 import {
@@ -30,9 +26,10 @@ import {
   ToolCard,
   type Item,
 } from '../event-view.tsx';
-import { ErrorNote, Layout, PresenceBadge, when } from '../layout.tsx';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
+
 import { toHtml } from '../live.ts';
-import { presenceOf, whereOf } from '../roster.ts';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -46,177 +43,6 @@ async function allEvents(deps: WebDeps, conversationId: string, after = 0): Prom
     if (page.length < 1000) return out;
     cursor = page[page.length - 1]!.id;
   }
-}
-
-const COMPUTER_WORDS: Readonly<Record<string, string>> = {
-  starting: 'starting',
-  ready: 'running',
-  suspended: 'asleep',
-  terminated: 'removed',
-  failed: 'failed',
-};
-
-/** The page's title while a permission request waits (app.js keeps it so as the status changes live). */
-export const WAITING_PREFIX = 'Waiting for your approval · ';
-
-/** The conversation's state in the header; `waiting`: a permission request waits for the user's answer. */
-export function ConversationStatus(p: { conv: ConversationView; waiting: boolean }) {
-  const c = p.conv;
-  const presence = presenceOf(c);
-  const where = whereOf(c);
-  return (
-    <div id="conv-status" class="row small" data-status={c.status} data-waiting={p.waiting ? 'true' : 'false'}>
-      <span>
-        Status:{' '}
-        {p.waiting ? (
-          <strong class="conv-status badge asking" role="alert">
-            waiting for your approval
-          </strong>
-        ) : (
-          <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
-        )}
-      </span>
-      {/* While it waits for the user, "working" beside it would contradict it. */}
-      {p.waiting ? null : <PresenceBadge state={presence.state} label={presence.label} />}
-      {c.sandbox ? (
-        <span class="muted" id="placement">
-          Computer: {COMPUTER_WORDS[c.sandbox.status] ?? c.sandbox.status}
-          {where ? ` · ${where}` : ''}
-        </span>
-      ) : (
-        <span class="muted">No computer yet: the first message starts one</span>
-      )}
-      {c.usage_total.input + c.usage_total.output > 0 || c.usage_total.cost ? (
-        <span class="muted" data-usage>
-          Usage: {c.usage_total.input} in · {c.usage_total.output} out tokens
-          {c.usage_total.cost ? ` · ${c.usage_total.cost.amount} ${c.usage_total.cost.currency}` : ''}
-        </span>
-      ) : null}
-      {c.failure_reason ? <span class="error">{explainExits(c.failure_reason)}</span> : null}
-    </div>
-  );
-}
-
-/**
- * The message box and the turn controls, or the notice that the conversation has ended. Sent again
- * out-of-band when the conversation ends (here or elsewhere), so no stale Send or Interrupt stays.
- */
-export function Composer(p: { conv: ConversationView; agentName: string | null; oob?: boolean }) {
-  const id = p.conv.id;
-  if (p.conv.status === 'terminated' || p.conv.status === 'failed') {
-    return (
-      <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined} data-ended="true">
-        <p class="notice" role="status">
-          This conversation has {p.conv.status === 'failed' ? 'stopped after an error' : 'ended'}.{' '}
-          {p.conv.agent_id && p.agentName ? (
-            <form method="post" action="/conversations/new" class="inline">
-              <input type="hidden" name="agent_id" value={p.conv.agent_id} />
-              <button type="submit" class="secondary">
-                New conversation with {p.agentName}
-              </button>
-            </form>
-          ) : (
-            <a href="/conversations">Back to your conversations</a>
-          )}
-        </p>
-      </div>
-    );
-  }
-  return (
-    <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined}>
-      <form
-        method="post"
-        action={`/conversations/${id}/prompts`}
-        hx-post={`/conversations/${id}/prompts`}
-        hx-target="#prompt-result"
-        hx-swap="innerHTML"
-        class="card"
-        hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()"
-      >
-        <label for="prompt">Message</label>
-        <textarea
-          id="prompt"
-          name="prompt"
-          rows={3}
-          required
-          maxlength={MESSAGE_LIMIT}
-          data-enter-sends=""
-          aria-describedby="prompt-keys"
-        ></textarea>
-        <div class="row" style="margin-top:6px">
-          <button type="submit">Send</button>
-          <span class="muted small" id="prompt-keys">
-            Enter sends · Shift+Enter for a new line
-          </span>
-          <div id="prompt-result" aria-live="polite"></div>
-        </div>
-      </form>
-      <div class="row">
-        <form
-          method="post"
-          action={`/conversations/${id}/interrupt`}
-          hx-post={`/conversations/${id}/interrupt`}
-          hx-target="#control-result"
-          class="inline"
-        >
-          <button type="submit" class="secondary">
-            Interrupt
-          </button>
-        </form>
-        <form
-          method="post"
-          action={`/conversations/${id}/terminate`}
-          hx-post={`/conversations/${id}/terminate`}
-          hx-target="#control-result"
-          hx-confirm="End this conversation and remove its computer?"
-          class="inline"
-        >
-          <button type="submit" class="danger">
-            Terminate
-          </button>
-        </form>
-        <div id="control-result" aria-live="polite"></div>
-      </div>
-    </div>
-  );
-}
-
-/** The current conversation's line in the side list, sent again out of band as its status changes. */
-export function RecentItem(p: { c: ListedConversation; current: string; oob?: boolean }) {
-  return <ConversationItem c={p.c} current={p.current} oob={p.oob} />;
-}
-
-/** The listing's line for a conversation the page already holds. */
-function listed(c: ConversationView, agentName: string | null, waiting: boolean): ListedConversation {
-  return {
-    id: c.id,
-    title: c.title,
-    firstPrompt: c.first_prompt,
-    status: c.status,
-    agentId: c.agent_id,
-    agentName,
-    turnCount: c.turn_count,
-    lastActiveAt: new Date(c.last_active_at),
-    unread: false,
-    waiting,
-  };
-}
-
-/** Recent conversations beside the transcript (shown on wide screens only). */
-function Recent(p: { rows: readonly ListedConversation[]; current: string }) {
-  return (
-    <aside class="recent" aria-label="Recent conversations">
-      <h2 class="small">Recent conversations</h2>
-      <ul class="plain">
-        {p.rows.map((r) => (
-          <ConversationItem c={r} current={p.current} />
-        ))}
-      </ul>
-      <a class="small" href="/conversations">
-        All conversations
-      </a>
-    </aside>
-  );
 }
 
 /** What later events refer back to: each permission request (tool, options) and each tool call's latest view. */
