@@ -213,7 +213,7 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
     assert.equal(got.usage_total.input, 4 + turns[1].usage.input);
     assert.equal(got.usage_total.output, 7 + turns[1].usage.output);
     assert.deepEqual(got.usage_total.cost, turns[1].usage.cost);
-    assert.equal(got.title, 'Demo: remember: three words here');
+    assert.equal(got.title, 'remember: three words here');
     assert.equal(got.title_source, 'agent');
 
     const named = (await api('POST', '/api/conversations', { agent_id: a.id, title: 'Mine', prompt: 'hello' })).body
@@ -285,7 +285,7 @@ describe('agent work as a user sees it (real runner, demo agent in Claude shapes
     await signalled("the agent's title", () =>
       api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'remember: a title' }),
     );
-    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.title, 'Demo: remember: a title');
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.title, 'remember: a title');
     await until(
       async () => (await api('GET', `/api/conversations/${conv.id}`)).body.data.status === 'idle' || null,
       'the turn over',

@@ -102,9 +102,33 @@ describe('fountain CLI', () => {
     assert.equal(turns.body.data[0].status, 'completed', 'the turn ended instead of waiting out the ask timeout');
   });
 
+  it('chat on an empty stdin (</dev/null, or blank lines) starts no conversation and no sandbox', {
+    timeout: T,
+  }, async () => {
+    const count = async () => ((await api('GET', '/api/conversations')).body.data as unknown[]).length;
+    const before = await count();
+    const devNull = start('sh', ['-c', `${shellLine(['chat', 'demo'])} </dev/null`], env);
+    assert.equal(await devNull.exited, 0, `${devNull.out()}\n${devNull.err()}`);
+    assert.match(devNull.out(), /no message: no conversation started with demo/);
+    const blank = fountain(['chat', 'demo'], '\n  \n');
+    assert.equal(await blank.exited, 0, `${blank.out()}\n${blank.err()}`);
+    assert.doesNotMatch(blank.out(), /new conversation/);
+    assert.equal(await count(), before, 'no conversation was created');
+  });
+
   it('Ctrl-C of chat on a terminal prints the --conversation to come back with', { timeout: T }, async () => {
+    // Before the first message there is nothing to come back to.
+    const early = onTerminal(['chat', 'demo']);
+    await until(() => /^> /m.test(early.out()), 'the prompt');
+    early.write('\x03');
+    assert.equal(await early.exited, 130, early.out());
+    assert.match(early.out(), /no conversation was started/);
+
     const r = onTerminal(['chat', 'demo']);
     await until(() => /^> /m.test(r.out()), 'the prompt');
+    r.write('hello\r');
+    await until(() => /new conversation [0-9a-f-]{36}/.test(r.out()) && /You said: hello/.test(r.out()), 'the answer');
+    await until(() => (r.out().match(/^> /gm) ?? []).length >= 2, 'the next prompt');
     const id = /new conversation ([0-9a-f-]{36})/.exec(r.out())![1]!;
     r.write('\x03');
     const code = await r.exited;

@@ -64,3 +64,24 @@ test('fountain up, then fountain chat demo: stages, a permission answered, the s
     assert.equal(code, 0, up.err());
   }
 });
+
+test('fountain up prints the owner key in full only on the start that created it', { timeout: 120_000 }, async () => {
+  const home = mkdtempSync(join(tmpdir(), 'fountain-up-key-'));
+  const env = { FOUNTAIN_HOME: home, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '' };
+  const startUp = async () => {
+    const up = run(['up', '--port', '0', '--no-demo'], env);
+    try {
+      await until(() => up.out().includes('Ctrl-C stops everything'), `fountain up (${up.err()})`, 60_000);
+      return up.out();
+    } finally {
+      up.child.kill('SIGINT');
+      assert.equal(await up.exited, 0, up.err());
+    }
+  };
+  const first = await startUp();
+  const key = /owner API key: (ftn_[0-9a-f]{64})/.exec(first)?.[1];
+  assert.ok(key, first);
+  const second = await startUp();
+  assert.ok(!second.includes(key), `the second start printed the key again:\n${second}`);
+  assert.match(second, new RegExp(`owner API key: ${key.slice(0, 8)}… \\(in full in .*bootstrap`));
+});

@@ -98,6 +98,23 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   }
   let conversationId: string;
   let running: string | null = null;
+  const prompts = opts.message ?? null;
+  let given = 0;
+  /** The next prompt that is not blank, from --message or stdin; null once they run out. */
+  const nextPrompt = async (): Promise<string | null> => {
+    for (;;) {
+      let prompt: string | null;
+      if (prompts) prompt = prompts[given++] ?? null;
+      else {
+        renderer.newline();
+        if (process.stdin.isTTY) out('> ');
+        prompt = await lines.next();
+      }
+      if (prompt === null || prompt.trim() !== '') return prompt;
+    }
+  };
+  /** A prompt read before the conversation was created (a new chat creates it only once there is one). */
+  let first: string | null | undefined;
   let pendingRequest: string | null = null;
   if (existing) {
     conversationId = existing.id;
@@ -118,6 +135,19 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
         running ? 'the latest turn is still running; its output so far:' : 'the latest turn, in case you missed it:',
       );
   } else {
+    // Nothing to say (stdin closed empty, no --message): no conversation, so no sandbox is started for nothing.
+    // Ctrl-C before the first message leaves nothing behind.
+    const quit = () => {
+      renderer.newline();
+      process.stdout.write('· left before the first message: no conversation was started\n');
+      process.exit(130);
+    };
+    process.on('SIGINT', quit);
+    first = await nextPrompt().finally(() => process.off('SIGINT', quit));
+    if (first === null) {
+      renderer.status(`no message: no conversation started with ${agent.name}`);
+      return 0;
+    }
     const created = await api.request('POST', '/api/conversations', data(conversationSchema), { agent_id: agent.id });
     conversationId = created.data.id;
     renderer.status(
@@ -256,7 +286,6 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
     });
 
   let failures = 0;
-  const prompts = opts.message ?? null;
   try {
     if (running) {
       turnId = running;
@@ -264,16 +293,10 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       turnEnd = null;
       await questions;
     }
-    for (let i = 0; ; i++) {
-      let prompt: string | null;
-      if (prompts) prompt = prompts[i] ?? null;
-      else {
-        renderer.newline();
-        if (process.stdin.isTTY) out('> ');
-        prompt = await lines.next();
-      }
+    for (;;) {
+      const prompt = first ?? (await nextPrompt());
+      first = undefined;
       if (prompt === null) break;
-      if (prompt.trim() === '') continue;
       if (provisionFailed) throw new CliError(`provisioning failed: ${provisionFailed}`);
       const id = await send(prompt);
       turnId = id;

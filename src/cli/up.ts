@@ -158,7 +158,10 @@ export function register(program: Command): void {
       }
 
       // The link goes on a line of its own so a terminal can open it with one click.
-      const keyLine = `  owner API key: ${key}`;
+      // The full key only on the start that made it; afterwards it is where it was put then.
+      const keyLine = server.bootstrapKeyCreated
+        ? `  owner API key: ${key}`
+        : `  owner API key: ${key.slice(0, 8)}… (in full in ${server.bootstrapKeyFile})`;
       process.stdout.write(
         [
           `Fountain is up at ${server.url}`,

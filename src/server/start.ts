@@ -86,6 +86,8 @@ export interface RunningServer {
   /** True when this start created the owner account. */
   readonly bootstrapCreated: boolean;
   readonly bootstrapKeyFile: string;
+  /** This start created the owner and its key (a first start); later starts find them. */
+  readonly bootstrapKeyCreated: boolean;
   readonly config: ServerConfig;
   readonly database: Database;
   readonly host: RunnerHost;
@@ -321,6 +323,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bootstrapKey: boot.key,
       bootstrapCreated: boot.created,
       bootstrapKeyFile: boot.keyFile,
+      bootstrapKeyCreated: boot.created,
       config,
       database,
       host,

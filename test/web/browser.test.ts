@@ -75,7 +75,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await page.getByLabel('Name').fill('Demo');
     await page.getByLabel('Runtime').selectOption('demo');
     await page.getByLabel('Model').fill('openai/gpt-5');
-    await page.getByLabel('execute').selectOption('ask');
+    await page.getByLabel('Runs commands').selectOption('ask');
     await page.getByRole('button', { name: 'Create agent' }).click();
     // A model from the wrong vendor is refused next to the field, with the form kept.
     await page.locator('#model_error').filter({ hasText: 'fountain' }).waitFor();
@@ -112,7 +112,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     await allow.click();
     await page.locator('#events').getByText('Answered: Allow once').waitFor();
     // The buttons gave way to the request they answered.
-    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo browser-ok`' }).waitFor();
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run echo browser-ok' }).waitFor();
     // The answer streams in word groups; together they read as one sentence.
     await page.waitForFunction(
       () => document.querySelector('#events')?.textContent?.includes('exited with code 0'),
@@ -143,9 +143,7 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
       { option_id: 'allow_once' },
     );
     assert.equal(answered.status, 200, JSON.stringify(answered.body));
-    await page
-      .locator('#events .ev.stage', { hasText: 'Permission requested: Run `echo answered-elsewhere`' })
-      .waitFor();
+    await page.locator('#events .ev.stage', { hasText: 'Permission requested: Run echo answered-elsewhere' }).waitFor();
     await page.locator('[data-turn-state="done"]').nth(2).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Allow once' }).count(), 0);
     assert.equal(await page.locator('#events').getByText('Answered: Allow once').count(), 2);

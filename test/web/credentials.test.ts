@@ -42,6 +42,14 @@ describe('model credentials in the web UI (chromium)', { skip: skipWithoutChromi
     await page.getByRole('button', { name: 'Save credential' }).click();
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).waitFor();
     await page.getByText('https://gateway.example.test').waitFor();
+    // POST-redirect-GET: the page after saving is a GET, so a reload sends nothing again.
+    assert.equal(
+      new URL(page.url()).pathname + new URL(page.url()).search,
+      '/account/credentials?saved=anthropic_api_key',
+    );
+    await page.getByRole('status').filter({ hasText: 'anthropic_api_key saved.' }).waitFor();
+    await page.reload();
+    await page.getByRole('status').filter({ hasText: 'anthropic_api_key saved.' }).waitFor();
     assert.ok(!(await page.content()).includes(KEY), 'the page never shows the stored value');
 
     const listed = (await api('GET', '/api/account/inference-credentials')).body;
@@ -49,6 +57,17 @@ describe('model credentials in the web UI (chromium)', { skip: skipWithoutChromi
     const row = (listed.data as Json[]).find((r) => r.provider === 'anthropic_api_key');
     assert.equal(row?.base_url, 'https://gateway.example.test');
 
+    // Removing asks first: dismissed, nothing happens; accepted, the credential goes.
+    const asked: string[] = [];
+    page.once('dialog', (d) => {
+      asked.push(d.message());
+      void d.dismiss();
+    });
+    await page.getByRole('button', { name: 'Remove anthropic_api_key' }).click();
+    await page.waitForTimeout(200);
+    assert.match(asked.join(), /Remove the anthropic_api_key credential\?/);
+    assert.equal(await page.getByRole('button', { name: 'Remove anthropic_api_key' }).count(), 1);
+    page.once('dialog', (d) => void d.accept());
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).click();
     await page.getByRole('button', { name: 'Remove anthropic_api_key' }).waitFor({ state: 'detached' });
     const after = (await api('GET', '/api/account/inference-credentials')).body.data as Json[];

@@ -7,6 +7,7 @@
  * Each turn reports usage (a `usage_update` and the reply's `usage`, counted in words) and the first one titles the session.
  */
 import { randomUUID } from 'node:crypto';
+import { gist } from './gist.ts';
 import { Readable, Writable } from 'node:stream';
 import * as acp from '@agentclientprotocol/sdk';
 import type { AgentContext, ContentBlock, McpServer, SessionUpdate, StopReason } from '@agentclientprotocol/sdk';
@@ -349,7 +350,7 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
           session.titled = true;
           await update(client, params.sessionId, {
             sessionUpdate: 'session_info_update',
-            title: `Demo: ${text.slice(0, 40)}`,
+            title: gist(text),
           });
         }
         // Usage as Claude reports it: the context window and cost in an update, the tokens in the reply.

@@ -4,7 +4,7 @@
  */
 import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { agents, conversations, sandboxes, type ConversationStatus } from '../store/conversation-schema.ts';
+import { agents, conversations, sandboxes, turns, type ConversationStatus } from '../store/conversation-schema.ts';
 import type { ConversationWithSandbox } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listAgents } from '../agents/store.ts';
@@ -33,6 +33,8 @@ export interface ListedConversation {
   readonly turnCount: number;
   readonly lastActiveAt: Date;
   readonly unread: boolean;
+  /** A permission request of its open turn waits for the user's answer. */
+  readonly waiting: boolean;
 }
 
 export interface ListingPage {
@@ -76,6 +78,19 @@ function pageWhere(accountId: string, f: ListingFilter): SQL {
 }
 
 const cursorAt = sql<string>`${conversations.lastActiveAt}::text`;
+
+/** Whether one of the conversation's turns holds a permission request for the user (at most one turn is open). */
+const WAITING = sql<boolean>`EXISTS (SELECT 1 FROM ${turns} WHERE ${turns.conversationId} = ${conversations.id} AND ${turns.pendingPermission} IS NOT NULL)`;
+
+/** Whether the conversation waits for the user's answer to a permission request. */
+export async function waitingForApproval(db: EngineDb, conversationId: string): Promise<boolean> {
+  const [r] = await db
+    .select({ id: turns.id })
+    .from(turns)
+    .where(and(eq(turns.conversationId, conversationId), sql`${turns.pendingPermission} IS NOT NULL`))
+    .limit(1);
+  return r !== undefined;
+}
 const ORDER = [desc(conversations.lastActiveAt), desc(conversations.id)] as const;
 
 /**
@@ -113,6 +128,7 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
         turnCount: conversations.turnCount,
         lastActiveAt: conversations.lastActiveAt,
         lastReadAt: conversations.lastReadAt,
+        waiting: WAITING,
         cursorAt,
       })
       .from(conversations)

@@ -36,7 +36,7 @@ describe('agent form validation', () => {
     assert.match(r.errors.name!, /required/);
     assert.match(r.errors.model!, /anthropic/);
     assert.match(r.errors.sandbox_provider!, /not configured/);
-    assert.match(r.errors.permission_policy!, /auto_allow, ask, auto_deny/);
+    assert.match(r.errors.permission_policy!, /Allow, Ask me, Refuse/);
     assert.equal(r.values.runtime, 'claude');
   });
 

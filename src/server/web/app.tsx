@@ -26,6 +26,7 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
   'htmx.min.js': 'text/javascript; charset=utf-8',
   'htmx-ext-sse.min.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8',
+  'app.js': 'text/javascript; charset=utf-8',
   'favicon.svg': 'image/svg+xml',
 };
 // Read when an app is made, not at import: every `fountain` subcommand imports this module, and the

@@ -167,7 +167,7 @@ export function PermissionForm(p: {
       data-request-id={p.requestId}
     >
       <p id={labelId}>
-        <strong>Permission requested:</strong> {p.tool}
+        <strong>Permission requested:</strong> <InlineMd text={p.tool} />
       </p>
       <div class="row">
         {p.options.map((o) => (
@@ -192,7 +192,7 @@ export function PermissionForm(p: {
 export function PermissionResolved(p: { requestId: string; tool: string; oob?: boolean }) {
   return (
     <div id={permissionDomId(p.requestId)} class="ev stage" hx-swap-oob={p.oob ? 'true' : undefined}>
-      Permission requested: {p.tool}
+      Permission requested: <InlineMd text={p.tool} />
     </div>
   );
 }
@@ -308,7 +308,10 @@ export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) 
   const { command, input } = toolInput(v.raw_input);
   const location = !command && !input ? v.locations[0]?.path : undefined;
   const output = ended && !v.content.some((c) => c.type === 'text') ? rawOutputText(v) : '';
+  const label = toolLabel(v);
+  // "Run" before a title that already says "Run `uname -a`" would read twice.
   const kindWord = TOOL_KIND_WORDS[v.kind ?? ''] ?? 'Tool';
+  const sayKind = !label.toLowerCase().startsWith(kindWord.toLowerCase());
   return (
     <details
       id={toolDomId(p.toolKey)}
@@ -319,15 +322,19 @@ export function ToolCard(p: { toolKey: string; view: ToolView; oob?: boolean }) 
       open
     >
       <summary>
-        <span class="tool-kind">{kindWord}</span> <span class="tool-title">{toolLabel(v)}</span>{' '}
+        {sayKind ? <span class="tool-kind">{kindWord}</span> : null}
+        {sayKind ? ' ' : null}
+        <span class="tool-title">
+          <InlineMd text={label} />
+        </span>{' '}
         <span class={`badge tool-${v.status}`} data-status={v.status}>
           {TOOL_STATUS_WORDS[v.status] ?? v.status}
         </span>
-        {v.tool_name && v.tool_name !== toolLabel(v) ? <span class="muted small"> {v.tool_name}</span> : null}
+        {v.tool_name && v.tool_name !== label ? <span class="muted small"> {v.tool_name}</span> : null}
       </summary>
       {command ? <pre class="cmd">$ {command}</pre> : null}
       {input ? <pre class="input">{input}</pre> : null}
-      {location && location !== toolLabel(v) ? <pre class="input">{location}</pre> : null}
+      {location && location !== label ? <pre class="input">{location}</pre> : null}
       {v.content.map((c) => (
         <ContentView content={c} />
       ))}
@@ -352,6 +359,12 @@ export async function AgentText(p: { text: string; id?: string; oob?: boolean })
       {raw(renderAgentMarkdown(p.text))}
     </div>
   );
+}
+
+/** One line an agent wrote, as inline Markdown (a tool's title, a permission request): no raw backticks on the page. */
+export async function InlineMd(p: { text: string }) {
+  const { renderAgentInline } = await import('./markdown.ts');
+  return raw(renderAgentInline(p.text));
 }
 
 /** How a permission request ended, in words; option names come from the request when it is known. */
@@ -408,7 +421,11 @@ export function ItemView(p: {
         />
       );
     case 'permission_done':
-      return <div class="ev stage">{permissionOutcome(it, p.askedOptions)}</div>;
+      return (
+        <div class="ev stage">
+          <InlineMd text={permissionOutcome(it, p.askedOptions)} />
+        </div>
+      );
     case 'turn':
       if (it.state === 'started') {
         return (

@@ -54,6 +54,7 @@ export function Layout(p: LayoutProps) {
         <link rel="icon" href={`${STATIC_PREFIX}/favicon.svg`} type="image/svg+xml" />
         <link rel="stylesheet" href={`${STATIC_PREFIX}/app.css`} />
         <script src={`${STATIC_PREFIX}/htmx.min.js`} defer></script>
+        <script src={`${STATIC_PREFIX}/app.js`} defer></script>
         {p.live ? <script src={`${STATIC_PREFIX}/htmx-ext-sse.min.js`} defer></script> : null}
       </head>
       <body>
@@ -64,7 +65,11 @@ export function Layout(p: LayoutProps) {
           <a class="brand" href="/">
             Fountain
           </a>
-          <nav aria-label="Main">
+          {/* On a phone the links fold behind this button (app.js wires it; without scripts they stay shown). */}
+          <button type="button" class="secondary menu-toggle" aria-controls="main-nav" aria-expanded="false" hidden>
+            Menu
+          </button>
+          <nav aria-label="Main" id="main-nav">
             {LINKS.filter((l) => p.user || !l.signedIn).map((l) => (
               <a href={l.href} aria-current={p.section === l.section ? 'page' : undefined}>
                 {l.label}
@@ -120,11 +125,22 @@ export function PresenceBadge(p: { readonly state: string; readonly label: strin
   return <span class={`badge ${p.state}`}>{p.label}</span>;
 }
 
-export const when = (d: Date | string | null | undefined): string => {
-  if (!d) return 'never';
-  const date = typeof d === 'string' ? new Date(d) : d;
-  return date
+const utc = (date: Date): string =>
+  date
     .toISOString()
     .replace('T', ' ')
     .replace(/\.\d+Z$/, ' UTC');
+
+/**
+ * A moment as a `<time>`: UTC in the HTML (what a page without scripts shows), which app.js turns into the
+ * reader's local, relative words ("2 min ago") with the exact local time on hover.
+ */
+export const when = (d: Date | string | null | undefined) => {
+  if (!d) return 'never';
+  const date = typeof d === 'string' ? new Date(d) : d;
+  return (
+    <time datetime={date.toISOString()} data-relative="" title={utc(date)}>
+      {utc(date)}
+    </time>
+  );
 };

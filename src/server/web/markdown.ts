@@ -176,6 +176,8 @@ export function renderMarkdown(src: string, opts: RenderOptions = {}): Rendered 
  * report the reader to whoever wrote the URL), links open elsewhere without a referrer.
  */
 const agentMd = base(false);
+// Chat habit: a single line break in an answer is a line break (an agent's "Its output:\nLinux …" stays two lines).
+agentMd.set({ breaks: true });
 agentMd.renderer.rules.link_open = (tokens, idx, options, _env, self) => {
   tokens[idx]!.attrSet('rel', 'noopener noreferrer nofollow');
   tokens[idx]!.attrSet('target', '_blank');
@@ -183,3 +185,6 @@ agentMd.renderer.rules.link_open = (tokens, idx, options, _env, self) => {
 };
 
 export const renderAgentMarkdown = (src: string): string => agentMd.render(src);
+
+/** One line an agent wrote (a tool's title, a permission request) as inline Markdown: `code`, emphasis, links. */
+export const renderAgentInline = (src: string): string => agentMd.renderInline(src);

@@ -18,7 +18,7 @@ export interface Teammate {
   readonly agent: Agent;
   readonly conversation: ConversationView | null;
   readonly presence: Presence;
-  /** "on mac-mini · /srv/sandboxes/runner-…" for a runner sandbox, "on daytona" for a hosted one. */
+  /** "on mac-mini" for a runner sandbox, "on daytona" for a hosted one (never a path on the host). */
   readonly where: string | null;
   readonly preview: Preview;
 }
@@ -64,7 +64,7 @@ export function whereOf(c: ConversationView | null): string | null {
   if (!s) return null;
   if (s.provider === 'runner') {
     if (!s.runner) return 'on a runner';
-    return `on ${s.runner.name || s.runner.hostname || 'a runner'}${s.runner.path ? ` · ${s.runner.path}` : ''}`;
+    return `on ${s.runner.name || s.runner.hostname || 'a runner'}`;
   }
   return `on ${s.provider}`;
 }

@@ -11,6 +11,7 @@ import { TOOL_KINDS } from '../../conversations/policy.ts';
 import { ErrorNote, Field } from '../layout.tsx';
 import type { Environment } from '../../store/environment-schema.ts';
 import { RunnerChoice, RUNNER_GONE, type RunnerOption } from './runner-choice.tsx';
+import { CredentialWarning, ModelData, modelHint } from './model-hints.tsx';
 
 export const ENV_ERROR = 'That environment does not exist (any more).';
 
@@ -19,6 +20,26 @@ const modelProviders = (r: Runtime): readonly string[] => RUNTIME_SPECS[r].model
 const modelExample = (r: Runtime): string => RUNTIME_SPECS[r].models[0]!;
 /** The form has a select per ACP tool kind, the kinds the engine's policy lookup knows. */
 const POLICY_KEYS = TOOL_KINDS;
+/** Each tool kind as a reader says what the agent does (the page never shows `switch_mode` or `other`). */
+const POLICY_WORDS: Readonly<Record<(typeof POLICY_KEYS)[number] | 'default', string>> = {
+  default: 'Anything not set below',
+  read: 'Reads files',
+  edit: 'Edits files',
+  delete: 'Deletes files',
+  move: 'Moves files',
+  search: 'Searches',
+  execute: 'Runs commands',
+  think: 'Thinks',
+  fetch: 'Fetches from the web',
+  switch_mode: 'Changes its mode',
+  other: 'Anything else',
+};
+/** The verdicts in words. */
+const VERDICT_WORDS: Readonly<Record<string, string>> = {
+  ask: 'Ask me',
+  auto_allow: 'Allow',
+  auto_deny: 'Refuse',
+};
 
 export type Errors = Partial<
   Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>
@@ -82,7 +103,8 @@ export function parseAgentForm(
   const policy: PermissionPolicy = {};
   for (const [k, v] of Object.entries(values.policy)) {
     const p = verdict.safeParse(v);
-    if (!p.success) errors.permission_policy = `Each rule is one of ${VERDICTS.join(', ')}.`;
+    if (!p.success)
+      errors.permission_policy = `Each rule is one of: ${VERDICTS.map((x) => VERDICT_WORDS[x] ?? x).join(', ')}.`;
     else policy[k] = p.data as Verdict;
   }
   if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
@@ -208,6 +230,8 @@ export function AgentForm(p: {
   warnings?: readonly AgentWarning[];
   /** The agent being edited: the warnings keep what the form does not post (its provider, its pin). */
   agentId?: string;
+  /** The model credentials the account has set (names only): the form warns when the model's is missing. */
+  credentialsSet?: readonly string[] | undefined;
 }) {
   const v = p.values;
   const e = p.errors;
@@ -239,14 +263,15 @@ export function AgentForm(p: {
           ))}
         </select>
       </Field>
-      <Field
-        id="model"
-        label="Model"
-        error={e.model}
-        hint="provider/model — e.g. anthropic/claude-sonnet-4-5; the demo runtime uses fountain/demo."
-      >
+      <Field id="model" label="Model" error={e.model} hint={modelHint(v.runtime)}>
         <input id="model" name="model" type="text" value={v.model} required {...described('model', true, e.model)} />
       </Field>
+      {p.credentialsSet ? (
+        <>
+          <CredentialWarning runtime={v.runtime} model={v.model} set={p.credentialsSet} />
+          <ModelData set={p.credentialsSet} />
+        </>
+      ) : null}
       {p.enabled.length >= 2 ? (
         <Field
           id="sandbox_provider"
@@ -291,22 +316,22 @@ export function AgentForm(p: {
       <fieldset>
         <legend>Permission policy</legend>
         <p class="muted small">
-          What happens when the agent asks to use a tool of each kind. "ask" shows the request as buttons in the
-          conversation; an automatic allow answers "allow once", never "always". Rules for a runtime's own tool names
-          (Claude's Bash, Edit, …) can be set through the API.
+          What happens when the agent wants to do each of these. "Ask me" shows the request as buttons in the
+          conversation; "Allow" answers "allow once", never "always". Rules for a runtime's own tool names (Claude's
+          Bash, Edit, …) can be set through the API.
         </p>
         <ErrorNote id="permission_policy_error" message={e.permission_policy} />
         <div class="grid" style="grid-template-columns:repeat(auto-fill,minmax(160px,1fr))">
           {['default', ...POLICY_KEYS].map((k) => (
             <div>
-              <label for={`policy_${k}`}>{k === 'default' ? 'Default' : k}</label>
+              <label for={`policy_${k}`}>{POLICY_WORDS[k as keyof typeof POLICY_WORDS] ?? k}</label>
               <select id={`policy_${k}`} name={`policy_${k}`}>
                 <option value="" selected={!v.policy[k]}>
-                  {k === 'default' ? '(auto_allow)' : '(default)'}
+                  {k === 'default' ? 'Allow (unless set)' : 'As for anything not set'}
                 </option>
                 {VERDICTS.map((x) => (
                   <option value={x} selected={v.policy[k] === x}>
-                    {x}
+                    {VERDICT_WORDS[x] ?? x}
                   </option>
                 ))}
               </select>

@@ -32,6 +32,9 @@ import {
 export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const enabled = () => deps.registry.enabled();
+  /** The model credentials the account has set, by name (undefined: this server has no credential service). */
+  const credentialNames = async (accountId: string): Promise<string[] | undefined> =>
+    deps.credentials ? (await deps.credentials.list(accountId)).map((r) => r.provider) : undefined;
   const runnersOf = (accountId: string) => runnerOptions(deps.db as unknown as Db, deps.runnerHost, accountId);
   const warningsOf = agentWarner({
     db: deps.db,
@@ -132,6 +135,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.get('/agents/new', async (c) => {
     const accountId = c.get('user').account.id;
+    const creds = await credentialNames(accountId);
     const choices: Choices = {
       environments: await deps.environments.list(accountId),
       environmentId: null,
@@ -142,6 +146,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
       <Layout title="New agent" section="agents" user={userName(c.get('user'))}>
         <h1>New agent</h1>
         <AgentForm
+          credentialsSet={creds}
           action="/agents"
           values={fromAgent(undefined)}
           errors={{}}
@@ -178,11 +183,13 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
       sandboxProvider: posted,
       runnerId: choices.runnerId,
     });
+    const creds = await credentialNames(user.account.id);
     const page = (values: FormValues, errors: Errors, status: 400 | 409 | 422) =>
       c.html(
         <Layout title="New agent" section="agents" user={userName(user)}>
           <h1>New agent</h1>
           <AgentForm
+            credentialsSet={creds}
             action="/agents"
             values={values}
             errors={errors}
@@ -209,7 +216,8 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     // Saved, but its conversations would be refused at launch: the edit page shows why.
     if ((await warningsOf(user.account.id, r.agent)).length > 0)
       return c.redirect(`/agents/${r.agent.id}/edit?saved=1`, 303);
-    return c.redirect('/', 303);
+    // Created: the user lands on the agent, where its first conversation starts.
+    return c.redirect(`/agents/${r.agent.id}/edit?created=1`, 303);
   });
 
   app.get('/agents/:id/edit', async (c) => {
@@ -226,6 +234,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
         404,
       );
     const environments = await deps.environments.list(user.account.id);
+    const creds = await credentialNames(user.account.id);
     return c.html(
       <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
         <h1>Edit {agent.name}</h1>
@@ -234,7 +243,14 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
             Saved. Read the warning below: it would stop this agent's conversations when they start.
           </p>
         ) : null}
+        {c.req.query('created') === '1' ? (
+          <p class="notice" role="status" id="agent-created">
+            Created {agent.name}. <a href="#start-conversation">Start a conversation</a> with it, or message it on the{' '}
+            <a href="/">Team page</a>.
+          </p>
+        ) : null}
         <AgentForm
+          credentialsSet={creds}
           action={`/agents/${agent.id}`}
           agentId={agent.id}
           warnings={await warningsOf(user.account.id, agent)}
@@ -294,11 +310,13 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
       sandboxProvider: posted,
       runnerId: choices.runnerId,
     });
+    const creds = await credentialNames(user.account.id);
     const page = (values: FormValues, errors: Errors, status: 409 | 422) =>
       c.html(
         <Layout title={`Edit ${agent.name}`} section="agents" user={userName(user)}>
           <h1>Edit {agent.name}</h1>
           <AgentForm
+            credentialsSet={creds}
             action={`/agents/${agent.id}`}
             values={values}
             errors={errors}
@@ -388,7 +406,7 @@ function StartConversation(p: { agent: Agent; environments: readonly Environment
     (e) => e.id === p.agent.environmentId || allowed === null || allowed.includes(e.id),
   );
   return (
-    <form method="post" action={`/agents/${p.agent.id}/conversations`} class="card">
+    <form method="post" action={`/agents/${p.agent.id}/conversations`} class="card" id="start-conversation">
       <h2>Start a conversation</h2>
       <ErrorNote id="start_error" message={p.error} />
       <div class="field">

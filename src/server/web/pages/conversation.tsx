@@ -1,24 +1,20 @@
 /**
  * The Conversation page: the events read as a conversation (streamed text, folded thoughts, tool calls,
  * permission buttons, turn status, errors), a prompt box, interrupt, terminate, and the sandbox's state.
- *
- * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
- * by concern is due.
+ * Its status line, message box and side list are in conversation-parts.tsx.
  */
 import { Hono } from 'hono';
 import type { Child } from 'hono/jsx';
 import type { SSEStreamingApi } from 'hono/streaming';
 import { sseTail } from '../../http/sse.ts';
 import { z } from 'zod';
-import type { ConversationView } from '../../conversations/views.ts';
 import { getAgent } from '../../agents/service.ts';
 import type { EventRow, Turn } from '../../store/conversation-schema.ts';
 import { eventPage, turnsOf } from '../../conversations/history.ts';
 import { inWords } from '../actions.ts';
-import { listConversationPage, type ListedConversation } from '../../conversations/listing.ts';
-import { explainExits } from '../words.ts';
-import { ConversationItem, STATUS_WORDS, titleOf } from './conversations.tsx';
-import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
+import { listConversationPage, waitingForApproval } from '../../conversations/listing.ts';
+import { titleOf } from './conversations.tsx';
+import { messageField } from '../../conversations/limits.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
 import {
@@ -30,9 +26,10 @@ import {
   ToolCard,
   type Item,
 } from '../event-view.tsx';
-import { ErrorNote, Layout, PresenceBadge } from '../layout.tsx';
+import { ErrorNote, Layout, when } from '../layout.tsx';
+import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
+
 import { toHtml } from '../live.ts';
-import { presenceOf, whereOf } from '../roster.ts';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -46,133 +43,6 @@ async function allEvents(deps: WebDeps, conversationId: string, after = 0): Prom
     if (page.length < 1000) return out;
     cursor = page[page.length - 1]!.id;
   }
-}
-
-const COMPUTER_WORDS: Readonly<Record<string, string>> = {
-  starting: 'starting',
-  ready: 'running',
-  suspended: 'asleep',
-  terminated: 'removed',
-  failed: 'failed',
-};
-
-export function ConversationStatus(p: { conv: ConversationView }) {
-  const c = p.conv;
-  const presence = presenceOf(c);
-  const where = whereOf(c);
-  return (
-    <div id="conv-status" class="row small" data-status={c.status}>
-      <span>
-        Status: <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
-      </span>
-      <PresenceBadge state={presence.state} label={presence.label} />
-      {c.sandbox ? (
-        <span class="muted" id="placement">
-          Computer: {COMPUTER_WORDS[c.sandbox.status] ?? c.sandbox.status}
-          {where ? ` · ${where}` : ''}
-        </span>
-      ) : (
-        <span class="muted">No computer yet: the first message starts one</span>
-      )}
-      {c.usage_total.input + c.usage_total.output > 0 || c.usage_total.cost ? (
-        <span class="muted" data-usage>
-          Usage: {c.usage_total.input} in · {c.usage_total.output} out tokens
-          {c.usage_total.cost ? ` · ${c.usage_total.cost.amount} ${c.usage_total.cost.currency}` : ''}
-        </span>
-      ) : null}
-      {c.failure_reason ? <span class="error">{explainExits(c.failure_reason)}</span> : null}
-    </div>
-  );
-}
-
-/**
- * The message box and the turn controls, or the notice that the conversation has ended. Sent again
- * out-of-band when the conversation ends (here or elsewhere), so no stale Send or Interrupt stays.
- */
-export function Composer(p: { conv: ConversationView; agentName: string | null; oob?: boolean }) {
-  const id = p.conv.id;
-  if (p.conv.status === 'terminated' || p.conv.status === 'failed') {
-    return (
-      <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined} data-ended="true">
-        <p class="notice" role="status">
-          This conversation has {p.conv.status === 'failed' ? 'stopped after an error' : 'ended'}.{' '}
-          {p.conv.agent_id && p.agentName ? (
-            <form method="post" action="/conversations/new" class="inline">
-              <input type="hidden" name="agent_id" value={p.conv.agent_id} />
-              <button type="submit" class="secondary">
-                New conversation with {p.agentName}
-              </button>
-            </form>
-          ) : (
-            <a href="/conversations">Back to your conversations</a>
-          )}
-        </p>
-      </div>
-    );
-  }
-  return (
-    <div id="composer" hx-swap-oob={p.oob ? 'true' : undefined}>
-      <form
-        method="post"
-        action={`/conversations/${id}/prompts`}
-        hx-post={`/conversations/${id}/prompts`}
-        hx-target="#prompt-result"
-        hx-swap="innerHTML"
-        class="card"
-        hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()"
-      >
-        <label for="prompt">Message</label>
-        <textarea id="prompt" name="prompt" rows={3} required maxlength={MESSAGE_LIMIT}></textarea>
-        <div class="row" style="margin-top:6px">
-          <button type="submit">Send</button>
-          <div id="prompt-result" aria-live="polite"></div>
-        </div>
-      </form>
-      <div class="row">
-        <form
-          method="post"
-          action={`/conversations/${id}/interrupt`}
-          hx-post={`/conversations/${id}/interrupt`}
-          hx-target="#control-result"
-          class="inline"
-        >
-          <button type="submit" class="secondary">
-            Interrupt
-          </button>
-        </form>
-        <form
-          method="post"
-          action={`/conversations/${id}/terminate`}
-          hx-post={`/conversations/${id}/terminate`}
-          hx-target="#control-result"
-          hx-confirm="End this conversation and remove its computer?"
-          class="inline"
-        >
-          <button type="submit" class="danger">
-            Terminate
-          </button>
-        </form>
-        <div id="control-result" aria-live="polite"></div>
-      </div>
-    </div>
-  );
-}
-
-/** Recent conversations beside the transcript (shown on wide screens only). */
-function Recent(p: { rows: readonly ListedConversation[]; current: string }) {
-  return (
-    <aside class="recent" aria-label="Recent conversations">
-      <h2 class="small">Recent conversations</h2>
-      <ul class="plain">
-        {p.rows.map((r) => (
-          <ConversationItem c={r} current={p.current} />
-        ))}
-      </ul>
-      <a class="small" href="/conversations">
-        All conversations
-      </a>
-    </aside>
-  );
 }
 
 /** What later events refer back to: each permission request (tool, options) and each tool call's latest view. */
@@ -266,21 +136,35 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
     await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
+    const waiting = await waitingForApproval(deps.db, conv.id);
+    // The side list always holds this conversation: the live stream updates its line in place.
+    const side = recent.rows.some((r) => r.id === conv.id)
+      ? recent.rows
+      : [listed(conv, agent?.name ?? null, waiting), ...recent.rows];
     const heading =
       conv.title ??
       (conv.first_prompt ? titleOf({ title: null, firstPrompt: conv.first_prompt }) : (agent?.name ?? 'Conversation'));
     return c.html(
-      <Layout title={heading} section="conversation" user={userName(user)} live mainClass="with-recent">
-        <Recent rows={recent.rows} current={conv.id} />
+      <Layout
+        title={`${waiting ? WAITING_PREFIX : ''}${heading}`}
+        section="conversation"
+        user={userName(user)}
+        live
+        mainClass="with-recent"
+      >
+        <Recent rows={side} current={conv.id} />
         <div class="conversation">
           <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
             <h1 class="conv-heading">{heading}</h1>
             <p class="small muted">
               {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started{' '}
-              {conv.inserted_at.slice(0, 16).replace('T', ' ')} UTC
+              {when(conv.inserted_at)}{' '}
+              <button type="button" id="notify-toggle" class="secondary small-button" hidden>
+                Notify me when it needs me
+              </button>
             </p>
             <div sse-swap="status">
-              <ConversationStatus conv={conv} />
+              <ConversationStatus conv={conv} waiting={waiting} />
             </div>
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
@@ -288,6 +172,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
               </div>
             </section>
           </div>
+          <button type="button" id="new-messages" class="pill" hidden>
+            New messages ↓
+          </button>
           <Composer conv={conv} agentName={agent?.name ?? null} />
         </div>
       </Layout>,
@@ -366,7 +253,10 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         await deps.engine.markRead(user.account.id, conv.id);
         const fresh = await deps.engine.get(user.account.id, conv.id);
         if (fresh.ok) {
-          let status = await toHtml(<ConversationStatus conv={fresh.value} />);
+          const waiting = await waitingForApproval(deps.db, conv.id);
+          let status = await toHtml(<ConversationStatus conv={fresh.value} waiting={waiting} />);
+          // The side list's line for this conversation says the same.
+          status += await toHtml(<RecentItem c={listed(fresh.value, agentName, waiting)} current={conv.id} oob />);
           // Ended here or elsewhere: the message box and controls give way to the ended notice.
           const ended = fresh.value.status === 'terminated' || fresh.value.status === 'failed';
           if (ended && !endedShown) {

@@ -15,6 +15,9 @@ import { inWords } from '../actions.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
+import { previewOf, type Preview } from '../roster.ts';
+import { InlineMd } from '../event-view.tsx';
+import { lastTurnAndReply } from '../../team/reads.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 
 export const PAGE_SIZE = 25;
@@ -47,10 +50,56 @@ export const titleOf = (c: { title: string | null; firstPrompt: string | null })
   return t === '' ? 'New conversation' : t.length > 90 ? `${t.slice(0, 89)}…` : t;
 };
 
-export function ConversationItem(p: { c: ListedConversation; current?: string }) {
+/** The DOM id of a conversation's line in a list (the conversation page's side list updates it live). */
+export const itemDomId = (id: string): string => `conv-item-${id}`;
+
+/** The last message in a line: what the agent said last, else what the user did. */
+function PreviewText(p: { preview: Preview; agentName: string | null }) {
+  const v = p.preview;
+  if (!v) return null;
+  const line = v.text.replace(/\s+/g, ' ').trim();
+  const who = p.agentName ?? 'The agent';
+  const lead =
+    v.kind === 'asking'
+      ? `${who} asks permission: `
+      : v.kind === 'typing'
+        ? `${who} is writing…`
+        : `${v.kind === 'you' ? 'You' : who}: `;
+  return (
+    <span class="conv-preview small" data-preview={v.kind}>
+      {lead}
+      {v.kind === 'typing' ? null : <InlineMd text={line} />}
+    </span>
+  );
+}
+
+/** Each listed conversation's last exchange, for the preview line. */
+export async function previews(deps: WebDeps, rows: readonly ListedConversation[]): Promise<Map<string, Preview>> {
+  const got = await Promise.all(
+    rows.map(async (r) => {
+      const { turn, reply } = await lastTurnAndReply(deps.db, r.id);
+      return [r.id, previewOf(turn, reply)] as const;
+    }),
+  );
+  return new Map(got);
+}
+
+export function ConversationItem(p: {
+  c: ListedConversation;
+  current?: string | undefined;
+  oob?: boolean | undefined;
+  preview?: Preview | undefined;
+}) {
   const c = p.c;
   return (
-    <li class={`conv-item${p.c.id === p.current ? ' current' : ''}`} data-conversation-id={c.id} data-status={c.status}>
+    <li
+      class={`conv-item${p.c.id === p.current ? ' current' : ''}`}
+      data-conversation-id={c.id}
+      data-status={c.status}
+      id={itemDomId(c.id)}
+      data-waiting={c.waiting ? 'true' : undefined}
+      hx-swap-oob={p.oob ? 'true' : undefined}
+    >
       <a href={`/conversations/${c.id}`} aria-current={p.c.id === p.current ? 'page' : undefined}>
         {c.unread ? (
           <span class="unread" title="New since you last looked">
@@ -59,9 +108,15 @@ export function ConversationItem(p: { c: ListedConversation; current?: string })
         ) : null}
         <span class="conv-title">{titleOf(c)}</span>
       </a>
+      {p.preview ? <PreviewText preview={p.preview} agentName={c.agentName} /> : null}
       <span class="small muted conv-meta">
-        {c.agentName ?? 'deleted agent'} · <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span> ·{' '}
-        {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
+        {c.agentName ?? 'deleted agent'} ·{' '}
+        {c.waiting ? (
+          <span class="badge asking">waiting for your approval</span>
+        ) : (
+          <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span>
+        )}{' '}
+        · {c.turnCount === 1 ? '1 turn' : `${c.turnCount} turns`} · {when(c.lastActiveAt)}
       </span>
     </li>
   );
@@ -121,74 +176,82 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     if (f.q) keep.set('q', f.q);
     if (f.unread) keep.set('unread', '1');
     const filtered = keep.size > 0;
+    const lines = await previews(deps, listing.rows);
     const older = listing.next ? `/conversations?${new URLSearchParams([...keep, ['after', listing.next]])}` : null;
     return c.html(
       <Layout title="Conversations" section="conversations" user={userName(user)}>
         <h1>Conversations</h1>
-        <NewConversation agents={agents} selected={f.agent} error={error} />
-        <form method="get" action="/conversations" class="filters row" role="search">
-          <div>
-            <label for="f-agent">Filter by agent</label>
-            <select id="f-agent" name="agent">
-              <option value="">All agents</option>
-              {agents.map((a) => (
-                <option value={a.id} selected={a.id === f.agent}>
-                  {a.name}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div>
-            <label for="f-status">Filter by status</label>
-            <select id="f-status" name="status">
-              <option value="">Any status</option>
-              {CONVERSATION_STATUSES.map((s) => (
-                <option value={s} selected={s === f.status}>
-                  {STATUS_WORDS[s]}
-                </option>
-              ))}
-            </select>
-          </div>
-          <div class="grow">
-            <label for="f-q">Search titles</label>
-            <input id="f-q" name="q" type="search" value={f.q ?? ''} maxlength={200} />
-          </div>
-          <div class="check">
-            <input id="f-unread" name="unread" type="checkbox" value="1" checked={f.unread === '1'} />
-            <label for="f-unread">Unread only</label>
-          </div>
-          <button type="submit" class="secondary">
-            Filter
-          </button>
-          {filtered ? <a href="/conversations">Clear</a> : null}
-        </form>
-        {listing.rows.length === 0 ? (
-          <p class="muted" id="no-conversations">
-            {filtered || f.after
-              ? 'No conversation matches.'
-              : 'No conversations yet: start one above, or message a teammate on the Team page.'}
+        {agents.length > 0 ? (
+          <p class="jump-new">
+            <a href="#new-conversation">Start a new conversation</a>
           </p>
-        ) : (
-          <ul class="conv-list card" aria-label="Conversations, newest activity first">
-            {listing.rows.map((r) => (
-              <li class="conv-row">
-                <ul class="plain">
-                  <ConversationItem c={r} />
-                </ul>
-                <form
-                  method="post"
-                  action={`/conversations/${r.id}/delete`}
-                  class="inline"
-                  onsubmit="return confirm('Delete this conversation, its history and its computer?')"
-                >
-                  <button type="submit" class="danger small-button" aria-label={`Delete conversation ${titleOf(r)}`}>
-                    Delete
-                  </button>
-                </form>
-              </li>
-            ))}
-          </ul>
-        )}
+        ) : null}
+        <div class="conv-page">
+          <NewConversation agents={agents} selected={f.agent} error={error} />
+          <form method="get" action="/conversations" class="filters row" role="search">
+            <div>
+              <label for="f-agent">Filter by agent</label>
+              <select id="f-agent" name="agent">
+                <option value="">All agents</option>
+                {agents.map((a) => (
+                  <option value={a.id} selected={a.id === f.agent}>
+                    {a.name}
+                  </option>
+                ))}
+              </select>
+            </div>
+            <div>
+              <label for="f-status">Filter by status</label>
+              <select id="f-status" name="status">
+                <option value="">Any status</option>
+                {CONVERSATION_STATUSES.map((s) => (
+                  <option value={s} selected={s === f.status}>
+                    {STATUS_WORDS[s]}
+                  </option>
+                ))}
+              </select>
+            </div>
+            <div class="grow">
+              <label for="f-q">Search titles</label>
+              <input id="f-q" name="q" type="search" value={f.q ?? ''} maxlength={200} />
+            </div>
+            <div class="check">
+              <input id="f-unread" name="unread" type="checkbox" value="1" checked={f.unread === '1'} />
+              <label for="f-unread">Unread only</label>
+            </div>
+            <button type="submit" class="secondary">
+              Filter
+            </button>
+            {filtered ? <a href="/conversations">Clear</a> : null}
+          </form>
+          {listing.rows.length === 0 ? (
+            <p class="muted" id="no-conversations">
+              {filtered || f.after
+                ? 'No conversation matches.'
+                : 'No conversations yet: start one above, or message a teammate on the Team page.'}
+            </p>
+          ) : (
+            <ul class="conv-list card" aria-label="Conversations, newest activity first">
+              {listing.rows.map((r) => (
+                <li class="conv-row">
+                  <ul class="plain">
+                    <ConversationItem c={r} preview={lines.get(r.id)} />
+                  </ul>
+                  <form
+                    method="post"
+                    action={`/conversations/${r.id}/delete`}
+                    class="inline"
+                    onsubmit="return confirm('Delete this conversation, its history and its computer?')"
+                  >
+                    <button type="submit" class="danger small-button" aria-label={`Delete conversation ${titleOf(r)}`}>
+                      Delete
+                    </button>
+                  </form>
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
         <nav class="row pager" aria-label="Pages">
           {f.after ? <a href={`/conversations${keep.size ? `?${keep}` : ''}`}>Newest</a> : null}
           {older ? (

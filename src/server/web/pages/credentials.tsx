@@ -47,7 +47,7 @@ function CredentialsPage(p: {
       </p>
       {p.notice ? <p role="status">{p.notice}</p> : null}
       <div class="table">
-        <table>
+        <table class="stack">
           <thead>
             <tr>
               <th scope="col">Credential</th>
@@ -68,18 +68,23 @@ function CredentialsPage(p: {
                     <code>{provider}</code>
                     <div class="muted small">{CREDENTIAL_API[provider].label}</div>
                   </td>
-                  <td>{RUNTIME_USE[provider]}</td>
-                  <td>
+                  <td data-label="Used by">{RUNTIME_USE[provider]}</td>
+                  <td data-label="Base URL">
                     {row?.base_url ? (
                       <code>{row.base_url}</code>
                     ) : (
                       <span class="muted">{row ? 'vendor API' : '—'}</span>
                     )}
                   </td>
-                  <td>{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
+                  <td data-label="Set">{row ? when(new Date(row.updated_at)) : <span class="muted">not set</span>}</td>
                   <td>
                     {row ? (
-                      <form method="post" action={`/account/credentials/${provider}/remove`} class="inline">
+                      <form
+                        method="post"
+                        action={`/account/credentials/${provider}/remove`}
+                        class="inline"
+                        onsubmit={`return confirm(${JSON.stringify(`Remove the ${provider} credential? Agents that use it cannot reach their model until it is set again.`)})`}
+                      >
                         <button type="submit" class="danger" aria-label={`Remove ${provider}`}>
                           Remove
                         </button>
@@ -129,9 +134,19 @@ export function credentialPages(deps: WebDeps & { credentials: CredentialService
   const app = new Hono<WebEnv>();
   const { credentials } = deps;
 
+  // After a save or a removal the browser is sent here (POST-redirect-GET: a reload repeats nothing); the
+  // query names what was done, checked against the known names.
+  const done = z.object({
+    saved: z.enum(CREDENTIAL_PROVIDERS).optional().catch(undefined),
+    removed: z.enum(CREDENTIAL_PROVIDERS).optional().catch(undefined),
+  });
   app.get('/account/credentials', async (c) => {
     const user = c.get('user');
-    return c.html(<CredentialsPage user={userName(user)} rows={await credentials.list(user.account.id)} />);
+    const q = done.parse(c.req.query());
+    const notice = q.saved ? `${q.saved} saved.` : q.removed ? `${q.removed} removed.` : undefined;
+    return c.html(
+      <CredentialsPage user={userName(user)} rows={await credentials.list(user.account.id)} notice={notice} />,
+    );
   });
 
   app.post('/account/credentials', async (c) => {
@@ -152,23 +167,25 @@ export function credentialPages(deps: WebDeps & { credentials: CredentialService
       baseUrl: base_url ? base_url : null,
       validate: validate === 'on',
     });
-    const rows = await credentials.list(user.account.id);
     if (!r.ok)
       return c.html(
-        <CredentialsPage user={userName(user)} rows={rows} error={`Not saved: ${r.failure.message}.`} />,
+        <CredentialsPage
+          user={userName(user)}
+          rows={await credentials.list(user.account.id)}
+          error={`Not saved: ${r.failure.message}.`}
+        />,
         422,
       );
-    return c.html(<CredentialsPage user={userName(user)} rows={rows} notice={`${provider} saved.`} />);
+    return c.redirect(`/account/credentials?saved=${provider}`, 303);
   });
 
   app.post('/account/credentials/:provider/remove', async (c) => {
     const user = c.get('user');
     const provider = z.enum(CREDENTIAL_PROVIDERS).safeParse(c.req.param('provider'));
-    const done = provider.success && (await credentials.remove(user.account.id, provider.data));
+    const removed = provider.success && (await credentials.remove(user.account.id, provider.data));
+    if (removed) return c.redirect(`/account/credentials?removed=${provider.data}`, 303);
     const rows = await credentials.list(user.account.id);
-    return done
-      ? c.html(<CredentialsPage user={userName(user)} rows={rows} notice={`${provider.data} removed.`} />)
-      : c.html(<CredentialsPage user={userName(user)} rows={rows} error="That credential is not set." />, 404);
+    return c.html(<CredentialsPage user={userName(user)} rows={rows} error="That credential is not set." />, 404);
   });
 
   return app;

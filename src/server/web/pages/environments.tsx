@@ -247,7 +247,7 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
           <p class="muted">No environments yet.</p>
         ) : (
           <div class="table">
-            <table>
+            <table class="stack">
               <thead>
                 <tr>
                   <th scope="col">Name</th>
@@ -263,15 +263,15 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
               <tbody>
                 {list.map((e, i) => (
                   <tr>
-                    <td>{e.name}</td>
-                    <td>
+                    <td data-label="Name">{e.name}</td>
+                    <td data-label="Network">
                       {e.networkingType === 'limited'
                         ? `limited (${e.allowedHosts.join(', ') || 'nothing'})`
                         : 'unrestricted'}
                     </td>
-                    <td>{Object.keys(e.envVars).length}</td>
-                    <td>{secretCounts[i]}</td>
-                    <td>{e.repositories.length}</td>
+                    <td data-label="Variables">{Object.keys(e.envVars).length}</td>
+                    <td data-label="Secrets">{secretCounts[i]}</td>
+                    <td data-label="Repositories">{e.repositories.length}</td>
                     <td>
                       <a href={`/environments/${e.id}/edit`} aria-label={`Edit ${e.name}`}>
                         Edit
@@ -332,7 +332,12 @@ export function environmentRoutes(deps: WebDeps): Hono<WebEnv> {
   });
 
   const deleteForm = (e: Environment) => (
-    <form method="post" action={`/environments/${e.id}/delete`} class="card">
+    <form
+      method="post"
+      action={`/environments/${e.id}/delete`}
+      class="card"
+      onsubmit={`return confirm(${JSON.stringify(`Delete the environment ${e.name}? Agents and conversations that use it launch without one afterwards.`)})`}
+    >
       <p class="muted small">Agents and conversations that use it launch without an environment afterwards.</p>
       <button class="secondary" type="submit">
         Delete {e.name}

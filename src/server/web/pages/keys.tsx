@@ -47,7 +47,12 @@ function KeyList(p: { keys: readonly ApiKey[]; currentKeyId: string; empty: stri
               <code>{k.prefix}…</code> · created {when(k.createdAt)} · last used {when(k.lastUsedAt)}
             </div>
           </div>
-          <form method="post" action={`/account/api-keys/${k.id}/revoke`} class="inline">
+          <form
+            method="post"
+            action={`/account/api-keys/${k.id}/revoke`}
+            class="inline"
+            onsubmit={`return confirm(${JSON.stringify(`Revoke the key ${k.name}? Anything using it is refused from now on.`)})`}
+          >
             <button type="submit" class="danger" aria-label={`Revoke key ${k.name}`}>
               Revoke
             </button>

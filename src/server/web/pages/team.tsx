@@ -1,5 +1,5 @@
 /**
- * The Team page: the team as `GET /api/team` has it (each member on its team conversation), then the
+ * The Team page: the team as the API lists it (each member on its team conversation), then the
  * account's other agents with "Add to team"; presence, what each is doing and where it runs, kept live by
  * /team/stream, and a message box on each.
  */
@@ -106,6 +106,7 @@ function MateCard(p: { mate: Teammate; member: boolean }) {
           required
           maxlength={MESSAGE_LIMIT}
           placeholder={p.mate.agent.runtime === 'demo' ? DEMO_HINT : undefined}
+          data-enter-sends=""
         ></textarea>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
@@ -143,7 +144,7 @@ export function teamRoutes(deps: WebDeps): Hono<WebEnv> {
               {members.length === 0 ? (
                 <p class="muted" id="no-members">
                   No one is on the team yet. <strong>Add to team</strong> below gives an agent its team conversation:
-                  its teammates can message it, and the API lists it (<code>GET /api/team</code>).
+                  its teammates can message it, and it can message them.
                 </p>
               ) : (
                 <div class="grid" id="members">
