@@ -36,6 +36,7 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
+import { usageRoutes } from '../gateway/routes.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -54,6 +55,8 @@ export interface AppDeps {
     readonly defaultProvider: KnownProvider;
     readonly environments: EnvironmentService;
     readonly sseHeartbeatMs?: number;
+    /** PUBLIC_URL, for refusing gateway delivery where a sandbox could not reach it. */
+    readonly publicUrl?: string | null;
   };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
@@ -141,6 +144,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
+  app.route('/', usageRoutes(routeDeps));
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
@@ -152,6 +156,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         defaultProvider: deps.engine.defaultProvider,
         environments: deps.engine.environments,
         allowUnenforced: deps.engine.engine.brokerAllowUnenforced,
+        publicUrl: deps.engine.publicUrl ?? null,
       }),
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
