@@ -85,7 +85,12 @@ describe('the model gateway', () => {
       startOpenAiApi(keys.openai),
       startGeminiApi(keys.gemini),
     ]);
-    srv = await startServer({ dataDir: join(tmp, 'data'), port: 0, env: {} });
+    // E2B enabled (never called): a hosted provider whose sandboxes cannot reach the gateway without PUBLIC_URL.
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: { E2B_API_KEY: `e2b_${randomBytes(20).toString('hex')}` },
+    });
     key = srv.bootstrapKey!;
     for (const [provider, value, base] of [
       ['anthropic_api_key', keys.anthropic, anthropic.url],
@@ -341,6 +346,36 @@ describe('the model gateway', () => {
       if (vendor === 'gemini') assert.equal(b.error.status, 'PERMISSION_DENIED');
       if (vendor === 'openai') assert.equal(b.error.code, 'fountain_limit');
     }
+  });
+
+  it('refuses gateway delivery before saving where no path exists (a hosted sandbox, no PUBLIC_URL)', async () => {
+    const hosted = { runtime: 'claude', model: 'anthropic/claude-sonnet-4-5', sandbox_provider: 'e2b' };
+    const refused = await api('POST', '/api/agents', { name: 'gw-hosted', ...hosted });
+    assert.equal(refused.status, 422, JSON.stringify(refused.body));
+    assert.equal(refused.body.error, 'gateway_unreachable');
+    assert.match(refused.body.message, /needs PUBLIC_URL: a e2b sandbox cannot reach this server's model gateway/);
+    assert.match(refused.body.message, /"direct"/);
+    const direct = await api('POST', '/api/agents', { name: 'gw-hosted', ...hosted, credential_delivery: 'direct' });
+    assert.equal(direct.status, 201, JSON.stringify(direct.body));
+    const back = await api('PATCH', `/api/agents/${direct.body.data.id}`, { credential_delivery: 'gateway' });
+    assert.equal(back.status, 422);
+    assert.equal(back.body.error, 'gateway_unreachable');
+    // The demo runtime has no model credential: nothing to deliver, nothing refused.
+    const demo = await api('POST', '/api/agents', {
+      name: 'gw-demo',
+      runtime: 'demo',
+      model: 'fountain/demo',
+      sandbox_provider: 'e2b',
+    });
+    assert.equal(demo.status, 201, JSON.stringify(demo.body));
+    // On a runner the gateway is reached where the server listens.
+    const local = await api('POST', '/api/agents', {
+      name: 'gw-local',
+      runtime: 'claude',
+      model: 'anthropic/claude-sonnet-4-5',
+      sandbox_provider: 'runner',
+    });
+    assert.equal(local.status, 201, JSON.stringify(local.body));
   });
 
   it("holds the account's daily budget and requests per minute across its agents", async () => {

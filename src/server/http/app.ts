@@ -181,6 +181,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
         disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
         runnersEnabled: deps.runnersEnabled,
+        publicUrl: deps.engine.publicUrl ?? null,
         sessionSecret: deps.web.sessionSecret,
         secureCookies: deps.web.secureCookies ?? false,
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),
