@@ -8,6 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { FOUNTAIN_BIN } from '../src/server/conversations/testing.ts';
 import { until } from '../src/server/conversations/testing.ts';
 import { insertConversation } from '../src/server/conversations/store.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
@@ -19,6 +22,8 @@ import type { ModelApiServer } from './model-apis/server.ts';
 import { call, type Json } from './helpers/http.ts';
 
 const RUN = 'RUN: echo gateway-proof';
+const run = async (file: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> =>
+  (await promisify(execFile)(file, args, { env })).stdout;
 
 describe('the model gateway', () => {
   let tmp: string;
@@ -158,6 +163,26 @@ describe('the model gateway', () => {
       byConv.body.data.map((g: Json) => [g.key, g.calls, g.input_tokens, g.output_tokens]),
       [[c.convId, 3, 240, 24]],
     );
+    // The same through `fountain usage` and `fountain usage calls --csv`.
+    const cliEnv = {
+      ...process.env,
+      FOUNTAIN_API_KEY: key,
+      FOUNTAIN_BASE_URL: srv.url,
+      FOUNTAIN_PROFILE: '',
+      FOUNTAIN_HOME: tmp,
+    };
+    const table = await run(
+      process.execPath,
+      [FOUNTAIN_BIN, 'usage', '--by', 'conversation', '--conversation', c.convId],
+      cliEnv,
+    );
+    assert.match(table, new RegExp(`${c.convId}\\s+3\\s+0\\s+240\\s+24\\s`));
+    const cliCsv = await run(
+      process.execPath,
+      [FOUNTAIN_BIN, 'usage', 'calls', '--conversation', c.convId, '--csv'],
+      cliEnv,
+    );
+    assert.equal(cliCsv.trim().split('\r\n').length, 4);
     const csv = await fetch(`${srv.url}/api/usage/calls?conversation_id=${c.convId}&format=csv`, {
       headers: { authorization: `Bearer ${key}` },
     });
