@@ -4,7 +4,6 @@
  * streams the vendor's answer back as it arrives, and records the call's usage.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { Agent, request, type Dispatcher } from 'undici';
@@ -21,7 +20,7 @@ import type { Db } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { budgetRefusal, modelRefusal, type Refusal } from './limits.ts';
 import { costMicros, DEFAULT_PRICES, type PriceTable } from './prices.ts';
-import { callerContext, recordCall, type CallerContext, type NewModelCall } from './store.ts';
+import { callerContext, recordCalls, type CallerContext, type NewModelCall } from './store.ts';
 import { UsageReader, type CallUsage } from './usage.ts';
 import {
   DROPPED_RESPONSE,
@@ -40,6 +39,12 @@ import {
 export const MAX_GATEWAY_REQUEST_BYTES = 32 * 1024 * 1024;
 /** How long a caller's conversation, limits and opened credential are reused: configuration, never counters. */
 const CONTEXT_TTL_MS = 1_000;
+/**
+ * Audit rows are written together, at most this long after their call ended (budgets see a call
+ * once it is written) or once this many wait.
+ */
+const FLUSH_MS = 25;
+const FLUSH_ROWS = 200;
 /** The calls limits and budgets apply to: the ones that make the model generate. */
 const GENERATING = new Set(['messages', 'responses', 'chat_completions', 'generateContent', 'streamGenerateContent']);
 
@@ -69,6 +74,8 @@ export class ModelGateway {
   readonly #creds = new Map<string, { at: number; value: OpenedCredential | 'unreadable' | null }>();
   /** Audit rows still being written (awaited by `drain`, so a stopping server loses none). */
   readonly #writes = new Set<Promise<void>>();
+  readonly #queue: NewModelCall[] = [];
+  #flushTimer: NodeJS.Timeout | null = null;
 
   constructor(deps: GatewayDeps) {
     this.#d = deps;
@@ -87,6 +94,7 @@ export class ModelGateway {
   }
 
   async drain(): Promise<void> {
+    this.#flush();
     while (this.#writes.size) await Promise.allSettled([...this.#writes]);
   }
 
@@ -213,13 +221,9 @@ export class ModelGateway {
     try {
       for await (const chunk of up.body) {
         firstByte ??= performance.now() - started;
-        if (!res.write(chunk)) {
-          // The caller reads slower than the vendor writes: wait for it (or for it to leave).
-          const drained = once(res, 'drain').then(() => true);
-          const closed = once(res, 'close').then(() => false);
-          if (!(await Promise.race([drained, closed]))) break;
-        }
         reader.feed(chunk);
+        // The caller reads slower than the vendor writes: wait for it (or for it to leave).
+        if (!res.write(chunk) && !(await drained(res))) break;
       }
       res.end();
     } catch (e) {
@@ -273,10 +277,19 @@ export class ModelGateway {
       latencyMs: Math.round(r.latencyMs),
       firstByteMs: r.firstByteMs === undefined || r.firstByteMs === null ? null : Math.round(r.firstByteMs),
     };
-    const w = recordCall(this.#db, row)
-      .catch((err: unknown) =>
-        this.#d.logger.error({ err, conversation: row.conversationId }, 'recording a model call failed'),
-      )
+    this.#queue.push(row);
+    if (this.#queue.length >= FLUSH_ROWS) this.#flush();
+    else this.#flushTimer ??= setTimeout(() => this.#flush(), FLUSH_MS);
+  }
+
+  /** Writes the queued rows in one statement: a write per call would cost each call a database round of its own. */
+  #flush(): void {
+    if (this.#flushTimer) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+    const rows = this.#queue.splice(0);
+    if (rows.length === 0) return;
+    const w = recordCalls(this.#db, rows)
+      .catch((err: unknown) => this.#d.logger.error({ err, calls: rows.length }, 'recording model calls failed'))
       .finally(() => this.#writes.delete(w));
     this.#writes.add(w);
   }
@@ -319,6 +332,21 @@ export class ModelGateway {
     this.#creds.set(k, { at: now, value });
     return value;
   }
+}
+
+/** Resolves true once `res` drains, false if it closes first; leaves no listener behind. */
+function drained(res: ServerResponse): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => () => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = done(true);
+    const onClose = done(false);
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
 }
 
 /** The whole request body, or null past `max` bytes (a model request is read before it is forwarded). */

@@ -130,12 +130,17 @@ export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<
   };
 }
 
-/** Stores one call; the turn is the conversation's running one when the call ended, if any. */
-export async function recordCall(db: EngineDb, row: NewModelCall): Promise<void> {
-  const turn = row.conversationId
-    ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND status = 'running' ORDER BY turn_number DESC LIMIT 1)`
-    : null;
-  await db.insert(modelCalls).values({ ...row, ...(turn && !row.turnId ? { turnId: turn } : {}) });
+/** Stores calls in one statement; each one's turn is its conversation's running one when it is stored, if any. */
+export async function recordCalls(db: EngineDb, rows: readonly NewModelCall[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.insert(modelCalls).values(
+    rows.map((row) => {
+      const turn = row.conversationId
+        ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND status = 'running' ORDER BY turn_number DESC LIMIT 1)`
+        : null;
+      return { ...row, ...(turn && !row.turnId ? { turnId: turn } : {}) };
+    }),
+  );
 }
 
 export interface CallFilter {

@@ -17,39 +17,63 @@ const obj = (v: unknown): Record<string, unknown> | null =>
 
 /** Bodies beyond this are passed on but not read for usage (a JSON answer this large has its usage lost). */
 const MAX_JSON_READ = 16 * 1024 * 1024;
+/** An SSE line longer than this is a text delta, never a usage event: its bytes are not kept. */
+const MAX_LINE = 1024 * 1024;
+const NL = 0x0a;
+const SAGE = Buffer.from('sage');
+const EMPTY = Buffer.alloc(0);
 
 export class UsageReader {
   readonly #sse: boolean;
   #usage: CallUsage | null = null;
-  #line = '';
+  /** The bytes after the last line break seen (SSE): the start of a line still arriving. */
+  #pending: Buffer = EMPTY;
   #json: Buffer[] = [];
   #jsonBytes = 0;
-  readonly #decoder = new TextDecoder();
 
   constructor(contentType: string | undefined) {
     this.#sse = (contentType ?? '').includes('text/event-stream');
   }
 
+  /**
+   * Most of a long stream is deltas without usage: a line is decoded and parsed only when its bytes
+   * hold "sage" (usage, usageMetadata), found with Buffer.indexOf, so the text passes by unread.
+   */
   feed(chunk: Uint8Array): void {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     if (!this.#sse) {
-      if (this.#jsonBytes + chunk.length <= MAX_JSON_READ) this.#json.push(Buffer.from(chunk));
-      this.#jsonBytes += chunk.length;
+      if (this.#jsonBytes + buf.length <= MAX_JSON_READ) this.#json.push(Buffer.from(buf));
+      this.#jsonBytes += buf.length;
       return;
     }
-    const text = this.#line + this.#decoder.decode(chunk, { stream: true });
-    let start = 0;
-    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', start)) {
-      this.#sseLine(text.slice(start, nl));
-      start = nl + 1;
+    const firstNl = buf.indexOf(NL);
+    if (firstNl < 0) {
+      // No line ends here: keep it for the line it belongs to (bounded: such a line is a text delta, not usage).
+      if (this.#pending.length + buf.length <= MAX_LINE) this.#pending = Buffer.concat([this.#pending, buf]);
+      return;
     }
-    this.#line = text.slice(start);
+    let from = 0;
+    if (this.#pending.length > 0) {
+      const line = Buffer.concat([this.#pending, buf.subarray(0, firstNl)]);
+      if (line.indexOf(SAGE) >= 0) this.#sseLine(line.toString('utf8'));
+      this.#pending = EMPTY;
+      from = firstNl + 1;
+    }
+    const lastNl = buf.lastIndexOf(NL);
+    for (let hit = buf.indexOf(SAGE, from); hit >= 0 && hit < lastNl; hit = buf.indexOf(SAGE, from)) {
+      const start = buf.lastIndexOf(NL, hit) + 1;
+      const end = buf.indexOf(NL, hit);
+      this.#sseLine(buf.toString('utf8', Math.max(start, from), end));
+      from = end + 1;
+    }
+    if (lastNl + 1 < buf.length) this.#pending = Buffer.from(buf.subarray(lastNl + 1));
   }
 
   /** The usage reported, or null when the answer carried none. */
   end(): CallUsage | null {
     if (this.#sse) {
-      if (this.#line) this.#sseLine(this.#line);
-      this.#line = '';
+      if (this.#pending.length > 0 && this.#pending.indexOf(SAGE) >= 0) this.#sseLine(this.#pending.toString('utf8'));
+      this.#pending = EMPTY;
     } else if (this.#jsonBytes > 0 && this.#jsonBytes <= MAX_JSON_READ) {
       try {
         const v: unknown = JSON.parse(Buffer.concat(this.#json).toString('utf8'));
@@ -66,8 +90,6 @@ export class UsageReader {
   #sseLine(raw: string): void {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (!line.startsWith('data:')) return;
-    // Most events are deltas without usage: parsed only when they could carry it.
-    if (!line.includes('sage')) return;
     try {
       this.#apply(JSON.parse(line.slice(5)));
     } catch {
