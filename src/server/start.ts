@@ -40,6 +40,7 @@ import { CredentialService } from './credentials/service.ts';
 import { loadSecretKey } from './credentials/secret-key.ts';
 import { EnvironmentService } from './environments/service.ts';
 import { ModelGateway } from './gateway/gateway.ts';
+import { UsageService } from './gateway/service.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -254,6 +255,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       credentials,
+      usage: new UsageService(database.db as unknown as EngineDb),
       ...(opts.version ? { version: opts.version } : {}),
       engine: {
         engine,

@@ -87,6 +87,7 @@ export interface RealAgentRun {
   readonly keyHolders: string[];
   /** The gateway's usage of the conversation (one row) and its audit rows, read before the budget turn. */
   readonly usage: Json[];
+  readonly usageByTurn: Json[];
   readonly gatewayCalls: Json[];
   /** The turn prompted with a token budget of what the conversation had already used. */
   readonly budget: { turn: Json; answer: string; asked: number; limit: number };
@@ -400,6 +401,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
 
       // Usage as the gateway recorded it, against what the model API reported on each call.
       const usage = (await http('GET', `/api/usage?by=conversation&conversation_id=${convId}`)).body.data as Json[];
+      const usageByTurn = (await http('GET', `/api/usage?by=turn&conversation_id=${convId}`)).body.data as Json[];
       const gatewayCalls = (await http('GET', `/api/usage/calls?conversation_id=${convId}&limit=1000`)).body
         .data as Json[];
       keyHolders.push(...secretHolders(key, sandboxDir));
@@ -503,6 +505,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         tools,
         keyHolders,
         usage,
+        usageByTurn,
         gatewayCalls,
         budget: { turn: budgetTurn, answer: budgetAnswer, asked: budgetAsked, limit: Math.max(1, used) },
         exposures: {
@@ -591,6 +594,14 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.equal(r.usage[0]?.input_tokens, 120 * metered.length, JSON.stringify(r.usage));
   assert.equal(r.usage[0]?.output_tokens, 12 * metered.length, JSON.stringify(r.usage));
   assert.equal(metered.length, generating.length, 'the gateway metered each call the model API answered');
+  // Each call is attributed to the turn running when it began: the first turn's calls are under its id.
+  const firstTurnUsage = r.usageByTurn.find((g) => g.key === r.firstTurn.id);
+  assert.ok(firstTurnUsage && firstTurnUsage.input_tokens > 0, `usage by turn: ${JSON.stringify(r.usageByTurn)}`);
+  assert.equal(
+    r.usageByTurn.reduce((n, g) => n + g.input_tokens, 0),
+    r.usage[0]?.input_tokens,
+    'the turns add up to the conversation',
+  );
   const sentence = new RegExp(`token budget tokens_per_conversation = ${r.budget.limit} is spent`);
   assert.equal(r.budget.asked, 0, 'the over-budget call never reached the model API');
   assert.ok(

@@ -16,6 +16,7 @@ import { platformMcpServers } from './sandbox-token.ts';
 import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
 import type { GatewayVia } from '../credentials/service.ts';
 import { agentCredentialDelivery, gatewayReach } from '../gateway/reach.ts';
+import { gatewayBaseUrl, type GatewayApi } from '../gateway/vendors.ts';
 import { credentialsFor } from '../credentials/providers.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
@@ -117,7 +118,8 @@ export class Launcher {
     // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     // Minted before the delivery: under gateway delivery the token is the runtime's model key.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
-    const via = server.value ? { serverUrl: server.value, token } : null;
+    const serverUrl = server.value;
+    const via = serverUrl ? { baseUrl: (api: GatewayApi) => gatewayBaseUrl(serverUrl, api), token } : null;
     const delivered = await this.delivery(conv.accountId, conv.runtime, model, via);
     if (!delivered.ok) {
       await this.c.sandboxTokens.revoke(conv.id);

@@ -7,7 +7,6 @@ import type { Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { deliveryFor, type Delivery, type OpenedCredential } from './delivery.ts';
 import { CREDENTIAL_API, credentialsFor, missingCredentialMessage, type CredentialProvider } from './providers.ts';
-import { gatewayBaseUrl } from '../gateway/vendors.ts';
 import { open, seal } from './sealing.ts';
 import { deleteCredential, listCredentials, upsertCredential, type CredentialRow } from './store.ts';
 import { validateCredential, type Validation } from './validate.ts';
@@ -27,9 +26,9 @@ export type LaunchDelivery =
       readonly message: string;
     };
 
-/** Gateway delivery: the server URL the sandbox reaches the gateway at, and the conversation's sandbox token. */
+/** Gateway delivery: where the sandbox reaches the gateway for each model API, and the conversation's sandbox token. */
 export interface GatewayVia {
-  readonly serverUrl: string;
+  baseUrl(api: 'anthropic' | 'openai' | 'gemini'): string;
   readonly token: string;
 }
 
@@ -124,7 +123,7 @@ export class CredentialService implements LaunchCredentials {
         ? {
             provider,
             value: new Private(via.token),
-            baseUrl: gatewayBaseUrl(via.serverUrl, CREDENTIAL_API[provider].api),
+            baseUrl: via.baseUrl(CREDENTIAL_API[provider].api),
           }
         : { provider, value: new Private(plain), baseUrl: row.baseUrl };
       return { ok: true, delivery: deliveryFor(runtime, model, cred), provider };

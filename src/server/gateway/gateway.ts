@@ -64,6 +64,7 @@ interface CallRecord {
   readonly api: GatewayApi;
   readonly endpoint: string;
   readonly model: string | null;
+  readonly startedAt: Date;
 }
 
 export class ModelGateway {
@@ -108,6 +109,7 @@ export class ModelGateway {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
+    const startedAt = new Date();
     const url = new URL(req.url ?? '/', 'http://gateway');
     const after = url.pathname.slice(GATEWAY_PREFIX.length);
     const slash = after.indexOf('/');
@@ -160,7 +162,7 @@ export class ModelGateway {
     }
     const endpoint = endpointOf(api, rest);
     const model = modelOf(api, rest, json);
-    const call: CallRecord = { caller, api, endpoint, model };
+    const call: CallRecord = { caller, api, endpoint, model, startedAt };
     if (GENERATING.has(endpoint)) {
       const refused = modelRefusal(caller.agentLimits, model) ?? (await budgetRefusal(this.#db, caller));
       if (refused) return this.#refuse(res, call, refused, started);
@@ -276,6 +278,7 @@ export class ModelGateway {
       costMicros: r.usage ? costMicros(this.#d.prices ?? DEFAULT_PRICES, call.model, u) : null,
       latencyMs: Math.round(r.latencyMs),
       firstByteMs: r.firstByteMs === undefined || r.firstByteMs === null ? null : Math.round(r.firstByteMs),
+      createdAt: call.startedAt,
     };
     this.#queue.push(row);
     if (this.#queue.length >= FLUSH_ROWS) this.#flush();

@@ -7,9 +7,8 @@ import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
-import type { EngineDb } from '../store/engine-db.ts';
 import { ModelLimitsApi } from './schemas.ts';
-import { callsCsv, UsageService, type UsageFilter } from './service.ts';
+import { callsCsv, type UsageService, type UsageFilter } from './service.ts';
 
 const GROUPS = ['conversation', 'agent', 'day', 'model', 'turn'] as const;
 
@@ -72,9 +71,9 @@ function filterOf(q: z.infer<typeof Filter>): UsageFilter {
   };
 }
 
-export function usageRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
+export function usageRoutes(deps: RouteDeps & { readonly usage: UsageService }): OpenAPIHono<AppEnv> {
   const app = newRouter();
-  const usage = new UsageService(deps.db as unknown as EngineDb);
+  const usage = deps.usage;
   const auth = requireKey(deps.db, deps.logger, 'full');
 
   app.openapi(

@@ -130,13 +130,17 @@ export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<
   };
 }
 
-/** Stores calls in one statement; each one's turn is its conversation's running one when it is stored, if any. */
+/**
+ * Stores calls in one statement. Each one's turn is the latest of its conversation's turns started by
+ * the time the call was (`createdAt`): a call belongs to the turn that was running when it began.
+ */
 export async function recordCalls(db: EngineDb, rows: readonly NewModelCall[]): Promise<void> {
   if (rows.length === 0) return;
   await db.insert(modelCalls).values(
     rows.map((row) => {
+      const at = row.createdAt instanceof Date ? row.createdAt : new Date();
       const turn = row.conversationId
-        ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND status = 'running' ORDER BY turn_number DESC LIMIT 1)`
+        ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND started_at IS NOT NULL AND started_at <= ${at} ORDER BY started_at DESC LIMIT 1)`
         : null;
       return { ...row, ...(turn && !row.turnId ? { turnId: turn } : {}) };
     }),

@@ -37,6 +37,7 @@ import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
 import { usageRoutes } from '../gateway/routes.ts';
+import type { UsageService } from '../gateway/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -64,6 +65,8 @@ export interface AppDeps {
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
   /** The account's model credentials (`/api/account/inference-credentials`). */
   readonly credentials?: CredentialService;
+  /** Model usage and limits through the gateway (`/api/usage`). */
+  readonly usage?: UsageService;
 }
 
 type WebModule = typeof import('../web/app.tsx');
@@ -144,7 +147,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
-  app.route('/', usageRoutes(routeDeps));
+  if (deps.usage) app.route('/', usageRoutes({ ...routeDeps, usage: deps.usage }));
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
