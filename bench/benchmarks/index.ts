@@ -6,6 +6,7 @@ import type { Benchmark } from '../lib/bench.ts';
 import { concurrencyBenchmark } from './concurrency.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
+import { gatewayBenchmark } from './gateway.ts';
 import { ingestBenchmark } from './ingest.ts';
 import { lifecycleBenchmark } from './lifecycle.ts';
 import { listingBenchmark } from './listing.ts';
@@ -29,4 +30,5 @@ export const BENCHMARKS: readonly Benchmark[] = [
   startupBenchmark,
   listingBenchmark,
   netcutsBenchmark,
+  gatewayBenchmark,
 ];

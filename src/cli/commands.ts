@@ -29,6 +29,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['agents', 'agent'], load: () => import('./agents.ts') },
   { commands: ['environments', 'env'], load: () => import('./environments.ts') },
   { commands: ['credentials'], load: () => import('./model-credentials.ts') },
+  { commands: ['usage'], load: () => import('./usage.ts') },
   { commands: ['chat'], load: () => import('./chat.ts') },
   { commands: ['conversations', 'conv'], load: () => import('./conversations.ts') },
   { commands: ['runner'], load: () => import('./runner.ts') },

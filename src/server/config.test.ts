@@ -162,6 +162,8 @@ describe('server configuration', () => {
       [{ FOUNTAIN_NODE_HEARTBEAT_MS: '5' }, 'FOUNTAIN_NODE_HEARTBEAT_MS'],
       [{ FOUNTAIN_NODE_EXPIRY_MS: 'never' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
       [{ FOUNTAIN_PGLITE_TEMPLATE_DIR: 'cache/pglite' }, 'FOUNTAIN_PGLITE_TEMPLATE_DIR'],
+      [{ FOUNTAIN_MODEL_PRICES: '{"my-model": {"input": -1, "output": 4}}' }, 'FOUNTAIN_MODEL_PRICES'],
+      [{ FOUNTAIN_MODEL_PRICES: 'cheap' }, 'FOUNTAIN_MODEL_PRICES'],
       // A node that may not miss a single beat would lose its turns to every hiccup.
       [{ FOUNTAIN_NODE_HEARTBEAT_MS: '1000', FOUNTAIN_NODE_EXPIRY_MS: '1500' }, 'FOUNTAIN_NODE_EXPIRY_MS'],
     ];

@@ -2,6 +2,7 @@
  * The server's one configuration module: every environment variable the server reads, parsed once
  * at boot with zod. A blank variable counts as unset; a bad one stops the boot with an error naming it.
  */
+import { parsePrices, type PriceTable } from './gateway/prices.ts';
 import { z } from 'zod';
 import { daytonaOptionsFromEnv, type DaytonaOptions } from '../providers/daytona/config.ts';
 import { optionsFromEnv as e2bOptionsFromEnv, type E2BOptions } from '../providers/e2b/config.ts';
@@ -77,6 +78,7 @@ const envSchema = z.object({
     .string()
     .refine((v) => v === 'off' || v.startsWith('/'), 'must be an absolute directory or off')
     .optional(),
+  FOUNTAIN_MODEL_PRICES: text,
   // Sandboxes and conversations
   SANDBOX_PROVIDER: z
     .string()
@@ -142,6 +144,7 @@ export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>
     'FOUNTAIN_SECRET_KEY',
     'FOUNTAIN_SKILLS_GIT_URL',
     'FOUNTAIN_PGLITE_TEMPLATE_DIR',
+    'FOUNTAIN_MODEL_PRICES',
   ],
   sandboxes: [
     'SANDBOX_PROVIDER',
@@ -207,6 +210,8 @@ export interface ServerConfig {
   /** FOUNTAIN_NODE_HEARTBEAT_MS / _EXPIRY_MS: a node's liveness stamp, and how stale it may be before its turns are adopted. */
   readonly nodeHeartbeatMs: number;
   readonly nodeExpiryMs: number;
+  /** FOUNTAIN_MODEL_PRICES over the built-in table: what the model gateway costs calls with. */
+  readonly modelPrices: PriceTable;
 }
 
 export class ConfigError extends Error {
@@ -252,6 +257,9 @@ export function parseServerConfig(env: Env): ServerConfig {
     );
   }
 
+  const prices = parsePrices(c.FOUNTAIN_MODEL_PRICES);
+  if (!prices.ok) throw blame(prices.message, ['FOUNTAIN_MODEL_PRICES']);
+
   const engine = engineConfigFromEnv(picked);
   if (!engine.ok) throw blame(engine.message, SERVER_ENV_GROUPS.sandboxes!);
 
@@ -285,5 +293,6 @@ export function parseServerConfig(env: Env): ServerConfig {
     schedulePatienceMs: c.FOUNTAIN_SCHEDULE_PATIENCE_MS,
     nodeHeartbeatMs: c.FOUNTAIN_NODE_HEARTBEAT_MS,
     nodeExpiryMs: c.FOUNTAIN_NODE_EXPIRY_MS,
+    modelPrices: prices.value,
   };
 }

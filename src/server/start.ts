@@ -6,8 +6,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { createAdaptorServer } from '@hono/node-server';
+import { createServer, type Server } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
 import pino, { type Logger } from 'pino';
 import { acceptRunnerSocket } from '../providers/runner/connection.ts';
 import type { RunnerHost } from '../providers/runner/host.ts';
@@ -45,6 +45,8 @@ import { type WebhookConfig, WebhookService } from './webhooks/service.ts';
 import { CheckpointService } from './checkpoints/service.ts';
 import { DiskBlobStore } from './checkpoints/blobs-disk.ts';
 import { DbBlobStore } from './checkpoints/blobs-db.ts';
+import { ModelGateway } from './gateway/gateway.ts';
+import { UsageService } from './gateway/service.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -154,7 +156,19 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     }
     // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
     let app: ReturnType<typeof createApp> | undefined;
-    const srv = createAdaptorServer({ fetch: (req: Request, envArg: unknown) => app!.fetch(req, envArg) }) as Server;
+    const gateway = new ModelGateway({
+      db: database.db,
+      credentials,
+      logger: logger.child({ part: 'gateway' }),
+      prices: config.modelPrices,
+      nodeId,
+    });
+    const listener = getRequestListener((req: Request, envArg: unknown) => app!.fetch(req, envArg));
+    // Model calls bypass Hono: their bodies stream both ways untouched, past the API's body limits.
+    const srv: Server = createServer((req, res) =>
+      ModelGateway.matches(req.url) ? gateway.handle(req, res) : listener(req, res),
+    );
+    stack.push('model gateway', () => gateway.close());
     stack.push(
       'http server',
       () =>
@@ -280,12 +294,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       runnersEnabled: config.runnersEnabled,
       credentials,
       webhooks,
+      usage: new UsageService(database.db as unknown as EngineDb),
       ...(opts.version ? { version: opts.version } : {}),
       engine: {
         engine,
         registry,
         defaultProvider,
         environments,
+        publicUrl: config.publicUrl,
         ...(opts.sseHeartbeatMs ? { sseHeartbeatMs: opts.sseHeartbeatMs } : {}),
       },
       web: { sessionSecret: sessionSecretFrom(env, opts.dataDir) },

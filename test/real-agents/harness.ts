@@ -7,7 +7,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  type Dirent,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,6 +83,14 @@ export interface RealAgentRun {
   readonly exposures: Record<string, string>;
   /** The agent's skill and MCP servers (§13): what reached the runtime and what came back. */
   readonly tools: ToolsRun;
+  /** Where the real key was found: process environments on this machine, `ps eww`, the sandbox's files. */
+  readonly keyHolders: string[];
+  /** The gateway's usage of the conversation (one row) and its audit rows, read before the budget turn. */
+  readonly usage: Json[];
+  readonly usageByTurn: Json[];
+  readonly gatewayCalls: Json[];
+  /** The turn prompted with a token budget of what the conversation had already used. */
+  readonly budget: { turn: Json; answer: string; asked: number; limit: number };
 }
 
 export interface ToolsRun {
@@ -126,6 +143,45 @@ function processListing(): string {
   }
 }
 
+/** Every process environment on this machine (`ps eww`, each process environ file) and every sandbox file holding `secret`. */
+function secretHolders(secret: string, sandboxDir: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    try {
+      if (readFileSync(`/proc/${pid}/environ`).includes(secret)) found.push(`/proc/${pid}/environ`);
+    } catch {
+      // The process ended while the scan ran.
+    }
+  }
+  try {
+    const ps = execFileSync('ps', ['eww', '-e', '-o', 'pid,args'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    if (ps.includes(secret)) found.push('ps eww');
+  } catch (e) {
+    found.push(`ps failed: ${String(e)}`);
+  }
+  const walk = (dir: string) => {
+    let entries: Dirent[] = [];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) {
+        try {
+          if (readFileSync(p).includes(secret)) found.push(p);
+        } catch {
+          // Unreadable or gone.
+        }
+      }
+    }
+  };
+  walk(sandboxDir);
+  return found;
+}
+
 export async function realAgentConversation(c: RealAgentCase): Promise<RealAgentRun> {
   const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
   const api = await c.startApi(key);
@@ -139,6 +195,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
   let srv: RunningServer | null = null;
   let runner: RunnerChild | null = null;
   const ps: string[] = [];
+  const keyHolders: string[] = [];
   const t0 = Date.now();
   const phase = (what: string) => console.error(`[${c.runtime} ${((Date.now() - t0) / 1000).toFixed(1)} s] ${what}`);
   try {
@@ -258,6 +315,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       let permission: Json = null;
       if (asked.data.stage === 'permission') {
         ps.push(processListing());
+        keyHolders.push(...secretHolders(key, sandboxDir));
         permission = typeof asked.data.data === 'string' ? JSON.parse(asked.data.data) : asked.data.data;
         const allow =
           (permission.options as Json[]).find((o) => o.kind === 'allow_once') ??
@@ -341,9 +399,52 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       const recallAnswer = answer(s.events, p2.body.turn_id);
       const resets = s.events.filter((e) => e.data?.stage === 'session' && e.data?.data?.event === 'reset');
 
+      // Usage as the gateway recorded it, against what the model API reported on each call.
+      const usage = (await http('GET', `/api/usage?by=conversation&conversation_id=${convId}`)).body.data as Json[];
+      const usageByTurn = (await http('GET', `/api/usage?by=turn&conversation_id=${convId}`)).body.data as Json[];
+      const gatewayCalls = (await http('GET', `/api/usage/calls?conversation_id=${convId}&limit=1000`)).body
+        .data as Json[];
+      keyHolders.push(...secretHolders(key, sandboxDir));
+
+      // A budget of what the conversation has already used: the next call is refused and the turn says why.
+      const used = Number(usage[0]?.input_tokens ?? 0) + Number(usage[0]?.output_tokens ?? 0);
+      const limited = await http('PATCH', `/api/agents/${agentId}`, {
+        model_limits: { tokens_per_conversation: Math.max(1, used) },
+      });
+      assert.equal(limited.status, 200, JSON.stringify(limited.body));
+      const askedBeforeBudget = api.asked.length;
+      const pb = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'RUN: echo over-budget' });
+      assert.equal(pb.status, 200, JSON.stringify(pb.body));
+      const budgetTurn = await until(
+        async () => {
+          const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+            (x) => x.id === pb.body.turn_id,
+          );
+          return t && !['pending', 'running'].includes(t.status) ? t : null;
+        },
+        'the over-budget turn to end',
+        LONG,
+      );
+      const budgetAnswer = answer(s.events, pb.body.turn_id);
+      const budgetAsked = api.asked.length - askedBeforeBudget;
+      phase(`over-budget turn: ${budgetTurn.status}: ${budgetTurn.reason}; answer: ${budgetAnswer.slice(0, 300)}`);
+      const unlimited = await http('PATCH', `/api/agents/${agentId}`, { model_limits: {} });
+      assert.equal(unlimited.status, 200, JSON.stringify(unlimited.body));
+      const budgetDone = await until(
+        () =>
+          s.events.find(
+            (e) =>
+              (e.id ?? 0) > t2done.id! &&
+              e.data?.stage === 'turn' &&
+              ['done', 'failed', 'interrupted'].includes(e.data?.state),
+          ),
+        'the over-budget turn on the stream',
+        LONG,
+      );
+
       // The model API stops accepting the key: the next turn fails with words.
       api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
-      await stageAfter(s, 'sandbox', 'done', t2done.id!, 60_000);
+      await stageAfter(s, 'sandbox', 'done', budgetDone.id!, 60_000);
       phase('parked again');
       const p3 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'Say hello.' });
       assert.equal(p3.status, 200, JSON.stringify(p3.body));
@@ -402,6 +503,11 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
           .map((e) => String(e.data).slice(0, 600)),
         streamEvents: s.events,
         tools,
+        keyHolders,
+        usage,
+        usageByTurn,
+        gatewayCalls,
+        budget: { turn: budgetTurn, answer: budgetAnswer, asked: budgetAsked, limit: Math.max(1, used) },
         exposures: {
           'server log': readFileSync(logFile, 'utf8'),
           'runner log': runnerLog,
@@ -470,6 +576,37 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.ok(
     r.api.asked.some((a) => !a.authorized),
     'the model API refused the rotated key',
+  );
+
+  // Gateway delivery: the real key never entered the sandbox, and every model call went through the gateway.
+  assert.deepEqual(r.keyHolders, [], 'the real key is in no process environment and no sandbox file');
+  const generating = r.api.asked.filter(
+    (a) =>
+      a.authorized && /\/v1\/messages$|\/responses$|\/chat\/completions$|:(stream)?[gG]enerateContent$/.test(a.path),
+  );
+  const metered = r.gatewayCalls.filter((x) => x.status === 200 && x.refused === null && x.endpoint !== 'count_tokens');
+  assert.ok(generating.length > 0, 'the model API answered calls');
+  assert.ok(
+    r.gatewayCalls.filter((x) => x.refused === null).length >= r.api.asked.filter((a) => a.authorized).length - 1,
+    `every authorized call came through the gateway: ${r.gatewayCalls.length} gateway rows, ${r.api.asked.length} asked`,
+  );
+  // The local model API reports 120 input and 12 output tokens on every generating call.
+  assert.equal(r.usage[0]?.input_tokens, 120 * metered.length, JSON.stringify(r.usage));
+  assert.equal(r.usage[0]?.output_tokens, 12 * metered.length, JSON.stringify(r.usage));
+  assert.equal(metered.length, generating.length, 'the gateway metered each call the model API answered');
+  // Each call is attributed to the turn running when it began: the first turn's calls are under its id.
+  const firstTurnUsage = r.usageByTurn.find((g) => g.key === r.firstTurn.id);
+  assert.ok(firstTurnUsage && firstTurnUsage.input_tokens > 0, `usage by turn: ${JSON.stringify(r.usageByTurn)}`);
+  assert.equal(
+    r.usageByTurn.reduce((n, g) => n + g.input_tokens, 0),
+    r.usage[0]?.input_tokens,
+    'the turns add up to the conversation',
+  );
+  const sentence = new RegExp(`token budget tokens_per_conversation = ${r.budget.limit} is spent`);
+  assert.equal(r.budget.asked, 0, 'the over-budget call never reached the model API');
+  assert.ok(
+    sentence.test(String(r.budget.turn.reason ?? '')) || sentence.test(r.budget.answer),
+    `the over-budget turn names the budget: ${JSON.stringify(r.budget)}`,
   );
 
   for (const [where, text] of Object.entries(r.exposures)) {

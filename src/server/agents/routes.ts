@@ -32,6 +32,9 @@ import { findRunnerByRef } from '../runners/options.ts';
 import { McpServersSchema, SkillsSchema } from '../environments/schemas.ts';
 import { BACKEND_LACKS_NETWORK_POLICY } from '../account/brokerage.ts';
 import type { EnvironmentService } from '../environments/service.ts';
+import { GatewayAgentFields } from '../gateway/schemas.ts';
+import { gatewayReach, type CredentialDelivery } from '../gateway/reach.ts';
+import { credentialsFor } from '../credentials/providers.ts';
 
 export interface AgentRouteDeps extends RouteDeps {
   readonly registry: ProviderRegistry;
@@ -41,6 +44,8 @@ export interface AgentRouteDeps extends RouteDeps {
   readonly environments: EnvironmentService;
   /** BROKER_ALLOW_UNENFORCED, for the answers' warnings (the launch gate's rule). */
   readonly allowUnenforced?: boolean;
+  /** PUBLIC_URL: whether a hosted provider's sandbox can reach the model gateway. */
+  readonly publicUrl?: string | null;
 }
 
 export const PermissionPolicySchema = z
@@ -76,6 +81,7 @@ export const AgentSchema = z
     runner_id: z.string().nullable().openapi({
       description: "The runner its new conversations go to; null = the account's most recently connected online runner",
     }),
+    ...GatewayAgentFields,
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
@@ -120,6 +126,8 @@ const AgentCreateBody = z
     mcp_servers: McpServersSchema.default({}),
     allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable().default(null),
     runner_id: RunnerField.default(null),
+    credential_delivery: GatewayAgentFields.credential_delivery.default('gateway'),
+    model_limits: GatewayAgentFields.model_limits.default({}),
   })
   .strict()
   .openapi('AgentCreate');
@@ -139,6 +147,7 @@ const AgentPatchBody = z
     mcp_servers: McpServersSchema,
     allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable(),
     runner_id: RunnerField,
+    ...GatewayAgentFields,
   })
   .partial()
   .strict()
@@ -187,6 +196,8 @@ export function agentView(a: Agent, conversationCount: number): AgentView {
     mcp_servers: a.mcpServers,
     allowed_environment_ids: a.allowedEnvironmentIds,
     runner_id: a.runnerId,
+    credential_delivery: a.credentialDelivery,
+    model_limits: a.modelLimits,
     acp: true,
     conversation_count: conversationCount,
     inserted_at: a.insertedAt.toISOString(),
@@ -231,6 +242,12 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     const row = await findRunnerByRef(deps.db, accountId, ref);
     if (!row) throw fieldError('runner_id', `no runner ${JSON.stringify(ref)} on this account`, 'runner_not_found');
     return row.id;
+  };
+  // Refused before saving: an agent whose sandboxes could not reach the gateway would fail every launch.
+  const checkDelivery = (delivery: CredentialDelivery, provider: string | null, runtime: Runtime, model: string) => {
+    if (delivery !== 'gateway' || credentialsFor(runtime, model).length === 0) return;
+    const reach = gatewayReach(provider ?? deps.defaultProvider, deps.publicUrl ?? null, 'listen address');
+    if (!reach.ok) throw fieldError('credential_delivery', reach.message, 'gateway_unreachable');
   };
   const load = async (accountId: string, id: string): Promise<Agent> => {
     const a = isUuid(id) ? await getAgent(db, accountId, id) : undefined;
@@ -327,7 +344,10 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         mcpServers: b.mcp_servers,
         allowedEnvironmentIds: await checkAllowed(accountId, b.allowed_environment_ids),
         runnerId: await checkRunner(accountId, b.runner_id),
+        credentialDelivery: b.credential_delivery,
+        modelLimits: b.model_limits,
       };
+      checkDelivery(b.credential_delivery, fields.sandboxProvider, b.runtime, b.model);
       const r = await createAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
       return c.json({ data: await warned(accountId, r.agent, 0) }, 201);
@@ -386,6 +406,14 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         if (b.runner_id !== undefined) p.runnerId = await checkRunner(accountId, b.runner_id);
         if (b.sandbox_provider !== undefined && b.sandbox_provider !== current.sandboxProvider)
           p.sandboxProvider = checkProvider(b.sandbox_provider);
+        if (b.credential_delivery !== undefined) p.credentialDelivery = b.credential_delivery;
+        if (b.model_limits !== undefined) p.modelLimits = b.model_limits;
+        checkDelivery(
+          p.credentialDelivery ?? current.credentialDelivery,
+          p.sandboxProvider !== undefined ? p.sandboxProvider : current.sandboxProvider,
+          runtime,
+          b.model ?? current.model,
+        );
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');
         if (!r.agent) throw ApiError.notFound('agent');

@@ -193,6 +193,9 @@ const CREDENTIAL_NAME: Readonly<Record<Runtime, string>> = {
 const MODEL_AUTH_REFUSAL =
   /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
 
+/** The words the model gateway refuses a call over a limit with (gateway/limits.ts). */
+const GATEWAY_LIMIT = /Fountain gateway: .*(token budget|requests_per_minute|model allow-list)/;
+
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
 
@@ -202,6 +205,8 @@ export function promptFailureReason(
   e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined },
 ): string {
   if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
+  // A limit of the model gateway (budget, rate, allow-list) is not a credential problem: its sentence says what it is.
+  if (GATEWAY_LIMIT.test(e.message)) return e.message;
   return (
     `${e.message} — the ${runtime} agent's model credential (${CREDENTIAL_NAME[runtime]}) is missing or was refused by the model API: ` +
     'set it again on the Model credentials page (/account/credentials) or with `fountain credentials set`'

@@ -7,6 +7,7 @@ import {
   conversations,
   type Agent,
   type PermissionPolicy,
+  type ModelLimits,
   type Runtime,
 } from '../store/conversation-schema.ts';
 import type { McpServer, Skill } from '../store/environment-schema.ts';
@@ -31,6 +32,10 @@ export interface AgentEnvironmentFields {
   allowedEnvironmentIds: string[] | null;
   /** The runner it is pinned to; null: not pinned. */
   runnerId: string | null;
+  /** Through the model gateway (default) or the key in the agent process's env. */
+  credentialDelivery: 'gateway' | 'direct';
+  /** What the model gateway holds its calls to. */
+  modelLimits: ModelLimits;
 }
 
 export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };

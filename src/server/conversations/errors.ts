@@ -24,7 +24,8 @@ export type EngineErrorCode =
   | 'inference_credential_missing'
   | 'inference_credential_unreadable'
   | 'environment_not_found'
-  | 'environment_not_allowed';
+  | 'environment_not_allowed'
+  | 'gateway_unreachable';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -49,6 +50,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   inference_credential_unreadable: 422,
   environment_not_found: 404,
   environment_not_allowed: 422,
+  gateway_unreachable: 422,
 };
 
 /** Seconds for `Retry-After` (platform-api.md §2). */

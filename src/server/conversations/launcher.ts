@@ -14,6 +14,10 @@ import { newLive, withTimeout, type EngineCore, type EngineParts, type Live } fr
 import { runningSessionsOf } from './recovery.ts';
 import { platformMcpServers } from './sandbox-token.ts';
 import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
+import type { GatewayVia } from '../credentials/service.ts';
+import { agentCredentialDelivery, gatewayReach } from '../gateway/reach.ts';
+import { gatewayBaseUrl, type GatewayApi } from '../gateway/vendors.ts';
+import { credentialsFor } from '../credentials/providers.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
@@ -43,10 +47,29 @@ export class Launcher {
   }
 
   /** The credential, endpoint and model settings a launch of `runtime` hands its agent process. */
-  async delivery(accountId: string, runtime: Conversation['runtime'], model: string): Promise<EngineResult<Delivery>> {
+  async delivery(
+    accountId: string,
+    runtime: Conversation['runtime'],
+    model: string,
+    via?: GatewayVia | null,
+  ): Promise<EngineResult<Delivery>> {
     if (!this.c.d.credentials) return accept(deliveryFor(runtime, model, null));
-    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model);
+    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model, via);
     return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
+  }
+
+  /** Where a sandbox of `provider` reaches the model gateway when the agent's delivery is `gateway`; null for `direct`. */
+  async gatewayServer(
+    agentId: string | null,
+    runtime: Conversation['runtime'],
+    model: string,
+    provider: string,
+  ): Promise<EngineResult<string | null>> {
+    // A runtime without a model credential (demo) has nothing to deliver either way.
+    if (credentialsFor(runtime, model).length === 0) return accept(null);
+    if ((await agentCredentialDelivery(this.c.d.db, agentId)) === 'direct') return accept(null);
+    const reach = gatewayReach(provider, this.c.d.config.publicUrl, this.c.sandboxTokens.baseUrl);
+    return reach.ok ? accept(reach.url) : refuse('gateway_unreachable', reach.message);
   }
 
   /** Forgets a terminated conversation. */
@@ -90,8 +113,18 @@ export class Launcher {
     plan: LaunchPlan | null,
   ): Promise<Launched> {
     const spec = RUNTIME_SPECS[conv.runtime];
-    const delivered = await this.delivery(conv.accountId, conv.runtime, model);
-    if (!delivered.ok) return { ok: false, error: delivered.error.message };
+    const server = await this.gatewayServer(conv.agentId, conv.runtime, model, sandbox.provider);
+    if (!server.ok) return { ok: false, error: server.error.message };
+    // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
+    // Minted before the delivery: under gateway delivery the token is the runtime's model key.
+    const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
+    const serverUrl = server.value;
+    const via = serverUrl ? { baseUrl: (api: GatewayApi) => gatewayBaseUrl(serverUrl, api), token } : null;
+    const delivered = await this.delivery(conv.accountId, conv.runtime, model, via);
+    if (!delivered.ok) {
+      await this.c.sandboxTokens.revoke(conv.id);
+      return { ok: false, error: delivered.error.message };
+    }
     const delivery = delivered.value;
     const configured = new Map(
       plan?.steps.flatMap((st) =>
@@ -106,8 +139,6 @@ export class Launcher {
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
     }
     const live = newLive(conv, sandbox.id, adapter, handle, model);
-    // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
-    const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
     if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));

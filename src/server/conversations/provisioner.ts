@@ -84,6 +84,8 @@ export class Provisioner {
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
     const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
     if (!delivery.ok) return delivery;
+    const gateway = await this.p.launcher.gatewayServer(agent.id, agent.runtime, agent.model, provider);
+    if (!gateway.ok) return gateway;
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
     const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;

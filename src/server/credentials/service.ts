@@ -5,8 +5,8 @@
 import { Private } from '../../sandbox/private.ts';
 import type { Runtime } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { deliveryFor, type Delivery } from './delivery.ts';
-import { credentialsFor, missingCredentialMessage, type CredentialProvider } from './providers.ts';
+import { deliveryFor, type Delivery, type OpenedCredential } from './delivery.ts';
+import { CREDENTIAL_API, credentialsFor, missingCredentialMessage, type CredentialProvider } from './providers.ts';
 import { open, seal } from './sealing.ts';
 import { deleteCredential, listCredentials, upsertCredential, type CredentialRow } from './store.ts';
 import { validateCredential, type Validation } from './validate.ts';
@@ -26,9 +26,15 @@ export type LaunchDelivery =
       readonly message: string;
     };
 
+/** Gateway delivery: where the sandbox reaches the gateway for each model API, and the conversation's sandbox token. */
+export interface GatewayVia {
+  baseUrl(api: 'anthropic' | 'openai' | 'gemini'): string;
+  readonly token: string;
+}
+
 /** What the engine asks for at every launch. */
 export interface LaunchCredentials {
-  forLaunch(accountId: string, runtime: Runtime, model: string): Promise<LaunchDelivery>;
+  forLaunch(accountId: string, runtime: Runtime, model: string, via?: GatewayVia | null): Promise<LaunchDelivery>;
 }
 
 const aad = (accountId: string, provider: CredentialProvider) => `${accountId}:${provider}`;
@@ -74,7 +80,31 @@ export class CredentialService implements LaunchCredentials {
     return deleteCredential(this.db, accountId, provider);
   }
 
-  async forLaunch(accountId: string, runtime: Runtime, model: string): Promise<LaunchDelivery> {
+  /** The first of `providers` the account has, opened for the model gateway; `unreadable` when sealed with another key. */
+  async open(
+    accountId: string,
+    providers: readonly CredentialProvider[],
+  ): Promise<OpenedCredential | 'unreadable' | null> {
+    const rows = await listCredentials(this.db, accountId);
+    for (const provider of providers) {
+      const row = rows.find((r) => r.provider === provider);
+      if (!row) continue;
+      const plain = open(this.key, row.sealed, aad(accountId, provider));
+      return plain === null ? 'unreadable' : { provider, value: new Private(plain), baseUrl: row.baseUrl };
+    }
+    return null;
+  }
+
+  /**
+   * Under gateway delivery (`via`), the runtime is set up for the credential the account has, but with
+   * the gateway's URL as its base and the sandbox token as its key: the real value never leaves the server.
+   */
+  async forLaunch(
+    accountId: string,
+    runtime: Runtime,
+    model: string,
+    via?: GatewayVia | null,
+  ): Promise<LaunchDelivery> {
     const needed = credentialsFor(runtime, model);
     if (needed.length === 0) return { ok: true, delivery: deliveryFor(runtime, model, null), provider: null };
     const rows = await listCredentials(this.db, accountId);
@@ -89,11 +119,14 @@ export class CredentialService implements LaunchCredentials {
           message: `the stored ${provider} cannot be opened with this server's secret key (FOUNTAIN_SECRET_KEY changed?): set it again on the Model credentials page (/account/credentials) or with \`fountain credentials set ${provider}\``,
         };
       }
-      return {
-        ok: true,
-        delivery: deliveryFor(runtime, model, { provider, value: new Private(plain), baseUrl: row.baseUrl }),
-        provider,
-      };
+      const cred: OpenedCredential = via
+        ? {
+            provider,
+            value: new Private(via.token),
+            baseUrl: via.baseUrl(CREDENTIAL_API[provider].api),
+          }
+        : { provider, value: new Private(plain), baseUrl: row.baseUrl };
+      return { ok: true, delivery: deliveryFor(runtime, model, cred), provider };
     }
     return {
       ok: false,

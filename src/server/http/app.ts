@@ -38,6 +38,8 @@ import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
 import { webhookRoutes } from '../webhooks/routes.ts';
 import type { WebhookService } from '../webhooks/service.ts';
+import { usageRoutes } from '../gateway/routes.ts';
+import type { UsageService } from '../gateway/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -56,6 +58,8 @@ export interface AppDeps {
     readonly defaultProvider: KnownProvider;
     readonly environments: EnvironmentService;
     readonly sseHeartbeatMs?: number;
+    /** PUBLIC_URL, for refusing gateway delivery where a sandbox could not reach it. */
+    readonly publicUrl?: string | null;
   };
   /** The web UI (pages and /docs); mounted only together with the engine. */
   readonly web?: { readonly sessionSecret: string; readonly secureCookies?: boolean };
@@ -65,6 +69,8 @@ export interface AppDeps {
   readonly credentials?: CredentialService;
   /** The account's signed webhooks (`/api/webhooks`). */
   readonly webhooks?: WebhookService;
+  /** Model usage and limits through the gateway (`/api/usage`). */
+  readonly usage?: UsageService;
 }
 
 type WebModule = typeof import('../web/app.tsx');
@@ -146,6 +152,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   if (deps.webhooks) app.route('/', webhookRoutes({ ...routeDeps, webhooks: deps.webhooks }));
+  if (deps.usage) app.route('/', usageRoutes({ ...routeDeps, usage: deps.usage }));
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
@@ -157,6 +164,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         defaultProvider: deps.engine.defaultProvider,
         environments: deps.engine.environments,
         allowUnenforced: deps.engine.engine.brokerAllowUnenforced,
+        publicUrl: deps.engine.publicUrl ?? null,
       }),
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
@@ -181,6 +189,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
         disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
         runnersEnabled: deps.runnersEnabled,
+        publicUrl: deps.engine.publicUrl ?? null,
         sessionSecret: deps.web.sessionSecret,
         secureCookies: deps.web.secureCookies ?? false,
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),

@@ -27,6 +27,16 @@ export type Verdict = (typeof VERDICTS)[number];
 /** Key → verdict; keys are tool titles, ACP tool kinds, or `default`. */
 export type PermissionPolicy = Record<string, Verdict>;
 
+/** What the model gateway holds an agent or an account to; an absent field is no limit. */
+export interface ModelLimits {
+  readonly tokens_per_conversation?: number;
+  readonly tokens_per_day?: number;
+  readonly tokens_per_month?: number;
+  readonly requests_per_minute?: number;
+  /** Agents only: the models it may call (`provider/model` or the bare id); absent: any. */
+  readonly models?: string[];
+}
+
 export const agents = pgTable(
   'agents',
   {
@@ -49,6 +59,12 @@ export const agents = pgTable(
     allowedEnvironmentIds: jsonb('allowed_environment_ids').$type<string[] | null>(),
     /** The runner its new sandboxes go to (migration 0066); null: the most recently connected online runner. */
     runnerId: uuid('runner_id'),
+    /** How its runtime gets the model credential (migration 0080): through the model gateway, or in its env. */
+    credentialDelivery: text('credential_delivery', { enum: ['gateway', 'direct'] })
+      .notNull()
+      .default('gateway'),
+    /** Token budgets, requests per minute and the model allow-list the gateway holds it to. */
+    modelLimits: jsonb('model_limits').$type<ModelLimits>().notNull().default(sql`'{}'::jsonb`),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },

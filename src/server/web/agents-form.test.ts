@@ -17,7 +17,25 @@ describe('agent form validation', () => {
       system: '',
       sandboxProvider: null,
       permissionPolicy: { default: 'ask', execute: 'auto_deny' },
+      credentialDelivery: 'gateway',
     });
+  });
+
+  it('refuses gateway delivery for a hosted sandbox without PUBLIC_URL, and takes direct', () => {
+    const claude = { ...base, runtime: 'claude', model: 'anthropic/claude-sonnet-4-5', sandbox_provider: 'e2b' };
+    const refused = parseAgentForm(claude, ['runner', 'e2b'], { defaultProvider: 'runner', publicUrl: null });
+    assert.ok(!refused.ok);
+    assert.match(refused.errors.credential_delivery!, /needs PUBLIC_URL/);
+    const direct = parseAgentForm({ ...claude, credential_delivery: 'direct' }, ['runner', 'e2b'], {
+      defaultProvider: 'runner',
+      publicUrl: null,
+    });
+    assert.ok(direct.ok && direct.fields.credentialDelivery === 'direct');
+    const reachable = parseAgentForm(claude, ['runner', 'e2b'], {
+      defaultProvider: 'runner',
+      publicUrl: 'https://fountain.example',
+    });
+    assert.ok(reachable.ok && reachable.fields.credentialDelivery === 'gateway');
   });
 
   it('says what is wrong next to each field', () => {

@@ -31,6 +31,8 @@ export interface WebDeps {
   readonly watchRunners: (accountId: string, onChange: () => void) => () => void;
   /** Closes a deleted runner's socket, if this node holds it. */
   readonly disconnectRunner?: (runnerId: string) => void;
+  /** PUBLIC_URL: whether a hosted provider's sandbox can reach the model gateway (the agent form's check). */
+  readonly publicUrl?: string | null;
   /** SANDBOX_RUNNERS_ENABLED */
   readonly runnersEnabled: boolean;
   readonly sessionSecret: string;

@@ -13,6 +13,7 @@ import type { Result } from '../../../sandbox/result.ts';
 import { err, ok } from '../../../sandbox/result.ts';
 import type { WireError } from '../../backend.ts';
 import type { CommandRequest, Confinement, LaunchSpec } from '../process/confinement.ts';
+import { userNamespaceFilter } from './userns-filter.ts';
 import { childEnv } from '../process/env.ts';
 import { SPRITE_HOME } from '../process/paths.ts';
 import type { BeneathTarget } from '../process/write-beneath.ts';
@@ -33,7 +34,9 @@ const SANDBOX_USER = 'sprite';
 
 /** Joins the cgroups named before `--`, then execs the rest: the command never runs outside them. */
 const JOIN_CGROUPS =
-  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+  'f="$1"; shift; while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@" 3<"$f"';
+/** The user-namespace filter, handed to bwrap as fd 3 (null on an architecture it does not know). */
+const USERNS_FILTER = userNamespaceFilter();
 /**
  * The last step inside the sandbox, as the sandbox's uid: enter the working directory (bwrap, no
  * longer able to override permissions, cannot), then exec; a missing command gives 127 as on the process backend.
@@ -173,6 +176,8 @@ export class NamespaceConfinement implements Confinement {
       '--hostname',
       'sprite',
       '--die-with-parent',
+      // No nested user namespace: kernel attack surface container runtimes close by default too.
+      ...(USERNS_FILTER ? ['--seccomp', '3'] : []),
       // Only what setpriv needs to leave root; it drops these too before the command runs.
       '--cap-drop',
       'ALL',
@@ -202,6 +207,7 @@ export class NamespaceConfinement implements Confinement {
         '-c',
         JOIN_CGROUPS,
         'fountain-cgroup',
+        USERNS_FILTER ? this.#filterFile(name) : '/dev/null',
         ...cgroups,
         '--',
         o.tools.nsenter,
@@ -305,6 +311,7 @@ export class NamespaceConfinement implements Confinement {
       });
       await this.#writeState(name, state);
       await this.#writeAccounts(name, this.#o.uidBase + state.slot);
+      if (USERNS_FILTER) await writeFile(this.#filterFile(name), USERNS_FILTER, { mode: 0o644 });
     } catch (e) {
       return err(`sandbox state: ${message(e)}`);
     }
@@ -394,6 +401,9 @@ export class NamespaceConfinement implements Confinement {
   }
   #tmpDir(name: string): string {
     return join(this.#stateDir(name), 'tmp');
+  }
+  #filterFile(name: string): string {
+    return join(this.#stateDir(name), 'userns.bpf');
   }
   #resolvConf(name: string): string {
     return join(this.#stateDir(name), 'resolv.conf');

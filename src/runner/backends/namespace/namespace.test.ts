@@ -381,6 +381,24 @@ describe('namespace backend', { skip: problem ?? false }, () => {
     assert.deepEqual(node, { output: `${process.version}\n`, code: 0 });
   });
 
+  it('cannot create a user namespace from inside: unshare -Ur and a raw clone(CLONE_NEWUSER) are refused; threads and forks still work', async () => {
+    await create('userns');
+    const r = await sh(
+      'userns',
+      [
+        'unshare -Ur id -u 2>&1 && echo unshare-worked || echo unshare-refused',
+        // The clone path too, without unshare(1): Python's os.unshare is the unshare syscall, so go through fork + unshare in perl.
+        `perl -e 'require "syscall.ph"; my $r = syscall(272, 0x10000000); print $r == 0 ? "syscall-worked\n" : "syscall-refused $!\n"' 2>&1 || true`,
+        `node -e 'const { Worker } = require("node:worker_threads"); new Worker("process.exit(0)", { eval: true }).on("exit", () => console.log("threads-ok"))'`,
+        'echo $(echo forked) | cat',
+      ].join('; '),
+    );
+    assert.match(r.output, /unshare-refused/, r.output);
+    assert.doesNotMatch(r.output, /unshare-worked|syscall-worked/, r.output);
+    assert.match(r.output, /threads-ok/, r.output);
+    assert.match(r.output, /^forked$/m, r.output);
+  });
+
   it('commands run as an unprivileged uid: root-only host files stay unreadable, the sandbox stays theirs (issue 22 #2)', async () => {
     await create('uid');
     value(

@@ -2,6 +2,8 @@
  * The agent form: its fields (runtime, model, system prompt, permission policy, runner, environment, and a
  * sandbox-provider select only when two or more providers are enabled), and the parse of what it posts.
  */
+import { CREDENTIAL_DELIVERIES, gatewayReach, type CredentialDelivery } from '../../gateway/reach.ts';
+import { credentialsFor } from '../../credentials/providers.ts';
 import type { Child } from 'hono/jsx';
 import { z } from 'zod';
 import { RUNTIMES, VERDICTS, type AgentFields, type AgentWarning } from '../../agents/service.ts';
@@ -42,7 +44,10 @@ const VERDICT_WORDS: Readonly<Record<string, string>> = {
 };
 
 export type Errors = Partial<
-  Record<'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'permission_policy' | 'form', string>
+  Record<
+    'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'credential_delivery' | 'permission_policy' | 'form',
+    string
+  >
 >;
 
 export interface FormValues {
@@ -51,6 +56,7 @@ export interface FormValues {
   model: string;
   system: string;
   sandbox_provider: string;
+  credential_delivery: string;
   policy: Record<string, string>;
 }
 
@@ -60,6 +66,7 @@ export const fromAgent = (a: Agent | undefined): FormValues => ({
   model: a?.model ?? modelExample('demo'),
   system: a?.system ?? '',
   sandbox_provider: a?.sandboxProvider ?? '',
+  credential_delivery: a?.credentialDelivery ?? 'gateway',
   // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
   policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
 });
@@ -70,8 +77,12 @@ const verdict = z.enum(VERDICTS);
 export function parseAgentForm(
   body: Record<string, unknown>,
   enabled: readonly string[],
+  gateway: { readonly defaultProvider: string; readonly publicUrl: string | null } = {
+    defaultProvider: 'runner',
+    publicUrl: null,
+  },
 ):
-  | { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> }
+  | { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> & { credentialDelivery: CredentialDelivery } }
   | { ok: false; errors: Errors; values: FormValues } {
   const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   const values: FormValues = {
@@ -80,6 +91,7 @@ export function parseAgentForm(
     model: str('model').trim(),
     system: str('system'),
     sandbox_provider: str('sandbox_provider'),
+    credential_delivery: str('credential_delivery') || 'gateway',
     policy: Object.fromEntries(
       ['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== ''),
     ),
@@ -100,6 +112,12 @@ export function parseAgentForm(
   if (values.sandbox_provider !== '' && !enabled.includes(values.sandbox_provider)) {
     errors.sandbox_provider = `${values.sandbox_provider} is not configured on this server.`;
   }
+  const delivery = z.enum(CREDENTIAL_DELIVERIES).safeParse(values.credential_delivery);
+  if (!delivery.success) errors.credential_delivery = 'Pick gateway or direct.';
+  else if (delivery.data === 'gateway' && runtime.success && credentialsFor(runtime.data, values.model).length > 0) {
+    const reach = gatewayReach(values.sandbox_provider || gateway.defaultProvider, gateway.publicUrl, 'listen address');
+    if (!reach.ok) errors.credential_delivery = reach.message;
+  }
   const policy: PermissionPolicy = {};
   for (const [k, v] of Object.entries(values.policy)) {
     const p = verdict.safeParse(v);
@@ -107,7 +125,7 @@ export function parseAgentForm(
       errors.permission_policy = `Each rule is one of: ${VERDICTS.map((x) => VERDICT_WORDS[x] ?? x).join(', ')}.`;
     else policy[k] = p.data as Verdict;
   }
-  if (Object.keys(errors).length > 0 || !runtime.success) return { ok: false, errors, values };
+  if (Object.keys(errors).length > 0 || !runtime.success || !delivery.success) return { ok: false, errors, values };
   return {
     ok: true,
     fields: {
@@ -117,6 +135,7 @@ export function parseAgentForm(
       system: values.system,
       sandboxProvider: values.sandbox_provider || null,
       permissionPolicy: policy,
+      credentialDelivery: delivery.data,
     },
   };
 }
@@ -302,6 +321,25 @@ export function AgentForm(p: {
           error={e.form === RUNNER_GONE ? e.form : undefined}
         />
       ) : null}
+      <Field
+        id="credential_delivery"
+        label="Model credential"
+        error={e.credential_delivery}
+        hint="Through the gateway, the agent reaches its model through this server with a per-conversation token: the key never enters the sandbox, and every call is metered and held to the agent's limits. Direct puts the key in the agent process's environment, where any command it runs can read it."
+      >
+        <select
+          id="credential_delivery"
+          name="credential_delivery"
+          {...described('credential_delivery', true, e.credential_delivery)}
+        >
+          <option value="gateway" selected={v.credential_delivery !== 'direct'}>
+            Through the model gateway (recommended)
+          </option>
+          <option value="direct" selected={v.credential_delivery === 'direct'}>
+            Direct: the key in the sandbox
+          </option>
+        </select>
+      </Field>
       <EnvironmentChoice
         environments={p.choices.environments}
         selected={p.choices.environmentId}

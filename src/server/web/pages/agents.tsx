@@ -163,7 +163,10 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
   app.post('/agents', async (c) => {
     const user = c.get('user');
     const body = await c.req.parseBody();
-    const parsed = parseAgentForm(body, enabled());
+    const parsed = parseAgentForm(body, enabled(), {
+      defaultProvider: deps.defaultProvider,
+      publicUrl: deps.publicUrl ?? null,
+    });
     const environments = await deps.environments.list(user.account.id);
     const env = chosenEnvironment(body, environments);
     const runners = await runnersOf(user.account.id);
@@ -285,7 +288,10 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     // A provider the agent already pins stays valid even if it was turned off since ("validated only when changed").
     const allowed = agent.sandboxProvider ? [...new Set([...enabled(), agent.sandboxProvider])] : enabled();
     const body = await c.req.parseBody();
-    const parsed = parseAgentForm(body, allowed);
+    const parsed = parseAgentForm(body, allowed, {
+      defaultProvider: deps.defaultProvider,
+      publicUrl: deps.publicUrl ?? null,
+    });
     const environments = await deps.environments.list(user.account.id);
     const env = chosenEnvironment(body, environments);
     const runners = await runnersOf(user.account.id);
