@@ -25,6 +25,7 @@ export interface ConnectOptions {
   readonly logger: Logger;
   readonly timings: ConnectionTimings;
   readonly signal: AbortSignal;
+  readonly onConnected?: () => void;
 }
 
 const MAX_REFUSAL_BODY = 64 * 1024;
@@ -109,6 +110,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
     ws.on('open', () => {
       opened = true;
       log.info({ url: `${opts.url.origin}${opts.url.pathname}` }, 'runner: connected');
+      opts.onConnected?.();
       const server = new ProtocolServer(opts.backend, new WsTransport(ws, t.writeTimeoutMs), log);
       ws.on('message', (data, isBinary) => {
         if (isBinary) {

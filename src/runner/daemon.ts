@@ -36,6 +36,8 @@ export interface DaemonOptions {
   readonly version: string;
   readonly hostname?: string;
   readonly timings?: Partial<DaemonTimings>;
+  /** Called each time the server accepts the socket. */
+  readonly onConnected?: () => void;
 }
 
 export type DaemonExit = { readonly kind: 'stopped' } | { readonly kind: 'gave_up'; readonly message: string };
@@ -86,6 +88,7 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
         logger: log,
         timings,
         signal: abort.signal,
+        ...(opts.onConnected ? { onConnected: opts.onConnected } : {}),
       });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
