@@ -9,10 +9,13 @@ import { ROOT, distIsFresh } from './dist-stamp.mjs';
 export const RUNNER_ENTRY = join(ROOT, 'src', 'cli', 'runner-entry.ts');
 export const RUNNER_ARTIFACT = join(ROOT, 'dist', 'runner-artifact', 'fountain-runner.mjs');
 
-const packageVersion = () => JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
+const readPackageVersion = () => JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
 
-/** The artifact's bytes, built from the sources (esbuild's output is the same for the same sources). */
-export async function buildRunnerBundle() {
+/**
+ * The artifact's bytes, built from the sources (esbuild's output is the same for the same sources).
+ * `packageVersion` stands in for package.json's (tests build an "older" runner with it).
+ */
+export async function buildRunnerBundle(packageVersion = readPackageVersion()) {
   const { build } = await import('esbuild');
   const out = await build({
     entryPoints: [RUNNER_ENTRY],
@@ -26,7 +29,7 @@ export async function buildRunnerBundle() {
     legalComments: 'none',
     // ws's optional native helpers: absent, ws uses its JavaScript paths.
     external: ['bufferutil', 'utf-8-validate'],
-    define: { FOUNTAIN_BUNDLED_VERSION: JSON.stringify(packageVersion()) },
+    define: { FOUNTAIN_BUNDLED_VERSION: JSON.stringify(packageVersion) },
     banner: {
       js: "#!/usr/bin/env node\nimport { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);",
     },
@@ -36,9 +39,9 @@ export async function buildRunnerBundle() {
 }
 
 /** What the manifest says about these bytes; the version matches what the artifact computes for itself. */
-export function describeRunnerArtifact(bytes) {
+export function describeRunnerArtifact(bytes, packageVersion = readPackageVersion()) {
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  return { version: `${packageVersion()}+${sha256.slice(0, 12)}`, sha256, size: bytes.length };
+  return { version: `${packageVersion}+${sha256.slice(0, 12)}`, sha256, size: bytes.length };
 }
 
 /** The built artifact when dist/ is a build of the sources present (or there are no sources, as in an image), else a fresh build. */

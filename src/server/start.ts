@@ -240,6 +240,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       runnersEnabled: config.runnersEnabled,
+      publicUrl: config.publicUrl,
       credentials,
       ...(opts.version ? { version: opts.version } : {}),
       engine: {

@@ -36,6 +36,8 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
+import { runnerInstallRoutes } from '../runners/install-routes.ts';
+import { type RunnerArtifacts, runnerArtifacts } from '../runners/artifact.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -47,6 +49,10 @@ export interface AppDeps {
   readonly runnersEnabled: boolean;
   /** Shown in the OpenAPI document. */
   readonly version?: string;
+  /** PUBLIC_URL without a trailing slash: written into the runner install script and "Add runner"'s command. */
+  readonly publicUrl?: string | null;
+  /** The runner this server hands out; default: built from this code on first use. */
+  readonly runnerArtifacts?: RunnerArtifacts;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
   readonly engine?: {
     readonly engine: ConversationEngine;
@@ -142,7 +148,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
   app.route('/', runnerRoutes(routeDeps));
-  app.route('/', runnerRegisterRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes({ ...routeDeps, publicUrl: deps.publicUrl ?? null }));
+  const artifacts = deps.runnerArtifacts ?? runnerArtifacts();
+  app.route('/', runnerInstallRoutes({ artifacts, publicUrl: deps.publicUrl ?? null }));
   if (deps.engine) {
     app.route(
       '/',
@@ -176,6 +184,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
         disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
         runnersEnabled: deps.runnersEnabled,
+        publicUrl: deps.publicUrl ?? null,
+        runnerVersion: async () => (await artifacts.get()).version,
         sessionSecret: deps.web.sessionSecret,
         secureCookies: deps.web.secureCookies ?? false,
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),
