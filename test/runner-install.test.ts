@@ -24,6 +24,7 @@ import { type Server, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { allEvents, answerText, until } from '../src/server/conversations/testing.ts';
 import type { EventRow } from '../src/server/store/conversation-schema.ts';
@@ -193,6 +194,33 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     const script = await (await fetch(`${srv.url}/runner/install.sh`)).text();
     assert.match(script, /^#!\/bin\/sh\n/);
     assert.ok(script.includes(`FOUNTAIN_URL='${srv.url}'`), 'the script names the server it came from');
+  });
+
+  it('`fountain runners add` prints the line, and says a loopback address reaches this machine only', () => {
+    const r = spawnSync(
+      process.execPath,
+      [fileURLToPath(new URL('../bin/fountain.js', import.meta.url)), 'runners', 'add'],
+      {
+        env: {
+          ...process.env,
+          FOUNTAIN_HOME: join(tmp, 'cli'),
+          FOUNTAIN_API_KEY: key,
+          FOUNTAIN_BASE_URL: srv.url,
+          FOUNTAIN_PROFILE: '',
+        },
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    const line = new RegExp(
+      `^  curl -fsSL ${srv.url.replace(/[.]/g, '\\.')}/runner/install\\.sh \\| sh -s -- --token ftr_[0-9a-f]{48}$`,
+      'm',
+    );
+    assert.match(r.stdout, line);
+    assert.match(
+      r.stdout,
+      new RegExp(`${srv.url.replace(/[.]/g, '\\.')} is a loopback address, so other machines cannot reach it`),
+    );
   });
 
   it('each bad input gets one plain sentence, a non-zero exit, and nothing installed', async () => {
