@@ -40,7 +40,11 @@ export function humanLine(l: Line): string | null {
     case 'runner: connected':
       return say(`connected to ${String(l.url).replace(/\/api\/runners\/ws$/, '')}`);
     case 'runner: disconnected; reconnecting':
-      return say(`disconnected (${String(l.reason)}); reconnecting in ${seconds(l.delayMs)}`);
+      return say(
+        l.reason === 'could not connect'
+          ? `could not connect; trying again in ${seconds(l.delayMs)}`
+          : `disconnected (${String(l.reason)}); reconnecting in ${seconds(l.delayMs)}`,
+      );
     case 'runner: sessions':
       return say(
         l.count === 0 ? 'no sessions running' : `${String(l.count)} session${l.count === 1 ? '' : 's'} running`,

@@ -41,7 +41,8 @@ export interface Upkeep {
 export function startUpkeep(o: UpkeepOptions): Upkeep {
   const own = ownVersionDir();
   const ownVersion = own ? basename(own) : null;
-  let lastCount = -1;
+  // A start with no sessions says nothing; each change after it does.
+  let lastCount = 0;
   let checking = false;
   let restarting = false;
 
