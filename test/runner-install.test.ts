@@ -90,6 +90,19 @@ function sh(m: Machine, script: string, extraEnv: Record<string, string> = {}): 
   return { child, out: () => out, exited };
 }
 
+/** A node child run to its end, without blocking this process's event loop. */
+function runNode(
+  args: string[],
+  opts: { env: NodeJS.ProcessEnv },
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, args, { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((r) => child.once('close', (status) => r({ status, stdout, stderr })));
+}
+
 const stopGroup = async (r: Run | null) => {
   if (!r || r.child.exitCode !== null || r.child.signalCode !== null) return;
   try {
@@ -200,21 +213,17 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     assert.ok(script.includes(`FOUNTAIN_URL='${srv.url}'`), 'the script names the server it came from');
   });
 
-  it('`fountain runners add` prints the line, and says a loopback address reaches this machine only', () => {
-    const r = spawnSync(
-      process.execPath,
-      [fileURLToPath(new URL('../bin/fountain.js', import.meta.url)), 'runners', 'add'],
-      {
-        env: {
-          ...process.env,
-          FOUNTAIN_HOME: join(tmp, 'cli'),
-          FOUNTAIN_API_KEY: key,
-          FOUNTAIN_BASE_URL: srv.url,
-          FOUNTAIN_PROFILE: '',
-        },
-        encoding: 'utf8',
+  it('`fountain runners add` prints the line, and says a loopback address reaches this machine only', async () => {
+    // Not spawnSync: the server runs in this process and must answer while the CLI waits.
+    const r = await runNode([fileURLToPath(new URL('../bin/fountain.js', import.meta.url)), 'runners', 'add'], {
+      env: {
+        ...process.env,
+        FOUNTAIN_HOME: join(tmp, 'cli'),
+        FOUNTAIN_API_KEY: key,
+        FOUNTAIN_BASE_URL: srv.url,
+        FOUNTAIN_PROFILE: '',
       },
-    );
+    });
     assert.equal(r.status, 0, r.stderr);
     const line = new RegExp(
       `^  curl -fsSL ${srv.url.replace(/[.]/g, '\\.')}/runner/install\\.sh \\| sh -s -- --token ftr_[0-9a-f]{48}$`,
@@ -281,6 +290,17 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
       m: noNode,
       line: installLine(`--token ${await token()}`),
       expect: /Node\.js is not installed \(no node on PATH\): install Node\.js 20 LTS or newer/,
+    });
+
+    // The second machine's PATH has none of what the namespace backend needs.
+    cases.push({
+      what: 'a backend whose packages are missing',
+      m: machine(tmp, 'no-bwrap'),
+      line: installLine(`--token ${await token()} --backend namespace`),
+      expect:
+        process.getuid?.() === 0
+          ? /the namespace backend needs packages this machine lacks: bubblewrap util-linux iproute2 nftables \(Debian\/Ubuntu: apt-get install bubblewrap util-linux iproute2 nftables\)\./
+          : /the namespace backend runs as root/,
     });
 
     for (const c of cases) {
