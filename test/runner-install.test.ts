@@ -432,4 +432,18 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     assert.equal(await same.exited, 0, same.out());
     assert.match(same.out(), /is the server's version; nothing to do/);
   });
+
+  it('with --auto-update the daemon installs the server’s version by itself when it connects', async () => {
+    await stopGroup(foreground);
+    await until(async () => !(await runnerNamed('far'))?.online, 'the foreground runner to stop', 60_000);
+    installOlder(far);
+    foreground = sh(far, `${far.launcher} --name far --auto-update`);
+    await until(
+      async () => (await runnerNamed('far'))?.version === served.version && (await runnerNamed('far')).online,
+      'the auto-updating runner to move to the server’s version',
+      120_000,
+    );
+    assert.equal(readlinkSync(join(far.home, '.fountain', 'runner', 'current')), served.version);
+    assert.match(foreground.out(), /auto-update installed the server/);
+  });
 });
