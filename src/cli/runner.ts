@@ -10,6 +10,7 @@ import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
+import { statusFileWriter } from '../runner/status-file.ts';
 import type { Backend } from '../runner/backend.ts';
 import { CredentialsError, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { addVmOptions, openVmFromFlags } from './runner-vm.ts';
@@ -29,6 +30,7 @@ const flagsSchema = z.object({
   }),
   nsSubnet: z.string().optional(),
   npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
+  statusFile: z.string().min(1, '--status-file needs a path').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   logFormat: z.enum(LOG_FORMATS, { message: `--log-format must be one of ${LOG_FORMATS.join(', ')}` }),
   enrollOnly: z.boolean().optional(),
@@ -131,6 +133,10 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
       '--npm-cache <dir>',
       'process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)',
     )
+    .option(
+      '--status-file <path>',
+      'keep the connection state in this JSON file (connected or not, last heartbeat), for health checks',
+    )
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option(
       '--log-format <format>',
@@ -229,6 +235,7 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
       logger,
       version: runnerVersion(),
       onConnected: upkeep.connected,
+      ...(flags.statusFile ? { onLink: statusFileWriter(resolve(flags.statusFile), logger) } : {}),
       timings: {
         ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
         ...(flags.reconnectCapMs === undefined ? {} : { capMs: flags.reconnectCapMs }),

@@ -38,6 +38,8 @@ import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
 import { runnerInstallRoutes } from '../runners/install-routes.ts';
 import { type RunnerArtifacts, runnerArtifacts } from '../runners/artifact.ts';
+import { webhookRoutes } from '../webhooks/routes.ts';
+import type { WebhookService } from '../webhooks/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -67,6 +69,8 @@ export interface AppDeps {
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
   /** The account's model credentials (`/api/account/inference-credentials`). */
   readonly credentials?: CredentialService;
+  /** The account's signed webhooks (`/api/webhooks`). */
+  readonly webhooks?: WebhookService;
 }
 
 type WebModule = typeof import('../web/app.tsx');
@@ -147,6 +151,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
+  if (deps.webhooks) app.route('/', webhookRoutes({ ...routeDeps, webhooks: deps.webhooks }));
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes({ ...routeDeps, publicUrl: deps.publicUrl ?? null }));
   const artifacts = deps.runnerArtifacts ?? runnerArtifacts();
@@ -191,6 +196,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),
         logger: deps.logger,
         ...(deps.credentials ? { credentials: deps.credentials } : {}),
+        ...(deps.webhooks ? { webhooks: deps.webhooks } : {}),
       };
       let pages: Promise<ReturnType<WebModule['createWebApp']>> | null = null;
       // Where the pages were mounted before: after every API route, so none of them is shadowed;
