@@ -17,7 +17,7 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY tsconfig.json ./
 COPY scripts/build.mjs ./scripts/
-COPY bin/dist-stamp.mjs ./bin/
+COPY bin/dist-stamp.mjs bin/runner-bundle.mjs ./bin/
 COPY src ./src
 RUN node scripts/build.mjs
 

@@ -9,7 +9,7 @@ export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const DIST = join(ROOT, 'dist');
 
 /** Files whose change makes dist/ stale besides src/: the compiler's settings and the build itself. */
-const EXTRA_INPUTS = ['tsconfig.json', 'scripts/build.mjs', 'bin/dist-stamp.mjs'];
+const EXTRA_INPUTS = ['tsconfig.json', 'scripts/build.mjs', 'bin/dist-stamp.mjs', 'bin/runner-bundle.mjs'];
 const TEST = /\.test\.tsx?$/;
 
 /**

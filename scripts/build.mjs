@@ -6,6 +6,7 @@ import { copyFileSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync
 import { dirname, join, relative } from 'node:path';
 import { build } from 'esbuild';
 import { ROOT, DIST, sourceStamp } from '../bin/dist-stamp.mjs';
+import { buildRunnerBundle } from '../bin/runner-bundle.mjs';
 
 const SRC = join(ROOT, 'src');
 const TS = /\.tsx?$/;
@@ -61,6 +62,9 @@ try {
     mkdirSync(dirname(to), { recursive: true });
     copyFileSync(a, to);
   }
+  // The runner the server hands out (GET /runner/artifact), built once here rather than at a first request.
+  mkdirSync(join(out, 'runner-artifact'), { recursive: true });
+  writeFileSync(join(out, 'runner-artifact', 'fountain-runner.mjs'), await buildRunnerBundle(), { mode: 0o755 });
   writeFileSync(join(out, '.stamp.json'), `${JSON.stringify(stamp)}\n`);
   rmSync(DIST, { recursive: true, force: true });
   renameSync(out, DIST);

@@ -133,7 +133,8 @@ describe('fountain CLI', () => {
     r.write('\x03');
     const code = await r.exited;
     assert.equal(code, 130, r.out());
-    assert.ok(r.out().includes(`come back with: fountain chat demo --conversation ${id}`), r.out());
+    // The command as it works where the user is: this test runs inside the checkout (src/cli/invocation.ts).
+    assert.ok(r.out().includes(`come back with: npx fountain chat demo --conversation ${id}`), r.out());
   });
 
   it('a re-attach shows a banner and the output it missed; --continue picks the latest conversation', {

@@ -157,9 +157,10 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
   it('a key from registration dials as its own runner only; another name is refused 403 runner_key_mismatch', {
     timeout: 60_000,
   }, async () => {
-    const added = await (await web('/account/runners/add', { method: 'POST' })).text();
-    const token = /--token (ftr_[0-9a-f]{48})/.exec(added)?.[1];
-    assert.ok(token, 'the page shows a registration token');
+    // "Add runner" mints through the same call (test/web/runner-onboarding.test.ts drives the page).
+    const minted = await call(server.url, key, 'POST', '/api/runners/registrations');
+    const token = /--token (ftr_[0-9a-f]{48})$/.exec(minted.body.data.command)?.[1];
+    assert.ok(token, 'the install line carries a registration token');
     const registered = await call(server.url, null, 'POST', '/api/runners/register', { token, name: 'owned' });
     assert.equal(registered.status, 201);
     const runnerKey = registered.body.data.api_key as string;

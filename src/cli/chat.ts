@@ -12,6 +12,7 @@ import { EventRenderer } from './render.ts';
 import { conversationSchema, data, logEventSchema, requestStartedSchema, turnSchema } from './schemas.ts';
 import type { Conversation, LogEvent } from './schemas.ts';
 import { CliError, LineReader, action, apiFor } from './session.ts';
+import { fountainCommand } from './invocation.ts';
 
 const TERMINAL_TURN_STATES = new Set(['done', 'failed', 'interrupted']);
 
@@ -93,7 +94,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   }
   if (existing && ENDED.has(existing.status)) {
     throw new CliError(
-      `conversation ${existing.id} has ended (${existing.status}); \`fountain chat ${agentRef}\` starts a new one`,
+      `conversation ${existing.id} has ended (${existing.status}); \`${fountainCommand()} chat ${agentRef}\` starts a new one`,
     );
   }
   let conversationId: string;
@@ -158,7 +159,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   const onInterrupt = () => {
     renderer.newline();
     process.stdout.write(
-      `· left the conversation; come back with: fountain chat ${agentRef} --conversation ${conversationId}\n`,
+      `· left the conversation; come back with: ${fountainCommand()} chat ${agentRef} --conversation ${conversationId}\n`,
     );
     process.exit(130);
   };

@@ -2,7 +2,6 @@
  * `fountain runner`: serve sandboxes on this machine to Fountain over one outbound WebSocket.
  * Wires credentials, flags, the logger and a backend into the daemon and owns the process's signals.
  */
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
@@ -15,9 +14,10 @@ import { statusFileWriter } from '../runner/status-file.ts';
 import type { Backend } from '../runner/backend.ts';
 import { CredentialsError, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { addVmOptions, openVmFromFlags } from './runner-vm.ts';
-import { LOG_LEVELS, createLogger } from './log.ts';
-
-const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+import { LOG_LEVELS } from './log.ts';
+import { LOG_FORMATS, createRunnerLogger, resolveLogFormat } from './runner-log.ts';
+import { RESTART_EXIT_CODE, startUpkeep } from './runner-upkeep.ts';
+import { runnerVersion } from './runner-version.ts';
 
 const flagsSchema = z.object({
   name: z
@@ -32,6 +32,15 @@ const flagsSchema = z.object({
   npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
   statusFile: z.string().min(1, '--status-file needs a path').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
+  logFormat: z.enum(LOG_FORMATS, { message: `--log-format must be one of ${LOG_FORMATS.join(', ')}` }),
+  enrollOnly: z.boolean().optional(),
+  autoUpdate: z.boolean().optional(),
+  updateCheckMs: z.coerce.number({ message: '--update-check-ms must be a number' }).int().min(50).max(3_600_000),
+  autoUpdateMinutes: z.coerce
+    .number({ message: '--auto-update-minutes must be a number' })
+    .int()
+    .min(1)
+    .max(7 * 24 * 60),
   journalCapMib: z.coerce
     .number({ message: '--journal-cap-mib must be a number' })
     .int()
@@ -76,6 +85,12 @@ async function exchangeToken(baseUrl: string, token: string, name: string): Prom
     usage(`cannot reach ${baseUrl}: ${(e as Error).message}`);
   }
   const body: unknown = await res.json().catch(() => null);
+  const kept = readCredentials()[runnerProfile(name)];
+  if (res.status === 401 && kept?.api_key && kept.base_url?.replace(/\/+$/, '') === baseUrl) {
+    // Running the same install command again (an upgrade) finds the token spent and the runner enrolled.
+    process.stderr.write(`fountain runner: already enrolled as ${name}; keeping its key\n`);
+    return kept.api_key;
+  }
   if (res.status !== 201) {
     const why = refusal.safeParse(body);
     usage(`registration refused: ${why.success ? why.data.message : `the server answered ${res.status}`}`);
@@ -94,9 +109,15 @@ function usage(message: string): never {
   process.exit(2);
 }
 
-export function register(program: Command): void {
+export interface RegisterOptions {
+  /** The command's name: `runner` under `fountain`, `run` (the default) under `fountain-runner`. */
+  readonly command?: string;
+  readonly isDefault?: boolean;
+}
+
+export function register(program: Command, ro: RegisterOptions = {}): void {
   const runner = program
-    .command('runner')
+    .command(ro.command ?? 'runner', { isDefault: ro.isDefault ?? false })
     .description(
       'Run sandboxes on this machine for Fountain; stays in the foreground, Ctrl-C stops it and its sessions',
     )
@@ -117,6 +138,19 @@ export function register(program: Command): void {
       'keep the connection state in this JSON file (connected or not, last heartbeat), for health checks',
     )
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
+    .option(
+      '--log-format <format>',
+      'auto (short lines on a terminal, JSON otherwise), human or json; FOUNTAIN_LOG_FORMAT=json also picks JSON',
+      'auto',
+    )
+    .option(
+      '--enroll-only',
+      "trade --token for this runner's key, print the runner's name and exit (the installer uses it)",
+    )
+    .option(
+      '--auto-update',
+      "installed runners: install the server's runner version when it changes (checked at each connection and hourly) and restart into it once no session runs",
+    )
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
     .option(
       '--token <token>',
@@ -125,7 +159,13 @@ export function register(program: Command): void {
     .option('--url <url>', "the Fountain server (with --token; default: the profile's base_url)")
     // Tests shorten the reconnect backoff (1 s doubling to 30 s) so a cut connection returns quickly.
     .addOption(new Option('--reconnect-base-ms <ms>', 'first reconnect delay').hideHelp())
-    .addOption(new Option('--reconnect-cap-ms <ms>', 'longest reconnect delay').hideHelp());
+    .addOption(new Option('--reconnect-cap-ms <ms>', 'longest reconnect delay').hideHelp())
+    .addOption(
+      new Option('--update-check-ms <ms>', 'how often an installed update is looked for').default('2000').hideHelp(),
+    )
+    .addOption(
+      new Option('--auto-update-minutes <n>', 'how often --auto-update asks the server').default('60').hideHelp(),
+    );
   addVmOptions(runner).action(async (_opts: unknown, cmd: Command) => {
     const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
     if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
@@ -145,6 +185,11 @@ export function register(program: Command): void {
       const baseUrl = (flags.url ?? creds.baseUrl).replace(/\/+$/, '');
       creds = { ...creds, baseUrl, apiKey: await exchangeToken(baseUrl, flags.token, name) };
     }
+    if (flags.enrollOnly) {
+      if (!flags.token) usage('--enroll-only needs --token');
+      process.stdout.write(`${name}\n`);
+      process.exit(0);
+    }
     if (!creds.apiKey) {
       usage(
         `no API key for profile "${creds.profile}": add the runner on the Runners page (it gives a one-line command), run \`fountain auth login\`, or set FOUNTAIN_API_KEY`,
@@ -152,7 +197,7 @@ export function register(program: Command): void {
     }
 
     const root = flags.root ? resolve(flags.root) : defaultRoot(name);
-    const logger = createLogger(flags.logLevel, 'fountain-runner');
+    const logger = createRunnerLogger(flags.logLevel, resolveLogFormat(flags.logFormat));
     const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
     const opened: { ok: true; value: Backend } | { ok: false; error: string } =
       flags.backend === 'firecracker'
@@ -167,6 +212,19 @@ export function register(program: Command): void {
     // `name` is pino's own key (the logger's name); a second one would repeat it in every JSON line.
     logger.info({ runner: name, root, backend: flags.backend, baseUrl: creds.baseUrl }, 'runner: starting');
 
+    let restartInto = null as string | null;
+    const upkeep = startUpkeep({
+      backend: opened.value,
+      logger,
+      baseUrl: creds.baseUrl,
+      autoUpdate: flags.autoUpdate ?? false,
+      checkMs: flags.updateCheckMs,
+      autoUpdateMs: flags.autoUpdateMinutes * 60_000,
+      restart: (into) => {
+        restartInto = into;
+        void daemon.stop();
+      },
+    });
     const daemon = runDaemon({
       name,
       root,
@@ -175,7 +233,8 @@ export function register(program: Command): void {
       baseUrl: creds.baseUrl,
       apiKey: creds.apiKey,
       logger,
-      version: pkg.version,
+      version: runnerVersion(),
+      onConnected: upkeep.connected,
       ...(flags.statusFile ? { onLink: statusFileWriter(resolve(flags.statusFile), logger) } : {}),
       timings: {
         ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
@@ -197,10 +256,17 @@ export function register(program: Command): void {
 
     const exit = await daemon.done;
     await daemon.stop();
+    upkeep.stop();
     logger.flush();
     if (exit.kind === 'gave_up') {
       process.stderr.write(`fountain runner: ${exit.message}\n`);
       process.exit(1);
+    }
+    if (restartInto !== null) {
+      logger.info({ version: restartInto }, `runner: restarting into ${restartInto}`);
+      logger.flush();
+      // The launcher starts `current` again on this code; under systemd, Restart=always does.
+      process.exit(RESTART_EXIT_CODE);
     }
     logger.info('runner: stopped');
     logger.flush();

@@ -22,6 +22,14 @@ const runnerSchema = z
   .loose();
 type Runner = z.infer<typeof runnerSchema>;
 
+const mintedSchema = z.object({
+  token: z.string(),
+  expires_at: z.string(),
+  server_url: z.string(),
+  command: z.string(),
+  loopback_only: z.boolean(),
+});
+
 /** "now" while online, else how long ago it was last seen, in the largest whole unit. */
 export function lastSeen(r: Pick<Runner, 'online' | 'last_seen_at'>, now = Date.now()): string {
   if (r.online) return 'now';
@@ -34,7 +42,9 @@ export function lastSeen(r: Pick<Runner, 'online' | 'last_seen_at'>, now = Date.
 }
 
 export function register(program: Command): void {
-  const runners = program.command('runners').description('list and delete your runners (`fountain runner` starts one)');
+  const runners = program
+    .command('runners')
+    .description('list, add and delete your runners (`fountain runners add` prints the command for a new machine)');
 
   runners
     .command('list', { isDefault: true })
@@ -46,7 +56,7 @@ export function register(program: Command): void {
         if (opts.json) return printJson(list);
         if (list.length === 0) {
           process.stdout.write(
-            'no runners yet: start one with `fountain runner`, or use "Add runner" on the Runners page\n',
+            'no runners yet: `fountain runners add` prints the command that makes a machine a runner\n',
           );
           return;
         }
@@ -62,6 +72,27 @@ export function register(program: Command): void {
             lastSeen(r),
             r.id,
           ]),
+        );
+      }),
+    );
+
+  runners
+    .command('add')
+    .description('print the one command that makes another machine a runner (it carries a single-use token)')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (opts: { json?: boolean }, cmd: Command) => {
+        const { data: minted } = await apiFor(cmd).request('POST', '/api/runners/registrations', data(mintedSchema));
+        if (opts.json) return printJson(minted);
+        process.stdout.write(
+          `Run this on the machine that should run your agents (it needs Node.js 20 or newer; the token works once, until ${minted.expires_at}):\n\n  ${minted.command}\n\n`,
+        );
+        if (minted.loopback_only)
+          process.stdout.write(
+            `Note: ${minted.server_url} is a loopback address, so other machines cannot reach it: this command works on this machine only. Set PUBLIC_URL on the server to an address other machines reach.\n`,
+          );
+        process.stdout.write(
+          'Add --name <name> to name it, --service to keep it running as a systemd service (docs: /docs/runners).\n',
         );
       }),
     );

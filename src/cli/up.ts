@@ -17,6 +17,7 @@ import { FountainApi } from './api.ts';
 import { credentialsPath, fountainHome, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 import { agentSchema, data } from './schemas.ts';
+import { fountainCommand } from './invocation.ts';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -171,14 +172,14 @@ export function register(program: Command): void {
             : [`  Sign in at ${server.url}/signin with the owner API key below.`]),
           '',
           flags.demo
-            ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — message it on the Team page, or run: npx fountain chat demo`
+            ? `  demo agent: ${demoCreated ? 'created' : 'ready'} — message it on the Team page, or run: ${fountainCommand()} chat demo`
             : null,
           saved
             ? `${keyLine} (saved as profile "${profile}" in ${credentialsPath()})`
             : `${keyLine} (profile "${profile}" keeps another server; use FOUNTAIN_BASE_URL/FOUNTAIN_API_KEY)`,
           `  data: ${dataDir}${server.database.kind === 'postgres' ? ' (database: FOUNTAIN_DATABASE_URL)' : ' (embedded database)'}; sandboxes: ${runnerRoot}`,
           '',
-          'Ctrl-C stops everything. Your data stays; `npx fountain up` again carries on and prints a new sign-in link.',
+          `Ctrl-C stops everything. Your data stays; \`${fountainCommand()} up\` again carries on and prints a new sign-in link.`,
         ]
           .filter((l) => l !== null)
           .join('\n') + '\n',

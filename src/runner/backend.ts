@@ -76,6 +76,11 @@ export interface Backend {
   capabilities?(): readonly string[];
   /** Absent: the op is answered `not_supported`. */
   applyNetworkPolicy?(req: RequestOf<'apply_network_policy'>): Promise<OpResult<Record<string, never>>>;
+  /**
+   * Sessions whose process still runs. Absent: the backend cannot tell (a restart for an update then
+   * waits for an explicit stop instead of for the sessions to end).
+   */
+  liveSessions?(): number;
   /** Ends every live process this backend started: SIGTERM to each group, SIGKILL after a grace. */
   stopAll(): Promise<void>;
 }

@@ -25,6 +25,7 @@ export interface ConnectOptions {
   readonly logger: Logger;
   readonly timings: ConnectionTimings;
   readonly signal: AbortSignal;
+  readonly onConnected?: () => void;
   /** Told true when the server takes the socket and at each heartbeat, false when the connection ends. */
   readonly onLink?: (up: boolean) => void;
 }
@@ -152,6 +153,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       if (established) return;
       established = true;
       log.info({ url: `${opts.url.origin}${opts.url.pathname}` }, 'runner: connected');
+      opts.onConnected?.();
     };
     // Every exchange is a heartbeat for the status file (the runner image's health check).
     ws.on('ping', () => {

@@ -36,6 +36,8 @@ export interface DaemonOptions {
   readonly version: string;
   readonly hostname?: string;
   readonly timings?: Partial<DaemonTimings>;
+  /** Called each time the server accepts the socket. */
+  readonly onConnected?: () => void;
   /** Told true when a connection is up and at each heartbeat over it, false when it ends (the status file). */
   readonly onLink?: (up: boolean) => void;
 }
@@ -88,6 +90,7 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
         logger: log,
         timings,
         signal: abort.signal,
+        ...(opts.onConnected ? { onConnected: opts.onConnected } : {}),
         ...(opts.onLink ? { onLink: opts.onLink } : {}),
       });
       if (outcome.kind === 'stopped' || stopping) break;

@@ -292,6 +292,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       host,
       bus,
       runnersEnabled: config.runnersEnabled,
+      publicUrl: config.publicUrl,
       credentials,
       webhooks,
       usage: new UsageService(database.db as unknown as EngineDb),

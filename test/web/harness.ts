@@ -116,10 +116,11 @@ export async function until<T>(check: () => T | Promise<T>, what: string, timeou
   }
 }
 
-export async function startStack(): Promise<Stack> {
+/** `env` adds to the server's environment (PUBLIC_URL, for one). */
+export async function startStack(opts: { env?: Record<string, string> } = {}): Promise<Stack> {
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-web-')));
   const root = join(tmp, 'sandboxes');
-  const env: Record<string, string | undefined> = { SANDBOX_IDLE_TIMEOUT_MINUTES: '0' };
+  const env: Record<string, string | undefined> = { SANDBOX_IDLE_TIMEOUT_MINUTES: '0', ...opts.env };
   const srv = await startServer({
     dataDir: join(tmp, 'server'),
     port: 0,

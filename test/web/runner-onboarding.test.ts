@@ -22,6 +22,8 @@ import {
 } from './harness.ts';
 
 const T = 30_000;
+/** The address the server is told other machines reach it at; this test never dials it. */
+const PUBLIC_URL = 'https://fountain.example.test';
 /** Routes that take no bearer key at all; the runner key is not what they check. */
 const PUBLIC = new Set([
   'GET /api/health',
@@ -56,7 +58,7 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
   };
 
   before(async () => {
-    stack = await startStack();
+    stack = await startStack({ env: { PUBLIC_URL } });
     home = mkdtempSync(join(tmpdir(), 'fountain-onboard-'));
     browser = await launchChromium(T);
   });
@@ -74,9 +76,19 @@ describe('runner onboarding through the web UI', { skip: skipWithoutChromium }, 
     await page.getByRole('heading', { name: 'Runners' }).waitFor();
     await page.getByRole('button', { name: 'Add runner' }).click();
     const line = (await page.locator('#runner-command').innerText()).trim();
-    assert.match(line, /^fountain runner --url http:\/\/127\.0\.0\.1:\d+ --token ftr_[0-9a-f]{48}$/);
+    assert.match(
+      line,
+      /^curl -fsSL https:\/\/fountain\.example\.test\/runner\/install\.sh \| sh -s -- --token ftr_[0-9a-f]{48}$/,
+    );
+    assert.equal(page.url(), `${stack.url}/account/runners`, 'Add runner redirects to the page');
+    await page.getByRole('button', { name: 'Copy' }).waitFor();
+    assert.equal(await page.locator('#runner-loopback').count(), 0, 'no loopback warning with a PUBLIC_URL');
     await screenshot(page, 'runner-add-command.png');
-    command = line.split(' ').slice(1);
+    await page.reload();
+    assert.equal((await page.locator('#runner-command').innerText()).trim(), line, 'a reload shows the same token');
+    const token = line.split(' ').at(-1)!;
+    // The installer's enrollment step is `fountain runner --token` (test/runner-install.test.ts runs the whole line).
+    command = ['runner', '--url', stack.url, '--token', token];
 
     const r = runFountain([
       ...command,

@@ -256,6 +256,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/mcp/team/{conversation_id}',
       '/api/runners',
       '/api/runners/register',
+      '/api/runners/registrations',
       '/api/runners/ws',
       '/api/runners/{id}',
       '/api/team',

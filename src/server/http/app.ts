@@ -36,6 +36,8 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
+import { runnerInstallRoutes } from '../runners/install-routes.ts';
+import { type RunnerArtifacts, runnerArtifacts } from '../runners/artifact.ts';
 import { webhookRoutes } from '../webhooks/routes.ts';
 import type { WebhookService } from '../webhooks/service.ts';
 import { usageRoutes } from '../gateway/routes.ts';
@@ -51,6 +53,10 @@ export interface AppDeps {
   readonly runnersEnabled: boolean;
   /** Shown in the OpenAPI document. */
   readonly version?: string;
+  /** PUBLIC_URL without a trailing slash: written into the runner install script and "Add runner"'s command. */
+  readonly publicUrl?: string | null;
+  /** The runner this server hands out; default: built from this code on first use. */
+  readonly runnerArtifacts?: RunnerArtifacts;
   /** The conversation engine; without it the agent and conversation routes are not mounted. */
   readonly engine?: {
     readonly engine: ConversationEngine;
@@ -154,7 +160,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   if (deps.webhooks) app.route('/', webhookRoutes({ ...routeDeps, webhooks: deps.webhooks }));
   if (deps.usage) app.route('/', usageRoutes({ ...routeDeps, usage: deps.usage }));
   app.route('/', runnerRoutes(routeDeps));
-  app.route('/', runnerRegisterRoutes(routeDeps));
+  app.route('/', runnerRegisterRoutes({ ...routeDeps, publicUrl: deps.publicUrl ?? null }));
+  const artifacts = deps.runnerArtifacts ?? runnerArtifacts();
+  app.route('/', runnerInstallRoutes({ artifacts, publicUrl: deps.publicUrl ?? null }));
   if (deps.engine) {
     app.route(
       '/',
@@ -189,7 +197,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         watchRunners: (accountId, onChange) => deps.bus.subscribe(runnersTopic(accountId), () => onChange()),
         disconnectRunner: (runnerId) => deps.host.whereis(runnerId)?.close(CLOSE.runnerDeleted, 'runner deleted'),
         runnersEnabled: deps.runnersEnabled,
-        publicUrl: deps.engine.publicUrl ?? null,
+        publicUrl: deps.publicUrl ?? null,
+        runnerVersion: async () => (await artifacts.get()).version,
         sessionSecret: deps.web.sessionSecret,
         secureCookies: deps.web.secureCookies ?? false,
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),

@@ -35,6 +35,10 @@ export interface WebDeps {
   readonly publicUrl?: string | null;
   /** SANDBOX_RUNNERS_ENABLED */
   readonly runnersEnabled: boolean;
+  /** PUBLIC_URL without a trailing slash; null: pages use the request's origin. */
+  readonly publicUrl?: string | null;
+  /** The version of the runner this server hands out (a runner reporting another has an update available). */
+  readonly runnerVersion?: () => Promise<string>;
   readonly sessionSecret: string;
   /** The rendered docs site, asked for on the first /docs request (rendering every page costs a few hundred ms). */
   readonly docs: () => Promise<DocsSite>;

@@ -344,6 +344,12 @@ export class ProcessBackend implements Backend {
     return done(result, () => session.beginReplay(ctx.out, ctx.requestId));
   }
 
+  liveSessions(): number {
+    let n = 0;
+    for (const s of this.#sessions.values()) if (s.live) n++;
+    return n;
+  }
+
   async stopAll(): Promise<void> {
     const g = this.#grace.stopAll;
     for (const name of new Set([...this.#sessions.values()].map((s) => s.sandbox)))

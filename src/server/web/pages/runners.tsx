@@ -4,6 +4,7 @@
  * shows a one-line command carrying a short-lived, single-use registration token.
  */
 import { Hono } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { z } from 'zod';
 import type { Db } from '../../store/db.ts';
 import { deleteRunner, listRunners, runnerBackendOf, runnerCapabilitiesOf } from '../../runners/service.ts';
@@ -13,7 +14,17 @@ import type { WebDeps, WebEnv } from '../context.ts';
 import { isHtmx, userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 import { fragmentStream, toHtml } from '../live.ts';
-import { mintRegistration } from '../../runners/registration.ts';
+import { REGISTRATION_TOKEN_PATTERN, REGISTRATION_TTL_MS, mintRegistration } from '../../runners/registration.ts';
+import { installCommand, isLoopbackUrl, serverUrlFor } from '../../runners/artifact.ts';
+
+/** Holds the token "Add runner" minted, so the page after the redirect (and a reload) shows the same command. */
+const ADDED_COOKIE = 'fountain_runner_added';
+
+/** "update available" when a runner reports another version than the one this server hands out. */
+export function updateAvailable(reported: string | null, served: string | null): boolean {
+  // A runner started from a checkout reports the bare package version; only installed artifacts carry "+<hash>".
+  return reported !== null && served !== null && reported.includes('+') && reported !== served;
+}
 import { runnerLoads, type RunnerLoad } from '../../runners/usage.ts';
 
 const db = (deps: WebDeps): Db => deps.db as unknown as Db;
@@ -35,6 +46,8 @@ export function RunnerRows(p: {
   runners: readonly Runner[];
   online: ReadonlySet<string>;
   loads: ReadonlyMap<string, RunnerLoad>;
+  /** The version of the runner this server hands out; null when it is not known. */
+  served?: string | null;
 }) {
   if (p.runners.length === 0) {
     return (
@@ -58,7 +71,20 @@ export function RunnerRows(p: {
               <span class={`badge ${on ? 'online' : 'offline'} runner-status`}>{on ? 'online' : 'offline'}</span>
             </td>
             <td data-label="Hostname">{r.hostname ?? '—'}</td>
-            <td data-label="Version">{r.version ?? '—'}</td>
+            <td data-label="Version" class="runner-version">
+              {r.version ?? '—'}
+              {updateAvailable(r.version, p.served ?? null) ? (
+                <>
+                  {' '}
+                  <span
+                    class="badge update-available"
+                    title={`This server hands out ${p.served}: run \`fountain-runner update\` on that machine (or start it with --auto-update)`}
+                  >
+                    update available
+                  </span>
+                </>
+              ) : null}
+            </td>
             <td data-label="Backend" class="runner-backend">
               {(() => {
                 const b = runnerBackendOf(r);
@@ -126,16 +152,28 @@ export function RunnerRows(p: {
 export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
   const online = (accountId: string) => new Set((deps.runnerHost?.online(accountId) ?? []).map((i) => i.runnerId));
+  const served = async (): Promise<string | null> => {
+    try {
+      return deps.runnerVersion ? await deps.runnerVersion() : null;
+    } catch (e) {
+      deps.logger.warn({ err: e }, 'the runner artifact could not be built');
+      return null;
+    }
+  };
   const rows = async (accountId: string) => (
     <RunnerRows
       runners={await listRunners(db(deps), accountId)}
       online={online(accountId)}
       loads={await runnerLoads(deps.db, accountId)}
+      served={await served()}
     />
   );
 
-  const page = async (c: import('hono').Context<WebEnv>, added?: { command: string; expiresAt: Date }) => {
+  const page = async (c: import('hono').Context<WebEnv>) => {
     const user = c.get('user');
+    const token = getCookie(c, ADDED_COOKIE);
+    const serverUrl = serverUrlFor(deps.publicUrl, c.req.url);
+    const added = token && REGISTRATION_TOKEN_PATTERN.test(token) ? installCommand(serverUrl, token) : null;
     return c.html(
       <Layout title="Runners" section="runners" user={userName(user)} live>
         <h1>Runners</h1>
@@ -147,18 +185,41 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
         {added ? (
           <div class="card" role="status" id="add-runner-command">
             <p>
-              <strong>Run this on the machine that should run your agents.</strong> The token in it works once, until{' '}
-              {when(added.expiresAt)}; the runner trades it for a key of its own that can do nothing but connect as a
-              runner.
+              <strong>Run this on the machine that should run your agents.</strong> It needs Node.js 20 or newer there
+              and fetches everything else from this server. The token in it works once and for an hour; the runner
+              trades it for a key of its own that can do nothing but connect as a runner.
             </p>
             <pre class="key" id="runner-command">
-              {added.command}
+              {added}
             </pre>
-            <p class="small muted">
-              Add <code>--name &lt;name&gt;</code> to choose its name (default: the machine's hostname) and{' '}
-              <code>--backend namespace</code> or <code>firecracker</code> for stronger isolation; see the{' '}
-              <a href="/docs/runners">runner docs</a>.
+            <p>
+              <button
+                type="button"
+                id="copy-runner-command"
+                hx-on:click="const t = document.getElementById('runner-command').innerText.trim(); const b = this; if (navigator.clipboard) navigator.clipboard.writeText(t).then(() => { b.textContent = 'Copied'; }); else { const r = document.createRange(); r.selectNodeContents(document.getElementById('runner-command')); getSelection().removeAllRanges(); getSelection().addRange(r); b.textContent = 'Selected: press Ctrl-C'; }"
+              >
+                Copy
+              </button>
             </p>
+            {isLoopbackUrl(serverUrl) ? (
+              <p class="notice" id="runner-loopback">
+                This server knows itself only as {serverUrl}, a loopback address: other machines cannot reach it. The
+                command works on this machine only; set <code>PUBLIC_URL</code> to an address other machines reach.
+              </p>
+            ) : null}
+            <p class="small muted">
+              Add <code>--name &lt;name&gt;</code> to choose its name (default: the machine's hostname),{' '}
+              <code>--service</code> to keep it running as a systemd service, and <code>--backend namespace</code> or{' '}
+              <code>firecracker</code> for stronger isolation; see the <a href="/docs/runners">runner docs</a>.
+            </p>
+            <form method="post" action="/account/runners/add/done" class="inline">
+              <button type="submit">Done</button>
+            </form>{' '}
+            <form method="post" action="/account/runners/add" class="inline">
+              <button type="submit" class="secondary">
+                Add another runner
+              </button>
+            </form>
           </div>
         ) : (
           <form method="post" action="/account/runners/add" class="card">
@@ -202,10 +263,22 @@ export function runnerRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.get('/account/runners', (c) => page(c));
 
+  // Post, redirect, get: a reload shows the same command instead of minting another token.
   app.post('/account/runners/add', async (c) => {
     const minted = await mintRegistration(db(deps), c.get('user').account.id);
-    const origin = new URL(c.req.url).origin;
-    return page(c, { command: `fountain runner --url ${origin} --token ${minted.token}`, expiresAt: minted.expiresAt });
+    setCookie(c, ADDED_COOKIE, minted.token, {
+      path: '/account/runners',
+      httpOnly: true,
+      sameSite: 'Lax',
+      secure: deps.secureCookies ?? false,
+      maxAge: Math.floor(REGISTRATION_TTL_MS / 1000),
+    });
+    return c.redirect('/account/runners', 303);
+  });
+
+  app.post('/account/runners/add/done', (c) => {
+    deleteCookie(c, ADDED_COOKIE, { path: '/account/runners' });
+    return c.redirect('/account/runners', 303);
   });
 
   app.get('/account/runners/stream', (c) => {
