@@ -31,11 +31,12 @@ export interface WebDeps {
   readonly watchRunners: (accountId: string, onChange: () => void) => () => void;
   /** Closes a deleted runner's socket, if this node holds it. */
   readonly disconnectRunner?: (runnerId: string) => void;
-  /** PUBLIC_URL: whether a hosted provider's sandbox can reach the model gateway (the agent form's check). */
-  readonly publicUrl?: string | null;
   /** SANDBOX_RUNNERS_ENABLED */
   readonly runnersEnabled: boolean;
-  /** PUBLIC_URL without a trailing slash; null: pages use the request's origin. */
+  /**
+   * PUBLIC_URL without a trailing slash; null: pages use the request's origin. Also tells the agent form
+   * whether a hosted provider's sandbox can reach the model gateway.
+   */
   readonly publicUrl?: string | null;
   /** The version of the runner this server hands out (a runner reporting another has an update available). */
   readonly runnerVersion?: () => Promise<string>;
