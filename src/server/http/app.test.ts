@@ -268,6 +268,14 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/team/{agent_id}/schedules',
       '/api/team/{agent_id}/schedules/{id}',
       '/api/team/{agent_id}/schedules/{id}/run',
+      '/api/usage',
+      '/api/usage/calls',
+      '/api/usage/limits',
+      '/api/webhooks',
+      '/api/webhooks/{id}',
+      '/api/webhooks/{id}/deliveries',
+      '/api/webhooks/{id}/deliveries/{delivery_id}/redeliver',
+      '/api/webhooks/{id}/rotate-secret',
     ]);
     const body = r.body.paths['/api/auth/api-keys'].post.requestBody.content['application/json'].schema;
     const schema = body.$ref ? r.body.components.schemas[body.$ref.split('/').pop()] : body;
