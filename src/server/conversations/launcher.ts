@@ -7,7 +7,7 @@ import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, type RuntimeSpec } from '../agents/runtimes.ts';
 import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import { newLive, stopTurnTimers, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
@@ -109,7 +109,6 @@ export class Launcher {
     // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
-    if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
     env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
     // The only place a credential leaves its box: into the agent process's env, never a file or an argv.

@@ -144,7 +144,7 @@ export class TurnMachine {
           turn,
           r.ok
             ? { ok: true, stopReason: r.value.stopReason, usage: r.value.usage }
-            : { ok: false, error: promptFailureReason(live.runtime, r.error) },
+            : { ok: false, error: promptFailureReason(live.runtime, r.error, live.model) },
         );
       })
       .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));
@@ -192,7 +192,7 @@ export class TurnMachine {
     if (refused)
       r = {
         ok: false,
-        error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }),
+        error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }, live.model),
       };
     stopTurnTimers(turn);
     if (turn.ask) {

@@ -83,7 +83,7 @@ export class DirectoryConfinement implements Confinement {
   }
 
   writablePath(_name: string, dir: string, path: string): BeneathTarget | null {
-    return writablePath(this.#opts.root, dir, path);
+    return writablePath(dir, path);
   }
 
   async release(): Promise<void> {}

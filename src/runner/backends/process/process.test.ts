@@ -139,11 +139,11 @@ describe('process backend', () => {
       assert.equal(code(await write(path, b64('x'))), 'invalid', path);
     }
     assert.ok(!existsSync('/escaped.txt'));
-    // The shared temp directory is the machine's own, as on the reference daemon.
+    // The machine's shared temp directory is not the sandbox's: a file there would outlive it and be seen by all.
     const shared = join(tmpdir(), `fountain-shared-${process.pid}.txt`);
-    value(await write(shared, b64('tmp')));
-    assert.equal(readFileSync(shared, 'utf8'), 'tmp');
-    rmSync(shared);
+    assert.equal(code(await write(shared, b64('tmp'))), 'invalid', shared);
+    assert.equal(code(await write(`/${'tmp'}/fountain-shared-${process.pid}.txt`, b64('tmp'))), 'invalid');
+    assert.ok(!existsSync(shared));
     assert.equal(code(await write('x.txt', '%%not base64')), 'invalid');
     assert.equal(
       code(await backend.writeFile({ id: id(), op: 'write_file', name: 'nope', path: 'x', data: b64('x') })),
