@@ -2,7 +2,7 @@
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
  */
-import type { SessionNotification } from '@agentclientprotocol/sdk';
+import type { ContentBlock, SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
@@ -19,17 +19,22 @@ import { modelOptionToSet } from './model-option.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
 import { mergeRuntimeFile } from '../environments/mcp.ts';
 import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
+import { Continuity } from './continuity.ts';
+import { capReason } from './reason.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
 
 export class Launcher {
   /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
   readonly #sessionOpenedAt = new Map<string, number>();
+  readonly #continuity: Continuity;
 
   constructor(
     private readonly c: EngineCore,
     private readonly p: EngineParts,
-  ) {}
+  ) {
+    this.#continuity = new Continuity(c.d.db);
+  }
 
   /**
    * What `.env` holds: the environment's variables, never a secret. The sandbox token and secrets are
@@ -47,6 +52,25 @@ export class Launcher {
     if (!this.c.d.credentials) return accept(deliveryFor(runtime, model, null));
     const r = await this.c.d.credentials.forLaunch(accountId, runtime, model);
     return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
+  }
+
+  /**
+   * Whether the running agent of `live` was launched with another credential (or endpoint, model file)
+   * than the account holds now, or the credential is gone: a replaced key must stop being used at the
+   * next turn, not when the agent next parks. Unknown (an adopted agent) counts as unchanged.
+   */
+  async deliveryChanged(live: Live): Promise<boolean> {
+    return this.#continuity.changed(live, await this.delivery(live.accountId, live.runtime, live.model));
+  }
+
+  /** Makes the next prompt of `live` carry the conversation so far (continuity.ts); false when there is none. */
+  carryHistory(live: Live): Promise<boolean> {
+    return this.#continuity.carryHistory(live);
+  }
+
+  /** What a turn sends as its prompt: the text, after a carried-over history once. */
+  promptFor(live: Live, prompt: string): string | ContentBlock[] {
+    return this.#continuity.promptFor(live, prompt);
   }
 
   /** Forgets a terminated conversation. */
@@ -106,6 +130,7 @@ export class Launcher {
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
     }
     const live = newLive(conv, sandbox.id, adapter, handle, model);
+    this.#continuity.launched(live, delivery);
     // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
@@ -153,22 +178,24 @@ export class Launcher {
       ...(plan?.mcpSession ?? []),
     ];
     let sessionId: string | null = null;
+    let loadError: string | null = null;
     let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
       await this.#outwaitSameMinuteLoad(conv);
+      this.#continuity.replayStarts(live);
       const loaded = await withTimeout(
         proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }),
         timeout,
         timedOut('session/load'),
       );
+      await this.#continuity.replayDone(live, loaded.ok);
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;
-      } else
-        this.c.log.info(
-          { conversation: conv.id, err: loaded.error.message },
-          'session/load failed; starting a new session',
-        );
+      } else {
+        loadError = loaded.error.message;
+        this.c.log.info({ conversation: conv.id, err: loadError }, 'session/load failed; starting a new session');
+      }
     }
     if (!sessionId) {
       const created = await withTimeout(
@@ -181,10 +208,16 @@ export class Launcher {
       this.#sessionOpenedAt.set(conv.id, Date.now());
       configOptions = created.value.configOptions;
       if (resumeSessionId) {
+        // Said in the conversation, and recovered as far as Fountain can: the next prompt carries the history.
+        const carried = await this.#continuity.carryHistory(live);
         this.c.events.stage(conv.id, null, 'session', 'done', {
           event: 'reset',
           reason: 'fresh_session',
-          detail: 'the agent could not load the previous session',
+          ...(loadError ? { error: capReason(loadError) } : {}),
+          history: carried ? 'carried_over' : 'none',
+          detail: carried
+            ? 'the agent could not load its previous session, so it started a new one; the next message gives it the conversation so far'
+            : 'the agent could not load its previous session and started a new one',
         });
       }
     }
@@ -246,7 +279,7 @@ export class Launcher {
 
   #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
-    if (ctx.during === 'session/load') return;
+    if (this.#continuity.isReplay(live) || ctx.during === 'session/load') return;
     if (live.turn) {
       live.turn.lastHeardAt = Date.now();
       live.turn.refusal.observe(message);
@@ -256,7 +289,7 @@ export class Launcher {
 
   /** Tool calls feed the policy's view of them; usage and the session title are recorded as reported. */
   #onUpdate(live: Live, n: SessionNotification, ctx: LineContext): void {
-    if (ctx.during === 'session/load') return;
+    if (ctx.during === 'session/load' || this.#continuity.isReplay(live)) return;
     const u = n.update;
     const tool = toolFieldsOf(u);
     if (tool) live.tools.apply(tool);

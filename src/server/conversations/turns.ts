@@ -112,7 +112,7 @@ export class TurnMachine {
       await this.finish(live, active, { ok: false, error: 'the agent process is not running' });
       return;
     }
-    const call = proc.client.prompt(turn.prompt);
+    const call = proc.client.prompt(this.p.launcher.promptFor(live, turn.prompt));
     if (!call.ok) {
       await this.finish(live, active, { ok: false, error: call.error.message });
       return;

@@ -573,6 +573,37 @@ describe('a process-backend sandbox environment holds only what it is given (iss
     const text = out.bytes(sp.value.result.session_id).toString();
     assert.doesNotMatch(text, /leaked/);
     assert.match(text, /^HOME=/m);
+    // Its temporary directory is its own, inside it: nothing lands in the machine's shared /tmp.
+    const tmp = /^TMPDIR=(.*)$/m.exec(text)?.[1] ?? '';
+    assert.equal(tmp, join(root, 'env', '.tmp'));
+    assert.ok(statSync(tmp).isDirectory());
+  });
+
+  it("without --npm-cache, sandboxes install through $HOME's npm cache: a changed HOME is honoured", async () => {
+    const home = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-pb-home-')));
+    const was = process.env.HOME;
+    process.env.HOME = home;
+    const opened = openProcessBackend({ root: join(home, 'sandboxes'), logger: captureLogger().logger });
+    if (was === undefined) delete process.env.HOME;
+    else process.env.HOME = was;
+    assert.ok(opened.ok);
+    try {
+      value(await opened.value.create({ id: id(), op: 'create', name: 'home' }));
+      const r = value(
+        await opened.value.exec({
+          id: id(),
+          op: 'exec',
+          name: 'home',
+          cmd: 'sh',
+          args: ['-c', 'printf %s "$npm_config_cache"'],
+          env: [],
+        }),
+      );
+      assert.equal(unb64(r.output), join(home, '.npm'));
+    } finally {
+      await opened.value.stopAll();
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('takes the npm cache the runner names (--npm-cache) and the trust anchors, nothing else', () => {
