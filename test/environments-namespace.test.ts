@@ -164,6 +164,13 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
     );
     assert.match(await ask(api, id, 'run: fountain-ns-hello'), /hello from npm in a namespace/);
     assert.match(await ask(api, id, 'run: cat /home/sprite/setup-marker'), /setup in ns: hello-ns/);
+    // The agent works and keeps its HOME in the sandbox directory the API reports, not in the private /tmp.
+    const where = created.body.data.sandbox.runner.path as string;
+    assert.equal(where, '/home/sprite');
+    assert.match(
+      await ask(api, id, 'run: printf "cwd=%s home=%s tmp=%s" "$(pwd)" "$HOME" "$TMPDIR"'),
+      new RegExp(`cwd=${where} home=${where} tmp=/tmp`),
+    );
     assert.deepEqual(
       leaks({ events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() }, [SECRET]),
       [],

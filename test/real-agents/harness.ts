@@ -691,12 +691,17 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     if (e.stream !== 'acp') continue;
     const u = JSON.parse(e.data)?.params?.update;
     const kind = u?.sessionUpdate;
+    // What the model said (each answer of the script is unique to its turn), the user sent, and the tool
+    // calls the turns asked for; a runtime's own notices (codex: a model-metadata warning and its MCP
+    // start-up as tool calls at every launch) may repeat.
+    const text = String(u?.content?.text ?? '');
+    const modelSaid = [FINAL_PREFIX, RECALL_PREFIX, MCP_PREFIX].some((p) => text.includes(p));
     const key =
-      kind === 'tool_call'
+      kind === 'tool_call' && [r.token, r.tools.word].some((t) => JSON.stringify(u).includes(t))
         ? `tool_call ${u.toolCallId}`
-        : ['user_message_chunk', 'agent_message_chunk', 'agent_thought_chunk'].includes(kind) &&
-            String(u.content?.text ?? '').length >= 12
-          ? `${kind} ${u.content.text}`
+        : (kind === 'user_message_chunk' && text.length >= 12) ||
+            (['agent_message_chunk', 'agent_thought_chunk'].includes(kind) && modelSaid)
+          ? `${kind} ${text}`
           : null;
     if (!key) continue;
     if (seen.has(key))
