@@ -507,6 +507,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       const secondRecallAnswer = answer(s.events, recall2.turnId);
       phase(`second wake: ${secondRecallTurn?.status}: ${secondRecallAnswer.slice(0, 200)}`);
       const allResets = s.events.filter(isReset);
+      phase(`session resets: ${allResets.map((e) => JSON.stringify(e.data?.data)).join('; ') || 'none'}`);
 
       // The model API stops accepting the key: the next turn fails with words.
       api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
