@@ -13,7 +13,6 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   writeFileSync,
@@ -27,6 +26,7 @@ import { startRunnerChild, until, type RunnerChild } from '../../src/server/conv
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
+import { agentProcessesOf, type AgentProc } from '../helpers/processes.ts';
 import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
 import {
   HTTP_TOOL,
@@ -110,13 +110,6 @@ export interface RealAgentRun {
   readonly tools: ToolsRun;
 }
 
-export interface AgentProc {
-  readonly pid: number;
-  readonly argv: string;
-  readonly cwd: string;
-  readonly home: string;
-}
-
 export interface OtherRun {
   readonly sandboxDir: string;
   readonly token: string;
@@ -177,27 +170,6 @@ function processListing(): string {
   } catch (e) {
     return `ps failed: ${String(e)}`;
   }
-}
-
-/** The processes whose environment names the conversation (the agent and what it started): cwd and HOME from /proc. */
-export function agentProcessesOf(conversationId: string): AgentProc[] {
-  const out: AgentProc[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const env = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0');
-      if (!env.includes(`FOUNTAIN_CONVERSATION_ID=${conversationId}`)) continue;
-      out.push({
-        pid: Number(name),
-        argv: readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 200),
-        cwd: readlinkSync(`/proc/${name}/cwd`),
-        home: env.find((e) => e.startsWith('HOME='))?.slice(5) ?? '',
-      });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
 }
 
 /** Files under `dir` holding any of `needles` (grep, fixed strings; the sandbox holds the installed agents). */
