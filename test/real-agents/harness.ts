@@ -678,7 +678,11 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
           : null;
     if (!key) continue;
     if (seen.has(key))
-      assert.equal(seen.get(key), e.turn_id ?? null, `stored again in another turn: ${key.slice(0, 200)}`);
+      assert.equal(
+        seen.get(key),
+        e.turn_id ?? null,
+        `stored again in turn ${e.turn_id} (event ${e.id}; first in turn ${seen.get(key)}): ${key.slice(0, 200)}`,
+      );
     else seen.set(key, e.turn_id ?? null);
   }
   for (const a of [r.recallAnswer, r.secondRecallAnswer])

@@ -81,10 +81,17 @@ export class Continuity {
   async replayDone(live: Live, loaded: boolean): Promise<void> {
     const r = this.#replaying.get(live);
     const end = Date.now() + REPLAY_MAX_MS;
-    while (r && loaded) {
+    while (r && loaded && Date.now() < end) {
       const quiet = Date.now() - r.lastAt;
-      if (quiet >= REPLAY_QUIET_MS || Date.now() >= end) break;
-      await new Promise((res) => setTimeout(res, Math.min(REPLAY_QUIET_MS - quiet, end - Date.now())));
+      if (quiet < REPLAY_QUIET_MS) {
+        await new Promise((res) => setTimeout(res, Math.min(REPLAY_QUIET_MS - quiet, end - Date.now())));
+        continue;
+      }
+      // A timer can fire after a stall of this process with the replay still unread on the socket: quiet
+      // counts only once pending input has been read (an I/O poll runs before each setImmediate).
+      await new Promise((res) => setImmediate(res));
+      await new Promise((res) => setImmediate(res));
+      if (Date.now() - r.lastAt >= REPLAY_QUIET_MS) break;
     }
     this.#replaying.delete(live);
   }
