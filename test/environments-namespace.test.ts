@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import type { Socket as UdpSocket } from 'node:dgram';
-import { chmodSync, copyFileSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startResolver } from '../src/runner/backends/namespace/dns.ts';
@@ -26,6 +26,7 @@ import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/s
 import { allEvents, apiFor, ask, leaks, npmTarball, stages, waitStage } from './helpers/environments.ts';
 import { startGitHttpsServer, type GitHttpsServer } from './helpers/git-https.ts';
 import type { Json } from './helpers/http.ts';
+import { agentProcessesOf } from './helpers/processes.ts';
 
 const nsProblem = namespaceSupportProblem();
 /** Keeps this file's namespace links apart from other runs on the machine. */
@@ -164,6 +165,19 @@ describe('environments on a namespace runner', { skip: nsProblem ?? false }, () 
     );
     assert.match(await ask(api, id, 'run: fountain-ns-hello'), /hello from npm in a namespace/);
     assert.match(await ask(api, id, 'run: cat /home/sprite/setup-marker'), /setup in ns: hello-ns/);
+    // The agent works and keeps its HOME in the sandbox directory the API reports (bound at /home/sprite
+    // inside), not in the namespace's private /tmp: its cwd is that very directory, seen from the host.
+    const where = statSync(created.body.data.sandbox.runner.path as string);
+    // bubblewrap itself starts on the host; what it runs is the agent.
+    const procs = agentProcessesOf(id).filter((p) => !/^\S*bwrap /.test(p.argv));
+    assert.ok(procs.length > 0, 'the agent process was found by its conversation id');
+    for (const p of procs) {
+      const cwd = statSync(`/proc/${p.pid}/cwd`);
+      assert.deepEqual([cwd.dev, cwd.ino], [where.dev, where.ino], `${p.argv} works in the sandbox directory`);
+      assert.equal(p.cwd, '/home/sprite', 'the name the sandbox directory has inside');
+      // HOME as seen inside, where /home/sprite is the sandbox directory.
+      assert.equal(p.home, '/home/sprite');
+    }
     assert.deepEqual(
       leaks({ events: JSON.stringify(await allEvents(api, id)), 'runner log': runner.stderr() }, [SECRET]),
       [],

@@ -38,14 +38,20 @@ test('fountain up, then fountain chat demo: stages, a permission answered, the s
 }, async () => {
   const home = mkdtempSync(join(tmpdir(), 'fountain-up-'));
   const env = { FOUNTAIN_HOME: home, FOUNTAIN_API_KEY: '', FOUNTAIN_BASE_URL: '', FOUNTAIN_PROFILE: '' };
-  const up = run(['up', '--port', '0'], env);
+  // The sandboxes' npm cache is the one named (a sandbox installing an agent reads and fills it).
+  const npmCache = join(home, 'npm-cache');
+  const up = run(['up', '--port', '0', '--npm-cache', npmCache], env);
   try {
     await until(() => up.out().includes('Ctrl-C stops everything'), `fountain up (${up.err()})`);
     assert.match(up.out(), /demo agent: created/);
     assert.match(up.out(), /signin\/link\?token=/);
     assert.ok(existsSync(join(home, 'credentials')));
 
-    const chat = run(['chat', 'demo'], env, 'run: echo permission-works\n1\nremember: the sky is green\nrecall\n');
+    const chat = run(
+      ['chat', 'demo'],
+      env,
+      'run: echo permission-works "$npm_config_cache"\n1\nremember: the sky is green\nrecall\n',
+    );
     const code = await chat.exited;
     const out = chat.out();
     assert.equal(code, 0, `${out}\n${chat.err()}`);
@@ -53,7 +59,7 @@ test('fountain up, then fountain chat demo: stages, a permission answered, the s
     assert.match(out, /sandbox ready/);
     assert.match(out, /permission requested/);
     assert.match(out, /\[1\] Allow once/);
-    assert.match(out, /permission-works\n/);
+    assert.ok(out.includes(`permission-works ${npmCache}\n`), out);
     assert.match(out, /I remember:\n- the sky is green/);
 
     const sandboxes = readdirSync(join(home, 'runners', 'local', 'sandboxes')).filter((n) => !n.startsWith('.'));

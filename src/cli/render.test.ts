@@ -135,3 +135,18 @@ test("the renderer merges Claude's tool updates: the command once it is known, i
     ].join('\n'),
   );
 });
+
+test('a lost session and a restart for a new credential are said in words, never silently', () => {
+  let out = '';
+  const r = new EventRenderer((s) => (out += s));
+  const detail = 'the agent could not load its previous session, so it started a new one';
+  r.render({ kind: 'stage', stage: 'session', state: 'done', data: JSON.stringify({ event: 'reset', detail }) });
+  r.render({
+    kind: 'stage',
+    stage: 'session',
+    state: 'started',
+    data: JSON.stringify({ event: 'relaunch', detail: "the agent's model credential changed" }),
+  });
+  assert.match(out, new RegExp(`· the agent started afresh: ${detail}\n`));
+  assert.match(out, /· restarting the agent: the agent's model credential changed\n/);
+});

@@ -93,6 +93,14 @@ export class EventRenderer {
       const reason = meta && typeof meta.reason === 'string' ? meta.reason : 'failed';
       return this.status(`${ev.stage} failed: ${reason}`);
     }
+    if (ev.stage === 'session') {
+      // A lost session (or a restart with a new credential) is said in the conversation, never silently.
+      const detail = meta && typeof meta.detail === 'string' ? meta.detail : null;
+      if (ev.state === 'done') return this.status(`the agent started afresh${detail ? `: ${detail}` : ''}`);
+      if (meta?.event === 'load_delayed')
+        return this.status("waiting for the minute to turn before reloading the agent's session…");
+      return this.status(detail ? `restarting the agent: ${detail}` : 'restarting the agent…');
+    }
     if (ev.stage === 'turn' && ev.state === 'interrupted') return this.status('turn interrupted');
     if (ev.stage === 'turn' && ev.state === 'done') {
       const usage = usageText(meta?.usage);

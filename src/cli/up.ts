@@ -30,6 +30,7 @@ const flagsSchema = z.object({
     .max(65535, '--port must be 0-65535'),
   dataDir: z.string().trim().min(1).optional(),
   runnerRoot: z.string().trim().min(1).optional(),
+  npmCache: z.string().trim().min(1, '--npm-cache needs a directory').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   demo: z.boolean(),
   profile: z.string().optional(),
@@ -66,6 +67,7 @@ export function register(program: Command): void {
       '--runner-root <dir>',
       'sandbox directory of the local runner (default: ~/.fountain/runners/local/sandboxes)',
     )
+    .option('--npm-cache <dir>', 'the npm cache sandboxes install agents and packages through (default: ~/.npm)')
     .option('--no-demo', 'do not create the demo agent')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'warn')
     .action(async (_opts: unknown, cmd: Command) => {
@@ -110,6 +112,7 @@ export function register(program: Command): void {
         root: runnerRoot,
         logger: logger.child({ part: 'runner' }),
         journalCapBytes: 256 * 1024 * 1024,
+        npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined,
       });
       if (!backend.ok) {
         await server.stop();

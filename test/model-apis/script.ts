@@ -25,6 +25,11 @@ export const MCP_PROBE_TOOLS = ['fountain_stdio_probe', 'fountain_http_probe'] a
 
 const RUN = /RUN: ([^\n<]+)/;
 const MCP = /MCP: ([A-Za-z0-9-]+)/;
+/** A transcript Fountain put before the prompt for an agent that lost its session: history, not the request. */
+const HISTORY = /<fountain-history>[\s\S]*?<\/fountain-history>/g;
+const withoutHistory = (text: string) => text.replace(HISTORY, '');
+const carriedCommands = (text: string) =>
+  [...text.matchAll(HISTORY)].flatMap((m) => [...m[0].matchAll(new RegExp(RUN.source, 'g'))].map((r) => r[1]!.trim()));
 
 /** `MCP: <word>`: one call per probe tool offered (whatever each call returned), then the answers in words. */
 function mcpStep(word: string, after: readonly Entry[], tools: readonly string[]): Step {
@@ -44,11 +49,13 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
   while (u > 0 && entries[u]!.role !== 'user') u--;
   let start = u;
   while (start > 0 && entries[start - 1]!.role === 'user') start--;
-  const prompt = entries
-    .slice(start, u + 1)
-    .filter((e) => e.role === 'user')
-    .map((e) => e.text)
-    .join('\n');
+  const prompt = withoutHistory(
+    entries
+      .slice(start, u + 1)
+      .filter((e) => e.role === 'user')
+      .map((e) => e.text)
+      .join('\n'),
+  );
   const mcp = MCP.exec(prompt);
   if (mcp) return mcpStep(mcp[1]!, entries.slice(u + 1), tools);
   if (last.role === 'tool_result') {
@@ -59,17 +66,23 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
     // Agents add context messages of their own (environment, instructions) beside the prompt.
     let i = entries.length - 1;
     while (i > 0 && entries[i - 1]!.role === 'user') i--;
-    const tail = entries
+    const whole = entries
       .slice(i)
       .map((e) => e.text)
       .join('\n');
+    const tail = withoutHistory(whole);
     const run = RUN.exec(tail);
     if (run) return { kind: 'tool', command: run[1]!.trim() };
     if (tail.includes('RECALL')) {
-      const earlier = entries
-        .slice(0, i)
-        .map((e) => (e.role === 'user' ? RUN.exec(e.text)?.[1]?.trim() : undefined))
-        .filter((c): c is string => !!c);
+      const earlier = [
+        ...carriedCommands(whole),
+        ...entries
+          .slice(0, i)
+          .flatMap((e) =>
+            e.role === 'user' ? [...carriedCommands(e.text), RUN.exec(withoutHistory(e.text))?.[1]?.trim()] : [],
+          )
+          .filter((c): c is string => !!c),
+      ];
       return { kind: 'text', text: earlier.length ? `${RECALL_PREFIX} ${earlier.join('; ')}` : NOTHING_RECALLED };
     }
   }

@@ -17,6 +17,7 @@ const CLAUDE: RealAgentCase = {
   baseUrl: (api) => api.url,
   modelAsked: 'claude-sonnet-4-5',
   workdir: (dir) => dir,
+  settingsFiles: ['.claude/settings.json'],
   deliveredFiles: (dir) => [
     join(dir, '.mcp.json'),
     join(dir, '.claude', 'settings.json'),

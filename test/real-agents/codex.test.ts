@@ -17,6 +17,7 @@ const CODEX: RealAgentCase = {
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
   workdir: (dir) => dir,
+  settingsFiles: ['.codex/config.toml'],
   deliveredFiles: (dir) => [
     join(dir, '.mcp.json'),
     join(dir, '.codex', 'config.toml'),

@@ -17,9 +17,12 @@ const GEMINI: RealAgentCase = {
   startApi: startGeminiApi,
   baseUrl: (api) => api.url,
   modelAsked: 'gemini-2.5-flash',
-  // HOME is the machine's temporary directory on the process backend (platform-api.md §13).
-  workdir: () => `/${'tmp'}/gemini-workspace`,
-  deliveredFiles: () => [`/${'tmp'}/.gemini/settings.json`, `/${'tmp'}/.gemini/skills/fountain-probe/SKILL.md`],
+  workdir: (dir) => join(dir, 'gemini-workspace'),
+  settingsFiles: ['.gemini/settings.json'],
+  deliveredFiles: (dir) => [
+    join(dir, '.gemini', 'settings.json'),
+    join(dir, '.gemini', 'skills', 'fountain-probe', 'SKILL.md'),
+  ],
 };
 
 describe('gemini: a real turn through the public API', { timeout: 600_000 }, () => {
@@ -27,7 +30,7 @@ describe('gemini: a real turn through the public API', { timeout: 600_000 }, () 
     const r = await realAgentConversation(GEMINI);
     assertRealRun(GEMINI, r);
     // §13: the MCP servers in $HOME/.gemini/settings.json, beside the settings the credential's delivery writes there.
-    const [settingsJson, skill] = GEMINI.deliveredFiles('').map((f) => r.tools.delivered[f]!);
+    const [settingsJson, skill] = GEMINI.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const settings = JSON.parse(settingsJson!);
     assert.deepEqual(Object.keys(settings.mcpServers ?? {}).sort(), ['probe-http', 'probe-stdio'], settingsJson);
     assert.equal(

@@ -5,7 +5,7 @@
  * `realAgentConversation` once and asserts on what it returns and on what the run left behind.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -15,6 +15,7 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  writeFileSync,
   type Dirent,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +27,7 @@ import { startRunnerChild, until, type RunnerChild } from '../../src/server/conv
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
+import { agentProcessesOf, type AgentProc } from '../helpers/processes.ts';
 import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
 import {
   HTTP_TOOL,
@@ -57,6 +59,8 @@ export interface RealAgentCase {
   workdir(sandboxDir: string): string;
   /** Called before a wake (gemini loses a session loaded within the minute it was created). */
   beforeWake?(): Promise<void>;
+  /** Settings files of the runtime, relative to HOME (compared between two conversations at once). */
+  readonly settingsFiles: readonly string[];
   /** Host paths of the files §13 prescribes for this runtime's skill and MCP delivery, read after provisioning. */
   deliveredFiles(sandboxDir: string): string[];
 }
@@ -75,6 +79,36 @@ export interface RealAgentRun {
   readonly recallTurn: Json;
   readonly recallAnswer: string;
   readonly resets: SseEvent[];
+  /** The second park and wake: the turn asking to recall, its answer, and the session resets over the whole run. */
+  readonly secondRecallTurn: Json;
+  /** Session resets over the whole run (`resets`: those of the first wake). */
+  readonly allResets: SseEvent[];
+  readonly secondRecallAnswer: string;
+  /** The turn after the credential was replaced (no park in between) and the model API's calls during it. */
+  readonly rotatedTurn: Json;
+  readonly rotatedCalls: ReadonlyArray<{ readonly authorized: boolean }>;
+  /** The rotated key (the one the model API accepted after the rotation). */
+  readonly rotatedKey: string;
+  /** Where the real key was found: process environments on this machine, `ps eww`, the sandbox's files. */
+  readonly keyHolders: string[];
+  /** The gateway's usage of the account (both conversations) and its audit rows, read before the rotation. */
+  readonly usage: Json[];
+  readonly usageByTurn: Json[];
+  readonly gatewayCalls: Json[];
+  /** What the model API had been asked when the usage was read. */
+  readonly askedAtUsage: ReadonlyArray<{ readonly authorized: boolean; readonly path: string }>;
+  /** Every event of the conversation as stored (the API's event pages). */
+  readonly events: Json[];
+  /** The agent processes of the conversation seen during turn 1: cwd and HOME as the kernel reports them. */
+  readonly agentProcesses: AgentProc[];
+  /** Files under the sandbox directory that hold a credential or the environment's secret (path: which). */
+  readonly keyInFiles: string[];
+  /** Files in the machine's shared temporary directory written during the run that carry a mark of it. */
+  readonly sharedTmpWrites: string[];
+  /** The sandbox directory still exists after terminate. */
+  readonly leftAfterTerminate: boolean;
+  /** The second conversation of the same agent on the same runner, run at the same time as the first. */
+  readonly other: OtherRun;
   readonly wrongKeyTurn: Json;
   /** What the agent said in the wrong-key turn (ACP lines), for the failure message. */
   readonly wrongKeyAcp: string[];
@@ -83,14 +117,18 @@ export interface RealAgentRun {
   readonly exposures: Record<string, string>;
   /** The agent's skill and MCP servers (§13): what reached the runtime and what came back. */
   readonly tools: ToolsRun;
-  /** Where the real key was found: process environments on this machine, `ps eww`, the sandbox's files. */
-  readonly keyHolders: string[];
-  /** The gateway's usage of the conversation (one row) and its audit rows, read before the budget turn. */
-  readonly usage: Json[];
-  readonly usageByTurn: Json[];
-  readonly gatewayCalls: Json[];
-  /** The turn prompted with a token budget of what the conversation had already used. */
-  readonly budget: { turn: Json; answer: string; asked: number; limit: number };
+}
+
+export interface OtherRun {
+  readonly sandboxDir: string;
+  readonly token: string;
+  readonly firstTurn: Json;
+  readonly recallTurn: Json;
+  readonly recallAnswer: string;
+  readonly agentProcesses: AgentProc[];
+  /** The runtime's settings files of each conversation (relative path → [first's, other's] content or null). */
+  readonly settings: Record<string, [string | null, string | null]>;
+  readonly leftAfterTerminate: boolean;
 }
 
 export interface ToolsRun {
@@ -135,14 +173,6 @@ async function stageAfter(
   );
 }
 
-function processListing(): string {
-  try {
-    return execFileSync('ps', ['-eo', 'pid,args', '--no-headers'], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
-  } catch (e) {
-    return `ps failed: ${String(e)}`;
-  }
-}
-
 /** Every process environment on this machine (`ps eww`, each process environ file) and every sandbox file holding `secret`. */
 function secretHolders(secret: string, sandboxDir: string): string[] {
   const found: string[] = [];
@@ -182,6 +212,88 @@ function secretHolders(secret: string, sandboxDir: string): string[] {
   return found;
 }
 
+function processListing(): string {
+  try {
+    return execFileSync('ps', ['-eo', 'pid,args', '--no-headers'], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+  } catch (e) {
+    return `ps failed: ${String(e)}`;
+  }
+}
+
+/** Files under `dir` holding any of `needles` (grep, fixed strings; the sandbox holds the installed agents). */
+export function filesHolding(dir: string, needles: readonly string[]): string[] {
+  if (!existsSync(dir)) return [];
+  const r = spawnSync('grep', ['-rlF', ...needles.flatMap((n) => ['-e', n]), dir], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return r.stdout.split('\n').filter((l) => l !== '');
+}
+
+/** Files in the shared temporary directories changed since `marker` that carry one of the run's marks, outside `own`. */
+function sharedTmpWritesSince(marker: string, own: string, marks: readonly string[]): string[] {
+  const hits = new Set<string>();
+  for (const shared of new Set([`/${'tmp'}`, realpathSync(tmpdir())])) {
+    const r = spawnSync(
+      'find',
+      [shared, '-xdev', '-path', own, '-prune', '-o', '-type', 'f', '-newer', marker, '-print'],
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    const files = r.stdout.split('\n').filter((f) => f !== '' && !f.startsWith(`${own}/`));
+    for (let i = 0; i < files.length; i += 200) {
+      const g = spawnSync('grep', ['-lF', ...marks.flatMap((m) => ['-e', m]), '--', ...files.slice(i, i + 200)], {
+        encoding: 'utf8',
+      });
+      for (const f of g.stdout.split('\n')) if (f !== '') hits.add(f);
+    }
+  }
+  return [...hits];
+}
+
+/** One prompt to its end: each permission request is allowed once through the API. */
+async function promptToEnd(
+  http: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: Json }>,
+  s: Stream,
+  convId: string,
+  prompt: string,
+  onAsk?: () => void,
+): Promise<{ turnId: string; end: SseEvent; permissions: Json[] }> {
+  const from = s.events.reduce((m, e) => Math.max(m, e.id ?? 0), 0);
+  const p = await http('POST', `/api/conversations/${convId}/prompts`, { prompt });
+  assert.equal(p.status, 200, JSON.stringify(p.body));
+  const turnId: string = p.body.turn_id;
+  const permissions: Json[] = [];
+  let after = from;
+  for (;;) {
+    const e = await until(
+      () =>
+        s.events.find(
+          (x) =>
+            (x.id ?? 0) > after &&
+            ((x.data?.stage === 'permission' && x.data?.state === 'started') ||
+              (x.data?.stage === 'turn' && ['done', 'failed'].includes(x.data?.state) && x.data?.turn_id === turnId)),
+        ),
+      `a permission request or the end of the turn "${prompt}"`,
+      LONG,
+    );
+    after = e.id ?? after;
+    if (e.data.stage === 'turn') return { turnId, end: e, permissions };
+    onAsk?.();
+    const req = typeof e.data.data === 'string' ? JSON.parse(e.data.data) : e.data.data;
+    permissions.push(req);
+    const allow =
+      (req.options as Json[]).find((o) => o.kind === 'allow_once') ??
+      (req.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
+    const yes = await http('POST', `/api/conversations/${convId}/requests/${req.request_id}`, {
+      option_id: allow.option_id,
+    });
+    assert.equal(yes.status, 200, JSON.stringify(yes.body));
+  }
+}
+
 export async function realAgentConversation(c: RealAgentCase): Promise<RealAgentRun> {
   const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
   const api = await c.startApi(key);
@@ -192,6 +304,10 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
   const probe: HttpProbe = await startHttpProbe(mcpToken);
   const stdioLog = join(tmp, 'mcp-stdio.jsonl');
   const skillMark = `fountain-skill-${randomBytes(6).toString('hex')}`;
+  const systemMark = `fountain-system-${randomBytes(6).toString('hex')}`;
+  // Files of the shared temporary directory newer than this one were written during the run.
+  const startMarker = join(tmp, 'started');
+  writeFileSync(startMarker, '');
   let srv: RunningServer | null = null;
   let runner: RunnerChild | null = null;
   const ps: string[] = [];
@@ -244,7 +360,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       name: `real-${c.runtime}`,
       runtime: c.runtime,
       model: c.model,
-      system: 'You are a test agent.',
+      system: `You are a test agent (${systemMark}).`,
       permission_policy: { default: 'ask' },
       environment_id: env.body.data.id,
       skills: [probeSkill(skillMark)],
@@ -283,99 +399,90 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
 
     const created = await http('POST', '/api/conversations', { agent_id: agentId });
     assert.equal(created.status, 201, JSON.stringify(created.body));
+    // A second conversation of the same agent on the same runner, at the same time: its own sandbox, settings and history.
+    const createdB = await http('POST', '/api/conversations', { agent_id: agentId });
+    assert.equal(createdB.status, 201, JSON.stringify(createdB.body));
     const convId: string = created.body.data.id;
+    const convB: string = createdB.body.data.id;
     const sandboxDir: string = created.body.data.sandbox.runner.path;
+    const sandboxB: string = createdB.body.data.sandbox.runner.path;
     const s = openStream(`${base}/api/conversations/${convId}/stream`, bootKey);
-    try {
-      const provisioned = await until(
+    const sB = openStream(`${base}/api/conversations/${convB}/stream`, bootKey);
+    const provisionedIn = async (st: Stream) => {
+      const e = await until(
         () =>
-          s.events.find(
-            (e) => e.data?.stage === 'provision' && (e.data?.state === 'done' || e.data?.state === 'failed'),
+          st.events.find(
+            (x) => x.data?.stage === 'provision' && (x.data?.state === 'done' || x.data?.state === 'failed'),
           ),
         'provisioning to end',
         LONG,
       );
-      phase('provisioned');
-      assert.equal(provisioned.data.state, 'done', `provisioning failed: ${JSON.stringify(provisioned.data.data)}`);
+      assert.equal(e.data.state, 'done', `provisioning failed: ${JSON.stringify(e.data.data)}`);
+    };
+    try {
+      await Promise.all([provisionedIn(s), provisionedIn(sB)]);
+      phase('both provisioned');
 
-      // Turn 1: a shell tool call that asks permission, allowed through the API.
+      // Turn 1 in both at once: a shell tool call that asks permission, allowed through the API.
       const token = `proof-${randomBytes(4).toString('hex')}`;
-      const p1 = await http('POST', `/api/conversations/${convId}/prompts`, {
-        prompt: `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`,
-      });
-      assert.equal(p1.status, 200, JSON.stringify(p1.body));
-      const asked = await until(
-        () =>
-          s.events.find((e) => e.data?.stage === 'permission' && e.data?.state === 'started') ??
-          s.events.find((e) => e.data?.stage === 'turn' && e.data?.state === 'done'),
-        'a permission request (or the turn ending without one)',
-        LONG,
-      );
-      phase('permission asked');
-      let permission: Json = null;
-      if (asked.data.stage === 'permission') {
-        ps.push(processListing());
-        keyHolders.push(...secretHolders(key, sandboxDir));
-        permission = typeof asked.data.data === 'string' ? JSON.parse(asked.data.data) : asked.data.data;
-        const allow =
-          (permission.options as Json[]).find((o) => o.kind === 'allow_once') ??
-          (permission.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
-        const yes = await http('POST', `/api/conversations/${convId}/requests/${permission.request_id}`, {
-          option_id: allow.option_id,
-        });
-        assert.equal(yes.status, 200, JSON.stringify(yes.body));
-      }
-      const t1done = await stageAfter(s, 'turn', 'done', asked.id ?? 0);
-      phase('turn 1 done');
-      const turns1 = (await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[];
-      const firstTurn = turns1.find((t) => t.id === p1.body.turn_id);
-      const firstAnswer = answer(s.events, p1.body.turn_id);
+      const tokenB = `other-${randomBytes(4).toString('hex')}`;
+      let agentProcesses: AgentProc[] = [];
+      let agentProcessesB: AgentProc[] = [];
+      const [t1, t1B] = await Promise.all([
+        promptToEnd(http, s, convId, `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`, () => {
+          ps.push(processListing());
+          keyHolders.push(...secretHolders(key, sandboxDir));
+          agentProcesses = agentProcessesOf(convId);
+        }),
+        promptToEnd(http, sB, convB, `RUN: echo ${tokenB} > ${tokenB}.txt && cat ${tokenB}.txt`, () => {
+          agentProcessesB = agentProcessesOf(convB);
+        }),
+      ]);
+      phase('turn 1 done in both');
+      const permission: Json = t1.permissions[0] ?? null;
+      const turnOf = async (conv: string, id: string) =>
+        ((await http('GET', `/api/conversations/${conv}/turns`)).body.data as Json[]).find((t) => t.id === id);
+      const firstTurn = await turnOf(convId, t1.turnId);
+      const firstAnswer = answer(s.events, t1.turnId);
       const proofPath = join(c.workdir(sandboxDir), `${token}.txt`);
       const proofFile = existsSync(proofPath) ? readFileSync(proofPath, 'utf8') : null;
+      const settings: Record<string, [string | null, string | null]> = {};
+      const read = (f: string) => (existsSync(f) ? readFileSync(f, 'utf8') : null);
+      for (const f of c.settingsFiles) settings[f] = [read(join(sandboxDir, f)), read(join(sandboxB, f))];
 
-      // The skill and both MCP servers: the model calls each MCP tool, every permission is allowed through the API.
+      // The skill and both MCP servers (the model calls each MCP tool, every permission allowed through the
+      // API) while the other conversation recalls its own turn, before either parks.
       const delivered: Record<string, string> = {};
       for (const f of c.deliveredFiles(sandboxDir)) delivered[f] = existsSync(f) ? readFileSync(f, 'utf8') : '(absent)';
       const word = `w${randomBytes(4).toString('hex')}`;
-      const pm = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: `MCP: ${word}` });
-      assert.equal(pm.status, 200, JSON.stringify(pm.body));
-      const mcpPermissions: Json[] = [];
-      let mcpAfter = t1done.id ?? 0;
-      for (;;) {
-        const e = await until(
-          () =>
-            s.events.find(
-              (x) =>
-                (x.id ?? 0) > mcpAfter &&
-                ((x.data?.stage === 'permission' && x.data?.state === 'started') ||
-                  (x.data?.stage === 'turn' && ['done', 'failed'].includes(x.data?.state))),
-            ),
-          'a permission request or the end of the MCP turn',
-          LONG,
-        );
-        mcpAfter = e.id ?? mcpAfter;
-        if (e.data.stage === 'turn') break;
-        const req = typeof e.data.data === 'string' ? JSON.parse(e.data.data) : e.data.data;
-        mcpPermissions.push(req);
-        const allow =
-          (req.options as Json[]).find((o) => o.kind === 'allow_once') ??
-          (req.options as Json[]).find((o) => String(o.kind).startsWith('allow'));
-        const yes = await http('POST', `/api/conversations/${convId}/requests/${req.request_id}`, {
-          option_id: allow.option_id,
-        });
-        assert.equal(yes.status, 200, JSON.stringify(yes.body));
-      }
-      phase(`MCP turn ended after ${mcpPermissions.length} permission request(s)`);
-      const mcpTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
-        (t) => t.id === pm.body.turn_id,
-      );
+      const [mcp, recallB] = await Promise.all([
+        promptToEnd(http, s, convId, `MCP: ${word}`),
+        promptToEnd(http, sB, convB, 'RECALL what you ran before.'),
+      ]);
+      const mcpAfter = mcp.end.id ?? 0;
+      phase(`MCP turn ended after ${mcp.permissions.length} permission request(s)`);
+      const other = {
+        sandboxDir: sandboxB,
+        token: tokenB,
+        firstTurn: await turnOf(convB, t1B.turnId),
+        recallTurn: await turnOf(convB, recallB.turnId),
+        recallAnswer: answer(sB.events, recallB.turnId),
+        agentProcesses: agentProcessesB,
+        settings,
+        leftAfterTerminate: true,
+      };
+      assert.equal((await http('POST', `/api/conversations/${convB}/terminate`)).status, 204);
+      other.leftAfterTerminate = !(await until(() => !existsSync(sandboxB), 'the other sandbox to go', 30_000)
+        .then(() => true)
+        .catch(() => false));
+      phase('the other conversation recalled its own turn and was terminated');
       const tools: ToolsRun = {
         mcpToken,
         word,
         skillMark,
-        turn: mcpTurn,
-        answer: answer(s.events, pm.body.turn_id),
-        permissions: mcpPermissions,
+        turn: await turnOf(convId, mcp.turnId),
+        answer: answer(s.events, mcp.turnId),
+        permissions: mcp.permissions,
         stdio: readStdioLog(stdioLog),
         http: [...probe.seen],
         delivered,
@@ -389,79 +496,53 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       const parked = await stageAfter(s, 'sandbox', 'done', mcpAfter, 60_000);
       phase('parked');
       await c.beforeWake?.();
-      const p2 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'RECALL what you ran before.' });
-      assert.equal(p2.status, 200, JSON.stringify(p2.body));
-      const t2done = await stageAfter(s, 'turn', 'done', parked.id!);
+      const recall = await promptToEnd(http, s, convId, 'RECALL what you ran before.');
       phase('turn 2 done');
-      const recallTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
-        (t) => t.id === p2.body.turn_id,
-      );
-      const recallAnswer = answer(s.events, p2.body.turn_id);
-      const resets = s.events.filter((e) => e.data?.stage === 'session' && e.data?.data?.event === 'reset');
+      assert.ok((recall.end.id ?? 0) > (parked.id ?? 0));
+      const recallTurn = await turnOf(convId, recall.turnId);
+      const recallAnswer = answer(s.events, recall.turnId);
+      const isReset = (e: SseEvent) => e.data?.stage === 'session' && e.data?.data?.event === 'reset';
+      const resets = s.events.filter(isReset);
 
-      // Usage as the gateway recorded it, against what the model API reported on each call.
-      const usage = (await http('GET', `/api/usage?by=conversation&conversation_id=${convId}`)).body.data as Json[];
-      const usageByTurn = (await http('GET', `/api/usage?by=turn&conversation_id=${convId}`)).body.data as Json[];
-      const gatewayCalls = (await http('GET', `/api/usage/calls?conversation_id=${convId}&limit=1000`)).body
-        .data as Json[];
+      // Usage as the gateway recorded it for the account (both conversations use one model API), against
+      // what the model API was asked so far.
+      const usage = (await http('GET', '/api/usage?by=conversation')).body.data as Json[];
+      const usageByTurn = (await http('GET', '/api/usage?by=turn')).body.data as Json[];
+      const gatewayCalls = (await http('GET', '/api/usage/calls?limit=1000')).body.data as Json[];
+      const askedAtUsage = api.asked.map((a) => ({ authorized: a.authorized, path: a.path }));
       keyHolders.push(...secretHolders(key, sandboxDir));
 
-      // A budget of what the conversation has already used: the next call is refused and the turn says why.
-      const used = Number(usage[0]?.input_tokens ?? 0) + Number(usage[0]?.output_tokens ?? 0);
-      const limited = await http('PATCH', `/api/agents/${agentId}`, {
-        model_limits: { tokens_per_conversation: Math.max(1, used) },
+      // The key is replaced while the agent runs: the very next turn uses the new one.
+      const rotatedKey = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
+      api.key = rotatedKey;
+      const put = await http('PUT', `/api/account/inference-credentials/${c.credential}`, {
+        value: rotatedKey,
+        base_url: c.baseUrl(api),
       });
-      assert.equal(limited.status, 200, JSON.stringify(limited.body));
-      const askedBeforeBudget = api.asked.length;
-      const pb = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'RUN: echo over-budget' });
-      assert.equal(pb.status, 200, JSON.stringify(pb.body));
-      const budgetTurn = await until(
-        async () => {
-          const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
-            (x) => x.id === pb.body.turn_id,
-          );
-          return t && !['pending', 'running'].includes(t.status) ? t : null;
-        },
-        'the over-budget turn to end',
-        LONG,
-      );
-      const budgetAnswer = answer(s.events, pb.body.turn_id);
-      const budgetAsked = api.asked.length - askedBeforeBudget;
-      phase(`over-budget turn: ${budgetTurn.status}: ${budgetTurn.reason}; answer: ${budgetAnswer.slice(0, 300)}`);
-      const unlimited = await http('PATCH', `/api/agents/${agentId}`, { model_limits: {} });
-      assert.equal(unlimited.status, 200, JSON.stringify(unlimited.body));
-      const budgetDone = await until(
-        () =>
-          s.events.find(
-            (e) =>
-              (e.id ?? 0) > t2done.id! &&
-              e.data?.stage === 'turn' &&
-              ['done', 'failed', 'interrupted'].includes(e.data?.state),
-          ),
-        'the over-budget turn on the stream',
-        LONG,
-      );
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const callsBefore = api.asked.length;
+      const rotatedToken = `rotated-${randomBytes(4).toString('hex')}`;
+      const rotated = await promptToEnd(http, s, convId, `RUN: echo ${rotatedToken}`);
+      const rotatedCalls = api.asked.slice(callsBefore).map((a) => ({ authorized: a.authorized }));
+      const rotatedTurn = await turnOf(convId, rotated.turnId);
+      phase(`rotated-key turn: ${rotatedTurn?.status} ${rotatedTurn?.reason ?? ''}`);
+
+      // A second park and wake: turn 1 is still remembered (or the conversation says the session was lost).
+      const parked2 = await stageAfter(s, 'sandbox', 'done', rotated.end.id ?? 0, 60_000);
+      phase('parked again');
+      await c.beforeWake?.();
+      const recall2 = await promptToEnd(http, s, convId, 'RECALL everything you ran before.');
+      assert.ok((recall2.end.id ?? 0) > (parked2.id ?? 0));
+      const secondRecallTurn = await turnOf(convId, recall2.turnId);
+      const secondRecallAnswer = answer(s.events, recall2.turnId);
+      phase(`second wake: ${secondRecallTurn?.status}: ${secondRecallAnswer.slice(0, 200)}`);
+      const allResets = s.events.filter(isReset);
+      phase(`session resets: ${allResets.map((e) => JSON.stringify(e.data?.data)).join('; ') || 'none'}`);
 
       // The model API stops accepting the key: the next turn fails with words.
       api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
-      await stageAfter(s, 'sandbox', 'done', budgetDone.id!, 60_000);
-      phase('parked again');
-      const p3 = await http('POST', `/api/conversations/${convId}/prompts`, { prompt: 'Say hello.' });
-      assert.equal(p3.status, 200, JSON.stringify(p3.body));
-      await until(
-        async () => {
-          const t = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
-            (x) => x.id === p3.body.turn_id,
-          );
-          return t && !['pending', 'running'].includes(t.status) ? t : null;
-        },
-        'the wrong-key turn to end',
-        LONG,
-      );
-      phase('wrong-key turn ended');
-      const wrongKeyTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
-        (x) => x.id === p3.body.turn_id,
-      );
+      const wrong3 = await promptToEnd(http, s, convId, 'Say hello.');
+      const wrongKeyTurn = await turnOf(convId, wrong3.turnId);
       ps.push(processListing());
       phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
 
@@ -473,16 +554,31 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         if (!page.body.meta.has_more) break;
         after = page.body.meta.next_cursor;
       }
+      const keyInFiles = [
+        ...filesHolding(sandboxDir, [key, rotatedKey, mcpToken]),
+        ...filesHolding(sandboxB, [key, rotatedKey, mcpToken]),
+      ];
       const conversation = await http('GET', `/api/conversations/${convId}`);
       const allTurns = await http('GET', `/api/conversations/${convId}/turns`);
       const term = await http('POST', `/api/conversations/${convId}/terminate`);
       assert.equal(term.status, 204);
-      await sleep(200);
+      const leftAfterTerminate = !(await until(() => !existsSync(sandboxDir), 'the sandbox to go', 30_000)
+        .then(() => true)
+        .catch(() => false));
       await runner.stop();
       const runnerLog = runner.stderr();
       runner = null;
       await srv.stop();
       srv = null;
+      const sharedTmpWrites = sharedTmpWritesSince(startMarker, tmp, [
+        token,
+        tokenB,
+        rotatedToken,
+        skillMark,
+        systemMark,
+        convId,
+        convB,
+      ]);
       return {
         key,
         api,
@@ -497,31 +593,44 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         recallTurn,
         recallAnswer,
         resets,
-        wrongKeyTurn,
-        wrongKeyAcp: events
-          .filter((e) => e.turn_id === p3.body.turn_id && e.stream !== '')
-          .map((e) => String(e.data).slice(0, 600)),
-        streamEvents: s.events,
-        tools,
+        allResets,
+        secondRecallTurn,
+        secondRecallAnswer,
+        rotatedTurn,
+        rotatedCalls,
+        rotatedKey,
         keyHolders,
         usage,
         usageByTurn,
         gatewayCalls,
-        budget: { turn: budgetTurn, answer: budgetAnswer, asked: budgetAsked, limit: Math.max(1, used) },
+        askedAtUsage,
+        events,
+        agentProcesses,
+        keyInFiles,
+        sharedTmpWrites,
+        leftAfterTerminate,
+        other,
+        wrongKeyTurn,
+        wrongKeyAcp: events
+          .filter((e) => e.turn_id === wrong3.turnId && e.stream !== '')
+          .map((e) => String(e.data).slice(0, 600)),
+        streamEvents: s.events,
+        tools,
         exposures: {
           'server log': readFileSync(logFile, 'utf8'),
           'runner log': runnerLog,
           events: JSON.stringify(events),
-          'SSE stream': s.raw(),
+          'SSE stream': s.raw() + sB.raw(),
           conversation: JSON.stringify(conversation.body),
           turns: JSON.stringify(allTurns.body),
-          'credential answers': JSON.stringify([wrong.body, right.body, list.body]),
+          'credential answers': JSON.stringify([wrong.body, right.body, list.body, put.body]),
           'process listing': ps.join('\n'),
           '/home/sprite/.env': dotenv,
         },
       };
     } finally {
       s.close();
+      sB.close();
     }
   } finally {
     await runner?.stop();
@@ -561,11 +670,89 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   );
 
   assert.equal(r.recallTurn.status, 'completed', JSON.stringify(r.recallTurn));
-  assert.deepEqual(r.resets, [], 'the wake loaded the session instead of starting a new one');
+  assert.deepEqual(r.resets, [], 'the first wake loaded the session instead of starting a new one');
   assert.ok(
     r.recallAnswer.includes(RECALL_PREFIX) && r.recallAnswer.includes(r.token),
     `the history survived the park: ${r.recallAnswer}`,
   );
+
+  // Where the agent runs: its cwd and HOME inside the sandbox directory the API reports; nothing in the shared /tmp.
+  const inside = (dir: string, p: string) => p === dir || p.startsWith(`${dir}/`);
+  for (const [dir, procs] of [
+    [r.sandboxDir, r.agentProcesses],
+    [r.other.sandboxDir, r.other.agentProcesses],
+  ] as const) {
+    assert.ok(procs.length > 0, 'the agent process was found by its conversation id');
+    for (const p of procs) {
+      assert.ok(inside(dir, p.cwd), `cwd ${p.cwd} of ${p.argv} is inside ${dir}`);
+      assert.ok(inside(dir, p.home), `HOME ${p.home} of ${p.argv} is inside ${dir}`);
+    }
+  }
+  assert.deepEqual(r.sharedTmpWrites, [], 'nothing of the run was written to the shared temporary directory');
+  assert.equal(r.leftAfterTerminate, false, 'terminate removed the sandbox directory');
+
+  // Two conversations of the same runtime at once: their own settings and histories.
+  assert.notEqual(r.other.sandboxDir, r.sandboxDir);
+  assert.equal(r.other.firstTurn?.status, 'completed', JSON.stringify(r.other.firstTurn));
+  assert.equal(r.other.recallTurn?.status, 'completed', JSON.stringify(r.other.recallTurn));
+  assert.ok(
+    r.other.recallAnswer.includes(r.other.token) && !r.other.recallAnswer.includes(r.token),
+    `the other conversation remembers its own turn only: ${r.other.recallAnswer}`,
+  );
+  for (const [f, [mine, theirs]] of Object.entries(r.other.settings))
+    assert.ok(mine !== null && theirs !== null, `each conversation has its own ${f}`);
+  assert.equal(r.other.leftAfterTerminate, false, "terminate removed the other conversation's sandbox");
+
+  // A replaced key is the one the very next turn uses.
+  assert.equal(r.rotatedTurn?.status, 'completed', JSON.stringify(r.rotatedTurn));
+  assert.ok(
+    r.rotatedCalls.length > 0 && r.rotatedCalls.every((a) => a.authorized),
+    `the turn after the rotation used the new key: ${JSON.stringify(r.rotatedCalls)}`,
+  );
+
+  // The second park and wake: turn 1 still remembered; a lost session is said in words.
+  assert.equal(r.secondRecallTurn?.status, 'completed', JSON.stringify(r.secondRecallTurn));
+  for (const e of r.allResets) assert.ok(String(e.data?.data?.detail ?? '').length > 10, JSON.stringify(e.data));
+  if (c.runtime !== 'gemini') assert.deepEqual(r.allResets, [], 'every wake loaded the session');
+  assert.ok(
+    r.secondRecallAnswer.includes(RECALL_PREFIX) && r.secondRecallAnswer.includes(r.token),
+    `turn 1 survived the second park: ${r.secondRecallAnswer}`,
+  );
+
+  // Every event once: ids unique, no replayed message or tool call stored again in another turn.
+  const ids = r.events.map((e) => e.id);
+  assert.equal(new Set(ids).size, ids.length, 'event ids are unique');
+  const seen = new Map<string, string | null>();
+  for (const e of r.events) {
+    if (e.stream !== 'acp') continue;
+    const u = JSON.parse(e.data)?.params?.update;
+    const kind = u?.sessionUpdate;
+    // What the model said (each answer of the script is unique to its turn), the user sent, and the tool
+    // calls the turns asked for; a runtime's own notices (codex: a model-metadata warning and its MCP
+    // start-up as tool calls at every launch) may repeat.
+    const text = String(u?.content?.text ?? '');
+    const modelSaid = [FINAL_PREFIX, RECALL_PREFIX, MCP_PREFIX].some((p) => text.includes(p));
+    const key =
+      kind === 'tool_call' && [r.token, r.tools.word].some((t) => JSON.stringify(u).includes(t))
+        ? `tool_call ${u.toolCallId}`
+        : (kind === 'user_message_chunk' && text.length >= 12) ||
+            (['agent_message_chunk', 'agent_thought_chunk'].includes(kind) && modelSaid)
+          ? `${kind} ${text}`
+          : null;
+    if (!key) continue;
+    if (seen.has(key))
+      assert.equal(
+        seen.get(key),
+        e.turn_id ?? null,
+        `stored again in turn ${e.turn_id} (event ${e.id}; first in turn ${seen.get(key)}): ${key.slice(0, 200)}`,
+      );
+    else seen.set(key, e.turn_id ?? null);
+  }
+  for (const a of [r.recallAnswer, r.secondRecallAnswer])
+    assert.ok(!a.includes(FINAL_PREFIX) && !a.includes(MCP_PREFIX), `an earlier turn's answer was replayed into: ${a}`);
+
+  // No credential in any file of either sandbox (codex's shell snapshots held it once).
+  assert.deepEqual(r.keyInFiles, [], 'no file under the sandbox holds the key or the environment secret');
 
   assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
   assert.match(
@@ -574,40 +761,33 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     'the failed turn says why and what to do',
   );
   assert.ok(
+    String(r.wrongKeyTurn.reason).includes(`fountain credentials set ${c.credential}`),
+    `the failed turn names the credential and the command: ${r.wrongKeyTurn.reason}`,
+  );
+  assert.ok(
     r.api.asked.some((a) => !a.authorized),
     'the model API refused the rotated key',
   );
 
-  // Gateway delivery: the real key never entered the sandbox, and every model call went through the gateway.
+  // Gateway delivery: the real key never entered a sandbox, and every model call went through the gateway.
   assert.deepEqual(r.keyHolders, [], 'the real key is in no process environment and no sandbox file');
-  const generating = r.api.asked.filter(
+  const generating = r.askedAtUsage.filter(
     (a) =>
       a.authorized && /\/v1\/messages$|\/responses$|\/chat\/completions$|:(stream)?[gG]enerateContent$/.test(a.path),
   );
   const metered = r.gatewayCalls.filter((x) => x.status === 200 && x.refused === null && x.endpoint !== 'count_tokens');
   assert.ok(generating.length > 0, 'the model API answered calls');
   assert.ok(
-    r.gatewayCalls.filter((x) => x.refused === null).length >= r.api.asked.filter((a) => a.authorized).length - 1,
-    `every authorized call came through the gateway: ${r.gatewayCalls.length} gateway rows, ${r.api.asked.length} asked`,
+    r.gatewayCalls.filter((x) => x.refused === null).length >= r.askedAtUsage.filter((a) => a.authorized).length - 1,
+    `every authorized call came through the gateway: ${r.gatewayCalls.length} gateway rows, ${r.askedAtUsage.length} asked`,
   );
   // The local model API reports 120 input and 12 output tokens on every generating call.
-  assert.equal(r.usage[0]?.input_tokens, 120 * metered.length, JSON.stringify(r.usage));
-  assert.equal(r.usage[0]?.output_tokens, 12 * metered.length, JSON.stringify(r.usage));
+  const total = (k: string) => r.usage.reduce((n, g) => n + Number(g[k] ?? 0), 0);
+  assert.equal(total('input_tokens'), 120 * metered.length, JSON.stringify(r.usage));
+  assert.equal(total('output_tokens'), 12 * metered.length, JSON.stringify(r.usage));
   assert.equal(metered.length, generating.length, 'the gateway metered each call the model API answered');
-  // Each call is attributed to the turn running when it began: the first turn's calls are under its id.
   const firstTurnUsage = r.usageByTurn.find((g) => g.key === r.firstTurn.id);
   assert.ok(firstTurnUsage && firstTurnUsage.input_tokens > 0, `usage by turn: ${JSON.stringify(r.usageByTurn)}`);
-  assert.equal(
-    r.usageByTurn.reduce((n, g) => n + g.input_tokens, 0),
-    r.usage[0]?.input_tokens,
-    'the turns add up to the conversation',
-  );
-  const sentence = new RegExp(`token budget tokens_per_conversation = ${r.budget.limit} is spent`);
-  assert.equal(r.budget.asked, 0, 'the over-budget call never reached the model API');
-  assert.ok(
-    sentence.test(String(r.budget.turn.reason ?? '')) || sentence.test(r.budget.answer),
-    `the over-budget turn names the budget: ${JSON.stringify(r.budget)}`,
-  );
 
   for (const [where, text] of Object.entries(r.exposures)) {
     assert.ok(!text.includes(r.key), `the credential appears in the ${where}`);

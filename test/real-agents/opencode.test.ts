@@ -17,11 +17,12 @@ const OPENCODE: RealAgentCase = {
   startApi: startOpenAiApi,
   baseUrl: (api) => `${api.url}/v1`,
   modelAsked: 'gpt-5',
-  workdir: () => `/${'tmp'}/opencode-workspace`,
-  deliveredFiles: () => [
-    `/${'tmp'}/opencode-workspace/.mcp.json`,
-    `/${'tmp'}/.config/opencode/opencode.json`,
-    `/${'tmp'}/.config/opencode/skills/fountain-probe/SKILL.md`,
+  workdir: (dir) => join(dir, 'opencode-workspace'),
+  settingsFiles: ['.config/opencode/opencode.json'],
+  deliveredFiles: (dir) => [
+    join(dir, 'opencode-workspace', '.mcp.json'),
+    join(dir, '.config', 'opencode', 'opencode.json'),
+    join(dir, '.config', 'opencode', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
 };
 
@@ -30,7 +31,7 @@ describe('opencode: a real turn through the public API', { timeout: 600_000 }, (
     const r = await realAgentConversation(OPENCODE);
     assertRealRun(OPENCODE, r);
     // §13: the MCP servers go in ACP session/new, so no file names them.
-    const [mcpJson, config, skill] = OPENCODE.deliveredFiles('').map((f) => r.tools.delivered[f]!);
+    const [mcpJson, config, skill] = OPENCODE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
     // Only the `ask` for the MCP servers' tools (`<server>_*`), so they reach Fountain's policy as bash does.
     assert.deepEqual(

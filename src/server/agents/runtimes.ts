@@ -2,11 +2,10 @@
  * The runtime table (platform-api.md §13): where each agent runtime lives in its sandbox, how its
  * ACP adapter is installed and launched, and which model providers it accepts.
  */
+import { credentialsFor } from '../credentials/providers.ts';
 import type { Runtime } from '../store/conversation-schema.ts';
 
 export const SANDBOX_HOME = '/home/sprite';
-/** The root-level temporary directory some runtimes use as HOME. */
-const ROOT_TMP = `/${'tmp'}`;
 
 export interface AdapterInstall {
   readonly pkg: string;
@@ -89,10 +88,11 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     id: 'gemini',
     configDir: '.gemini',
     mcpDelivery: 'gemini_settings',
-    home: ROOT_TMP,
-    instructionsFile: `${ROOT_TMP}/GEMINI.md`,
-    cwd: `${ROOT_TMP}/gemini-workspace`,
-    workspace: `${ROOT_TMP}/gemini-workspace`,
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/GEMINI.md`,
+    // A workspace of its own below HOME (not HOME itself), inside the sandbox like everything the agent keeps.
+    cwd: `${SANDBOX_HOME}/gemini-workspace`,
+    workspace: `${SANDBOX_HOME}/gemini-workspace`,
     launch: ['gemini', '--acp'],
     // Installed like the adapters when the sandbox lacks the pinned version (a runner's machine may have none).
     install: { pkg: '@google/gemini-cli', version: '0.61.0', bin: 'gemini' },
@@ -111,10 +111,11 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     id: 'opencode',
     configDir: '.config/opencode',
     mcpDelivery: 'session',
-    home: ROOT_TMP,
-    instructionsFile: `${ROOT_TMP}/AGENTS.md`,
-    cwd: `${ROOT_TMP}/opencode-workspace`,
-    workspace: `${ROOT_TMP}/opencode-workspace`,
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    // A workspace of its own below HOME (not HOME itself), inside the sandbox like everything the agent keeps.
+    cwd: `${SANDBOX_HOME}/opencode-workspace`,
+    workspace: `${SANDBOX_HOME}/opencode-workspace`,
     launch: ['opencode', 'acp'],
     install: { pkg: 'opencode-ai', version: '1.18.33', bin: 'opencode' },
     requiresBin: null,
@@ -176,15 +177,6 @@ export function installScript(i: AdapterInstall): string {
   ].join('\n');
 }
 
-/** The credential each runtime reads (§13), named in the reason of a turn the agent refused for want of auth. */
-const CREDENTIAL_NAME: Readonly<Record<Runtime, string>> = {
-  claude: 'claude_code_oauth_token or anthropic_api_key',
-  codex: 'openai_api_key',
-  gemini: 'gemini_api_key',
-  opencode: "the model provider's API key",
-  demo: 'nothing',
-};
-
 /**
  * How the runtimes word a model API's refusal of their key when they fail the prompt with a generic
  * error instead of auth_required: Claude Code ("Invalid API key"), Gemini CLI (Google's 400
@@ -199,16 +191,26 @@ const GATEWAY_LIMIT = /Fountain gateway: .*(token budget|requests_per_minute|mod
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
 
-/** Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime needs. */
+/**
+ * Why a prompt failed, in words a user can act on: an auth refusal names the credential the runtime
+ * reads for `model` (opencode's is its model's vendor's) and the command that sets it.
+ */
 export function promptFailureReason(
   runtime: Runtime,
   e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined },
+  model: string = RUNTIME_SPECS[runtime].models[0] ?? '',
 ): string {
   if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
   // A limit of the model gateway (budget, rate, allow-list) is not a credential problem: its sentence says what it is.
   if (GATEWAY_LIMIT.test(e.message)) return e.message;
+  const names = credentialsFor(runtime, model);
+  const which = names.length > 0 ? names.join(' or ') : "the model provider's API key";
+  const commands =
+    names.length > 0
+      ? names.map((n) => `\`fountain credentials set ${n}\``).join(' or ')
+      : '`fountain credentials set`';
   return (
-    `${e.message} — the ${runtime} agent's model credential (${CREDENTIAL_NAME[runtime]}) is missing or was refused by the model API: ` +
-    'set it again on the Model credentials page (/account/credentials) or with `fountain credentials set`'
+    `${e.message} — the ${runtime} agent's model credential (${which}) is missing or was refused by the model API: ` +
+    `set it again on the Model credentials page (/account/credentials) or with ${commands}`
   );
 }

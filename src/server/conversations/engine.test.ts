@@ -142,6 +142,77 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     assert.equal(!again.ok && again.error.code, 'no_turn_running');
     assert.ok((await engine.terminate(accountId, id)).ok);
   });
+  it('drops a session/load replay that arrives after the load reply; a load that fails is said and the history carried over', async () => {
+    // As gemini-cli 0.61: it answers session/load first and streams the history after its reply. Its
+    // prompts answer with what they were given; a load fails once the file `load-fails` exists.
+    const failFlag = join(tmp, 'load-fails');
+    const script = join(tmp, 'late-replay-agent.mjs');
+    writeFileSync(
+      script,
+      [
+        "import { createInterface } from 'node:readline';",
+        "import { existsSync } from 'node:fs';",
+        'const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n");',
+        'const said = (sessionId, text) => send({ jsonrpc: "2.0", method: "session/update", params: { sessionId, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } } });',
+        'createInterface({ input: process.stdin }).on("line", (l) => {',
+        '  const m = JSON.parse(l);',
+        '  if (m.method === "initialize") send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: 1, agentCapabilities: { loadSession: true }, authMethods: [] } });',
+        '  else if (m.method === "session/new") send({ jsonrpc: "2.0", id: m.id, result: { sessionId: "late-" + Date.now() } });',
+        `  else if (m.method === "session/load" && existsSync(${JSON.stringify(failFlag)})) send({ jsonrpc: "2.0", id: m.id, error: { code: -32603, message: "No previous sessions found for this project." } });`,
+        '  else if (m.method === "session/load") {',
+        '    send({ jsonrpc: "2.0", id: m.id, result: {} });',
+        '    setTimeout(() => said(m.params.sessionId, "replayed: an earlier answer"), 60);',
+        '    setTimeout(() => said(m.params.sessionId, "replayed: another earlier answer"), 120);',
+        '  } else if (m.method === "session/prompt") {',
+        '    said(m.params.sessionId, "got: " + m.params.prompt.map((b) => b.text).join(" | "));',
+        '    send({ jsonrpc: "2.0", id: m.id, result: { stopReason: "end_turn" } });',
+        '  }',
+        '});',
+      ].join('\n'),
+    );
+    const late = rig.engineWith({ idleTimeoutMs: 100, demoAgentArgv: [process.execPath, script] }, false);
+    try {
+      const agent = await rig.demoAgent('late-replay');
+      const created = await late.create(accountId, { agentId: agent.id, prompt: 'first words' });
+      assert.ok(created.ok, JSON.stringify(created));
+      const id = created.value.id;
+      const t1 = await waitForStage(db, id, 'turn', 'done');
+      const parkAndPrompt = async (prompt: string) => {
+        const from = (await allEvents(db, id)).at(-1)!.id;
+        await until(async () => (await late.sweep()) > 0 || null, 'the sweep to park the sandbox');
+        await waitForStage(db, id, 'sandbox', 'done', from);
+        const mark = (await allEvents(db, id)).at(-1)!.id;
+        assert.ok((await late.prompt(accountId, id, prompt)).ok);
+        return waitForStage(db, id, 'turn', 'done', mark);
+      };
+      const t2 = await parkAndPrompt('second words');
+      const events = await allEvents(db, id);
+      assert.ok(!events.some((e) => e.data.includes('replayed:')), 'nothing of the replay was stored');
+      assert.equal(answerText(events, t2.turnId!), 'got: second words');
+      assert.equal(answerText(events, t1.turnId!), 'got: first words');
+
+      writeFileSync(failFlag, '');
+      const t3 = await parkAndPrompt('third words');
+      const after = await allEvents(db, id);
+      const reset = after.find((e) => e.stage === 'session' && e.state === 'done');
+      assert.ok(reset, 'the lost session is said in the conversation');
+      const data = JSON.parse(reset.data) as Record<string, string>;
+      assert.equal(data.event, 'reset');
+      assert.equal(data.history, 'carried_over');
+      assert.match(data.error ?? '', /No previous sessions found/);
+      assert.match(data.detail ?? '', /could not load its previous session/);
+      const third = answerText(after, t3.turnId!);
+      assert.match(
+        third,
+        /^got: <fountain-history>[\s\S]*User: first words\s+Agent: got: first words[\s\S]*User: second words/,
+      );
+      assert.match(third, / \| third words$/, 'the new prompt follows the carried history');
+      assert.ok((await late.terminate(accountId, id)).ok);
+    } finally {
+      await late.stop();
+    }
+  });
+
   it('fails a turn whose agent goes silent (a real agent process that never answers session/prompt)', async () => {
     // A dependency-free NDJSON agent: it answers initialize and session/new, then ignores every prompt,
     // as an adapter stuck retrying an unreachable model API does.

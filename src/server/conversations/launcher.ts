@@ -2,12 +2,12 @@
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
  */
-import type { SessionNotification } from '@agentclientprotocol/sdk';
+import type { ContentBlock, SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, type RuntimeSpec } from '../agents/runtimes.ts';
 import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import { newLive, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
@@ -23,17 +23,22 @@ import { modelOptionToSet } from './model-option.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
 import { mergeRuntimeFile } from '../environments/mcp.ts';
 import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
+import { Continuity } from './continuity.ts';
+import { capReason } from './reason.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
 
 export class Launcher {
   /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
   readonly #sessionOpenedAt = new Map<string, number>();
+  readonly #continuity: Continuity;
 
   constructor(
     private readonly c: EngineCore,
     private readonly p: EngineParts,
-  ) {}
+  ) {
+    this.#continuity = new Continuity(c.d.db);
+  }
 
   /**
    * What `.env` holds: the environment's variables, never a secret. The sandbox token and secrets are
@@ -70,6 +75,25 @@ export class Launcher {
     if ((await agentCredentialDelivery(this.c.d.db, agentId)) === 'direct') return accept(null);
     const reach = gatewayReach(provider, this.c.d.config.publicUrl, this.c.sandboxTokens.baseUrl);
     return reach.ok ? accept(reach.url) : refuse('gateway_unreachable', reach.message);
+  }
+
+  /**
+   * Whether the running agent of `live` was launched with another credential (or endpoint, model file)
+   * than the account holds now, or the credential is gone: a replaced key must stop being used at the
+   * next turn, not when the agent next parks. Unknown (an adopted agent) counts as unchanged.
+   */
+  async deliveryChanged(live: Live): Promise<boolean> {
+    return this.#continuity.changed(live, await this.delivery(live.accountId, live.runtime, live.model));
+  }
+
+  /** Makes the next prompt of `live` carry the conversation so far (continuity.ts); false when there is none. */
+  carryHistory(live: Live): Promise<boolean> {
+    return this.#continuity.carryHistory(live);
+  }
+
+  /** What a turn sends as its prompt: the text, after a carried-over history once. */
+  promptFor(live: Live, prompt: string): string | ContentBlock[] {
+    return this.#continuity.promptFor(live, prompt);
   }
 
   /** Forgets a terminated conversation. */
@@ -139,8 +163,10 @@ export class Launcher {
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
     }
     const live = newLive(conv, sandbox.id, adapter, handle, model);
+    // Only a directly delivered key lives in the agent: through the gateway a replaced key is used at the
+    // next model call without a restart, so nothing is remembered to compare.
+    if (!via) this.#continuity.launched(live, delivery);
     const env: Array<[string, string]> = this.c.sandboxTokens.env(conv.id, token);
-    if (spec.home !== SANDBOX_HOME) env.push(['HOME', spec.home]);
     env.push(...spec.env.map(([k, v]): [string, string] => [k, v]));
     env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
     // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
@@ -185,22 +211,24 @@ export class Launcher {
       ...(plan?.mcpSession ?? []),
     ];
     let sessionId: string | null = null;
+    let loadError: string | null = null;
     let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
       await this.#outwaitSameMinuteLoad(conv);
+      this.#continuity.replayStarts(live);
       const loaded = await withTimeout(
         proc.client.loadSession({ cwd: cwd.value, sessionId: resumeSessionId, mcpServers }),
         timeout,
         timedOut('session/load'),
       );
+      await this.#continuity.replayDone(live, loaded.ok);
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;
-      } else
-        this.c.log.info(
-          { conversation: conv.id, err: loaded.error.message },
-          'session/load failed; starting a new session',
-        );
+      } else {
+        loadError = loaded.error.message;
+        this.c.log.info({ conversation: conv.id, err: loadError }, 'session/load failed; starting a new session');
+      }
     }
     if (!sessionId) {
       const created = await withTimeout(
@@ -213,10 +241,16 @@ export class Launcher {
       this.#sessionOpenedAt.set(conv.id, Date.now());
       configOptions = created.value.configOptions;
       if (resumeSessionId) {
+        // Said in the conversation, and recovered as far as Fountain can: the next prompt carries the history.
+        const carried = await this.#continuity.carryHistory(live);
         this.c.events.stage(conv.id, null, 'session', 'done', {
           event: 'reset',
           reason: 'fresh_session',
-          detail: 'the agent could not load the previous session',
+          ...(loadError ? { error: capReason(loadError) } : {}),
+          history: carried ? 'carried_over' : 'none',
+          detail: carried
+            ? 'the agent could not load its previous session, so it started a new one; the next message gives it the conversation so far'
+            : 'the agent could not load its previous session and started a new one',
         });
       }
     }
@@ -278,14 +312,14 @@ export class Launcher {
 
   #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
-    if (ctx.during === 'session/load') return;
+    if (this.#continuity.isReplay(live) || ctx.during === 'session/load') return;
     this.p.turns.heard(live, message);
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
   /** Tool calls feed the policy's view of them; usage and the session title are recorded as reported. */
   #onUpdate(live: Live, n: SessionNotification, ctx: LineContext): void {
-    if (ctx.during === 'session/load') return;
+    if (ctx.during === 'session/load' || this.#continuity.isReplay(live)) return;
     const u = n.update;
     const tool = toolFieldsOf(u);
     if (tool) live.tools.apply(tool);

@@ -392,7 +392,16 @@ export class Provisioner {
   async ensureAwake(row: ConversationWithSandbox): Promise<EngineResult<Live>> {
     const conv = row.conversation;
     const existing = this.c.live.get(conv.id);
-    if (existing?.proc?.alive) return accept(existing);
+    if (existing?.proc?.alive) {
+      if (!(await this.p.launcher.deliveryChanged(existing))) return accept(existing);
+      // A replaced (or removed) credential: the agent holding the old one stops, a new one starts with the new.
+      this.c.events.stage(conv.id, null, 'session', 'started', {
+        event: 'relaunch',
+        reason: 'credential_changed',
+        detail: "the agent's model credential changed: restarting the agent with the new one",
+      });
+      await existing.proc.stop();
+    }
     if (existing) this.c.live.delete(conv.id);
     const sandbox = row.sandbox;
     const agent = conv.agentId ? await getAgent(this.c.d.db, conv.accountId, conv.agentId) : undefined;
@@ -558,10 +567,14 @@ export class Provisioner {
         detail: 'the previous sandbox was gone; its newest checkpoint was restored into a new one',
       });
     } else if (conv.runtimeSessionId) {
+      const carried = await this.p.launcher.carryHistory(r.value);
       this.c.events.stage(conv.id, null, 'session', 'done', {
         event: 'reset',
         reason: 'fresh_sandbox',
-        detail: 'the previous sandbox was gone',
+        history: carried ? 'carried_over' : 'none',
+        detail: carried
+          ? 'the previous sandbox was gone, so the agent started anew; the next message gives it the conversation so far'
+          : 'the previous sandbox was gone',
       });
     }
     return accept(r.value);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
 import { loosening } from './policy.ts';
-import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
 import { silenceReason } from './turn/machine.ts';
 import { platformMcpServers } from './sandbox-token.ts';
@@ -86,6 +86,24 @@ describe('real adapters', () => {
     assert.match(auth, /\/account\/credentials/);
     assert.match(auth, /fountain credentials set/);
     assert.match(promptFailureReason('gemini', { message: 'x', rpc: { code: -32000 } }), /gemini_api_key/);
+    assert.match(
+      auth,
+      /`fountain credentials set claude_code_oauth_token` or `fountain credentials set anthropic_api_key`/,
+    );
+    // opencode's credential is its model's vendor's.
+    for (const [model, cred] of [
+      ['openai/gpt-5', 'openai_api_key'],
+      ['anthropic/claude-sonnet-4-5', 'anthropic_api_key'],
+      ['google/gemini-2.5-pro', 'gemini_api_key'],
+    ] as const) {
+      const why = promptFailureReason(
+        'opencode',
+        { message: 'Incorrect API key provided', rpc: { code: -32603 } },
+        model,
+      );
+      assert.match(why, new RegExp(`opencode agent's model credential \\(${cred}\\)`), why);
+      assert.match(why, new RegExp(`\`fountain credentials set ${cred}\``), why);
+    }
     assert.equal(
       promptFailureReason('claude', { message: 'session/prompt failed: boom (-32603)', rpc: { code: -32603 } }),
       'session/prompt failed: boom (-32603)',
@@ -110,6 +128,12 @@ describe('real adapters', () => {
       promptFailureReason('claude', { message: 'the agent exited with code 1' }),
       'the agent exited with code 1',
     );
+  });
+  it('every runtime lives inside the sandbox: HOME, cwd, workspace and instructions under /home/sprite, never the shared /tmp', () => {
+    for (const spec of Object.values(RUNTIME_SPECS)) {
+      for (const path of [spec.home, spec.cwd, spec.instructionsFile, spec.workspace ?? spec.home])
+        assert.ok(path === SANDBOX_HOME || path.startsWith(`${SANDBOX_HOME}/`), `${spec.id}: ${path}`);
+    }
   });
   it('claude runs with IS_SANDBOX=1 (Claude Code refuses bypass mode as root otherwise); no runtime env carries a credential', () => {
     assert.deepEqual(RUNTIME_SPECS.claude.env[0], ['IS_SANDBOX', '1']);

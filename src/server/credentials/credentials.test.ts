@@ -94,6 +94,12 @@ describe('delivery per runtime', () => {
     assert.match(toml, /^model = "gpt-5"$/m);
     assert.match(toml, /base_url = "http:\/\/gw.local\/v1"/);
     assert.match(toml, /env_key = "OPENAI_API_KEY"/);
+    // Codex's shell snapshots dump the process env (the key with it) to <CODEX_HOME>/shell_snapshots/*.sh.
+    assert.match(toml, /^\[features\]\nshell_snapshot = false$/m);
+    assert.match(
+      deliveryFor('codex', 'openai/gpt-5', cred('openai_api_key')).files[0]!.content,
+      /shell_snapshot = false/,
+    );
     assert.deepEqual(
       d.secretEnv.map(([k]) => k),
       ['OPENAI_API_KEY'],

@@ -59,6 +59,8 @@ function codexConfig(modelId: string, baseUrl: string | null): string {
       `supports_websockets = false`,
     );
   }
+  // Shell snapshots write the process env (the key with it) to $CODEX_HOME/shell_snapshots/*.sh: a key on disk.
+  lines.push(``, `[features]`, `shell_snapshot = false`);
   return `${lines.join('\n')}\n`;
 }
 

@@ -43,7 +43,7 @@ describe('MCP delivery per runtime (§13)', () => {
     assert.ok(r.ok);
     assert.deepEqual(
       r.value.files.map((f) => f.path),
-      ['/tmp/.gemini/settings.json'],
+      ['/home/sprite/.gemini/settings.json'],
     );
     const s = JSON.parse(r.value.files[0]!.content);
     assert.deepEqual(s.mcpServers.docs, {
@@ -94,7 +94,7 @@ describe('MCP delivery per runtime (§13)', () => {
     assert.ok(r.ok);
     assert.deepEqual(
       r.value.files.map((f) => f.path),
-      ['/tmp/.config/opencode/opencode.json'],
+      ['/home/sprite/.config/opencode/opencode.json'],
     );
     const merged = JSON.parse(
       mergeRuntimeFile(r.value.files[0]!.content, '{"model": "x/y", "permission": {"bash": "ask", "edit": "ask"}}'),

@@ -104,6 +104,9 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
       return 'Reconnected to the running agent';
     case 'reattach/failed':
       return `Could not reconnect to the running agent${why ? `: ${why}` : ''}`;
+    case 'session/started':
+      if (event === 'load_delayed') return "Waiting for the minute to turn before reloading the agent's session…";
+      return str(d, 'detail') ? `Restarting the agent: ${str(d, 'detail')}` : 'Restarting the agent…';
     case 'session/done':
       return `The agent started afresh${str(d, 'detail') ? `: ${str(d, 'detail')}` : ''}`;
     case 'terminate/done':

@@ -2,6 +2,8 @@
  * The confinement seam of the directory-based backends: how a command is launched, where a file may
  * be written, and what suspend, destroy and a network policy do. The process backend confines nothing.
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Result } from '../../../sandbox/result.ts';
 import { ok } from '../../../sandbox/result.ts';
 import type { WireError } from '../../backend.ts';
@@ -56,6 +58,23 @@ export interface DirectoryConfinementOptions {
 }
 
 /** Trusted mode (runner-protocol.md §9): the host's own view, HOME in the sandbox directory. */
+/** Where TMPDIR points inside a process-backend sandbox directory. */
+export const SANDBOX_TMP = '.tmp';
+
+/**
+ * The sandbox's own temporary directory (TMPDIR): what its programs put in "the" temp directory (gemini's
+ * error reports, say) stays in the sandbox, apart from other sandboxes, and goes with it at destroy.
+ */
+export function sandboxTmp(dir: string): string {
+  const tmp = join(dir, SANDBOX_TMP);
+  try {
+    mkdirSync(tmp, { recursive: true, mode: 0o700 });
+  } catch {
+    // The command still starts; a program that needs TMPDIR reports its own error.
+  }
+  return tmp;
+}
+
 export class DirectoryConfinement implements Confinement {
   readonly extraCapabilities: readonly string[] = [];
   readonly #opts: DirectoryConfinementOptions;
@@ -72,6 +91,7 @@ export class DirectoryConfinement implements Confinement {
     const env = childEnv(dir, req.env, {
       base: this.#opts.env,
       realHome: this.#opts.realHome,
+      tmpdir: sandboxTmp(dir),
       ...(this.#opts.npmCache ? { npmCache: this.#opts.npmCache } : {}),
     });
     return {
@@ -83,7 +103,7 @@ export class DirectoryConfinement implements Confinement {
   }
 
   writablePath(_name: string, dir: string, path: string): BeneathTarget | null {
-    return writablePath(this.#opts.root, dir, path);
+    return writablePath(dir, path);
   }
 
   async release(): Promise<void> {}

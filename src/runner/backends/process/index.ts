@@ -425,7 +425,10 @@ export class ProcessBackend implements Backend {
   }
 }
 
+/** The daemon user's home: $HOME when set (a user who moved it means it), else the passwd entry's. */
 function safeRealHome(): string {
+  const home = process.env.HOME?.trim();
+  if (home) return home;
   try {
     return userInfo().homedir;
   } catch {

@@ -3,7 +3,6 @@
  * Pure functions; the only file-system touch is checking that a directory exists.
  */
 import { statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { BeneathTarget } from './write-beneath.ts';
 
@@ -47,19 +46,14 @@ const inside = (parent: string, child: string): boolean => {
 };
 
 /**
- * Where write_file may land: inside the sandbox, or in the machine's shared temp directory
- * (the agents' /tmp workspaces live there) but never in the runner root, where the other
+ * Where write_file may land: inside the sandbox only. Never the machine's shared temp directory (a
+ * file there outlives the sandbox and every sandbox sees it) nor the runner root, where the other
  * sandboxes and the journals are. Anything else is an escape and is refused.
  */
-export function writablePath(root: string, dir: string, path: string): BeneathTarget | null {
+export function writablePath(dir: string, path: string): BeneathTarget | null {
   const target = resolve(mapPath(dir, path));
-  if (target === dir) return null;
-  if (inside(dir, target)) return beneath(dir, target);
-  if (inside(root, target)) return null;
-  for (const shared of new Set(['/tmp', resolve(tmpdir())])) {
-    if (target !== shared && inside(shared, target)) return beneath(shared, target);
-  }
-  return null;
+  if (target === dir || !inside(dir, target)) return null;
+  return beneath(dir, target);
 }
 
 /** The components of `target` below `base` (both resolved, target inside base). */

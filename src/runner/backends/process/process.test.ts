@@ -139,11 +139,11 @@ describe('process backend', () => {
       assert.equal(code(await write(path, b64('x'))), 'invalid', path);
     }
     assert.ok(!existsSync('/escaped.txt'));
-    // The shared temp directory is the machine's own, as on the reference daemon.
+    // The machine's shared temp directory is not the sandbox's: a file there would outlive it and be seen by all.
     const shared = join(tmpdir(), `fountain-shared-${process.pid}.txt`);
-    value(await write(shared, b64('tmp')));
-    assert.equal(readFileSync(shared, 'utf8'), 'tmp');
-    rmSync(shared);
+    assert.equal(code(await write(shared, b64('tmp'))), 'invalid', shared);
+    assert.equal(code(await write(`/${'tmp'}/fountain-shared-${process.pid}.txt`, b64('tmp'))), 'invalid');
+    assert.ok(!existsSync(shared));
     assert.equal(code(await write('x.txt', '%%not base64')), 'invalid');
     assert.equal(
       code(await backend.writeFile({ id: id(), op: 'write_file', name: 'nope', path: 'x', data: b64('x') })),
@@ -573,6 +573,37 @@ describe('a process-backend sandbox environment holds only what it is given (iss
     const text = out.bytes(sp.value.result.session_id).toString();
     assert.doesNotMatch(text, /leaked/);
     assert.match(text, /^HOME=/m);
+    // Its temporary directory is its own, inside it: nothing lands in the machine's shared /tmp.
+    const tmp = /^TMPDIR=(.*)$/m.exec(text)?.[1] ?? '';
+    assert.equal(tmp, join(root, 'env', '.tmp'));
+    assert.ok(statSync(tmp).isDirectory());
+  });
+
+  it("without --npm-cache, sandboxes install through $HOME's npm cache: a changed HOME is honoured", async () => {
+    const home = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-pb-home-')));
+    const was = process.env.HOME;
+    process.env.HOME = home;
+    const opened = openProcessBackend({ root: join(home, 'sandboxes'), logger: captureLogger().logger });
+    if (was === undefined) delete process.env.HOME;
+    else process.env.HOME = was;
+    assert.ok(opened.ok);
+    try {
+      value(await opened.value.create({ id: id(), op: 'create', name: 'home' }));
+      const r = value(
+        await opened.value.exec({
+          id: id(),
+          op: 'exec',
+          name: 'home',
+          cmd: 'sh',
+          args: ['-c', 'printf %s "$npm_config_cache"'],
+          env: [],
+        }),
+      );
+      assert.equal(unb64(r.output), join(home, '.npm'));
+    } finally {
+      await opened.value.stopAll();
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('takes the npm cache the runner names (--npm-cache) and the trust anchors, nothing else', () => {

@@ -202,7 +202,7 @@ export class TurnDriver {
       await this.dispatch(live, turn, { type: 'failed', error: 'the agent process is not running' });
       return;
     }
-    const call = proc.client.prompt(row.prompt);
+    const call = proc.client.prompt(this.p.launcher.promptFor(live, row.prompt));
     if (!call.ok) {
       await this.dispatch(live, turn, { type: 'failed', error: call.error.message });
       return;
@@ -253,7 +253,7 @@ export class TurnDriver {
           type: 'replied',
           outcome: r.ok
             ? { ok: true, stopReason: r.value.stopReason, usage: r.value.usage }
-            : { ok: false, error: promptFailureReason(live.runtime, r.error) },
+            : { ok: false, error: promptFailureReason(live.runtime, r.error, live.model) },
         });
       })
       .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'finishing a turn failed'));

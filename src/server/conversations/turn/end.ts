@@ -20,7 +20,7 @@ export async function endTurn(
   if (refused)
     r = {
       ok: false,
-      error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }),
+      error: promptFailureReason(live.runtime, { message: refused, rpc: { code: ACP_AUTH_REQUIRED } }, live.model),
     };
   if (fx.ask) {
     live.resolved.add(fx.ask.requestId);
