@@ -22,7 +22,10 @@ import type {
   WriteFileOptions,
 } from './types.ts';
 
-/** Creating, finding, parking and removing sandboxes. Gives `suspend` (and `create_new` with `createNew`). */
+/**
+ * Creating, finding, parking and removing sandboxes. Gives `suspend` with `suspend` and `resume`
+ * (and `create_new` with `createNew`).
+ */
 export interface SandboxLifecycle {
   create(name: string, opts?: CreateOptions): Promise<SandboxResult<Handle>>;
   /** Optional (`create_new`): refuses an existing name with `already_exists`. */
@@ -30,9 +33,12 @@ export interface SandboxLifecycle {
   get(handle: Handle): Promise<SandboxResult<SandboxInfo>>;
   destroy(handle: Handle): Promise<SandboxResult<void>>;
   listAllNames(): Promise<SandboxResult<string[]>>;
-  /** A no-op where the platform parks by itself; the disk survives either way. */
-  suspend(handle: Handle): Promise<SandboxResult<void>>;
-  resume(handle: Handle): Promise<SandboxResult<Handle>>;
+  /**
+   * Both or neither. Parking keeps the disk (a no-op where the platform parks by itself); a platform
+   * with no such state leaves both out, and an idle sandbox is destroyed instead.
+   */
+  suspend?(handle: Handle): Promise<SandboxResult<void>>;
+  resume?(handle: Handle): Promise<SandboxResult<Handle>>;
 }
 
 /** The sandbox's filesystem. */
@@ -97,7 +103,8 @@ export interface SandboxAdapter {
 
 /** The capabilities that follow from the parts an adapter implements, narrowed by `offered`. */
 export function partCapabilities(adapter: SandboxAdapter): Set<Capability> {
-  const caps = new Set<Capability>(['suspend', 'attach']);
+  const caps = new Set<Capability>(['attach']);
+  if (adapter.lifecycle.suspend && adapter.lifecycle.resume) caps.add('suspend');
   if (adapter.lifecycle.createNew) caps.add('create_new');
   if (adapter.processes.terminateSession) caps.add('terminate_session');
   if (adapter.processes.terminateSession && adapter.processes.forceTerminate) caps.add('force_terminate_session');

@@ -5,7 +5,7 @@
 import type { Handle, SandboxResult, WriteFileOptions } from '../../sandbox/index.ts';
 import { fail, ok } from '../../sandbox/index.ts';
 import { quote } from './shell.ts';
-import { DaytonaCore } from './core.ts';
+import { type DaytonaCore } from './core.ts';
 import type { SandboxFiles } from '../../sandbox/index.ts';
 
 export class DaytonaFiles implements SandboxFiles {

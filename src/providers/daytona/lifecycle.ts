@@ -6,7 +6,7 @@
 import type { CreateOptions, Handle, SandboxInfo, SandboxResult } from '../../sandbox/index.ts';
 import { fail, ok } from '../../sandbox/index.ts';
 import type { SandboxDto } from './schemas.ts';
-import { DaytonaCore, FOUNTAIN_LABELS, GONE_STATES, PARKED_STATES, FAILED_STATES, sleep } from './core.ts';
+import { type DaytonaCore, FOUNTAIN_LABELS, GONE_STATES, PARKED_STATES, FAILED_STATES, sleep } from './core.ts';
 import type { SandboxLifecycle } from '../../sandbox/index.ts';
 
 export class DaytonaLifecycle implements SandboxLifecycle {

@@ -4,7 +4,7 @@
 
 import type { Handle, NetworkPolicy, SandboxResult } from '../../sandbox/index.ts';
 import { ok } from '../../sandbox/index.ts';
-import { DaytonaCore, networkSettingsFor } from './core.ts';
+import { type DaytonaCore, networkSettingsFor } from './core.ts';
 import type { SandboxNetwork } from '../../sandbox/index.ts';
 
 export class DaytonaNetwork implements SandboxNetwork {

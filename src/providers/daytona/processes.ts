@@ -33,9 +33,9 @@ import {
 } from './shell.ts';
 import { JournalPoller, readExitSentinel } from './stream.ts';
 import {
-  DaytonaCore,
-  CommandPrivate,
-  LiveCommand,
+  type DaytonaCore,
+  type CommandPrivate,
+  type LiveCommand,
   SESSION_PREFIX,
   SESSION_ID,
   STDIN_CHUNK,

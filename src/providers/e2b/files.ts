@@ -4,7 +4,7 @@
 
 import type { Handle, SandboxResult, WriteFileOptions } from '../../sandbox/index.ts';
 import { fail, ok } from '../../sandbox/index.ts';
-import { E2BCore } from './core.ts';
+import { type E2BCore } from './core.ts';
 import type { SandboxFiles } from '../../sandbox/index.ts';
 
 export class E2BFiles implements SandboxFiles {

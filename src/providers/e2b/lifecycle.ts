@@ -5,7 +5,7 @@
 
 import type { CreateOptions, Handle, SandboxInfo, SandboxResult } from '../../sandbox/index.ts';
 import { fail, ok } from '../../sandbox/index.ts';
-import { E2BCore, NAME_KEY, LABEL_KEY, targetSchema, targets } from './core.ts';
+import { type E2BCore, NAME_KEY, LABEL_KEY, targetSchema, targets } from './core.ts';
 import type { SandboxLifecycle } from '../../sandbox/index.ts';
 
 export class E2BLifecycle implements SandboxLifecycle {

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { Handle, NetworkPolicy, SandboxResult } from '../../sandbox/index.ts';
 import { fail } from '../../sandbox/index.ts';
-import { E2BCore } from './core.ts';
+import { type E2BCore } from './core.ts';
 import type { SandboxNetwork } from '../../sandbox/index.ts';
 
 export class E2BNetwork implements SandboxNetwork {

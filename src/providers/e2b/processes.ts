@@ -27,7 +27,7 @@ import {
   SHIM_NO_STDIN,
   describeCommand,
 } from './shim.ts';
-import { E2BCore, E2BTarget, StartAck, targets, targetOf } from './core.ts';
+import { type E2BCore, type E2BTarget, StartAck, targets, targetOf } from './core.ts';
 import type { SandboxProcesses } from '../../sandbox/index.ts';
 
 export class E2BProcesses implements SandboxProcesses {

@@ -6,7 +6,7 @@ import { fail } from '../../sandbox/errors.ts';
 import type { SandboxResult } from '../../sandbox/errors.ts';
 import { ok } from '../../sandbox/result.ts';
 import type { Handle, WriteFileOptions } from '../../sandbox/types.ts';
-import { FakeCore } from './core.ts';
+import { type FakeCore } from './core.ts';
 import type { SandboxFiles } from '../../sandbox/index.ts';
 
 export class FakeFiles implements SandboxFiles {

@@ -7,7 +7,7 @@ import type { SandboxResult } from '../../sandbox/errors.ts';
 import { ok } from '../../sandbox/result.ts';
 import type { CreateOptions, Handle, SandboxInfo } from '../../sandbox/types.ts';
 import { registry } from './state.ts';
-import { FakeCore, validName, down, newSandbox, finish } from './core.ts';
+import { type FakeCore, validName, down, newSandbox, finish } from './core.ts';
 import type { SandboxLifecycle } from '../../sandbox/index.ts';
 
 export class FakeLifecycle implements SandboxLifecycle {

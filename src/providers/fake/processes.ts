@@ -20,7 +20,7 @@ import type {
 import { foldScript, parseScript } from './script.ts';
 import { registry, type FakeSession } from './state.ts';
 import {
-  FakeCore,
+  type FakeCore,
   enc,
   CLOSED_BEFORE_EXIT,
   deliver,

@@ -6,7 +6,7 @@ import type { Handle, SandboxResult, WriteFileOptions } from '../../sandbox/inde
 import { ok } from '../../sandbox/index.ts';
 import { encodeBase64 } from '../../wire/index.ts';
 import type { OutgoingRequest } from './host.ts';
-import { RunnerCore, mapSandboxPath } from './core.ts';
+import { type RunnerCore, mapSandboxPath } from './core.ts';
 import type { SandboxFiles, SandboxLifecycle } from '../../sandbox/index.ts';
 
 export class RunnerFiles implements SandboxFiles {

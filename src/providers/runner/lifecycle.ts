@@ -6,7 +6,7 @@ import type { CreateOptions, Handle, SandboxInfo, SandboxResult } from '../../sa
 import { err, fail, ok } from '../../sandbox/index.ts';
 import { resultSchemas } from '../../wire/index.ts';
 import { RUNNER_OFFLINE, malformed } from './errors.ts';
-import { RunnerCore } from './core.ts';
+import { type RunnerCore } from './core.ts';
 import type { SandboxLifecycle } from '../../sandbox/index.ts';
 
 export class RunnerLifecycle implements SandboxLifecycle {

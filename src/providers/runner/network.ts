@@ -4,7 +4,7 @@
 
 import type { Handle, NetworkPolicy, SandboxResult } from '../../sandbox/index.ts';
 import { fail, ok } from '../../sandbox/index.ts';
-import { RunnerCore } from './core.ts';
+import { type RunnerCore } from './core.ts';
 import type { SandboxNetwork } from '../../sandbox/index.ts';
 
 export class RunnerNetwork implements SandboxNetwork {

@@ -19,7 +19,7 @@ import { Private, err, fail, ok, sandboxError } from '../../sandbox/index.ts';
 import { encodeBase64, resultSchemas } from '../../wire/index.ts';
 import { RUNNER_OFFLINE, malformed } from './errors.ts';
 import type { OutgoingRequest, SessionListener } from './host.ts';
-import { RunnerCore, EXEC_GRACE_MS, RunnerCommandPrivate, lenientBytes, LiveCommand } from './core.ts';
+import { type RunnerCore, EXEC_GRACE_MS, type RunnerCommandPrivate, lenientBytes, type LiveCommand } from './core.ts';
 import type { SandboxProcesses } from '../../sandbox/index.ts';
 
 export class RunnerProcesses implements SandboxProcesses {

@@ -3,7 +3,7 @@
  */
 
 import { err, sandboxError, type Handle, type SandboxResult, type WriteFileOptions } from '../../sandbox/index.ts';
-import { SpritesCore } from './core.ts';
+import { type SpritesCore } from './core.ts';
 import type { SandboxFiles } from '../../sandbox/index.ts';
 
 export class SpritesFiles implements SandboxFiles {

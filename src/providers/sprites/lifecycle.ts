@@ -14,7 +14,7 @@ import {
 } from '../../sandbox/index.ts';
 
 import { isReplayer } from './shim.ts';
-import { SpritesCore, LABELS, MAX_LIST_PAGES, statusOf, rawOf } from './core.ts';
+import { type SpritesCore, LABELS, MAX_LIST_PAGES, statusOf, rawOf } from './core.ts';
 import type { SandboxLifecycle, SandboxProcesses } from '../../sandbox/index.ts';
 
 export class SpritesLifecycle implements SandboxLifecycle {

@@ -5,7 +5,7 @@
 
 import { err, sandboxError, type Handle, type NetworkPolicy, type SandboxResult } from '../../sandbox/index.ts';
 import { type PolicyRule } from './api.ts';
-import { SpritesCore, DOMAIN } from './core.ts';
+import { type SpritesCore, DOMAIN } from './core.ts';
 import type { SandboxNetwork } from '../../sandbox/index.ts';
 
 export class SpritesNetwork implements SandboxNetwork {

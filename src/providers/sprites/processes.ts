@@ -32,7 +32,7 @@ import {
   withEnv,
   type EnvMode,
 } from './shim.ts';
-import { SpritesCore, CommandState, sleep, SESSION_ID, internal, toSession } from './core.ts';
+import { type SpritesCore, type CommandState, sleep, SESSION_ID, internal, toSession } from './core.ts';
 import type { SandboxProcesses } from '../../sandbox/index.ts';
 
 export class SpritesProcesses implements SandboxProcesses {

@@ -394,8 +394,9 @@ export class Provisioner {
       );
     };
 
-    if (sandbox.status === 'suspended') {
-      const resumed = await adapter.lifecycle.resume(handle);
+    const resume = adapter.lifecycle.resume?.bind(adapter.lifecycle);
+    if (sandbox.status === 'suspended' && resume) {
+      const resumed = await resume(handle);
       if (!resumed.ok) {
         if (resumed.error.code === 'not_found') return this.#reprovision(conv, agent);
         return probeFailed(resumed.error);

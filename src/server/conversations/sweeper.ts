@@ -117,8 +117,9 @@ export class Sweeper {
       await live.proc?.stop();
       this.c.live.delete(id);
     }
-    if (idleAction(capabilitiesOf(adapter, handle)) === 'suspend') {
-      const r = await adapter.lifecycle.suspend(handle);
+    const suspend = adapter.lifecycle.suspend?.bind(adapter.lifecycle);
+    if (suspend && idleAction(capabilitiesOf(adapter, handle)) === 'suspend') {
+      const r = await suspend(handle);
       if (r.ok) {
         await updateSandbox(this.c.d.db, s.id, { status: 'suspended', agentSessionId: null });
         this.c.events.stage(id, null, 'sandbox', 'done', {
