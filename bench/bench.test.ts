@@ -11,6 +11,7 @@ import type { BenchResult } from './lib/result.ts';
 import { mbPerSecond, median, percentile, ratio, round, summarize } from './lib/stats.ts';
 import { BENCHMARKS } from './benchmarks/index.ts';
 import { concurrencyBenchmark } from './benchmarks/concurrency.ts';
+import { netcutsBenchmark } from './benchmarks/netcuts.ts';
 import { startRunnerRig } from './lib/rig.ts';
 import type { RunnerRig } from './lib/rig.ts';
 import pino from 'pino';
@@ -169,4 +170,26 @@ test('concurrency, quick: every conversation streams its whole stamped answer to
   } finally {
     if (shared.rig) await (await shared.rig).stop();
   }
+});
+
+test('netcuts, quick: the runner comes back after every cut and every demo turn completes exactly once', {
+  timeout: 300_000,
+}, async () => {
+  const r = await netcutsBenchmark.run({
+    quick: true,
+    cpuProfDir: null,
+    logger: pino({ level: 'warn' }, pino.destination(2)),
+    rig: () => Promise.reject(new Error('netcuts starts its own server and runner behind the proxy')),
+    progress: () => {},
+    measured: (fn) => fn(),
+  });
+  const f = r.figures as Record<string, unknown>;
+  assert.equal(f.cuts, 8);
+  assert.equal(f.problems, null, 'no turn failed, went missing, or was told twice');
+  assert.equal(f.turnsCompletedOnce, true);
+  assert.ok((f.turnsAccepted as number) >= 2, 'turns ran while the network was being cut');
+  const back = f.reconnectMs as { n: number; max: number };
+  assert.equal(back.n, 8, 'a reconnect was seen after every restore');
+  assert.ok(Number.isFinite(back.max), 'the runner came back every time');
+  assert.match(r.summary, /^netcuts {3}8 cuts: runner back after restore p50 /);
 });

@@ -10,6 +10,7 @@ import { ingestBenchmark } from './ingest.ts';
 import { lifecycleBenchmark } from './lifecycle.ts';
 import { listingBenchmark } from './listing.ts';
 import { memoryBenchmark } from './memory.ts';
+import { netcutsBenchmark } from './netcuts.ts';
 import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
 import { startupBenchmark } from './startup.ts';
@@ -27,4 +28,5 @@ export const BENCHMARKS: readonly Benchmark[] = [
   memoryBenchmark,
   startupBenchmark,
   listingBenchmark,
+  netcutsBenchmark,
 ];

@@ -31,6 +31,11 @@ export interface RigOptions {
   readonly databaseSchema?: string;
   /** Told every statement the server's query builder sends. */
   readonly queryLogger?: QueryLogger;
+  /** The base URL the runner dials, given the server's (e.g. a proxy in front of it); default the server's. */
+  readonly runnerBaseUrl?: (serverUrl: string) => string;
+  /** The runner's log level (default warn); with `onRunnerLog` its lines come here instead of to stderr. */
+  readonly runnerLogLevel?: string;
+  readonly onRunnerLog?: (line: string) => void;
 }
 
 export interface RunnerRig {
@@ -105,7 +110,7 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
       '--root',
       root,
       '--log-level',
-      'warn',
+      opts.runnerLogLevel ?? 'warn',
       '--journal-cap-mib',
       String(opts.journalCapMib ?? 512),
     ],
@@ -114,12 +119,21 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
         ...process.env,
         HOME: home,
         FOUNTAIN_API_KEY: apiKey,
-        FOUNTAIN_BASE_URL: server.url,
+        FOUNTAIN_BASE_URL: opts.runnerBaseUrl?.(server.url) ?? server.url,
         FOUNTAIN_PROFILE: '',
       },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', 'ignore', opts.onRunnerLog ? 'pipe' : 'inherit'],
     },
   );
+  if (opts.onRunnerLog) {
+    const onLine = opts.onRunnerLog;
+    let partial = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      const lines = (partial + d.toString()).split('\n');
+      partial = lines.pop()!;
+      for (const l of lines) onLine(l);
+    });
+  }
   const cleanup = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');

@@ -33,6 +33,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['conversations', 'conv'], load: () => import('./conversations.ts') },
   { commands: ['runner'], load: () => import('./runner.ts') },
   { commands: ['runners'], load: () => import('./runners.ts') },
+  { commands: ['webhooks'], load: () => import('./webhooks.ts') },
   { commands: ['up'], load: () => import('./up.ts'), preload: preloadEmbeddedDatabase },
   { commands: [DEMO_AGENT_SUBCOMMAND], load: () => import('./demo-agent.ts') },
   { commands: ['runner-guest'], load: () => import('./runner-guest.ts') },

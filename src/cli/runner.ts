@@ -11,6 +11,7 @@ import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
 import { defaultRoot, defaultRunnerName } from '../runner/identity.ts';
+import { statusFileWriter } from '../runner/status-file.ts';
 import type { Backend } from '../runner/backend.ts';
 import { CredentialsError, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { addVmOptions, openVmFromFlags } from './runner-vm.ts';
@@ -29,6 +30,7 @@ const flagsSchema = z.object({
   }),
   nsSubnet: z.string().optional(),
   npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
+  statusFile: z.string().min(1, '--status-file needs a path').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   journalCapMib: z.coerce
     .number({ message: '--journal-cap-mib must be a number' })
@@ -110,6 +112,10 @@ export function register(program: Command): void {
       '--npm-cache <dir>',
       'process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)',
     )
+    .option(
+      '--status-file <path>',
+      'keep the connection state in this JSON file (connected or not, last heartbeat), for health checks',
+    )
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'info')
     .option('--journal-cap-mib <n>', 'output bytes kept on disk per session, in MiB; older output is dropped', '256')
     .option(
@@ -170,6 +176,7 @@ export function register(program: Command): void {
       apiKey: creds.apiKey,
       logger,
       version: pkg.version,
+      ...(flags.statusFile ? { onLink: statusFileWriter(resolve(flags.statusFile), logger) } : {}),
       timings: {
         ...(flags.reconnectBaseMs === undefined ? {} : { baseMs: flags.reconnectBaseMs }),
         ...(flags.reconnectCapMs === undefined ? {} : { capMs: flags.reconnectCapMs }),

@@ -25,6 +25,8 @@ export interface ConnectOptions {
   readonly logger: Logger;
   readonly timings: ConnectionTimings;
   readonly signal: AbortSignal;
+  /** Told true when the server takes the socket and at each heartbeat, false when the connection ends. */
+  readonly onLink?: (up: boolean) => void;
 }
 
 const MAX_REFUSAL_BODY = 64 * 1024;
@@ -54,7 +56,10 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
     let opened = false;
     let refused: Outcome | null = null;
     let pingTimedOut = false;
-    /** A ping or pong crossed the socket: the server took us and the link carried a heartbeat. */
+    /**
+     * The server took the socket and answered over it (a pong to the ping sent on open, or a ping of
+     * its own): a drop after this is a new failure, not a server that accepts and drops at once.
+     */
     let established = false;
     let stopping = false;
     let pingTimer: NodeJS.Timeout | null = null;
@@ -76,6 +81,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       if (pongTimer) clearTimeout(pongTimer);
       if (killTimer) clearTimeout(killTimer);
       opts.signal.removeEventListener('abort', onAbort);
+      if (opened) opts.onLink?.(false);
       resolve(outcome);
     };
     const onAbort = () => {
@@ -108,7 +114,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
 
     ws.on('open', () => {
       opened = true;
-      log.info({ url: `${opts.url.origin}${opts.url.pathname}` }, 'runner: connected');
+      log.debug('runner: socket open');
       const server = new ProtocolServer(opts.backend, new WsTransport(ws, t.writeTimeoutMs), log);
       ws.on('message', (data, isBinary) => {
         if (isBinary) {
@@ -122,7 +128,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
             : Buffer.from(data).toString('utf8');
         server.receive(text);
       });
-      pingTimer = setInterval(() => {
+      const ping = () => {
         if (pongTimer) return;
         try {
           ws.ping();
@@ -135,14 +141,26 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
           log.warn('runner: ping unanswered; reconnecting');
           ws.terminate();
         }, t.pingTimeoutMs);
-      }, t.pingIntervalMs);
+      };
+      // The first exchange: its pong proves the link works end to end, so the backoff can start over.
+      ping();
+      pingTimer = setInterval(ping, t.pingIntervalMs);
     });
 
-    ws.on('ping', () => {
+    // "connected" is said once the server has answered, so a socket that drops at once never claims it.
+    const answered = () => {
+      if (established) return;
       established = true;
+      log.info({ url: `${opts.url.origin}${opts.url.pathname}` }, 'runner: connected');
+    };
+    // Every exchange is a heartbeat for the status file (the runner image's health check).
+    ws.on('ping', () => {
+      answered();
+      opts.onLink?.(true);
     });
     ws.on('pong', () => {
-      established = true;
+      answered();
+      opts.onLink?.(true);
       if (pongTimer) clearTimeout(pongTimer);
       pongTimer = null;
     });
@@ -152,7 +170,7 @@ export function connectOnce(opts: ConnectOptions): Promise<Outcome> {
       if (!opened) return finish(refused ?? { kind: 'retry', reason: 'could not connect' });
       if (pingTimedOut) return finish({ kind: 'retry', reason: 'ping timeout', established });
       const outcome = classifyClose(code, reason.toString('utf8'));
-      finish(outcome.kind === 'retry' ? { ...outcome, established } : outcome);
+      finish(outcome.kind === 'retry' ? { ...outcome, established: outcome.established ?? established } : outcome);
     });
   });
 }

@@ -36,6 +36,8 @@ export interface DaemonOptions {
   readonly version: string;
   readonly hostname?: string;
   readonly timings?: Partial<DaemonTimings>;
+  /** Told true when a connection is up and at each heartbeat over it, false when it ends (the status file). */
+  readonly onLink?: (up: boolean) => void;
 }
 
 export type DaemonExit = { readonly kind: 'stopped' } | { readonly kind: 'gave_up'; readonly message: string };
@@ -86,10 +88,12 @@ export function runDaemon(opts: DaemonOptions): DaemonHandle {
         logger: log,
         timings,
         signal: abort.signal,
+        ...(opts.onLink ? { onLink: opts.onLink } : {}),
       });
       if (outcome.kind === 'stopped' || stopping) break;
       if (outcome.kind === 'give_up') return { kind: 'gave_up', message: outcome.message };
-      // A connection that was up through a heartbeat starts a new streak: each server crash costs one base delay.
+      // A connection the server took and answered starts a new streak, so each network cut or server
+      // crash costs one base delay; one dropped before its first exchange counts, and backs off.
       attempt = outcome.kind === 'clean' ? 0 : outcome.established ? 1 : attempt + 1;
       const delayMs = backoffDelay(attempt, timings);
       log.info({ reason: outcome.reason, attempt, delayMs }, 'runner: disconnected; reconnecting');

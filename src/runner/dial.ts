@@ -1,5 +1,5 @@
 /**
- * The daemon's dial rules (runner-protocol.md §2, §7): the WebSocket URL and query, how an HTTP
+ * The daemon's dial rules: the WebSocket URL and query, how an HTTP
  * refusal of the upgrade or a close code is classified (give up, retry, clean), and the backoff.
  */
 import { CLOSE } from '../wire/index.ts';
@@ -41,8 +41,9 @@ export type Outcome =
   /** 1000/1001: reconnect with the backoff counter reset. */
   | { readonly kind: 'clean'; readonly reason: string }
   /**
-   * Anything else: reconnect with the counter incremented, or reset when `established` (the
-   * connection had been up through a heartbeat, so this is a new failure, not a failing dial).
+   * Anything else: reconnect with the counter incremented, or reset when `established` (the server
+   * took the socket and answered over it, so this is a new failure, not a failing dial). A close the
+   * server chose as a refusal (4409, 4404) says `established: false` whatever crossed first.
    */
   | { readonly kind: 'retry'; readonly reason: string; readonly established?: boolean }
   /** The daemon was asked to stop. */
@@ -89,8 +90,13 @@ export function classifyClose(code: number, reason: string): Outcome {
   if (code === CLOSE.normal || code === CLOSE.goingAway)
     return { kind: 'clean', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
   if (code === CLOSE.alreadyConnected)
-    return { kind: 'retry', reason: `a runner with this name is already connected (${code})` };
-  if (code === CLOSE.runnerDeleted) return { kind: 'retry', reason: `runner deleted; registering again (${code})` };
+    return {
+      kind: 'retry',
+      reason: `a runner with this name is already connected (${code})`,
+      established: false,
+    };
+  if (code === CLOSE.runnerDeleted)
+    return { kind: 'retry', reason: `runner deleted; registering again (${code})`, established: false };
   return { kind: 'retry', reason: `closed (${code}${reason ? ` ${reason}` : ''})` };
 }
 

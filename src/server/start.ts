@@ -4,6 +4,7 @@
  * `fountain server` and `fountain up` start through it, and so do end-to-end tests.
  */
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
@@ -13,6 +14,7 @@ import type { RunnerHost } from '../providers/runner/host.ts';
 import { CLOSE } from '../wire/index.ts';
 import { createApp } from './http/app.ts';
 import { ClusterRunnerHost } from './cluster/host.ts';
+import { shareKeyChanges } from './cluster/keys.ts';
 import { bootstrap } from './account/bootstrap.ts';
 import { ConfigError, parseServerConfig, type Env, type ServerConfig } from './config.ts';
 import { EventBus } from './cluster/bus.ts';
@@ -39,6 +41,10 @@ import type { EngineDb } from './store/engine-db.ts';
 import { CredentialService } from './credentials/service.ts';
 import { loadSecretKey } from './credentials/secret-key.ts';
 import { EnvironmentService } from './environments/service.ts';
+import { type WebhookConfig, WebhookService } from './webhooks/service.ts';
+import { CheckpointService } from './checkpoints/service.ts';
+import { DiskBlobStore } from './checkpoints/blobs-disk.ts';
+import { DbBlobStore } from './checkpoints/blobs-db.ts';
 
 export interface StartServerOptions {
   /** Data directory: PGlite files (unless FOUNTAIN_DATABASE_URL) and the bootstrap-key file. */
@@ -67,6 +73,8 @@ export interface StartServerOptions {
   readonly scheduler?: Partial<SchedulerConfig>;
   /** Told every statement the query builder sends (the turn benchmark counts statements per turn). */
   readonly queryLogger?: QueryLogger | undefined;
+  /** Webhook overrides (tests shorten the tick and the retry delays). */
+  readonly webhooks?: Partial<WebhookConfig>;
 }
 
 export interface RunningServer {
@@ -87,6 +95,7 @@ export interface RunningServer {
   readonly engine: ConversationEngine;
   readonly team: TeamService;
   readonly scheduler: Scheduler;
+  readonly webhooks: WebhookService;
   /** The LISTEN/NOTIFY bridge of the event bus; null on PGlite (one process). */
   readonly bridge: PgBusBridge | null;
   /** The Hono app, for tests that inspect its routes. */
@@ -139,6 +148,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       stack.push('notification connection', () => pgNotify.close());
       bridge = await PgBusBridge.start({ nodeId, notify: pgNotify, schema: opts.databaseSchema, bus, logger });
       stack.push('bus bridge', () => bridge!.stop());
+      stack.push('key changes', shareKeyChanges(bus, nodeId));
     }
     // The HTTP server exists before what it serves, so it closes after the runner sockets and before the bridge.
     let app: ReturnType<typeof createApp> | undefined;
@@ -191,6 +201,21 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const defaultProvider = defaultProviderOf(config, registry);
     // The same server key seals environment secrets at rest.
     const environments = new EnvironmentService(database.db as unknown as EngineDb, secretKey);
+    // Checkpoint blobs: in the data directory on the embedded database, in PostgreSQL otherwise, so any
+    // node of a cluster without a shared disk restores them.
+    const checkpoints = new CheckpointService({
+      db: database.db as unknown as EngineDb,
+      blobs:
+        database.kind === 'postgres'
+          ? new DbBlobStore(database.db, secretKey)
+          : new DiskBlobStore(join(opts.dataDir, 'blobs'), secretKey),
+      logger,
+    });
+    const collecting = setInterval(() => {
+      checkpoints.collect().catch((e: unknown) => logger.warn({ err: String(e) }, 'checkpoint blob collection failed'));
+    }, 3_600_000);
+    collecting.unref();
+    stack.push('checkpoint collection', () => clearInterval(collecting));
     const engine = new ConversationEngine({
       environments,
       db: database.db as unknown as EngineDb,
@@ -209,12 +234,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
       credentials,
+      checkpoints,
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);
     await engine.start();
     // Detaches from agent processes and flushes queued events while the database is still open.
     stack.push('engine', () => engine.stop());
+    stack.push('checkpoints being taken', () => checkpoints.settled());
 
     const auditTeam = (accountId: string, action: string, subjectId: string, data?: Record<string, unknown>) =>
       audit(database.db, { accountId, actor: 'api', action, subjectId, data: data ?? {} });
@@ -234,6 +261,15 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       },
     });
     stack.push('scheduler', () => scheduler.stop());
+    const webhooks = new WebhookService({
+      db: database.db as unknown as EngineDb,
+      key: secretKey,
+      logger,
+      bus,
+      audit: auditTeam,
+      config: opts.webhooks ?? {},
+    });
+    stack.push('webhooks', () => webhooks.stop());
     app = createApp({
       db: database.db,
       logger,
@@ -241,6 +277,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       bus,
       runnersEnabled: config.runnersEnabled,
       credentials,
+      webhooks,
       ...(opts.version ? { version: opts.version } : {}),
       engine: {
         engine,
@@ -273,6 +310,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     });
     const port = (srv.address() as AddressInfo).port;
     scheduler.start();
+    webhooks.start();
     const urlHost = hostname.includes(':') ? `[${hostname}]` : hostname;
     // Without PUBLIC_URL, sandboxes on this machine (runners) still reach the server where it listens.
     engine.sandboxTokens.defaultBaseUrl(`http://${urlHost}:${port}`);
@@ -291,6 +329,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       engine,
       team,
       scheduler,
+      webhooks,
       bridge,
       app,
       stop: () => stack.stop(),

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import {
   DockerfileSyntaxError,
   finalUser,
+  globalArgs,
   keyValues,
   parseDockerfile,
   parseFrom,
@@ -69,6 +70,29 @@ describe('minimal Dockerfile parser', () => {
     assert.deepEqual(parseFrom(ins[3]!), { image: 'ubuntu', tag: '24.04', digest: 'sha256:abc', stage: null });
     const reg = parseDockerfile('FROM localhost:5000/team/img AS x\n')[0]!;
     assert.deepEqual(parseFrom(reg), { image: 'localhost:5000/team/img', tag: null, digest: null, stage: 'x' });
+  });
+
+  it('resolves a FROM that names a global ARG to its default, and refuses an ARG without one', () => {
+    const text =
+      'ARG BASE_IMAGE=node:20-bookworm-slim\nARG BARE\nFROM ${BASE_IMAGE} AS deps\nFROM $BASE_IMAGE\nFROM ${BARE}\n';
+    const parsed = parseDockerfile(text);
+    const args = globalArgs(parsed);
+    assert.deepEqual(
+      [...args],
+      [
+        ['BASE_IMAGE', 'node:20-bookworm-slim'],
+        ['BARE', undefined],
+      ],
+    );
+    assert.deepEqual(parseFrom(parsed[2]!, args), {
+      image: 'node',
+      tag: '20-bookworm-slim',
+      digest: null,
+      stage: 'deps',
+    });
+    assert.deepEqual(parseFrom(parsed[3]!, args).tag, '20-bookworm-slim');
+    assert.throws(() => parseFrom(parsed[4]!, args), DockerfileSyntaxError);
+    assert.throws(() => parseFrom(parsed[2]!), DockerfileSyntaxError, 'without the ARGs the reference is unknown');
   });
 
   it('reads ENV pairs with quotes and escapes, and the legacy form', () => {

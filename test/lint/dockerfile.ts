@@ -142,8 +142,25 @@ export interface FromLine {
   readonly stage: string | null;
 }
 
-export function parseFrom(ins: Instruction): FromLine {
-  const ws = words(ins.args);
+/** The ARGs declared before the first FROM, with their defaults: what a FROM line may name. */
+export function globalArgs(instructions: readonly Instruction[]): Map<string, string | undefined> {
+  const first = instructions.findIndex((i) => i.keyword === 'FROM');
+  return new Map(
+    instructions
+      .slice(0, first < 0 ? instructions.length : first)
+      .filter((i) => i.keyword === 'ARG')
+      .flatMap(keyValues),
+  );
+}
+
+/** A FROM line, with `$NAME` and `${NAME}` replaced by the defaults in `args` (as a build without --build-arg sees it). */
+export function parseFrom(ins: Instruction, args: ReadonlyMap<string, string | undefined> = new Map()): FromLine {
+  const expanded = ins.args.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, a?: string, b?: string) => {
+    const value = args.get((a ?? b)!);
+    if (value === undefined) throw new DockerfileSyntaxError(ins.line, `FROM names ${whole}, an ARG without a default`);
+    return value;
+  });
+  const ws = words(expanded);
   if (ws.length !== 1 && !(ws.length === 3 && ws[1]!.toLowerCase() === 'as'))
     throw new DockerfileSyntaxError(ins.line, `FROM ${ins.args}`);
   const ref = ws[0]!;

@@ -201,4 +201,18 @@ describe('web UI in chromium', { skip: skipWithoutChromium }, () => {
     }
     assert.deepEqual(consoleErrors, []);
   });
+
+  it("draws a docs page's Mermaid diagram in the browser, and loads Mermaid on no page without one", async () => {
+    consoleErrors.length = 0;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${stack.url}/docs/architecture`);
+    const drawn = page.locator('pre.mermaid svg').first();
+    await drawn.waitFor({ timeout: T });
+    assert.match((await drawn.textContent()) ?? '', /recovering/);
+    assert.equal(await page.locator('script[src$="/mermaid.min.js"]').count(), 1);
+    await screenshot(page, '1280_docs_architecture.png');
+    await page.goto(`${stack.url}/docs/runners`);
+    assert.equal(await page.locator('script[src$="/mermaid.min.js"]').count(), 0);
+    assert.deepEqual(consoleErrors, []);
+  });
 });

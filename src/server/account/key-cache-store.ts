@@ -1,7 +1,7 @@
 /**
  * A short-lived, in-process memory of authenticated keys, so a client's requests do not each read
- * `api_keys ⋈ accounts` (issue 21: the read was one of the three statements in front of a prompt's
- * "queued" answer, and a fifth of that path's CPU on PGlite).
+ * `api_keys ⋈ accounts` (the read was one of the three statements in front of a prompt's "queued"
+ * answer, and a fifth of that path's CPU on PGlite).
  *
  * Revocation still takes effect:
  * - On this node at once: every write that can turn a key or its account away, or change what a
@@ -9,10 +9,12 @@
  *   switched), calls `keysChanged()` once it is stored, which forgets every entry. An authentication
  *   that read the row before such a write finished took the generation before its read, so its late
  *   entry is never served.
- * - On another node of a cluster: that node's writes do not reach this memory, so a key revoked there
- *   is still accepted here until its entry ages out, at most `KEY_CACHE_TTL_MS` after it was read.
- *   That bound is the price; it is short enough for a revoked key to stop working within seconds
- *   everywhere and long enough to serve a client's burst of requests (a turn's POST and its reads).
+ * - On the other nodes of a cluster: `keysChanged()` also tells its listeners, and the cluster bus
+ *   carries the change to every node, which forgets its entries too (`forgetKeys`). The writer waits
+ *   until the notice is sent, so a revocation answered to its client is already on its way to the
+ *   others. `KEY_CACHE_TTL_MS` still bounds an entry's life should a notice be lost (a node's
+ *   notification connection down): short enough for a revoked key to stop working within seconds,
+ *   long enough to serve a client's burst of requests (a turn's POST and its reads).
  * Expiry is judged on every request from the stored `expires_at`, cached or not. Only keys that were
  * found are kept, and the memory is bounded, so unknown keys cannot grow it.
  */
@@ -31,8 +33,33 @@ let generation = 0;
 /** Per database handle, so servers sharing a process (tests) never see each other's rows. */
 const caches = new WeakMap<object, Map<string, Entry>>();
 
-/** Forgets every remembered key, in every store of this process; call once a key or account write is stored. */
-export function keysChanged(): void {
+/** Told of every key or account change stored on this node; resolves once others were told. */
+export type KeysChangedListener = () => Promise<void> | void;
+const listeners = new Set<KeysChangedListener>();
+
+/** Returns the unsubscribe function. */
+export function onKeysChanged(listener: KeysChangedListener): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+/**
+ * Forgets every remembered key, in every store of this process, and tells the listeners (the other
+ * nodes); call once a key or account write is stored. Never rejects.
+ */
+export async function keysChanged(): Promise<void> {
+  generation++;
+  await Promise.all(
+    [...listeners].map((l) =>
+      Promise.resolve()
+        .then(l)
+        .catch(() => undefined),
+    ),
+  );
+}
+
+/** A change stored by another node: forgets here without telling anyone again. */
+export function forgetKeys(): void {
   generation++;
 }
 

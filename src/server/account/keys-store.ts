@@ -83,7 +83,7 @@ export async function revokeApiKey(db: Db, accountId: string, id: string, at = n
       .returning({ id: apiKeys.id });
     return rows.length > 0;
   } finally {
-    keysChanged();
+    await keysChanged();
   }
 }
 

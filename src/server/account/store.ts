@@ -43,6 +43,6 @@ export async function setCredentialBrokerage(db: Db, id: string, on: boolean): P
     return row;
   } finally {
     // Authenticated principals carry the account row (key-cache-store.ts).
-    keysChanged();
+    await keysChanged();
   }
 }

@@ -107,12 +107,18 @@ export class PgBusBridge {
     this.#o.bus.deliver(parsed.data.t, parsed.data.e);
   }
 
-  #send(topic: string, event: BusEvent): void {
-    if (this.#stopped) return;
+  /** Resolves once this event's NOTIFY was sent (or failed, logged). */
+  #send(topic: string, event: BusEvent): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
     const payload = JSON.stringify({ n: this.node, t: topic, e: event });
-    this.#sending = this.#sending
+    const sent = this.#sending
       .then(() => this.#o.notify.notify(this.channel, payload))
-      .catch((err: unknown) => this.#log.warn({ err, topic }, 'bus NOTIFY failed'));
+      .then(
+        () => undefined,
+        (err: unknown) => this.#log.warn({ err, topic }, 'bus NOTIFY failed'),
+      );
+    this.#sending = sent;
+    return sent;
   }
 
   async stop(): Promise<void> {

@@ -604,6 +604,7 @@ export class ClusterRunnerHost implements RunnerHost {
       accountId: info.accountId,
       runnerId: info.runnerId,
       name: info.name,
+      ...(state === 'offline' ? { connectedAt: info.connectedAt.toISOString() } : {}),
     });
   }
 

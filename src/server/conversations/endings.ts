@@ -14,9 +14,9 @@ import {
   openTurns,
   updateConversation,
   updateSandbox,
-  updateTurn,
   type ConversationWithSandbox,
 } from './store.ts';
+import { endUndrivenTurn } from './turn/rows.ts';
 
 export class Endings {
   constructor(
@@ -41,11 +41,10 @@ export class Endings {
     if (!row || row.conversation.status === 'terminated') return;
     const live = this.c.live.get(id);
     if (live?.turn) {
-      live.turn.interrupted = true;
-      await this.p.turns.finish(live, live.turn, { ok: false, error: 'terminated' });
+      await this.p.turns.dispatch(live, live.turn, { type: 'terminate' });
     }
     for (const t of await openTurns(db, id)) {
-      await updateTurn(db, t.id, { status: 'interrupted', reason: 'terminated', endedAt: new Date() });
+      await endUndrivenTurn(db, t.id, 'interrupted', 'terminated');
     }
     if (live) await live.proc?.stop();
     this.c.live.delete(id);

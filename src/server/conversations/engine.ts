@@ -2,10 +2,7 @@
  * The conversation engine's facade, a table of contents: each call names the part that does the work
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
  */
-import { z } from 'zod';
 import { EventBus } from '../cluster/bus.ts';
-import { liveOwnerOf } from '../cluster/store.ts';
-import { answerOf, type EngineCommand } from './commands.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
 import { conversationsSignal, publishConversationsChanged } from './changes.ts';
@@ -18,6 +15,7 @@ import type { EngineCore, EngineDeps, EngineParts } from './live.ts';
 import { KeyedLock } from './lock.ts';
 import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
+import { RoutedEngine, serveCommand, type TurnCommands } from './routed.ts';
 import { TurnRecovery } from './reattach.ts';
 import { SandboxTokens } from './sandbox-token.ts';
 import {
@@ -29,15 +27,11 @@ import {
   type ConversationWithSandbox,
 } from './store.ts';
 import { Sweeper } from './sweeper.ts';
-import { TurnMachine } from './turns.ts';
+import { TurnDriver } from './turn/driver.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
 
 export type { EngineDeps } from './live.ts';
 
-/** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
-const COMMAND_TIMEOUT_MS = 30_000;
-const TurnIdSchema = z.object({ turnId: z.string() });
-const NothingSchema = z.undefined();
 export type { CreateConversationInput } from './provisioner.ts';
 
 export class ConversationEngine {
@@ -52,6 +46,8 @@ export class ConversationEngine {
   readonly #sweeper: Sweeper;
   readonly #endings: Endings;
   readonly #bus: EventBus;
+  /** The turn commands: this node's own, wrapped in their routing when other nodes share the database. */
+  readonly #commands: TurnCommands;
 
   /** BROKER_ALLOW_UNENFORCED: the agent form's warnings apply the launch gate's rule with it. */
   get brokerAllowUnenforced(): boolean {
@@ -82,8 +78,8 @@ export class ConversationEngine {
       stopped: false,
     };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
-    parts.turns = new TurnMachine(this.#c, parts);
-    parts.asks = new Permissions(this.#c);
+    parts.turns = new TurnDriver(this.#c, parts);
+    parts.asks = new Permissions(this.#c, parts);
     parts.recovery = new TurnRecovery(this.#c, parts);
     parts.launcher = new Launcher(this.#c, parts);
     parts.provisioner = new Provisioner(this.#c, parts);
@@ -98,7 +94,22 @@ export class ConversationEngine {
       expiryMs: deps.config.nodeExpiryMs,
       logger: log,
     });
-    deps.link?.serve((command) => this.#serve(command));
+    const here: TurnCommands = {
+      prompt: (accountId, id, text) => this.#promptHere(accountId, id, text),
+      interrupt: (accountId, id) => this.#interruptHere(accountId, id),
+      answerPermission: (accountId, id, requestId, optionId) => this.#answerHere(accountId, id, requestId, optionId),
+    };
+    this.#commands = deps.link
+      ? new RoutedEngine(here, {
+          db: deps.db,
+          link: deps.link,
+          nodeId,
+          nodeExpiryMs: deps.config.nodeExpiryMs,
+          installTimeoutMs: deps.config.installTimeoutMs,
+          drives: (id) => this.#c.live.has(id),
+        })
+      : here;
+    deps.link?.serve((command) => serveCommand(here, command));
   }
 
   /** The id this node's open turns and provisionings carry in the store. */
@@ -125,7 +136,7 @@ export class ConversationEngine {
     this.#sweeper.stop();
     await this.#owner.stop();
     await this.#p.provisioner.settled();
-    await this.#p.recovery.settled();
+    await this.#p.turns.settled();
     for (const live of [...this.#c.live.values()]) await this.#p.launcher.detach(live, 'the server is stopping');
     await this.events.close();
     this.feeds.stop();
@@ -180,20 +191,15 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- turns
 
-  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
-    const away = await this.#routed(
-      id,
-      { op: 'prompt', accountId, conversationId: id, text },
-      TurnIdSchema,
-      this.#promptTimeoutMs,
-    );
-    return away ?? this.#promptHere(accountId, id, text);
+  /** Every turn command goes through #commands: to the node driving the conversation, or here. */
+  prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+    return this.#commands.prompt(accountId, id, text);
   }
 
   /**
    * Answers "queued" as soon as the turn row is stored; the running marks and the prompt's way to the
    * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
-   * waits for them as before. A failure after the reply ends the turn (TurnMachine.start), not the request.
+   * waits for them as before. A failure after the reply ends the turn (TurnDriver.start), not the request.
    */
   async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
     const { live, lock, d } = this.#c;
@@ -225,7 +231,7 @@ export class ConversationEngine {
         const awake = await this.#p.provisioner.ensureAwake(row);
         if (!awake.ok) return reply(awake);
         // Stored as running at once (one write instead of insert + update); its conversation's
-        // counters go with the running mark in TurnMachine.start.
+        // counters go with the running mark in TurnDriver.start.
         const turn = await insertPromptTurn(d.db, {
           conversationId: id,
           turnNumber: conv.turnCount + 1,
@@ -249,11 +255,8 @@ export class ConversationEngine {
     return answer;
   }
 
-  async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
-    return (
-      (await this.#routed(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema)) ??
-      this.#interruptHere(accountId, id)
-    );
+  interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
+    return this.#commands.interrupt(accountId, id);
   }
 
   async #interruptHere(accountId: string, id: string): Promise<EngineResult<void>> {
@@ -267,60 +270,14 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- permissions
 
-  async answerPermission(
-    accountId: string,
-    id: string,
-    requestId: string,
-    optionId: string,
-  ): Promise<EngineResult<void>> {
-    const away = await this.#routed(
-      id,
-      { op: 'answer', accountId, conversationId: id, requestId, optionId },
-      NothingSchema,
-    );
-    return away ?? this.#answerHere(accountId, id, requestId, optionId);
+  answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
+    return this.#commands.answerPermission(accountId, id, requestId, optionId);
   }
 
   async #answerHere(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>> {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     return this.#p.asks.answer(this.#c.live.get(id), id, requestId, optionId);
-  }
-
-  // ---------------------------------------------------------------- commands for another node's conversation
-
-  /**
-   * A command for a conversation another live node drives goes to that node, and its answer is ours;
-   * null means this node handles it (it drives the conversation, or nobody alive does).
-   */
-  async #routed<T>(
-    id: string,
-    command: EngineCommand,
-    valueSchema: z.ZodType<T>,
-    timeoutMs = COMMAND_TIMEOUT_MS,
-  ): Promise<EngineResult<T> | null> {
-    const { d, live, nodeId } = this.#c;
-    if (!d.link || live.has(id)) return null;
-    const owner = await liveOwnerOf(d.db, id, { self: nodeId, expiryMs: d.config.nodeExpiryMs });
-    if (!owner) return null;
-    return answerOf(await d.link.request(owner, command, timeoutMs), valueSchema);
-  }
-
-  /** What this node does with a command another node routed to it: the same as if a client had sent it here. */
-  #serve(command: EngineCommand): Promise<EngineResult<unknown>> {
-    switch (command.op) {
-      case 'prompt':
-        return this.#promptHere(command.accountId, command.conversationId, command.text);
-      case 'interrupt':
-        return this.#interruptHere(command.accountId, command.conversationId);
-      case 'answer':
-        return this.#answerHere(command.accountId, command.conversationId, command.requestId, command.optionId);
-    }
-  }
-
-  /** Waking a parked sandbox may install the agent first. */
-  get #promptTimeoutMs(): number {
-    return Math.max(COMMAND_TIMEOUT_MS, this.#c.d.config.installTimeoutMs + COMMAND_TIMEOUT_MS);
   }
 
   // ---------------------------------------------------------------- endings

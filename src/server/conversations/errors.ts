@@ -18,6 +18,7 @@ export type EngineErrorCode =
   | 'provisioning'
   | 'sandbox_probe_failed'
   | 'runner_offline'
+  | 'runner_deleted'
   | 'server_node_unreachable'
   | 'backend_lacks_network_policy'
   | 'inference_credential_missing'
@@ -41,6 +42,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   provisioning: 503,
   sandbox_probe_failed: 503,
   runner_offline: 503,
+  runner_deleted: 409,
   server_node_unreachable: 503,
   backend_lacks_network_policy: 422,
   inference_credential_missing: 422,

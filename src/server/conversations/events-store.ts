@@ -1,7 +1,7 @@
 /**
  * The event log: batched inserts (one statement per flush, ids in insertion order) and cursor paging.
  */
-import { and, asc, eq, gt, inArray, isNotNull, max, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNotNull, lte, max, sql, type SQL } from 'drizzle-orm';
 import { conversations, events, type EventRow, type EventStream, type NewEvent } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
@@ -120,9 +120,10 @@ export async function permissionWasAsked(db: EngineDb, conversationId: string, r
 export async function pageAccountEvents(
   db: EngineDb,
   accountId: string,
-  q: EventPageQuery & { conversationIds?: readonly string[] | undefined },
+  q: EventPageQuery & { conversationIds?: readonly string[] | undefined; upTo?: number | undefined },
 ): Promise<EventRow[]> {
   const where: SQL[] = [eq(conversations.accountId, accountId), gt(events.id, q.after)];
+  if (q.upTo !== undefined) where.push(lte(events.id, q.upTo));
   if (q.conversationIds) where.push(inArray(events.conversationId, [...q.conversationIds]));
   const streams = streamFilter(q.streams);
   if (streams) where.push(streams);
@@ -176,4 +177,41 @@ export async function toolLinesBefore(
       ),
     )
     .orderBy(asc(events.id));
+}
+
+/** Ids above a cursor that no committed row holds, with the transaction horizon they were read at. */
+export interface EventHoles {
+  /** The highest id scanned: the stored maximum, or the cursor plus `span` when that is lower. */
+  readonly top: number;
+  /** Rows above `top` exist (the span was the limit). */
+  readonly more: boolean;
+  /** Ids in (after, top] with no visible row: taken by a transaction still running, or by one rolled back. */
+  readonly holes: readonly number[];
+  /** The oldest transaction still running (`pg_snapshot_xmin`), and the next one to start (`pg_snapshot_xmax`). */
+  readonly xmin: bigint;
+  readonly xmax: bigint;
+}
+
+/**
+ * One statement, so one snapshot: a row committed after it is either above `top` or among `holes`,
+ * never missed by a page read afterwards up to `top`.
+ */
+export async function eventHoles(db: EngineDb, after: number, span = 10_000): Promise<EventHoles> {
+  const r = await db.execute(sql`
+    WITH stored AS (SELECT coalesce(max(${events.id}), 0) AS id FROM ${events}),
+      top AS (SELECT least(id, ${after}::bigint + ${span}::bigint) AS id FROM stored)
+    SELECT (SELECT id FROM top)::text AS top, (SELECT id FROM stored)::text AS stored,
+      pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
+      pg_snapshot_xmax(pg_current_snapshot())::text AS xmax,
+      coalesce((SELECT array_agg(g)::text FROM generate_series(${after}::bigint + 1, (SELECT id FROM top)) AS g
+        WHERE NOT EXISTS (SELECT 1 FROM ${events} AS e WHERE e.id = g)), '{}') AS holes`);
+  const row = (r as unknown as { rows: Array<Record<'top' | 'stored' | 'xmin' | 'xmax' | 'holes', string>> }).rows[0]!;
+  const inner = row.holes.replace(/[{}]/g, '');
+  return {
+    top: Math.max(after, Number(row.top)),
+    more: Number(row.stored) > Number(row.top),
+    holes: inner ? inner.split(',').map(Number) : [],
+    xmin: BigInt(row.xmin),
+    xmax: BigInt(row.xmax),
+  };
 }

@@ -8,7 +8,7 @@ import { CLUSTER_TOPIC, EVENTS_TOPIC, type EventBus } from '../cluster/bus.ts';
 import type { EventRow, EventStream } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { EventLog } from './event-log.ts';
-import { accountsOf, latestEventId, pageAccountEvents, pageEvents } from './events-store.ts';
+import { accountsOf, eventHoles, latestEventId, pageAccountEvents, pageEvents } from './events-store.ts';
 
 /** What a stream tails: stored rows after a cursor (replay, catch-up), and the live rows. */
 export interface EventTail {
@@ -32,6 +32,12 @@ interface Feed {
   cursor: number;
   /** A pull is queued and not yet started: another trigger would read the same rows. */
   queued: boolean;
+  /** Account feeds: ids up to here were emitted, are another account's, or were holes given up on. */
+  scanned: number;
+  /** Account feeds: ids above `scanned` no committed row holds yet (see `#pullAccountRows`). */
+  readonly holes: Map<number, Hole>;
+  /** A re-read is scheduled while a hole is awaited. */
+  recheck: NodeJS.Timeout | null;
   /** Rows at or below this existed before the feed opened: subscribers replay them from the store. */
   floor: Promise<number>;
   pulling: Promise<void>;
@@ -39,6 +45,21 @@ interface Feed {
 
 const PAGE = 500;
 const ACCOUNT_CACHE_MAX = 50_000;
+/** After this long a hole's transaction has its id, so the horizon then taken is one it is below while it runs. */
+const HOLE_SETTLE_MS = 200;
+/** A hole is given up on after this long even while older transactions run (an idle session in a transaction). */
+const HOLE_MAX_WAIT_MS = 10_000;
+const HOLE_RECHECK_MS = 50;
+
+/**
+ * An id a transaction took and has not committed. It is given up on once every transaction running
+ * when `horizon` was read has ended (the one holding it rolled back), or after HOLE_MAX_WAIT_MS.
+ */
+interface Hole {
+  readonly since: number;
+  /** `pg_snapshot_xmax` read at least HOLE_SETTLE_MS after the hole was seen. */
+  horizon: bigint | null;
+}
 
 export interface EventFeedsDeps {
   readonly db: EngineDb;
@@ -102,6 +123,9 @@ export class EventFeeds {
         subs: new Set(),
         cursor: 0,
         queued: false,
+        scanned: 0,
+        holes: new Map(),
+        recheck: null,
         floor: latestEventId(this.#d.db).catch(() => 0),
         pulling: Promise.resolve(),
       };
@@ -114,6 +138,7 @@ export class EventFeeds {
       f.subs.delete(push);
       if (f.subs.size > 0 || this.#feeds.get(key) !== f) return;
       this.#feeds.delete(key);
+      if (f.recheck) clearTimeout(f.recheck);
       if (scope.kind === 'account') this.#accountFeeds--;
     };
   }
@@ -164,11 +189,9 @@ export class EventFeeds {
     f.pulling = f.pulling
       .then(async () => {
         f.queued = false;
+        if (f.scope.kind === 'account') return this.#pullAccountRows(f, f.scope.id);
         for (let cursor = Math.max(f.cursor, await f.floor); ; ) {
-          const page =
-            f.scope.kind === 'conversation'
-              ? await pageEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE })
-              : await pageAccountEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE });
+          const page = await pageEvents(this.#d.db, f.scope.id, { after: cursor, limit: PAGE });
           for (const row of page) this.#emit(f, row);
           if (page.length < PAGE) return;
           cursor = page[page.length - 1]!.id;
@@ -177,6 +200,48 @@ export class EventFeeds {
       .catch((e: unknown) =>
         this.#d.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'event feed read failed'),
       );
+  }
+
+  /**
+   * An account's rows come from several nodes, each committing on its own: id 100 can commit after
+   * 101. The feed emits in id order, so it stops below the lowest id no committed row holds yet (a
+   * hole) until that row commits or its transaction is known to have ended without it; reading past
+   * the hole would move the cursor over the late row for good.
+   */
+  async #pullAccountRows(f: Feed, accountId: string): Promise<void> {
+    const db = this.#d.db;
+    for (;;) {
+      const from = Math.max(f.cursor, f.scanned, await f.floor);
+      const seen = await eventHoles(db, from);
+      const now = Date.now();
+      for (const id of [...f.holes.keys()]) if (id <= from || !seen.holes.includes(id)) f.holes.delete(id);
+      let bound = seen.top;
+      for (const id of seen.holes) {
+        let hole = f.holes.get(id);
+        if (!hole) f.holes.set(id, (hole = { since: now, horizon: null }));
+        const age = now - hole.since;
+        if (hole.horizon === null && age >= HOLE_SETTLE_MS) hole.horizon = seen.xmax;
+        const ended = hole.horizon !== null && seen.xmin >= hole.horizon;
+        if (ended || age >= HOLE_MAX_WAIT_MS) continue;
+        bound = id - 1;
+        break;
+      }
+      if (bound <= from) break;
+      const page = await pageAccountEvents(db, accountId, { after: from, upTo: bound, limit: PAGE });
+      for (const row of page) this.#emit(f, row);
+      if (page.length === PAGE) continue;
+      f.scanned = bound;
+      if (bound < seen.top || !seen.more) break;
+    }
+    // Still waiting on a hole: no notice may come for it (a rollback sends none), so look again soon.
+    for (const id of [...f.holes.keys()]) if (id <= f.scanned) f.holes.delete(id);
+    if (f.holes.size > 0 && !f.recheck && this.#feeds.get(`account:${accountId}`) === f) {
+      f.recheck = setTimeout(() => {
+        f.recheck = null;
+        this.#pull(f);
+      }, HOLE_RECHECK_MS);
+      f.recheck.unref();
+    }
   }
 
   async #lookup(ids: readonly string[]): Promise<Map<string, string>> {

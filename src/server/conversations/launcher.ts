@@ -10,7 +10,7 @@ import { describeError } from '../../sandbox/index.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, type RuntimeSpec } from '../agents/runtimes.ts';
 import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
-import { newLive, stopTurnTimers, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
+import { newLive, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
 import { runningSessionsOf } from './recovery.ts';
 import { platformMcpServers } from './sandbox-token.ts';
 import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
@@ -240,7 +240,7 @@ export class Launcher {
       onStderr: (text, ordinal) => {
         // A replay repeats stderr: what precedes the active turn, or was stored before the drop, is not stored again.
         if (ordinal <= stderrThrough || !proc.client.boundarySeen) return;
-        if (live.turn) live.turn.stderrTail = (live.turn.stderrTail + text).slice(-2000);
+        this.p.turns.stderr(live, text);
         this.c.events.output(live.conversationId, live.turn?.id ?? null, 'stderr', text, ordinal);
       },
       onEnd: (reason, error) => this.#onProcessEnd(live, proc, reason, error),
@@ -250,10 +250,7 @@ export class Launcher {
   #onAcpLine(live: Live, raw: string, message: unknown, ctx: LineContext): void {
     // A session/load replays history the event log already holds; storing it again would duplicate it.
     if (ctx.during === 'session/load') return;
-    if (live.turn) {
-      live.turn.lastHeardAt = Date.now();
-      live.turn.refusal.observe(message);
-    }
+    this.p.turns.heard(live, message);
     this.c.events.output(live.conversationId, live.turn?.id ?? null, 'acp', raw, ctx.seq);
   }
 
@@ -264,10 +261,10 @@ export class Launcher {
     const tool = toolFieldsOf(u);
     if (tool) live.tools.apply(tool);
     else if (u.sessionUpdate === 'usage_update' && live.turn) {
-      live.turn.reported = {
+      this.p.turns.usage(live, {
         context: { used: u.used, size: u.size },
         ...(u.cost ? { cost: { amount: u.cost.amount, currency: u.cost.currency } } : {}),
-      };
+      });
     } else if (u.sessionUpdate === 'session_info_update' && u.title && u.title.trim() !== '') {
       const title = u.title.trim().slice(0, 120);
       void setAgentTitle(this.c.d.db, live.conversationId, title)
@@ -298,11 +295,7 @@ export class Launcher {
    * agent keeps running on a detachable provider, for whichever node adopts the turn next (§11.1).
    */
   async detach(live: Live, why: string): Promise<void> {
-    const turn = live.turn;
-    if (turn) {
-      if (turn.ask) clearTimeout(turn.ask.timer);
-      stopTurnTimers(turn);
-    }
+    if (live.turn) await this.p.turns.dispatch(live, live.turn, { type: 'detach' });
     if (this.c.live.get(live.conversationId) === live) this.c.live.delete(live.conversationId);
     await live.proc?.release(why);
   }

@@ -2,9 +2,8 @@
  * The engine's in-memory state shared by its parts: a conversation whose agent this node runs (Live),
  * its active turn, and the core every part reads (deps, lock, live map, event log, tokens).
  */
-import type { PermissionOption } from '@agentclientprotocol/sdk';
+import type { ConversationCheckpoints } from '../checkpoints/service.ts';
 import type { Logger } from 'pino';
-import type { JsonRpcId } from '../../acp/index.ts';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
 import type { Conversation, PermissionPolicy, Turn, TurnUsage } from '../store/conversation-schema.ts';
@@ -19,6 +18,8 @@ import type { Placement } from './placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
 import type { LaunchCredentials } from '../credentials/service.ts';
 import { RefusalWatch } from './model-refusal.ts';
+import type { TurnState } from './turn/machine.ts';
+import { TurnTimers } from './turn/timers.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 
 export interface EngineDeps {
@@ -43,40 +44,22 @@ export interface EngineDeps {
   readonly credentials?: LaunchCredentials;
   /** Environments and their secrets; without it every launch has no environment. */
   readonly environments?: EnvironmentService;
-}
-
-export interface HeldAsk {
-  readonly requestId: string;
-  readonly acpId: JsonRpcId;
-  readonly options: readonly PermissionOption[];
-  readonly timer: NodeJS.Timeout;
-}
-
-/** A turn waiting for its runner to come back (runner-protocol.md §11.2). */
-export interface Recovery {
-  /** Ticks carry it; a tick whose token is no longer current does nothing. */
-  readonly token: number;
-  readonly deadline: number;
-  timer: NodeJS.Timeout | null;
+  /** Checkpoints of the agent's HOME, restored when a sandbox is lost; without it a lost sandbox starts empty. */
+  readonly checkpoints?: ConversationCheckpoints;
 }
 
 export interface ActiveTurn {
   readonly id: string;
   readonly number: number;
   readonly startedAt: number;
-  interrupted: boolean;
-  ask: HeldAsk | null;
-  interruptTimer: NodeJS.Timeout | null;
-  /** The JSON-RPC id of the sent session/prompt; set once the prompt reached the agent's stdin. */
-  acpPromptId: number | null;
+  /** Where the turn is; only the turn driver (turn/driver.ts) sets it, with what `transition` returns. */
+  state: TurnState;
+  /** The turn's timers; only the turn driver arms and disarms them. */
+  readonly timers: TurnTimers;
   /** The process whose prompt reply ends this turn; a reply from any other (released) one is ignored. */
   driver: AgentProcess | null;
-  recovery: Recovery | null;
-  /** Disarms the replay-boundary timeout of a reattach. */
-  boundaryTimer: NodeJS.Timeout | null;
   /** When the agent last sent anything in this turn; the silence watch measures from here. */
   lastHeardAt: number;
-  silenceTimer: NodeJS.Timeout | null;
   /** What the agent's `usage_update`s said during the turn (context window, cost); recorded with the turn. */
   reported: Pick<TurnUsage, 'context' | 'cost'>;
   /** The end of what the agent wrote to stderr during the turn (a silence failure quotes it when it names an auth failure). */
@@ -141,39 +124,26 @@ export function newLive(
   };
 }
 
+/** A turn this node drives, in `state` (a new prompt's `sending`, an adopted one's `running`). */
 export function newActiveTurn(
   t: Turn,
   startedAt: number,
   driver: AgentProcess | null,
+  state: TurnState,
   lastHeardAt = startedAt,
 ): ActiveTurn {
   return {
     id: t.id,
     number: t.turnNumber,
     startedAt,
-    interrupted: false,
-    ask: null,
-    interruptTimer: null,
-    acpPromptId: t.acpPromptId,
+    state,
+    timers: new TurnTimers(),
     driver,
-    recovery: null,
-    boundaryTimer: null,
     lastHeardAt,
-    silenceTimer: null,
     reported: {},
     stderrTail: '',
     refusal: new RefusalWatch(),
   };
-}
-
-/** Stops what a turn has running on timers and disowns its driver; the held permission is the caller's. */
-export function stopTurnTimers(turn: ActiveTurn): void {
-  if (turn.interruptTimer) clearTimeout(turn.interruptTimer);
-  if (turn.silenceTimer) clearTimeout(turn.silenceTimer);
-  if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-  if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
-  turn.recovery = null;
-  turn.driver = null;
 }
 
 export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => T): Promise<T> {
@@ -186,7 +156,7 @@ export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => T): P
 
 /** The engine's parts, filled in by the facade once all exist (they call one another). */
 export interface EngineParts {
-  readonly turns: import('./turns.ts').TurnMachine;
+  readonly turns: import('./turn/driver.ts').TurnDriver;
   readonly asks: import('./permissions.ts').Permissions;
   readonly recovery: import('./reattach.ts').TurnRecovery;
   readonly launcher: import('./launcher.ts').Launcher;

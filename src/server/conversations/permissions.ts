@@ -1,6 +1,6 @@
 /**
- * Permission requests of a turn (platform-api.md §8): the policy's verdict, the held ask with its
- * timeout (denied when it runs out), the first answer winning, and a held ask restored after recovery.
+ * Permission requests of a turn (platform-api.md §8): the policy's verdict, the held ask (its state and
+ * deadline are the turn machine's), the first answer winning, and a held ask restored after recovery.
  */
 import { randomBytes } from 'node:crypto';
 import type { RequestPermissionRequest } from '@agentclientprotocol/sdk';
@@ -9,13 +9,17 @@ import type { PendingPermission } from '../store/conversation-schema.ts';
 import type { AgentProcess } from './agent-process.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { permissionWasAsked } from './events-store.ts';
-import type { ActiveTurn, EngineCore, Live } from './live.ts';
+import type { ActiveTurn, EngineCore, EngineParts, Live } from './live.ts';
+import { heldAsk, type Ask, type AskResolution } from './turn/machine.ts';
 import { allowOutcome, denyOutcome, verdictFor } from './policy.ts';
 import { permissionRemainingMs, storedOptions } from './recovery.ts';
 import { updateConversation, updateTurn } from './store.ts';
 
 export class Permissions {
-  constructor(private readonly c: EngineCore) {}
+  constructor(
+    private readonly c: EngineCore,
+    private readonly p: EngineParts,
+  ) {}
 
   /**
    * The agent asked: decide by policy, or hold the ask (running → asking) until answered or timed out.
@@ -36,7 +40,18 @@ export class Permissions {
     // An allow with no allow_once on offer is left to a person: an "always" answer would outlive the policy.
     const allowed = verdict === 'auto_allow' ? allowOutcome(params.options) : null;
     if (verdict === 'auto_allow' && !allowed) verdict = 'ask';
-    if (verdict !== 'ask' || !turn) {
+    // Held only where the turn's state can hold it (running → asking); otherwise answered as if no turn ran.
+    const holding =
+      verdict === 'ask' && turn
+        ? !(
+            await this.p.turns.dispatch(live, turn, {
+              type: 'asked',
+              ask: { requestId, acpId: held.id, options: params.options },
+              timeoutMs: this.c.d.config.askTimeoutMs,
+            })
+          ).ignored
+        : false;
+    if (!holding || !turn) {
       const outcome = verdict === 'auto_allow' && allowed && turn ? allowed : denyOutcome(params.options);
       live.resolved.add(requestId);
       // Appended before the agent hears the answer, as a person's answer is: its reaction (even the end
@@ -65,14 +80,6 @@ export class Permissions {
       options: params.options.map((o) => ({ option_id: o.optionId, name: o.name, kind: o.kind })),
       asked_at: askedAt.toISOString(),
     };
-    const timer = setTimeout(
-      () =>
-        void this.resolve(live, requestId, 'timeout').catch((e) =>
-          this.c.log.error({ err: e }, 'permission timeout failed'),
-        ),
-      this.c.d.config.askTimeoutMs,
-    );
-    turn.ask = { requestId, acpId: held.id, options: params.options, timer };
     await updateTurn(this.c.d.db, turn.id, { pendingPermission: pending });
     this.c.events.stage(live.conversationId, turn.id, 'permission', 'started', {
       request_id: requestId,
@@ -91,14 +98,15 @@ export class Permissions {
     requestId: string,
     optionId: string,
   ): Promise<EngineResult<void>> {
-    if (live?.turn?.recovery) {
+    const turn = live?.turn;
+    if (turn?.state.kind === 'recovering') {
       return refuse(
         'runner_offline',
         "The sandbox's runner is reconnecting; answer again once it is back (the request keeps its deadline).",
       );
     }
-    const ask = live?.turn?.ask;
-    if (!live || !ask || ask.requestId !== requestId) {
+    const ask = turn ? heldAsk(turn.state) : null;
+    if (!live || !turn || !ask || ask.requestId !== requestId) {
       if (live?.resolved.has(requestId) || (await permissionWasAsked(this.c.d.db, conversationId, requestId))) {
         return refuse(
           'permission_request_resolved',
@@ -110,19 +118,18 @@ export class Permissions {
     if (!ask.options.some((o) => o.optionId === optionId)) {
       return refuse('unknown_option', `option_id must be one of: ${ask.options.map((o) => o.optionId).join(', ')}`);
     }
-    const done = await this.resolve(live, requestId, { optionId });
-    return done
-      ? accept(undefined)
-      : refuse('permission_request_resolved', 'the permission request was already resolved');
+    const step = await this.p.turns.dispatch(live, turn, { type: 'answered', requestId, optionId });
+    return step.ignored
+      ? refuse('permission_request_resolved', 'the permission request was already resolved')
+      : accept(undefined);
   }
 
-  /** Resolves the held ask (asking → running): answered with an option, timed out (denied), or cancelled by an interrupt. */
-  async resolve(live: Live, requestId: string, how: 'timeout' | 'cancelled' | { optionId: string }): Promise<boolean> {
-    const turn = live.turn;
-    const ask = turn?.ask;
-    if (!turn || !ask || ask.requestId !== requestId) return false;
-    clearTimeout(ask.timer);
-    turn.ask = null;
+  /**
+   * The `settle_ask` effect (asking → running): records how the held ask ended — answered with an
+   * option, timed out (denied), or cancelled by an interrupt — and, unless cancelled, answers the agent.
+   */
+  async settle(live: Live, turn: ActiveTurn, ask: Ask, how: AskResolution): Promise<void> {
+    const requestId = ask.requestId;
     live.resolved.add(requestId);
     const outcome =
       typeof how === 'object'
@@ -147,23 +154,14 @@ export class Permissions {
         );
     }
     await updateConversation(this.c.d.db, live.conversationId, { lastActiveAt: new Date() });
-    return true;
   }
 
-  /** §11.5: the held request comes back with its ORIGINAL deadline; a reconnect never extends it. */
-  restore(live: Live, turn: ActiveTurn, pending: PendingPermission | null): void {
-    if (turn.ask) clearTimeout(turn.ask.timer);
-    turn.ask = null;
-    if (!pending || pending.acp_id === null) return;
-    const requestId = pending.request_id;
-    const remaining = permissionRemainingMs(pending, this.c.d.config.askTimeoutMs, Date.now());
-    const timer = setTimeout(
-      () =>
-        void this.resolve(live, requestId, 'timeout').catch((e) =>
-          this.c.log.error({ err: e }, 'permission timeout failed'),
-        ),
-      remaining,
-    );
-    turn.ask = { requestId, acpId: pending.acp_id, options: storedOptions(pending), timer };
+  /** §11.5: the held request a reattach restores, with what is left of its ORIGINAL deadline (a reconnect never extends it). */
+  restored(pending: PendingPermission | null): { ask: Ask; remainingMs: number } | null {
+    if (!pending || pending.acp_id === null) return null;
+    return {
+      ask: { requestId: pending.request_id, acpId: pending.acp_id, options: storedOptions(pending) },
+      remainingMs: permissionRemainingMs(pending, this.c.d.config.askTimeoutMs, Date.now()),
+    };
   }
 }

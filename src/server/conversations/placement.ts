@@ -19,6 +19,8 @@ export interface Placement {
   connectionLost(provider: string, e: SandboxError): boolean;
   /** Agent processes on this provider outlive their connection and this node (recovery, reaping superseded agents). */
   detachable(provider: string): boolean;
+  /** The sandbox's host was removed for good (a deleted runner): its disk will not come back. */
+  hostGone(accountId: string, sandbox: SandboxRow): Promise<boolean>;
   /** Who hosts the sandbox, for views; null when no one in particular does. */
   host(accountId: string, sandbox: SandboxRow): Promise<RunnerSummary | null>;
 }

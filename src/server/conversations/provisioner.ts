@@ -8,7 +8,7 @@
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
-import { RUNTIME_SPECS } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME } from '../agents/runtimes.ts';
 import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
@@ -24,9 +24,9 @@ import {
   openTurns,
   updateConversation,
   updateSandbox,
-  updateTurn,
   type ConversationWithSandbox,
 } from './store.ts';
+import { endUndrivenTurn } from './turn/rows.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
@@ -317,7 +317,7 @@ export class Provisioner {
         Date.now() - t0,
       );
       for (const t of await openTurns(db, conv.id)) {
-        await updateTurn(db, t.id, { status: 'failed', reason: `provisioning failed: ${reason}`, endedAt: new Date() });
+        await endUndrivenTurn(db, t.id, 'failed', `provisioning failed: ${reason}`);
       }
       return;
     }
@@ -331,7 +331,13 @@ export class Provisioner {
    * Plan, create (adopt), run the environment's steps, prepare, launch the agent and open its ACP
    * session. On failure the sandbox this call created is destroyed again.
    */
-  async #bringUp(conv: Conversation, sandbox: SandboxRow, agent: Agent, cancelled: () => boolean): Promise<BringUp> {
+  async #bringUp(
+    conv: Conversation,
+    sandbox: SandboxRow,
+    agent: Agent,
+    cancelled: () => boolean,
+    restore?: { from: { turnId: string | null; createdAt: Date } | null },
+  ): Promise<BringUp> {
     // Before any sandbox: a missing ${VAR} or secret costs nothing to report.
     const plan = await this.#plan(conv, agent);
     if (!plan.ok) return plan;
@@ -352,6 +358,20 @@ export class Provisioner {
       if (cancelled()) return destroy('terminated while provisioning');
     }
     const spec = RUNTIME_SPECS[conv.runtime];
+    // A lost sandbox's replacement gets the newest checkpoint after the environment's steps (a fresh clone is
+    // then overlaid with the work it held) and before the runtime's files are written again.
+    if (restore && this.c.d.checkpoints && spec.home.startsWith(SANDBOX_HOME)) {
+      const r = await this.c.d.checkpoints.restore({
+        conversationId: conv.id,
+        accountId: conv.accountId,
+        adapter,
+        handle,
+        home: spec.home,
+      });
+      if (!r.ok) return destroy(`${r.message}; the checkpoint is kept and the next message tries again`);
+      restore.from = r.restored;
+      if (cancelled()) return destroy('terminated while provisioning');
+    }
     const prep = await prepareSandbox(adapter, handle, spec, {
       system: agent.system,
       env: this.p.launcher.sandboxEnv(conv.id, plan.value),
@@ -359,7 +379,8 @@ export class Provisioner {
     });
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, null, agent.model, plan.value);
+    const resume = restore?.from ? conv.runtimeSessionId : null;
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, resume, agent.model, plan.value);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -383,6 +404,15 @@ export class Provisioner {
     const adapter = this.c.d.registry.adapterFor(provider);
     let handle = adapter.buildHandle(sandbox.name);
     const probeFailed = async (e: SandboxError): Promise<EngineResult<Live>> => {
+      // A deleted runner never brings its disk back: the conversation moves on (from its checkpoint).
+      if (this.c.d.placement.hostAway(e) && (await this.c.d.placement.hostGone(conv.accountId, sandbox))) {
+        await updateSandbox(this.c.d.db, sandbox.id, { status: 'terminated' });
+        this.c.events.stage(conv.id, null, 'sandbox', 'failed', {
+          event: 'host_gone',
+          reason: "the sandbox's runner was deleted",
+        });
+        return this.#reprovision(conv, agent);
+      }
       if (!this.c.d.placement.hostAway(e))
         return refuse('sandbox_probe_failed', `could not reach the sandbox: ${describeError(e)}`);
       const away = await this.c.d.placement.host(conv.accountId, sandbox);
@@ -503,7 +533,8 @@ export class Provisioner {
     await updateConversation(db, conv.id, { sandboxId: sandbox.id });
     const t0 = Date.now();
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
-    const r = await this.#bringUp(conv, sandbox, agent, () => false);
+    const restore: { from: { turnId: string | null; createdAt: Date } | null } = { from: null };
+    const r = await this.#bringUp(conv, sandbox, agent, () => false, restore);
     if (!r.ok) {
       const reason = this.#storedReason(conv.id, r.error);
       await updateSandbox(db, sandbox.id, { status: 'failed' });
@@ -518,7 +549,14 @@ export class Provisioner {
       return refuse('sandbox_probe_failed', reason);
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
-    if (conv.runtimeSessionId) {
+    if (restore.from) {
+      this.c.events.stage(conv.id, null, 'sandbox', 'done', {
+        event: 'restored',
+        from_turn: restore.from.turnId,
+        checkpoint_at: restore.from.createdAt.toISOString(),
+        detail: 'the previous sandbox was gone; its newest checkpoint was restored into a new one',
+      });
+    } else if (conv.runtimeSessionId) {
       this.c.events.stage(conv.id, null, 'session', 'done', {
         event: 'reset',
         reason: 'fresh_sandbox',

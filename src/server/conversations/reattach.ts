@@ -8,102 +8,70 @@ import type { Conversation, Turn } from '../store/conversation-schema.ts';
 import type { Adopter, Loss } from '../cluster/ownership.ts';
 import { AgentProcess } from './agent-process.ts';
 import { storedOutputSeqs } from './events-store.ts';
-import { newActiveTurn, newLive, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
+import { newLive, type ActiveTurn, type EngineCore, type EngineParts, type Live } from './live.ts';
+import type { TurnEffect } from './turn/machine.ts';
 import { pickSession, type RecoveryFailure } from './recovery.ts';
-import {
-  getConversationById,
-  getTurn,
-  openTurns,
-  settleRunningConversation,
-  updateConversation,
-  updateTurn,
-} from './store.ts';
+import { getConversationById, getTurn, openTurns, settleRunningConversation, updateConversation } from './store.ts';
+import { endUndrivenTurn } from './turn/rows.ts';
 
 export class TurnRecovery {
-  #tokens = 0;
-  /** Recovery ticks in flight; stop() waits for them before the database closes. */
-  readonly #ticks = new Set<Promise<void>>();
-
   constructor(
     private readonly c: EngineCore,
     private readonly p: EngineParts,
   ) {}
 
-  /** Resolves once no tick is running. */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.#ticks]);
-  }
-
-  /** §11.1: a dropped connection on the turn's own process after its prompt was sent. */
+  /** §11.1: a dropped connection on the turn's own process (the turn's state decides whether it recovers). */
   recoverable(live: Live, turn: ActiveTurn, proc: AgentProcess, error: SandboxError): boolean {
-    return (
-      this.c.d.placement.connectionLost(live.adapter.provider, error) &&
-      turn.acpPromptId !== null &&
-      turn.driver === proc &&
-      !turn.interrupted &&
-      !this.c.stopped
-    );
+    return this.c.d.placement.connectionLost(live.adapter.provider, error) && turn.driver === proc && !this.c.stopped;
   }
 
   /**
    * → recovering. The turn stays busy while the runner is away: its prompt's process keeps running (and
-   * journaling) on the daemon. Synchronous up to the first tick, so a reply the old client fails afterwards is ignored.
+   * journaling) on the daemon. Synchronous up to the first retry, so a reply the old client fails afterwards is ignored.
    */
   enter(live: Live, turn: ActiveTurn, reason: string): void {
-    if (turn.recovery || this.c.stopped) return;
-    turn.driver = null;
-    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-    turn.boundaryTimer = null;
-    // The held permission's timer is re-armed on restore for what is left of its original deadline.
-    if (turn.ask) clearTimeout(turn.ask.timer);
-    const windowMs = this.c.d.config.recoveryWindowMs;
-    turn.recovery = { token: ++this.#tokens, deadline: Date.now() + windowMs, timer: null };
+    if (this.c.stopped) return;
+    void this.p.turns
+      .dispatch(live, turn, {
+        type: 'runner_lost',
+        reason,
+        now: Date.now(),
+        windowMs: this.c.d.config.recoveryWindowMs,
+      })
+      .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'entering recovery failed'));
+  }
+
+  /** The `recovery_started` effect: the turn waits for its runner. */
+  started(live: Live, turn: ActiveTurn, reason: string, windowMs: number): void {
     this.c.log.info({ conversation: live.conversationId, turn: turn.id, reason }, 'turn waits for its runner');
     this.c.events.stage(live.conversationId, turn.id, 'connection', 'started', {
       reason,
       turn_id: turn.id,
       timeout_ms: windowMs,
     });
-    this.#schedule(live, turn);
   }
 
-  #schedule(live: Live, turn: ActiveTurn): void {
-    const rec = turn.recovery;
-    if (!rec) return;
-    const token = rec.token;
-    rec.timer = setTimeout(() => {
-      const tick = this.#tick(live, turn, token).catch((e) =>
-        this.c.log.error({ err: e, conversation: live.conversationId }, 'recovery tick failed'),
-      );
-      this.#ticks.add(tick);
-      void tick.finally(() => this.#ticks.delete(tick));
-    }, this.c.d.config.recoveryRetryMs);
-    rec.timer.unref();
-  }
-
-  async #tick(live: Live, turn: ActiveTurn, token: number): Promise<void> {
-    const current = () => turn.recovery?.token === token && live.turn === turn && !this.c.stopped;
+  /** The `reattach` effect: one attempt, under the conversation's lock; its result is the turn's next event. */
+  async attempt(live: Live, turn: ActiveTurn): Promise<void> {
+    const state = turn.state;
+    if (state.kind !== 'recovering') return;
+    // An attempt belongs to one recovery: once the turn has left it (interrupt, end), its results are dropped.
+    const current = () => turn.state === state && live.turn === turn && !this.c.stopped;
     if (!current()) return;
-    turn.recovery!.timer = null;
-    if (Date.now() >= turn.recovery!.deadline) {
-      await this.fail(
-        live,
-        turn,
-        'runner_reconnect_timeout',
-        `the runner did not reconnect within ${Math.round(this.c.d.config.recoveryWindowMs / 1000)} s`,
-      );
-      return;
-    }
-    const r = await this.c.lock.run(live.conversationId, () => this.#reattach(live, turn, current));
+    const r = await this.c.lock.run(live.conversationId, () => this.#reattach(live, turn, state.promptId, current));
     if (r === 'attached' || !current()) return;
-    if (r === 'wait') this.#schedule(live, turn);
-    else await this.fail(live, turn, r.failure, r.detail);
+    await this.p.turns.dispatch(
+      live,
+      turn,
+      r === 'wait' ? { type: 'reattach_waits' } : { type: 'recovery_failed', failure: r.failure, detail: r.detail },
+    );
   }
 
   /** §11.3: find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
   async #reattach(
     live: Live,
     turn: ActiveTurn,
+    promptId: number,
     current: () => boolean,
   ): Promise<'attached' | 'wait' | { failure: RecoveryFailure; detail: string }> {
     const { adapter, handle } = live;
@@ -114,8 +82,7 @@ export class TurnRecovery {
     if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
     const row = await getConversationById(this.c.d.db, live.conversationId);
     const turnRow = await getTurn(this.c.d.db, turn.id);
-    if (!row || !turnRow || turn.acpPromptId === null)
-      return { failure: 'no_active_session', detail: 'the turn is gone' };
+    if (!row || !turnRow) return { failure: 'no_active_session', detail: 'the turn is gone' };
     const sessionId = row.conversation.runtimeSessionId;
     if (!sessionId) return { failure: 'acp_session_unknown', detail: 'the ACP session id was never stored' };
     const picked = pickSession(list.value, live.conversationId, row.sandbox?.agentSessionId ?? null);
@@ -135,7 +102,7 @@ export class TurnRecovery {
         sessionId: picked.session.id,
         acp: {
           sessionId,
-          promptId: turn.acpPromptId,
+          promptId,
           replayThrough: through.lines,
           ...(pending && pending.acp_id !== null ? { pendingPermissionId: pending.acp_id } : {}),
         },
@@ -160,71 +127,43 @@ export class TurnRecovery {
         detail: `the runner's journal lost its first ${proc.command.replayFrom} bytes`,
       };
     }
-    turn.recovery = null;
     live.proc = proc;
-    turn.driver = proc;
+    const restored = this.p.asks.restored(pending);
+    await this.p.turns.reattached(live, turn, proc, restored?.ask ?? null, restored?.remainingMs ?? 0);
     this.c.events.stage(live.conversationId, turn.id, 'reattach', 'done', {
       outcome: 'session_attached',
       matched_by: picked.matchedBy,
       session_id: picked.session.id,
       turn_id: turn.id,
       turn_number: turn.number,
-      acp_prompt_id: turn.acpPromptId,
+      acp_prompt_id: promptId,
     });
-    this.p.asks.restore(live, turn, pending);
     this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', {
       reason: 'runner_reconnect',
       outcome: 'session_attached',
     });
-    this.p.turns.endOnReply(live, turn, proc, prompt);
-    turn.boundaryTimer = setTimeout(() => {
-      turn.boundaryTimer = null;
-      if (turn.driver !== proc || live.turn !== turn || proc.client.boundarySeen) return;
-      void this.fail(
-        live,
-        turn,
-        'runner_replay_boundary_missing',
-        `the replay did not reach the reply to request ${turn.acpPromptId! - 1} within ${this.c.d.config.replayBoundaryTimeoutMs} ms`,
-      ).catch((e) => this.c.log.error({ err: e }, 'failing a recovery failed'));
-    }, this.c.d.config.replayBoundaryTimeoutMs);
-    turn.boundaryTimer.unref();
+    this.p.turns.watchReply(live, turn, proc, prompt);
     return 'attached';
   }
 
-  /** §11.6: the reconnect ends `failed`, the local peer stops, the turn fails; the conversation takes new prompts. */
-  async fail(live: Live, turn: ActiveTurn, failure: RecoveryFailure, detail: string): Promise<void> {
-    if (live.turn !== turn) return;
-    this.c.log.warn({ conversation: live.conversationId, turn: turn.id, failure, detail }, 'turn recovery failed');
-    this.cancel(live, turn, 'failed', failure);
-    const proc = live.proc;
-    live.proc = null;
-    await proc?.release('turn recovery failed');
-    await this.p.turns.finish(live, turn, {
-      ok: false,
-      error: `sprite connection lost: ${failure}: ${detail}`,
-      code: failure,
-    });
-  }
-
-  /** Ends a recovery (interrupt, failure) and records how the reconnect ended. */
-  cancel(live: Live, turn: ActiveTurn, outcome: 'cancelled' | 'failed', error?: RecoveryFailure): void {
-    const wasWaiting = turn.recovery !== null;
-    if (turn.recovery?.timer) clearTimeout(turn.recovery.timer);
-    turn.recovery = null;
-    if (turn.boundaryTimer) clearTimeout(turn.boundaryTimer);
-    turn.boundaryTimer = null;
-    turn.driver = null;
-    if (wasWaiting || outcome === 'failed') {
+  /** The `recovery_ended` effect (§11.6 when failed): records how the reconnect ended. */
+  ended(live: Live, turn: ActiveTurn, fx: Extract<TurnEffect, { type: 'recovery_ended' }>): void {
+    if (fx.outcome === 'failed')
+      this.c.log.warn(
+        { conversation: live.conversationId, turn: turn.id, failure: fx.failure, detail: fx.detail },
+        'turn recovery failed',
+      );
+    if (fx.waiting || fx.outcome === 'failed') {
       this.c.events.stage(live.conversationId, turn.id, 'connection', 'done', {
         reason: 'runner_reconnect',
-        outcome,
-        ...(error ? { error } : {}),
+        outcome: fx.outcome,
+        ...(fx.failure ? { error: fx.failure } : {}),
       });
     }
-    if (outcome === 'failed' && wasWaiting) {
+    if (fx.outcome === 'failed' && fx.waiting) {
       this.c.events.stage(live.conversationId, turn.id, 'reattach', 'failed', {
         turn_id: turn.id,
-        error: error ?? null,
+        error: fx.failure ?? null,
         retryable: false,
       });
     }
@@ -244,8 +183,7 @@ export class TurnRecovery {
     if (!this.c.d.registry.isRegistered(provider)) return false;
     const adapter = this.c.d.registry.adapterFor(provider);
     const live = newLive(c, s.id, adapter, adapter.buildHandle(s.name), t.model ?? '');
-    const turn = newActiveTurn(t, (t.startedAt ?? new Date()).getTime(), null, Date.now());
-    live.turn = turn;
+    const turn = this.p.turns.adopt(live, t);
     // A process this node still holds for the conversation belongs to an earlier turn; the adopted turn's replaces it.
     const stale = this.c.live.get(c.id);
     if (stale) await this.p.launcher.detach(stale, 'a lost node ran a later turn');
@@ -274,7 +212,7 @@ export class TurnRecovery {
   async #failOpen(c: Conversation, loss: Loss, only?: Turn): Promise<void> {
     const db = this.c.d.db;
     for (const t of only ? [only] : await openTurns(db, c.id)) {
-      await updateTurn(db, t.id, { status: 'failed', reason: loss.turnReason, endedAt: new Date() });
+      await endUndrivenTurn(db, t.id, 'failed', loss.turnReason);
       this.c.events.stage(c.id, t.id, 'turn', 'failed', {
         turn_id: t.id,
         turn_number: t.turnNumber,

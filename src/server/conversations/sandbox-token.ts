@@ -63,7 +63,7 @@ export class SandboxTokens {
       });
     } finally {
       // The previous token may sit in this node's key memory (key-cache-store.ts).
-      keysChanged();
+      await keysChanged();
     }
     return key;
   }
@@ -76,7 +76,7 @@ export class SandboxTokens {
         .set({ revokedAt: now })
         .where(and(eq(apiKeys.conversationId, conversationId), isNull(apiKeys.revokedAt)));
     } finally {
-      keysChanged();
+      await keysChanged();
     }
   }
 

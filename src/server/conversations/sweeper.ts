@@ -76,7 +76,10 @@ export class Sweeper {
     const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
     const handle = live?.handle ?? adapter.buildHandle(s.name);
     if (live?.turn)
-      await this.p.turns.finish(live, live.turn, { ok: false, error: 'the sandbox reached its maximum lifetime' });
+      await this.p.turns.dispatch(live, live.turn, {
+        type: 'failed',
+        error: 'the sandbox reached its maximum lifetime',
+      });
     if (live) {
       await live.proc?.stop();
       this.c.live.delete(id);

@@ -5,7 +5,7 @@ import { taggedArgv } from './agent-process.ts';
 import { loosening } from './policy.ts';
 import { RUNTIME_SPECS, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
 import { KeyedLock } from './lock.ts';
-import { silenceReason } from './turns.ts';
+import { silenceReason } from './turn/machine.ts';
 import { platformMcpServers } from './sandbox-token.ts';
 
 import { modelOptionToSet } from './model-option.ts';

@@ -36,6 +36,8 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { credentialRoutes } from '../credentials/routes.ts';
 import type { CredentialService } from '../credentials/service.ts';
 import { runnerRegisterRoutes } from '../runners/register-route.ts';
+import { webhookRoutes } from '../webhooks/routes.ts';
+import type { WebhookService } from '../webhooks/service.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -61,6 +63,8 @@ export interface AppDeps {
   readonly team?: { readonly team: TeamService; readonly scheduler: Scheduler };
   /** The account's model credentials (`/api/account/inference-credentials`). */
   readonly credentials?: CredentialService;
+  /** The account's signed webhooks (`/api/webhooks`). */
+  readonly webhooks?: WebhookService;
 }
 
 type WebModule = typeof import('../web/app.tsx');
@@ -141,6 +145,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route('/', adminRoutes(routeDeps));
   app.route('/', accountRoutes(routeDeps));
   if (deps.credentials) app.route('/', credentialRoutes({ ...routeDeps, credentials: deps.credentials }));
+  if (deps.webhooks) app.route('/', webhookRoutes({ ...routeDeps, webhooks: deps.webhooks }));
   app.route('/', runnerRoutes(routeDeps));
   app.route('/', runnerRegisterRoutes(routeDeps));
   if (deps.engine) {
@@ -181,6 +186,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         docs: async () => (await import('../web/docs.tsx')).loadDocs(),
         logger: deps.logger,
         ...(deps.credentials ? { credentials: deps.credentials } : {}),
+        ...(deps.webhooks ? { webhooks: deps.webhooks } : {}),
       };
       let pages: Promise<ReturnType<WebModule['createWebApp']>> | null = null;
       // Where the pages were mounted before: after every API route, so none of them is shadowed;

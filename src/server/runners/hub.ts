@@ -203,6 +203,7 @@ export function createRunnerHost(deps: { db: Db; bus: EventBus; logger: Logger }
         accountId: info.accountId,
         runnerId: info.runnerId,
         name: info.name,
+        ...(state === 'offline' ? { connectedAt: info.connectedAt.toISOString() } : {}),
       });
       if (state === 'offline') deps.logger.info({ runner: info.name, runnerId: info.runnerId }, 'runner disconnected');
     },

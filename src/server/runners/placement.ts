@@ -46,7 +46,13 @@ export function providerPlacement(host: RunnerHost | null, runners: RunnerDirect
             return n.ok ? accept(n.value) : refuse('no_runner_online', `runner id unusable: ${n.error}`);
           }
           const row = await runners.find(accountId, pin);
-          const name = row?.name ?? pin;
+          if (!row)
+            return refuse(
+              'runner_deleted',
+              'The agent is pinned to a runner that was deleted. Pin it to another runner, or unpin it so any connected runner takes its conversations.',
+              { runner_id: pin },
+            );
+          const name = row.name;
           return refuse(
             'runner_offline',
             `The agent is pinned to runner ${JSON.stringify(name)}, which is not connected. Start it with \`fountain runner\`, or unpin the agent.`,
@@ -74,6 +80,11 @@ export function providerPlacement(host: RunnerHost | null, runners: RunnerDirect
     connectionLost: (provider: string, e: SandboxError) =>
       provider === 'runner' && e.code === 'unavailable' && e.detail === RUNNER_DISCONNECTED,
     detachable: (provider: string) => provider === 'runner' && host !== null,
+    async hostGone(accountId: string, s: SandboxRow): Promise<boolean> {
+      if (s.provider !== 'runner') return false;
+      const id = parseRunnerName(s.name);
+      return id.ok && (await runners.find(accountId, id.value)) === undefined;
+    },
     async host(accountId: string, s: SandboxRow): Promise<RunnerSummary | null> {
       if (s.provider !== 'runner') return null;
       const id = parseRunnerName(s.name);

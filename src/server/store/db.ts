@@ -10,7 +10,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 import { takePreloadedPglite } from './pglite-artifacts.ts';
-import { defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
+import { bundledTemplateRoot, defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
 import { schema, type Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -39,6 +39,8 @@ export interface OpenDatabaseOptions {
   queryLogger?: QueryLogger | undefined;
   /** PGlite only: where migrated templates of new databases are kept (pglite-template.ts); null makes each new one from scratch. */
   templateDir?: string | null | undefined;
+  /** PGlite only: the template made at install time, tried before making one; null skips it (tests of the making). */
+  bundledTemplateDir?: string | null | undefined;
 }
 
 const sqlClientOf = (client: PGlite): SqlClient => ({
@@ -58,6 +60,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database>
         opts.dataDir,
         opts.queryLogger,
         opts.templateDir === undefined ? defaultTemplateRoot() : opts.templateDir,
+        opts.bundledTemplateDir === undefined ? bundledTemplateRoot() : opts.bundledTemplateDir,
       );
 }
 
@@ -124,6 +127,7 @@ async function openPglite(
   dataDir: string | undefined,
   logger: QueryLogger | undefined,
   templateRoot: string | null,
+  bundledRoot: string | null,
 ): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
@@ -142,14 +146,20 @@ async function openPglite(
         startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
       });
     if (migrations && templateRoot !== null) {
-      const seeded = await seedFromTemplate(dir, templateRoot, migrations, async (at) => {
-        const made = await create(at);
-        try {
-          await migrate(sqlClientOf(made), { migrations });
-        } finally {
-          await made.close();
-        }
-      });
+      const seeded = await seedFromTemplate(
+        dir,
+        templateRoot,
+        migrations,
+        async (at) => {
+          const made = await create(at);
+          try {
+            await migrate(sqlClientOf(made), { migrations });
+          } finally {
+            await made.close();
+          }
+        },
+        bundledRoot,
+      );
       if (seeded.ok) fromTemplate = migrations.map((m) => m.name);
       else templateError = seeded.error;
     }

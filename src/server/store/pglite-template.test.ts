@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -24,7 +24,7 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
   it('the first new database makes the template, the next is a copy of it; each is its own database', {
     timeout: 180_000,
   }, async () => {
-    const a = await openDatabase({ dataDir: join(tmp, 'a'), templateDir: root });
+    const a = await openDatabase({ dataDir: join(tmp, 'a'), templateDir: root, bundledTemplateDir: null });
     assert.deepEqual(a.migrated, ALL);
     assert.equal(a.templateError, undefined);
     const entry = join(root, templateKey(loadMigrations()));
@@ -33,7 +33,7 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
     await a.db.execute(sql`CREATE TABLE only_in_a (x int)`);
     await a.close();
 
-    const b = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root });
+    const b = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root, bundledTemplateDir: null });
     assert.deepEqual(b.migrated, ALL);
     assert.equal(await one<number>(b, sql`SELECT count(*)::int AS v FROM fountain_migrations`), ALL.length);
     assert.equal(
@@ -45,7 +45,7 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
     await b.close();
 
     // A reopen of an existing data directory neither copies nor migrates.
-    const again = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root });
+    const again = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root, bundledTemplateDir: null });
     assert.deepEqual(again.migrated, []);
     assert.equal(await one<string | null>(again, sql`SELECT to_regclass('only_in_b')::text AS v`), 'only_in_b');
     await again.close();
@@ -54,7 +54,11 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
   it('an unusable cache is said and the database is made from scratch', { timeout: 180_000 }, async () => {
     const blocked = join(tmp, 'a-file');
     writeFileSync(blocked, 'not a directory');
-    const d = await openDatabase({ dataDir: join(tmp, 'c'), templateDir: join(blocked, 'cache') });
+    const d = await openDatabase({
+      dataDir: join(tmp, 'c'),
+      templateDir: join(blocked, 'cache'),
+      bundledTemplateDir: null,
+    });
     assert.match(d.templateError ?? '', /could not be used/);
     assert.deepEqual(d.migrated, ALL);
     await d.close();
@@ -67,11 +71,28 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
     // What a tampered cache could hold: the entry's directory with something in it but no PG_VERSION.
     mkdirSync(entry, { recursive: true });
     writeFileSync(join(entry, 'junk'), 'x');
-    const d = await openDatabase({ dataDir: join(tmp, 'd'), templateDir: root2 });
+    const d = await openDatabase({ dataDir: join(tmp, 'd'), templateDir: root2, bundledTemplateDir: null });
     assert.equal(d.templateError, undefined);
     assert.deepEqual(d.migrated, ALL);
     assert.ok(existsSync(join(entry, 'PG_VERSION')));
     assert.ok(!existsSync(join(entry, 'junk')));
+    await d.close();
+  });
+
+  it('the template made at install time is copied without making one or touching the cache', {
+    timeout: 180_000,
+  }, async () => {
+    // The shipped template is the cache's entry from the first test, moved aside to play the package's.
+    const shipped = join(tmp, 'shipped');
+    mkdirSync(shipped);
+    const key = templateKey(loadMigrations());
+    cpSync(join(root, key), join(shipped, key), { recursive: true });
+    const emptyCache = join(tmp, 'cache3');
+    const d = await openDatabase({ dataDir: join(tmp, 'e'), templateDir: emptyCache, bundledTemplateDir: shipped });
+    assert.equal(d.templateError, undefined);
+    assert.deepEqual(d.migrated, ALL);
+    assert.equal(await one<number>(d, sql`SELECT count(*)::int AS v FROM fountain_migrations`), ALL.length);
+    assert.ok(!existsSync(emptyCache), 'nothing was made in the cache');
     await d.close();
   });
 });

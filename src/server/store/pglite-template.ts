@@ -1,17 +1,28 @@
 /**
- * A new embedded database starts as a copy of a migrated template kept in the user's cache: PGlite's
- * initdb costs 6–11 s of CPU on a 2-core machine, copying the template's ~40 MB and opening it ~0.5 s.
+ * A new embedded database starts as a copy of a migrated template: PGlite's initdb costs 6–11 s of CPU
+ * on a 2-core machine, copying the template's ~40 MB and opening it ~0.5 s. `npm install` makes one in
+ * the package (scripts/make-pglite-template.mjs), so even the first start on a new machine copies it;
+ * the user's cache holds the ones made later, when the package's is missing or for other migrations.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Migration } from './migrate.ts';
 
 /** `$XDG_CACHE_HOME/fountain/pglite`, else `~/.cache/fountain/pglite`. */
 export function defaultTemplateRoot(env: Readonly<Record<string, string | undefined>> = process.env): string {
   const xdg = env.XDG_CACHE_HOME;
   return join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'fountain', 'pglite');
+}
+
+/**
+ * The template `npm install` made, inside the package (`.cache/pglite-template`, beside src/ and dist/;
+ * this module sits three folders below the package root in both).
+ */
+export function bundledTemplateRoot(): string {
+  return fileURLToPath(new URL('../../../.cache/pglite-template', import.meta.url));
 }
 
 function pgliteVersion(): string {
@@ -29,8 +40,9 @@ export function templateKey(migrations: readonly Migration[], version = pgliteVe
 const complete = (dir: string): boolean => existsSync(join(dir, 'PG_VERSION'));
 
 /**
- * Fills the empty directory `pgdata` with a copy of the template for `migrations`, first making the
- * template with `make` (initdb and migrations in the directory it is given) when the cache has none.
+ * Fills the empty directory `pgdata` with a copy of the template for `migrations`: the cache's, else the
+ * one in `bundled` (the package's), else one made first with `make` (initdb and migrations in the
+ * directory it is given) into the cache.
  * A template appears only whole: it is made beside the cache's entry and renamed into it, and when two
  * processes make one at once the first rename wins. A failure (an unwritable cache, a full disk) leaves
  * `pgdata` empty and says why, and the caller makes the database the slow way.
@@ -40,9 +52,16 @@ export async function seedFromTemplate(
   root: string,
   migrations: readonly Migration[],
   make: (dir: string) => Promise<void>,
+  bundled: string | null = bundledTemplateRoot(),
 ): Promise<{ ok: true } | { ok: false; error: string }> {
-  const entry = join(root, templateKey(migrations));
+  const key = templateKey(migrations);
+  const entry = join(root, key);
   try {
+    const shipped = bundled === null ? null : join(bundled, key);
+    if (shipped !== null && !complete(entry) && complete(shipped)) {
+      cpSync(shipped, pgdata, { recursive: true });
+      return { ok: true };
+    }
     if (!complete(entry)) {
       mkdirSync(root, { recursive: true, mode: 0o700 });
       const building = join(root, `.building-${process.pid}-${randomBytes(4).toString('hex')}`);

@@ -3,6 +3,7 @@
  * signed-in pages behind the session check. `app.route('/', createWebApp(deps))` in the server's app factory.
  */
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { WebDeps, WebEnv } from './context.ts';
@@ -15,6 +16,7 @@ import { conversationRoutes } from './pages/conversation.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
 import { credentialPages } from './pages/credentials.tsx';
+import { webhookPages } from './pages/webhooks.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
 import { signinRoutes } from './pages/signin.tsx';
 import { teamRoutes } from './pages/team.tsx';
@@ -30,6 +32,14 @@ const STATIC_FILES: Readonly<Record<string, string>> = {
 // guest image's one-file bundle has no static/ folder beside it (it serves runner-guest, never pages).
 const readStatic = () =>
   new Map(Object.keys(STATIC_FILES).map((f) => [f, readFileSync(new URL(`./static/${f}`, import.meta.url))]));
+
+/**
+ * Mermaid's browser build, for the docs pages that draw diagrams: read from its package at the first
+ * request for it (it is 5 MB), never at start-up, and kept.
+ */
+let mermaidScript: Buffer | undefined;
+const readMermaid = () =>
+  (mermaidScript ??= readFileSync(createRequire(import.meta.url).resolve('mermaid/dist/mermaid.min.js')));
 
 /** Paths behind the session check; everything else (the API) is left to the server's other routes. */
 const SIGNED_IN_PATHS = [
@@ -64,6 +74,11 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
 
   app.get(`${STATIC_PREFIX}/:file`, (c) => {
     const file = c.req.param('file');
+    if (file === 'mermaid.min.js')
+      return c.body(new Uint8Array(readMermaid()), 200, {
+        'content-type': 'text/javascript; charset=utf-8',
+        'cache-control': 'public, max-age=3600',
+      });
     const body = staticBody.get(file);
     if (!body) return c.text('not found', 404);
     return c.body(new Uint8Array(body), 200, {
@@ -117,6 +132,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', runnerRoutes(deps));
   pages.route('/', keyRoutes(deps));
   if (deps.credentials) pages.route('/', credentialPages({ ...deps, credentials: deps.credentials }));
+  if (deps.webhooks) pages.route('/', webhookPages({ ...deps, webhooks: deps.webhooks }));
   app.route('/', pages);
 
   app.onError((e, c) => {

@@ -9,6 +9,7 @@ import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 import type { TeamService } from '../team/service.ts';
 import type { CredentialService } from '../credentials/service.ts';
+import type { WebhookService } from '../webhooks/service.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { EnvironmentService } from '../environments/service.ts';
 import type { DocsSite } from './docs.tsx';
@@ -40,6 +41,8 @@ export interface WebDeps {
   readonly secureCookies?: boolean;
   /** The account's model credentials (the Model credentials page). */
   readonly credentials?: CredentialService;
+  /** The account's signed webhooks (the Webhooks page). */
+  readonly webhooks?: WebhookService;
   /** How often live pages re-check state that has no change event (new agents, sandbox states); default 2000 ms. */
   readonly refreshMs?: number;
 }

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { join, posix } from 'node:path';
 import { Hono } from 'hono';
 import { raw } from 'hono/html';
-import { Layout } from './layout.tsx';
+import { Layout, STATIC_PREFIX } from './layout.tsx';
 import { navPages, readNav, type NavEntry, type NavPage } from './nav.ts';
 
 export const DOCS_DIR = fileURLToPath(new URL('../../../docs/', import.meta.url));
@@ -18,6 +18,8 @@ export interface DocsPage {
   readonly html: string;
   readonly headingIds: readonly string[];
   readonly links: readonly string[];
+  /** The page draws diagrams: Mermaid's script is loaded on it (and on no other page). */
+  readonly diagrams: boolean;
 }
 
 export interface DocsSite {
@@ -53,6 +55,7 @@ export async function loadDocs(dir = DOCS_DIR): Promise<DocsSite> {
       html: r.html,
       headingIds: r.headingIds,
       links: r.links,
+      diagrams: r.diagrams,
     });
   }
   return { nav, pages };
@@ -119,6 +122,8 @@ export function docsRoutes(
           <Sidebar nav={site.nav} current={slug} />
           <article>{raw(doc.html)}</article>
         </div>
+        {/* Mermaid draws every <pre class="mermaid"> once the page has loaded (its startOnLoad default). */}
+        {doc.diagrams ? <script src={`${STATIC_PREFIX}/mermaid.min.js`} defer></script> : null}
       </Layout>,
     );
   };

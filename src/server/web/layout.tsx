@@ -12,6 +12,7 @@ export type Section =
   | 'runners'
   | 'keys'
   | 'credentials'
+  | 'webhooks'
   | 'docs'
   | 'signin'
   | 'conversation'
@@ -39,6 +40,7 @@ const LINKS: ReadonlyArray<{ section: Section; href: string; label: string; sign
   { section: 'runners', href: '/account/runners', label: 'Runners', signedIn: true },
   { section: 'keys', href: '/account/api-keys', label: 'API keys', signedIn: true },
   { section: 'credentials', href: '/account/credentials', label: 'Model credentials', signedIn: true },
+  { section: 'webhooks', href: '/account/webhooks', label: 'Webhooks', signedIn: true },
   { section: 'docs', href: '/docs', label: 'Docs', signedIn: false },
 ];
 

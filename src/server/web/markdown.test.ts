@@ -5,6 +5,17 @@ import { renderAgentMarkdown, renderMarkdown, slugify } from './markdown.ts';
 const html = (src: string) => renderMarkdown(src).html;
 
 describe('markdown renderer', () => {
+  it('leaves a mermaid fence of the docs as its escaped source for the browser to draw, and says the page has one', () => {
+    const r = renderMarkdown('# D\n\n```mermaid\nstateDiagram-v2\n    a --> b: x <script>\n```\n');
+    assert.equal(r.diagrams, true);
+    assert.match(r.html, /<pre class="mermaid">stateDiagram-v2\n {4}a --&gt; b: x &lt;script&gt;\n<\/pre>/);
+    const plain = renderMarkdown('```ts\nconst a = 1;\n```\n');
+    assert.equal(plain.diagrams, false);
+    assert.doesNotMatch(plain.html, /class="mermaid"/);
+    // What an agent writes is never handed to a script.
+    assert.doesNotMatch(renderAgentMarkdown('```mermaid\ngraph TD\n```\n'), /class="mermaid"/);
+  });
+
   it('escapes raw HTML everywhere instead of passing it through', () => {
     for (const out of [
       html('# Hi <script>alert(1)</script>\n\nA <img src=x onerror=alert(1)> & "q"\n\n`<b>`\n\n```\n<div>\n```'),

@@ -60,6 +60,8 @@ export interface Rendered {
   readonly title: string | null;
   /** Every link target after rewriting, for link checks. */
   readonly links: readonly string[];
+  /** Whether the page has a diagram (a `mermaid` fence, left as its source in `<pre class="mermaid">` for the browser to draw). */
+  readonly diagrams: boolean;
 }
 
 const ESCAPES: Readonly<Record<string, string>> = {
@@ -96,6 +98,7 @@ interface Env {
   ids: string[];
   links: string[];
   title: string | null;
+  diagrams: boolean;
 }
 
 const inlineText = (t: Token | undefined): string =>
@@ -119,6 +122,13 @@ function base(images: boolean): Md {
 
 /** The docs renderer: headings get unique GitHub-style ids, links go through the page's rewrite hook. */
 const docsMd = base(true);
+const docsFence = docsMd.renderer.rules.fence!;
+docsMd.renderer.rules.fence = (tokens, idx, options, env, self) => {
+  const tok = tokens[idx]!;
+  if (tok.info.trim() !== 'mermaid') return docsFence(tokens, idx, options, env, self);
+  (env as unknown as Env).diagrams = true;
+  return `<pre class="mermaid">${escapeHtml(tok.content)}</pre>\n`;
+};
 docsMd.core.ruler.push('fountain_docs', (state) => {
   const env = state.env as unknown as Env;
   const used = new Map<string, number>();
@@ -156,9 +166,9 @@ docsMd.core.ruler.push('fountain_docs', (state) => {
 });
 
 export function renderMarkdown(src: string, opts: RenderOptions = {}): Rendered {
-  const env: Env = { opts, ids: [], links: [], title: null };
+  const env: Env = { opts, ids: [], links: [], title: null, diagrams: false };
   const html = docsMd.render(src, env as unknown as Record<string, unknown>);
-  return { html, headingIds: env.ids, title: env.title, links: env.links };
+  return { html, headingIds: env.ids, title: env.title, links: env.links, diagrams: env.diagrams };
 }
 
 /**

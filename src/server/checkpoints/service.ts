@@ -1,0 +1,180 @@
+/**
+ * A conversation's checkpoints: taken after a completed turn (coalesced per conversation, off the
+ * turn's path) and restored into a new sandbox when the old one is gone; blobs in the blob store,
+ * rows in `checkpoints`, the newest few kept per conversation.
+ */
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
+import type { EngineDb } from '../store/engine-db.ts';
+import type { BlobStore } from './blobs.ts';
+import { collectBlobs } from './collect.ts';
+import { captureArchive, type CheckpointSpec, DEFAULT_SPEC, restoreArchive } from './sandbox-archive.ts';
+
+export interface CheckpointTarget {
+  readonly conversationId: string;
+  readonly accountId: string;
+  readonly adapter: SandboxAdapter;
+  readonly handle: Handle;
+  /** The sandbox path of the runtime's HOME. */
+  readonly home: string;
+}
+
+export interface CheckpointRow {
+  readonly id: string;
+  readonly turnId: string | null;
+  readonly digest: string;
+  readonly size: number;
+  readonly createdAt: Date;
+}
+
+export type RestoreOutcome =
+  | { readonly ok: true; readonly restored: CheckpointRow | null }
+  | { readonly ok: false; readonly message: string };
+
+/** What the engine asks of checkpoints (a narrow port, so the engine knows no blob or archive). */
+export interface ConversationCheckpoints {
+  /** After a completed turn: schedules a checkpoint; returns at once. */
+  afterTurn(target: CheckpointTarget, turnId: string): void;
+  /** Now, awaited (before a sandbox is parked by destroying it). */
+  take(target: CheckpointTarget, turnId: string | null): Promise<void>;
+  /** The newest checkpoint of the conversation unpacked into the new sandbox; null when it has none. */
+  restore(target: CheckpointTarget): Promise<RestoreOutcome>;
+  /** Waits for the checkpoints being taken (shutdown, tests). */
+  settled(): Promise<void>;
+}
+
+const rowsOf = <T>(res: unknown): T[] => (res as { rows: T[] }).rows;
+
+export class CheckpointService implements ConversationCheckpoints {
+  readonly #db: EngineDb;
+  readonly #blobs: BlobStore;
+  readonly #log: Logger;
+  readonly #spec: Omit<CheckpointSpec, 'home'>;
+  readonly #keep: number;
+  /** Per conversation: the checkpoint running, and whether another was asked for meanwhile. */
+  readonly #running = new Map<
+    string,
+    { promise: Promise<void>; again: { target: CheckpointTarget; turnId: string } | null }
+  >();
+
+  constructor(deps: {
+    db: EngineDb;
+    blobs: BlobStore;
+    logger: Logger;
+    spec?: Partial<Omit<CheckpointSpec, 'home'>>;
+    /** Checkpoints kept per conversation (default 3). */
+    keep?: number;
+  }) {
+    this.#db = deps.db;
+    this.#blobs = deps.blobs;
+    this.#log = deps.logger.child({ part: 'checkpoints' });
+    this.#spec = { ...DEFAULT_SPEC, ...deps.spec };
+    this.#keep = deps.keep ?? 3;
+  }
+
+  afterTurn(target: CheckpointTarget, turnId: string): void {
+    const running = this.#running.get(target.conversationId);
+    // Turns that end while one is being taken are covered by one more checkpoint after it, not one each.
+    if (running) {
+      running.again = { target, turnId };
+      return;
+    }
+    const entry = { promise: Promise.resolve(), again: null as { target: CheckpointTarget; turnId: string } | null };
+    entry.promise = (async () => {
+      let next: { target: CheckpointTarget; turnId: string } | null = { target, turnId };
+      while (next) {
+        entry.again = null;
+        await this.take(next.target, next.turnId);
+        next = entry.again;
+      }
+    })().finally(() => this.#running.delete(target.conversationId));
+    this.#running.set(target.conversationId, entry);
+  }
+
+  async take(target: CheckpointTarget, turnId: string | null): Promise<void> {
+    const t0 = Date.now();
+    const archive = await captureArchive(target.adapter, target.handle, { ...this.#spec, home: target.home });
+    if (!archive.ok) {
+      this.#log.warn({ conversation: target.conversationId, reason: archive.error.message }, 'checkpoint not taken');
+      return;
+    }
+    const blob = await this.#blobs.put(archive.value);
+    if (!blob.ok) {
+      this.#log.warn({ conversation: target.conversationId, reason: blob.error.message }, 'checkpoint not stored');
+      return;
+    }
+    try {
+      await this.#db.execute(sql`
+        INSERT INTO checkpoints (account_id, conversation_id, turn_id, digest, size, holds)
+        SELECT ${target.accountId}, ${target.conversationId}, ${turnId}, ${blob.value.digest}, ${blob.value.size},
+          ${JSON.stringify({ home: target.home, kind: 'home_archive' })}::jsonb
+        WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ${target.conversationId})`);
+      await this.#prune(target.conversationId);
+      this.#log.debug(
+        { conversation: target.conversationId, bytes: blob.value.size, ms: Date.now() - t0 },
+        'checkpoint taken',
+      );
+    } catch (e) {
+      this.#log.warn({ conversation: target.conversationId, err: (e as Error).message }, 'checkpoint row not stored');
+    }
+  }
+
+  async latest(conversationId: string): Promise<CheckpointRow | null> {
+    const [r] = rowsOf<{
+      id: string;
+      turn_id: string | null;
+      digest: string;
+      size: string | number;
+      created_at: Date | string;
+    }>(
+      await this.#db.execute(sql`
+        SELECT id, turn_id, digest, size, created_at FROM checkpoints
+        WHERE conversation_id = ${conversationId} ORDER BY created_at DESC, id DESC LIMIT 1`),
+    );
+    return r
+      ? { id: r.id, turnId: r.turn_id, digest: r.digest, size: Number(r.size), createdAt: new Date(r.created_at) }
+      : null;
+  }
+
+  async restore(target: CheckpointTarget): Promise<RestoreOutcome> {
+    const row = await this.latest(target.conversationId);
+    if (!row) return { ok: true, restored: null };
+    const blob = await this.#blobs.get(row.digest);
+    if (!blob.ok)
+      return {
+        ok: false,
+        message: `the checkpoint of ${row.createdAt.toISOString()} cannot be read: ${blob.error.message}`,
+      };
+    const r = await restoreArchive(target.adapter, target.handle, { ...this.#spec, home: target.home }, blob.value);
+    if (!r.ok)
+      return {
+        ok: false,
+        message: `restoring the checkpoint of ${row.createdAt.toISOString()} failed: ${r.error.message}`,
+      };
+    return { ok: true, restored: row };
+  }
+
+  async settled(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all([...this.#running.values()].map((r) => r.promise));
+  }
+
+  /** Keeps the newest few rows of the conversation; blobs no row names go at the next collection. */
+  async #prune(conversationId: string): Promise<void> {
+    await this.#db.execute(sql`
+      DELETE FROM checkpoints WHERE conversation_id = ${conversationId} AND id NOT IN (
+        SELECT id FROM checkpoints WHERE conversation_id = ${conversationId} ORDER BY created_at DESC, id DESC LIMIT ${this.#keep})`);
+  }
+
+  /** Removes blobs no checkpoint names (a deleted conversation's, pruned ones) older than `graceMs`. */
+  async collect(graceMs = 10 * 60_000): Promise<number> {
+    const referenced = new Set(
+      rowsOf<{ digest: string }>(await this.#db.execute(sql`SELECT DISTINCT digest FROM checkpoints`)).map(
+        (r) => r.digest,
+      ),
+    );
+    const r = await collectBlobs(this.#blobs, referenced, { graceMs });
+    for (const e of r.errors) this.#log.warn({ err: e }, 'could not remove a checkpoint blob');
+    return r.removed.length;
+  }
+}
