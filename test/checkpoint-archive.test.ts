@@ -30,12 +30,12 @@ describe('checkpoint archives through a real runner', () => {
   const sandbox = async (): Promise<{ handle: Handle; dir: string }> => {
     const name = mintRunnerName(runnerId);
     assert.ok(name.ok);
-    const h = await adapter.create(name.value);
+    const h = await adapter.lifecycle.create(name.value);
     assert.ok(h.ok, JSON.stringify(h));
     return { handle: h.value, dir: join(root(), name.value) };
   };
   const sh = async (h: Handle, script: string) => {
-    const r = await adapter.exec(h, 'sh', ['-c', script], { dir: '/home/sprite' });
+    const r = await adapter.processes.exec(h, 'sh', ['-c', script], { dir: '/home/sprite' });
     assert.ok(r.ok, JSON.stringify(r));
     assert.equal(r.value.exitCode, 0, Buffer.from(r.value.output).toString());
     return Buffer.from(r.value.output).toString();

@@ -156,9 +156,9 @@ describe('two nodes on one PostgreSQL', () => {
   it('an exec whose output is far over the NOTIFY limit arrives whole', async () => {
     const name = mintRunnerName(runnerId);
     assert.ok(name.ok);
-    const h = await adapterB.create(name.value);
+    const h = await adapterB.lifecycle.create(name.value);
     assert.ok(h.ok);
-    const r = await adapterB.exec(h.value, 'sh', ['-c', 'yes 0123456789abcdef | head -c 3000000']);
+    const r = await adapterB.processes.exec(h.value, 'sh', ['-c', 'yes 0123456789abcdef | head -c 3000000']);
     assert.ok(r.ok, JSON.stringify(!r.ok && r.error));
     assert.equal(r.value.exitCode, 0);
     assert.equal(r.value.output.length, 3_000_000);
@@ -206,7 +206,7 @@ describe('two nodes on one PostgreSQL', () => {
       async () => !(await runners(nodeB.url)).find((r) => r.id === runnerId)?.online,
       'the runner expired on B',
     );
-    const r = await adapterB.exec(h, 'echo', ['late']);
+    const r = await adapterB.processes.exec(h, 'echo', ['late']);
     assert.ok(!r.ok);
     assert.equal(r.error.code, 'unavailable');
   });

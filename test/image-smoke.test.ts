@@ -85,13 +85,13 @@ describe('image smoke through exec on a runner sandbox', () => {
     adapter = srv.registry.adapterFor('runner');
     const name = mintRunnerName(info.runnerId);
     assert.ok(name.ok);
-    const created = await adapter.create(name.value);
+    const created = await adapter.lifecycle.create(name.value);
     assert.ok(created.ok, JSON.stringify(!created.ok && created.error));
     handle = created.value;
   });
 
   after(async () => {
-    if (handle) await adapter.destroy(handle);
+    if (handle) await adapter.lifecycle.destroy(handle);
     await daemon?.stop();
     await srv?.stop();
     if (schema) await dropSchema(schema);
@@ -99,7 +99,7 @@ describe('image smoke through exec on a runner sandbox', () => {
   });
 
   it('passes every required check, and fails exactly the baked tools this machine lacks', async (t) => {
-    const env = await adapter.exec(handle, 'bash', ['-c', 'printf "%s\\n%s" "$PATH" "$HOME"'], {});
+    const env = await adapter.processes.exec(handle, 'bash', ['-c', 'printf "%s\\n%s" "$PATH" "$HOME"'], {});
     assert.ok(env.ok);
     const [path, home] = Buffer.from(env.value.output).toString().split('\n') as [string, string];
     const onPath = (cmd: string) => path.split(delimiter).some((d) => d !== '' && executable(join(d, cmd)));

@@ -110,7 +110,7 @@ if (skip) {
     fixtures: SHELL_FIXTURES,
     // A live VM whose VMM cannot be asked (its QMP socket gone): unavailable, never not_found.
     brokenTransport: async () => {
-      const created = await adapter.create(mint());
+      const created = await adapter.lifecycle.create(mint());
       if (!created.ok) throw new Error(`create failed: ${created.error.code}`);
       const handle = created.value;
       const qmp = join(scratch, 'sandboxes', handle.name, QMP_SOCKET);
@@ -120,21 +120,21 @@ if (skip) {
         handle,
         cleanup: async () => {
           renameSync(`${qmp}.away`, qmp);
-          await adapter.destroy(handle);
+          await adapter.lifecycle.destroy(handle);
         },
       };
     },
     // Runner handles carry no credential of their own: the secret rides on a handle for a sandbox
     // this run already made (no extra boot), and the adapter must never render it.
     secret: async () => {
-      const names = await adapter.listAllNames();
+      const names = await adapter.lifecycle.listAllNames();
       const name = names.ok ? names.value[0] : undefined;
       if (!name) throw new Error(`no sandbox to borrow: ${JSON.stringify(names)}`);
       const value = 'ftn_conformance_secret_0123456789abcdef';
       return { handle: adapter.buildHandle(name, new Private(value)), value };
     },
     readFile: async (handle: Handle, path: string) => {
-      const r = await adapter.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
+      const r = await adapter.processes.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
       if (!r.ok || r.value.exitCode === 44) return null;
       return r.value.output;
     },

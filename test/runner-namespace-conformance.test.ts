@@ -8,7 +8,7 @@ import { mkdtempSync, realpathSync, rmSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/index.ts';
-import { mintRunnerName } from '../src/sandbox/index.ts';
+import { capabilitiesOf, mintRunnerName } from '../src/sandbox/index.ts';
 import type { Handle } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
 import { startFakeDaemon } from '../src/providers/runner/fake-daemon.ts';
@@ -83,7 +83,7 @@ if (problem) {
     },
     fixtures: SHELL_FIXTURES,
     readFile: async (handle: Handle, path: string) => {
-      const r = await adapter.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
+      const r = await adapter.processes.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
       if (!r.ok || r.value.exitCode === 44) return null;
       return r.value.output;
     },
@@ -112,16 +112,16 @@ describe('per-runner capabilities through the adapter', () => {
       assert.ok(nsName.ok && procName.ok);
       const ns = a.buildHandle(nsName.value);
       const proc = a.buildHandle(procName.value);
-      assert.ok(a.capabilities(ns).has('network_policy'));
-      assert.ok(!a.capabilities(proc).has('network_policy'));
-      assert.ok(!a.capabilities().has('network_policy'), 'without a handle: the upstream set');
-      assert.ok((await a.create(ns.name)).ok);
-      assert.ok((await a.create(proc.name)).ok);
-      assert.ok((await a.applyNetworkPolicy(ns, { allow: [] })).ok);
+      assert.ok(capabilitiesOf(a, ns).has('network_policy'));
+      assert.ok(!capabilitiesOf(a, proc).has('network_policy'));
+      assert.ok(!capabilitiesOf(a).has('network_policy'), 'without a handle: the upstream set');
+      assert.ok((await a.lifecycle.create(ns.name)).ok);
+      assert.ok((await a.lifecycle.create(proc.name)).ok);
+      assert.ok((await a.network.applyNetworkPolicy(ns, { allow: [] })).ok);
       assert.deepEqual(withPolicy.policy(ns.name), [], 'allow: [] reaches the daemon verbatim');
-      assert.ok((await a.applyNetworkPolicy(ns, { allow: ['api.example.com'] })).ok);
+      assert.ok((await a.network.applyNetworkPolicy(ns, { allow: ['api.example.com'] })).ok);
       assert.deepEqual(withPolicy.policy(ns.name), ['api.example.com']);
-      const refused = await a.applyNetworkPolicy(proc, { allow: [] });
+      const refused = await a.network.applyNetworkPolicy(proc, { allow: [] });
       assert.equal(!refused.ok && refused.error.code, 'not_supported');
       assert.ok(
         !plain.received.some((r) => r.op === 'apply_network_policy'),
@@ -129,7 +129,7 @@ describe('per-runner capabilities through the adapter', () => {
       );
       await plain.stop();
       await until(() => !withPolicy.hub.host.whereis(plain.runnerId), 'plain runner offline');
-      assert.ok(!a.capabilities(proc).has('network_policy'), 'offline: the upstream set');
+      assert.ok(!capabilitiesOf(a, proc).has('network_policy'), 'offline: the upstream set');
     } finally {
       await plain.stop();
       await withPolicy.stop();

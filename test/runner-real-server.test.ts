@@ -284,11 +284,11 @@ describe('fountain runner against a real fountain server', () => {
     const adapter = new RunnerAdapter(s.server.host);
     const name = mintRunnerName(row.id);
     assert.ok(name.ok);
-    const h = await adapter.create(name.value);
+    const h = await adapter.lifecycle.create(name.value);
     assert.ok(h.ok);
     const frames: StreamFrame[] = [];
     // Prints a line, then one line per stdin line, so the test decides when output happens.
-    const spawned = await adapter.spawn(
+    const spawned = await adapter.processes.spawn(
       h.value,
       'sh',
       ['-c', 'echo line-0; i=1; while IFS= read -r _; do echo "line-$i"; i=$((i+1)); done'],
@@ -301,7 +301,7 @@ describe('fountain runner against a real fountain server', () => {
         .map((f) => Buffer.from((f as { data: Uint8Array }).data).toString())
         .join('');
     await until(() => text(frames).includes('line-0'), 'first line');
-    assert.ok((await adapter.writeStdin(spawned.value, Buffer.from('x\n'))).ok);
+    assert.ok((await adapter.processes.writeStdin(spawned.value, Buffer.from('x\n'))).ok);
     await until(() => text(frames).includes('line-1'), 'second line');
 
     proxy.cut();
@@ -311,14 +311,17 @@ describe('fountain runner against a real fountain server', () => {
     assert.ok(!frames.some((f) => f.type === 'exit'), 'no exit is invented for a drop');
 
     await until(() => s.server.host.whereis(row.id), 'the runner re-registered', 90_000);
-    const sessions = await adapter.listSessions(h.value);
+    const sessions = await adapter.processes.listSessions(h.value);
     assert.ok(sessions.ok && sessions.value.length === 1);
     const again: StreamFrame[] = [];
-    const attached = await adapter.attach(h.value, sessions.value[0]!.id, { owner: (f) => again.push(f), stdin: true });
+    const attached = await adapter.processes.attach(h.value, sessions.value[0]!.id, {
+      owner: (f) => again.push(f),
+      stdin: true,
+    });
     assert.ok(attached.ok);
     await until(() => text(again).includes('line-1\n'), 'the replay');
-    assert.ok((await adapter.writeStdin(attached.value, Buffer.from('y\n'))).ok);
-    assert.ok((await adapter.closeStdin(attached.value)).ok);
+    assert.ok((await adapter.processes.writeStdin(attached.value, Buffer.from('y\n'))).ok);
+    assert.ok((await adapter.processes.closeStdin(attached.value)).ok);
     await until(() => again.find((f) => f.type === 'exit'), 'exit after EOF');
     assert.equal(text(again), 'line-0\nline-1\nline-2\n', 'every byte once, in order: replay then live');
     assert.deepEqual(

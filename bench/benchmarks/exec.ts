@@ -40,7 +40,7 @@ export const execBenchmark: Benchmark = {
       const direct: number[] = [];
       const once = async () => {
         const t0 = process.hrtime.bigint();
-        const r = await rig.adapter.exec(handle, CMD, []);
+        const r = await rig.adapter.processes.exec(handle, CMD, []);
         const ms = msSince(t0);
         if (!r.ok) throw new Error(`exec failed: ${r.error.code} ${r.error.detail ?? ''}`);
         if (r.value.exitCode !== 0) throw new Error(`exec exited ${r.value.exitCode}`);

@@ -50,11 +50,17 @@ export const lifecycleBenchmark: Benchmark = {
         const name = minted.value;
         let handle: Handle | null = null;
         await ctx.measured(async () => {
-          fountain.create.push(await timed(async () => void (handle = must(await rig.adapter.create(name), 'create'))));
+          fountain.create.push(
+            await timed(async () => void (handle = must(await rig.adapter.lifecycle.create(name), 'create'))),
+          );
           const h = handle!;
-          fountain.suspend.push(await timed(async () => void must(await rig.adapter.suspend(h), 'suspend')));
-          fountain.resume.push(await timed(async () => void (handle = must(await rig.adapter.resume(h), 'resume'))));
-          fountain.destroy.push(await timed(async () => void must(await rig.adapter.destroy(handle!), 'destroy')));
+          fountain.suspend.push(await timed(async () => void must(await rig.adapter.lifecycle.suspend(h), 'suspend')));
+          fountain.resume.push(
+            await timed(async () => void (handle = must(await rig.adapter.lifecycle.resume(h), 'resume'))),
+          );
+          fountain.destroy.push(
+            await timed(async () => void must(await rig.adapter.lifecycle.destroy(handle!), 'destroy')),
+          );
         });
         // What the process backend does for each: a 0700 directory, a marker file in and out, the tree gone.
         const dir = join(floorDir, `s${i}`);

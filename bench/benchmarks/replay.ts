@@ -50,14 +50,14 @@ function readAll(files: readonly string[]): number {
 async function journaledSession(rig: RunnerRig, handle: Handle): Promise<string> {
   const counter = countingSink();
   // The pause lets the detach land before output starts, so the bytes are written to disk only.
-  const cmd = await rig.adapter.spawn(handle, 'sh', ['-c', `sleep 0.3; exec head -c ${BYTES} /dev/zero`], {
+  const cmd = await rig.adapter.processes.spawn(handle, 'sh', ['-c', `sleep 0.3; exec head -c ${BYTES} /dev/zero`], {
     owner: counter.sink,
   });
   if (!cmd.ok) throw new Error(`spawn failed: ${cmd.error.code}`);
-  await rig.adapter.stopCommand(cmd.value);
+  await rig.adapter.processes.stopCommand(cmd.value);
   const deadline = Date.now() + 300_000;
   for (;;) {
-    const s = await rig.adapter.listSessions(handle);
+    const s = await rig.adapter.processes.listSessions(handle);
     if (!s.ok) throw new Error(`list_sessions failed: ${s.error.code}`);
     const mine = s.value.find((x) => x.exitCode !== undefined);
     if (mine) return mine.id;
@@ -88,7 +88,7 @@ export const replayBenchmark: Benchmark = {
         const meter = cpuMeter({ server: process.pid, runner: rig.runnerPid });
         let t0 = process.hrtime.bigint();
         const { cmd, got } = await ctx.measured(async () => {
-          const cmd = await rig.adapter.attach(handle, sessionId, { owner: counter.sink });
+          const cmd = await rig.adapter.processes.attach(handle, sessionId, { owner: counter.sink });
           if (!cmd.ok) throw new Error(`attach failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
           return { cmd, got: await counter.done };
         });
@@ -97,7 +97,7 @@ export const replayBenchmark: Benchmark = {
         for (const k of ['server', 'runner', 'serverSystem', 'runnerSystem'] as const) cpu[k] += used[k]!;
         if (got.bytes !== BYTES) throw new Error(`replayed ${got.bytes} bytes, expected ${BYTES}`);
         rates.push(mbPerSecond(BYTES, ms));
-        await rig.adapter.stopCommand(cmd.value);
+        await rig.adapter.processes.stopCommand(cmd.value);
 
         t0 = process.hrtime.bigint();
         const read = readAll(files);

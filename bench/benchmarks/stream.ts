@@ -31,7 +31,7 @@ export const streamBenchmark: Benchmark = {
       const meter = cpuMeter({ server: process.pid, runner: rig.runnerPid });
       const t0 = process.hrtime.bigint();
       const got = await ctx.measured(async () => {
-        const cmd = await rig.adapter.spawn(handle, 'head', args, { owner: counter.sink });
+        const cmd = await rig.adapter.processes.spawn(handle, 'head', args, { owner: counter.sink });
         if (!cmd.ok) throw new Error(`spawn failed: ${cmd.error.code} ${cmd.error.detail ?? ''}`);
         return counter.done;
       });

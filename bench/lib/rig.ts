@@ -174,7 +174,7 @@ export async function startRunnerRig(opts: RigOptions): Promise<RunnerRig> {
     async sandbox() {
       const minted = mintRunnerName(runnerId);
       if (!minted.ok) throw new Error(minted.error);
-      const r = await adapter.create(minted.value);
+      const r = await adapter.lifecycle.create(minted.value);
       if (!r.ok) throw new Error(`create failed: ${r.error.code} ${r.error.detail ?? ''}`);
       return r.value;
     },

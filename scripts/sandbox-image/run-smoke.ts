@@ -52,7 +52,7 @@ export async function runImageSmoke(
   opts: { readonly env?: EnvPairs; readonly timeoutMs?: number } = {},
 ): Promise<{ ok: true; value: SmokeRun } | { ok: false; error: SandboxError }> {
   const { cmd, args } = smokeCommand();
-  const r = await adapter.exec(handle, cmd, args, {
+  const r = await adapter.processes.exec(handle, cmd, args, {
     stderrToStdout: true,
     timeoutMs: opts.timeoutMs ?? 900_000,
     ...(opts.env ? { env: opts.env } : {}),

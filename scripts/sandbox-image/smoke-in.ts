@@ -46,7 +46,7 @@ const cleanup = async () => {
   if (!handle) return;
   const h = handle;
   handle = undefined;
-  const r = await adapter.destroy(h);
+  const r = await adapter.lifecycle.destroy(h);
   process.stderr.write(r.ok ? `destroyed ${name}\n` : `could not destroy ${name}: ${describeError(r.error)}\n`);
 };
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
@@ -57,7 +57,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 
 let code = 1;
 try {
-  const created = await adapter.create(name);
+  const created = await adapter.lifecycle.create(name);
   if (!created.ok) throw new Error(`create ${name}: ${describeError(created.error)}`);
   handle = created.value;
   process.stderr.write(`created ${name} on ${provider}\n`);

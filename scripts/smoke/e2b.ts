@@ -45,21 +45,21 @@ class Frames {
 }
 
 async function main(): Promise<void> {
-  let h: Handle = must('create', await adapter.create(name));
+  let h: Handle = must('create', await adapter.lifecycle.create(name));
   try {
-    const again = must('create again adopts (metadata lookup)', await adapter.create(name));
+    const again = must('create again adopts (metadata lookup)', await adapter.lifecycle.create(name));
     const id = (x: Handle) => (x.private?.reveal() as { sandboxId?: string } | undefined)?.sandboxId;
     check('adopted the same sandbox', id(again) === id(h), `${id(again)} vs ${id(h)}`);
-    const info = must('get', await adapter.get(h));
+    const info = must('get', await adapter.lifecycle.get(h));
     check('get says running', info.status === 'running', JSON.stringify(info));
-    const missing = await adapter.get(adapter.buildHandle(`${name}-missing`));
+    const missing = await adapter.lifecycle.get(adapter.buildHandle(`${name}-missing`));
     check('get on a missing name is not_found', !missing.ok && missing.error.code === 'not_found');
-    const names = must('list_all_names', await adapter.listAllNames());
+    const names = must('list_all_names', await adapter.lifecycle.listAllNames());
     check('list contains the sandbox', names.includes(name));
 
-    const zero = must('exec exit 0', await adapter.exec(h, 'true', []));
+    const zero = must('exec exit 0', await adapter.processes.exec(h, 'true', []));
     check('an omitted exitCode reads as 0', zero.exitCode === 0);
-    const ex = must('exec', await adapter.exec(h, 'sh', ['-c', 'echo smoke-ok; exit 3']));
+    const ex = must('exec', await adapter.processes.exec(h, 'sh', ['-c', 'echo smoke-ok; exit 3']));
     check(
       'exec output and real exit code',
       Buffer.from(ex.output).toString().includes('smoke-ok') && ex.exitCode === 3,
@@ -69,90 +69,108 @@ async function main(): Promise<void> {
     // connect-go): the command runs once, its real result comes back, it is not reported as a timeout.
     const once = must(
       'exec without a timeout (no 0 deadline)',
-      await adapter.exec(h, 'sh', ['-c', 'echo x >> "$HOME/smoke-once"; sleep 2; cat "$HOME/smoke-once"']),
+      await adapter.processes.exec(h, 'sh', ['-c', 'echo x >> "$HOME/smoke-once"; sleep 2; cat "$HOME/smoke-once"']),
     );
     check(
       'it ran exactly once and finished',
       Buffer.from(once.output).toString() === 'x\n' && once.exitCode === 0,
       JSON.stringify(Buffer.from(once.output).toString()),
     );
-    const slow = await adapter.exec(h, 'sleep', ['30'], { timeoutMs: 1000 });
+    const slow = await adapter.processes.exec(h, 'sleep', ['30'], { timeoutMs: 1000 });
     check('an exec timeout is enforced by envd', !slow.ok && slow.error.detail === 'timeout', JSON.stringify(slow));
 
     const f = new Frames();
     const c: Command = must(
       'spawn',
-      await adapter.spawn(h, 'sh', ['-c', 'echo ready; exec cat'], { owner: f.sink, stdin: true }),
+      await adapter.processes.spawn(h, 'sh', ['-c', 'echo ready; exec cat'], { owner: f.sink, stdin: true }),
     );
-    must('write_stdin immediately after spawn (the #693 race)', await adapter.writeStdin(c, Buffer.from('first\n')));
+    must(
+      'write_stdin immediately after spawn (the #693 race)',
+      await adapter.processes.writeStdin(c, Buffer.from('first\n')),
+    );
     await f.until(() => f.text().includes('first'), 'first echo');
-    must('write_stdin again', await adapter.writeStdin(c, Buffer.from('second\n')));
+    must('write_stdin again', await adapter.processes.writeStdin(c, Buffer.from('second\n')));
     await f.until(() => f.text().includes('second'), 'second echo (no EOF after the first write)');
-    const sessions = must('list_sessions', await adapter.listSessions(h));
+    const sessions = must('list_sessions', await adapter.processes.listSessions(h));
     check('one session listed', sessions.length === 1, JSON.stringify(sessions));
-    must('stop_command (detach the spawner)', await adapter.stopCommand(c));
+    must('stop_command (detach the spawner)', await adapter.processes.stopCommand(c));
     const a = new Frames();
-    const at = must('attach', await adapter.attach(h, sessions[0]!.id, { owner: a.sink, stdin: true }));
+    const at = must('attach', await adapter.processes.attach(h, sessions[0]!.id, { owner: a.sink, stdin: true }));
     await a.until(() => a.text().includes('second'), 'attach replay');
     check('attach replays from byte zero', a.text().startsWith('ready\nfirst\nsecond\n'), JSON.stringify(a.text()));
-    must('write_stdin through the attacher', await adapter.writeStdin(at, Buffer.from('third\n')));
+    must('write_stdin through the attacher', await adapter.processes.writeStdin(at, Buffer.from('third\n')));
     await a.until(() => a.text().includes('third'), 'tail after replay');
-    must('close_stdin', await adapter.closeStdin(at));
+    must('close_stdin', await adapter.processes.closeStdin(at));
     await a.until(() => a.terminal() !== undefined, 'exit after EOF');
     check('exit 0 after a real EOF', JSON.stringify(a.terminal()).includes('"code":0'), JSON.stringify(a.terminal()));
-    const late = await adapter.writeStdin(at, Buffer.from('late'));
+    const late = await adapter.processes.writeStdin(at, Buffer.from('late'));
     check('write after exit is command_exited', !late.ok && late.error.code === 'command_exited');
 
-    must('write_file', await adapter.writeFile(h, `${home}/smoke/memory.txt`, Buffer.from('kept'), { mode: 0o600 }));
+    must(
+      'write_file',
+      await adapter.files.writeFile(h, `${home}/smoke/memory.txt`, Buffer.from('kept'), { mode: 0o600 }),
+    );
     const live = new Frames();
     must(
       'spawn a process to survive the pause',
-      await adapter.spawn(h, 'sh', ['-c', 'echo before-pause; exec cat'], { owner: live.sink, stdin: true }),
+      await adapter.processes.spawn(h, 'sh', ['-c', 'echo before-pause; exec cat'], { owner: live.sink, stdin: true }),
     );
     await live.until(() => live.text().includes('before-pause'), 'output before pause');
-    must('suspend', await adapter.suspend(h));
+    must('suspend', await adapter.lifecycle.suspend(h));
     await live.until(() => live.terminal() !== undefined, 'the stream drops at pause');
     check(
       'the dropped stream is closed_before_exit',
       JSON.stringify(live.terminal()).includes('closed_before_exit'),
       JSON.stringify(live.terminal()),
     );
-    const parked = must('get while suspended', await adapter.get(h));
+    const parked = must('get while suspended', await adapter.lifecycle.get(h));
     check('status suspended', parked.status === 'suspended', JSON.stringify(parked));
-    h = must('resume', await adapter.resume(h));
+    h = must('resume', await adapter.lifecycle.resume(h));
     check('same sandbox id after resume', id(h) === id(again));
-    const cat = must('read the file after resume', await adapter.exec(h, 'cat', [`${home}/smoke/memory.txt`]));
+    const cat = must(
+      'read the file after resume',
+      await adapter.processes.exec(h, 'cat', [`${home}/smoke/memory.txt`]),
+    );
     check('the disk survived', Buffer.from(cat.output).toString() === 'kept');
-    const after = must('list_sessions after resume', await adapter.listSessions(h));
+    const after = must('list_sessions after resume', await adapter.processes.listSessions(h));
     check('the process survived the pause (memory kept)', after.length === 1, JSON.stringify(after));
     if (after[0]) {
       const r = new Frames();
-      const ra = must('attach after resume', await adapter.attach(h, after[0].id, { owner: r.sink, stdin: true }));
+      const ra = must(
+        'attach after resume',
+        await adapter.processes.attach(h, after[0].id, { owner: r.sink, stdin: true }),
+      );
       await r.until(() => r.text().includes('before-pause'), 'replay after resume');
-      must('close_stdin after resume', await adapter.closeStdin(ra));
+      must('close_stdin after resume', await adapter.processes.closeStdin(ra));
       await r.until(() => r.terminal() !== undefined, 'exit after resume');
     }
 
-    must('egress deny all', await adapter.applyNetworkPolicy(h, { allow: [] }));
+    must('egress deny all', await adapter.network.applyNetworkPolicy(h, { allow: [] }));
     const blocked = must(
       'curl while denied',
-      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+      await adapter.processes.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.com >/dev/null'], {
+        timeoutMs: 20_000,
+      }),
     );
     check('deny-all blocks example.com', blocked.exitCode !== 0);
-    must('egress allow example.com', await adapter.applyNetworkPolicy(h, { allow: ['example.com'] }));
+    must('egress allow example.com', await adapter.network.applyNetworkPolicy(h, { allow: ['example.com'] }));
     const allowed = must(
       'curl while allowed',
-      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], { timeoutMs: 20_000 }),
+      await adapter.processes.exec(h, 'sh', ['-c', 'curl -sS -m 10 https://example.com >/dev/null'], {
+        timeoutMs: 20_000,
+      }),
     );
     check('allow list lets example.com through', allowed.exitCode === 0);
     const other = must(
       'curl another host',
-      await adapter.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], { timeoutMs: 20_000 }),
+      await adapter.processes.exec(h, 'sh', ['-c', 'curl -sS -m 5 https://example.org >/dev/null'], {
+        timeoutMs: 20_000,
+      }),
     );
     check('other hosts stay blocked', other.exitCode !== 0);
   } finally {
-    must('destroy', await adapter.destroy(h));
-    const gone = await adapter.get(h);
+    must('destroy', await adapter.lifecycle.destroy(h));
+    const gone = await adapter.lifecycle.get(h);
     check('gone after destroy', !gone.ok && gone.error.code === 'not_found');
     adapter.close();
   }

@@ -1,6 +1,9 @@
 /**
  * The ACP client the conversation engine drives over a sandbox command's stdin/stdout: it parses the agent's
  * NDJSON itself (so a replayed byte journal can rebuild a turn), validates with the SDK's schemas, and never throws.
+ *
+ * Over 400 lines because the client is one object over one NDJSON stream (requests in flight, the
+ * turn, permission answers); it has not been split by concern yet.
  */
 import type { Logger } from 'pino';
 import {

@@ -3,6 +3,7 @@
  * A provider is enabled exactly when its adapter is registered and its credential is present.
  */
 import type { SandboxAdapter } from './adapter.ts';
+import { capabilitiesOf } from './adapter.ts';
 import type { Capability } from './capabilities.ts';
 import type { Handle } from './types.ts';
 import type { KnownProvider, ProviderId } from './providers.ts';
@@ -61,6 +62,6 @@ export class ProviderRegistry {
 
   supports(providerOrHandle: ProviderId | Handle, cap: Capability): boolean {
     const handle = typeof providerOrHandle === 'string' ? undefined : providerOrHandle;
-    return this.adapterFor(providerOrHandle).capabilities(handle).has(cap);
+    return capabilitiesOf(this.adapterFor(providerOrHandle), handle).has(cap);
   }
 }

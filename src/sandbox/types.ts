@@ -100,5 +100,3 @@ export interface TerminateOptions {
   readonly timeoutMs?: number;
   readonly mode?: 'graceful' | 'force';
 }
-
-export type PublicUrl = { readonly kind: 'url'; readonly url: string } | { readonly kind: 'unsupported' };

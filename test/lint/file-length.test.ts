@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Past this many lines a source file of src/server says at its top why it is one file. */
+/** Past this many lines a source file of src/ says at its top why it is one file. */
 export const MAX_LINES = 400;
 
 /** The reason, in the file's leading comment: "Over 400 lines on purpose: …" or "Over 400 lines because …". */
@@ -27,9 +27,9 @@ function sources(dir: string, out: string[] = []): string[] {
   return out;
 }
 
-describe('no file in src/server over ~400 lines without a reason written at its top', () => {
+describe('no file in src/ over ~400 lines without a reason written at its top', () => {
   it('every long source file gives its reason in its leading comment', () => {
-    const long = sources(join(ROOT, 'src/server'))
+    const long = sources(join(ROOT, 'src'))
       .map((abs) => ({ file: relative(ROOT, abs).split('\\').join('/'), text: readFileSync(abs, 'utf8') }))
       .filter(({ text }) => text.split('\n').length > MAX_LINES && !REASON.test(leadingComment(text)))
       .map(({ file, text }) => `${file}: ${text.split('\n').length} lines`);

@@ -5,6 +5,9 @@
  * `slow: <n> [<ms>ms] [stamped]` (n numbered lines, one chunk each, paced; stamped: each carries the wall-clock
  * time it was written, for latency benchmarks), `mcp servers` (what the session got), else an echo.
  * Each turn reports usage (a `usage_update` and the reply's `usage`, counted in words) and the first one titles the session.
+ *
+ * Over 400 lines because it is one table of deterministic demo commands and their answers; it has
+ * not been split yet.
  */
 import { randomUUID } from 'node:crypto';
 import { gist } from './gist.ts';

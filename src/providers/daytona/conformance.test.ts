@@ -44,20 +44,20 @@ runConformanceSuite('daytona adapter against the Daytona stub', {
     spawnStay: { cmd: 'sh', args: ['-c', STAY_SCRIPT] },
   },
   readFile: async (handle: Handle, path: string) => {
-    const r = await adapter.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
+    const r = await adapter.processes.exec(handle, 'sh', ['-c', 'cat -- "$1" 2>/dev/null || exit 44', 'read', path]);
     if (!r.ok || r.value.exitCode === 44) return null;
     return r.value.output;
   },
   brokenTransport: async () => {
     const doomed = await DaytonaStub.start({ apiKey: KEY });
     const a = build(doomed.apiUrl);
-    const h = await a.create('fountain-broken0-00000001');
+    const h = await a.lifecycle.create('fountain-broken0-00000001');
     if (!h.ok) throw new Error(`setup: ${h.error.code}`);
     await doomed.stop();
     return { adapter: a, handle: h.value };
   },
   secret: async () => {
-    const h = await adapter.create(`fountain-secret0-${Date.now().toString(16).slice(-8)}`);
+    const h = await adapter.lifecycle.create(`fountain-secret0-${Date.now().toString(16).slice(-8)}`);
     if (!h.ok) throw new Error(`setup: ${h.error.code}`);
     const p = (h.value.private as Private<DaytonaHandlePrivate>).reveal();
     if (p.apiKey !== KEY) throw new Error('the handle should carry the key it was made with');

@@ -25,7 +25,7 @@ async function rig(opts: Partial<DaytonaStubOptions> = {}) {
 }
 
 async function created(adapter: DaytonaAdapter, nm = name()): Promise<Handle> {
-  const h = await adapter.create(nm);
+  const h = await adapter.lifecycle.create(nm);
   assert.ok(h.ok, `create: ${JSON.stringify(!h.ok && h.error)}`);
   return h.value;
 }
@@ -70,18 +70,21 @@ describe('daytona quirk: the input endpoint ends stdin after each write', () => 
   test('adapter: stdin goes through a tail-fed file, so many writes reach one live process and only close_stdin ends it', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink, stdin: true });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink, stdin: true });
     assert.ok(c.ok);
     await log.until((l) => l.text('stdout').includes('ready'), 'ready');
     for (const word of ['one', 'two', 'three']) {
-      assert.deepEqual(await rigged.adapter.writeStdin(c.value, Buffer.from(word)), { ok: true, value: undefined });
+      assert.deepEqual(await rigged.adapter.processes.writeStdin(c.value, Buffer.from(word)), {
+        ok: true,
+        value: undefined,
+      });
       await log.until((l) => l.text('stdout').includes(`${word}\n`), word);
     }
     assert.deepEqual(log.terminals(), [], 'no exit before close_stdin');
-    assert.ok((await rigged.adapter.closeStdin(c.value)).ok);
+    assert.ok((await rigged.adapter.processes.closeStdin(c.value)).ok);
     await log.until((l) => l.terminals().length > 0, 'exit');
     assert.deepEqual(log.terminals(), [{ type: 'exit', ref: c.value.ref, code: 0 }]);
-    assert.deepEqual(await rigged.adapter.writeStdin(c.value, Buffer.from('late')), {
+    assert.deepEqual(await rigged.adapter.processes.writeStdin(c.value, Buffer.from('late')), {
       ok: false,
       error: { code: 'command_exited' },
     });
@@ -90,11 +93,14 @@ describe('daytona quirk: the input endpoint ends stdin after each write', () => 
   test('adapter: stdin is byte-exact (the input endpoint would add a newline)', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', 'cat > got; wc -c < got'], { owner: log.sink, stdin: true });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', 'cat > got; wc -c < got'], {
+      owner: log.sink,
+      stdin: true,
+    });
     assert.ok(c.ok);
-    assert.ok((await rigged.adapter.writeStdin(c.value, Buffer.from('abc'))).ok);
-    assert.ok((await rigged.adapter.writeStdin(c.value, Buffer.from('de'))).ok);
-    assert.ok((await rigged.adapter.closeStdin(c.value)).ok);
+    assert.ok((await rigged.adapter.processes.writeStdin(c.value, Buffer.from('abc'))).ok);
+    assert.ok((await rigged.adapter.processes.writeStdin(c.value, Buffer.from('de'))).ok);
+    assert.ok((await rigged.adapter.processes.closeStdin(c.value)).ok);
     await log.until((l) => l.terminals().length > 0, 'exit');
     assert.equal(log.text('stdout').trim(), '5');
   });
@@ -128,17 +134,17 @@ describe('daytona quirk: the follow websocket is unusable (closes at once, rando
     const h = await created(rigged.adapter);
     const first = new FrameLog();
     const script = 'for i in 1 2 3; do echo line-$i; done; read x; echo got-$x; exit 4';
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', script], { owner: first.sink, stdin: true });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', script], { owner: first.sink, stdin: true });
     assert.ok(c.ok);
     await first.until((l) => l.text('stdout').includes('line-3'), 'line-3');
-    const sessions = await rigged.adapter.listSessions(h);
+    const sessions = await rigged.adapter.processes.listSessions(h);
     assert.ok(sessions.ok && sessions.value.length === 1);
     const second = new FrameLog();
-    const at = await rigged.adapter.attach(h, sessions.value[0]!.id, { owner: second.sink, stdin: true });
+    const at = await rigged.adapter.processes.attach(h, sessions.value[0]!.id, { owner: second.sink, stdin: true });
     assert.ok(at.ok);
     await second.until((l) => l.text('stdout').includes('line-3'), 'replay');
     assert.ok(second.text('stdout').startsWith('line-1\nline-2\nline-3\n'), 'replay starts at byte zero');
-    assert.ok((await rigged.adapter.writeStdin(at.value, Buffer.from('x\n'))).ok);
+    assert.ok((await rigged.adapter.processes.writeStdin(at.value, Buffer.from('x\n'))).ok);
     await second.until((l) => l.terminals().length > 0, 'attacher exit');
     await first.until((l) => l.terminals().length > 0, 'owner exit');
     assert.equal(second.text('stdout'), 'line-1\nline-2\nline-3\ngot-x\n');
@@ -169,7 +175,7 @@ describe('daytona quirk: command records carry no exit code', () => {
     const h = await created(rigged.adapter);
     for (const code of [0, 7]) {
       const log = new FrameLog();
-      const c = await rigged.adapter.spawn(h, 'sh', ['-c', `echo bye; exit ${code}`], {
+      const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', `echo bye; exit ${code}`], {
         owner: log.sink,
         stdin: false,
       });
@@ -183,12 +189,12 @@ describe('daytona quirk: command records carry no exit code', () => {
   test('adapter: a session killed before its shim wrote a sentinel ends with closed_before_exit, not exit 0', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink, stdin: true });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink, stdin: true });
     assert.ok(c.ok);
     await log.until((l) => l.text('stdout').includes('ready'), 'ready');
-    const sessions = await rigged.adapter.listSessions(h);
+    const sessions = await rigged.adapter.processes.listSessions(h);
     assert.ok(sessions.ok);
-    assert.ok((await rigged.adapter.terminateSession(h, sessions.value[0]!.id)).ok);
+    assert.ok((await rigged.adapter.processes.terminateSession(h, sessions.value[0]!.id)).ok);
     await log.until((l) => l.terminals().length > 0, 'terminal');
     const t = log.terminals();
     assert.equal(t.length, 1);
@@ -205,7 +211,7 @@ describe('daytona quirk: the API fallback when the daemon does report exit codes
   test('adapter: sentinel and record agree', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', 'echo out; exit 3'], { owner: log.sink });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', 'echo out; exit 3'], { owner: log.sink });
     assert.ok(c.ok);
     await log.until((l) => l.terminals().length > 0, 'exit');
     assert.deepEqual(log.terminals(), [{ type: 'exit', ref: c.value.ref, code: 3 }]);
@@ -235,7 +241,9 @@ describe('daytona quirk: without the split header the journal is merged and unma
   test('adapter: stdout and stderr arrive as separate frames', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', 'echo to-out; echo to-err >&2; exit 0'], { owner: log.sink });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', 'echo to-out; echo to-err >&2; exit 0'], {
+      owner: log.sink,
+    });
     assert.ok(c.ok);
     await log.until((l) => l.terminals().length > 0, 'exit');
     assert.equal(log.text('stdout'), 'to-out\n');
@@ -248,7 +256,7 @@ describe('daytona quirk: network settings are tier-gated', () => {
     const { stub, adapter } = await rig({ tier: 1 });
     try {
       const h = await created(adapter);
-      const r = await adapter.applyNetworkPolicy(h, { allow: [] });
+      const r = await adapter.network.applyNetworkPolicy(h, { allow: [] });
       assert.equal(r.ok, false);
       assert.equal(!r.ok && r.error.code, 'denied');
       assert.match(!r.ok ? (r.error.detail ?? '') : '', /network_restricted_by_tier/);
@@ -262,16 +270,16 @@ describe('daytona quirk: network settings are tier-gated', () => {
     const { stub, adapter } = await rig({ tier: 3 });
     try {
       const h = await created(adapter);
-      assert.ok((await adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] })).ok);
+      assert.ok((await adapter.network.applyNetworkPolicy(h, { allow: ['api.example.com'] })).ok);
       let s = stub.sandbox(h.name)!;
       assert.equal(s.domainAllowList, 'api.example.com');
-      assert.ok((await adapter.applyNetworkPolicy(h, { allow: [] })).ok);
+      assert.ok((await adapter.network.applyNetworkPolicy(h, { allow: [] })).ok);
       s = stub.sandbox(h.name)!;
       assert.equal(s.networkBlockAll, true);
       assert.equal(s.domainAllowList, '');
       assert.equal(s.networkAllowList, '');
       const tooMany = Array.from({ length: 11 }, (_, i) => `d${i}.example.com`);
-      const r = await adapter.applyNetworkPolicy(h, { allow: tooMany });
+      const r = await adapter.network.applyNetworkPolicy(h, { allow: tooMany });
       assert.equal(!r.ok && r.error.code, 'invalid');
     } finally {
       await stub.stop();
@@ -287,34 +295,34 @@ describe('daytona quirk: lifecycle calls are asynchronous', () => {
   test('adapter: create, suspend, resume and destroy return only once the target state is reached', async () => {
     const h = await created(rigged.adapter);
     assert.equal(rigged.stub.sandbox(h.name)!.state, 'started');
-    const e = await rigged.adapter.exec(h, 'echo', ['up']);
+    const e = await rigged.adapter.processes.exec(h, 'echo', ['up']);
     assert.ok(e.ok && e.value.exitCode === 0);
-    assert.ok((await rigged.adapter.writeFile(h, 'memory.txt', Buffer.from('remember me'))).ok);
-    assert.ok((await rigged.adapter.suspend(h)).ok);
+    assert.ok((await rigged.adapter.files.writeFile(h, 'memory.txt', Buffer.from('remember me'))).ok);
+    assert.ok((await rigged.adapter.lifecycle.suspend(h)).ok);
     assert.equal(rigged.stub.sandbox(h.name)!.state, 'stopped');
-    const g = await rigged.adapter.get(h);
+    const g = await rigged.adapter.lifecycle.get(h);
     assert.ok(g.ok && g.value.status === 'suspended');
-    const r = await rigged.adapter.resume(h);
+    const r = await rigged.adapter.lifecycle.resume(h);
     assert.ok(r.ok);
     assert.equal(rigged.stub.sandbox(h.name)!.state, 'started');
-    const cat = await rigged.adapter.exec(r.value, 'cat', ['memory.txt']);
+    const cat = await rigged.adapter.processes.exec(r.value, 'cat', ['memory.txt']);
     assert.ok(cat.ok);
     assert.equal(Buffer.from(cat.value.output).toString(), 'remember me', 'stop keeps the disk');
-    assert.ok((await rigged.adapter.destroy(h)).ok);
+    assert.ok((await rigged.adapter.lifecycle.destroy(h)).ok);
     assert.equal(rigged.stub.sandbox(h.name), undefined);
-    assert.deepEqual(await rigged.adapter.get(h), { ok: false, error: { code: 'not_found' } });
+    assert.deepEqual(await rigged.adapter.lifecycle.get(h), { ok: false, error: { code: 'not_found' } });
   });
 
   test('adapter: stop kills sessions; a stream ends with an error, and list_sessions shows they are gone', async () => {
     const h = await created(rigged.adapter);
     const log = new FrameLog();
-    const c = await rigged.adapter.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink });
+    const c = await rigged.adapter.processes.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink });
     assert.ok(c.ok);
     await log.until((l) => l.text('stdout').includes('ready'), 'ready');
-    assert.ok((await rigged.adapter.suspend(h)).ok);
-    const r = await rigged.adapter.resume(h);
+    assert.ok((await rigged.adapter.lifecycle.suspend(h)).ok);
+    const r = await rigged.adapter.lifecycle.resume(h);
     assert.ok(r.ok);
-    const s = await rigged.adapter.listSessions(r.value);
+    const s = await rigged.adapter.processes.listSessions(r.value);
     assert.deepEqual(s, { ok: true, value: [] });
     await log.until((l) => l.terminals().length > 0, 'terminal');
     assert.deepEqual(
@@ -346,7 +354,7 @@ describe('daytona quirk: autoStopInterval defaults to 15 minutes', () => {
       const h = await created(adapter);
       assert.equal(stub.sandbox(h.name)!.autoStopInterval, 0);
       stub.elapseIdle(60);
-      const g = await adapter.get(h);
+      const g = await adapter.lifecycle.get(h);
       assert.ok(g.ok && g.value.status === 'running');
     } finally {
       await stub.stop();
@@ -360,13 +368,13 @@ describe('daytona quirk: the toolbox proxy URL changes after a start', () => {
     const other = new DaytonaAdapter({ apiKey: KEY, apiUrl: stub.apiUrl, pollIntervalMs: 20, statePollMs: 10 });
     try {
       const h = await created(adapter);
-      assert.ok((await other.exec(adapter.buildHandle(h.name), 'true', [])).ok);
+      assert.ok((await other.processes.exec(adapter.buildHandle(h.name), 'true', [])).ok);
       const before = priv(h).toolboxProxyUrl;
-      assert.ok((await adapter.suspend(h)).ok);
-      const r = await adapter.resume(h);
+      assert.ok((await adapter.lifecycle.suspend(h)).ok);
+      const r = await adapter.lifecycle.resume(h);
       assert.ok(r.ok);
       assert.notEqual(priv(r.value).toolboxProxyUrl, before);
-      const e = await other.exec(other.buildHandle(h.name), 'echo', ['moved']);
+      const e = await other.processes.exec(other.buildHandle(h.name), 'echo', ['moved']);
       assert.ok(e.ok, JSON.stringify(!e.ok && e.error));
       assert.equal(Buffer.from(e.value.output).toString(), 'moved\n');
     } finally {
@@ -381,14 +389,14 @@ describe('daytona quirk: a 202 from session exec is no proof the process started
     try {
       const h = await created(adapter);
       const log = new FrameLog();
-      const c = await adapter.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink });
+      const c = await adapter.processes.spawn(h, 'sh', ['-c', STAY_SCRIPT], { owner: log.sink });
       assert.ok(c.ok);
       const sessions = [...stub.sandbox(h.name)!.sessions.values()];
       assert.equal(sessions.length, 1);
       assert.ok(sessions[0]!.commands[0]!.proc?.pid, 'the process exists when spawn returns');
-      assert.ok((await adapter.writeStdin(c.value, Buffer.from('early'))).ok);
+      assert.ok((await adapter.processes.writeStdin(c.value, Buffer.from('early'))).ok);
       await log.until((l) => l.text('stdout').includes('early'), 'early echo');
-      await adapter.closeStdin(c.value);
+      await adapter.processes.closeStdin(c.value);
       await log.until((l) => l.terminals().length > 0, 'exit');
     } finally {
       await stub.stop();
@@ -404,7 +412,7 @@ describe('daytona quirk: /process/execute reports exit code -1 for a command tha
       const { toolbox } = await rawToolbox(stub, h.name);
       const raw = await toolbox.execute('no-such-binary-xyz', 10);
       assert.ok(raw.ok && raw.value.exitCode === -1, 'stub self-check: -1 from the raw endpoint');
-      const r = await adapter.exec(h, 'no-such-binary-xyz', []);
+      const r = await adapter.processes.exec(h, 'no-such-binary-xyz', []);
       assert.ok(r.ok);
       assert.equal(r.value.exitCode, 127);
     } finally {
@@ -419,7 +427,7 @@ describe('daytona: listing is paginated', () => {
     try {
       const names = [name(), name(), name(), name(), name()];
       for (const nm of names) await created(adapter, nm);
-      const r = await adapter.listAllNames();
+      const r = await adapter.lifecycle.listAllNames();
       assert.ok(r.ok);
       assert.deepEqual([...r.value].sort(), [...names].sort());
     } finally {
@@ -438,10 +446,10 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     setGlobalDispatcher(shortDefault);
     try {
       const h = await created(adapter);
-      const r = await adapter.exec(h, 'sh', ['-c', 'sleep 1; echo finished'], { timeoutMs: 30_000 });
+      const r = await adapter.processes.exec(h, 'sh', ['-c', 'sleep 1; echo finished'], { timeoutMs: 30_000 });
       assert.ok(r.ok, `exec died at the client's default header wait: ${JSON.stringify(r)}`);
       assert.equal(Buffer.from(r.value.output).toString(), 'finished\n');
-      const none = await adapter.exec(h, 'sh', ['-c', 'sleep 1; echo no-limit']);
+      const none = await adapter.processes.exec(h, 'sh', ['-c', 'sleep 1; echo no-limit']);
       assert.ok(none.ok && Buffer.from(none.value.output).toString() === 'no-limit\n', JSON.stringify(none));
     } finally {
       setGlobalDispatcher(before);
@@ -455,13 +463,13 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
     try {
       const h = await created(adapter);
       assert.equal(stub.egressAllowed(h.name, 'example.com'), true, 'open before any policy');
-      assert.ok((await adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] })).ok);
+      assert.ok((await adapter.network.applyNetworkPolicy(h, { allow: ['api.example.com'] })).ok);
       assert.equal(stub.egressAllowed(h.name, 'api.example.com'), true);
       assert.equal(stub.egressAllowed(h.name, 'example.com'), false, 'the allow-list failed open');
-      assert.ok((await adapter.applyNetworkPolicy(h, { allow: ['api.example.com', '10.1.0.0/16'] })).ok);
+      assert.ok((await adapter.network.applyNetworkPolicy(h, { allow: ['api.example.com', '10.1.0.0/16'] })).ok);
       assert.equal(stub.egressAllowed(h.name, '10.1.2.3'), true);
       assert.equal(stub.egressAllowed(h.name, 'example.com'), false);
-      assert.ok((await adapter.applyNetworkPolicy(h, { allow: [] })).ok);
+      assert.ok((await adapter.network.applyNetworkPolicy(h, { allow: [] })).ok);
       assert.equal(stub.egressAllowed(h.name, 'api.example.com'), false, 'allow [] denies all');
     } finally {
       await stub.stop();
@@ -475,7 +483,7 @@ describe('issue 19: first-contact defects the stub used to hide', () => {
       const log = new FrameLog();
       const line = 'x'.repeat(999);
       const script = `i=0; while [ $i -lt 40 ]; do echo ${line}; echo e$i >&2; i=$((i+1)); sleep 0.03; done`;
-      const c = await adapter.spawn(h, 'sh', ['-c', script], { owner: log.sink });
+      const c = await adapter.processes.spawn(h, 'sh', ['-c', script], { owner: log.sink });
       assert.ok(c.ok, JSON.stringify(c));
       await log.until((l) => l.terminals().length > 0, 'the exit');
       const out = log.text('stdout');

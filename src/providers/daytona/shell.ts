@@ -1,13 +1,11 @@
 /**
- * The shell text the adapter sends into a Daytona sandbox: quoting, the exec wrapper, and the
- * spawn shim that gives a command a stdin it can hold open (fed by `tail`) and an exit sentinel file.
+ * The shell text the adapter sends into a Daytona sandbox: the exec wrapper, and Daytona's use of the
+ * shared journaling shim, which gives a command a stdin it can hold open (fed by `tail`) and an exit file.
  */
 import type { EnvPairs } from '../../sandbox/index.ts';
+import { isShellName, quote, quoteArgv, recordExit } from '../shared/journal-shim.ts';
 
-/** POSIX single-quote quoting: safe for any byte string without NUL. */
-export const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-
-export const quoteArgv = (argv: readonly string[]): string => argv.map(quote).join(' ');
+export { quote, quoteArgv } from '../shared/journal-shim.ts';
 
 /** `env K=V ... cmd args` so the environment reaches exactly this command. */
 export function commandArgv(cmd: string, args: readonly string[], env: EnvPairs | undefined): string[] {
@@ -59,14 +57,11 @@ export const SHIM = [
   'wait "$po" "$pe"',
   'exec 3<&-',
   'if [ -f "$d/feeder" ]; then kill "$(cat "$d/feeder")" 2>/dev/null; fi',
-  'printf "%s\\n" "$c" > "$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"',
-  'exit "$c"',
+  ...recordExit('c'),
 ].join('\n');
 
-const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
 /** Whether every variable name can be a shell assignment (spawn's env travels that way). */
-export const shellNames = (env: EnvPairs | undefined): boolean => (env ?? []).every(([k]) => SHELL_NAME.test(k));
+export const shellNames = (env: EnvPairs | undefined): boolean => (env ?? []).every(([k]) => isShellName(k));
 
 /**
  * The line handed to the session shell; the caller's argv stays readable at its end for list_sessions.

@@ -41,7 +41,7 @@ runConformanceSuite('e2b adapter conformance (stub)', {
     await stub.stop();
   },
   readFile: async (handle, path) => {
-    const r = await adapter.exec(handle, 'cat', ['--', path]);
+    const r = await adapter.processes.exec(handle, 'cat', ['--', path]);
     return r.ok && r.value.exitCode === 0 ? r.value.output : null;
   },
   brokenTransport: async () => {
@@ -53,7 +53,7 @@ runConformanceSuite('e2b adapter conformance (stub)', {
     return { adapter: broken, handle: broken.buildHandle(`fountain-conform0-${randomBytes(4).toString('hex')}`) };
   },
   secret: async () => {
-    const created = await adapter.create(`fountain-conform0-${randomBytes(4).toString('hex')}`);
+    const created = await adapter.lifecycle.create(`fountain-conform0-${randomBytes(4).toString('hex')}`);
     assert.ok(created.ok);
     const target = created.value.private?.reveal() as E2BTarget;
     assert.ok(target.accessToken);

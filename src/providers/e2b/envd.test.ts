@@ -51,7 +51,7 @@ describe('envd client against the stub', () => {
   });
 
   it('stub fidelity (#1640, #2639): Connect to a live process replays nothing and misses output printed while detached', async () => {
-    const h = await adapter.create('fountain-envdtest-00000001');
+    const h = await adapter.lifecycle.create('fountain-envdtest-00000001');
     assert.ok(h.ok);
     const target = h.value.private?.reveal() as E2BTarget;
     const envd = new Envd(
@@ -92,7 +92,7 @@ describe('envd client against the stub', () => {
   });
 
   it('unary errors: a process envd does not know is not_found; a bad token is denied', async () => {
-    const h = await adapter.create('fountain-envdtest-00000002');
+    const h = await adapter.lifecycle.create('fountain-envdtest-00000002');
     assert.ok(h.ok);
     const target = h.value.private?.reveal() as E2BTarget;
     const envd = new Envd(
@@ -118,7 +118,7 @@ describe('envd client against the stub', () => {
   });
 
   it('stub fidelity (connect-go, envd handler.go): a 0 deadline ends Start before `start` while the process runs on; stdin is open when omitted; a missing binary is exit 127', async () => {
-    const h = await adapter.create('fountain-envdtest-00000003');
+    const h = await adapter.lifecycle.create('fountain-envdtest-00000003');
     assert.ok(h.ok);
     const target = h.value.private?.reveal() as E2BTarget;
     const headers = { 'e2b-sandbox-id': target.sandboxId, 'x-access-token': target.accessToken ?? '' };

@@ -1,8 +1,11 @@
 /**
- * The in-sandbox shell programs behind spawn and attach: a shim that journals a command's stdout,
- * stderr and exit code to files, and a replayer that streams that journal from byte zero, then tails it.
- * Every Command's output comes through a replayer, a freshly spawned one included.
+ * E2B's use of the shared journaling shim: a shim that journals a command's stdout, stderr and exit
+ * code to files, and a replayer that streams that journal from byte zero, then tails it. Every
+ * Command's output comes through a replayer, a freshly spawned one included.
  */
+import { followFromByteZero, recordExit } from '../shared/journal-shim.ts';
+
+export { describeCommand } from '../shared/journal-shim.ts';
 
 /** Session ids are envd tags we mint; anything else is refused before it reaches a shell. */
 export const SESSION_ID = /^fountain-s-[0-9a-f]{16}$/;
@@ -26,8 +29,7 @@ export const SHIM = [
   'mkdir -p "$d" && : >"$d/out" && : >"$d/err" && echo $$ >"$d/pid" || exit 125',
   '"$@" >>"$d/out" 2>>"$d/err"',
   'code=$?',
-  'printf %s "$code" >"$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"',
-  'exit "$code"',
+  ...recordExit('code'),
 ].join('\n');
 
 /** Same, with the command's stdin closed: for a spawn that asked for no stdin. */
@@ -44,17 +46,11 @@ export const REPLAY = [
   `d="$HOME/${JOURNAL_ROOT}/$1"`,
   'i=0; while [ ! -s "$d/pid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done',
   'pid=$(cat "$d/pid" 2>/dev/null) || kill -9 $$',
-  'tail -c +1 -s 0.2 -f --pid="$pid" "$d/out" & a=$!',
-  'tail -c +1 -s 0.2 -f --pid="$pid" "$d/err" >&2 & b=$!',
+  `${followFromByteZero('out', 'pid', 'stdout')} & a=$!`,
+  `${followFromByteZero('err', 'pid', 'stderr')} & b=$!`,
   // Ended by the adapter (SIGTERM) once nobody reads it: take the tails along.
   `trap 'kill "$a" "$b" 2>/dev/null; exit 143' TERM`,
   'wait "$a" "$b"',
   'if [ -f "$d/exit" ]; then exit "$(cat "$d/exit")"; fi',
   'kill -9 $$',
 ].join('\n');
-
-/** A shell-quoted rendering of a command line, for `Session.command` only (never executed). */
-export function describeCommand(cmd: string, args: readonly string[]): string {
-  const q = (s: string) => (/^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
-  return [cmd, ...args].map(q).join(' ');
-}

@@ -2,7 +2,7 @@
  * The in-memory fake sandbox provider for tests: the adapter, its state accessors and the
  * conformance fixtures in its script vocabulary.
  */
-export { FakeAdapter, FAKE_CAPABILITIES } from './adapter.ts';
+export { FakeAdapter } from './adapter.ts';
 export type { FakeAdapterOptions } from './adapter.ts';
 export { reset, policy, file } from './state.ts';
 export type { FakeFile } from './state.ts';

@@ -27,18 +27,26 @@ const minter = (runnerId: string) => (): string => {
  * call waits for the daemon to be back first — only then is the next test about the adapter.
  */
 function afterReconnect(adapter: SandboxAdapter, daemon: FakeDaemon): SandboxAdapter {
-  return new Proxy(adapter, {
-    get(target, prop, receiver) {
-      const v: unknown = Reflect.get(target, prop, receiver);
-      if (typeof v !== 'function' || prop === 'capabilities' || prop === 'buildHandle') {
-        return typeof v === 'function' ? v.bind(target) : v;
-      }
-      return async (...args: unknown[]) => {
-        if (!daemon.online) await daemon.waitOnline().catch(() => undefined);
-        return (v as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
-  });
+  const waiting = <T extends object>(part: T): T =>
+    new Proxy(part, {
+      get(target, prop, receiver) {
+        const v: unknown = Reflect.get(target, prop, receiver);
+        if (typeof v !== 'function') return v;
+        return async (...args: unknown[]) => {
+          if (!daemon.online) await daemon.waitOnline().catch(() => undefined);
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+  return {
+    provider: adapter.provider,
+    buildHandle: (name, priv) => adapter.buildHandle(name, priv),
+    offered: (handle) => adapter.offered?.(handle),
+    lifecycle: waiting(adapter.lifecycle),
+    files: waiting(adapter.files),
+    processes: waiting(adapter.processes),
+    ...(adapter.network ? { network: waiting(adapter.network) } : {}),
+  };
 }
 
 let daemon: FakeDaemon | undefined;
@@ -74,7 +82,7 @@ runConformanceSuite('runner adapter against the FakeDaemon', {
   // Runner handles carry no credential of their own; the probe checks the adapter never renders one.
   secret: async () => {
     const value = 'ftn_conformance_secret_0123456789abcdef';
-    const created = await adapter!.create(minter(CONFORMANCE_RUNNER_ID)());
+    const created = await adapter!.lifecycle.create(minter(CONFORMANCE_RUNNER_ID)());
     if (!created.ok) throw new Error(`create failed: ${created.error.code}`);
     return { handle: runner!.buildHandle(created.value.name, new Private(value)), value };
   },

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import pino from 'pino';
 import { WebSocket } from 'ws';
-import type { Command, Handle, SandboxResult, StreamFrame } from '../../sandbox/index.ts';
-import { Private, mintRunnerName } from '../../sandbox/index.ts';
+import type { Command, Handle, SandboxAdapter, SandboxResult, StreamFrame } from '../../sandbox/index.ts';
+import { Private, capabilitiesOf, mintRunnerName } from '../../sandbox/index.ts';
 import { RunnerAdapter, mapSandboxPath, pickRunner } from './adapter.ts';
 import { FakeDaemon, startFakeDaemon } from './fake-daemon.ts';
 import { LocalRunnerHost } from './host.ts';
@@ -92,7 +92,7 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     hub = await startRunnerTestHub({ logger, host, heartbeatMs: 25 });
     daemon = await startFakeDaemon({ runnerId: RUNNER_ID, name: 'conformance', hub, logger });
     adapter = new RunnerAdapter(host, { logger });
-    handle = value(await adapter.create(mint()));
+    handle = value(await adapter.lifecycle.create(mint()));
   });
 
   after(async () => {
@@ -101,51 +101,53 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
   });
 
   it('routes lifecycle ops by name and maps the get result', async () => {
-    assert.deepEqual(value(await adapter.create(handle.name)), { provider: 'runner', name: handle.name });
-    const info = value(await adapter.get(handle));
+    assert.deepEqual(value(await adapter.lifecycle.create(handle.name)), { provider: 'runner', name: handle.name });
+    const info = value(await adapter.lifecycle.get(handle));
     assert.equal(info.status, 'running');
     assert.equal(info.raw.path, `/fake/root/${handle.name}`);
-    value(await adapter.suspend(handle));
-    assert.equal(value(await adapter.get(handle)).status, 'suspended');
-    value(await adapter.resume(handle));
-    assert.equal(value(await adapter.get(handle)).status, 'running');
-    assert.ok(value(await adapter.listAllNames()).includes(handle.name));
+    value(await adapter.lifecycle.suspend(handle));
+    assert.equal(value(await adapter.lifecycle.get(handle)).status, 'suspended');
+    value(await adapter.lifecycle.resume(handle));
+    assert.equal(value(await adapter.lifecycle.get(handle)).status, 'running');
+    assert.ok(value(await adapter.lifecycle.listAllNames()).includes(handle.name));
     assert.equal(
-      value(await adapter.hostPath(handle, '/home/sprite/work/a.txt')),
+      value(await adapter.files.hostPath(handle, '/home/sprite/work/a.txt')),
       `/fake/root/${handle.name}/work/a.txt`,
     );
-    value(await adapter.writeFile(handle, '/home/sprite/f', Buffer.from('bytes'), { mode: 0o600 }));
+    value(await adapter.files.writeFile(handle, '/home/sprite/f', Buffer.from('bytes'), { mode: 0o600 }));
     assert.equal(daemon.file(handle.name, '/home/sprite/f')?.toString(), 'bytes');
   });
 
   it('get of a never-created name is not_found; destroy of it is ok', async () => {
     const ghost = adapter.buildHandle(mint());
-    const g = await adapter.get(ghost);
+    const g = await adapter.lifecycle.get(ghost);
     assert.ok(!g.ok && g.error.code === 'not_found');
-    value(await adapter.destroy(ghost));
+    value(await adapter.lifecycle.destroy(ghost));
   });
 
   it('exec folds the script; a nonzero exit is data', async () => {
-    const r = value(await adapter.exec(handle, 'sh', ['out:hello ', 'err:oops', 'exit:3']));
+    const r = value(await adapter.processes.exec(handle, 'sh', ['out:hello ', 'err:oops', 'exit:3']));
     assert.equal(r.exitCode, 3);
     assert.equal(Buffer.from(r.output).toString(), 'hello ');
     const merged = value(
-      await adapter.exec(handle, 'sh', ['out:a', 'err:b'], { stderrToStdout: true, timeoutMs: 1000 }),
+      await adapter.processes.exec(handle, 'sh', ['out:a', 'err:b'], { stderrToStdout: true, timeoutMs: 1000 }),
     );
     assert.equal(Buffer.from(merged.output).toString(), 'ab');
-    const dropped = await adapter.exec(handle, 'sh', ['drop']);
+    const dropped = await adapter.processes.exec(handle, 'sh', ['drop']);
     assert.ok(!dropped.ok && dropped.error.code === 'unavailable' && dropped.error.detail === 'closed_before_exit');
   });
 
   it('wire order is reply → replay → live; replay reaches only the attacher, live output every subscriber', async () => {
     const a = new Frames();
-    const cmdA = value(await adapter.spawn(handle, 'agent', ['out:hello', 'stay'], { owner: a.sink, stdin: true }));
+    const cmdA = value(
+      await adapter.processes.spawn(handle, 'agent', ['out:hello', 'stay'], { owner: a.sink, stdin: true }),
+    );
     await a.next(isStdout('hello'));
     const sessionId = (cmdA.private?.reveal() as { sessionId: string }).sessionId;
     const sentBefore = daemon.sent.length;
 
     const b = new Frames();
-    const cmdB = value(await adapter.attach(handle, sessionId, { owner: b.sink, stdin: true }));
+    const cmdB = value(await adapter.processes.attach(handle, sessionId, { owner: b.sink, stdin: true }));
     assert.notEqual(cmdB.ref, cmdA.ref);
     const first = await b.next((f) => f.type === 'stdout');
     assert.equal(first.type === 'stdout' && Buffer.from(first.data).toString(), 'hello');
@@ -155,13 +157,13 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     assert.equal(wire[0]?.id, attachId, 'the reply comes first');
     assert.equal(wire[1]?.replay_for, attachId, 'then the replay');
 
-    value(await adapter.writeStdin(cmdA, Buffer.from('ping')));
+    value(await adapter.processes.writeStdin(cmdA, Buffer.from('ping')));
     await a.next(isStdout('echo:ping'));
     await b.next(isStdout('echo:ping'));
     assert.equal(a.text(), 'helloecho:ping', 'the spawner never sees the replay');
     assert.equal(b.text(), 'helloecho:ping');
 
-    value(await adapter.closeStdin(cmdA));
+    value(await adapter.processes.closeStdin(cmdA));
     await a.next(isTerminal);
     await b.next(isTerminal);
     await settle();
@@ -174,86 +176,89 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
       [0],
     );
 
-    const after = await adapter.writeStdin(cmdA, Buffer.from('late'));
+    const after = await adapter.processes.writeStdin(cmdA, Buffer.from('late'));
     assert.ok(!after.ok && after.error.code === 'command_exited');
-    value(await adapter.closeStdin(cmdA));
-    const sessions = value(await adapter.listSessions(handle));
+    value(await adapter.processes.closeStdin(cmdA));
+    const sessions = value(await adapter.processes.listSessions(handle));
     assert.equal(sessions[0]?.id, sessionId);
     assert.equal(sessions[0]?.exitCode, 0);
   });
 
   it('attach to an exited session replays output and the exit', async () => {
     const a = new Frames();
-    const cmd = value(await adapter.spawn(handle, 'x', ['out:1', 'err:2', 'exit:7'], { owner: a.sink }));
+    const cmd = value(await adapter.processes.spawn(handle, 'x', ['out:1', 'err:2', 'exit:7'], { owner: a.sink }));
     await a.next(isTerminal);
     const sid = (cmd.private?.reveal() as { sessionId: string }).sessionId;
     const b = new Frames();
-    value(await adapter.attach(handle, sid, { owner: b.sink }));
+    value(await adapter.processes.attach(handle, sid, { owner: b.sink }));
     await b.next(isTerminal);
     assert.deepEqual(
       b.all.map((f) => f.type),
       ['stdout', 'stderr', 'exit'],
     );
-    const missing = await adapter.attach(handle, 's-nope', { owner: b.sink });
+    const missing = await adapter.processes.attach(handle, 's-nope', { owner: b.sink });
     assert.ok(!missing.ok && missing.error.code === 'not_found');
   });
 
   it('the last listener leaving sends detach with id 0; the first leaving does not', async () => {
     const a = new Frames();
-    const cmdA = value(await adapter.spawn(handle, 'agent', ['out:x', 'stay'], { owner: a.sink, stdin: true }));
+    const cmdA = value(
+      await adapter.processes.spawn(handle, 'agent', ['out:x', 'stay'], { owner: a.sink, stdin: true }),
+    );
     await a.next(isStdout('x'));
     const sid = (cmdA.private?.reveal() as { sessionId: string }).sessionId;
     const b = new Frames();
-    const cmdB = value(await adapter.attach(handle, sid, { owner: b.sink }));
+    const cmdB = value(await adapter.processes.attach(handle, sid, { owner: b.sink }));
     await b.next(isStdout('x'));
     const detaches = () => daemon.received.filter((r) => r.op === 'detach' && r.session_id === sid);
-    value(await adapter.stopCommand(cmdA));
-    value(await adapter.stopCommand(cmdA));
+    value(await adapter.processes.stopCommand(cmdA));
+    value(await adapter.processes.stopCommand(cmdA));
     await settle();
     assert.equal(detaches().length, 0);
-    value(await adapter.stopCommand(cmdB));
+    value(await adapter.processes.stopCommand(cmdB));
     await until(() => detaches().length === 1, 'detach');
     assert.equal(detaches()[0]?.id, 0);
     // Detached, the process lives on: stdin still reaches it, and no frames reach the stopped owners.
-    value(await adapter.writeStdin(cmdA, Buffer.from('still-there')));
+    value(await adapter.processes.writeStdin(cmdA, Buffer.from('still-there')));
     await settle();
     assert.ok(!a.text().includes('still-there') && !b.text().includes('still-there'));
-    value(await adapter.closeStdin(cmdA));
+    value(await adapter.processes.closeStdin(cmdA));
   });
 
   it('write_stdin and close_stdin on an unknown session map not_found to command_exited and ok', async () => {
     const a = new Frames();
-    const real = value(await adapter.spawn(handle, 'x', ['exit:0'], { owner: a.sink }));
+    const real = value(await adapter.processes.spawn(handle, 'x', ['exit:0'], { owner: a.sink }));
     await a.next(isTerminal);
     const priv = real.private?.reveal() as { runnerId: string; name: string; sessionId: string };
     const ghost: Command = { provider: 'runner', ref: 'ghost', private: new Private({ ...priv, sessionId: 's-404' }) };
-    const w = await adapter.writeStdin(ghost, Buffer.from('x'));
+    const w = await adapter.processes.writeStdin(ghost, Buffer.from('x'));
     assert.ok(!w.ok && w.error.code === 'command_exited');
-    value(await adapter.closeStdin(ghost));
-    const noPriv = await adapter.writeStdin({ provider: 'runner', ref: 'bare' }, Buffer.from('x'));
+    value(await adapter.processes.closeStdin(ghost));
+    const noPriv = await adapter.processes.writeStdin({ provider: 'runner', ref: 'bare' }, Buffer.from('x'));
     assert.ok(!noPriv.ok && noPriv.error.code === 'invalid');
     assert.ok(!inspect(real).includes(priv.sessionId), 'Command.private stays hidden');
   });
 
-  it('governance ops are not_supported and public_url is unsupported', async () => {
-    assert.deepEqual([...adapter.capabilities()].sort(), ['attach', 'suspend']);
-    const p = await adapter.applyNetworkPolicy(handle, { allow: [] });
+  it('a runner without confinement: network policy is not_supported, and there is no checkpoints part', async () => {
+    assert.deepEqual([...capabilitiesOf(adapter)].sort(), ['attach', 'suspend']);
+    assert.deepEqual([...capabilitiesOf(adapter, handle)].sort(), ['attach', 'suspend']);
+    const p = await adapter.network.applyNetworkPolicy(handle, { allow: [] });
     assert.ok(!p.ok && p.error.code === 'not_supported');
-    const c = await adapter.createCheckpoint(handle);
-    assert.ok(!c.ok && c.error.code === 'not_supported');
-    const rc = await adapter.restoreCheckpoint(handle, 'cp-1');
-    assert.ok(!rc.ok && rc.error.code === 'not_supported');
-    assert.deepEqual(value(await adapter.publicUrl(handle)), { kind: 'unsupported' });
+    assert.equal((adapter as SandboxAdapter).checkpoints, undefined);
   });
 
   it('routing: an unparseable name is invalid, an offline runner is unavailable(runner_offline), never not_found', async () => {
-    const bad = await adapter.get(adapter.buildHandle('fountain-12345678-abcdef01'));
+    const bad = await adapter.lifecycle.get(adapter.buildHandle('fountain-12345678-abcdef01'));
     assert.ok(!bad.ok && bad.error.code === 'invalid');
     const offline = adapter.buildHandle(mint(OTHER_ID));
-    for (const r of [await adapter.get(offline), await adapter.destroy(offline), await adapter.create(offline.name)]) {
+    for (const r of [
+      await adapter.lifecycle.get(offline),
+      await adapter.lifecycle.destroy(offline),
+      await adapter.lifecycle.create(offline.name),
+    ]) {
       assert.ok(!r.ok && r.error.code === 'unavailable' && r.error.detail === 'runner_offline', inspect(r));
     }
-    const spawned = await adapter.spawn(offline, 'x', [], { owner: () => {} });
+    const spawned = await adapter.processes.spawn(offline, 'x', [], { owner: () => {} });
     assert.ok(!spawned.ok && spawned.error.detail === 'runner_offline');
   });
 
@@ -266,14 +271,16 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
 
   it('a dropped socket: error runner_disconnected (no exit), pending calls fail, offline after unregister; sessions survive', async () => {
     const a = new Frames();
-    const cmd = value(await adapter.spawn(handle, 'agent', ['out:before', 'stay'], { owner: a.sink, stdin: true }));
+    const cmd = value(
+      await adapter.processes.spawn(handle, 'agent', ['out:before', 'stay'], { owner: a.sink, stdin: true }),
+    );
     await a.next(isStdout('before'));
     const sid = (cmd.private?.reveal() as { sessionId: string }).sessionId;
     const connects = daemon.connects;
     presence.length = 0;
 
     const dropped = new Frames();
-    const dropCmd = adapter.spawn(handle, 'agent', ['out:last words', 'drop'], { owner: dropped.sink });
+    const dropCmd = adapter.processes.spawn(handle, 'agent', ['out:last words', 'drop'], { owner: dropped.sink });
     const dc = value(await dropCmd);
     const err = await dropped.next(isTerminal);
     assert.equal(err.type, 'error');
@@ -292,11 +299,11 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
     await until(() => daemon.connects > connects, 'the daemon reconnecting');
     await daemon.waitOnline();
     const b = new Frames();
-    value(await adapter.attach(handle, sid, { owner: b.sink, stdin: true }));
+    value(await adapter.processes.attach(handle, sid, { owner: b.sink, stdin: true }));
     await b.next(isStdout('before'));
-    value(await adapter.writeStdin(cmd, Buffer.from('again')));
+    value(await adapter.processes.writeStdin(cmd, Buffer.from('again')));
     await b.next(isStdout('echo:again'));
-    value(await adapter.closeStdin(cmd));
+    value(await adapter.processes.closeStdin(cmd));
     await b.next(isTerminal);
   });
 
@@ -310,8 +317,8 @@ describe('runner adapter over a FakeDaemon on a loopback WebSocket', () => {
       const picked = pickRunner(host, daemon.connection()!.info.accountId);
       assert.ok(picked.ok);
       assert.equal(picked.value.runnerId, OTHER_ID);
-      const otherHandle = value(await adapter.create(mint(OTHER_ID)));
-      const names = value(await adapter.listAllNames());
+      const otherHandle = value(await adapter.lifecycle.create(mint(OTHER_ID)));
+      const names = value(await adapter.lifecycle.listAllNames());
       assert.ok(names.includes(otherHandle.name) && names.includes(handle.name));
     } finally {
       await second.stop();
@@ -360,8 +367,8 @@ describe('runner adapter against misbehaving daemons', () => {
     });
     try {
       const adapter = new RunnerAdapter(hub.host, { logger });
-      const h = value(await adapter.create(mint()));
-      const s = await adapter.suspend(h);
+      const h = value(await adapter.lifecycle.create(mint()));
+      const s = await adapter.lifecycle.suspend(h);
       assert.ok(
         !s.ok &&
           s.error.code === 'provider' &&
@@ -369,19 +376,19 @@ describe('runner adapter against misbehaving daemons', () => {
           s.error.detail?.startsWith('malformed_reply'),
         inspect(s),
       );
-      const r = await adapter.resume(h);
+      const r = await adapter.lifecycle.resume(h);
       assert.ok(!r.ok && r.error.code === 'provider' && r.error.detail === 'exploded: boom', inspect(r));
-      const g = await adapter.get(h);
+      const g = await adapter.lifecycle.get(h);
       assert.ok(!g.ok && g.error.code === 'provider' && g.error.detail?.startsWith('malformed_get_reply'), inspect(g));
-      const l = await adapter.listAllNames();
+      const l = await adapter.lifecycle.listAllNames();
       assert.ok(!l.ok && l.error.detail?.startsWith('malformed_list'), inspect(l));
-      const d = await adapter.destroy(h);
+      const d = await adapter.lifecycle.destroy(h);
       assert.ok(!d.ok && d.error.code === 'invalid' && d.error.detail === 'bad sandbox name', inspect(d));
-      const t = await adapter.listSessions(h);
+      const t = await adapter.processes.listSessions(h);
       assert.ok(!t.ok && t.error.code === 'unavailable' && t.error.detail === 'runner_timeout', inspect(t));
 
       const f = new Frames();
-      value(await adapter.spawn(h, 'x', [], { owner: f.sink }));
+      value(await adapter.processes.spawn(h, 'x', [], { owner: f.sink }));
       await f.next(isTerminal);
       await settle();
       const outs = f.all
@@ -398,7 +405,7 @@ describe('runner adapter against misbehaving daemons', () => {
         'missing code is 0, and exit ends the subscription',
       );
       // The connection survived all of it.
-      assert.ok(value(await adapter.create(h.name)));
+      assert.ok(value(await adapter.lifecycle.create(h.name)));
     } finally {
       await daemon.stop();
     }
@@ -415,14 +422,14 @@ describe('runner adapter against misbehaving daemons', () => {
     });
     try {
       const adapter = new RunnerAdapter(hub.host, { logger });
-      const h = value(await adapter.create(mint()));
-      const pending = adapter.get(h);
+      const h = value(await adapter.lifecycle.create(mint()));
+      const pending = adapter.lifecycle.get(h);
       await settle(20);
       daemon.drop();
       const r = await pending;
       assert.ok(!r.ok && r.error.code === 'unavailable' && r.error.detail === 'runner_disconnected', inspect(r));
       await until(() => hub.host.whereis(RUNNER_ID) === undefined, 'unregister');
-      const after = await adapter.get(h);
+      const after = await adapter.lifecycle.get(h);
       assert.ok(!after.ok && after.error.detail === 'runner_offline');
     } finally {
       await daemon.stop();
@@ -448,10 +455,10 @@ describe('call budgets and replay_from', () => {
     });
     try {
       const adapter = new RunnerAdapter(hub.host, { logger });
-      const h = value(await adapter.create(mint()));
-      const attached = value(await adapter.attach(h, 's-any', { owner: () => {} }));
+      const h = value(await adapter.lifecycle.create(mint()));
+      const attached = value(await adapter.processes.attach(h, 's-any', { owner: () => {} }));
       assert.equal(attached.replayFrom, 42);
-      const exec = adapter.exec(h, 'sleep', ['forever']);
+      const exec = adapter.processes.exec(h, 'sleep', ['forever']);
       // Well past the 100 ms call timeout: an exec without its own timeout has no call timeout either.
       await settle(400);
       daemon.drop();
@@ -577,10 +584,10 @@ describe('hooks and owners that fail', () => {
     const daemon = await startFakeDaemon({ runnerId: RUNNER_ID, name: 'fragile', hub, logger });
     try {
       const adapter = new RunnerAdapter(host, { logger });
-      const h = value(await adapter.create(mint()));
+      const h = value(await adapter.lifecycle.create(mint()));
       const good = new Frames();
       const cmd = value(
-        await adapter.spawn(h, 'x', ['out:a', 'stay'], {
+        await adapter.processes.spawn(h, 'x', ['out:a', 'stay'], {
           owner: () => {
             throw new Error('owner bug');
           },
@@ -588,11 +595,11 @@ describe('hooks and owners that fail', () => {
         }),
       );
       const sid = (cmd.private?.reveal() as { sessionId: string }).sessionId;
-      value(await adapter.attach(h, sid, { owner: good.sink }));
-      value(await adapter.writeStdin(cmd, Buffer.from('b')));
+      value(await adapter.processes.attach(h, sid, { owner: good.sink }));
+      value(await adapter.processes.writeStdin(cmd, Buffer.from('b')));
       await good.next(isStdout('echo:b'));
       await until(() => beats >= 2, 'heartbeats');
-      value(await adapter.get(h));
+      value(await adapter.lifecycle.get(h));
     } finally {
       await daemon.stop();
       await hub.close();

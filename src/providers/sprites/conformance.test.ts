@@ -56,7 +56,7 @@ runConformanceSuite('sprites adapter against the Sprites stub', {
     return { adapter: broken, handle: broken.buildHandle(name()) };
   },
   secret: async () => {
-    const created = await adapter!.create(name());
+    const created = await adapter!.lifecycle.create(name());
     if (!created.ok) throw new Error(`create failed: ${created.error.code}`);
     // The handle carries the bearer token in its private part, as create hands it out.
     return { handle: adapter!.buildHandle(created.value.name, new Private({ token: TOKEN })), value: TOKEN };

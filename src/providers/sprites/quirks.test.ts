@@ -20,7 +20,7 @@ async function setup(opts: Partial<SpritesStubOptions> = {}) {
 }
 
 async function created(adapter: SpritesAdapter): Promise<Handle> {
-  const h = await adapter.create(name());
+  const h = await adapter.lifecycle.create(name());
   assert.ok(h.ok, inspect(h));
   return h.value;
 }
@@ -41,13 +41,13 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk session_info ack: spawn returns only once the process is registered, so the first stdin write is not lost', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink });
       assert.ok(c.ok, inspect(c));
       // Written the instant spawn returns, as an ACP client writes `initialize`.
-      const w = await adapter.writeStdin(c.value, Buffer.from('initialize\n'));
+      const w = await adapter.processes.writeStdin(c.value, Buffer.from('initialize\n'));
       assert.ok(w.ok, inspect(w));
       await frames.until((f) => f.text().includes('echo:initialize'), 'the echo of the first stdin write');
-      await adapter.closeStdin(c.value);
+      await adapter.processes.closeStdin(c.value);
       await frames.until((f) => f.terminals().length > 0, 'exit');
       assert.deepEqual(
         frames.terminals().map((f) => f.type),
@@ -58,22 +58,22 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk ten-second disconnect kill (scaled to 100 ms): a detachable session outlives its dropped socket', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
       assert.ok(c.ok, inspect(c));
       await frames.until((f) => f.text().includes('ready'), 'first output');
-      const sessions = await adapter.listSessions(h);
+      const sessions = await adapter.processes.listSessions(h);
       assert.ok(sessions.ok && sessions.value.length === 1, inspect(sessions));
       const id = sessions.value[0]!.id;
-      await adapter.stopCommand(c.value);
+      await adapter.processes.stopCommand(c.value);
       // Well past the stub's disconnect grace: without max_run_after_disconnect=0 it is dead by now.
       await sleep(800);
       assert.ok(stub.liveSessionIds(h.name).includes(id), 'the detached process is still running');
       const again = new Frames();
-      const a = await adapter.attach(h, id, { owner: again.sink, stdin: true });
+      const a = await adapter.processes.attach(h, id, { owner: again.sink, stdin: true });
       assert.ok(a.ok, inspect(a));
-      await adapter.writeStdin(a.value, Buffer.from('still-here\n'));
+      await adapter.processes.writeStdin(a.value, Buffer.from('still-here\n'));
       await again.until((f) => f.text().includes('echo:still-here'), 'echo through the reattached session');
-      await adapter.closeStdin(a.value);
+      await adapter.processes.closeStdin(a.value);
       await again.until((f) => f.terminals().length > 0, 'exit after reattach');
       assert.equal(again.terminals()[0]?.type, 'exit');
     });
@@ -81,11 +81,11 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk ten-second disconnect kill (stub check): a session spawned without detachable dies after the grace', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink });
       assert.ok(c.ok, inspect(c));
       await frames.until((f) => f.text().includes('ready'), 'first output');
       assert.equal(stub.liveSessionIds(h.name).length, 1);
-      await adapter.stopCommand(c.value);
+      await adapter.processes.stopCommand(c.value);
       await eventually(() => stub.liveSessionIds(h.name).length === 0, 'the non-detachable process to be killed');
     });
 
@@ -94,22 +94,22 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       const frames = new Frames();
       const script =
         'i=0; while [ $i -lt 40 ]; do echo "line-$i"; i=$((i+1)); done; while read l; do echo "echo:$l"; done';
-      const c = await adapter.spawn(h, 'sh', ['-c', script], { owner: frames.sink, detachable: true });
+      const c = await adapter.processes.spawn(h, 'sh', ['-c', script], { owner: frames.sink, detachable: true });
       assert.ok(c.ok, inspect(c));
       await frames.until((f) => f.text().includes('line-39\n'), 'all forty lines');
       const full = frames.text();
       assert.ok(full.length > 64 * 3, 'output is several times the scrollback');
-      const sessions = await adapter.listSessions(h);
+      const sessions = await adapter.processes.listSessions(h);
       assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
-      await adapter.stopCommand(c.value);
+      await adapter.processes.stopCommand(c.value);
       const replay = new Frames();
-      const a = await adapter.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
+      const a = await adapter.processes.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
       assert.ok(a.ok, inspect(a));
       await replay.until((f) => f.text().includes('line-39\n'), 'the replay to reach the last line');
       assert.equal(replay.text(), full, 'the replay is the whole output from byte zero');
-      await adapter.writeStdin(a.value, Buffer.from('after\n'));
+      await adapter.processes.writeStdin(a.value, Buffer.from('after\n'));
       await replay.until((f) => f.text().includes('echo:after'), 'live output after the replay');
-      await adapter.closeStdin(a.value);
+      await adapter.processes.closeStdin(a.value);
       await replay.until((f) => f.terminals().length > 0, 'exit');
       assert.deepEqual(
         replay.terminals().map((f) => (f.type === 'exit' ? f.code : f.type)),
@@ -120,12 +120,12 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk is_active is false while detached: list_sessions still returns the detached session', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
       assert.ok(c.ok);
       await frames.until((f) => f.text().includes('ready'), 'first output');
-      await adapter.stopCommand(c.value);
+      await adapter.processes.stopCommand(c.value);
       await sleep(50);
-      const sessions = await adapter.listSessions(h);
+      const sessions = await adapter.processes.listSessions(h);
       assert.ok(sessions.ok, inspect(sessions));
       assert.equal(sessions.value.length, 1);
       assert.ok(
@@ -137,16 +137,16 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk kill path is /exec/{id}/kill (a sessions/ segment 404s and would read as gone): terminate really ends the session', async () => {
       const h = await created(adapter);
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
       assert.ok(c.ok);
       await frames.until((f) => f.text().includes('ready'), 'first output');
       const [id] = stub.liveSessionIds(h.name);
       assert.ok(id);
-      await adapter.stopCommand(c.value);
-      const t = await adapter.terminateSession!(h, id, { timeoutMs: 5000 });
+      await adapter.processes.stopCommand(c.value);
+      const t = await adapter.processes.terminateSession!(h, id, { timeoutMs: 5000 });
       assert.ok(t.ok, inspect(t));
       assert.deepEqual(stub.liveSessionIds(h.name), []);
-      const again = await adapter.terminateSession!(h, id, { timeoutMs: 5000 });
+      const again = await adapter.processes.terminateSession!(h, id, { timeoutMs: 5000 });
       assert.ok(again.ok, 'terminating an absent session is ok');
     });
 
@@ -154,11 +154,11 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       const h = await created(adapter);
       stub.faults.dropOnOutput = 'SEVER-HERE';
       try {
-        const r = await adapter.exec(h, 'sh', ['-c', 'echo SEVER-HERE; sleep 3']);
+        const r = await adapter.processes.exec(h, 'sh', ['-c', 'echo SEVER-HERE; sleep 3']);
         assert.ok(!r.ok, inspect(r));
         assert.equal(r.error.code, 'closed_before_exit');
         const frames = new Frames();
-        const c = await adapter.spawn(h, 'sh', ['-c', 'echo SEVER-HERE; sleep 3'], { owner: frames.sink });
+        const c = await adapter.processes.spawn(h, 'sh', ['-c', 'echo SEVER-HERE; sleep 3'], { owner: frames.sink });
         assert.ok(c.ok, inspect(c));
         await frames.until((f) => f.terminals().length > 0, 'a terminal frame');
         await sleep(100);
@@ -166,7 +166,7 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
         assert.equal(terms.length, 1);
         assert.equal(terms[0]!.type, 'error');
         assert.equal(terms[0]!.type === 'error' && terms[0]!.error.code, 'closed_before_exit');
-        const w = await adapter.writeStdin(c.value, Buffer.from('x'));
+        const w = await adapter.processes.writeStdin(c.value, Buffer.from('x'));
         assert.ok(!w.ok && w.error.code === 'command_exited', inspect(w));
       } finally {
         delete stub.faults.dropOnOutput;
@@ -175,14 +175,14 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk one-byte exit frame: codes above 127 come back exactly', async () => {
       const h = await created(adapter);
-      const r = await adapter.exec(h, 'sh', ['-c', 'exit 231']);
+      const r = await adapter.processes.exec(h, 'sh', ['-c', 'exit 231']);
       assert.ok(r.ok, inspect(r));
       assert.equal(r.value.exitCode, 231);
     });
 
     it('quirk env replaces the whole default environment: exec and spawn env add to HOME and PATH', async () => {
       const h = await created(adapter);
-      const r = await adapter.exec(h, 'sh', ['-c', 'printf "%s|%s|%s" "$HOME" "$FOO" "$(command -v tee)"'], {
+      const r = await adapter.processes.exec(h, 'sh', ['-c', 'printf "%s|%s|%s" "$HOME" "$FOO" "$(command -v tee)"'], {
         env: [['FOO', 'bar baz']],
       });
       assert.ok(r.ok, inspect(r));
@@ -191,7 +191,7 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       assert.equal(foo, 'bar baz');
       assert.ok(tee, 'PATH kept');
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', ['-c', 'printf "%s|%s" "$HOME" "$FOO"'], {
+      const c = await adapter.processes.spawn(h, 'sh', ['-c', 'printf "%s|%s" "$HOME" "$FOO"'], {
         owner: frames.sink,
         env: [['FOO', 'qux']],
       });
@@ -203,15 +203,15 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk empty rule list means no policy: allow [] denies everything, a list allows only itself', async () => {
       const h = await created(adapter);
       assert.equal(stub.egressAllowed(h.name, 'example.com'), true, 'no policy yet: everything allowed');
-      const none = await adapter.applyNetworkPolicy(h, { allow: [] });
+      const none = await adapter.network.applyNetworkPolicy(h, { allow: [] });
       assert.ok(none.ok, inspect(none));
       assert.equal(stub.egressAllowed(h.name, 'example.com'), false);
       assert.equal(stub.egressAllowed(h.name, 'github.com'), false, 'the platform defaults are not re-allowed');
-      const some = await adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] });
+      const some = await adapter.network.applyNetworkPolicy(h, { allow: ['api.example.com'] });
       assert.ok(some.ok, inspect(some));
       assert.equal(stub.egressAllowed(h.name, 'api.example.com'), true);
       assert.equal(stub.egressAllowed(h.name, 'example.org'), false);
-      const bad = await adapter.applyNetworkPolicy(h, { allow: ['not a domain'] });
+      const bad = await adapter.network.applyNetworkPolicy(h, { allow: ['not a domain'] });
       assert.ok(!bad.ok && bad.error.code === 'invalid', inspect(bad));
     });
   });
@@ -226,16 +226,16 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk duplicate create answers 400 (not 409): create still adopts, createNew refuses', async () => {
       const n = name();
-      const first = await adapter.create(n);
-      const second = await adapter.create(n);
+      const first = await adapter.lifecycle.create(n);
+      const second = await adapter.lifecycle.create(n);
       assert.ok(first.ok && second.ok, inspect([first, second]));
-      const fresh = await adapter.createNew!(n);
+      const fresh = await adapter.lifecycle.createNew!(n);
       assert.ok(!fresh.ok && (fresh.error.code === 'invalid' || fresh.error.code === 'already_exists'), inspect(fresh));
     });
 
     it('quirk policy POST answers 200 (docs) rather than 204 (SDK): any 2xx is success', async () => {
       const h = await created(adapter);
-      const r = await adapter.applyNetworkPolicy(h, { allow: [] });
+      const r = await adapter.network.applyNetworkPolicy(h, { allow: [] });
       assert.ok(r.ok, inspect(r));
       assert.equal(stub.egressAllowed(h.name, 'example.com'), false);
     });
@@ -252,12 +252,12 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk list paging: every page is read, and a page promising more without a token is truncated', async () => {
       const names = [];
       for (let i = 0; i < 5; i++) names.push((await created(adapter)).name);
-      const r = await adapter.listAllNames();
+      const r = await adapter.lifecycle.listAllNames();
       assert.ok(r.ok, inspect(r));
       assert.deepEqual([...r.value].sort(), [...names].sort());
       stub.faults.brokenPaging = true;
       try {
-        const t = await adapter.listAllNames();
+        const t = await adapter.lifecycle.listAllNames();
         assert.ok(!t.ok && t.error.code === 'truncated', inspect(t));
       } finally {
         stub.faults.brokenPaging = false;
@@ -266,14 +266,14 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk duplicate create answers 409: create adopts, createNew is already_exists with a fresh instance id after destroy', async () => {
       const n = name();
-      const first = await adapter.createNew!(n);
+      const first = await adapter.lifecycle.createNew!(n);
       assert.ok(first.ok && first.value.instanceId, inspect(first));
-      const again = await adapter.create(n);
+      const again = await adapter.lifecycle.create(n);
       assert.ok(again.ok, inspect(again));
-      const dup = await adapter.createNew!(n);
+      const dup = await adapter.lifecycle.createNew!(n);
       assert.ok(!dup.ok && dup.error.code === 'already_exists', inspect(dup));
-      assert.ok((await adapter.destroy(first.value)).ok);
-      const second = await adapter.createNew!(n);
+      assert.ok((await adapter.lifecycle.destroy(first.value)).ok);
+      const second = await adapter.lifecycle.createNew!(n);
       assert.ok(
         second.ok && second.value.instanceId && second.value.instanceId !== first.value.instanceId,
         inspect(second),
@@ -282,7 +282,7 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk 429 carries retry_after_seconds: create is rate_limited with the hint', async () => {
       stub.faults.rateLimitCreates = 1;
-      const r = await adapter.create(name());
+      const r = await adapter.lifecycle.create(name());
       assert.ok(!r.ok && r.error.code === 'rate_limited', inspect(r));
       assert.equal(r.error.retryAfterMs, 7000);
     });
@@ -290,12 +290,12 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     it('quirk bearer auth on REST and on the exec upgrade: a wrong token is denied, never not_found, and never echoed', async () => {
       const h = await created(adapter);
       const wrong = new SpritesAdapter({ token: 'wrong-token-value-77', baseUrl: stub.url });
-      const g = await wrong.get(wrong.buildHandle(h.name));
+      const g = await wrong.lifecycle.get(wrong.buildHandle(h.name));
       assert.ok(!g.ok && g.error.code === 'denied', inspect(g));
-      const e = await wrong.exec(wrong.buildHandle(h.name), 'true', []);
+      const e = await wrong.processes.exec(wrong.buildHandle(h.name), 'true', []);
       assert.ok(!e.ok && e.error.code === 'denied', inspect(e));
       const unset = new SpritesAdapter({ token: '  ', baseUrl: stub.url });
-      const u = await unset.get(unset.buildHandle(h.name));
+      const u = await unset.lifecycle.get(unset.buildHandle(h.name));
       assert.ok(!u.ok && u.error.code === 'denied', inspect(u));
       for (const v of [g, e, h, inspect(h, { depth: 9 }), JSON.stringify(h), inspect(adapter, { depth: 9 })]) {
         const text = typeof v === 'string' ? v : `${inspect(v, { depth: 9 })}${JSON.stringify(v)}`;
@@ -314,23 +314,23 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
 
     it('quirk hibernation keeps the disk, not the processes: suspend ends sessions so the sprite can hibernate', async () => {
       const h = await created(adapter);
-      const w = await adapter.writeFile(h, '/home/sprite/memory.txt', Buffer.from('remember me'));
+      const w = await adapter.files.writeFile(h, '/home/sprite/memory.txt', Buffer.from('remember me'));
       assert.ok(w.ok, inspect(w));
       const frames = new Frames();
-      const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+      const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
       assert.ok(c.ok);
       await frames.until((f) => f.text().includes('ready'), 'first output');
-      const s = await adapter.suspend(h);
+      const s = await adapter.lifecycle.suspend(h);
       assert.ok(s.ok, inspect(s));
       await eventually(async () => {
-        const g = await adapter.get(h);
+        const g = await adapter.lifecycle.get(h);
         return g.ok && g.value.status === 'suspended';
       }, 'the sprite to hibernate');
-      const r = await adapter.resume(h);
+      const r = await adapter.lifecycle.resume(h);
       assert.ok(r.ok, inspect(r));
-      const cat = await adapter.exec(r.value, 'cat', ['memory.txt']);
+      const cat = await adapter.processes.exec(r.value, 'cat', ['memory.txt']);
       assert.ok(cat.ok && Buffer.from(cat.value.output).toString() === 'remember me', inspect(cat));
-      const sessions = await adapter.listSessions(r.value);
+      const sessions = await adapter.processes.listSessions(r.value);
       assert.ok(sessions.ok && sessions.value.length === 0, inspect(sessions));
       assert.equal(readFileSync(stub.hostPath(h.name, '/home/sprite/memory.txt')!, 'utf8'), 'remember me');
     });
@@ -341,23 +341,23 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       const { stub, adapter } = await setup({ listEndedForMs: 60_000 });
       try {
         const h = await created(adapter);
-        const quick = await adapter.exec(h, 'sh', ['-c', 'echo done']);
+        const quick = await adapter.processes.exec(h, 'sh', ['-c', 'echo done']);
         assert.ok(quick.ok, inspect(quick));
         const frames = new Frames();
-        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
         assert.ok(c.ok, inspect(c));
         await frames.until((f) => f.text().includes('ready'), 'first output');
-        const sessions = await adapter.listSessions(h);
+        const sessions = await adapter.processes.listSessions(h);
         assert.ok(sessions.ok, inspect(sessions));
         const shim = sessions.value.find((x) => x.command?.includes('while read'));
         assert.ok(shim, inspect(sessions));
-        await adapter.stopCommand(c.value);
+        await adapter.processes.stopCommand(c.value);
         const replay = new Frames();
-        const a = await adapter.attach(h, shim.id, { owner: replay.sink });
+        const a = await adapter.processes.attach(h, shim.id, { owner: replay.sink });
         assert.ok(a.ok, inspect(a));
         await replay.until((f) => f.text().includes('ready'), 'the replay');
         stub.kills.length = 0;
-        const s = await adapter.suspend(h);
+        const s = await adapter.lifecycle.suspend(h);
         assert.ok(s.ok, `a failed suspend becomes a destroy: ${inspect(s)}`);
         assert.ok(stub.kills.includes(shim.id), 'the shim session was ended');
         const raw = await fetch(`${stub.url}/v1/sprites/${h.name}/exec`, {
@@ -378,18 +378,18 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       try {
         const h = await created(adapter);
         const frames = new Frames();
-        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
         assert.ok(c.ok, inspect(c));
         await frames.until((f) => f.text().includes('ready'), 'first output');
-        const sessions = await adapter.listSessions(h);
+        const sessions = await adapter.processes.listSessions(h);
         assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
-        await adapter.stopCommand(c.value);
+        await adapter.processes.stopCommand(c.value);
         const replay = new Frames();
-        const a = await adapter.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
+        const a = await adapter.processes.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
         assert.ok(a.ok, inspect(a));
-        assert.ok((await adapter.writeStdin(a.value, Buffer.from('legacy\n'))).ok);
+        assert.ok((await adapter.processes.writeStdin(a.value, Buffer.from('legacy\n'))).ok);
         await replay.until((f) => f.text().includes('echo:legacy'), 'stdin through the legacy attach');
-        await adapter.closeStdin(a.value);
+        await adapter.processes.closeStdin(a.value);
         await replay.until((f) => f.terminals().length > 0, 'exit');
         assert.deepEqual(replay.summary().slice(-1), ['exit:0']);
       } finally {
@@ -402,16 +402,16 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
         const { stub, adapter } = await setup({ sessionInfo: mode });
         try {
           const h = await created(adapter);
-          const r = await adapter.exec(h, 'sh', ['-c', 'echo early; echo late'], { timeoutMs: 10_000 });
+          const r = await adapter.processes.exec(h, 'sh', ['-c', 'echo early; echo late'], { timeoutMs: 10_000 });
           assert.ok(r.ok, inspect(r));
           assert.equal(Buffer.from(r.value.output).toString(), 'early\nlate\n');
           {
             const frames = new Frames();
-            const c = await adapter.spawn(h, 'sh', ['-c', 'echo first-words; read l; echo "got:$l"'], {
+            const c = await adapter.processes.spawn(h, 'sh', ['-c', 'echo first-words; read l; echo "got:$l"'], {
               owner: frames.sink,
             });
             assert.ok(c.ok, inspect(c));
-            assert.ok((await adapter.writeStdin(c.value, Buffer.from('x\n'))).ok);
+            assert.ok((await adapter.processes.writeStdin(c.value, Buffer.from('x\n'))).ok);
             await frames.until((f) => f.terminals().length > 0, 'exit');
             assert.equal(
               frames.text(),
@@ -430,21 +430,21 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
       try {
         const h = await created(adapter);
         stub.faults.closeWithoutExit = { times: 1, commandIncludes: 'true' };
-        const r = await adapter.resume(h);
+        const r = await adapter.lifecycle.resume(h);
         assert.ok(r.ok, `resume failed on one lost exit frame: ${inspect(r)}`);
         const frames = new Frames();
-        const c = await adapter.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
+        const c = await adapter.processes.spawn(h, 'sh', STAY, { owner: frames.sink, detachable: true });
         assert.ok(c.ok, inspect(c));
         await frames.until((f) => f.text().includes('ready'), 'first output');
-        const sessions = await adapter.listSessions(h);
+        const sessions = await adapter.processes.listSessions(h);
         assert.ok(sessions.ok && sessions.value[0], inspect(sessions));
-        await adapter.stopCommand(c.value);
+        await adapter.processes.stopCommand(c.value);
         stub.faults.closeWithoutExit = { times: 1, commandIncludes: 'fountain-exit' };
         const replay = new Frames();
-        const a = await adapter.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
+        const a = await adapter.processes.attach(h, sessions.value[0].id, { owner: replay.sink, stdin: true });
         assert.ok(a.ok, inspect(a));
         await replay.until((f) => f.text().includes('ready'), 'the replay');
-        assert.ok((await adapter.closeStdin(a.value)).ok);
+        assert.ok((await adapter.processes.closeStdin(a.value)).ok);
         await replay.until((f) => f.terminals().length > 0, 'the terminal frame');
         assert.deepEqual(replay.summary(), ['stdout:ready\n', 'exit:0']);
       } finally {
@@ -457,7 +457,11 @@ describe('sprites quirks (each test names the quirk its workaround answers)', ()
     const { stub, adapter } = await setup();
     const h = await created(adapter);
     await stub.close();
-    for (const r of [await adapter.get(h), await adapter.exec(h, 'true', []), await adapter.listSessions(h)]) {
+    for (const r of [
+      await adapter.lifecycle.get(h),
+      await adapter.processes.exec(h, 'true', []),
+      await adapter.processes.listSessions(h),
+    ]) {
       assert.ok(!r.ok && r.error.code === 'unavailable', inspect(r));
     }
   });

@@ -1,9 +1,10 @@
 /**
- * The journaling shim run around every spawned command, and its tail replayer: Sprites only
- * replays a partial scrollback tail on attach, so the sprite itself keeps each stream from byte zero.
+ * Sprites' use of the shared journaling shim, run around every spawned command, and its tail replayer:
+ * Sprites only replays a partial scrollback tail on attach, so the sprite itself keeps each stream from byte zero.
  */
 import { randomBytes } from 'node:crypto';
 import { err, ok, sandboxError, type EnvPairs, type SandboxResult } from '../../sandbox/index.ts';
+import { followFromByteZero, isShellName, quote, recordExit } from '../shared/journal-shim.ts';
 
 /** `$0` of the shim; list_sessions shows it in the command line, followed by the journal key. */
 export const SHIM_TAG = 'fountain-shim';
@@ -30,8 +31,7 @@ const SHIM_SCRIPT = [
   '"$@" > "$d/o" 2> "$d/e"',
   'c=$?',
   'wait',
-  'echo "$c" > "$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"',
-  'exit "$c"',
+  ...recordExit('c'),
 ].join('\n');
 
 // `tail --pid` stops following once the shim is gone, after reading what was left.
@@ -39,16 +39,14 @@ const REPLAY_SCRIPT = [
   'd="$HOME/.fountain/sessions/$1"',
   `[ -f "$d/pid" ] || exit ${NO_JOURNAL_EXIT}`,
   'p=$(cat "$d/pid")',
-  'tail -s 0.2 -c +1 --pid="$p" -f "$d/out" &',
-  'tail -s 0.2 -c +1 --pid="$p" -f "$d/err" >&2 &',
+  `${followFromByteZero('out', 'p', 'stdout')} &`,
+  `${followFromByteZero('err', 'p', 'stderr')} &`,
   'wait',
 ].join('\n');
 
 const EXIT_READ_SCRIPT = 'cat "$HOME/.fountain/sessions/$1/exit"';
 
 export const newJournalKey = (): string => randomBytes(16).toString('hex');
-
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * Sprites' `env=` query parameter replaces the whole default environment (HOME, PATH, USER go),
@@ -59,7 +57,7 @@ export function withEnv(cmd: string, args: readonly string[], env: EnvPairs | un
   if (!env || env.length === 0) return ok([cmd, ...args]);
   const assignments: string[] = [];
   for (const [k, v] of env) {
-    if (!ENV_NAME.test(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
+    if (!isShellName(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
     assignments.push(`${k}=${v}`);
   }
   return ok(['env', ...assignments, cmd, ...args]);
@@ -87,8 +85,8 @@ export function envLine(env: EnvPairs | undefined): SandboxResult<string | null>
   if (!env || env.length === 0) return ok(null);
   const lines: string[] = [];
   for (const [k, v] of env) {
-    if (!ENV_NAME.test(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
-    lines.push(`export ${k}='${v.replace(/'/g, `'\\''`)}'`);
+    if (!isShellName(k) || v.includes('\0')) return err(sandboxError('invalid', 'env'));
+    lines.push(`export ${k}=${quote(v)}`);
   }
   return ok(`${Buffer.from(lines.join('\n'), 'utf8').toString('base64')}\n`);
 }

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
-import type { SandboxAdapter } from '../adapter.ts';
+import { capabilitiesOf, type SandboxAdapter } from '../adapter.ts';
 import type { Capability } from '../capabilities.ts';
 import type { SandboxError, SandboxResult } from '../errors.ts';
 import type { Command, Handle, SpawnOptions } from '../types.ts';
@@ -39,7 +39,7 @@ export class SuiteContext {
   }
 
   caps(handle?: Handle): ReadonlySet<Capability> {
-    return this.adapter.capabilities(handle);
+    return capabilitiesOf(this.adapter, handle);
   }
 
   name(): string {
@@ -49,7 +49,7 @@ export class SuiteContext {
   /** `created_handle()` of the upstream suite: create(name) must succeed; destroyed at the end. */
   async created(): Promise<Handle> {
     const name = this.name();
-    const handle = unwrap(await this.adapter.create(name), `create(${name})`);
+    const handle = unwrap(await this.adapter.lifecycle.create(name), `create(${name})`);
     this.track(handle);
     return handle;
   }
@@ -79,7 +79,7 @@ export class SuiteContext {
     extra: Partial<Omit<SpawnOptions, 'owner'>> = {},
   ): Promise<{ command: Command; frames: FrameCollector }> {
     const frames = new FrameCollector();
-    const res = await this.adapter.spawn(handle, fx.cmd, fx.args, {
+    const res = await this.adapter.processes.spawn(handle, fx.cmd, fx.args, {
       ...this.opts.spawnOpts,
       ...extra,
       owner: frames.sink,
@@ -94,11 +94,11 @@ export class SuiteContext {
   async cleanup(): Promise<void> {
     if (!this.#adapter) return;
     for (const c of this.#commands.splice(0)) {
-      await this.#adapter.closeStdin(c).catch(() => undefined);
-      await this.#adapter.stopCommand(c).catch(() => undefined);
+      await this.#adapter.processes.closeStdin(c).catch(() => undefined);
+      await this.#adapter.processes.stopCommand(c).catch(() => undefined);
     }
     for (const h of [...this.#handles.values()]) {
-      await this.#adapter.destroy(h).catch(() => undefined);
+      await this.#adapter.lifecycle.destroy(h).catch(() => undefined);
       this.#handles.delete(h.name);
     }
   }

@@ -30,7 +30,7 @@ export const execGroup = (ctx: SuiteContext): void => {
     check(ctx, '10. exec_ok collects output with code 0', async () => {
       const h = await ctx.sandbox();
       const fx = ctx.opts.fixtures.execOk;
-      const r = unwrap(await ctx.adapter.exec(h, fx.cmd, fx.args), 'exec(exec_ok)');
+      const r = unwrap(await ctx.adapter.processes.exec(h, fx.cmd, fx.args), 'exec(exec_ok)');
       assert.equal(r.exitCode, 0);
       assert.ok(
         text(r.output).includes(fx.expectedStdout),
@@ -41,7 +41,7 @@ export const execGroup = (ctx: SuiteContext): void => {
     check(ctx, '11. exec_fail is ok with the nonzero code, never an error', async () => {
       const h = await ctx.sandbox();
       const fx = ctx.opts.fixtures.execFail;
-      const r = unwrap(await ctx.adapter.exec(h, fx.cmd, fx.args), 'exec(exec_fail)');
+      const r = unwrap(await ctx.adapter.processes.exec(h, fx.cmd, fx.args), 'exec(exec_fail)');
       assert.notEqual(fx.nonzeroCode, 0, 'fixture exec_fail must name a nonzero code');
       assert.equal(r.exitCode, fx.nonzeroCode);
     });
@@ -73,20 +73,20 @@ export const execGroup = (ctx: SuiteContext): void => {
       for (const [what, cmd, args, opts] of bad) {
         let res: SandboxResult<ExecResult>;
         try {
-          res = await ctx.adapter.exec(h, cmd, args, opts);
+          res = await ctx.adapter.processes.exec(h, cmd, args, opts);
         } catch (thrown) {
           assert.fail(`exec with ${what} rejected: ${inspect(thrown)}`);
         }
         assertExecResult(res, `exec with ${what}`);
       }
       // The sandbox is still usable afterwards.
-      const r = unwrap(await ctx.adapter.exec(h, ok.cmd, ok.args), 'exec(exec_ok) after bad calls');
+      const r = unwrap(await ctx.adapter.processes.exec(h, ok.cmd, ok.args), 'exec(exec_ok) after bad calls');
       assert.equal(r.exitCode, 0);
     });
 
     check(ctx, 'exec in a never-created sandbox is an error, not a rejection', async () => {
       const fx = ctx.opts.fixtures.execOk;
-      const res = await ctx.adapter.exec(ctx.adapter.buildHandle(ctx.name()), fx.cmd, fx.args);
+      const res = await ctx.adapter.processes.exec(ctx.adapter.buildHandle(ctx.name()), fx.cmd, fx.args);
       expectErr(res, 'exec(never created)');
     });
   });

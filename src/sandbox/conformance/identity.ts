@@ -1,12 +1,14 @@
 /**
- * Conformance group "Identity" (contract §10.2 tests 1–3): handles, capabilities, public URL.
+ * Conformance group "Identity" (tests 1–3): handles, and capabilities that follow from the parts.
  */
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { describe } from 'node:test';
 import { CAPABILITIES } from '../capabilities.ts';
 import type { SuiteContext } from './context.ts';
-import { isResult, unwrap } from './context.ts';
+import { isResult } from './context.ts';
+import { partCapabilities } from '../adapter.ts';
+import { partsAgree } from './optional-parts.ts';
 import { check } from './define.ts';
 
 export const identityGroup = (ctx: SuiteContext): void => {
@@ -20,9 +22,9 @@ export const identityGroup = (ctx: SuiteContext): void => {
       assert.equal(h1.name, name);
       assert.deepEqual({ provider: h2.provider, name: h2.name }, { provider: h1.provider, name: h1.name });
       // Pure: building a handle must not bring a sandbox into existence.
-      const listed = await a.listAllNames();
+      const listed = await a.lifecycle.listAllNames();
       if (listed.ok) assert.ok(!listed.value.includes(name), 'build_handle created a sandbox');
-      const got = await a.get(h1);
+      const got = await a.lifecycle.get(h1);
       assert.ok(isResult(got) && !got.ok && got.error.code === 'not_found', `get after build_handle: ${inspect(got)}`);
     });
 
@@ -33,19 +35,11 @@ export const identityGroup = (ctx: SuiteContext): void => {
       assert.ok(caps.size <= CAPABILITIES.length);
     });
 
-    check(ctx, '3. public_url agrees with the capability', async () => {
+    check(ctx, '3. the capabilities follow from the parts the adapter has', async () => {
+      partsAgree(ctx);
       const h = await ctx.sandbox();
-      const res = await ctx.adapter.publicUrl(h);
-      assert.ok(isResult(res));
-      const advertised = ctx.caps(h).has('public_url');
-      if (res.ok && res.value.kind === 'url') {
-        assert.ok(advertised, 'a URL was returned but public_url is not advertised');
-        assert.match(res.value.url, /^http/);
-      } else if (res.ok) {
-        assert.ok(!advertised, 'unsupported while public_url is advertised');
-      }
-      // Other errors are tolerated (contract §10.2 test 3).
-      unwrap(await ctx.adapter.get(h), 'get');
+      const fromParts = partCapabilities(ctx.adapter);
+      for (const c of ctx.caps(h)) assert.ok(fromParts.has(c), `${c} offered for a sandbox without its part`);
     });
   });
 };

@@ -1,15 +1,16 @@
 /**
- * The conformance suite: the executable sandbox contract (reference contract §10) any adapter
- * plugs into from a `*.test.ts` file. Uses only the SandboxAdapter interface.
+ * The conformance suite: the executable sandbox contract any adapter plugs into from a `*.test.ts`
+ * file. Uses only the SandboxAdapter interface; the groups of optional parts run where a part exists.
  */
 import { after, before, describe } from 'node:test';
 import { SuiteContext } from './context.ts';
 import { execGroup } from './exec.ts';
-import { governanceGroup } from './governance.ts';
 import { identityGroup } from './identity.ts';
 import { lifecycleGroup } from './lifecycle.ts';
 import type { ConformanceOptions } from './options.ts';
+import { checkpointsGroup, networkGroup } from './optional-parts.ts';
 import { robustnessGroup } from './robustness.ts';
+import { sessionsGroup } from './sessions.ts';
 import { streamingGroup } from './streaming.ts';
 
 export type { CommandFixture, ConformanceFixtures, ConformanceOptions } from './options.ts';
@@ -39,7 +40,9 @@ export function runConformanceSuite(label: string, opts: ConformanceOptions): vo
     lifecycleGroup(ctx);
     execGroup(ctx);
     streamingGroup(ctx);
-    governanceGroup(ctx);
+    sessionsGroup(ctx);
+    networkGroup(ctx);
+    checkpointsGroup(ctx);
     robustnessGroup(ctx);
   });
 }

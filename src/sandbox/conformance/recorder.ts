@@ -7,6 +7,9 @@ import type { SandboxAdapter } from '../adapter.ts';
 import type { FrameSink, StreamFrame } from '../types.ts';
 import { isTerminal } from './frames.ts';
 
+/** The adapter's parts: their operations are recorded like the adapter's own. */
+const PARTS = new Set(['lifecycle', 'files', 'processes', 'network', 'checkpoints']);
+
 export interface RecordedViolation {
   readonly op: string;
   readonly what: string;
@@ -20,14 +23,29 @@ export class Recorder {
   readonly framesByRef = new Map<string, StreamFrame[]>();
 
   wrap(adapter: SandboxAdapter): SandboxAdapter {
+    const parts = new Map<PropertyKey, object>();
     return new Proxy(adapter, {
       get: (target, prop, receiver) => {
         const member: unknown = Reflect.get(target, prop, receiver);
-        if (typeof member !== 'function') return member;
-        const op = String(prop);
-        return (...args: unknown[]) => this.#call(op, () => Reflect.apply(member, target, this.#wrapOwners(op, args)));
+        if (typeof prop === 'string' && PARTS.has(prop) && typeof member === 'object' && member !== null) {
+          if (!parts.has(prop)) parts.set(prop, this.#wrapMethods(member));
+          return parts.get(prop);
+        }
+        return this.#wrapMember(target, prop, member);
       },
     });
+  }
+
+  #wrapMethods<T extends object>(part: T): T {
+    return new Proxy(part, {
+      get: (target, prop, receiver) => this.#wrapMember(target, prop, Reflect.get(target, prop, receiver)),
+    });
+  }
+
+  #wrapMember(target: object, prop: PropertyKey, member: unknown): unknown {
+    if (typeof member !== 'function') return member;
+    const op = String(prop);
+    return (...args: unknown[]) => this.#call(op, () => Reflect.apply(member, target, this.#wrapOwners(op, args)));
   }
 
   #call(op: string, invoke: () => unknown): unknown {

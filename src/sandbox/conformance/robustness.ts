@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { describe } from 'node:test';
+import { capabilitiesOf } from '../adapter.ts';
 import { describeError } from '../errors.ts';
 import type { SandboxError } from '../errors.ts';
 import { isTransient } from '../retry.ts';
@@ -46,16 +47,19 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       const broken = await ctx.opts.brokenTransport();
       try {
         const a = ctx.recorder.wrap(broken.adapter);
-        const e = expectErr(await a.get(broken.handle), 'get through a broken transport');
+        const e = expectErr(await a.lifecycle.get(broken.handle), 'get through a broken transport');
         assert.notEqual(e.code, 'not_found', 'a transport failure is not definitive absence');
         assert.ok(isTransient(e), `a transport failure is transient: ${inspect(e)}`);
         const fx = ctx.opts.fixtures.execOk;
-        expectErr(await a.exec(broken.handle, fx.cmd, fx.args), 'exec through a broken transport');
+        expectErr(await a.processes.exec(broken.handle, fx.cmd, fx.args), 'exec through a broken transport');
         const frames = new FrameCollector();
-        const spawned = await a.spawn(broken.handle, fx.cmd, fx.args, { ...ctx.opts.spawnOpts, owner: frames.sink });
+        const spawned = await a.processes.spawn(broken.handle, fx.cmd, fx.args, {
+          ...ctx.opts.spawnOpts,
+          owner: frames.sink,
+        });
         assert.ok(isResult(spawned), 'spawn through a broken transport resolves to a Result');
-        if (a.capabilities(broken.handle).has('terminate_session') && a.terminateSession) {
-          const term = await a.terminateSession(broken.handle, 'conformance-session', { timeoutMs: 1000 });
+        if (capabilitiesOf(a, broken.handle).has('terminate_session') && a.processes.terminateSession) {
+          const term = await a.processes.terminateSession(broken.handle, 'conformance-session', { timeoutMs: 1000 });
           assert.ok(
             isResult(term) && !term.ok,
             `terminate_session cannot be confirmed through a broken transport: ${inspect(term)}`,
@@ -80,19 +84,18 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       const fx = ctx.opts.fixtures;
       const seen: Array<[string, unknown]> = [];
       const dir = ctx.opts.scratchDir ?? '/home/sprite';
-      seen.push(['get', await a.get(handle)]);
-      seen.push(['exec', await a.exec(handle, fx.execOk.cmd, fx.execOk.args)]);
-      seen.push(['exec(bad)', await a.exec(handle, '', [])]);
-      seen.push(['write_file', await a.writeFile(handle, `${dir}/conformance/secret-probe.txt`, utf8('x'))]);
-      seen.push(['public_url', await a.publicUrl(handle)]);
-      seen.push(['list_sessions', await a.listSessions(handle)]);
+      seen.push(['get', await a.lifecycle.get(handle)]);
+      seen.push(['exec', await a.processes.exec(handle, fx.execOk.cmd, fx.execOk.args)]);
+      seen.push(['exec(bad)', await a.processes.exec(handle, '', [])]);
+      seen.push(['write_file', await a.files.writeFile(handle, `${dir}/conformance/secret-probe.txt`, utf8('x'))]);
+      seen.push(['list_sessions', await a.processes.listSessions(handle)]);
       seen.push([
         'attach',
-        await a.attach(handle, 'conformance-no-such-session', { owner: new FrameCollector().sink }),
+        await a.processes.attach(handle, 'conformance-no-such-session', { owner: new FrameCollector().sink }),
       ]);
-      seen.push(['create_checkpoint', await a.createCheckpoint(handle)]);
+      if (a.checkpoints) seen.push(['create_checkpoint', await a.checkpoints.createCheckpoint(handle)]);
       const frames = new FrameCollector();
-      const spawned = await a.spawn(handle, fx.spawnOk.cmd, fx.spawnOk.args, {
+      const spawned = await a.processes.spawn(handle, fx.spawnOk.cmd, fx.spawnOk.args, {
         ...ctx.opts.spawnOpts,
         owner: frames.sink,
       });
@@ -100,7 +103,7 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       if (spawned.ok) {
         ctx.trackCommand(spawned.value);
         await frames.terminal(spawned.value.ref, ctx.timeoutMs);
-        seen.push(['write_stdin(after exit)', await a.writeStdin(spawned.value, utf8('x'))]);
+        seen.push(['write_stdin(after exit)', await a.processes.writeStdin(spawned.value, utf8('x'))]);
       }
       for (const [op, res] of seen) {
         assert.ok(isResult(res), `${op} resolves to a Result`);

@@ -50,7 +50,11 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnOk, { stdin: true });
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
-      expectCode(await ctx.adapter.writeStdin(command, utf8('late\n')), 'command_exited', 'write_stdin after exit');
+      expectCode(
+        await ctx.adapter.processes.writeStdin(command, utf8('late\n')),
+        'command_exited',
+        'write_stdin after exit',
+      );
       await frames.expectSettled(command.ref);
     });
 
@@ -58,9 +62,9 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
-      unwrap(await ctx.adapter.writeStdin(command, utf8('ping\n')), 'write_stdin(ping)');
+      unwrap(await ctx.adapter.processes.writeStdin(command, utf8('ping\n')), 'write_stdin(ping)');
       await frames.waitForText(command.ref, 'ping', ctx.timeoutMs);
-      unwrap(await ctx.adapter.closeStdin(command), 'close_stdin');
+      unwrap(await ctx.adapter.processes.closeStdin(command), 'close_stdin');
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
       await frames.expectSettled(command.ref);
@@ -70,10 +74,10 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
-      unwrap(await ctx.adapter.stopCommand(command), 'stop_command');
-      unwrap(await ctx.adapter.stopCommand(command), 'stop_command again');
+      unwrap(await ctx.adapter.processes.stopCommand(command), 'stop_command');
+      unwrap(await ctx.adapter.processes.stopCommand(command), 'stop_command again');
       unwrap(
-        await ctx.adapter.stopCommand({ provider: command.provider, ref: 'conformance-never-spawned' }),
+        await ctx.adapter.processes.stopCommand({ provider: command.provider, ref: 'conformance-never-spawned' }),
         'stop_command(unknown ref)',
       );
       frames.assertWellFormed(command.ref);
@@ -85,7 +89,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       await frames.nextStdout(command.ref, ctx.timeoutMs);
       const writes = ['alpha-1\n', 'beta-\u03b2-2\n', 'gamma-3\n'];
       for (const w of writes)
-        unwrap(await ctx.adapter.writeStdin(command, utf8(w)), `write_stdin(${JSON.stringify(w)})`);
+        unwrap(await ctx.adapter.processes.writeStdin(command, utf8(w)), `write_stdin(${JSON.stringify(w)})`);
       const seen = await frames.waitForText(command.ref, 'gamma-3', ctx.timeoutMs);
       const at = writes.map((w) => seen.indexOf(w.trimEnd()));
       assert.ok(
@@ -98,16 +102,16 @@ export const streamingGroup = (ctx: SuiteContext): void => {
         `echoes in write order: ${JSON.stringify(seen)}`,
       );
       // EOF is the only thing that ends spawn_stay: an exit 0 proves close_stdin delivered it.
-      unwrap(await ctx.adapter.closeStdin(command), 'close_stdin');
+      unwrap(await ctx.adapter.processes.closeStdin(command), 'close_stdin');
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
       await frames.expectSettled(command.ref);
       expectCode(
-        await ctx.adapter.writeStdin(command, utf8('after-eof\n')),
+        await ctx.adapter.processes.writeStdin(command, utf8('after-eof\n')),
         'command_exited',
         'write_stdin after EOF exit',
       );
-      const again = await ctx.adapter.closeStdin(command);
+      const again = await ctx.adapter.processes.closeStdin(command);
       assert.ok(
         isResult(again) && (again.ok || again.error.code === 'command_exited'),
         `close_stdin after exit: ${inspect(again)}`,
@@ -118,9 +122,9 @@ export const streamingGroup = (ctx: SuiteContext): void => {
       const h = await ctx.sandbox();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true });
       // No waiting for output first: the process must already exist when spawn resolves.
-      unwrap(await ctx.adapter.writeStdin(command, utf8('ack-probe\n')), 'write_stdin straight after spawn');
+      unwrap(await ctx.adapter.processes.writeStdin(command, utf8('ack-probe\n')), 'write_stdin straight after spawn');
       await frames.waitForText(command.ref, 'ack-probe', ctx.timeoutMs);
-      unwrap(await ctx.adapter.closeStdin(command), 'close_stdin');
+      unwrap(await ctx.adapter.processes.closeStdin(command), 'close_stdin');
       const end = await frames.terminal(command.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, frames.dump());
       await frames.expectSettled(command.ref);
@@ -137,7 +141,11 @@ export const streamingGroup = (ctx: SuiteContext): void => {
         const frames = new FrameCollector();
         let res;
         try {
-          res = await ctx.adapter.spawn(h, cmd, args, { ...ctx.opts.spawnOpts, owner: frames.sink, stdin: true });
+          res = await ctx.adapter.processes.spawn(h, cmd, args, {
+            ...ctx.opts.spawnOpts,
+            owner: frames.sink,
+            stdin: true,
+          });
         } catch (thrown) {
           assert.fail(`spawn with ${what} rejected: ${inspect(thrown)}`);
         }
@@ -151,7 +159,7 @@ export const streamingGroup = (ctx: SuiteContext): void => {
         }
         ctx.trackCommand(res.value);
         // Whatever became of it, it must not hang open: close stdin, then expect one terminal frame.
-        await ctx.adapter.closeStdin(res.value);
+        await ctx.adapter.processes.closeStdin(res.value);
         await frames.terminal(res.value.ref, ctx.timeoutMs);
         await frames.expectSettled(res.value.ref);
       }
@@ -160,8 +168,8 @@ export const streamingGroup = (ctx: SuiteContext): void => {
     check(ctx, 'stdin ops on an unknown command resolve to results', async () => {
       const a = ctx.adapter;
       const ghost: Command = { provider: a.provider, ref: 'conformance-no-such-ref' };
-      expectErr(await a.writeStdin(ghost, utf8('x')), 'write_stdin(unknown command)');
-      assert.ok(isResult(await a.closeStdin(ghost)), 'close_stdin(unknown command) resolves to a Result');
+      expectErr(await a.processes.writeStdin(ghost, utf8('x')), 'write_stdin(unknown command)');
+      assert.ok(isResult(await a.processes.closeStdin(ghost)), 'close_stdin(unknown command) resolves to a Result');
     });
   });
 };

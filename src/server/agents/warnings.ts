@@ -65,9 +65,10 @@ export async function agentWarnings(deps: WarningDeps, accountId: string, a: Age
           : 'none of your runners can enforce it (start one with --backend namespace)';
     }
   } else {
-    const adapter =
-      isKnownProvider(provider) && deps.registry.isEnabled(provider) ? deps.registry.adapterFor(provider) : undefined;
-    hasNetworkPolicy = adapter?.capabilities().has('network_policy') ?? false;
+    hasNetworkPolicy =
+      isKnownProvider(provider) &&
+      deps.registry.isEnabled(provider) &&
+      deps.registry.supports(provider, 'network_policy');
     where = `the ${provider} sandbox provider cannot enforce it`;
   }
   const refused = await brokerageRefusal({

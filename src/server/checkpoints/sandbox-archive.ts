@@ -64,7 +64,7 @@ export async function captureArchive(
     .join(' ');
   // The archive is made and measured in one command, read in a second: a read cut short (a provider's
   // output limit) shows as a digest that differs, never as a checkpoint that silently lacks files.
-  const made = await adapter.exec(
+  const made = await adapter.processes.exec(
     handle,
     'sh',
     [
@@ -82,13 +82,13 @@ export async function captureArchive(
     });
   const size = Number(report[1]);
   if (size > spec.maxArchiveBytes) {
-    await adapter.exec(handle, 'rm', ['-f', WORK], { dir: spec.home });
+    await adapter.processes.exec(handle, 'rm', ['-f', WORK], { dir: spec.home });
     return err({
       code: 'too_large',
       message: `the checkpoint is ${size} bytes, over the ${spec.maxArchiveBytes}-byte limit`,
     });
   }
-  const read = await adapter.exec(handle, 'sh', ['-c', `cat ${WORK} && rm -f ${WORK}`], {
+  const read = await adapter.processes.exec(handle, 'sh', ['-c', `cat ${WORK} && rm -f ${WORK}`], {
     dir: spec.home,
     timeoutMs: spec.timeoutMs,
   });
@@ -116,10 +116,10 @@ export async function restoreArchive(
   const checked = await checkArchive(data, { maxBytes: spec.maxUnpackedBytes });
   if (!checked.ok) return checked;
   const path = `${spec.home.replace(/\/$/, '')}/${RESTORE}`;
-  const written = await adapter.writeFile(handle, path, data, { mode: 0o600 });
+  const written = await adapter.files.writeFile(handle, path, data, { mode: 0o600 });
   if (!written.ok)
     return err({ code: 'sandbox', message: `could not copy the checkpoint in: ${describeError(written.error)}` });
-  const unpacked = await adapter.exec(
+  const unpacked = await adapter.processes.exec(
     handle,
     'sh',
     ['-c', `set -eu; tar -xzf ${RESTORE} --no-same-owner --no-same-permissions; rm -f ${RESTORE}`],

@@ -70,7 +70,7 @@ export class AgentProcess {
       write: (bytes) => {
         const cmd = this.#command;
         if (!cmd) return Promise.resolve({ ok: false, error: { code: 'command_exited' } });
-        return this.adapter.writeStdin(cmd, bytes);
+        return this.adapter.processes.writeStdin(cmd, bytes);
       },
       handler: this.events.acp,
       logger: log,
@@ -97,7 +97,7 @@ export class AgentProcess {
   ): Promise<{ ok: true; value: AgentProcess } | { ok: false; error: string }> {
     const proc = new AgentProcess(adapter, log, events, spec.firstRequestId ?? 0);
     const { cmd, args } = taggedArgv(spec.conversationId, spec.argv);
-    const r = await adapter.spawn(handle, cmd, args, {
+    const r = await adapter.processes.spawn(handle, cmd, args, {
       owner: (f) => proc.#frame(f),
       env: spec.env,
       dir: spec.dir,
@@ -133,7 +133,7 @@ export class AgentProcess {
     // Before the attach: the replay may reach the owner before the attach call returns.
     const attached = proc.client.attachPrompt(spec.acp);
     if (!attached.ok) return attached;
-    const r = await adapter.attach(handle, spec.sessionId, { owner: (f) => proc.#frame(f), stdin: true });
+    const r = await adapter.processes.attach(handle, spec.sessionId, { owner: (f) => proc.#frame(f), stdin: true });
     if (!r.ok) {
       proc.#stopped = true;
       proc.client.close('the attach failed');
@@ -151,7 +151,7 @@ export class AgentProcess {
     if (this.#stopped) return;
     this.#stopped = true;
     const cmd = this.#command;
-    if (cmd) await this.adapter.stopCommand(cmd);
+    if (cmd) await this.adapter.processes.stopCommand(cmd);
     this.client.close(reason);
   }
 
@@ -161,8 +161,8 @@ export class AgentProcess {
     this.#stopped = true;
     const cmd = this.#command;
     if (cmd) {
-      await this.adapter.closeStdin(cmd);
-      await this.adapter.stopCommand(cmd);
+      await this.adapter.processes.closeStdin(cmd);
+      await this.adapter.processes.stopCommand(cmd);
     }
     this.client.close('the agent process was stopped');
   }

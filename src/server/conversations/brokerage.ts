@@ -2,7 +2,7 @@
  * The brokerage gate (issue 6, platform-api.md §14.2): an account with credential brokerage may only
  * launch on a backend that can enforce an egress policy, unless BROKER_ALLOW_UNENFORCED says otherwise.
  */
-import type { SandboxAdapter } from '../../sandbox/index.ts';
+import { capabilitiesOf, type SandboxAdapter } from '../../sandbox/index.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { accountBrokered, brokerageRefusal, type BrokerageRefusal } from '../account/brokerage.ts';
 
@@ -23,7 +23,7 @@ export function checkBrokerage(
 ): Promise<BrokerageRefusal | null> {
   return brokerageRefusal({
     provider: adapter.provider,
-    hasNetworkPolicy: adapter.capabilities(adapter.buildHandle(name)).has('network_policy'),
+    hasNetworkPolicy: capabilitiesOf(adapter, adapter.buildHandle(name)).has('network_policy'),
     limitedEnvironment,
     allowUnenforced,
     brokered: () => accountBrokered(db, accountId),

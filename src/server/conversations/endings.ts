@@ -52,7 +52,7 @@ export class Endings {
     let destroyError: string | null = null;
     if (s && s.status !== 'terminated' && this.c.d.registry.isRegistered(s.provider as KnownProvider)) {
       const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
-      const d = await adapter.destroy(live?.handle ?? adapter.buildHandle(s.name));
+      const d = await adapter.lifecycle.destroy(live?.handle ?? adapter.buildHandle(s.name));
       if (!d.ok) destroyError = describeError(d.error);
     }
     const now = new Date();

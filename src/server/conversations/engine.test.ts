@@ -277,7 +277,10 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
     const hostile = (real: RunnerAdapter): SandboxAdapter =>
       new Proxy(real, {
         get(target, prop, receiver) {
-          if (prop === 'writeFile') return async () => ({ ok: false, error: { code: 'write_failed', detail } });
+          if (prop === 'files')
+            return {
+              writeFile: async () => ({ ok: false as const, error: { code: 'write_failed' as const, detail } }),
+            };
           const v: unknown = Reflect.get(target, prop, receiver);
           return typeof v === 'function' ? v.bind(target) : v;
         },

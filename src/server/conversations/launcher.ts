@@ -157,7 +157,7 @@ export class Launcher {
     );
     for (const f of delivery.files) {
       const content = mergeRuntimeFile(configured.get(`${spec.home}/${f.path}`), f.content);
-      const w = await adapter.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(content), {
+      const w = await adapter.files.writeFile(handle, `${spec.home}/${f.path}`, new TextEncoder().encode(content), {
         mode: 0o600,
       });
       if (!w.ok) return { ok: false, error: `writing ${spec.home}/${f.path} failed: ${describeError(w.error)}` };
@@ -203,7 +203,9 @@ export class Launcher {
     const init = await withTimeout(proc.client.initialize(), timeout, timedOut('initialize'));
     if (!init.ok) return fail(`ACP initialize failed: ${init.error.message}`);
 
-    const cwd = adapter.hostPath ? await adapter.hostPath(handle, spec.cwd) : { ok: true as const, value: spec.cwd };
+    const cwd = adapter.files.hostPath
+      ? await adapter.files.hostPath(handle, spec.cwd)
+      : { ok: true as const, value: spec.cwd };
     if (!cwd.ok) return fail(`mapping the agent's cwd failed: ${describeError(cwd.error)}`);
 
     const mcpServers = [
@@ -367,7 +369,7 @@ export class Launcher {
   async teardown(live: Live): Promise<void> {
     await live.proc?.stop();
     this.c.live.delete(live.conversationId);
-    const d = await live.adapter.destroy(live.handle);
+    const d = await live.adapter.lifecycle.destroy(live.handle);
     if (!d.ok) this.c.log.warn({ err: describeError(d.error) }, 'could not destroy a cancelled sandbox');
   }
 
@@ -379,17 +381,17 @@ export class Launcher {
     keep: string | null,
   ): Promise<void> {
     if (!this.c.d.placement.detachable(adapter.provider)) return;
-    const list = await adapter.listSessions(handle);
+    const list = await adapter.processes.listSessions(handle);
     if (!list.ok) return;
     for (const s of runningSessionsOf(list.value, conversationId))
       if (s.id !== keep) await this.reapSession(adapter, handle, s.id);
   }
 
   async reapSession(adapter: SandboxAdapter, handle: Handle, sessionId: string): Promise<void> {
-    const a = await adapter.attach(handle, sessionId, { owner: () => undefined, stdin: true });
+    const a = await adapter.processes.attach(handle, sessionId, { owner: () => undefined, stdin: true });
     if (!a.ok) return;
-    const c = await adapter.closeStdin(a.value);
-    await adapter.stopCommand(a.value);
+    const c = await adapter.processes.closeStdin(a.value);
+    await adapter.processes.stopCommand(a.value);
     this.c.log.info({ session: sessionId, closed: c.ok }, 'reaped a superseded agent process');
   }
 }

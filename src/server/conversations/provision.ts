@@ -27,18 +27,22 @@ export async function prepareSandbox(
   spec: RuntimeSpec,
   opts: PrepareOptions,
 ): Promise<{ ok: true } | { ok: false; reason: string }> {
-  const envFile = await adapter.writeFile(handle, `${SANDBOX_HOME}/.env`, encoder.encode(dotenv(opts.env)), {
+  const envFile = await adapter.files.writeFile(handle, `${SANDBOX_HOME}/.env`, encoder.encode(dotenv(opts.env)), {
     mode: 0o600,
   });
   if (!envFile.ok) return { ok: false, reason: `writing ${SANDBOX_HOME}/.env failed: ${describeError(envFile.error)}` };
 
   if (opts.system.trim() !== '') {
-    const w = await adapter.writeFile(handle, spec.instructionsFile, encoder.encode(INSTRUCTIONS_HEADER + opts.system));
+    const w = await adapter.files.writeFile(
+      handle,
+      spec.instructionsFile,
+      encoder.encode(INSTRUCTIONS_HEADER + opts.system),
+    );
     if (!w.ok) return { ok: false, reason: `writing ${spec.instructionsFile} failed: ${describeError(w.error)}` };
   }
 
   if (spec.workspace) {
-    const r = await adapter.exec(
+    const r = await adapter.processes.exec(
       handle,
       'sh',
       ['-c', `mkdir -p '${spec.workspace}' && cd '${spec.workspace}' && (test -d .git || git init -q)`],
@@ -53,7 +57,7 @@ export async function prepareSandbox(
   }
 
   if (spec.install) {
-    const r = await adapter.exec(handle, 'sh', ['-c', installScript(spec.install)], {
+    const r = await adapter.processes.exec(handle, 'sh', ['-c', installScript(spec.install)], {
       timeoutMs: opts.installTimeoutMs,
       stderrToStdout: true,
     });
@@ -71,7 +75,9 @@ export async function prepareSandbox(
   }
 
   if (spec.requiresBin) {
-    const r = await adapter.exec(handle, 'sh', ['-c', `command -v '${spec.requiresBin}'`], { timeoutMs: 30_000 });
+    const r = await adapter.processes.exec(handle, 'sh', ['-c', `command -v '${spec.requiresBin}'`], {
+      timeoutMs: 30_000,
+    });
     if (!r.ok) return { ok: false, reason: `checking for ${spec.requiresBin} failed: ${describeError(r.error)}` };
     if (r.value.exitCode !== 0) return { ok: false, reason: `${spec.requiresBin} is not installed in the sandbox` };
   }

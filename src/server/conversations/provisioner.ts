@@ -344,11 +344,11 @@ export class Provisioner {
     const plan = await this.#plan(conv, agent);
     if (!plan.ok) return plan;
     const adapter = this.c.d.registry.adapterFor(sandbox.provider as KnownProvider);
-    const created = await adapter.create(sandbox.name);
+    const created = await adapter.lifecycle.create(sandbox.name);
     if (!created.ok) return { ok: false, error: `creating the sandbox failed: ${describeError(created.error)}` };
     const handle = created.value;
     const destroy = async (error: string, step?: StepName): Promise<BringUpFailure> => {
-      const d = await adapter.destroy(handle);
+      const d = await adapter.lifecycle.destroy(handle);
       if (!d.ok)
         this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
       return { ok: false, error, step };
@@ -435,8 +435,9 @@ export class Provisioner {
       );
     };
 
-    if (sandbox.status === 'suspended') {
-      const resumed = await adapter.resume(handle);
+    const resume = adapter.lifecycle.resume?.bind(adapter.lifecycle);
+    if (sandbox.status === 'suspended' && resume) {
+      const resumed = await resume(handle);
       if (!resumed.ok) {
         if (resumed.error.code === 'not_found') return this.#reprovision(conv, agent);
         return probeFailed(resumed.error);
@@ -445,7 +446,7 @@ export class Provisioner {
       await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready', lastResumedAt: new Date() });
       this.c.events.stage(conv.id, null, 'sandbox', 'done', { event: 'resumed' });
     } else {
-      const probe = await adapter.get(handle);
+      const probe = await adapter.lifecycle.get(handle);
       if (!probe.ok) {
         if (probe.error.code === 'not_found') return this.#reprovision(conv, agent);
         return probeFailed(probe.error);
@@ -491,7 +492,7 @@ export class Provisioner {
     });
     const r = await this.#applySteps(conv, sandbox, adapter, handle, plan, sandbox.provisioned);
     if (!r.ok) {
-      const d = await adapter.destroy(handle);
+      const d = await adapter.lifecycle.destroy(handle);
       if (!d.ok)
         this.c.log.warn({ err: describeError(d.error), sandbox: sandbox.name }, 'could not destroy a failed sandbox');
       await updateSandbox(this.c.d.db, sandbox.id, { status: 'failed' });

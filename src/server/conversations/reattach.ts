@@ -77,7 +77,7 @@ export class TurnRecovery {
     const { adapter, handle } = live;
     const waitOr = (e: SandboxError, failure: RecoveryFailure) =>
       this.c.d.placement.hostAway(e) || isTransient(e) ? ('wait' as const) : { failure, detail: describeError(e) };
-    const list = await adapter.listSessions(handle);
+    const list = await adapter.processes.listSessions(handle);
     if (!current()) return 'wait';
     if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
     const row = await getConversationById(this.c.d.db, live.conversationId);

@@ -3,7 +3,7 @@
  * past the idle timeout — suspend where the provider can, destroy otherwise.
  */
 import type { KnownProvider } from '../../sandbox/index.ts';
-import { checkLifecycle, describeError, idleAction } from '../../sandbox/index.ts';
+import { capabilitiesOf, checkLifecycle, describeError, idleAction } from '../../sandbox/index.ts';
 import type { EngineCore, EngineParts } from './live.ts';
 import { agedCandidates, getConversationById, idleCandidates, updateSandbox } from './store.ts';
 
@@ -84,7 +84,7 @@ export class Sweeper {
       await live.proc?.stop();
       this.c.live.delete(id);
     }
-    const d = await adapter.destroy(handle);
+    const d = await adapter.lifecycle.destroy(handle);
     if (!d.ok) {
       // An offline runner cannot destroy; the row stays ready and the next sweep tries again.
       this.c.log.warn({ conversation: id, err: describeError(d.error) }, 'max-lifetime destroy failed');
@@ -120,8 +120,9 @@ export class Sweeper {
       await live.proc?.stop();
       this.c.live.delete(id);
     }
-    if (idleAction(adapter.capabilities(handle)) === 'suspend') {
-      const r = await adapter.suspend(handle);
+    const suspend = adapter.lifecycle.suspend?.bind(adapter.lifecycle);
+    if (suspend && idleAction(capabilitiesOf(adapter, handle)) === 'suspend') {
+      const r = await suspend(handle);
       if (r.ok) {
         await updateSandbox(this.c.d.db, s.id, { status: 'suspended', agentSessionId: null });
         this.c.events.stage(id, null, 'sandbox', 'done', {
@@ -138,7 +139,7 @@ export class Sweeper {
       }
       this.c.log.warn({ conversation: id, err: describeError(r.error) }, 'suspend failed; destroying instead');
     }
-    const d = await adapter.destroy(handle);
+    const d = await adapter.lifecycle.destroy(handle);
     if (!d.ok) {
       this.c.log.warn({ conversation: id, err: describeError(d.error) }, 'idle destroy failed');
       return false;

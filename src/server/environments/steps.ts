@@ -4,7 +4,7 @@
  * reason in words. Secret values and clone tokens are scrubbed from every output before it is shown.
  */
 import type { EnvPairs, Handle, SandboxAdapter } from '../../sandbox/index.ts';
-import { describeError } from '../../sandbox/index.ts';
+import { describeError, fail } from '../../sandbox/index.ts';
 import type { Repository, Skill } from '../store/environment-schema.ts';
 import { GIT_IDENTITY, stepIsEmpty, type LaunchPlan, type PlannedStep, type StepName } from './plan.ts';
 
@@ -154,7 +154,7 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
   ): Promise<{ ok: true; exitCode: number; output: string } | { ok: false; reason: string }> => {
     // A fresh sandbox may not have its home yet (nothing was written there): made here rather than asked of `dir`.
     const inHome = `mkdir -p /home/sprite 2>/dev/null; cd /home/sprite 2>/dev/null || true\n${script}`;
-    const r = await o.adapter.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], {
+    const r = await o.adapter.processes.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], {
       env: [...env, ...extraEnv],
       timeoutMs,
       stderrToStdout: true,
@@ -175,7 +175,7 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     configuration: async (s) => {
       if (s.name !== 'configuration') throw new Error('unreachable');
       for (const f of s.files) {
-        const w = await o.adapter.writeFile(o.handle, f.path, encoder.encode(f.content), { mode: 0o600 });
+        const w = await o.adapter.files.writeFile(o.handle, f.path, encoder.encode(f.content), { mode: 0o600 });
         if (!w.ok) return { ok: false, reason: `writing ${f.path} failed: ${scrub(describeError(w.error))}` };
       }
       return { ok: true, data: { files: s.files.map((f) => f.path) } };
@@ -200,7 +200,9 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     },
     network: async (s) => {
       if (s.name !== 'network') throw new Error('unreachable');
-      const r = await o.adapter.applyNetworkPolicy(o.handle, { allow: [...s.hosts] });
+      const r = o.adapter.network
+        ? await o.adapter.network.applyNetworkPolicy(o.handle, { allow: [...s.hosts] })
+        : fail('not_supported', 'network_policy');
       if (!r.ok) {
         const reason =
           r.error.code === 'not_supported'
@@ -260,7 +262,7 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
   const installSkill = async (skill: Skill, root: string): Promise<StepOutcome> => {
     if ('content' in skill) {
       const path = `${root}/${skill.name}/SKILL.md`;
-      const w = await o.adapter.writeFile(o.handle, path, encoder.encode(skill.content));
+      const w = await o.adapter.files.writeFile(o.handle, path, encoder.encode(skill.content));
       return w.ok
         ? { ok: true }
         : { ok: false, reason: `writing skill ${skill.name} failed: ${describeError(w.error)}` };

@@ -1,6 +1,9 @@
 /**
  * The namespace confinement: each command runs under bubblewrap in the sandbox's network
  * namespace and control groups, with the sandbox directory at /home/sprite and a private /tmp.
+ *
+ * Over 400 lines because the bubblewrap arguments, control groups and network namespace of a command
+ * are one set-up sequence; it has not been split by concern yet.
  */
 import { createHash } from 'node:crypto';
 import type { Socket as UdpSocket } from 'node:dgram';

@@ -1,6 +1,6 @@
 /**
- * Conformance group "Governance" (contract §10.2 tests 17–20): attach and replay, session
- * termination, network policy, checkpoints.
+ * Conformance group "Sessions" (tests 17–18): attach and replay from byte zero, detaching,
+ * session termination.
  */
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
@@ -13,25 +13,25 @@ import { FrameCollector } from './frames.ts';
 const startsWith = (whole: Uint8Array, prefix: Uint8Array): boolean =>
   whole.byteLength >= prefix.byteLength && prefix.every((b, i) => whole[i] === b);
 
-export const governanceGroup = (ctx: SuiteContext): void => {
-  describe('governance', () => {
+export const sessionsGroup = (ctx: SuiteContext): void => {
+  describe('sessions', () => {
     check(ctx, '17. attach from a second subscriber replays from byte zero, then tails live output', async (t) => {
       if (lacks(t, ctx, 'attach')) return;
       const a = ctx.adapter;
       const h = await ctx.created();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true, detachable: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
-      unwrap(await a.writeStdin(command, utf8('before-attach\n')), 'write_stdin(before-attach)');
+      unwrap(await a.processes.writeStdin(command, utf8('before-attach\n')), 'write_stdin(before-attach)');
       await frames.waitForText(command.ref, 'before-attach', ctx.timeoutMs);
       const preAttach = frames.bytes(command.ref);
 
-      const sessions = unwrap(await a.listSessions(h), 'list_sessions');
+      const sessions = unwrap(await a.processes.listSessions(h), 'list_sessions');
       assert.equal(sessions.length, 1, `one session in a fresh sandbox: ${inspect(sessions)}`);
       const session = sessions[0]!;
       assert.equal(typeof session.id, 'string');
 
       const second = new FrameCollector();
-      const attached = unwrap(await a.attach(h, session.id, { owner: second.sink, stdin: true }), 'attach');
+      const attached = unwrap(await a.processes.attach(h, session.id, { owner: second.sink, stdin: true }), 'attach');
       ctx.trackCommand(attached);
       assert.notEqual(attached.ref, command.ref, 'the attacher gets its own ref');
       assert.ok(!attached.replayFrom, `replay must start at byte zero, got replayFrom=${String(attached.replayFrom)}`);
@@ -51,14 +51,14 @@ export const governanceGroup = (ctx: SuiteContext): void => {
         'the first replayed chunk is the first output byte for byte',
       );
 
-      unwrap(await a.writeStdin(command, utf8('after-attach\n')), 'write_stdin(original, after-attach)');
+      unwrap(await a.processes.writeStdin(command, utf8('after-attach\n')), 'write_stdin(original, after-attach)');
       await frames.waitForText(command.ref, 'after-attach', ctx.timeoutMs);
       await second.waitForText(attached.ref, 'after-attach', ctx.timeoutMs);
 
-      unwrap(await a.writeStdin(attached, utf8('from-attacher\n')), 'write_stdin(attacher)');
+      unwrap(await a.processes.writeStdin(attached, utf8('from-attacher\n')), 'write_stdin(attacher)');
       await second.waitForText(attached.ref, 'from-attacher', ctx.timeoutMs);
 
-      unwrap(await a.closeStdin(command), 'close_stdin');
+      unwrap(await a.processes.closeStdin(command), 'close_stdin');
       for (const [c, f] of [
         [command, frames],
         [attached, second],
@@ -75,19 +75,19 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       const h = await ctx.created();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true, detachable: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
-      unwrap(await a.stopCommand(command), 'stop_command');
-      const sessions = unwrap(await a.listSessions(h), 'list_sessions');
+      unwrap(await a.processes.stopCommand(command), 'stop_command');
+      const sessions = unwrap(await a.processes.listSessions(h), 'list_sessions');
       assert.equal(sessions.length, 1, `the session outlives its local end: ${inspect(sessions)}`);
       const again = new FrameCollector();
       const attached = unwrap(
-        await a.attach(h, sessions[0]!.id, { owner: again.sink, stdin: true }),
+        await a.processes.attach(h, sessions[0]!.id, { owner: again.sink, stdin: true }),
         'attach after stop_command',
       );
       ctx.trackCommand(attached);
       // Still alive: it echoes, and only EOF ends it, with exit 0 (a killed process would not echo).
-      unwrap(await a.writeStdin(attached, utf8('still-alive\n')), 'write_stdin after re-attach');
+      unwrap(await a.processes.writeStdin(attached, utf8('still-alive\n')), 'write_stdin after re-attach');
       await again.waitForText(attached.ref, 'still-alive', ctx.timeoutMs);
-      unwrap(await a.closeStdin(attached), 'close_stdin');
+      unwrap(await a.processes.closeStdin(attached), 'close_stdin');
       const end = await again.terminal(attached.ref, ctx.timeoutMs);
       assert.equal(end.type === 'exit' && end.code, 0, again.dump());
       await again.expectSettled(attached.ref);
@@ -99,7 +99,7 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       const h = await ctx.sandbox();
       const frames = new FrameCollector();
       expectCode(
-        await ctx.adapter.attach(h, 'conformance-no-such-session', { owner: frames.sink }),
+        await ctx.adapter.processes.attach(h, 'conformance-no-such-session', { owner: frames.sink }),
         'not_found',
         'attach(unknown session)',
       );
@@ -109,51 +109,24 @@ export const governanceGroup = (ctx: SuiteContext): void => {
       if (lacks(t, ctx, 'terminate_session')) return;
       const a = ctx.adapter;
       assert.equal(
-        typeof a.terminateSession,
+        typeof a.processes.terminateSession,
         'function',
         'terminate_session advertised but terminateSession is missing',
       );
       const h = await ctx.created();
       const { command, frames } = await ctx.spawn(h, ctx.opts.fixtures.spawnStay, { stdin: true, detachable: true });
       await frames.nextStdout(command.ref, ctx.timeoutMs);
-      const sessions = unwrap(await a.listSessions(h), 'list_sessions');
+      const sessions = unwrap(await a.processes.listSessions(h), 'list_sessions');
       assert.equal(sessions.length, 1, `one session: ${inspect(sessions)}`);
-      unwrap(await a.stopCommand(command), 'stop_command');
+      unwrap(await a.processes.stopCommand(command), 'stop_command');
       const timeoutMs = Math.min(ctx.timeoutMs, 30_000);
-      unwrap(await a.terminateSession!(h, sessions[0]!.id, { timeoutMs }), 'terminate_session');
-      unwrap(await a.terminateSession!(h, sessions[0]!.id, { timeoutMs }), 'terminate_session again');
-      unwrap(await a.get(h), 'get after terminate');
+      unwrap(await a.processes.terminateSession!(h, sessions[0]!.id, { timeoutMs }), 'terminate_session');
+      unwrap(await a.processes.terminateSession!(h, sessions[0]!.id, { timeoutMs }), 'terminate_session again');
+      unwrap(await a.lifecycle.get(h), 'get after terminate');
       const fx = ctx.opts.fixtures.execOk;
-      const r = unwrap(await a.exec(h, fx.cmd, fx.args), 'exec_ok after terminate');
+      const r = unwrap(await a.processes.exec(h, fx.cmd, fx.args), 'exec_ok after terminate');
       assert.equal(r.exitCode, 0);
       frames.assertWellFormed(command.ref);
-    });
-
-    check(ctx, '19. allow: [] is accepted (deny-all) exactly when network_policy is advertised', async () => {
-      const h = await ctx.sandbox();
-      if (!ctx.caps(h).has('network_policy')) {
-        expectCode(
-          await ctx.adapter.applyNetworkPolicy(h, { allow: [] }),
-          'not_supported',
-          'apply_network_policy without the capability',
-        );
-        return;
-      }
-      unwrap(await ctx.adapter.applyNetworkPolicy(h, { allow: [] }), 'apply_network_policy(allow: [])');
-      unwrap(
-        await ctx.adapter.applyNetworkPolicy(h, { allow: ['api.example.com'] }),
-        'apply_network_policy(allow: [api.example.com])',
-      );
-    });
-
-    check(ctx, '20. without checkpoint, create and restore are not_supported', async (t) => {
-      const h = await ctx.sandbox();
-      if (ctx.caps(h).has('checkpoint')) {
-        t.skip('checkpoint advertised');
-        return;
-      }
-      expectCode(await ctx.adapter.createCheckpoint(h), 'not_supported', 'create_checkpoint');
-      expectCode(await ctx.adapter.restoreCheckpoint(h, 'cp-1'), 'not_supported', 'restore_checkpoint');
     });
   });
 };
