@@ -1,6 +1,6 @@
 /**
  * What a user sees of a real agent's work, over the public API with a real runner and the demo agent
- * speaking Claude's shapes (acp.md §11): the permission policy matched on the runtime's tool name,
+ * speaking Claude's shapes: the permission policy matched on the runtime's tool name,
  * automatic allows that answer allow_once, usage and titles recorded, a running tool call not taken for
  * silence, and tool calls shown merged with their updates.
  */

@@ -1,5 +1,5 @@
 /**
- * Turn recovery end to end (runner-protocol.md §11): the real server, a real `fountain runner` child
+ * Turn recovery end to end: the real server, a real `fountain runner` child
  * process dialing through a loopback TCP proxy the test severs and restores, and the demo agent.
  */
 import { after, before, describe, it } from 'node:test';

@@ -95,7 +95,7 @@ export interface AttachOptions {
    * Only meaningful when the replay starts at byte zero of the command's output.
    */
   readonly replayThrough?: number;
-  /** Drop the journal's earlier turns (§11.4). Default true; false when the fed bytes start at the active turn. */
+  /** Drop the journal's earlier turns. Default true; false when the fed bytes start at the active turn. */
   readonly skipEarlierTurns?: boolean;
 }
 
@@ -122,7 +122,7 @@ interface Waiting {
   readonly id: number;
   readonly method: string;
   readonly schema: Schema<unknown>;
-  /** session/load may answer null (acp.md §5). */
+  /** session/load may answer null. */
   readonly nullAsEmpty: boolean;
   readonly resolve: (r: Result<unknown, AcpError>) => void;
 }
@@ -167,7 +167,7 @@ export class AcpClient {
   get agentCapabilities(): AgentCapabilities | null {
     return this.capabilities;
   }
-  /** In attach mode: whether the §11.4 boundary was crossed. The caller times out waiting for it (10 s). */
+  /** In attach mode: whether the journal's turn boundary was crossed. The caller times out waiting for it (10 s). */
   get boundarySeen(): boolean {
     return this.skipper ? this.skipper.boundarySeen : true;
   }
@@ -281,7 +281,7 @@ export class AcpClient {
   /**
    * Recovery: continue a prompt that was sent before the connection dropped, over the replayed journal.
    * Call before the first feed; then feed the attach replay from byte zero and the live tail after it.
-   * Earlier turns are skipped (§11.4); the prompt's reply resolves `done`; the pending permission is held again.
+   * Earlier turns are skipped; the prompt's reply resolves `done`; the pending permission is held again.
    */
   attachPrompt(a: AttachOptions): Result<Omit<PromptHandle, 'sent'>, AcpError> {
     if (this.fed || this.waiting || this.closedReason !== null) {
@@ -313,7 +313,7 @@ export class AcpClient {
   }
 
   /**
-   * Interrupt: sends `session/cancel`, then answers every held permission request `cancelled` (acp.md §5).
+   * Interrupt: sends `session/cancel`, then answers every held permission request `cancelled`.
    * The running prompt then resolves, normally with stop reason `cancelled`.
    */
   async cancel(): Promise<Result<{ cancelledPermissions: JsonRpcId[] }, AcpError>> {
@@ -390,7 +390,7 @@ export class AcpClient {
   private call<T>(method: string, params: unknown, schema: Schema<T>, nullAsEmpty = false): Result<Call<T>, AcpError> {
     if (this.closedReason !== null) return err(acpError('acp_closed', `${method}: ${this.closedReason}`));
     if (this.waiting) {
-      // Strictly one request at a time: the journal boundary of §11.4 depends on it.
+      // Strictly one request at a time: the journal's turn boundary depends on it.
       return err(
         acpError('acp_busy', `${method} while ${this.waiting.method} (id ${this.waiting.id}) awaits its reply`),
       );

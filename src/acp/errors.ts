@@ -26,7 +26,7 @@ export type AcpErrorCode =
   | 'acp_unknown_request'
   /** attachPrompt was called after output had already been fed, or twice. */
   | 'acp_invalid_state'
-  /** Attach replay: a journal line before the turn boundary exceeds 4 MiB (runner-protocol.md §11.4). */
+  /** Attach replay: a journal line before the turn boundary exceeds 4 MiB. */
   | 'runner_replay_line_too_large';
 
 export interface AcpError {

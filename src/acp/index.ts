@@ -1,5 +1,5 @@
 /**
- * ACP for the conversation engine: the journal-replayable client, the §11.4 skipper, and their value types.
+ * ACP for the conversation engine: the journal-replayable client, the journal skipper, and their value types.
  * The demo agent lives in ./demo (launch it with `fountain demo-agent`; see demo/launch.ts).
  */
 export { AcpClient } from './client.ts';

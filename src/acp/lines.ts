@@ -3,7 +3,7 @@
  * Works on bytes so a chunk boundary inside a multi-byte UTF-8 character or inside a line is harmless.
  */
 
-/** The line limit of runner-protocol.md §11.4, used for live output as well so replay and live agree. */
+/** The line limit of a replayed journal, used for live output as well so replay and live agree. */
 export const MAX_LINE_BYTES = 4 * 1024 * 1024;
 
 const NL = 0x0a;

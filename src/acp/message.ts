@@ -61,7 +61,7 @@ export function classifyValue(value: unknown): Classified {
   return bad('response without result or error');
 }
 
-/** §11.4's definition of a response: jsonrpc "2.0", no method, has result or error. */
+/** A response, as the journal skipper reads one: jsonrpc "2.0", no method, has result or error. */
 export function isResponseTo(message: AcpMessage, id: JsonRpcId): boolean {
   return (message.kind === 'result' || message.kind === 'error') && message.id === id;
 }

@@ -72,7 +72,7 @@ describe('recovery over a real byte journal of the demo agent', { timeout: 60_00
         'acp_closed',
       );
 
-      // §11.4 on its own: everything up to and including the reply to id 2 is dropped, the rest passes unchanged.
+      // The skipper on its own: everything up to and including the reply to id 2 is dropped, the rest passes unchanged.
       const boundary = all.findIndex((l) => isReplyTo(l, 2));
       const kept = `${all.slice(boundary + 1).join('\n')}\n`;
       assert.ok(kept.includes('"session/request_permission"') && !kept.includes('echo one'));

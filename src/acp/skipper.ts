@@ -1,5 +1,5 @@
 /**
- * JournalSkipper (runner-protocol.md §11.4): drops a replayed journal's earlier turns up to and including
+ * JournalSkipper: drops a replayed journal's earlier turns up to and including
  * the reply to the request before the active prompt, then lets every later byte through untouched.
  */
 import { err, ok, type Result } from '../sandbox/index.ts';

@@ -1,6 +1,6 @@
 /**
  * Tool calls as they are: folds an agent's `tool_call`, every `tool_call_update` (a patch: changed
- * fields replace, acp.md §4) and the tool call inside `session/request_permission` into one view per call.
+ * fields replace) and the tool call inside `session/request_permission` into one view per call.
  */
 import { z } from 'zod';
 

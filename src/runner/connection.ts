@@ -34,7 +34,7 @@ const MAX_REFUSAL_BODY = 64 * 1024;
 
 /**
  * Whether frames to `url` need a random mask. A client masks so that a plain-text intermediary
- * cannot be fed attacker-chosen bytes (RFC 6455 §10.3); over TLS or to this machine none can read
+ * cannot be fed attacker-chosen bytes (RFC 6455, section 10.3); over TLS or to this machine none can read
  * them, and an all-zero mask (which ws sends as is) saves copying every frame here and unmasking
  * it on the server.
  */

@@ -1,5 +1,5 @@
 /**
- * The daemon's identity defaults (runner-protocol.md §8): the sanitised hostname as name, the
+ * The daemon's identity defaults: the sanitised hostname as name, the
  * default sandbox root, and the Go-style os/arch names the server records.
  */
 import { homedir } from 'node:os';

@@ -103,7 +103,7 @@ function switchOf(provider: KnownProvider): string {
 /**
  * Refuses an explicit SANDBOX_PROVIDER that is not enabled (its value is already known: the config
  * refuses any other), naming the switch that is off. The implicit `runner` with runners disabled
- * boots (platform-api.md §16: only an explicit default is held to its credential).
+ * boots (only an explicit default is held to its credential).
  */
 export function checkDefaultProvider(config: ServerConfig, env: Env): void {
   const on = plannedProviders(config, env);

@@ -29,7 +29,7 @@ describe('claude: a real turn through the public API', { timeout: 600_000 }, () 
   it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(CLAUDE);
     assertRealRun(CLAUDE, r);
-    // §13: the project's .mcp.json in the ACP cwd, switched on by enableAllProjectMcpServers in ~/.claude/settings.json.
+    // the project's .mcp.json in the ACP cwd, switched on by enableAllProjectMcpServers in ~/.claude/settings.json.
     const [mcpJson, settings, skill] = CLAUDE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const servers = JSON.parse(mcpJson!).mcpServers;
     assert.deepEqual(Object.keys(servers).sort(), ['probe-http', 'probe-stdio']);

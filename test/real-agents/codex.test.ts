@@ -29,7 +29,7 @@ describe('codex: a real turn through the public API', { timeout: 600_000 }, () =
   it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(CODEX);
     assertRealRun(CODEX, r);
-    // §13: the MCP servers go in ACP session/new, so no file names them.
+    // the MCP servers go in ACP session/new, so no file names them.
     const [mcpJson, config, skill] = CODEX.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
     assert.doesNotMatch(config!, /probe/);

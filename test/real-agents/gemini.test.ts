@@ -29,7 +29,7 @@ describe('gemini: a real turn through the public API', { timeout: 600_000 }, () 
   it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(GEMINI);
     assertRealRun(GEMINI, r);
-    // §13: the MCP servers in $HOME/.gemini/settings.json, beside the settings the credential's delivery writes there.
+    // the MCP servers in $HOME/.gemini/settings.json, beside the settings the credential's delivery writes there.
     const [settingsJson, skill] = GEMINI.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const settings = JSON.parse(settingsJson!);
     assert.deepEqual(Object.keys(settings.mcpServers ?? {}).sort(), ['probe-http', 'probe-stdio'], settingsJson);

@@ -61,7 +61,7 @@ export interface RealAgentCase {
   beforeWake?(): Promise<void>;
   /** Settings files of the runtime, relative to HOME (compared between two conversations at once). */
   readonly settingsFiles: readonly string[];
-  /** Host paths of the files §13 prescribes for this runtime's skill and MCP delivery, read after provisioning. */
+  /** Host paths of the files docs/environments.md names for this runtime's skill and MCP delivery, read after provisioning. */
   deliveredFiles(sandboxDir: string): string[];
 }
 
@@ -115,7 +115,7 @@ export interface RealAgentRun {
   readonly streamEvents: SseEvent[];
   /** Everything the run wrote where a secret must not be: logs, events, errors, `ps`, `.env`. */
   readonly exposures: Record<string, string>;
-  /** The agent's skill and MCP servers (§13): what reached the runtime and what came back. */
+  /** The agent's skill and MCP servers: what reached the runtime and what came back. */
   readonly tools: ToolsRun;
 }
 

@@ -30,7 +30,7 @@ describe('opencode: a real turn through the public API', { timeout: 600_000 }, (
   it('runs, asks, reaches its skill and MCP servers, remembers across a park, fails with words on a refused key, and leaks nothing', async () => {
     const r = await realAgentConversation(OPENCODE);
     assertRealRun(OPENCODE, r);
-    // §13: the MCP servers go in ACP session/new, so no file names them.
+    // the MCP servers go in ACP session/new, so no file names them.
     const [mcpJson, config, skill] = OPENCODE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
     // Only the `ask` for the MCP servers' tools (`<server>_*`), so they reach Fountain's policy as bash does.

@@ -1,5 +1,5 @@
 /**
- * The demo agent's Claude-shaped tools (acp.md §11): `bash:` and `edit:` send their tool calls the way
+ * The demo agent's Claude-shaped tools: `bash:` and `edit:` send their tool calls the way
  * claude-agent-acp does — an empty first `tool_call` named only in `_meta.claudeCode.toolName`, the details
  * in `tool_call_update`s, a permission request without kind or tool name, edits as diffs — so every client
  * view is tested against the shape real Claude sends.
@@ -51,7 +51,7 @@ async function allowed(
   return decision.optionId === 'reject' ? 'no' : 'yes';
 }
 
-/** `bash: <command>`: Claude's Bash tool. Nothing is sent while the command runs (acp.md §11 "silence"). */
+/** `bash: <command>`: Claude's Bash tool. Nothing is sent while the command runs. */
 export async function claudeBash(ctx: ToolContext, toolCallId: string, command: string): Promise<ToolOutcome> {
   await ctx.update({
     sessionUpdate: 'tool_call',

@@ -1,5 +1,5 @@
 /**
- * One test per Daytona quirk (vendors.md §2): each drives the adapter against the stub, which
+ * One test per Daytona quirk: each drives the adapter against the stub, which
  * reproduces the quirk, and fails if the adapter's workaround is removed. Stub self-checks prove the quirk is there.
  */
 import { after, before, describe, test } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * One test per E2B quirk (vendors.md §1.4 and §1.3), each against the loopback stub that reproduces
+ * One test per E2B quirk, each against the loopback stub that reproduces
  * it; each fails when the adapter's workaround is taken out.
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * The fake adapter against the conformance suite, plus the fake-only tests of contract §10.3.
+ * The fake adapter against the conformance suite, plus the fake-only tests of its script vocabulary.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

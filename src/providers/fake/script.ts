@@ -1,5 +1,5 @@
 /**
- * The fake adapter's script vocabulary (contract §10.3): each argument is one instruction —
+ * The fake adapter's script vocabulary: each argument is one instruction —
  * `out:<data>`, `err:<data>`, `exit:<n>`, `stay`, `drop`; anything else is ignored.
  */
 export type Instruction =

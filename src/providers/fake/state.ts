@@ -1,5 +1,5 @@
 /**
- * The fake adapter's process-wide state (contract §10.3): sandboxes, their files, policies and
+ * The fake adapter's process-wide state: sandboxes, their files, policies and
  * sessions, plus `reset()` and the test accessors `policy(name)` and `file(name, path)`.
  */
 import type { SandboxError } from '../../sandbox/errors.ts';

@@ -1,6 +1,6 @@
 /**
  * The conformance suite against the runner adapter over a FakeDaemon: real connection code, real
- * JSON frames over a real loopback WebSocket, a LocalRunnerHost (contract.md §10.4).
+ * JSON frames over a real loopback WebSocket, a LocalRunnerHost.
  */
 import pino from 'pino';
 import type { SandboxAdapter } from '../../sandbox/index.ts';

@@ -1,6 +1,6 @@
 /**
  * The server end of one runner's WebSocket: numbered requests, reply routing, session
- * subscriptions (reply → replay → live), heartbeat, and the close sequence (runner-protocol.md §3–§7).
+ * subscriptions (reply → replay → live), heartbeat, and the close sequence.
  */
 import type { Logger } from 'pino';
 import { WebSocket } from 'ws';
@@ -44,7 +44,7 @@ const INTERNAL_ERROR = 1011;
 export const alreadyConnectedReason = (name: string): string => `a runner named ${name} is already connected`;
 
 /**
- * Server-side stream decoding is lenient on purpose (§3): bad base64 is taken as the raw text,
+ * Server-side stream decoding is lenient on purpose: bad base64 is taken as the raw text,
  * missing `data` is empty, missing `code` is 0. Only the routing fields must be right.
  */
 const inboundStreamSchema = z.object({

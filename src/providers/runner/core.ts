@@ -33,7 +33,7 @@ export function pickRunner(host: RunnerHost, accountId: string): Result<RunnerIn
   return first ? ok(first) : err('no_runner_online');
 }
 
-/** Maps a sandbox path onto the sandbox's real directory the way the process backend does (§9.2). */
+/** Maps a sandbox path onto the sandbox's real directory the way the process backend does. */
 export function mapSandboxPath(dir: string, path: string): string {
   if (path === '' || path === '~' || path === SANDBOX_HOME) return dir;
   if (path.startsWith(`${SANDBOX_HOME}/`)) return posix.join(dir, path.slice(SANDBOX_HOME.length + 1));

@@ -1,6 +1,6 @@
 /**
  * How the runner provider turns wire error replies and transport failures into contract errors.
- * Transport failures are always `unavailable`, never `not_found` (runner-protocol.md §5).
+ * Transport failures are always `unavailable`, never `not_found`.
  */
 import type { SandboxError } from '../../sandbox/index.ts';
 import { sandboxError } from '../../sandbox/index.ts';
@@ -29,7 +29,7 @@ export const providerError = (detail: string): SandboxError => sandboxError('pro
 export const malformed = (what: string, value: unknown): SandboxError =>
   providerError(`malformed_${what}: ${quote(value)}`);
 
-/** The daemon's error code (and detail) to the contract error, per the §5 table. */
+/** The daemon's error code (and detail) to the contract error. */
 export function wireError(code: string, detail: string | undefined): SandboxError {
   switch (code) {
     case 'not_found':

@@ -1,5 +1,5 @@
 /**
- * Conformance group "Exec" (contract §10.2 tests 10–11) plus totality: exec resolves to a
+ * Conformance group "Exec" plus totality: exec resolves to a
  * Result whatever the arguments, and a nonzero exit is data.
  */
 import assert from 'node:assert/strict';

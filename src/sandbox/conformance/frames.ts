@@ -10,7 +10,7 @@ export type TerminalFrame = Extract<StreamFrame, { type: 'exit' } | { type: 'err
 
 export const isTerminal = (f: StreamFrame): f is TerminalFrame => f.type === 'exit' || f.type === 'error';
 
-/** Quiet period used to assert that nothing more arrives (contract §10.2: 50 ms). */
+/** Quiet period used to assert that nothing more arrives (50 ms). */
 export const SETTLE_MS = 50;
 
 interface Waiter {

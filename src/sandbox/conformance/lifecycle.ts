@@ -1,5 +1,5 @@
 /**
- * Conformance group "Lifecycle" (contract §10.2 tests 4–9): create/adopt, create_new, get,
+ * Conformance group "Lifecycle": create/adopt, create_new, get,
  * destroy, list, suspend/resume, and a file surviving suspend.
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * Conformance group "Streaming" (contract §10.2 tests 12–16, §5) plus stdin round trips,
+ * Conformance group "Streaming" plus stdin round trips,
  * a real EOF, spawn acknowledged before it returns, and totality on bad arguments.
  */
 import assert from 'node:assert/strict';

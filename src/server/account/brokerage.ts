@@ -1,5 +1,5 @@
 /**
- * The brokerage rule (issue 6, platform-api.md §14.2), one predicate for the launch gate
+ * The brokerage rule, one predicate for the launch gate
  * (conversations/brokerage.ts) and the agent form's warnings (agents/warnings.ts).
  */
 import { eq } from 'drizzle-orm';
@@ -32,7 +32,7 @@ export interface BrokerageFacts {
 
 /**
  * The rule itself:
- * a `limited` environment needs the policy whatever BROKER_ALLOW_UNENFORCED says (§14.1 step 1);
+ * a `limited` environment needs the policy whatever BROKER_ALLOW_UNENFORCED says;
  * a brokered account needs it unless BROKER_ALLOW_UNENFORCED lifts that.
  */
 export async function brokerageRefusal(f: BrokerageFacts): Promise<BrokerageRefusal | null> {

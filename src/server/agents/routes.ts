@@ -1,5 +1,5 @@
 /**
- * Agent routes (platform-api.md §4) and the catalog: CRUD over agents with zod schemas, provider
+ * Agent routes and the catalog: CRUD over agents with zod schemas, provider
  * validation through the ProviderRegistry, and the runtimes/models/providers an agent may pick.
  *
  * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it

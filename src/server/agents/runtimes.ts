@@ -1,5 +1,5 @@
 /**
- * The runtime table (platform-api.md §13): where each agent runtime lives in its sandbox, how its
+ * The runtime table: where each agent runtime lives in its sandbox, how its
  * ACP adapter is installed and launched, and which model providers it accepts.
  */
 import { credentialsFor } from '../credentials/providers.ts';
@@ -17,9 +17,9 @@ export interface RuntimeSpec {
   readonly id: Runtime;
   readonly home: string;
   readonly instructionsFile: string;
-  /** The runtime's config directory under HOME; skills go to `<home>/<configDir>/skills` (§13). */
+  /** The runtime's config directory under HOME; skills go to `<home>/<configDir>/skills`. */
   readonly configDir: string;
-  /** How MCP servers reach it (§13): project files (claude), its settings.json (gemini), or ACP session/new. */
+  /** How MCP servers reach it: project files (claude), its settings.json (gemini), or ACP session/new. */
   readonly mcpDelivery: 'claude_project' | 'gemini_settings' | 'session';
   /** The ACP cwd in sandbox terms (mapped through the provider's hostPath before session/new). */
   readonly cwd: string;
@@ -56,7 +56,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     launch: ['claude-agent-acp'],
     install: { pkg: '@agentclientprotocol/claude-agent-acp', version: '0.66.0', bin: 'claude-agent-acp' },
     requiresBin: null,
-    // Claude Code refuses its permission-bypass mode as uid 0 unless told it is in a sandbox (acp.md §10 #8).
+    // Claude Code refuses its permission-bypass mode as uid 0 unless told it is in a sandbox.
     env: [
       ['IS_SANDBOX', '1'],
       // A refused key is retried ten times with backoff (minutes of silence); four retries still ride out an overload.
@@ -151,7 +151,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
 
 export const MODEL_PATTERN = /^[a-z0-9_-]+\/[a-z0-9._-]+$/;
 
-/** Null when the model fits the runtime (§4: only the provider part is checked), else why not. */
+/** Null when the model fits the runtime (only the provider part is checked), else why not. */
 export function modelProblem(runtime: Runtime, model: string): string | null {
   if (!MODEL_PATTERN.test(model)) return 'must look like provider/model_id (lowercase letters, digits, . _ -)';
   const provider = model.slice(0, model.indexOf('/'));
@@ -159,12 +159,12 @@ export function modelProblem(runtime: Runtime, model: string): string | null {
   return allowed.includes(provider) ? null : `provider must be ${allowed.join(' or ')} for runtime ${runtime}`;
 }
 
-/** `/home/sprite/.env`: KEY='value' lines with `'\''` escaping (§14.1 step 6). */
+/** `/home/sprite/.env`: KEY='value' lines with `'\''` escaping. */
 export function dotenv(pairs: ReadonlyArray<readonly [string, string]>): string {
   return pairs.map(([k, v]) => `${k}='${v.replace(/'/g, `'\\''`)}'\n`).join('');
 }
 
-/** The idempotent install script of §13: reinstall only when `<bin> --version` differs from the pin. */
+/** The idempotent install script: reinstall only when `<bin> --version` differs from the pin. */
 export function installScript(i: AdapterInstall): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   return [

@@ -24,7 +24,7 @@ export interface AgentFields {
   metadata: Record<string, unknown>;
 }
 
-/** The environment an agent launches with, its skills and MCP servers (§4); defaults when left out. */
+/** The environment an agent launches with, its skills and MCP servers; defaults when left out. */
 export interface AgentEnvironmentFields {
   environmentId: string | null;
   skills: Skill[];

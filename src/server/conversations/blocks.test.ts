@@ -43,7 +43,7 @@ const toolOf = (b: Block[]) => {
   return t.tool;
 };
 
-// Message shapes as claude-agent-acp sends them over ACP v1 (acp.md §11; the adapter's recorded scenarios).
+// Message shapes as claude-agent-acp sends them over ACP v1 (the adapter's recorded scenarios).
 const claudeBash = [
   update({
     _meta: { claudeCode: { toolName: 'Bash' } },

@@ -1,5 +1,5 @@
 /**
- * Blocks (platform-api.md §7.3), derived on read from stored events: agent text, thoughts, and tool
+ * Blocks, derived on read from stored events: agent text, thoughts, and tool
  * calls shown as they are — each tool event carries its call's view merged with every update so far.
  */
 import { z } from 'zod';

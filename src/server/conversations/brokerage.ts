@@ -1,5 +1,5 @@
 /**
- * The brokerage gate (issue 6, platform-api.md §14.2): an account with credential brokerage may only
+ * The brokerage gate: an account with credential brokerage may only
  * launch on a backend that can enforce an egress policy, unless BROKER_ALLOW_UNENFORCED says otherwise.
  */
 import { capabilitiesOf, type SandboxAdapter } from '../../sandbox/index.ts';

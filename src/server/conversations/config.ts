@@ -1,5 +1,5 @@
 /**
- * The engine's tunables with their defaults (platform-api.md §9, §16), read from the server env.
+ * The engine's tunables with their defaults, read from the server env.
  * Tests shrink the timeouts here instead of waiting for real ones.
  */
 import { z } from 'zod';
@@ -21,15 +21,15 @@ export interface EngineConfig {
    * a held permission request and a tool call still running pause it.
    */
   readonly turnSilenceTimeoutMs: number;
-  /** FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: the adapter install (npm) budget (§13: 180 s). */
+  /** FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS: the adapter install (npm) budget (180 s). */
   readonly installTimeoutMs: number;
   /** `FOUNTAIN_BASE_URL` written into the sandbox's .env (PUBLIC_URL); null leaves it out. */
   readonly publicUrl: string | null;
-  /** How long a turn on a runner waits for its dropped runner to return (runner-protocol.md §11.2). */
+  /** How long a turn on a runner waits for its dropped runner to return. */
   readonly recoveryWindowMs: number;
   /** How often a waiting turn retries the reattach. */
   readonly recoveryRetryMs: number;
-  /** How long a reattached replay may take to reach the previous prompt's reply (§11.4). */
+  /** How long a reattached replay may take to reach the previous prompt's reply. */
   readonly replayBoundaryTimeoutMs: number;
   /** SANDBOX_MAX_LIFETIME_HOURS: a ready sandbox older than this (since resume or creation) is reclaimed; 0 turns it off. */
   readonly maxLifetimeMs: number;
@@ -41,7 +41,7 @@ export interface EngineConfig {
   readonly nodeExpiryMs: number;
   /** FOUNTAIN_SKILLS_GIT_URL: where GitHub-sourced skills are cloned from (`<base>/<owner>/<repo>.git`). */
   readonly skillsGitBaseUrl: string;
-  /** The least time between two `event: conversations` signals on one account stream (§7.2: 1 s; tests widen it). */
+  /** The least time between two `event: conversations` signals on one account stream (1 s; tests widen it). */
   readonly conversationsSignalGapMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];

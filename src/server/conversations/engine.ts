@@ -38,7 +38,7 @@ export class ConversationEngine {
   readonly events: EventLog;
   /** One live feed per conversation and per account, fed by this log and by other nodes (feed.ts). */
   readonly feeds: EventFeeds;
-  /** The per-conversation sandbox tokens (§3.3) and the base URL sandboxes reach the server at. */
+  /** The per-conversation sandbox tokens and the base URL sandboxes reach the server at. */
   readonly sandboxTokens: SandboxTokens;
   readonly #c: EngineCore;
   readonly #p: EngineParts;

@@ -53,7 +53,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   gateway_unreachable: 422,
 };
 
-/** Seconds for `Retry-After` (platform-api.md §2). */
+/** Seconds for `Retry-After`. */
 export const ENGINE_RETRY_AFTER: Partial<Readonly<Record<EngineErrorCode, number>>> = {
   provisioning: 30,
   sandbox_probe_failed: 10,

@@ -139,7 +139,7 @@ export class Launcher {
     const spec = RUNTIME_SPECS[conv.runtime];
     const server = await this.gatewayServer(conv.agentId, conv.runtime, model, sandbox.provider);
     if (!server.ok) return { ok: false, error: server.error.message };
-    // §3.3: every launch gets a fresh sandbox token; the previous one of this conversation stops working.
+    // every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     // Minted before the delivery: under gateway delivery the token is the runtime's model key.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const serverUrl = server.value;
@@ -171,7 +171,7 @@ export class Launcher {
     env.push(...delivery.env.map(([k, v]): [string, string] => [k, v]));
     // The only place a credential leaves its box: into the agent process's env, never a file or an argv.
     env.push(...delivery.secretEnv.map(([k, v]): [string, string] => [k, v.reveal()]));
-    // §14.1 step 5: identity, the environment's variables, then its secrets (launch-attached ones already won).
+    // identity, the environment's variables, then its secrets (launch-attached ones already won).
     env.push(...GIT_IDENTITY.map(([k, v]): [string, string] => [k, v]));
     for (const [k, v] of plan?.env ?? []) env.push([k, v]);
     // The only place a secret leaves its box for the agent: its process env, never a file, an argv or a log.
@@ -357,7 +357,7 @@ export class Launcher {
 
   /**
    * Lets go of a conversation without touching its rows: its turn stays `running` in the store and its
-   * agent keeps running on a detachable provider, for whichever node adopts the turn next (§11.1).
+   * agent keeps running on a detachable provider, for whichever node adopts the turn next.
    */
   async detach(live: Live, why: string): Promise<void> {
     if (live.turn) await this.p.turns.dispatch(live, live.turn, { type: 'detach' });

@@ -1,5 +1,5 @@
 /**
- * SANDBOX_MAX_LIFETIME_HOURS enforced by the engine's sweep (contract.md §8, platform-api.md §9), on a
+ * SANDBOX_MAX_LIFETIME_HOURS enforced by the engine's sweep, on a
  * real `fountain runner` child with the demo agent and a lifetime shrunk through the engine config.
  */
 import { after, before, describe, it } from 'node:test';

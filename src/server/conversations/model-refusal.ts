@@ -1,7 +1,7 @@
 /**
  * Spots the model API refusing the runtime's credential in what an agent reports during a turn, for
  * agents that end such a turn as if it succeeded: codex-acp retries a 401 five times, then says so in
- * an agent message and answers `end_turn` (acp.md §12). The turn is failed with these words instead.
+ * an agent message and answers `end_turn`. The turn is failed with these words instead.
  */
 import { z } from 'zod';
 import { messageUpdateKind } from '../../acp/index.ts';

@@ -1,5 +1,5 @@
 /**
- * Permission requests of a turn (platform-api.md §8): the policy's verdict, the held ask (its state and
+ * Permission requests of a turn: the policy's verdict, the held ask (its state and
  * deadline are the turn machine's), the first answer winning, and a held ask restored after recovery.
  */
 import { randomBytes } from 'node:crypto';
@@ -156,7 +156,7 @@ export class Permissions {
     await updateConversation(this.c.d.db, live.conversationId, { lastActiveAt: new Date() });
   }
 
-  /** §11.5: the held request a reattach restores, with what is left of its ORIGINAL deadline (a reconnect never extends it). */
+  /** the held request a reattach restores, with what is left of its ORIGINAL deadline (a reconnect never extends it). */
   restored(pending: PendingPermission | null): { ask: Ask; remainingMs: number } | null {
     if (!pending || pending.acp_id === null) return null;
     return {

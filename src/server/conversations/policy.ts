@@ -1,6 +1,6 @@
 /**
  * Permission policy: the verdict for one tool call (the runtime's tool name, then the title, then the
- * ACP kind, then `default`, then auto_allow) and the option an automatic verdict picks (platform-api.md §8).
+ * ACP kind, then `default`, then auto_allow) and the option an automatic verdict picks.
  */
 import type { PermissionOption, RequestPermissionOutcome } from '@agentclientprotocol/sdk';
 import { VERDICTS, type PermissionPolicy, type Verdict } from '../store/conversation-schema.ts';

@@ -1,5 +1,5 @@
 /**
- * Preparing a created sandbox for its runtime (platform-api.md §14.1 steps 5, 6 and 12): the
+ * Preparing a created sandbox for its runtime: the
  * instructions file, `/home/sprite/.env` (0600), the workspace, and the ACP adapter install.
  * Everything goes through the SandboxAdapter; nothing here knows which provider it talks to.
  */

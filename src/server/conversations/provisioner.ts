@@ -1,6 +1,6 @@
 /**
  * Bringing a conversation's sandbox up: create (name-keyed, adopted if it exists), prepare, launch;
- * waking a parked one (resume or probe) and re-provisioning a sandbox that is gone (§14.1).
+ * waking a parked one (resume or probe) and re-provisioning a sandbox that is gone.
  *
  * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
  * by concern is due.
@@ -290,7 +290,7 @@ export class Provisioner {
     this.#running.set(conv.id, state);
   }
 
-  /** The fresh provision of §14.1; a failure destroys what it created and fails the conversation. */
+  /** The fresh provision (the steps in docs/environments.md); a failure destroys what it created and fails the conversation. */
   async #provision(
     conv: Conversation,
     sandbox: SandboxRow,

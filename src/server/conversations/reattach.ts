@@ -1,5 +1,5 @@
 /**
- * Turn recovery at run time (runner-protocol.md §11): a turn whose runner dropped waits, reattaches to
+ * Turn recovery at run time: a turn whose runner dropped waits, reattaches to
  * the same agent process over its journal, and restores its held ask; lost nodes' open work is adopted.
  */
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
@@ -20,7 +20,7 @@ export class TurnRecovery {
     private readonly p: EngineParts,
   ) {}
 
-  /** §11.1: a dropped connection on the turn's own process (the turn's state decides whether it recovers). */
+  /** a dropped connection on the turn's own process (the turn's state decides whether it recovers). */
   recoverable(live: Live, turn: ActiveTurn, proc: AgentProcess, error: SandboxError): boolean {
     return this.c.d.placement.connectionLost(live.adapter.provider, error) && turn.driver === proc && !this.c.stopped;
   }
@@ -67,7 +67,7 @@ export class TurnRecovery {
     );
   }
 
-  /** §11.3: find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
+  /** find the conversation's agent session, attach with stdin, continue the sent prompt over the replay. */
   async #reattach(
     live: Live,
     turn: ActiveTurn,
@@ -146,7 +146,7 @@ export class TurnRecovery {
     return 'attached';
   }
 
-  /** The `recovery_ended` effect (§11.6 when failed): records how the reconnect ended. */
+  /** The `recovery_ended` effect (a failed reconnect included): records how the reconnect ended. */
   ended(live: Live, turn: ActiveTurn, fx: Extract<TurnEffect, { type: 'recovery_ended' }>): void {
     if (fx.outcome === 'failed')
       this.c.log.warn(
@@ -170,7 +170,7 @@ export class TurnRecovery {
   }
 
   /**
-   * Boot trigger (§11.1): a turn a lost node (a previous process of this server, or another node of the
+   * Boot trigger: a turn a lost node (a previous process of this server, or another node of the
    * cluster) left running on a detachable provider, its prompt sent, waits for its host like a live drop.
    * The runner may be connected to any node: the reattach goes through the runner host.
    */

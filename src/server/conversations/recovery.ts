@@ -1,5 +1,5 @@
 /**
- * Turn recovery helpers (runner-protocol.md §11): which runner session is the conversation's agent,
+ * Turn recovery helpers: which runner session is the conversation's agent,
  * what is left of a held permission's deadline, and the failure reasons recovery reports.
  */
 import type { PermissionOption } from '@agentclientprotocol/sdk';
@@ -54,7 +54,7 @@ export function runningSessionsOf(sessions: readonly Session[], conversationId: 
 }
 
 /**
- * What is left of a held permission's ORIGINAL deadline (§11.5): a reconnect never extends it.
+ * What is left of a held permission's ORIGINAL deadline: a reconnect never extends it.
  * A missing or unreadable `asked_at` leaves nothing, so the request is denied at once.
  */
 export function permissionRemainingMs(pending: PendingPermission, askTimeoutMs: number, now: number): number {

@@ -1,5 +1,5 @@
 /**
- * Conversation routes (platform-api.md §5–§9): create, list, get, delete, prompts, interrupt,
+ * Conversation routes: create, list, get, delete, prompts, interrupt,
  * terminate, turns, cursor-paged events, the SSE stream, and permission answers.
  *
  * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
@@ -120,7 +120,7 @@ export const streamsParam = z
 export const blocksParam = z
   .enum(['true', 'false'])
   .optional()
-  .openapi({ description: 'true: each event carries its blocks (§7.3), tool calls merged with their updates' });
+  .openapi({ description: 'true: each event carries its blocks, tool calls merged with their updates' });
 
 const EventsQuery = z.object({
   blocks: blocksParam,

@@ -1,5 +1,5 @@
 /**
- * The per-conversation sandbox token (platform-api.md §3.3): a `sprite`-scoped key minted at every
+ * The per-conversation sandbox token: a `sprite`-scoped key minted at every
  * launch of a conversation's agent, replacing the one before it, and revoked when the conversation ends.
  */
 import type { AgentCapabilities, McpServer } from '@agentclientprotocol/sdk';

@@ -1,5 +1,5 @@
 /**
- * The conversation streams (platform-api.md §7.2): one conversation's events, and every event of the
+ * The conversation streams: one conversation's events, and every event of the
  * caller's conversations, both on the one SSE loop and the node's event feeds, whichever node drives the turn.
  */
 import { z } from '@hono/zod-openapi';

@@ -1,5 +1,5 @@
 /**
- * The idle sweeper (contract.md §8): reclaims sandboxes past their max lifetime, then parks idle ones
+ * The idle sweeper: reclaims sandboxes past their max lifetime, then parks idle ones
  * past the idle timeout — suspend where the provider can, destroy otherwise.
  */
 import type { KnownProvider } from '../../sandbox/index.ts';
@@ -55,7 +55,7 @@ export class Sweeper {
     return reclaimed;
   }
 
-  /** Max lifetime (contract.md §8): destroys even a busy sandbox; the conversation stays idle. */
+  /** Max lifetime: destroys even a busy sandbox; the conversation stays idle. */
   async #reclaim(id: string, now: Date): Promise<boolean> {
     const row = await getConversationById(this.c.d.db, id);
     const s = row?.sandbox;

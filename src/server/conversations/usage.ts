@@ -1,5 +1,5 @@
 /**
- * A turn's usage from what its agent reported (platform-api.md §5): tokens from the prompt reply's
+ * A turn's usage from what its agent reported: tokens from the prompt reply's
  * `usage`, the context window and cost from the turn's last ACP `usage_update`.
  */
 import type { PromptUsage } from '../../acp/index.ts';

@@ -1,5 +1,5 @@
 /**
- * The public JSON shapes of conversations, turns and events (platform-api.md §5): the API schemas, the
+ * The public JSON shapes of conversations, turns and events: the API schemas, the
  * view types inferred from them, and the views built from rows plus what only the live registry knows.
  */
 import { join } from 'node:path';
@@ -149,7 +149,7 @@ export const EventSchema = z
       .optional()
       .openapi({
         description:
-          'With ?blocks=true: what the event means (platform-api §7.3). Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
+          'With ?blocks=true: what the event means. Tool blocks carry `tool`, the call merged with every update so far: id, tool_name, title, kind, status, raw_input, raw_output, content (text, diff, terminal), locations.',
       }),
   })
   .openapi('LogEvent');

@@ -1,5 +1,5 @@
 /**
- * How a runtime is handed its model credential and model (platform-api.md §13, acp.md §11–13): the
+ * How a runtime is handed its model credential and model: the
  * secret goes only into the agent process's env; endpoint, model and permission settings go into the
  * runtime's own env or config file, which never hold the secret itself.
  */
@@ -43,7 +43,7 @@ const KEY_ENV: Readonly<Record<CredentialProvider, string>> = {
   gemini_api_key: 'GEMINI_API_KEY',
 };
 
-/** Codex ignores OPENAI_BASE_URL (acp.md §12): a gateway is a model provider of its own in config.toml. */
+/** Codex ignores OPENAI_BASE_URL: a gateway is a model provider of its own in config.toml. */
 function codexConfig(modelId: string, baseUrl: string | null): string {
   const lines = [`# Written by Fountain at every launch.`, `model = ${tomlString(modelId)}`];
   if (baseUrl) {
@@ -66,7 +66,7 @@ function codexConfig(modelId: string, baseUrl: string | null): string {
 
 /**
  * opencode's provider by model prefix, its key read from the env by reference (`{env:KEY}`), and
- * `ask` for its tools so every shell, edit and fetch reaches Fountain's permission policy (acp.md §13).
+ * `ask` for its tools so every shell, edit and fetch reaches Fountain's permission policy.
  */
 function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential): string {
   const keyRef = `{env:${KEY_ENV[cred.provider]}}`;
@@ -127,7 +127,7 @@ export function deliveryFor(runtime: Runtime, model: string, cred: OpenedCredent
       break;
     case 'codex':
       files.push({ path: '.codex/config.toml', content: codexConfig(modelId, cred.baseUrl) });
-      // codex-acp authenticates with the key from its env only when asked to (acp.md §10 #10).
+      // codex-acp authenticates with the key from its env only when asked to.
       env.push(['DEFAULT_AUTH_REQUEST', JSON.stringify({ methodId: 'api-key' })]);
       break;
     case 'gemini':

@@ -1,5 +1,5 @@
 /**
- * opencode asks before a tool only when its own config says so (acp.md §13): its shell, edit and fetch
+ * opencode asks before a tool only when its own config says so: its shell, edit and fetch
  * tools are set to `ask`, so every such call reaches Fountain's permission policy.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The inference-credential providers an account can set (platform-api.md §13), the API each one
+ * The inference-credential providers an account can set, the API each one
  * belongs to, and which credential a runtime launch needs for its model.
  */
 import type { Runtime } from '../store/conversation-schema.ts';
@@ -44,7 +44,7 @@ export function credentialsFor(runtime: Runtime, model: string): readonly Creden
   const vendor = model.slice(0, model.indexOf('/'));
   switch (runtime) {
     case 'claude':
-      // §13: the OAuth token is preferred, and never both are given.
+      // the OAuth token is preferred, and never both are given.
       return ['claude_code_oauth_token', 'anthropic_api_key'];
     case 'codex':
       return ['openai_api_key'];

@@ -1,5 +1,5 @@
 /**
- * An agent's MCP servers for its runtime (platform-api.md §13): `${VAR}` resolved from the
+ * An agent's MCP servers for its runtime: `${VAR}` resolved from the
  * environment's variables and secrets (a missing one is an error naming it), then delivered as the
  * runtime takes them — claude's project `.mcp.json`, gemini's settings.json, or ACP `session/new`.
  */

@@ -1,6 +1,6 @@
 /**
  * What a launch is provisioned with, worked out before any sandbox exists: the process env (variables,
- * then secrets), the MCP delivery, and the provisioning steps of §14.1 in order, each with a hash of
+ * then secrets), the MCP delivery, and the provisioning steps in order (docs/environments.md), each with a hash of
  * its input so a woken sandbox redoes only the steps whose input changed.
  */
 import type { McpServer as AcpMcpServer } from '@agentclientprotocol/sdk';
@@ -42,7 +42,7 @@ export interface LaunchPlan {
 
 export type PlanResult = { ok: true; value: LaunchPlan } | { ok: false; step: StepName; reason: string };
 
-/** Commit identity in the sandbox (§14.1 step 5). */
+/** Commit identity in the sandbox. */
 export const GIT_IDENTITY: ReadonlyArray<readonly [string, string]> = [
   ['GIT_AUTHOR_NAME', 'AoD'],
   ['GIT_AUTHOR_EMAIL', 'aod@local'],

@@ -1,5 +1,5 @@
 /**
- * Environment routes (platform-api.md §4): `/api/environments[/:id][/secrets[/:key]]`. Secrets are
+ * Environment routes: `/api/environments[/:id][/secrets[/:key]]`. Secrets are
  * write-only: set, listed by name, deleted; their values never leave the server through the API.
  */
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';

@@ -1,6 +1,6 @@
 /**
  * The zod schemas of environments, their secrets, and the skills and MCP servers of agents
- * (platform-api.md §4): what the API accepts and returns, and the OpenAPI components they become.
+ *: what the API accepts and returns, and the OpenAPI components they become.
  */
 import { z } from '@hono/zod-openapi';
 import { NETWORKING_TYPES } from '../store/environment-schema.ts';

@@ -30,7 +30,7 @@ export interface SecretName {
 /** What a launch is provisioned with: the environment (null: none) and every secret, opened. */
 export interface LaunchEnvironment {
   readonly environment: Environment | null;
-  /** Environment secrets overridden on collision by launch-attached ones (§4). */
+  /** Environment secrets overridden on collision by launch-attached ones. */
   readonly secrets: Private<ReadonlyMap<string, string>>;
 }
 

@@ -1,5 +1,5 @@
 /**
- * The provisioning steps of §14.1 (skills, runtime configuration, packages, network, clone, setup),
+ * The provisioning steps (skills, runtime configuration, packages, network, clone, setup),
  * run through the SandboxAdapter only, each reported as a stage event `started/done/failed` with a
  * reason in words. Secret values and clone tokens are scrubbed from every output before it is shown.
  */
@@ -85,7 +85,7 @@ export function hostAllowed(hosts: readonly string[], host: string): boolean {
   return hosts.some((e) => (e.startsWith('*.') ? h.endsWith(e.slice(1)) : e === h));
 }
 
-/** The exact package commands of §14.1 step 8 (sudo only when not already root and sudo exists). */
+/** The exact package commands (sudo only when not already root and sudo exists). */
 export function packageCommands(p: { readonly apt: readonly string[]; readonly npm: readonly string[] }): string[] {
   const cmds: string[] = [];
   if (p.apt.length > 0) {

@@ -19,7 +19,7 @@ const vars = new Map([
 ]);
 const secretKeys = new Set(['API_TOKEN']);
 
-describe('MCP delivery per runtime (§13)', () => {
+describe('MCP delivery per runtime', () => {
   it('claude: <cwd>/.mcp.json plus enableAllProjectMcpServers; secrets stay ${KEY} references', () => {
     const r = deliverMcp(RUNTIME_SPECS.claude, servers, vars, secretKeys);
     assert.ok(r.ok);
@@ -151,7 +151,7 @@ describe('launch plans', () => {
     insertedAt: new Date(),
     updatedAt: new Date(),
   };
-  it('orders the steps as §14.1, puts variables before secrets, and lets a secret shadow a variable', () => {
+  it('orders the steps as documented, puts variables before secrets, and lets a secret shadow a variable', () => {
     const p = planLaunch(
       RUNTIME_SPECS.demo,
       { skills: [], mcpServers: {} },
@@ -208,7 +208,7 @@ describe('launch plans', () => {
 });
 
 describe('step helpers', () => {
-  it('the package commands of §14.1 step 8, every name quoted', () => {
+  it('the package commands, every name quoted', () => {
     assert.deepEqual(packageCommands({ apt: ['git', 'libpq-dev'], npm: ['typescript@5', "odd'name"] }), [
       "SUDO=; if [ \"$(id -u)\" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 'git' 'libpq-dev'",
       `npm install -g --no-progress --silent 'typescript@5' 'odd'\\''name'`,

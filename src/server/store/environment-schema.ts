@@ -1,5 +1,5 @@
 /**
- * The Drizzle tables of agent environments (platform-api.md §4) and their sealed secrets, and the
+ * The Drizzle tables of agent environments and their sealed secrets, and the
  * shapes of the JSON fields agents and environments carry. Mirrored by migrations/0065_environments.sql.
  */
 import { sql } from 'drizzle-orm';

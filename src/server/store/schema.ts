@@ -15,13 +15,13 @@ export const accounts = pgTable('accounts', {
   email: text('email').unique(),
   name: text('name').notNull(),
   role: text('role', { enum: ACCOUNT_ROLES }).notNull().default('user'),
-  /** Launches need a backend with network_policy (platform-api.md §14.2). */
+  /** Launches need a backend with network_policy. */
   credentialBrokerage: boolean('credential_brokerage').notNull().default(false),
   createdAt: ts('created_at').notNull().defaultNow(),
   updatedAt: ts('updated_at').notNull().defaultNow(),
 });
 
-/** `sprite` is the per-conversation sandbox token's scope (platform-api.md §3.3); only the engine mints it.
+/** `sprite` is the per-conversation sandbox token's scope; only the engine mints it.
  * `runner` may dial the runner socket and nothing else (a runner added with a registration token). */
 export const API_KEY_SCOPES = ['full', 'sandbox', 'sprite', 'runner'] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];

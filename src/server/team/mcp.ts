@@ -1,5 +1,5 @@
 /**
- * The team MCP server (platform-api.md §10 "Team MCP"): an MCP SDK server whose zod-validated
+ * The team MCP server: an MCP SDK server whose zod-validated
  * tools work the team service, built for one calling teammate conversation.
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';

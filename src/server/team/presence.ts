@@ -1,5 +1,5 @@
 /**
- * A teammate's presence (platform-api.md §10, runner-protocol.md §12): the first matching row of
+ * A teammate's presence: the first matching row of
  * the table wins; `machine_offline` is an idle runner sandbox whose runner is not connected.
  */
 import type { ConversationStatus, SandboxStatus } from '../store/conversation-schema.ts';

@@ -1,5 +1,5 @@
 /**
- * Team routes (platform-api.md §10, §11, §7.2): the roster with presence, add, rename, remove,
+ * Team routes: the roster with presence, add, rename, remove,
  * messages, a teammate's conversation history and the team SSE stream (schedules: schedule-routes.ts).
  *
  * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it

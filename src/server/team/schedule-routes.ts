@@ -1,5 +1,5 @@
 /**
- * Schedule routes (platform-api.md §11): every schedule of the team, and one agent's schedules —
+ * Schedule routes: every schedule of the team, and one agent's schedules —
  * list, create, read, change, delete, run now. Mounted before the team routes (`/api/team/schedules`
  * must win over `/api/team/{agent_id}`).
  */

@@ -1,5 +1,5 @@
 /**
- * Team schedules (platform-api.md §11): every tick each node claims due schedules by compare-and-swap
+ * Team schedules: every tick each node claims due schedules by compare-and-swap
  * on next_run_at (one queue row per due time), then works the queue with leased rows. A teammate that
  * is busy, still starting or whose machine is offline is retried every `snoozeMs` until `patienceMs`
  * after the due time; any other refusal is final. Several nodes on one database fire each due time once.

@@ -1,5 +1,5 @@
 /**
- * The team (platform-api.md §10): an agent's teammate is its conversation on the `fountain:team`
+ * The team: an agent's teammate is its conversation on the `fountain:team`
  * channel. Roster with presence and preview, add, rename, remove, and messages that wake a parked
  * teammate or replace a finished one; the scheduler delivers through the same `message`.
  */

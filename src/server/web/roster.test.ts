@@ -18,7 +18,7 @@ const conv = (status: string, s: SandboxView | null, id = status): ConversationV
   ({ id, status, sandbox: s, last_active_at: '2026-01-01T00:00:00Z' }) as unknown as ConversationView;
 const runner = (online: boolean) => ({ id: 'r', name: 'mac-mini', hostname: 'h', online, path: '/srv/sb/runner-x' });
 
-describe('presence (platform-api.md §10, first matching row wins)', () => {
+describe('presence (first matching row wins)', () => {
   const cases: Array<[ConversationView | null, string, string]> = [
     [conv('running', sandbox({ runner: runner(false) })), 'working', 'working'],
     [conv('pending', sandbox({ status: 'ready' })), 'online', 'ready · waiting for a turn'],

@@ -1,6 +1,6 @@
 /**
  * The team roster as the web UI shows it, derived from the account's agents and each one's latest
- * conversation (newest live, else newest finished), with presence by the table of platform-api.md §10.
+ * conversation (newest live, else newest finished), with presence by the table of team/presence.ts.
  */
 import type { ConversationEngine } from '../conversations/engine.ts';
 import type { TeamService } from '../team/service.ts';
@@ -47,7 +47,7 @@ const ROSTER_LABELS: Partial<Record<PresenceState, string>> = {
   offline: 'ended · a message starts a new conversation',
 };
 
-/** The presence table of team/presence.ts (platform-api.md §10), read off the conversation's view. */
+/** The presence table of team/presence.ts, read off the conversation's view. */
 export function presenceOf(c: ConversationView | null): Presence {
   if (!c) return { state: 'offline', label: 'not started · a message starts it' };
   const s = c.sandbox;

@@ -4,7 +4,7 @@
  * services, running real child processes), reproducing E2B's quirks so the adapter's workarounds
  * are tested for real.
  *
- * Quirks reproduced (vendors.md §1 and its December 2026 corrections):
+ * Quirks reproduced:
  * - no names: identity only through metadata filters on GET /v2/sandboxes, paged with X-Next-Token;
  * - POST /sandboxes without `timeout` lives 15 s; expiry pauses (autoPause) or kills;
  * - pause drops every open envd stream; processes are frozen (SIGSTOP) and thawed on connect;

@@ -1,6 +1,6 @@
 /**
  * A local stand-in for the Sprites API (REST + exec WebSocket) on loopback, running real child
- * processes, that reproduces the quirks vendors.md §3 lists so the adapter's workarounds are tested.
+ * processes, that reproduces the Sprites API's quirks so the adapter's workarounds are tested.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';

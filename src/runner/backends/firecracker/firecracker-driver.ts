@@ -1,5 +1,5 @@
 /**
- * The Firecracker driver (runner-protocol.md §10.5): spawn `firecracker --api-sock`, configure
+ * The Firecracker driver: spawn `firecracker --api-sock`, configure
  * the machine over its API in the documented order, start it; the guest link is hybrid vsock.
  */
 import { join } from 'node:path';

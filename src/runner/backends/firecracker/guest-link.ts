@@ -1,6 +1,6 @@
 /**
  * The daemon's end of the guest link: the runner protocol as newline-delimited JSON over a stream
- * to `fountain runner-guest`, with the two ordering rules of runner-protocol.md §10.9.
+ * to `fountain runner-guest`, with the two ordering rules of docs/runners/microvm.md.
  * Rule 1: a spawn's or attach's frames are held until the daemon's own reply is on the wire.
  * Rule 2: a link that drops with sessions live ends each once with a stderr note and exit 137.
  */

@@ -1,5 +1,5 @@
 /**
- * Startup checks for the microVM backend (runner-protocol.md §10.2): each refusal names what is
+ * Startup checks for the microVM backend: each refusal names what is
  * absent, in the order an operator fixes them: flags, files, the machine, then privileges.
  */
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The microVM backend (`--backend firecracker`, runner-protocol.md §10): a sandbox is a VM with a
+ * The microVM backend (`--backend firecracker`, docs/runners/microvm.md): a sandbox is a VM with a
  * private disk; requests wake it and are forwarded over the guest link to `fountain runner-guest`.
  *
  * Over 400 lines because the backend answers every wire operation in one class; it has not been

@@ -1,5 +1,5 @@
 /**
- * MicroVM networking (runner-protocol.md §10.4): subnet parsing, address allocation, tap names,
+ * MicroVM networking: subnet parsing, address allocation, tap names,
  * MACs and kernel arguments, plus the `ip` commands that make and remove a tap. No firewall, no NAT.
  */
 import { execFile } from 'node:child_process';

@@ -57,7 +57,7 @@ export interface DirectoryConfinementOptions {
   readonly npmCache?: string | undefined;
 }
 
-/** Trusted mode (runner-protocol.md §9): the host's own view, HOME in the sandbox directory. */
+/** Trusted mode: the host's own view, HOME in the sandbox directory. */
 /** Where TMPDIR points inside a process-backend sandbox directory. */
 export const SANDBOX_TMP = '.tmp';
 

@@ -1,5 +1,5 @@
 /**
- * The child environment of the process backend (runner-protocol.md §9.3) and bare-command
+ * The child environment of the process backend and bare-command
  * resolution against the child's PATH, so a missing command surfaces as exit 127.
  */
 import { accessSync, constants, existsSync, statSync } from 'node:fs';

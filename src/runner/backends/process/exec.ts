@@ -1,5 +1,5 @@
 /**
- * One-shot commands of the process backend (runner-protocol.md §9.5): own process group,
+ * One-shot commands of the process backend: own process group,
  * collected output, exit codes 124 / 127 / 137, and a bounded drain after the leader exits.
  */
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The process backend ("trusted mode", runner-protocol.md §9): a sandbox is a directory under the
+ * The process backend ("trusted mode", docs/runners.md): a sandbox is a directory under the
  * root, commands run as the daemon's user in their own process groups, session journals live on disk.
  *
  * Over 400 lines because the backend answers every wire operation in one class; it has not been

@@ -1,5 +1,5 @@
 /**
- * Sandbox names and the /home/sprite mapping of the process backend (runner-protocol.md §9.2).
+ * Sandbox names and the /home/sprite mapping of the process backend.
  * Pure functions; the only file-system touch is checking that a directory exists.
  */
 import { statSync } from 'node:fs';

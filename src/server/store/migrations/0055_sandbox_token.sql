@@ -1,4 +1,4 @@
--- The per-conversation sandbox token (platform-api.md §3.3): a `sprite`-scoped key bound to the
+-- The per-conversation sandbox token: a `sprite`-scoped key bound to the
 -- conversation it was minted for, so a relaunch revokes exactly that conversation's previous token and
 -- the team MCP accepts only the token of the conversation it serves. Deleting the conversation deletes it.
 ALTER TABLE api_keys ADD COLUMN conversation_id uuid REFERENCES conversations(id) ON DELETE CASCADE;

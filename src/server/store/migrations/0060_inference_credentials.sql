@@ -1,4 +1,4 @@
--- Model credentials per account (issue 16, platform-api.md §13): write-only, sealed with the server's
+-- Model credentials per account: write-only, sealed with the server's
 -- secret key (AES-256-GCM, bound to account and provider); base_url points a runtime at a gateway.
 CREATE TABLE inference_credentials (
   account_id uuid NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,

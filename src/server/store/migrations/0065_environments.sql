@@ -1,4 +1,4 @@
--- Agent environments (issue 17, platform-api.md §4, §14.1): what a sandbox is provisioned with.
+-- Agent environments: what a sandbox is provisioned with.
 -- Secrets are write-only and sealed with the server key (AES-256-GCM, bound to environment and key).
 CREATE TABLE environments (
   id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
