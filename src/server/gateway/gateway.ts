@@ -72,7 +72,6 @@ export class ModelGateway {
   readonly #db: EngineDb;
   readonly #dispatcher: Dispatcher;
   readonly #contexts = new Map<string, { at: number; value: CallerContext | null }>();
-  readonly #creds = new Map<string, { at: number; value: OpenedCredential | 'unreadable' | null }>();
   /** Audit rows still being written (awaited by `drain`, so a stopping server loses none). */
   readonly #writes = new Set<Promise<void>>();
   readonly #queue: NewModelCall[] = [];
@@ -326,13 +325,9 @@ export class ModelGateway {
       c.runtime === 'claude' && api === 'anthropic'
         ? credentialsFor('claude', 'anthropic/')
         : CREDENTIAL_PROVIDERS.filter((p) => CREDENTIAL_API[p].api === api && p !== 'claude_code_oauth_token');
-    const k = `${c.accountId}:${api}:${c.runtime}`;
-    const now = Date.now();
-    const hit = this.#creds.get(k);
-    if (hit && now - hit.at < CONTEXT_TTL_MS) return hit.value;
+    // Read on every call, never cached: a replaced or removed credential must stop being used at once, on
+    // every node (one indexed read and an AES open).
     const value = await this.#d.credentials.open(c.accountId, providers);
-    if (this.#creds.size > 10_000) this.#creds.clear();
-    this.#creds.set(k, { at: now, value });
     return value;
   }
 }
