@@ -25,6 +25,12 @@ export interface RuntimeSpec {
   readonly cwd: string;
   /** A workspace that must exist (git-initialised) before launch; null when cwd is HOME. */
   readonly workspace: string | null;
+  /**
+   * How long the agent must be silent after answering session/load before its replay counts as over
+   * (default 250 ms). gemini-cli streams the loaded history after its answer, and a loaded machine can
+   * stall that stream for longer than the default.
+   */
+  readonly replayQuietMs?: number;
   /** The launch argv; for `demo` the engine substitutes its configured argv. */
   readonly launch: readonly string[];
   /** An npm-installed ACP adapter pinned to a version; null when the runtime is native or built in. */
@@ -86,6 +92,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   gemini: {
     id: 'gemini',
+    replayQuietMs: 2_000,
     configDir: '.gemini',
     mcpDelivery: 'gemini_settings',
     home: SANDBOX_HOME,

@@ -20,6 +20,8 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
   '.venv',
   // Anchored: HOME's own secrets file, which provisioning writes again; a project's .env is the user's work.
   './.env',
+  // The sandbox's own temporary directory.
+  './.tmp',
 ];
 
 export interface CheckpointSpec {
@@ -69,7 +71,9 @@ export async function captureArchive(
     'sh',
     [
       '-c',
-      `set -eu; rm -f ${WORK}; tar -czf ${WORK} ${excludes} . ; echo "$(wc -c < ${WORK}) $(sha256sum ${WORK} | cut -d' ' -f1)"`,
+      // The agent may still be writing (its session log, a temporary file): GNU tar's status 1 means only
+      // that a file changed or vanished while it was read, and the archive holds the rest whole.
+      `set -u; rm -f ${WORK}; tar --warning=no-file-changed --warning=no-file-removed --ignore-failed-read -czf ${WORK} ${excludes} . ; st=$?; [ "$st" -le 1 ] || exit "$st"; echo "$(wc -c < ${WORK}) $(sha256sum ${WORK} | cut -d' ' -f1)"`,
     ],
     { dir: spec.home, timeoutMs: spec.timeoutMs },
   );

@@ -74,24 +74,24 @@ export class Continuity {
   }
 
   /**
-   * Resolves once the load's replay has stopped: no line for REPLAY_QUIET_MS (at most REPLAY_MAX_MS),
+   * Resolves once the load's replay has stopped: no line for `quietMs` (at most REPLAY_MAX_MS),
    * or at once when the load failed. The first prompt is sent only then, so whatever the agent streams
    * of the old history after its load reply is dropped as replay and never mixes with the new turn.
    */
-  async replayDone(live: Live, loaded: boolean): Promise<void> {
+  async replayDone(live: Live, loaded: boolean, quietMs = REPLAY_QUIET_MS): Promise<void> {
     const r = this.#replaying.get(live);
     const end = Date.now() + REPLAY_MAX_MS;
     while (r && loaded && Date.now() < end) {
       const quiet = Date.now() - r.lastAt;
-      if (quiet < REPLAY_QUIET_MS) {
-        await new Promise((res) => setTimeout(res, Math.min(REPLAY_QUIET_MS - quiet, end - Date.now())));
+      if (quiet < quietMs) {
+        await new Promise((res) => setTimeout(res, Math.min(quietMs - quiet, end - Date.now())));
         continue;
       }
       // A timer can fire after a stall of this process with the replay still unread on the socket: quiet
       // counts only once pending input has been read (an I/O poll runs before each setImmediate).
       await new Promise((res) => setImmediate(res));
       await new Promise((res) => setImmediate(res));
-      if (Date.now() - r.lastAt >= REPLAY_QUIET_MS) break;
+      if (Date.now() - r.lastAt >= quietMs) break;
     }
     this.#replaying.delete(live);
   }

@@ -223,7 +223,7 @@ export class Launcher {
         timeout,
         timedOut('session/load'),
       );
-      await this.#continuity.replayDone(live, loaded.ok);
+      await this.#continuity.replayDone(live, loaded.ok, spec.replayQuietMs);
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;

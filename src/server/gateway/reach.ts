@@ -3,21 +3,21 @@
  * listen address or PUBLIC_URL; a hosted provider's sandbox only PUBLIC_URL.
  */
 import { eq } from 'drizzle-orm';
+import { isKnownProvider } from '../../sandbox/index.ts';
 import { agents } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
 export const CREDENTIAL_DELIVERIES = ['gateway', 'direct'] as const;
 export type CredentialDelivery = (typeof CREDENTIAL_DELIVERIES)[number];
 
-/** Providers whose sandboxes run on other machines than the server's. */
-const HOSTED = new Set(['e2b', 'daytona', 'sprites']);
-
 export type GatewayReach = { ok: true; url: string } | { ok: false; message: string };
 
 /** The server URL a sandbox of `provider` reaches the gateway at, or the sentence saying why none. */
 export function gatewayReach(provider: string, publicUrl: string | null, listenUrl: string | null): GatewayReach {
   if (publicUrl) return { ok: true, url: publicUrl };
-  if (!HOSTED.has(provider) && listenUrl) return { ok: true, url: listenUrl };
+  // Runner sandboxes live on a machine that reaches the server where it listens; the hosted providers'
+  // sandboxes run elsewhere and need the public address.
+  if (!(isKnownProvider(provider) && provider !== 'runner') && listenUrl) return { ok: true, url: listenUrl };
   return {
     ok: false,
     message:
