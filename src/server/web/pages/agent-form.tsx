@@ -323,7 +323,7 @@ export function AgentForm(p: {
       ) : null}
       <Field
         id="credential_delivery"
-        label="Model credential"
+        label="How the agent gets its key"
         error={e.credential_delivery}
         hint="Through the gateway, the agent reaches its model through this server with a per-conversation token: the key never enters the sandbox, and every call is metered and held to the agent's limits. Direct puts the key in the agent process's environment, where any command it runs can read it."
       >
