@@ -11,11 +11,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force
 
-# Only what the build reads: esbuild (a dependency), the compiler settings, the build and its stamp, src/.
+# Only what the build reads: esbuild (a dependency), the version (package.json), the compiler settings, the build, its stamp and the runner bundle, src/.
 FROM ${BASE_IMAGE} AS build
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
-COPY tsconfig.json ./
+COPY package.json tsconfig.json ./
 COPY scripts/build.mjs ./scripts/
 COPY bin/dist-stamp.mjs bin/runner-bundle.mjs ./bin/
 COPY src ./src
