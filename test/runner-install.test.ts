@@ -344,6 +344,21 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
       sandboxes.some((n) => n.startsWith('runner-')),
       `the computer lives on the new machine: ${sandboxes}`,
     );
+    // The demo agent runs from the installed runner, not from the server's checkout (absent on another machine).
+    const agents = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .flatMap((pid) => {
+        try {
+          const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          return args.includes('demo-agent') && args.some((a) => a.includes(far.home)) ? [args.join(' ')] : [];
+        } catch {
+          return [];
+        }
+      });
+    assert.ok(
+      agents.some((a) => a.includes(join(far.home, '.fountain', 'runner'))),
+      `the demo agent runs from ${join(far.home, '.fountain', 'runner')}: ${agents.join(' | ') || 'none found'}`,
+    );
     const term = await api('POST', `/api/conversations/${conv.body.data.id}/terminate`);
     assert.ok(term.status < 300, JSON.stringify(term.body));
   });

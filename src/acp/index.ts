@@ -18,6 +18,6 @@ export type { AcpError, AcpErrorCode, AcpProblem, AcpProblemCode } from './error
 export { JournalSkipper, type ReplayError } from './skipper.ts';
 export { MAX_LINE_BYTES } from './lines.ts';
 export { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
-export { DEMO_AGENT_SUBCOMMAND, localDemoAgentArgv } from './demo/launch.ts';
+export { DEMO_AGENT_SUBCOMMAND, demoAgentArgv, localDemoAgentArgv } from './demo/launch.ts';
 export type { PromptUsage } from './schemas.ts';
 export { messageUpdateKind } from './schemas.ts';

@@ -5,6 +5,7 @@
 import { Command } from 'commander';
 import { register as registerRunner } from './runner.ts';
 import { registerUpdate } from './runner-update.ts';
+import { register as registerDemoAgent } from './demo-agent.ts';
 import { runnerVersion } from './runner-version.ts';
 
 const program = new Command('fountain-runner')
@@ -14,4 +15,6 @@ const program = new Command('fountain-runner')
   .showHelpAfterError();
 registerRunner(program, { command: 'run', isDefault: true });
 registerUpdate(program);
+// Sandboxes on this machine start the built-in demo agent through this install (FOUNTAIN_RUNNER_SCRIPT).
+registerDemoAgent(program);
 await program.parseAsync(process.argv);

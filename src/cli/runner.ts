@@ -2,6 +2,8 @@
  * `fountain runner`: serve sandboxes on this machine to Fountain over one outbound WebSocket.
  * Wires credentials, flags, the logger and a backend into the daemon and owns the process's signals.
  */
+import { realpathSync } from 'node:fs';
+import { RUNNER_SELF_ENV } from '../runner/backends/process/env.ts';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
@@ -167,6 +169,10 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
       new Option('--auto-update-minutes <n>', 'how often --auto-update asks the server').default('60').hideHelp(),
     );
   addVmOptions(runner).action(async (_opts: unknown, cmd: Command) => {
+    // How this daemon runs itself (its node and its script: bin/fountain.js, or the installed bundle), so a
+    // sandbox starts the built-in demo agent from this machine's install, not from the server's paths.
+    if (process.argv[1])
+      process.env[RUNNER_SELF_ENV] = JSON.stringify([process.execPath, realpathSync(process.argv[1])]);
     const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
     if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
     const flags = parsed.data;

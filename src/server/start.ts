@@ -27,7 +27,7 @@ import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './co
 import { mintNodeId } from './cluster/node.ts';
 import { ownerLinkOver } from './conversations/commands.ts';
 import type { PgNotify } from './cluster/notify.ts';
-import { localDemoAgentArgv } from '../acp/index.ts';
+import { demoAgentArgv } from '../acp/index.ts';
 import { providerPlacement } from './runners/placement.ts';
 import { findRunner } from './runners/store.ts';
 import { StopStack } from './lifecycle.ts';
@@ -207,7 +207,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     );
     const engineConfig: EngineConfig = {
       ...engineEnv.value,
-      demoAgentArgv: localDemoAgentArgv(),
+      demoAgentArgv: demoAgentArgv(),
       maxLifetimeMs: config.maxLifetimeMs,
       brokerAllowUnenforced: config.brokerAllowUnenforced,
       nodeHeartbeatMs: config.nodeHeartbeatMs,

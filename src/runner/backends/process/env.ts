@@ -7,7 +7,7 @@ import { userInfo } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 export interface EnvInputs {
-  /** The daemon's own environment: only PATH, LANG, TERM and SHELL are read from it. */
+  /** The daemon's own environment: only PATH, LANG, TERM, SHELL and RUNNER_SELF_ENV are read from it. */
   readonly base: Readonly<Record<string, string | undefined>>;
   /** The daemon user's real home (not the sandbox's). */
   readonly realHome: string;
@@ -22,6 +22,24 @@ export interface EnvInputs {
 }
 
 /** What every sandboxed command gets beyond the request's own pairs; nothing else of the daemon's environment. */
+/**
+ * Set by `fountain runner` on itself: `[node, script]`, how the daemon runs. Sandboxes get it as
+ * FOUNTAIN_RUNNER_NODE and FOUNTAIN_RUNNER_SCRIPT, which the demo agent's launch prefers to the server's paths.
+ */
+export const RUNNER_SELF_ENV = 'FOUNTAIN_RUNNER_SELF';
+
+function runnerSelf(raw: string | undefined): [string, string] | null {
+  if (!raw) return null;
+  try {
+    const v: unknown = JSON.parse(raw);
+    return Array.isArray(v) && v.length === 2 && v.every((x) => typeof x === 'string' && x.startsWith('/'))
+      ? [v[0] as string, v[1] as string]
+      : null;
+  } catch {
+    return null;
+  }
+}
+
 export const BASE_ENV_KEYS = ['PATH', 'HOME', 'LANG', 'TERM', 'USER', 'SHELL', 'TMPDIR'] as const;
 
 /**
@@ -66,6 +84,8 @@ export function childEnv(
     FOUNTAIN_SANDBOX_DIR: dir,
   };
   for (const k of TRUST_ENV_KEYS) if (b[k]) env[k] = b[k];
+  const self = runnerSelf(b[RUNNER_SELF_ENV]);
+  if (self) [env.FOUNTAIN_RUNNER_NODE, env.FOUNTAIN_RUNNER_SCRIPT] = self;
   for (const pair of pairs) {
     if (pair.length === 2) env[pair[0]!] = pair[1]!;
   }
