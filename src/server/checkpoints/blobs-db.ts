@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm';
 import type { Private } from '../../sandbox/private.ts';
 import { err, ok, type Result } from '../../sandbox/result.ts';
 import type { Db } from '../store/db.ts';
+import { rowsOf } from '../store/engine-db.ts';
 import {
   type BlobError,
   type BlobRef,
@@ -18,9 +19,6 @@ import {
 } from './blobs.ts';
 
 export const CHUNK_BYTES = 1024 * 1024;
-
-type Rows<T> = { rows: T[] };
-const rowsOf = <T>(res: unknown): T[] => (res as Rows<T>).rows;
 
 export class DbBlobStore implements BlobStore {
   readonly #db: Db;

@@ -6,7 +6,7 @@
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
-import type { EngineDb } from '../store/engine-db.ts';
+import { type EngineDb, rowsOf } from '../store/engine-db.ts';
 import type { BlobStore } from './blobs.ts';
 import { collectBlobs } from './collect.ts';
 import { captureArchive, type CheckpointSpec, DEFAULT_SPEC, restoreArchive } from './sandbox-archive.ts';
@@ -43,8 +43,6 @@ export interface ConversationCheckpoints {
   /** Waits for the checkpoints being taken (shutdown, tests). */
   settled(): Promise<void>;
 }
-
-const rowsOf = <T>(res: unknown): T[] => (res as { rows: T[] }).rows;
 
 export class CheckpointService implements ConversationCheckpoints {
   readonly #db: EngineDb;

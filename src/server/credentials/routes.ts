@@ -6,7 +6,7 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { audit } from '../account/audit.ts';
-import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
+import { bearer, errorResponses, isHttpUrlWithoutUserInfo, newRouter, type RouteDeps } from '../http/common.ts';
 import { Private } from '../../sandbox/private.ts';
 import { CREDENTIAL_PROVIDERS } from './providers.ts';
 import type { CredentialService } from './service.ts';
@@ -26,14 +26,7 @@ export const CredentialSchema = z
 export const baseUrlSchema = z
   .string()
   .max(2048)
-  .refine((s) => {
-    try {
-      const u = new URL(s);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
-    } catch {
-      return false;
-    }
-  }, 'base_url must be an http(s) URL without user info');
+  .refine(isHttpUrlWithoutUserInfo, 'base_url must be an http(s) URL without user info');
 
 export const PutCredentialBody = z
   .object({

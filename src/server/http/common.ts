@@ -50,3 +50,13 @@ export const newRouter = (): OpenAPIHono<AppEnv> =>
 export function lastEventIdOf(header: string | undefined): number | undefined {
   return header !== undefined && /^\d+$/.test(header.trim()) ? Number(header.trim()) : undefined;
 }
+
+/** An http(s) URL that carries no user info (a credential in a URL would be stored and shown as text). */
+export function isHttpUrlWithoutUserInfo(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
+  } catch {
+    return false;
+  }
+}

@@ -7,6 +7,9 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 // The schema parameter only shapes `db.query`, which these modules never use.
 export type EngineDb = PgDatabase<PgQueryResultHKT, Record<string, unknown>>;
 
+/** The rows of a raw `db.execute(sql…)`: both drivers answer `{ rows }`. */
+export const rowsOf = <T>(result: unknown): T[] => (result as { rows: T[] }).rows;
+
 /** PostgreSQL's unique_violation, whichever driver raised it (drizzle may wrap it in `cause`). */
 export function isUniqueViolation(e: unknown): boolean {
   for (let cur: unknown = e, depth = 0; cur && depth < 4; depth++) {

@@ -2,26 +2,18 @@
  * `/api/webhooks`: an account's signed webhook endpoints (full scope): add (the secret is shown once),
  * list, change, enable again, rotate the secret, remove; each endpoint's deliveries, and redelivery.
  */
+import { isUuid } from '../http/ids.ts';
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { type AppEnv, requireKey } from '../http/auth.ts';
-import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
+import { bearer, errorResponses, isHttpUrlWithoutUserInfo, newRouter, type RouteDeps } from '../http/common.ts';
 import { ApiError } from '../http/errors.ts';
 import { WEBHOOK_EVENT_KINDS } from './kinds.ts';
 import type { WebhookResult, WebhookService } from './service.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export const webhookUrlSchema = z
   .string({ error: 'url is required' })
   .max(2048, 'url is longer than 2048 characters')
-  .refine((s) => {
-    try {
-      const u = new URL(s);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && u.username === '' && u.password === '';
-    } catch {
-      return false;
-    }
-  }, 'url must be an http(s) URL without user info');
+  .refine(isHttpUrlWithoutUserInfo, 'url must be an http(s) URL without user info');
 
 const eventsSchema = z
   .array(z.enum(WEBHOOK_EVENT_KINDS, { error: `each event must be one of ${WEBHOOK_EVENT_KINDS.join(', ')}` }))
@@ -108,7 +100,7 @@ function unwrap<T>(r: WebhookResult<T>): T {
 }
 
 const checkId = (...ids: string[]) => {
-  for (const id of ids) if (!UUID.test(id)) throw ApiError.notFound('webhook');
+  for (const id of ids) if (!isUuid(id)) throw ApiError.notFound('webhook');
 };
 
 export function webhookRoutes(deps: RouteDeps & { webhooks: WebhookService }): OpenAPIHono<AppEnv> {

@@ -4,7 +4,7 @@
  */
 import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import { bigserial, boolean, integer, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
-import type { EngineDb } from '../store/engine-db.ts';
+import { type EngineDb, rowsOf } from '../store/engine-db.ts';
 import type { WebhookEventKind } from './kinds.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
@@ -55,8 +55,6 @@ export const webhookAttempts = pgTable('webhook_attempts', {
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
 export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type AttemptRow = typeof webhookAttempts.$inferSelect;
-
-const rowsOf = <T>(res: unknown): T[] => (res as { rows: T[] }).rows;
 
 export async function insertEndpoint(
   db: EngineDb,

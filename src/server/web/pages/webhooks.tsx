@@ -2,6 +2,7 @@
  * Account → Webhooks: the endpoints with their state, adding one (its signing secret shown once),
  * enabling, disabling and removing; one endpoint's deliveries with every attempt, and redelivery.
  */
+import { isUuid } from '../../http/ids.ts';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { WEBHOOK_EVENT_KINDS, type WebhookEventKind } from '../../webhooks/kinds.ts';
@@ -18,8 +19,6 @@ const KIND_WORDS: Readonly<Record<WebhookEventKind, string>> = {
   'conversation.failed': "a conversation's computer could not be set up",
   'runner.offline': 'a runner went offline',
 };
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const addForm = z.object({
   url: webhookUrlSchema,
@@ -246,7 +245,7 @@ export function webhookPages(deps: WebDeps & { webhooks: WebhookService }): Hono
     app.post(`/account/webhooks/:id/${action}`, async (c) => {
       const user = c.get('user');
       const id = c.req.param('id');
-      if (UUID.test(id)) await webhooks.update(user.account.id, id, { enabled });
+      if (isUuid(id)) await webhooks.update(user.account.id, id, { enabled });
       return c.redirect('/account/webhooks', 303);
     });
   }
@@ -254,14 +253,14 @@ export function webhookPages(deps: WebDeps & { webhooks: WebhookService }): Hono
   app.post('/account/webhooks/:id/remove', async (c) => {
     const user = c.get('user');
     const id = c.req.param('id');
-    if (UUID.test(id)) await webhooks.remove(user.account.id, id);
+    if (isUuid(id)) await webhooks.remove(user.account.id, id);
     return c.redirect('/account/webhooks', 303);
   });
 
   app.get('/account/webhooks/:id', async (c) => {
     const user = c.get('user');
     const id = c.req.param('id');
-    const hook = UUID.test(id) ? await webhooks.get(user.account.id, id) : null;
+    const hook = isUuid(id) ? await webhooks.get(user.account.id, id) : null;
     const rows = hook?.ok ? await webhooks.deliveries(user.account.id, id, 100) : null;
     if (!hook?.ok || !rows?.ok) return c.notFound();
     return c.html(<DeliveriesPage user={userName(user)} hook={hook.value} rows={rows.value} />);
@@ -270,8 +269,8 @@ export function webhookPages(deps: WebDeps & { webhooks: WebhookService }): Hono
   app.post('/account/webhooks/:id/deliveries/:delivery/redeliver', async (c) => {
     const user = c.get('user');
     const { id, delivery } = c.req.param();
-    if (UUID.test(id) && UUID.test(delivery)) await webhooks.redeliver(user.account.id, id, delivery);
-    return c.redirect(`/account/webhooks/${UUID.test(id) ? id : ''}`, 303);
+    if (isUuid(id) && isUuid(delivery)) await webhooks.redeliver(user.account.id, id, delivery);
+    return c.redirect(`/account/webhooks/${isUuid(id) ? id : ''}`, 303);
   });
 
   return app;
