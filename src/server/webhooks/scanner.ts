@@ -26,6 +26,8 @@ export class Scanner {
   #start: ScanPosition | null = null;
   /** Recent scans, oldest first: the newest one older than the look-back is where the next scan starts. */
   #marks: Mark[] = [];
+  /** The position last written. */
+  #saved: ScanPosition | null = null;
 
   constructor(db: EngineDb, lookBackMs: number) {
     this.#db = db;
@@ -48,11 +50,16 @@ export class Scanner {
       (high > low ? await enqueueStageEvents(this.#db, low, high) : 0) +
       (await enqueueCreatedConversations(this.#db, since));
     this.#marks.push({ at: now, high, startedAt });
-    // What a restart resumes from: the lagged position, so the window below it is scanned again.
-    await saveScanPosition(this.#db, {
-      eventCursor: low,
-      conversationsSince: base ? base.startedAt : this.#start.conversationsSince,
-    });
+    // What a restart resumes from: the lagged position, so the window below it is scanned again. Written
+    // only when it moved: an idle server does not write a row every tick.
+    const position = { eventCursor: low, conversationsSince: base ? base.startedAt : this.#start.conversationsSince };
+    if (
+      position.eventCursor !== this.#saved?.eventCursor ||
+      position.conversationsSince.getTime() !== this.#saved.conversationsSince.getTime()
+    ) {
+      await saveScanPosition(this.#db, position);
+      this.#saved = position;
+    }
     return queued;
   }
 }
