@@ -719,24 +719,32 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     `turn 1 survived the second park: ${r.secondRecallAnswer}`,
   );
 
-  // Every event once: ids unique, no replayed message or tool call stored again in another turn.
+  // Every event once: ids unique, no replayed message or tool call stored again in another turn. A message
+  // is compared whole (its chunks joined per turn) and a replay sends one whole: two answers of the script
+  // can share a first chunk ("The command ran. Its output: …"), and a recall quotes an earlier recall.
   const ids = r.events.map((e) => e.id);
   assert.equal(new Set(ids).size, ids.length, 'event ids are unique');
   const seen = new Map<string, string | null>();
+  const said = new Map<string, { turn: string | null; kind: string; text: string; chunks: string[] }>();
   for (const e of r.events) {
     if (e.stream !== 'acp') continue;
     const u = JSON.parse(e.data)?.params?.update;
     const kind = u?.sessionUpdate;
-    // What the model said (each answer of the script is unique to its turn), the user sent, and the tool
-    // calls the turns asked for; a runtime's own notices (codex: a model-metadata warning and its MCP
-    // start-up as tool calls at every launch) may repeat.
     const text = String(u?.content?.text ?? '');
-    const modelSaid = [FINAL_PREFIX, RECALL_PREFIX, MCP_PREFIX].some((p) => text.includes(p));
+    if (['agent_message_chunk', 'agent_thought_chunk'].includes(kind)) {
+      const k = `${e.turn_id ?? null} ${kind}`;
+      const m = said.get(k) ?? { turn: e.turn_id ?? null, kind, text: '', chunks: [] };
+      m.text += text;
+      m.chunks.push(text);
+      said.set(k, m);
+      continue;
+    }
+    // The user's prompts and the tool calls the turns asked for; a runtime's own notices (codex: a
+    // model-metadata warning and its MCP start-up as tool calls at every launch) may repeat.
     const key =
       kind === 'tool_call' && [r.token, r.tools.word].some((t) => JSON.stringify(u).includes(t))
         ? `tool_call ${u.toolCallId}`
-        : (kind === 'user_message_chunk' && text.length >= 12) ||
-            (['agent_message_chunk', 'agent_thought_chunk'].includes(kind) && modelSaid)
+        : kind === 'user_message_chunk' && text.length >= 12
           ? `${kind} ${text}`
           : null;
     if (!key) continue;
@@ -747,6 +755,17 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
         `stored again in turn ${e.turn_id} (event ${e.id}; first in turn ${seen.get(key)}): ${key.slice(0, 200)}`,
       );
     else seen.set(key, e.turn_id ?? null);
+  }
+  // What the model said in a turn (each answer of the script is unique to its turn) comes back in no
+  // later turn, neither as that turn's whole text nor as one chunk of it.
+  const messages = [...said.values()];
+  for (const [i, earlier] of messages.entries()) {
+    if (![FINAL_PREFIX, RECALL_PREFIX, MCP_PREFIX].some((p) => earlier.text.includes(p))) continue;
+    for (const later of messages.slice(i + 1))
+      assert.ok(
+        later.turn === earlier.turn || (later.text !== earlier.text && !later.chunks.includes(earlier.text)),
+        `stored again in turn ${later.turn} (first in turn ${earlier.turn}): ${earlier.kind} ${earlier.text.slice(0, 200)}`,
+      );
   }
   for (const a of [r.recallAnswer, r.secondRecallAnswer])
     assert.ok(!a.includes(FINAL_PREFIX) && !a.includes(MCP_PREFIX), `an earlier turn's answer was replayed into: ${a}`);

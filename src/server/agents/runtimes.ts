@@ -92,7 +92,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   },
   gemini: {
     id: 'gemini',
-    replayQuietMs: 5_000,
+    replayQuietMs: 2_000,
     configDir: '.gemini',
     mcpDelivery: 'gemini_settings',
     home: SANDBOX_HOME,
