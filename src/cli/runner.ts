@@ -133,7 +133,7 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
     .option('--ns-subnet <cidr>', 'namespace backend: IPv4 range for the per-sandbox links (default 10.62.0.0/16)')
     .option(
       '--npm-cache <dir>',
-      'process backend: the npm cache sandboxes install agents and packages through (default: ~/.npm)',
+      "the npm cache sandboxes install agents and packages through (process backend: used directly, default ~/.npm; namespace backend: each new sandbox's own cache starts from it, offline-first)",
     )
     .option(
       '--status-file <path>',
@@ -205,12 +205,13 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
     const root = flags.root ? resolve(flags.root) : defaultRoot(name);
     const logger = createRunnerLogger(flags.logLevel, resolveLogFormat(flags.logFormat));
     const common = { root, logger, journalCapBytes: flags.journalCapMib * 1024 * 1024 };
+    const npmCache = flags.npmCache ? resolve(flags.npmCache) : undefined;
     const opened: { ok: true; value: Backend } | { ok: false; error: string } =
       flags.backend === 'firecracker'
         ? await openVmFromFlags(cmd.opts(), root, logger)
         : flags.backend === 'namespace'
-          ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet })
-          : openProcessBackend({ ...common, npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined });
+          ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet, npmCache, serverUrl: creds.baseUrl })
+          : openProcessBackend({ ...common, npmCache });
     if (!opened.ok) {
       process.stderr.write(`fountain runner: ${opened.error}\n`);
       process.exit(1);

@@ -28,6 +28,9 @@ import type { SandboxNet, Tools } from './netns.ts';
 import { allows, parseAllowList } from './policy.ts';
 import { EgressProxy } from './proxy.ts';
 import type { Lookup } from './proxy.ts';
+import { seedNpmCache } from './npm-seed.ts';
+import { loopbackServer, openServerLink } from './server-link.ts';
+import type { ServerLink } from './server-link.ts';
 
 /** Per-sandbox state beside the sandboxes (dot-directories are neither listed nor valid names). */
 export const STATE_DIR = '.fountain-ns';
@@ -70,6 +73,13 @@ export interface NamespaceConfinementOptions {
    * bound read-only at the same path wherever they are, even under /tmp, /home or a hidden directory.
    */
   readonly programs: readonly string[];
+  /**
+   * The Fountain server this runner serves: when it listens on this machine's loopback, its address
+   * and port answer inside each sandbox too (the model gateway, the platform MCP server), and only those.
+   */
+  readonly serverUrl?: string | undefined;
+  /** A warm npm cache each new sandbox's own cache starts from (hard links; npm then prefers it offline). */
+  readonly npmCache?: string | undefined;
 }
 
 interface Live {
@@ -78,6 +88,7 @@ interface Live {
   readonly cgroup: SandboxCgroup;
   readonly resolver: UdpSocket;
   readonly proxy: EgressProxy;
+  readonly link: ServerLink | null;
   /** Read by the resolver and the proxy on every query and connection. */
   readonly policy: { allow: readonly string[] };
 }
@@ -125,7 +136,9 @@ export class NamespaceConfinement implements Confinement {
       // A sandbox made (or last served) by a daemon that ran commands as root becomes its uid's.
       const uid = this.#live.get(name)!.uid;
       try {
+        const seeded = this.#o.npmCache ? await seedNpmCache(this.#o.npmCache, join(dir, '.npm')) : false;
         if ((await lstat(dir)).uid !== uid) await chownTree(dir, uid);
+        else if (seeded) await chownTree(join(dir, '.npm'), uid);
       } catch (e) {
         return err({ code: 'unavailable', detail: `sandbox ownership: ${message(e)}` });
       }
@@ -141,6 +154,10 @@ export class NamespaceConfinement implements Confinement {
       user: SANDBOX_USER,
       tmpdir: '/tmp',
     });
+    // The sandbox's cache was seeded from a warm one: use what it holds without asking the registry
+    // first, which a sandbox whose policy does not allow it could not reach.
+    if (o.npmCache && !req.env.some((p) => p[0] === 'npm_config_prefer_offline'))
+      env.npm_config_prefer_offline = 'true';
     const live = this.#live.get(name);
     const uid = live?.uid ?? this.#uidOf(name);
     const bwrap = [
@@ -346,7 +363,17 @@ export class NamespaceConfinement implements Confinement {
         lookup: o.lookup,
         logger: log,
       });
-      this.#live.set(name, { uid: o.uidBase + state.slot, net, cgroup, resolver, proxy, policy });
+      const server = loopbackServer(o.serverUrl);
+      let link: ServerLink | null = null;
+      if (server) {
+        const opened = await openServerLink(o.tools.nsenter, net.ns, server, log);
+        if (!opened.ok) {
+          await proxy.close();
+          throw new Error(opened.error);
+        }
+        link = opened.value;
+      }
+      this.#live.set(name, { uid: o.uidBase + state.slot, net, cgroup, resolver, proxy, link, policy });
       return ok(undefined);
     } catch (e) {
       resolver?.close();
@@ -361,6 +388,7 @@ export class NamespaceConfinement implements Confinement {
     if (live) {
       live.resolver.close();
       await live.proxy.close();
+      await live.link?.close();
     }
     const removed = await this.#cgroup(name).remove();
     if (!removed.ok) this.#o.logger.warn({ sandbox: name, err: removed.error }, 'runner: sandbox cgroups not removed');
@@ -512,10 +540,14 @@ export class NamespaceConfinement implements Confinement {
   }
 }
 
-/** lchown of a tree, never following a link. */
+/**
+ * lchown of a tree, never following a link. A file with other hard links (the seeded npm cache's,
+ * shared with the warm cache and other sandboxes) stays root's: the sandbox may read it, never change it.
+ */
 async function chownTree(path: string, uid: number): Promise<void> {
-  await lchown(path, uid, uid);
   const st = await lstat(path);
+  if (!st.isDirectory() && st.nlink > 1) return;
+  await lchown(path, uid, uid);
   if (!st.isDirectory()) return;
   for (const e of await readdir(path, { withFileTypes: true })) await chownTree(join(path, e.name), uid);
 }

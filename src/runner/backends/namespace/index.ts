@@ -41,6 +41,8 @@ export interface NamespaceBackendOptions extends Omit<ProcessBackendOptions, 'co
   readonly uidBase?: number;
   /** Directories bound read-only so an agent's own program runs inside; default defaultProgramDirs(). */
   readonly programDirs?: readonly string[];
+  /** The Fountain server the runner serves: reachable from each sandbox when it listens on loopback. */
+  readonly serverUrl?: string | undefined;
 }
 
 /** This Fountain installation (the package root) and the Node installation running it. */
@@ -106,6 +108,8 @@ export function openNamespaceBackend(opts: NamespaceBackendOptions): Result<Proc
       env: opts.env ?? process.env,
       hidden: [realHome],
       programs: opts.programDirs ?? defaultProgramDirs(),
+      serverUrl: opts.serverUrl,
+      npmCache: opts.npmCache,
     });
     return ok(new ProcessBackend({ ...opts, confinement }));
   } catch (e) {
