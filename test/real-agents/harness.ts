@@ -5,7 +5,7 @@
  * `realAgentConversation` once and asserts on what it returns and on what the run left behind.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -16,11 +16,11 @@ import {
   realpathSync,
   rmSync,
   writeFileSync,
-  type Dirent,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import pino from 'pino';
 import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
 import { startRunnerChild, until, type RunnerChild } from '../../src/server/conversations/testing.ts';
@@ -28,6 +28,7 @@ import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
 import { agentProcessesOf, type AgentProc } from '../helpers/processes.ts';
+import { startNamespaceHost, type NamespaceHost } from './namespace-host.ts';
 import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
 import {
   HTTP_TOOL,
@@ -39,6 +40,7 @@ import {
   type McpSeen,
 } from './mcp-probe.ts';
 
+const execFileAsync = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** The persistent npm cache `.ci/run` pre-warms: sandbox installs read the adapters from it. */
 export const NPM_CACHE = join(REPO, '.cache', 'npm');
@@ -65,7 +67,15 @@ export interface RealAgentCase {
   deliveredFiles(sandboxDir: string): string[];
 }
 
+/** Which backend the runner's sandboxes use: a directory, or bubblewrap with its own uid, /tmp and network. */
+export type RealAgentBackend = 'process' | 'namespace';
+
+export interface RealAgentOptions {
+  readonly backend?: RealAgentBackend;
+}
+
 export interface RealAgentRun {
+  readonly backend: RealAgentBackend;
   readonly key: string;
   readonly api: ModelApiServer;
   readonly sandboxDir: string;
@@ -173,8 +183,11 @@ async function stageAfter(
   );
 }
 
-/** Every process environment on this machine (`ps eww`, each process environ file) and every sandbox file holding `secret`. */
-function secretHolders(secret: string, sandboxDir: string): string[] {
+/**
+ * Every process environment on this machine (`ps eww`, each process environ file) and every sandbox file
+ * holding `secret`. The programs run asynchronously: the server runs in this process and must keep serving.
+ */
+async function secretHolders(secret: string, sandboxDir: string): Promise<string[]> {
   const found: string[] = [];
   for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
     try {
@@ -184,31 +197,12 @@ function secretHolders(secret: string, sandboxDir: string): string[] {
     }
   }
   try {
-    const ps = execFileSync('ps', ['eww', '-e', '-o', 'pid,args'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-    if (ps.includes(secret)) found.push('ps eww');
+    const ps = await execFileAsync('ps', ['eww', '-e', '-o', 'pid,args'], { maxBuffer: 64 * 1024 * 1024 });
+    if (ps.stdout.includes(secret)) found.push('ps eww');
   } catch (e) {
     found.push(`ps failed: ${String(e)}`);
   }
-  const walk = (dir: string) => {
-    let entries: Dirent[] = [];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      const p = join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.isFile()) {
-        try {
-          if (readFileSync(p).includes(secret)) found.push(p);
-        } catch {
-          // Unreadable or gone.
-        }
-      }
-    }
-  };
-  walk(sandboxDir);
+  found.push(...(await filesHolding(sandboxDir, [secret])));
   return found;
 }
 
@@ -220,13 +214,16 @@ function processListing(): string {
   }
 }
 
-/** Files under `dir` holding any of `needles` (grep, fixed strings; the sandbox holds the installed agents). */
-export function filesHolding(dir: string, needles: readonly string[]): string[] {
+/**
+ * Files under `dir` holding any of `needles` (grep, fixed strings; the sandbox holds the installed agents
+ * and, on the namespace backend, its npm cache): run asynchronously, the in-process server keeps serving.
+ */
+export async function filesHolding(dir: string, needles: readonly string[]): Promise<string[]> {
   if (!existsSync(dir)) return [];
-  const r = spawnSync('grep', ['-rlF', ...needles.flatMap((n) => ['-e', n]), dir], {
-    encoding: 'utf8',
+  // grep exits 1 when no file holds any.
+  const r = await execFileAsync('grep', ['-rlF', ...needles.flatMap((n) => ['-e', n]), dir], {
     maxBuffer: 64 * 1024 * 1024,
-  });
+  }).catch((e: { stdout?: string }) => ({ stdout: e.stdout ?? '' }));
   return r.stdout.split('\n').filter((l) => l !== '');
 }
 
@@ -259,7 +256,7 @@ async function promptToEnd(
   s: Stream,
   convId: string,
   prompt: string,
-  onAsk?: () => void,
+  onAsk?: () => void | Promise<void>,
 ): Promise<{ turnId: string; end: SseEvent; permissions: Json[] }> {
   const from = s.events.reduce((m, e) => Math.max(m, e.id ?? 0), 0);
   const p = await http('POST', `/api/conversations/${convId}/prompts`, { prompt });
@@ -281,7 +278,7 @@ async function promptToEnd(
     );
     after = e.id ?? after;
     if (e.data.stage === 'turn') return { turnId, end: e, permissions };
-    onAsk?.();
+    await onAsk?.();
     const req = typeof e.data.data === 'string' ? JSON.parse(e.data.data) : e.data.data;
     permissions.push(req);
     const allow =
@@ -294,15 +291,29 @@ async function promptToEnd(
   }
 }
 
-export async function realAgentConversation(c: RealAgentCase): Promise<RealAgentRun> {
+export async function realAgentConversation(c: RealAgentCase, o: RealAgentOptions = {}): Promise<RealAgentRun> {
+  const backend = o.backend ?? 'process';
   const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
   const api = await c.startApi(key);
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-real-${c.runtime}-`)));
   const logFile = join(tmp, 'server.log');
   mkdirSync(NPM_CACHE, { recursive: true });
   const mcpToken = `mcp-secret-${randomBytes(12).toString('hex')}`;
-  const probe: HttpProbe = await startHttpProbe(mcpToken);
-  const stdioLog = join(tmp, 'mcp-stdio.jsonl');
+  // A namespace sandbox reaches no loopback service but the Fountain server: the HTTP probe gets an
+  // address and a name of its own.
+  const nsHost: NamespaceHost | null = backend === 'namespace' ? await startNamespaceHost(tmp, c.runtime) : null;
+  const probe: HttpProbe = await startHttpProbe(
+    mcpToken,
+    nsHost ? { host: nsHost.probeAddress, port: 80 } : undefined,
+  ).catch((e) => {
+    nsHost?.close();
+    throw e;
+  });
+  const probeHost = nsHost ? nsHost.probeName : `127.0.0.1:${probe.port}`;
+  // A namespace sandbox writes nothing outside its directory and its private /tmp: the log is each
+  // conversation's own, in its sandbox (read from conversation A's).
+  const stdioLogInside = nsHost ? '/home/sprite/mcp-stdio.jsonl' : join(tmp, 'mcp-stdio.jsonl');
+  const stdioLogOf = (sandbox: string) => (nsHost ? join(sandbox, 'mcp-stdio.jsonl') : stdioLogInside);
   const skillMark = `fountain-skill-${randomBytes(6).toString('hex')}`;
   const systemMark = `fountain-system-${randomBytes(6).toString('hex')}`;
   // Files of the shared temporary directory newer than this one were written during the run.
@@ -314,6 +325,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
   const keyHolders: string[] = [];
   const t0 = Date.now();
   const phase = (what: string) => console.error(`[${c.runtime} ${((Date.now() - t0) / 1000).toFixed(1)} s] ${what}`);
+  if (process.env.FOUNTAIN_KEEP_REAL_AGENT_TMP) phase(`working in ${tmp} on the ${backend} backend`);
   try {
     srv = await startServer({
       dataDir: join(tmp, 'data'),
@@ -341,7 +353,12 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       apiKey: bootKey,
       home: tmp,
       logLevel: 'debug',
-      extraArgs: ['--npm-cache', NPM_CACHE],
+      extraArgs: [
+        '--npm-cache',
+        NPM_CACHE,
+        ...(nsHost ? ['--backend', 'namespace', '--ns-subnet', nsHost.subnet] : []),
+      ],
+      ...(nsHost ? { wrap: nsHost.wrap } : {}),
     });
     await until(
       async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
@@ -352,8 +369,10 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     // The environment holds what the MCP servers' `${VAR}`s name: a variable for the port and the log, a secret for the token.
     const env = await http('POST', '/api/environments', {
       name: `real-${c.runtime}-tools`,
-      env_vars: { PROBE_HTTP_PORT: String(probe.port), PROBE_STDIO_LOG: stdioLog },
+      env_vars: { PROBE_HTTP_HOST: probeHost, PROBE_STDIO_LOG: stdioLogInside },
       secrets: { PROBE_HTTP_TOKEN: mcpToken },
+      // On the namespace backend the sandbox reaches only the names its policy allows (and the server).
+      ...(nsHost ? { networking_type: 'limited', networking_config: { allowed_hosts: [nsHost.probeName] } } : {}),
     });
     assert.equal(env.status, 201, JSON.stringify(env.body));
     const agent = await http('POST', '/api/agents', {
@@ -369,7 +388,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         'probe-stdio': { command: 'node', args: [STDIO_FIXTURE, '${PROBE_STDIO_LOG}'] },
         'probe-http': {
           type: 'http',
-          url: 'http://127.0.0.1:${PROBE_HTTP_PORT}/mcp',
+          url: 'http://${PROBE_HTTP_HOST}/mcp',
           headers: { Authorization: 'Bearer ${PROBE_HTTP_TOKEN}' },
         },
       },
@@ -429,13 +448,13 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       let agentProcesses: AgentProc[] = [];
       let agentProcessesB: AgentProc[] = [];
       const [t1, t1B] = await Promise.all([
-        promptToEnd(http, s, convId, `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`, () => {
+        promptToEnd(http, s, convId, `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`, async () => {
           ps.push(processListing());
-          keyHolders.push(...secretHolders(key, sandboxDir));
-          agentProcesses = agentProcessesOf(convId);
+          agentProcesses = agentProcessesOf(convId, sandboxDir);
+          keyHolders.push(...(await secretHolders(key, sandboxDir)));
         }),
         promptToEnd(http, sB, convB, `RUN: echo ${tokenB} > ${tokenB}.txt && cat ${tokenB}.txt`, () => {
-          agentProcessesB = agentProcessesOf(convB);
+          agentProcessesB = agentProcessesOf(convB, sandboxB);
         }),
       ]);
       phase('turn 1 done in both');
@@ -483,7 +502,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         turn: await turnOf(convId, mcp.turnId),
         answer: answer(s.events, mcp.turnId),
         permissions: mcp.permissions,
-        stdio: readStdioLog(stdioLog),
+        stdio: readStdioLog(stdioLogOf(sandboxDir)),
         http: [...probe.seen],
         delivered,
       };
@@ -510,7 +529,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
       const usageByTurn = (await http('GET', '/api/usage?by=turn')).body.data as Json[];
       const gatewayCalls = (await http('GET', '/api/usage/calls?limit=1000')).body.data as Json[];
       const askedAtUsage = api.asked.map((a) => ({ authorized: a.authorized, path: a.path }));
-      keyHolders.push(...secretHolders(key, sandboxDir));
+      keyHolders.push(...(await secretHolders(key, sandboxDir)));
 
       // The key is replaced while the agent runs: the very next turn uses the new one.
       const rotatedKey = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
@@ -555,8 +574,8 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         after = page.body.meta.next_cursor;
       }
       const keyInFiles = [
-        ...filesHolding(sandboxDir, [key, rotatedKey, mcpToken]),
-        ...filesHolding(sandboxB, [key, rotatedKey, mcpToken]),
+        ...(await filesHolding(sandboxDir, [key, rotatedKey, mcpToken])),
+        ...(await filesHolding(sandboxB, [key, rotatedKey, mcpToken])),
       ];
       const conversation = await http('GET', `/api/conversations/${convId}`);
       const allTurns = await http('GET', `/api/conversations/${convId}/turns`);
@@ -580,6 +599,7 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
         convB,
       ]);
       return {
+        backend,
         key,
         api,
         sandboxDir,
@@ -637,7 +657,9 @@ export async function realAgentConversation(c: RealAgentCase): Promise<RealAgent
     await srv?.stop();
     await api.close();
     await probe.close();
-    rmSync(tmp, { recursive: true, force: true });
+    nsHost?.close();
+    if (process.env.FOUNTAIN_KEEP_REAL_AGENT_TMP) console.error(`kept ${tmp}`);
+    else rmSync(tmp, { recursive: true, force: true });
   }
 }
 
@@ -682,8 +704,10 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     [r.sandboxDir, r.agentProcesses],
     [r.other.sandboxDir, r.other.agentProcesses],
   ] as const) {
-    assert.ok(procs.length > 0, 'the agent process was found by its conversation id');
-    for (const p of procs) {
+    // On the namespace backend bubblewrap itself starts on the host (and stays pid 1 inside); what it runs is the agent.
+    const agents = r.backend === 'namespace' ? procs.filter((p) => !/^\S*bwrap /.test(p.argv)) : procs;
+    assert.ok(agents.length > 0, 'the agent process was found by its conversation id');
+    for (const p of agents) {
       assert.ok(inside(dir, p.cwd), `cwd ${p.cwd} of ${p.argv} is inside ${dir}`);
       assert.ok(inside(dir, p.home), `HOME ${p.home} of ${p.argv} is inside ${dir}`);
     }
@@ -733,7 +757,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     const text = String(u?.content?.text ?? '');
     if (['agent_message_chunk', 'agent_thought_chunk'].includes(kind)) {
       const k = `${e.turn_id ?? null} ${kind}`;
-      const m = said.get(k) ?? { turn: e.turn_id ?? null, kind, text: '', chunks: [] };
+      const m = said.get(k) ?? { turn: e.turn_id ?? null, kind, text: '', chunks: [] as string[] };
       m.text += text;
       m.chunks.push(text);
       said.set(k, m);

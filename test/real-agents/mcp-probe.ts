@@ -28,7 +28,10 @@ export interface HttpProbe {
 }
 
 /** A stateless Streamable HTTP MCP server: each POST gets a fresh server and transport, as the SDK's stateless example does. */
-export async function startHttpProbe(token: string): Promise<HttpProbe> {
+export async function startHttpProbe(
+  token: string,
+  listen: { readonly host: string; readonly port: number } = { host: '127.0.0.1', port: 0 },
+): Promise<HttpProbe> {
   const seen: McpSeen[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -87,7 +90,7 @@ export async function startHttpProbe(token: string): Promise<HttpProbe> {
       });
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(listen.port, listen.host, resolve));
   return {
     port: (server.address() as AddressInfo).port,
     seen,

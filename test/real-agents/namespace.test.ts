@@ -1,0 +1,23 @@
+/**
+ * The real agents on a namespace runner (bubblewrap, the sandbox's own uid, a private /tmp, egress only
+ * through the runner's proxy): the same conversation and checks as each runtime's own file on the
+ * process backend. Needs root, bubblewrap and nftables (skipped otherwise, with the reason).
+ */
+import { describe, it } from 'node:test';
+import { namespaceSupportProblem } from '../../src/runner/backends/namespace/index.ts';
+import { CLAUDE, CODEX, GEMINI, OPENCODE } from './cases.ts';
+import { assertRealRun, realAgentConversation } from './harness.ts';
+
+const nsProblem = namespaceSupportProblem();
+
+describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 1 }, () => {
+  for (const c of [CLAUDE, CODEX, GEMINI, OPENCODE]) {
+    it(`${c.runtime}: the whole conversation, its tools and its checks, with the runtime confined`, {
+      timeout: 600_000,
+    }, async () => {
+      const r = await realAgentConversation(c, { backend: 'namespace' });
+      assertRealRun(c, r);
+      c.check(r);
+    });
+  }
+});
