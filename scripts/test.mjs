@@ -22,6 +22,7 @@ const selected = filters.length ? files.filter((f) => filters.some((x) => f.incl
 // order: with two files at a time, a long file started last would run alone at the end.
 const SLOW_FIRST = [
   'test/runner-microvm-conformance.test.ts', // real QEMU VMs
+  'test/real-agents/namespace.test.ts', // the four runtimes again, on a namespace runner (not measured idle yet)
   'test/real-agents/opencode.test.ts', // 97
   'test/real-agents/gemini.test.ts', // 77
   'test/real-agents/claude.test.ts', // 72
