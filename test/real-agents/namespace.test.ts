@@ -13,7 +13,8 @@ const nsProblem = namespaceSupportProblem();
 describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 1 }, () => {
   for (const c of [CLAUDE, CODEX, GEMINI, OPENCODE]) {
     it(`${c.runtime}: the whole conversation, its tools and its checks, with the runtime confined`, {
-      timeout: 600_000,
+      // A loaded machine (2 cores shared) takes up to ten minutes for one runtime: install, five turns, two parks.
+      timeout: 900_000,
     }, async () => {
       const r = await realAgentConversation(c, { backend: 'namespace' });
       assertRealRun(c, r);
