@@ -43,7 +43,7 @@ describe('the model gateway', () => {
 
   /** An agent (through the API) and a conversation of it with a live sandbox token. */
   async function conversation(
-    runtime: 'claude' | 'codex' | 'gemini',
+    runtime: 'claude' | 'codex' | 'gemini' | 'opencode',
     model: string,
     limits: Json = {},
   ): Promise<{ agentId: string; convId: string; token: string }> {
@@ -340,6 +340,17 @@ describe('the model gateway', () => {
           }),
       ],
       [
+        'opencode',
+        'openai/gpt-5',
+        'openai',
+        (t: string) =>
+          fetch(gw('openai', '/chat/completions'), {
+            method: 'POST',
+            headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'gpt-5', stream: true, messages: [{ role: 'user', content: RUN }] }),
+          }),
+      ],
+      [
         'gemini',
         'google/gemini-2.5-flash',
         'gemini',
@@ -371,6 +382,34 @@ describe('the model gateway', () => {
       if (vendor === 'gemini') assert.equal(b.error.status, 'PERMISSION_DENIED');
       if (vendor === 'openai') assert.equal(b.error.code, 'fountain_limit');
     }
+  });
+
+  it('stops a conversation at the first call past its currency budget, costed with the price table', async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5', { usd_per_conversation: 0.001 });
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', true)),
+      });
+    // 120 tokens in at $3 and 12 out at $15 per million: $0.00054 a call, so two start under $0.001.
+    for (let i = 0; i < 2; i++) {
+      const r = await send();
+      assert.equal(r.status, 200);
+      await r.text();
+    }
+    const refused = await send();
+    assert.equal(refused.status, 403);
+    assert.match(
+      (await refused.json()).error.message,
+      /the agent's budget usd_per_conversation = \$0\.001 is spent \(\$0\.0011 used this conversation\)/,
+    );
+    const rows = await calls(c.convId, 3);
+    assert.deepEqual(rows.map((x) => x.refused).sort(), ['agent.usd_per_conversation', null, null]);
+    assert.equal(
+      rows.reduce((s, x) => s + (x.cost_usd ?? 0), 0),
+      2 * 0.00054,
+    );
   });
 
   it('refuses gateway delivery before saving where no path exists (a hosted sandbox, no PUBLIC_URL)', async () => {
