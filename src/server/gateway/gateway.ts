@@ -22,6 +22,7 @@ import { admit, complete } from './admission.ts';
 import { hasBudget, modelRefusal, type Refusal } from './limits.ts';
 import { costMicros, DEFAULT_PRICES, type PriceTable } from './prices.ts';
 import { callerContext, recordCalls, type CallerContext, type NewModelCall } from './store.ts';
+import { drained, readBody } from './io.ts';
 import { UsageReader, type CallUsage } from './usage.ts';
 import {
   DROPPED_RESPONSE,
@@ -377,34 +378,4 @@ interface RecordFacts {
   readonly refused?: string;
   readonly firstByteMs?: number | null;
   readonly usage?: CallUsage | null;
-}
-
-/** Resolves true once `res` drains, false if it closes first; leaves no listener behind. */
-function drained(res: ServerResponse): Promise<boolean> {
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => () => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onDrain = done(true);
-    const onClose = done(false);
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
-}
-
-/** The whole request body, or null past `max` bytes (a model request is read before it is forwarded). */
-async function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > max) {
-      req.resume();
-      return null;
-    }
-    chunks.push(c as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
