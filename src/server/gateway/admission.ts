@@ -49,9 +49,19 @@ export async function complete(
     | 'firstByteMs'
   >,
 ): Promise<void> {
-  // A status of 0 would leave the call in flight; no HTTP answer has it.
+  // Only what the call's end decides; a status of 0 (no HTTP answer has it) would leave the call in flight.
   await db
     .update(modelCalls)
-    .set({ ...done, status: done.status === IN_FLIGHT ? 599 : done.status })
+    .set({
+      status: done.status === IN_FLIGHT ? 599 : done.status,
+      refused: done.refused ?? null,
+      inputTokens: done.inputTokens ?? 0,
+      outputTokens: done.outputTokens ?? 0,
+      cacheReadTokens: done.cacheReadTokens ?? 0,
+      cacheWriteTokens: done.cacheWriteTokens ?? 0,
+      costMicros: done.costMicros ?? null,
+      latencyMs: done.latencyMs,
+      firstByteMs: done.firstByteMs ?? null,
+    })
     .where(eq(modelCalls.id, id));
 }
