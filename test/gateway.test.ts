@@ -15,6 +15,8 @@ import { until } from '../src/server/conversations/testing.ts';
 import { insertConversation } from '../src/server/conversations/store.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
+import { eq } from 'drizzle-orm';
+import { modelCalls } from '../src/server/gateway/store.ts';
 import { startAnthropicApi } from './model-apis/anthropic.ts';
 import { startGeminiApi } from './model-apis/gemini.ts';
 import { startOpenAiApi } from './model-apis/openai.ts';
@@ -410,6 +412,49 @@ describe('the model gateway', () => {
       rows.reduce((s, x) => s + (x.cost_usd ?? 0), 0),
       2 * 0.00054,
     );
+  });
+
+  it("holds a call back while reservations in flight would pass the budget, and forgets a dead node's reservation", async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5', { tokens_per_conversation: 1000 });
+    const accountId: string = (await api('GET', '/api/account')).body.data.id;
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', false)),
+      });
+    // A call another node has in flight, reserving more than the budget.
+    const [held] = await db()
+      .insert(modelCalls)
+      .values({
+        accountId,
+        agentId: c.agentId,
+        conversationId: c.convId,
+        api: 'anthropic',
+        endpoint: 'messages',
+        status: 0,
+        latencyMs: 0,
+        reservedTokens: 5000,
+      })
+      .returning({ id: modelCalls.id });
+    const waiting = await send();
+    assert.equal(waiting.status, 429);
+    const e = await waiting.json();
+    assert.equal(e.error.type, 'rate_limit_error');
+    assert.match(
+      e.error.message,
+      /token budget tokens_per_conversation = 1000 is nearly spent \(0 tokens used this conversation, 1 call\(s\) in flight may use 5000 tokens more\)/,
+    );
+    // Its node died 31 minutes ago: the reservation no longer holds the budget back.
+    await db()
+      .update(modelCalls)
+      .set({ createdAt: new Date(Date.now() - 31 * 60_000) })
+      .where(eq(modelCalls.id, held!.id));
+    const ok = await send();
+    assert.equal(ok.status, 200, await ok.clone().text());
+    const rows = await calls(c.convId, 3);
+    const mine = rows.find((r) => r.refused === null && r.status === 200);
+    assert.equal(mine?.input_tokens, 120, 'the admitted call was completed with its usage');
   });
 
   it('refuses gateway delivery before saving where no path exists (a hosted sandbox, no PUBLIC_URL)', async () => {
