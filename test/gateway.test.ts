@@ -15,6 +15,8 @@ import { until } from '../src/server/conversations/testing.ts';
 import { insertConversation } from '../src/server/conversations/store.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
+import { eq } from 'drizzle-orm';
+import { modelCalls } from '../src/server/gateway/store.ts';
 import { startAnthropicApi } from './model-apis/anthropic.ts';
 import { startGeminiApi } from './model-apis/gemini.ts';
 import { startOpenAiApi } from './model-apis/openai.ts';
@@ -43,7 +45,7 @@ describe('the model gateway', () => {
 
   /** An agent (through the API) and a conversation of it with a live sandbox token. */
   async function conversation(
-    runtime: 'claude' | 'codex' | 'gemini',
+    runtime: 'claude' | 'codex' | 'gemini' | 'opencode',
     model: string,
     limits: Json = {},
   ): Promise<{ agentId: string; convId: string; token: string }> {
@@ -340,6 +342,17 @@ describe('the model gateway', () => {
           }),
       ],
       [
+        'opencode',
+        'openai/gpt-5',
+        'openai',
+        (t: string) =>
+          fetch(gw('openai', '/chat/completions'), {
+            method: 'POST',
+            headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'gpt-5', stream: true, messages: [{ role: 'user', content: RUN }] }),
+          }),
+      ],
+      [
         'gemini',
         'google/gemini-2.5-flash',
         'gemini',
@@ -371,6 +384,77 @@ describe('the model gateway', () => {
       if (vendor === 'gemini') assert.equal(b.error.status, 'PERMISSION_DENIED');
       if (vendor === 'openai') assert.equal(b.error.code, 'fountain_limit');
     }
+  });
+
+  it('stops a conversation at the first call past its currency budget, costed with the price table', async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5', { usd_per_conversation: 0.001 });
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', true)),
+      });
+    // 120 tokens in at $3 and 12 out at $15 per million: $0.00054 a call, so two start under $0.001.
+    for (let i = 0; i < 2; i++) {
+      const r = await send();
+      assert.equal(r.status, 200);
+      await r.text();
+    }
+    const refused = await send();
+    assert.equal(refused.status, 403);
+    assert.match(
+      (await refused.json()).error.message,
+      /the agent's budget usd_per_conversation = \$0\.001 is spent \(\$0\.0011 used this conversation\)/,
+    );
+    const rows = await calls(c.convId, 3);
+    assert.deepEqual(rows.map((x) => x.refused).sort(), ['agent.usd_per_conversation', null, null]);
+    assert.equal(
+      rows.reduce((s, x) => s + (x.cost_usd ?? 0), 0),
+      2 * 0.00054,
+    );
+  });
+
+  it("holds a call back while reservations in flight would pass the budget, and forgets a dead node's reservation", async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5', { tokens_per_conversation: 1000 });
+    const accountId: string = (await api('GET', '/api/account')).body.data.id;
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', false)),
+      });
+    // A call another node has in flight, reserving more than the budget.
+    const [held] = await db()
+      .insert(modelCalls)
+      .values({
+        accountId,
+        agentId: c.agentId,
+        conversationId: c.convId,
+        api: 'anthropic',
+        endpoint: 'messages',
+        status: 0,
+        latencyMs: 0,
+        reservedTokens: 5000,
+      })
+      .returning({ id: modelCalls.id });
+    const waiting = await send();
+    assert.equal(waiting.status, 429);
+    const e = await waiting.json();
+    assert.equal(e.error.type, 'rate_limit_error');
+    assert.match(
+      e.error.message,
+      /token budget tokens_per_conversation = 1000 is nearly spent \(0 tokens used this conversation, 1 call\(s\) in flight may use 5000 tokens more\)/,
+    );
+    // Its node died 31 minutes ago: the reservation no longer holds the budget back.
+    await db()
+      .update(modelCalls)
+      .set({ createdAt: new Date(Date.now() - 31 * 60_000) })
+      .where(eq(modelCalls.id, held!.id));
+    const ok = await send();
+    assert.equal(ok.status, 200, await ok.clone().text());
+    const rows = await calls(c.convId, 3);
+    const mine = rows.find((r) => r.refused === null && r.status === 200);
+    assert.equal(mine?.input_tokens, 120, 'the admitted call was completed with its usage');
   });
 
   it('refuses gateway delivery before saving where no path exists (a hosted sandbox, no PUBLIC_URL)', async () => {

@@ -69,16 +69,27 @@ export const gatewayBenchmark: Benchmark = {
         runtime: 'claude',
         model: 'anthropic/claude-sonnet-4-5',
       });
+      // The same agent with a budget: each call is admitted under the account's lock and written in flight.
+      const budgeted = await api('POST', '/api/agents', {
+        name: 'bench-gateway-budget',
+        runtime: 'claude',
+        model: 'anthropic/claude-sonnet-4-5',
+        model_limits: { tokens_per_day: 1e12 },
+      });
       const accountId = (await api('GET', '/api/account')).data.id;
-      const conv = await insertConversation(
-        server.database.db as unknown as EngineDb,
-        { accountId, agentId: agent.data.id, runtime: 'claude', status: 'idle' },
-        { provider: 'runner', name: `runner-${randomBytes(16).toString('hex')}-${randomBytes(4).toString('hex')}` },
-      );
-      const token = await server.engine.sandboxTokens.rotate(accountId, conv.conversation.id);
+      const tokenOf = async (agentId: string) => {
+        const conv = await insertConversation(
+          server.database.db as unknown as EngineDb,
+          { accountId, agentId, runtime: 'claude', status: 'idle' },
+          { provider: 'runner', name: `runner-${randomBytes(16).toString('hex')}-${randomBytes(4).toString('hex')}` },
+        );
+        return server.engine.sandboxTokens.rotate(accountId, conv.conversation.id);
+      };
+      const gatewayUrl = `${server.url}/api/gateway/anthropic/v1/messages`;
       const targets = {
         direct: { url: `${upstream.url}/v1/messages`, key: realKey },
-        gateway: { url: `${server.url}/api/gateway/anthropic/v1/messages`, key: token },
+        gateway: { url: gatewayUrl, key: await tokenOf(agent.data.id) },
+        budgeted: { url: gatewayUrl, key: await tokenOf(budgeted.data.id) },
       } as const;
       type Way = keyof typeof targets;
       const body = (stream: boolean) =>
@@ -115,12 +126,12 @@ export const gatewayBenchmark: Benchmark = {
 
       const rounds = ctx.quick ? 200 : 1000;
       // Warm both paths (connections, JIT, the gateway's caches).
-      for (let i = 0; i < 50; i++) for (const w of ['direct', 'gateway'] as const) await once(w, null);
-      const request_: Record<Way, number[]> = { direct: [], gateway: [] };
-      const ttfb: Record<Way, number[]> = { direct: [], gateway: [] };
+      for (let i = 0; i < 50; i++) for (const w of ['direct', 'gateway', 'budgeted'] as const) await once(w, null);
+      const request_: Record<Way, number[]> = { direct: [], gateway: [], budgeted: [] };
+      const ttfb: Record<Way, number[]> = { direct: [], gateway: [], budgeted: [] };
       await ctx.measured(async () => {
         for (let i = 0; i < rounds; i++)
-          for (const w of (i % 2 ? ['direct', 'gateway'] : ['gateway', 'direct']) as Way[])
+          for (const w of (i % 2 ? ['direct', 'gateway', 'budgeted'] : ['budgeted', 'gateway', 'direct']) as Way[])
             request_[w].push((await once(w, null)).totalMs);
         for (let i = 0; i < rounds / 2; i++)
           for (const w of (i % 2 ? ['direct', 'gateway'] : ['gateway', 'direct']) as Way[])
@@ -129,7 +140,7 @@ export const gatewayBenchmark: Benchmark = {
       ctx.progress(`gateway: ${rounds} requests and ${rounds / 2} stream starts each way`);
 
       const longEvents = Math.round(((ctx.quick ? 16 : 64) * 1e6) / EVENT_BYTES);
-      const rate: Record<Way, number> = { direct: 0, gateway: 0 };
+      const rate: Record<Way, number> = { direct: 0, gateway: 0, budgeted: 0 };
       await ctx.measured(async () => {
         for (const w of ['direct', 'gateway', 'direct', 'gateway'] as Way[]) {
           const r = await once(w, longEvents);
@@ -161,6 +172,8 @@ export const gatewayBenchmark: Benchmark = {
       const s = (w: Way) => ({ ...roundSummary(summarize(request_[w])) });
       const t = (w: Way) => ({ ...roundSummary(summarize(ttfb[w])) });
       const addedP50 = round(s('gateway').p50 - s('direct').p50);
+      const addedP99 = round(s('gateway').p99 - s('direct').p99);
+      const addedBudgetedP50 = round(s('budgeted').p50 - s('direct').p50);
       const addedTtfb = round(t('gateway').p50 - t('direct').p50);
       const rateShare = round(rate.gateway / rate.direct);
       const met = addedP50 <= 2 && addedTtfb <= 1 && rateShare >= 0.5 && errors === 0;
@@ -176,6 +189,9 @@ export const gatewayBenchmark: Benchmark = {
           requestMs: s('gateway'),
           firstByteMs: t('gateway'),
           addedP50Ms: addedP50,
+          addedP99Ms: addedP99,
+          budgetedRequestMs: s('budgeted'),
+          addedBudgetedP50Ms: addedBudgetedP50,
           addedFirstByteP50Ms: addedTtfb,
           longStreamMB: round((longEvents * EVENT_BYTES) / 1e6),
           longStreamMBps: rate.gateway,
@@ -197,7 +213,7 @@ export const gatewayBenchmark: Benchmark = {
         },
         notes: errorSamples,
         summary:
-          `gateway    request p50 ${s('gateway').p50} ms vs ${s('direct').p50} ms direct (+${addedP50} ms), first byte p50 ${t('gateway').p50} vs ${t('direct').p50} ms (+${addedTtfb} ms), ` +
+          `gateway    request p50 ${s('gateway').p50} ms vs ${s('direct').p50} ms direct (+${addedP50} ms; p99 +${addedP99} ms; with a budget +${addedBudgetedP50} ms p50), first byte p50 ${t('gateway').p50} vs ${t('direct').p50} ms (+${addedTtfb} ms), ` +
           `long stream ${rate.gateway} vs ${rate.direct} MB/s (${rateShare}x), ${concurrent} concurrent streams: ${errors} errors in ${round(concurrentMs)} ms (target: ${verdict(met)})`,
       };
     } finally {

@@ -192,8 +192,16 @@ export function installScript(i: AdapterInstall): string {
 const MODEL_AUTH_REFUSAL =
   /invalid api key|api key not valid|API_KEY_INVALID|invalid_api_key|authentication_error|incorrect api key|\b401\b.*unauthori[sz]ed/i;
 
-/** The words the model gateway refuses a call over a limit with (gateway/limits.ts). */
-const GATEWAY_LIMIT = /Fountain gateway: .*(token budget|requests_per_minute|model allow-list)/;
+/**
+ * The sentence the model gateway refuses a call over a limit with (gateway/limits.ts), as it appears
+ * in whatever a runtime made of the error body (ended by the body's closing quote, if any).
+ */
+const GATEWAY_LIMIT = /Fountain gateway: [^"\\\n]*?(?:budget \w+ =|requests_per_minute|model allow-list)[^"\\\n]*/;
+
+/** The gateway's sentence naming the limit that stopped a call, found in a runtime's error text; else null. */
+export function gatewayLimitSentence(text: string): string | null {
+  return GATEWAY_LIMIT.exec(text)?.[0].trim() ?? null;
+}
 
 /** ACP's `auth_required` JSON-RPC error code. */
 export const ACP_AUTH_REQUIRED = -32000;
@@ -207,9 +215,11 @@ export function promptFailureReason(
   e: { readonly message: string; readonly rpc?: { readonly code: number } | undefined },
   model: string = RUNTIME_SPECS[runtime].models[0] ?? '',
 ): string {
+  // A limit of the model gateway (budget, rate, allow-list) ends the turn with its own sentence, whatever
+  // the runtime wrapped it in; it is not a credential problem.
+  const limit = gatewayLimitSentence(e.message);
+  if (limit) return limit;
   if (e.rpc?.code !== ACP_AUTH_REQUIRED && !MODEL_AUTH_REFUSAL.test(e.message)) return e.message;
-  // A limit of the model gateway (budget, rate, allow-list) is not a credential problem: its sentence says what it is.
-  if (GATEWAY_LIMIT.test(e.message)) return e.message;
   const names = credentialsFor(runtime, model);
   const which = names.length > 0 ? names.join(' or ') : "the model provider's API key";
   const commands =

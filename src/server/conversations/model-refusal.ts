@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { messageUpdateKind } from '../../acp/index.ts';
+import { gatewayLimitSentence } from '../agents/runtimes.ts';
 
 const CodexError = z.object({
   params: z.object({
@@ -53,7 +54,10 @@ export class RefusalWatch {
     const status = codex.error ? httpStatusOf(codex.error.codexErrorInfo) : null;
     if (status === 401 || status === 403) {
       const detail = codex.error?.additionalDetails ?? codex.error?.message ?? `HTTP ${status}`;
-      this.#refusal = `the model API refused the credential (HTTP ${status}): ${detail.slice(0, 300)}`;
+      // A 403 of the model gateway over a limit is no credential problem: its sentence is the reason.
+      this.#refusal =
+        gatewayLimitSentence(detail) ??
+        `the model API refused the credential (HTTP ${status}): ${detail.slice(0, 300)}`;
     }
     if (codex.threadStatus?.type === 'systemError') this.#gaveUp = true;
   }

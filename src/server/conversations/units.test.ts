@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
 import { loosening } from './policy.ts';
 import { RUNTIME_SPECS, SANDBOX_HOME, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
+import { RefusalWatch } from './model-refusal.ts';
 import { KeyedLock } from './lock.ts';
 import { silenceReason } from './turn/machine.ts';
 import { platformMcpServers } from './sandbox-token.ts';
@@ -127,6 +128,59 @@ describe('real adapters', () => {
     assert.equal(
       promptFailureReason('claude', { message: 'the agent exited with code 1' }),
       'the agent exited with code 1',
+    );
+  });
+  it("a refusal of the model gateway over a limit ends the turn with the gateway's sentence, whatever the runtime wrapped it in", () => {
+    const sentence =
+      "Fountain gateway: the agent's token budget tokens_per_conversation = 200 is spent (264 tokens used this conversation)";
+    const body = (s: string) => JSON.stringify({ type: 'error', error: { type: 'permission_error', message: s } });
+    // Claude Code and Gemini CLI fail the prompt with the vendor's body in their words.
+    assert.equal(
+      promptFailureReason('claude', {
+        message: `session/prompt failed: API Error: 403 ${body(sentence)} (-32603)`,
+        rpc: { code: -32603 },
+      }),
+      sentence,
+    );
+    assert.equal(
+      promptFailureReason('gemini', {
+        message: `[API Error: ${JSON.stringify(body(sentence))}]`,
+        rpc: { code: -32000 },
+      }),
+      sentence,
+    );
+    for (const other of [
+      "Fountain gateway: the account's budget usd_per_day = $5 is spent ($5.0012 used today (UTC))",
+      "Fountain gateway: the agent's token budget tokens_per_conversation = 400 is nearly spent (300 tokens used this conversation, 1 call(s) in flight may use 125 more): retry once they end",
+      "Fountain gateway: model claude-opus-4-1 is not on this agent's model allow-list (claude-haiku-4-5)",
+      "Fountain gateway: the agent's limit requests_per_minute = 1 is reached (1 calls in the last minute)",
+    ])
+      assert.equal(promptFailureReason('opencode', { message: `Error: ${body(other)}` }, 'openai/gpt-5'), other);
+    // codex-acp retries a 403 and then reports it in a session_info_update: the reason is the sentence, not a credential.
+    const watch = new RefusalWatch();
+    const info = (codex: unknown) => ({
+      jsonrpc: '2.0',
+      method: 'session/update',
+      params: { sessionId: 's', update: { sessionUpdate: 'session_info_update', _meta: { codex } } },
+    });
+    watch.observe(
+      info({
+        error: {
+          message: 'unexpected status 403 Forbidden',
+          codexErrorInfo: { responseStreamDisconnected: { httpStatusCode: 403 } },
+          additionalDetails: `unexpected status 403 Forbidden: ${JSON.stringify({ error: { message: sentence, code: 'fountain_limit' } })}`,
+        },
+      }),
+    );
+    watch.observe(info({ threadStatus: { type: 'systemError' } }));
+    assert.equal(watch.failure, sentence);
+    // A gateway answer that is about the key stays a credential problem.
+    assert.match(
+      promptFailureReason('claude', {
+        message: 'API Error: 401 Fountain gateway: the key is not a live sandbox token (unknown, revoked or expired)',
+        rpc: { code: -32000 },
+      }),
+      /model credential/,
     );
   });
   it('every runtime lives inside the sandbox: HOME, cwd, workspace and instructions under /home/sprite, never the shared /tmp', () => {

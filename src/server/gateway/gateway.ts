@@ -18,9 +18,11 @@ import {
 } from '../credentials/providers.ts';
 import type { Db } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { budgetRefusal, modelRefusal, type Refusal } from './limits.ts';
+import { admit, complete } from './admission.ts';
+import { hasBudget, modelRefusal, type Refusal } from './limits.ts';
 import { costMicros, DEFAULT_PRICES, type PriceTable } from './prices.ts';
 import { callerContext, recordCalls, type CallerContext, type NewModelCall } from './store.ts';
+import { drained, readBody } from './io.ts';
 import { UsageReader, type CallUsage } from './usage.ts';
 import {
   DROPPED_RESPONSE,
@@ -28,6 +30,7 @@ import {
   GATEWAY_PREFIX,
   isGatewayApi,
   modelOf,
+  outputCapOf,
   presentedKey,
   upstreamHeaders,
   vendorError,
@@ -65,7 +68,12 @@ interface CallRecord {
   readonly endpoint: string;
   readonly model: string | null;
   readonly startedAt: Date;
+  /** The in-flight row of a call held to a budget, completed when the call ends; null: written then. */
+  reservation: string | null;
 }
+
+/** Tokenizers average about four bytes of JSON or prose per token; a reservation errs high. */
+const BYTES_PER_TOKEN = 4;
 
 export class ModelGateway {
   readonly #d: GatewayDeps;
@@ -161,10 +169,15 @@ export class ModelGateway {
     }
     const endpoint = endpointOf(api, rest);
     const model = modelOf(api, rest, json);
-    const call: CallRecord = { caller, api, endpoint, model, startedAt };
+    const call: CallRecord = { caller, api, endpoint, model, startedAt, reservation: null };
     if (GENERATING.has(endpoint)) {
-      const refused = modelRefusal(caller.agentLimits, model) ?? (await budgetRefusal(this.#db, caller));
+      const refused = modelRefusal(caller.agentLimits, model);
       if (refused) return this.#refuse(res, call, refused, started);
+      if (hasBudget(caller.agentLimits) || hasBudget(caller.accountLimits)) {
+        const admitted = await this.#admit(call, body.length, json);
+        if ('refused' in admitted) return this.#refuse(res, call, admitted.refused, started);
+        call.reservation = admitted.id;
+      }
     }
     const cred = await this.#credential(caller, api);
     if (cred === null || cred === 'unreadable') {
@@ -172,7 +185,7 @@ export class ModelGateway {
         cred === null
           ? `Fountain gateway: the account has no ${api} model credential for this ${caller.runtime} agent: set one on the Model credentials page (/account/credentials) or with \`fountain credentials set\``
           : `Fountain gateway: the account's ${api} model credential cannot be opened with this server's secret key: set it again on the Model credentials page (/account/credentials)`;
-      this.#record(call, { status: 401, refused: 'credential', latencyMs: performance.now() - started });
+      await this.#record(call, { status: 401, refused: 'credential', latencyMs: performance.now() - started });
       return this.#answer(res, api, 'auth', words);
     }
     const base = (cred.baseUrl ?? CREDENTIAL_API[cred.provider].defaultBaseUrl).replace(/\/+$/, '');
@@ -205,7 +218,7 @@ export class ModelGateway {
       });
     } catch (e) {
       const why = (e as { code?: string }).code ?? (e instanceof Error ? e.message : String(e));
-      this.#record(call, { status: 502, latencyMs: performance.now() - started });
+      await this.#record(call, { status: 502, latencyMs: performance.now() - started });
       if (res.destroyed) return;
       return this.#answer(
         res,
@@ -219,6 +232,7 @@ export class ModelGateway {
     res.writeHead(up.statusCode, out);
     const reader = new UsageReader(String(up.headers['content-type'] ?? ''));
     let firstByte: number | null = null;
+    let broken = false;
     try {
       for await (const chunk of up.body) {
         firstByte ??= performance.now() - started;
@@ -226,18 +240,34 @@ export class ModelGateway {
         // The caller reads slower than the vendor writes: wait for it (or for it to leave).
         if (!res.write(chunk) && !(await drained(res))) break;
       }
-      res.end();
     } catch (e) {
       // The caller left or the vendor's stream broke: what arrived was passed on, the rest is not invented.
+      broken = true;
       if (!res.destroyed) res.destroy(e instanceof Error ? e : undefined);
     }
-    const usage = reader.end();
-    this.#record(call, {
+    const written = this.#record(call, {
       status: up.statusCode,
       latencyMs: performance.now() - started,
       firstByteMs: firstByte,
-      usage,
+      usage: reader.end(),
     });
+    // A budgeted call's usage is stored before its answer ends, so the runtime's next call is judged with it.
+    if (call.reservation) await written;
+    if (!broken) res.end();
+  }
+
+  /** Reserves what the call may use (its request's size in tokens, plus its output cap) or refuses it. */
+  #admit(call: CallRecord, bytes: number, json: unknown): ReturnType<typeof admit> {
+    const input = Math.ceil(bytes / BYTES_PER_TOKEN);
+    const output = outputCapOf(call.api, json);
+    const prices = this.#d.prices ?? DEFAULT_PRICES;
+    const micros = costMicros(prices, call.model, { input, output, cacheRead: 0, cacheWrite: 0 }) ?? 0;
+    return admit(
+      this.#db,
+      call.caller,
+      { ...this.#row(call, { status: 0, latencyMs: 0 }), reservedTokens: input + output, reservedMicros: micros },
+      call.startedAt,
+    );
   }
 
   #answer(res: ServerResponse, api: GatewayApi, kind: ErrorKind, message: string): void {
@@ -247,7 +277,7 @@ export class ModelGateway {
   }
 
   #refuse(res: ServerResponse, call: CallRecord, r: Refusal, started: number): void {
-    this.#record(call, {
+    void this.#record(call, {
       status: vendorError(call.api, r.kind, '').status,
       refused: r.limit,
       latencyMs: performance.now() - started,
@@ -255,12 +285,25 @@ export class ModelGateway {
     this.#answer(res, call.api, r.kind, r.message);
   }
 
-  #record(
-    call: CallRecord,
-    r: { status: number; latencyMs: number; refused?: string; firstByteMs?: number | null; usage?: CallUsage | null },
-  ): void {
+  /** Writes the call's audit row: completes its reservation, or queues the row for the next batch. */
+  #record(call: CallRecord, r: RecordFacts): Promise<void> {
+    const row = this.#row(call, r);
+    if (call.reservation) {
+      const w = complete(this.#db, call.reservation, row)
+        .catch((err: unknown) => this.#d.logger.error({ err }, 'completing a model call failed'))
+        .finally(() => this.#writes.delete(w));
+      this.#writes.add(w);
+      return w;
+    }
+    this.#queue.push(row);
+    if (this.#queue.length >= FLUSH_ROWS) this.#flush();
+    else this.#flushTimer ??= setTimeout(() => this.#flush(), FLUSH_MS);
+    return Promise.resolve();
+  }
+
+  #row(call: CallRecord, r: RecordFacts): NewModelCall {
     const u = r.usage ?? { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
-    const row: NewModelCall = {
+    return {
       accountId: call.caller.accountId,
       agentId: call.caller.agentId,
       conversationId: call.caller.conversationId,
@@ -279,9 +322,6 @@ export class ModelGateway {
       firstByteMs: r.firstByteMs === undefined || r.firstByteMs === null ? null : Math.round(r.firstByteMs),
       createdAt: call.startedAt,
     };
-    this.#queue.push(row);
-    if (this.#queue.length >= FLUSH_ROWS) this.#flush();
-    else this.#flushTimer ??= setTimeout(() => this.#flush(), FLUSH_MS);
   }
 
   /** Writes the queued rows in one statement: a write per call would cost each call a database round of its own. */
@@ -332,32 +372,10 @@ export class ModelGateway {
   }
 }
 
-/** Resolves true once `res` drains, false if it closes first; leaves no listener behind. */
-function drained(res: ServerResponse): Promise<boolean> {
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => () => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onDrain = done(true);
-    const onClose = done(false);
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
-}
-
-/** The whole request body, or null past `max` bytes (a model request is read before it is forwarded). */
-async function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > max) {
-      req.resume();
-      return null;
-    }
-    chunks.push(c as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+interface RecordFacts {
+  readonly status: number;
+  readonly latencyMs: number;
+  readonly refused?: string;
+  readonly firstByteMs?: number | null;
+  readonly usage?: CallUsage | null;
 }

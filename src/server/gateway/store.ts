@@ -3,7 +3,7 @@
  * body), the account's model limits, what a caller is (conversation, agent, limits), and the sums limits are checked against.
  */
 import { and, desc, eq, gte, lt, sql } from 'drizzle-orm';
-import { bigint, integer, jsonb, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { bigint, integer, jsonb, pgTable, text, timestamp, uuid, type PgInsertValue } from 'drizzle-orm/pg-core';
 import type { EngineDb } from '../store/engine-db.ts';
 import { accounts } from '../store/schema.ts';
 import { agents, conversations, type ModelLimits, type Runtime } from '../store/conversation-schema.ts';
@@ -30,6 +30,9 @@ export const modelCalls = pgTable('model_calls', {
   costMicros: bigint('cost_micros', { mode: 'number' }),
   latencyMs: integer('latency_ms').notNull(),
   firstByteMs: integer('first_byte_ms'),
+  /** A call held to a budget is written when it starts (status 0, in flight) with what it may use. */
+  reservedTokens: bigint('reserved_tokens', { mode: 'number' }).notNull().default(0),
+  reservedMicros: bigint('reserved_micros', { mode: 'number' }).notNull().default(0),
   createdAt: ts('created_at').notNull().defaultNow(),
 });
 export type ModelCall = typeof modelCalls.$inferSelect;
@@ -80,37 +83,66 @@ export async function callerContext(db: EngineDb, conversationId: string): Promi
 /** Tokens counted against a budget: everything the model read or wrote, cached or not. */
 const TOKENS = sql`(${modelCalls.inputTokens} + ${modelCalls.outputTokens} + ${modelCalls.cacheReadTokens} + ${modelCalls.cacheWriteTokens})`;
 
+/** One budget's window: what finished calls used, and what the calls still in flight reserved. */
+export interface ScopeSpent {
+  readonly tokens: number;
+  readonly micros: number;
+  readonly reservedTokens: number;
+  readonly reservedMicros: number;
+  readonly inFlight: number;
+}
+
 export interface Spent {
-  readonly conversationTokens: number;
-  readonly agentDayTokens: number;
-  readonly agentMonthTokens: number;
-  readonly accountDayTokens: number;
-  readonly accountMonthTokens: number;
+  readonly conversation: ScopeSpent;
+  readonly agentDay: ScopeSpent;
+  readonly agentMonth: ScopeSpent;
+  readonly accountDay: ScopeSpent;
+  readonly accountMonth: ScopeSpent;
   readonly agentLastMinute: number;
   readonly accountLastMinute: number;
 }
 
-/** What the caller's account has spent, in one statement, from the calls every node recorded. */
+/** A reservation older than this is a call whose node died mid-call: it no longer holds budget back. */
+export const IN_FLIGHT_MAX_MS = 30 * 60_000;
+/** Status of a reserved call that has not ended. */
+export const IN_FLIGHT = 0;
+
+type Scope = Exclude<keyof Spent, 'agentLastMinute' | 'accountLastMinute'>;
+const SCOPES: readonly Scope[] = ['conversation', 'agentDay', 'agentMonth', 'accountDay', 'accountMonth'];
+const FIELDS = ['tokens', 'micros', 'reservedTokens', 'reservedMicros', 'inFlight'] as const;
+
+/** What the caller's account has spent and has in flight, in one statement, from the calls every node wrote. */
 export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<Spent> {
   const day = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
   const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   const minute = new Date(now.getTime() - 60_000);
+  const stale = new Date(now.getTime() - IN_FLIGHT_MAX_MS);
   const agent = c.agentId ? sql`${modelCalls.agentId} = ${c.agentId}` : sql`false`;
   const conv = sql`${modelCalls.conversationId} = ${c.conversationId}`;
   const forwarded = sql`${modelCalls.refused} IS NULL`;
+  const flying = sql`${modelCalls.status} = ${IN_FLIGHT} AND ${modelCalls.refused} IS NULL AND ${modelCalls.createdAt} >= ${stale}`;
+  const where: Record<Scope, ReturnType<typeof sql>> = {
+    conversation: conv,
+    agentDay: sql`${agent} AND ${modelCalls.createdAt} >= ${day}`,
+    agentMonth: sql`${agent} AND ${modelCalls.createdAt} >= ${month}`,
+    accountDay: sql`${modelCalls.createdAt} >= ${day}`,
+    accountMonth: sql`${modelCalls.createdAt} >= ${month}`,
+  };
   const n = (e: ReturnType<typeof sql>) => sql<string>`coalesce(${e}, 0)::text`;
+  const select: Record<string, ReturnType<typeof n>> = {
+    agentLastMinute: n(sql`count(*) FILTER (WHERE ${agent} AND ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`),
+    accountLastMinute: n(sql`count(*) FILTER (WHERE ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`),
+  };
+  for (const scope of SCOPES) {
+    const w = where[scope];
+    select[`${scope}_tokens`] = n(sql`sum(${TOKENS}) FILTER (WHERE ${w})`);
+    select[`${scope}_micros`] = n(sql`sum(${modelCalls.costMicros}) FILTER (WHERE ${w})`);
+    select[`${scope}_reservedTokens`] = n(sql`sum(${modelCalls.reservedTokens}) FILTER (WHERE ${w} AND ${flying})`);
+    select[`${scope}_reservedMicros`] = n(sql`sum(${modelCalls.reservedMicros}) FILTER (WHERE ${w} AND ${flying})`);
+    select[`${scope}_inFlight`] = n(sql`count(*) FILTER (WHERE ${w} AND ${flying})`);
+  }
   const [r] = await db
-    .select({
-      conversationTokens: n(sql`sum(${TOKENS}) FILTER (WHERE ${conv})`),
-      agentDayTokens: n(sql`sum(${TOKENS}) FILTER (WHERE ${agent} AND ${modelCalls.createdAt} >= ${day})`),
-      agentMonthTokens: n(sql`sum(${TOKENS}) FILTER (WHERE ${agent} AND ${modelCalls.createdAt} >= ${month})`),
-      accountDayTokens: n(sql`sum(${TOKENS}) FILTER (WHERE ${modelCalls.createdAt} >= ${day})`),
-      accountMonthTokens: n(sql`sum(${TOKENS}) FILTER (WHERE ${modelCalls.createdAt} >= ${month})`),
-      agentLastMinute: n(
-        sql`count(*) FILTER (WHERE ${agent} AND ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`,
-      ),
-      accountLastMinute: n(sql`count(*) FILTER (WHERE ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`),
-    })
+    .select(select)
     .from(modelCalls)
     .where(
       and(
@@ -118,15 +150,17 @@ export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<
         sql`(${modelCalls.createdAt} >= ${month < minute ? month : minute} OR ${conv})`,
       ),
     );
-  const num = (s: string | undefined) => Number(s ?? 0);
+  const num = (k: string) => Number((r as Record<string, string> | undefined)?.[k] ?? 0);
+  const scope = (s: Scope): ScopeSpent =>
+    Object.fromEntries(FIELDS.map((f) => [f, num(`${s}_${f}`)])) as unknown as ScopeSpent;
   return {
-    conversationTokens: num(r?.conversationTokens),
-    agentDayTokens: num(r?.agentDayTokens),
-    agentMonthTokens: num(r?.agentMonthTokens),
-    accountDayTokens: num(r?.accountDayTokens),
-    accountMonthTokens: num(r?.accountMonthTokens),
-    agentLastMinute: num(r?.agentLastMinute),
-    accountLastMinute: num(r?.accountLastMinute),
+    conversation: scope('conversation'),
+    agentDay: scope('agentDay'),
+    agentMonth: scope('agentMonth'),
+    accountDay: scope('accountDay'),
+    accountMonth: scope('accountMonth'),
+    agentLastMinute: num('agentLastMinute'),
+    accountLastMinute: num('accountLastMinute'),
   };
 }
 
@@ -136,15 +170,16 @@ export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<
  */
 export async function recordCalls(db: EngineDb, rows: readonly NewModelCall[]): Promise<void> {
   if (rows.length === 0) return;
-  await db.insert(modelCalls).values(
-    rows.map((row) => {
-      const at = row.createdAt instanceof Date ? row.createdAt : new Date();
-      const turn = row.conversationId
-        ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND started_at IS NOT NULL AND started_at <= ${at} ORDER BY started_at DESC LIMIT 1)`
-        : null;
-      return { ...row, ...(turn && !row.turnId ? { turnId: turn } : {}) };
-    }),
-  );
+  await db.insert(modelCalls).values(rows.map(withTurn));
+}
+
+/** The row with its turn: the latest of its conversation's turns started by the time the call was. */
+export function withTurn(row: NewModelCall): PgInsertValue<typeof modelCalls> {
+  const at = row.createdAt instanceof Date ? row.createdAt : new Date();
+  const turn = row.conversationId
+    ? sql`(SELECT id FROM turns WHERE conversation_id = ${row.conversationId} AND started_at IS NOT NULL AND started_at <= ${at} ORDER BY started_at DESC LIMIT 1)`
+    : null;
+  return { ...row, ...(turn && !row.turnId ? { turnId: turn } : {}) };
 }
 
 export interface CallFilter {

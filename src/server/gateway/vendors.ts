@@ -101,6 +101,20 @@ export function modelOf(api: GatewayApi, rest: string, body: unknown): string | 
   return null;
 }
 
+/** The output cap a generating call declares (max_tokens and kin), or 0 where it names none. */
+export function outputCapOf(api: GatewayApi, body: unknown): number {
+  if (!body || typeof body !== 'object') return 0;
+  const b = body as Record<string, unknown>;
+  const cfg = b.generationConfig as Record<string, unknown> | undefined;
+  const v =
+    api === 'gemini'
+      ? cfg && typeof cfg === 'object'
+        ? cfg.maxOutputTokens
+        : undefined
+      : (b.max_output_tokens ?? b.max_completion_tokens ?? b.max_tokens);
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.min(Math.floor(v), 10_000_000) : 0;
+}
+
 export type ErrorKind = 'auth' | 'forbidden' | 'rate' | 'too_large' | 'unavailable' | 'not_found';
 
 const ANTHROPIC_TYPES: Record<ErrorKind, string> = {

@@ -32,6 +32,10 @@ export interface ModelLimits {
   readonly tokens_per_conversation?: number;
   readonly tokens_per_day?: number;
   readonly tokens_per_month?: number;
+  /** Currency budgets in US dollars, costed with the gateway's price table. */
+  readonly usd_per_conversation?: number;
+  readonly usd_per_day?: number;
+  readonly usd_per_month?: number;
   readonly requests_per_minute?: number;
   /** Agents only: the models it may call (`provider/model` or the bare id); absent: any. */
   readonly models?: string[];
