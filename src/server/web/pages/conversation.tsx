@@ -30,6 +30,7 @@ import { ErrorNote, Layout, when } from '../layout.tsx';
 import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
 
 import { toHtml } from '../live.ts';
+import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -96,6 +97,8 @@ function EventList(p: {
         askedOptions={askedOptions}
       />,
     );
+    if (item.kind === 'turn' && item.state === 'done' && row.turnId)
+      out.push(<ForkButton conversationId={p.conversationId} turnId={row.turnId} />);
   }
   flush();
   return <>{out}</>;
@@ -166,6 +169,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
+            <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
                 <EventList items={items} conversationId={conv.id} turns={turns} />
@@ -243,6 +247,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             </div>,
           );
         }
+        if (item.kind === 'turn' && item.state === 'done' && row.turnId)
+          html += await toHtml(<ForkButton conversationId={conv.id} turnId={row.turnId} />);
         // Out of band: the buttons of an answered request give way to how it was answered.
         if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
         asked.note(item);
