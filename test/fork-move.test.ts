@@ -5,13 +5,14 @@
  * another account's conversation, a turn running, an unknown or offline target.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
-import { type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
+import { FOUNTAIN_BIN, type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
 import { type RunningServer, startServer } from '../src/server/start.ts';
 import { answerOf, call, type Json } from './helpers/http.ts';
 
@@ -207,5 +208,65 @@ describe('fork at a turn and move to another runner', () => {
     assert.deepEqual([pruned.status, pruned.body.error], [409, 'no_checkpoint']);
     assert.ok(Array.isArray(pruned.body.forkable_turns) && pruned.body.forkable_turns.length > 0);
     assert.ok(!pruned.body.forkable_turns.includes(1));
+  });
+
+  it('the CLI forks and moves, and says what is wrong with its flags', async () => {
+    const fountain = (...args: string[]) =>
+      new Promise<{ code: number; out: string; err: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          [FOUNTAIN_BIN, ...args],
+          {
+            env: {
+              ...process.env,
+              FOUNTAIN_API_KEY: key,
+              FOUNTAIN_BASE_URL: srv.url,
+              FOUNTAIN_PROFILE: '',
+              FOUNTAIN_HOME: tmp,
+            },
+          },
+          (e, out, err) => resolve({ code: e ? Number(e.code ?? 1) : 0, out, err }),
+        ),
+      );
+    start('gamma');
+    await online('gamma');
+    const agent = (await api('POST', '/api/agents', { name: 'cli', runtime: 'demo', model: 'fountain/demo' })).body
+      .data;
+    const conv = await api('POST', '/api/conversations', { agent_id: agent.id, prompt: 'remember: cli 42' });
+    const id: string = conv.body.data.id;
+    const [first] = await turns(id);
+    assert.equal((await ended(id, first.id)).status, 'completed');
+    await checkpointed(id, first.id);
+
+    const badTurn = await fountain('conversations', 'fork', id, '--turn', 'first');
+    assert.equal(badTurn.code, 2, badTurn.err);
+    assert.match(badTurn.err, /--turn must be a turn number/);
+    const noTarget = await fountain('conversations', 'move', id);
+    assert.equal(noTarget.code, 2, noTarget.err);
+    assert.match(noTarget.err, /give --runner <name> or --provider <name>/);
+    const unknownTurn = await fountain('conversations', 'fork', id, '--turn', '7');
+    assert.equal(unknownTurn.code, 1);
+    assert.match(unknownTurn.err, /turn_not_found/);
+
+    const forked = await fountain('conversations', 'fork', id, '--turn', '1', '--json');
+    assert.equal(forked.code, 0, forked.err);
+    const forkId = JSON.parse(forked.out).id as string;
+    await until(
+      async () => (await api('GET', `/api/conversations/${forkId}`)).body.data.status === 'idle',
+      'the CLI fork to be ready',
+    );
+    assert.match(await say(forkId, 'recall'), /cli 42/);
+
+    const here = (await api('GET', `/api/conversations/${id}`)).body.data.sandbox.runner.name as string;
+    const there = ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.online && r.name !== here)!
+      .name as string;
+    const nowhere = await fountain('conversations', 'move', id, '--runner', 'nowhere');
+    assert.equal(nowhere.code, 1);
+    assert.match(nowhere.err, /runner_not_found/);
+    const moved = await fountain('conversations', 'move', id, '--runner', there);
+    assert.equal(moved.code, 0, moved.err);
+    assert.match(moved.out, new RegExp(`moved ${id}: on ${there}`));
+    assert.match(await say(id, 'recall'), /cli 42/);
+    assert.equal((await api('GET', `/api/conversations/${id}`)).body.data.sandbox.runner.name, there);
   });
 });
