@@ -1,7 +1,8 @@
 /**
  * Fork and move on the conversation page in chromium at 1280 and 390 px, against a real stack with two
  * real runners: "Fork from here" under a completed turn opens the new conversation, which recalls the
- * fact; "Move to…" sends the conversation to the other runner, and its next message is answered there.
+ * fact; "Move to…" sends the conversation to the other runner, and its next message is answered there. A
+ * turn whose checkpoint is no longer kept offers no fork.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -118,6 +119,12 @@ describe('fork and move on the conversation page', { skip: skipWithoutChromium }
       assert.match(await ask(id, 'recall'), /web fact 7/);
       assert.equal((await api('GET', `/api/conversations/${id}`)).body.data.sandbox.runner.name, there);
     }
+    // Only the newest checkpoints are kept: turn 1's is gone by now, and so is its button.
+    const last = (await turns(id)).at(-1)!;
+    await checkpointed(last.id);
+    await page.goto(`${stack.url}/conversations/${id}`);
+    await page.locator(`form[data-fork="${last.id}"]`).getByRole('button', { name: 'Fork from here' }).waitFor();
+    assert.equal(await page.locator(`form[data-fork="${first.id}"]`).count(), 0, 'no fork where no checkpoint is kept');
     assert.deepEqual(browser.consoleErrors, []);
   });
 });

@@ -310,6 +310,11 @@ export class ConversationEngine {
     return r.ok ? accept(await this.view(r.value)) : r;
   }
 
+  /** The turns of the conversation a fork can start after now (a checkpoint is kept for each). */
+  async forkableTurns(conversationId: string): Promise<Set<string>> {
+    return (await this.#c.d.checkpoints?.turnsKept(conversationId)) ?? new Set();
+  }
+
   /** Checkpoints and removes the sandbox; the next message restores it where `to` says (relocate.ts). */
   async move(accountId: string, id: string, to: MoveTo): Promise<EngineResult<ConversationView>> {
     const r = await this.#relocation.move(accountId, id, to);

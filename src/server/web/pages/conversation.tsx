@@ -61,6 +61,8 @@ function EventList(p: {
   items: Array<{ item: Item; row: EventRow }>;
   conversationId: string;
   turns: Map<string, Turn>;
+  /** The turns "Fork from here" is offered under: those with a kept checkpoint, and the newest completed one. */
+  forkable: (turnId: string) => boolean;
 }) {
   const resolved = resolvedRequests(p.items.map((i) => i.item));
   const asked = new Asked();
@@ -97,7 +99,7 @@ function EventList(p: {
         askedOptions={askedOptions}
       />,
     );
-    if (item.kind === 'turn' && item.state === 'done' && row.turnId)
+    if (item.kind === 'turn' && item.state === 'done' && row.turnId && p.forkable(row.turnId))
       out.push(<ForkButton conversationId={p.conversationId} turnId={row.turnId} />);
   }
   flush();
@@ -130,6 +132,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const agent = conv.agent_id ? await getAgent(deps.db, user.account.id, conv.agent_id) : undefined;
     const rows = await allEvents(deps, conv.id);
     const turns = new Map((await turnsOf(deps.db, conv.id)).map((t) => [t.id, t]));
+    // The newest completed turn's checkpoint may still be being taken: its button is offered all the same.
+    const kept = await deps.engine.forkableTurns(conv.id);
+    const newest = [...turns.values()].filter((t) => t.status === 'completed').at(-1)?.id;
     const reader = new EventReader();
     const items = rows.flatMap((row) => {
       const item = reader.read(row);
@@ -172,7 +177,12 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
-                <EventList items={items} conversationId={conv.id} turns={turns} />
+                <EventList
+                  items={items}
+                  conversationId={conv.id}
+                  turns={turns}
+                  forkable={(t) => t === newest || kept.has(t)}
+                />
               </div>
             </section>
           </div>
