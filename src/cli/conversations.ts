@@ -1,5 +1,5 @@
 /**
- * `fountain conversations list|show|terminate`: read and end conversations.
+ * `fountain conversations list|show|terminate|fork|move`: read, end, fork and move conversations.
  * `show` prints the conversation, its turns and its transcript.
  */
 import type { Command } from 'commander';
@@ -7,7 +7,45 @@ import { z } from 'zod';
 import { EventRenderer, usageText } from './render.ts';
 import { agentSchema, conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
 import type { Conversation } from './schemas.ts';
-import { action, apiFor, printJson, printTable } from './session.ts';
+import { action, apiFor, CliError, printJson, printTable } from './session.ts';
+
+/** `--turn`: a turn number or a turn id. */
+const forkFlags = z.object({
+  turn: z
+    .union([
+      z
+        .string()
+        .regex(/^[1-9][0-9]{0,8}$/)
+        .transform((n) => ({ turn: Number(n) })),
+      z
+        .string()
+        .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i)
+        .transform((turn_id) => ({ turn_id })),
+    ])
+    .optional(),
+  json: z.boolean().optional(),
+});
+const moveFlags = z
+  .object({
+    runner: z.string().trim().min(1).max(200).optional(),
+    provider: z.string().trim().min(1).max(40).optional(),
+    json: z.boolean().optional(),
+  })
+  .refine((f) => f.runner !== undefined || f.provider !== undefined, {
+    message: 'give --runner <name> or --provider <name>',
+  });
+
+function flags<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
+  const r = schema.safeParse(raw);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new CliError(
+    issue?.path[0] === 'turn'
+      ? '--turn must be a turn number (1, 2, …) or a turn id'
+      : `${what}: ${issue?.message ?? 'invalid flags'}`,
+    2,
+  );
+}
 
 /** The title, or else the first message (most conversations are never given a title), on one short line. */
 export const titleOf = (c: Conversation): string => {
@@ -102,6 +140,51 @@ export function register(program: Command): void {
       action(async (id: string, _opts: unknown, cmd: Command) => {
         await apiFor(cmd).request('POST', `/api/conversations/${encodeURIComponent(id)}/terminate`, z.unknown());
         process.stdout.write(`terminated ${id}\n`);
+      }),
+    );
+
+  conv
+    .command('fork <id>')
+    .description('start a new conversation from the checkpoint after a completed turn (default: the latest)')
+    .option('--turn <n|id>', 'the turn to fork after: its number or its id')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, raw: unknown, cmd: Command) => {
+        const f = flags(forkFlags, raw, 'fork');
+        const { data: c } = await apiFor(cmd).request(
+          'POST',
+          `/api/conversations/${encodeURIComponent(id)}/fork`,
+          data(conversationSchema),
+          f.turn ?? {},
+        );
+        if (f.json) return printJson(c);
+        process.stdout.write(`forked ${id} into ${c.id}  ${titleOf(c)}  ${where(c)}\n`);
+      }),
+    );
+
+  conv
+    .command('move <id>')
+    .description('move a conversation to another runner (or provider); the next message restores it there')
+    .option('--runner <name>', 'the runner to move to, by name or id')
+    .option('--provider <name>', 'a sandbox provider to move to instead')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, raw: unknown, cmd: Command) => {
+        const f = flags(moveFlags, raw, 'move');
+        const body =
+          f.runner !== undefined
+            ? { runner: f.runner, ...(f.provider ? { provider: f.provider } : {}) }
+            : { provider: f.provider };
+        const { data: c } = await apiFor(cmd).request(
+          'POST',
+          `/api/conversations/${encodeURIComponent(id)}/move`,
+          data(conversationSchema),
+          body,
+        );
+        if (f.json) return printJson(c);
+        process.stdout.write(
+          `moved ${id}: ${where(c) || (c.sandbox?.provider ?? '')}; the next message starts it there\n`,
+        );
       }),
     );
 }

@@ -29,7 +29,7 @@ import { ownerLinkOver } from './conversations/commands.ts';
 import type { PgNotify } from './cluster/notify.ts';
 import { demoAgentArgv } from '../acp/index.ts';
 import { providerPlacement } from './runners/placement.ts';
-import { findRunner } from './runners/store.ts';
+import { findRunner, findRunnerByName } from './runners/store.ts';
 import { StopStack } from './lifecycle.ts';
 import type { SandboxAdapter } from '../sandbox/index.ts';
 import { sessionSecretFrom } from './web/session.ts';
@@ -239,6 +239,10 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       placement: providerPlacement(host, {
         find: async (accountId, runnerId) => {
           const r = await findRunner(database.db, accountId, runnerId);
+          return r ? { id: r.id, name: r.name, hostname: r.hostname, root: r.root } : undefined;
+        },
+        findByName: async (accountId, name) => {
+          const r = await findRunnerByName(database.db, accountId, name);
           return r ? { id: r.id, name: r.name, hostname: r.hostname, root: r.root } : undefined;
         },
       }),

@@ -26,7 +26,13 @@ export interface CheckpointRow {
   readonly digest: string;
   readonly size: number;
   readonly createdAt: Date;
+  /** The runtime's ACP session the sandbox ran when it was taken (null for rows older than this field). */
+  readonly sessionId: string | null;
 }
+
+export type TakeOutcome =
+  | { readonly ok: true; readonly row: CheckpointRow }
+  | { readonly ok: false; readonly message: string };
 
 export type RestoreOutcome =
   | { readonly ok: true; readonly restored: CheckpointRow | null }
@@ -36,13 +42,39 @@ export type RestoreOutcome =
 export interface ConversationCheckpoints {
   /** After a completed turn: schedules a checkpoint; returns at once. */
   afterTurn(target: CheckpointTarget, turnId: string): void;
-  /** Now, awaited (before a sandbox is parked by destroying it). */
-  take(target: CheckpointTarget, turnId: string | null): Promise<void>;
+  /** Now, awaited (before a sandbox is parked by destroying it, or moved). */
+  take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome>;
   /** The newest checkpoint of the conversation unpacked into the new sandbox; null when it has none. */
   restore(target: CheckpointTarget): Promise<RestoreOutcome>;
+  /** The newest checkpoint of the conversation, or null. */
+  latest(conversationId: string): Promise<CheckpointRow | null>;
+  /** The newest checkpoint taken after that turn, or null (never taken, or pruned). */
+  forTurn(conversationId: string, turnId: string): Promise<CheckpointRow | null>;
+  /** The turns the conversation's kept checkpoints were taken after. */
+  turnsKept(conversationId: string): Promise<Set<string>>;
+  /** A row of another conversation naming the same blob (a fork starts from its parent's checkpoint). */
+  copy(row: CheckpointRow, to: { conversationId: string; accountId: string; turnId: string }): Promise<void>;
   /** Waits for the checkpoints being taken (shutdown, tests). */
   settled(): Promise<void>;
 }
+
+type Raw = {
+  id: string;
+  turn_id: string | null;
+  digest: string;
+  size: string | number;
+  created_at: Date | string;
+  session_id: string | null;
+};
+const COLUMNS = sql.raw(`id, turn_id, digest, size, created_at, holds->>'session_id' AS session_id`);
+const rowOf = (r: Raw): CheckpointRow => ({
+  id: r.id,
+  turnId: r.turn_id,
+  digest: r.digest,
+  size: Number(r.size),
+  createdAt: new Date(r.created_at),
+  sessionId: r.session_id,
+});
 
 export class CheckpointService implements ConversationCheckpoints {
   readonly #db: EngineDb;
@@ -83,56 +115,83 @@ export class CheckpointService implements ConversationCheckpoints {
       let next: { target: CheckpointTarget; turnId: string } | null = { target, turnId };
       while (next) {
         entry.again = null;
-        await this.take(next.target, next.turnId);
+        await this.#take(next.target, next.turnId);
         next = entry.again;
       }
     })().finally(() => this.#running.delete(target.conversationId));
     this.#running.set(target.conversationId, entry);
   }
 
-  async take(target: CheckpointTarget, turnId: string | null): Promise<void> {
+  async take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome> {
+    // One archive at a time per sandbox (they share a work file there): after the one being taken.
+    await this.#running.get(target.conversationId)?.promise;
+    return this.#take(target, turnId);
+  }
+
+  async #take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome> {
     const t0 = Date.now();
+    const failed = (message: string, what: string): TakeOutcome => {
+      this.#log.warn({ conversation: target.conversationId, reason: message }, what);
+      return { ok: false, message };
+    };
     const archive = await captureArchive(target.adapter, target.handle, { ...this.#spec, home: target.home });
-    if (!archive.ok) {
-      this.#log.warn({ conversation: target.conversationId, reason: archive.error.message }, 'checkpoint not taken');
-      return;
-    }
+    if (!archive.ok) return failed(archive.error.message, 'checkpoint not taken');
     const blob = await this.#blobs.put(archive.value);
-    if (!blob.ok) {
-      this.#log.warn({ conversation: target.conversationId, reason: blob.error.message }, 'checkpoint not stored');
-      return;
-    }
+    if (!blob.ok) return failed(blob.error.message, 'checkpoint not stored');
     try {
-      await this.#db.execute(sql`
+      // The session the sandbox runs now is what a fork from this checkpoint loads.
+      const [r] = rowsOf<Raw>(
+        await this.#db.execute(sql`
         INSERT INTO checkpoints (account_id, conversation_id, turn_id, digest, size, holds)
         SELECT ${target.accountId}, ${target.conversationId}, ${turnId}, ${blob.value.digest}, ${blob.value.size},
-          ${JSON.stringify({ home: target.home, kind: 'home_archive' })}::jsonb
-        WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ${target.conversationId})`);
+          jsonb_build_object('home', ${target.home}::text, 'kind', 'home_archive', 'session_id', c.runtime_session_id)
+        FROM conversations c WHERE c.id = ${target.conversationId}
+        RETURNING ${COLUMNS}`),
+      );
+      if (!r) return { ok: false, message: 'the conversation was deleted while its checkpoint was taken' };
       await this.#prune(target.conversationId);
       this.#log.debug(
         { conversation: target.conversationId, bytes: blob.value.size, ms: Date.now() - t0 },
         'checkpoint taken',
       );
+      return { ok: true, row: rowOf(r) };
     } catch (e) {
-      this.#log.warn({ conversation: target.conversationId, err: (e as Error).message }, 'checkpoint row not stored');
+      return failed((e as Error).message, 'checkpoint row not stored');
     }
   }
 
   async latest(conversationId: string): Promise<CheckpointRow | null> {
-    const [r] = rowsOf<{
-      id: string;
-      turn_id: string | null;
-      digest: string;
-      size: string | number;
-      created_at: Date | string;
-    }>(
+    const [r] = rowsOf<Raw>(
       await this.#db.execute(sql`
-        SELECT id, turn_id, digest, size, created_at FROM checkpoints
+        SELECT ${COLUMNS} FROM checkpoints
         WHERE conversation_id = ${conversationId} ORDER BY created_at DESC, id DESC LIMIT 1`),
     );
-    return r
-      ? { id: r.id, turnId: r.turn_id, digest: r.digest, size: Number(r.size), createdAt: new Date(r.created_at) }
-      : null;
+    return r ? rowOf(r) : null;
+  }
+
+  async forTurn(conversationId: string, turnId: string): Promise<CheckpointRow | null> {
+    const [r] = rowsOf<Raw>(
+      await this.#db.execute(sql`
+        SELECT ${COLUMNS} FROM checkpoints
+        WHERE conversation_id = ${conversationId} AND turn_id = ${turnId} ORDER BY created_at DESC, id DESC LIMIT 1`),
+    );
+    return r ? rowOf(r) : null;
+  }
+
+  async turnsKept(conversationId: string): Promise<Set<string>> {
+    const rows = rowsOf<{ turn_id: string }>(
+      await this.#db.execute(
+        sql`SELECT DISTINCT turn_id FROM checkpoints WHERE conversation_id = ${conversationId} AND turn_id IS NOT NULL`,
+      ),
+    );
+    return new Set(rows.map((r) => r.turn_id));
+  }
+
+  async copy(row: CheckpointRow, to: { conversationId: string; accountId: string; turnId: string }): Promise<void> {
+    await this.#db.execute(sql`
+      INSERT INTO checkpoints (account_id, conversation_id, turn_id, digest, size, holds)
+      SELECT ${to.accountId}, ${to.conversationId}, ${to.turnId}, digest, size, holds || jsonb_build_object('forked_from', id)
+      FROM checkpoints WHERE id = ${row.id}`);
   }
 
   async restore(target: CheckpointTarget): Promise<RestoreOutcome> {

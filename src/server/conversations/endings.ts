@@ -50,7 +50,13 @@ export class Endings {
     this.c.live.delete(id);
     const s = row.sandbox;
     let destroyError: string | null = null;
-    if (s && s.status !== 'terminated' && this.c.d.registry.isRegistered(s.provider as KnownProvider)) {
+    // A `pending` sandbox (placed by a move) was never created: nothing to destroy.
+    if (
+      s &&
+      s.status !== 'terminated' &&
+      s.status !== 'pending' &&
+      this.c.d.registry.isRegistered(s.provider as KnownProvider)
+    ) {
       const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
       const d = await adapter.lifecycle.destroy(live?.handle ?? adapter.buildHandle(s.name));
       if (!d.ok) destroyError = describeError(d.error);

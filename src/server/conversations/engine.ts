@@ -17,6 +17,7 @@ import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
 import { RoutedEngine, serveCommand, type TurnCommands } from './routed.ts';
 import { TurnRecovery } from './reattach.ts';
+import { Relocation, type ForkAt, type MoveTo } from './relocate.ts';
 import { SandboxTokens } from './sandbox-token.ts';
 import {
   getConversation,
@@ -45,6 +46,7 @@ export class ConversationEngine {
   readonly #owner: NodeOwnership;
   readonly #sweeper: Sweeper;
   readonly #endings: Endings;
+  readonly #relocation: Relocation;
   readonly #bus: EventBus;
   /** The turn commands: this node's own, wrapped in their routing when other nodes share the database. */
   readonly #commands: TurnCommands;
@@ -86,6 +88,7 @@ export class ConversationEngine {
     this.#p = parts;
     this.#sweeper = new Sweeper(this.#c, parts);
     this.#endings = new Endings(this.#c, parts);
+    this.#relocation = new Relocation(this.#c, parts);
     this.#owner = new NodeOwnership({
       db: deps.db,
       nodeId,
@@ -297,6 +300,25 @@ export class ConversationEngine {
 
   delete(accountId: string, id: string): Promise<EngineResult<void>> {
     return this.#endings.delete(accountId, id);
+  }
+
+  // ---------------------------------------------------------------- fork and move
+
+  /** A new conversation from the checkpoint after one of this one's turns (relocate.ts). */
+  async fork(accountId: string, id: string, at: ForkAt): Promise<EngineResult<ConversationView>> {
+    const r = await this.#relocation.fork(accountId, id, at);
+    return r.ok ? accept(await this.view(r.value)) : r;
+  }
+
+  /** The turns of the conversation a fork can start after now (a checkpoint is kept for each). */
+  async forkableTurns(conversationId: string): Promise<Set<string>> {
+    return (await this.#c.d.checkpoints?.turnsKept(conversationId)) ?? new Set();
+  }
+
+  /** Checkpoints and removes the sandbox; the next message restores it where `to` says (relocate.ts). */
+  async move(accountId: string, id: string, to: MoveTo): Promise<EngineResult<ConversationView>> {
+    const r = await this.#relocation.move(accountId, id, to);
+    return r.ok ? accept(await this.view(r.value)) : r;
   }
 
   // ---------------------------------------------------------------- sweeper

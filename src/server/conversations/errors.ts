@@ -25,7 +25,13 @@ export type EngineErrorCode =
   | 'inference_credential_unreadable'
   | 'environment_not_found'
   | 'environment_not_allowed'
-  | 'gateway_unreachable';
+  | 'gateway_unreachable'
+  | 'turn_not_found'
+  | 'turn_not_completed'
+  | 'no_checkpoint'
+  | 'runner_not_found'
+  | 'already_there'
+  | 'checkpoint_failed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -51,6 +57,12 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   environment_not_found: 404,
   environment_not_allowed: 422,
   gateway_unreachable: 422,
+  turn_not_found: 404,
+  turn_not_completed: 409,
+  no_checkpoint: 409,
+  runner_not_found: 404,
+  already_there: 409,
+  checkpoint_failed: 503,
 };
 
 /** Seconds for `Retry-After`. */

@@ -21,6 +21,8 @@ export interface Placement {
   detachable(provider: string): boolean;
   /** The sandbox's host was removed for good (a deleted runner): its disk will not come back. */
   hostGone(accountId: string, sandbox: SandboxRow): Promise<boolean>;
+  /** A runner of the account by id or name, and whether it is connected now (a move's target). */
+  runner(accountId: string, ref: string): Promise<RunnerSummary | undefined>;
   /** Who hosts the sandbox, for views; null when no one in particular does. */
   host(accountId: string, sandbox: SandboxRow): Promise<RunnerSummary | null>;
 }

@@ -17,6 +17,7 @@ import { STRICTNESS, loosening, verdictFor } from './policy.ts';
 import { capReason } from './reason.ts';
 import { prepareSandbox } from './provision.ts';
 import {
+  deleteConversationRows,
   getConversationById,
   insertConversation,
   insertSandbox,
@@ -44,11 +45,24 @@ export interface CreateConversationInput {
   readonly environmentId?: string | undefined;
   /** Secrets attached at launch: sealed on the conversation, winning over the environment's on collision. */
   readonly secrets?: Readonly<Record<string, string>> | undefined;
+  /** A fork: the new conversation starts from a parent's history and checkpoint (relocate.ts). */
+  readonly fork?: ForkSeed | undefined;
+}
+
+/** What a fork carries over from its parent; `copy` fills the new conversation's turns, events and checkpoint. */
+export interface ForkSeed {
+  readonly parent: Conversation;
+  readonly turnCount: number;
+  readonly runtimeSessionId: string | null;
+  readonly usageTotal: Conversation['usageTotal'];
+  copy(conversationId: string): Promise<void>;
 }
 
 /** A provisioning failure: the reason in words and, when a step failed, which one. */
 type BringUpFailure = { ok: false; error: string; step?: StepName | undefined };
 type BringUp = { ok: true; value: Live } | BringUpFailure;
+/** Filled by a bring-up that restores: the checkpoint it restored, or null when there was none. */
+type Restore = { from: { turnId: string | null; createdAt: Date } | null };
 
 export class Provisioner {
   /** Conversations whose first provisioning is running, with a flag terminate raises. */
@@ -68,7 +82,11 @@ export class Provisioner {
     if (!registry.isEnabled(provider)) {
       return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
     }
-    const policy = this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
+    const fork = input.fork;
+    // A fork keeps its parent's policy, environment and launch secrets: it goes on from the same sandbox state.
+    const policy = fork
+      ? accept(fork.parent.permissionPolicy)
+      : this.#effectivePolicy(agent.permissionPolicy, input.permissionPolicy);
     if (!policy.ok) return policy;
     if (input.parentId !== undefined) {
       const parent = await getConversationById(db, input.parentId);
@@ -88,7 +106,9 @@ export class Provisioner {
     if (!gateway.ok) return gateway;
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
-    const launchSecrets = this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null;
+    const launchSecrets = fork
+      ? fork.parent.launchSecrets
+      : (this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null);
     const name = await this.c.d.placement.mint(accountId, provider, agent.runnerId);
     // A new conversation cannot wait for its pinned runner: 409 (a conflict with the agent's pin), not the 503 a parked one answers.
     if (!name.ok)
@@ -142,10 +162,27 @@ export class Provisioner {
         nodeId: this.c.nodeId,
         environmentId: input.environmentId ?? null,
         launchSecrets,
+        ...(fork
+          ? {
+              firstPrompt: fork.parent.firstPrompt,
+              turnCount: fork.turnCount,
+              runtimeSessionId: fork.runtimeSessionId,
+              usageTotal: fork.usageTotal,
+            }
+          : {}),
       },
       { provider, name: name.value, status: 'starting' },
     );
     const conv = row.conversation;
+    if (fork) {
+      try {
+        await fork.copy(conv.id);
+      } catch (e) {
+        // Nothing half-forked stays: the new conversation goes with what was copied so far.
+        await deleteConversationRows(db, conv.id, row.sandbox?.id ?? null);
+        throw e;
+      }
+    }
     if (input.prompt)
       await insertTurn(db, {
         conversationId: conv.id,
@@ -155,7 +192,7 @@ export class Provisioner {
         nodeId: this.c.nodeId,
       });
     this.c.changed(accountId);
-    this.#start(conv, row.sandbox!, agent);
+    this.#start(conv, row.sandbox!, agent, fork !== undefined);
     return accept(row);
   }
 
@@ -281,10 +318,10 @@ export class Provisioner {
     return accept({ ...agentPolicy, ...launch });
   }
 
-  #start(conv: Conversation, sandbox: SandboxRow, agent: Agent): void {
+  #start(conv: Conversation, sandbox: SandboxRow, agent: Agent, restore: boolean): void {
     const state = { cancelled: false, done: Promise.resolve() };
     state.done = this.c.lock
-      .run(conv.id, () => this.#provision(conv, sandbox, agent, state))
+      .run(conv.id, () => this.#provision(conv, sandbox, agent, state, restore))
       .catch((e) => this.c.log.error({ err: e, conversation: conv.id }, 'provisioning crashed'))
       .finally(() => this.#running.delete(conv.id));
     this.#running.set(conv.id, state);
@@ -296,11 +333,13 @@ export class Provisioner {
     sandbox: SandboxRow,
     agent: Agent,
     state: { cancelled: boolean },
+    restoring: boolean,
   ): Promise<void> {
     const db = this.c.d.db;
     const t0 = Date.now();
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider: sandbox.provider, name: sandbox.name });
-    const r = await this.#bringUp(conv, sandbox, agent, () => state.cancelled);
+    const restore: Restore | undefined = restoring ? { from: null } : undefined;
+    const r = await this.#bringUp(conv, sandbox, agent, () => state.cancelled, restore);
     if (state.cancelled) {
       if (r.ok) await this.p.launcher.teardown(r.value);
       return;
@@ -324,6 +363,7 @@ export class Provisioner {
       return;
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
+    if (restore?.from) this.#restored(conv.id, restore.from, 'the fork starts from the checkpoint of its parent');
     await updateConversation(db, conv.id, { status: 'idle', lastActiveAt: new Date() });
     const [queued] = await openTurns(db, conv.id);
     if (queued) await this.p.turns.start(r.value, queued);
@@ -338,7 +378,7 @@ export class Provisioner {
     sandbox: SandboxRow,
     agent: Agent,
     cancelled: () => boolean,
-    restore?: { from: { turnId: string | null; createdAt: Date } | null },
+    restore?: Restore,
   ): Promise<BringUp> {
     // Before any sandbox: a missing ${VAR} or secret costs nothing to report.
     const plan = await this.#plan(conv, agent);
@@ -408,6 +448,8 @@ export class Provisioner {
     if (!agent) return refuse('no_agent', "the conversation's agent was deleted");
     if (!sandbox || sandbox.status === 'terminated' || sandbox.status === 'failed')
       return this.#reprovision(conv, agent);
+    // Placed by a move and not created yet: it is created where the move put it, from the newest checkpoint.
+    if (sandbox.status === 'pending') return this.#placed(conv, agent, sandbox);
 
     const provider = sandbox.provider as KnownProvider;
     if (!this.c.d.registry.isRegistered(provider))
@@ -510,13 +552,40 @@ export class Provisioner {
     return accept(undefined);
   }
 
-  /** The disk is gone (or was reclaimed): a new sandbox, and the runtime session starts over. */
-  async #reprovision(conv: Conversation, agent: Agent): Promise<EngineResult<Live>> {
+  /**
+   * A sandbox a move placed (its name routes it to the target): created there when its host is connected;
+   * while it is away the message is refused naming it; a host deleted since gives the move up.
+   */
+  async #placed(conv: Conversation, agent: Agent, sandbox: SandboxRow): Promise<EngineResult<Live>> {
+    const host = await this.c.d.placement.host(conv.accountId, sandbox);
+    if (host && !host.online) {
+      if (await this.c.d.placement.hostGone(conv.accountId, sandbox)) {
+        await updateSandbox(this.c.d.db, sandbox.id, { status: 'terminated' });
+        this.c.events.stage(conv.id, null, 'sandbox', 'failed', {
+          event: 'host_gone',
+          reason: 'the runner the conversation was moved to was deleted',
+        });
+        return this.#reprovision(conv, agent);
+      }
+      return refuse(
+        'runner_offline',
+        `The conversation was moved to runner ${JSON.stringify(host.name)}, which is not connected; it starts there when the runner connects (or move it elsewhere).`,
+        { runner_id: host.id, runner_name: host.name || null },
+      );
+    }
+    return this.#reprovision(conv, agent, sandbox);
+  }
+
+  /** The disk is gone (or was reclaimed, or moved): a new sandbox, from the newest checkpoint when there is one. */
+  async #reprovision(conv: Conversation, agent: Agent, placed?: SandboxRow): Promise<EngineResult<Live>> {
     const db = this.c.d.db;
-    const provider = (agent.sandboxProvider as KnownProvider | null) ?? this.c.d.defaultProvider;
+    const provider =
+      (placed?.provider as KnownProvider | undefined) ??
+      (agent.sandboxProvider as KnownProvider | null) ??
+      this.c.d.defaultProvider;
     if (!this.c.d.registry.isEnabled(provider))
       return refuse('sandbox_provider_disabled', `sandbox provider ${provider} is not configured on this instance`);
-    const name = await this.c.d.placement.mint(conv.accountId, provider, agent.runnerId);
+    const name = placed ? accept(placed.name) : await this.c.d.placement.mint(conv.accountId, provider, agent.runnerId);
     if (!name.ok) {
       return name.error.code === 'no_runner_online'
         ? refuse('runner_offline', 'No runner is connected; the conversation wakes when a runner connects.')
@@ -535,16 +604,17 @@ export class Provisioner {
       this.#publishRefusal(conv.id, refused);
       return refuse(refused.reason, refused.message, { conversation_id: conv.id, provider });
     }
-    const sandbox = await insertSandbox(db, {
-      accountId: conv.accountId,
-      provider,
-      name: name.value,
-      status: 'starting',
-    });
-    await updateConversation(db, conv.id, { sandboxId: sandbox.id });
+    let sandbox: SandboxRow;
+    if (placed) {
+      sandbox = { ...placed, status: 'starting' };
+      await updateSandbox(db, placed.id, { status: 'starting' });
+    } else {
+      sandbox = await insertSandbox(db, { accountId: conv.accountId, provider, name: name.value, status: 'starting' });
+      await updateConversation(db, conv.id, { sandboxId: sandbox.id });
+    }
     const t0 = Date.now();
     this.c.events.stage(conv.id, null, 'provision', 'started', { provider, name: name.value });
-    const restore: { from: { turnId: string | null; createdAt: Date } | null } = { from: null };
+    const restore: Restore = { from: null };
     const r = await this.#bringUp(conv, sandbox, agent, () => false, restore);
     if (!r.ok) {
       const reason = this.#storedReason(conv.id, r.error);
@@ -561,12 +631,13 @@ export class Provisioner {
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);
     if (restore.from) {
-      this.c.events.stage(conv.id, null, 'sandbox', 'done', {
-        event: 'restored',
-        from_turn: restore.from.turnId,
-        checkpoint_at: restore.from.createdAt.toISOString(),
-        detail: 'the previous sandbox was gone; its newest checkpoint was restored into a new one',
-      });
+      this.#restored(
+        conv.id,
+        restore.from,
+        placed
+          ? 'the conversation was moved; its newest checkpoint was restored into a new sandbox there'
+          : 'the previous sandbox was gone; its newest checkpoint was restored into a new one',
+      );
     } else if (conv.runtimeSessionId) {
       const carried = await this.p.launcher.carryHistory(r.value);
       this.c.events.stage(conv.id, null, 'session', 'done', {
@@ -579,5 +650,14 @@ export class Provisioner {
       });
     }
     return accept(r.value);
+  }
+
+  #restored(conversationId: string, from: NonNullable<Restore['from']>, detail: string): void {
+    this.c.events.stage(conversationId, null, 'sandbox', 'done', {
+      event: 'restored',
+      from_turn: from.turnId,
+      checkpoint_at: from.createdAt.toISOString(),
+      detail,
+    });
   }
 }

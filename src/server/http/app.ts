@@ -20,6 +20,7 @@ import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
 import { streamRoutes } from '../conversations/stream-routes.ts';
+import { relocateRoutes } from '../conversations/relocate-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
 import { scheduleRoutes } from '../team/schedule-routes.ts';
 import { mcpTeamRoutes } from '../team/mcp-routes.ts';
@@ -178,6 +179,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', relocateRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
       // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
       app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));

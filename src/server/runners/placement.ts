@@ -16,12 +16,14 @@ import type { SandboxRow } from '../store/conversation-schema.ts';
 import type { RunnerSummary } from '../conversations/views.ts';
 
 /** How placement reads runner rows (name, hostname, root); the runners store implements it. */
+type RunnerRow = { id: string; name: string; hostname: string | null; root: string | null };
 export interface RunnerDirectory {
-  find(
-    accountId: string,
-    runnerId: string,
-  ): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
+  find(accountId: string, runnerId: string): Promise<RunnerRow | undefined>;
+  /** By its name (a move names its target runner either way). */
+  findByName?(accountId: string, name: string): Promise<RunnerRow | undefined>;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 // The port's result values, built here from its types alone: a value import of conversations/ would send
 // the prompt's path back into the folder it came from (test/lint/folders.test.ts).
@@ -84,6 +86,14 @@ export function providerPlacement(host: RunnerHost | null, runners: RunnerDirect
       if (s.provider !== 'runner') return false;
       const id = parseRunnerName(s.name);
       return id.ok && (await runners.find(accountId, id.value)) === undefined;
+    },
+    async runner(accountId: string, ref: string): Promise<RunnerSummary | undefined> {
+      const row =
+        (UUID.test(ref) ? await runners.find(accountId, ref.toLowerCase()) : undefined) ??
+        (await runners.findByName?.(accountId, ref));
+      if (!row) return undefined;
+      const online = host?.online(accountId).some((r) => r.runnerId === row.id) ?? false;
+      return { id: row.id, name: row.name, hostname: row.hostname, root: row.root, online };
     },
     async host(accountId: string, s: SandboxRow): Promise<RunnerSummary | null> {
       if (s.provider !== 'runner') return null;

@@ -13,6 +13,7 @@ import { Layout, STATIC_PREFIX } from './layout.tsx';
 import { agentRoutes } from './pages/agents.tsx';
 import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
+import { relocateRoutes } from './pages/relocate.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
 import { credentialPages } from './pages/credentials.tsx';
@@ -128,6 +129,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', teamRoutes(deps));
   pages.route('/', conversationListRoutes(deps));
   pages.route('/', conversationRoutes(deps));
+  pages.route('/', relocateRoutes(deps));
   pages.route('/', agentRoutes(deps));
   pages.route('/', environmentRoutes(deps));
   pages.route('/', runnerRoutes(deps));

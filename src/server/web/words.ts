@@ -93,7 +93,18 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
         return `Computer put to sleep${why ? ` because ${why}` : ''}; the next message wakes it`;
       if (event === 'reclaimed')
         return `Computer removed${why ? ` because ${why}` : ''}; the next message starts a fresh one`;
+      if (event === 'restored') return 'Computer restored from its checkpoint';
+      if (event === 'moved') {
+        const to = d && typeof d.to === 'object' && d.to ? (d.to as Record<string, unknown>) : null;
+        const name =
+          typeof to?.runner_name === 'string' && to.runner_name ? `runner ${to.runner_name}` : 'its new place';
+        return `Moved to ${name}; the next message starts its computer there from the checkpoint`;
+      }
       return 'Computer updated';
+    case 'fork/done': {
+      const n = d && typeof d.from_turn_number === 'number' ? d.from_turn_number : null;
+      return `Forked from another conversation${n ? ` after turn ${n}` : ''}: the history above is a copy, and its computer starts from that point`;
+    }
     case 'connection/started':
       return 'Lost the connection to the runner; waiting for it to come back…';
     case 'connection/done':

@@ -11,6 +11,7 @@ import { presenceOf, whereOf } from '../roster.ts';
 import { ConversationItem, STATUS_WORDS } from './conversations.tsx';
 
 const COMPUTER_WORDS: Readonly<Record<string, string>> = {
+  pending: 'moved, starts with the next message',
   starting: 'starting',
   ready: 'running',
   suspended: 'asleep',

@@ -30,6 +30,7 @@ import { ErrorNote, Layout, when } from '../layout.tsx';
 import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
 
 import { toHtml } from '../live.ts';
+import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -60,6 +61,8 @@ function EventList(p: {
   items: Array<{ item: Item; row: EventRow }>;
   conversationId: string;
   turns: Map<string, Turn>;
+  /** The turns "Fork from here" is offered under: those with a kept checkpoint, and the newest completed one. */
+  forkable: (turnId: string) => boolean;
 }) {
   const resolved = resolvedRequests(p.items.map((i) => i.item));
   const asked = new Asked();
@@ -96,6 +99,8 @@ function EventList(p: {
         askedOptions={askedOptions}
       />,
     );
+    if (item.kind === 'turn' && item.state === 'done' && row.turnId && p.forkable(row.turnId))
+      out.push(<ForkButton conversationId={p.conversationId} turnId={row.turnId} />);
   }
   flush();
   return <>{out}</>;
@@ -127,6 +132,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     const agent = conv.agent_id ? await getAgent(deps.db, user.account.id, conv.agent_id) : undefined;
     const rows = await allEvents(deps, conv.id);
     const turns = new Map((await turnsOf(deps.db, conv.id)).map((t) => [t.id, t]));
+    // The newest completed turn's checkpoint may still be being taken: its button is offered all the same.
+    const kept = await deps.engine.forkableTurns(conv.id);
+    const newest = [...turns.values()].filter((t) => t.status === 'completed').at(-1)?.id;
     const reader = new EventReader();
     const items = rows.flatMap((row) => {
       const item = reader.read(row);
@@ -166,9 +174,15 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
+            <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
-                <EventList items={items} conversationId={conv.id} turns={turns} />
+                <EventList
+                  items={items}
+                  conversationId={conv.id}
+                  turns={turns}
+                  forkable={(t) => t === newest || kept.has(t)}
+                />
               </div>
             </section>
           </div>
@@ -243,6 +257,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             </div>,
           );
         }
+        if (item.kind === 'turn' && item.state === 'done' && row.turnId)
+          html += await toHtml(<ForkButton conversationId={conv.id} turnId={row.turnId} />);
         // Out of band: the buttons of an answered request give way to how it was answered.
         if (request) html += await toHtml(<PermissionResolved requestId={request.requestId} tool={request.tool} oob />);
         asked.note(item);
