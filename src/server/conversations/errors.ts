@@ -25,7 +25,11 @@ export type EngineErrorCode =
   | 'inference_credential_unreadable'
   | 'environment_not_found'
   | 'environment_not_allowed'
-  | 'gateway_unreachable';
+  | 'gateway_unreachable'
+  | 'session_option_not_listed'
+  | 'session_option_value_not_listed'
+  | 'session_mode_not_listed'
+  | 'session_setting_failed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -51,6 +55,10 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   environment_not_found: 404,
   environment_not_allowed: 422,
   gateway_unreachable: 422,
+  session_option_not_listed: 422,
+  session_option_value_not_listed: 422,
+  session_mode_not_listed: 422,
+  session_setting_failed: 502,
 };
 
 /** Seconds for `Retry-After`. */
