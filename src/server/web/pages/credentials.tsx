@@ -131,7 +131,7 @@ function CredentialsPage(p: {
           aria-describedby={p.error ? 'cred-error' : undefined}
           aria-invalid={p.error ? 'true' : undefined}
         />
-        <label for="cred-name">Credential set (optional: a name such as work or personal; agents pick a set)</label>
+        <label for="cred-name">Set name (optional: such as work or personal; agents pick a set by it)</label>
         <input id="cred-name" name="name" type="text" placeholder="default" maxlength={40} />
         <label for="cred-base-url">Base URL (optional: a gateway instead of the vendor API)</label>
         <input id="cred-base-url" name="base_url" type="url" placeholder="https://gateway.example.com" />
