@@ -1,6 +1,9 @@
 /**
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
+ *
+ * Over 400 lines because a launch is one sequence (token, delivery, files, spawn, initialize, session,
+ * settings) and its hooks; moving the credential delivery half to a module of its own is due.
  */
 import type { ContentBlock, SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
@@ -21,7 +24,8 @@ import { gatewayBaseUrl, type GatewayApi } from '../gateway/vendors.ts';
 import { credentialsFor } from '../credentials/providers.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
-import { applySettings, effectiveSettings, offeredFrom } from './session-settings.ts';
+import { offeredFrom } from './session-settings.ts';
+import { applyAtLaunch } from './settings-command.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
 import { mergeRuntimeFile } from '../environments/mcp.ts';
 import { getConversationById, setAgentTitle, updateConversation, updateSandbox } from './store.ts';
@@ -139,25 +143,6 @@ export class Launcher {
 
   #argv(spec: RuntimeSpec): readonly string[] {
     return spec.id === 'demo' ? this.c.d.config.demoAgentArgv : spec.launch;
-  }
-
-  /**
-   * Sends the settings (agent's, then the conversation's) the runtime lists; a setting it does not list
-   * is said in the conversation as a `session` stage event with its code, and the launch goes on.
-   */
-  async applySessionSettings(live: Live, conv: Conversation, agent: Agent | undefined): Promise<void> {
-    const proc = live.proc;
-    if (!proc || !live.offered) return;
-    const settings = effectiveSettings(agent?.sessionSettings, conv.sessionSettings);
-    if (!settings.options && settings.mode === undefined) return;
-    const r = await applySettings(proc.client, live.offered, settings, this.c.d.config.acpCallTimeoutMs);
-    live.offered = r.offered;
-    for (const refusal of r.refused)
-      this.c.events.stage(conv.id, null, 'session', 'failed', { event: 'setting_refused', ...refusal });
-    for (const f of r.failed)
-      this.c.events.stage(conv.id, null, 'session', 'failed', { event: 'setting_failed', message: capReason(f) });
-    if (r.applied.length > 0)
-      this.c.events.stage(conv.id, null, 'session', 'done', { event: 'settings', applied: r.applied });
   }
 
   /**
@@ -310,7 +295,7 @@ export class Launcher {
         this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
     }
     live.offered = offeredFrom(configOptions, modes);
-    await this.applySessionSettings(live, conv, agent);
+    await applyAtLaunch(this.c, live, conv, agent);
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();
     const agentSessionId =

@@ -2,10 +2,11 @@
  * Changing a conversation's session settings: checked against what its runtime listed, stored, and sent
  * at once to its agent when this node runs it (otherwise at its next launch).
  */
-import type { SessionSettings } from '../store/conversation-schema.ts';
+import type { Agent, Conversation, SessionSettings } from '../store/conversation-schema.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
-import type { EngineCore } from './live.ts';
-import { applySettings, planSettings } from './session-settings.ts';
+import type { EngineCore, Live } from './live.ts';
+import { capReason } from './reason.ts';
+import { applySettings, effectiveSettings, planSettings } from './session-settings.ts';
 import { getConversation, updateConversation } from './store.ts';
 
 export interface SettingsChange {
@@ -53,4 +54,27 @@ export async function changeSettings(
     c.events.stage(id, live.turn?.id ?? null, 'session', 'done', { event: 'settings', applied: r.applied });
   if (r.failed.length > 0) return refuse('session_setting_failed', `the agent refused: ${r.failed.join('; ')}`);
   return accept({ settings, applied: r.applied, live: true });
+}
+
+/**
+ * At launch: sends the settings (agent's, then the conversation's) the runtime lists; a setting it does
+ * not list is said in the conversation as a `session` stage event with its code, and the launch goes on.
+ */
+export async function applyAtLaunch(
+  c: EngineCore,
+  live: Live,
+  conv: Conversation,
+  agent: Agent | undefined,
+): Promise<void> {
+  const proc = live.proc;
+  if (!proc || !live.offered) return;
+  const settings = effectiveSettings(agent?.sessionSettings, conv.sessionSettings);
+  if (!settings.options && settings.mode === undefined) return;
+  const r = await applySettings(proc.client, live.offered, settings, c.d.config.acpCallTimeoutMs);
+  live.offered = r.offered;
+  for (const refusal of r.refused)
+    c.events.stage(conv.id, null, 'session', 'failed', { event: 'setting_refused', ...refusal });
+  for (const f of r.failed)
+    c.events.stage(conv.id, null, 'session', 'failed', { event: 'setting_failed', message: capReason(f) });
+  if (r.applied.length > 0) c.events.stage(conv.id, null, 'session', 'done', { event: 'settings', applied: r.applied });
 }

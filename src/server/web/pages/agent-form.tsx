@@ -1,6 +1,9 @@
 /**
  * The agent form: its fields (runtime, model, system prompt, permission policy, runner, environment, and a
  * sandbox-provider select only when two or more providers are enabled), and the parse of what it posts.
+ *
+ * Over 400 lines because the form and its parse are kept side by side; the launch fields already live
+ * in agent-launch-fields.tsx, and the environment and policy fieldsets could follow.
  */
 import { CREDENTIAL_DELIVERIES, gatewayReach, type CredentialDelivery } from '../../gateway/reach.ts';
 import { credentialsFor } from '../../credentials/providers.ts';
