@@ -20,6 +20,7 @@ import {
   type ResumeSessionResponse,
   type SessionNotification,
   type SetSessionConfigOptionResponse,
+  type SetSessionModeResponse,
 } from '@agentclientprotocol/sdk';
 import { describeError, err, ok, type Result, type SandboxError } from '../sandbox/index.ts';
 import { acpError, type AcpError, type AcpErrorCode, type AcpProblem } from './errors.ts';
@@ -28,6 +29,7 @@ import { classifyLine, type AcpMessage, type JsonRpcId } from './message.ts';
 import {
   zInitializeResponse,
   zSetSessionConfigOptionResponse,
+  zSetSessionModeResponse,
   zLoadSessionResponse,
   zNewSessionResponse,
   zPromptResponse,
@@ -262,6 +264,17 @@ export class AcpClient {
       'session/set_config_option',
       { sessionId: this.session, configId, value },
       zSetSessionConfigOptionResponse,
+    );
+    return call.ok ? call.value.done : Promise.resolve(call);
+  }
+
+  /** `session/set_mode` on the current session (one of the modes the agent listed). */
+  setMode(modeId: string): Promise<Result<SetSessionModeResponse, AcpError>> {
+    if (this.session === null) return Promise.resolve(err(acpError('acp_no_session', 'set_mode needs a session')));
+    const call = this.call<SetSessionModeResponse>(
+      'session/set_mode',
+      { sessionId: this.session, modeId },
+      zSetSessionModeResponse,
     );
     return call.ok ? call.value.done : Promise.resolve(call);
   }

@@ -12,6 +12,7 @@ import type {
   ResumeSessionResponse,
   SessionNotification,
   SetSessionConfigOptionResponse,
+  SetSessionModeResponse,
 } from '@agentclientprotocol/sdk';
 
 /** The slice of a zod schema this module relies on; keeps the SDK's 600 KB of generated types out of tsc. */
@@ -87,6 +88,7 @@ export const zNewSessionResponse = pick<NewSessionResponse>('zNewSessionResponse
 export const zLoadSessionResponse = pick<LoadSessionResponse>('zLoadSessionResponse');
 export const zResumeSessionResponse = pick<ResumeSessionResponse>('zResumeSessionResponse');
 export const zSetSessionConfigOptionResponse = pick<SetSessionConfigOptionResponse>('zSetSessionConfigOptionResponse');
+export const zSetSessionModeResponse = pick<SetSessionModeResponse>('zSetSessionModeResponse');
 export const zPromptResponse = pick<PromptResponse>('zPromptResponse');
 export const zSessionNotification = routedByUpdateKind(pick<SessionNotification>('zSessionNotification'));
 export const zRequestPermissionRequest = pick<RequestPermissionRequest>('zRequestPermissionRequest');

@@ -38,6 +38,55 @@ const policyEntry = (value: string, prev: Record<string, string> = {}): Record<s
   return { ...prev, [m[1]!]: m[2]! };
 };
 
+const optionEntry = (value: string, prev: Record<string, string> = {}): Record<string, string> => {
+  const m = /^([^=\s]{1,100})=(\S{1,200})$/.exec(value);
+  if (!m) throw new CliError(`--session-option takes id=value, not "${value}"`, 2);
+  return { ...prev, [m[1]!]: m[2]! };
+};
+
+/** `--custom-runtime` is the API's custom_runtime object as JSON (command, install, env, credentials). */
+const customRuntime = (value: string): unknown => {
+  try {
+    return JSON.parse(value);
+  } catch {
+    throw new CliError('--custom-runtime takes JSON, e.g. \'{"command":["my-agent","--acp"]}\'', 2);
+  }
+};
+
+/** The launch options create and update share: a custom runtime, the credential set, session settings. */
+function launchBody(opts: LaunchOpts, body: Record<string, unknown>): void {
+  if (opts.customRuntime !== undefined) body.custom_runtime = opts.customRuntime;
+  if (opts.credentialSet !== undefined) body.credential_set = opts.credentialSet;
+  if (opts.sessionOption !== undefined || opts.sessionMode !== undefined)
+    body.session_settings = {
+      ...(opts.sessionOption ? { options: opts.sessionOption } : {}),
+      ...(opts.sessionMode ? { mode: opts.sessionMode } : {}),
+    };
+}
+
+interface LaunchOpts {
+  customRuntime?: unknown;
+  credentialSet?: string;
+  sessionOption?: Record<string, string>;
+  sessionMode?: string;
+}
+
+function launchOptions(c: Command): Command {
+  return c
+    .option(
+      '--custom-runtime <json>',
+      'for --runtime custom: {"command": [...], "install": {"npm": "name@version"}, "env": {...}, "credentials": [{"provider": ..., "env": ..., "base_url_env": ...}]}',
+      customRuntime,
+    )
+    .option('--credential-set <name>', 'the credential set its model credential comes from (default: default)')
+    .option(
+      '--session-option <id=value>',
+      "ACP session config option, repeatable (replaces the agent's settings)",
+      optionEntry,
+    )
+    .option('--session-mode <mode>', "ACP session mode, e.g. plan (replaces the agent's settings)");
+}
+
 /** The server saved the agent but says its conversations would be refused at launch: said on stderr, the exit stays 0. */
 function warn(warnings: ReadonlyArray<{ message: string }> | undefined): void {
   for (const w of warnings ?? []) process.stderr.write(`warning: ${w.message}\n`);
@@ -69,11 +118,10 @@ export function register(program: Command): void {
       }),
     );
 
-  agents
-    .command('create')
+  launchOptions(agents.command('create'))
     .description('create an agent')
     .requiredOption('--name <name>', 'unique name')
-    .requiredOption('--runtime <runtime>', 'claude, codex, gemini, opencode or demo')
+    .requiredOption('--runtime <runtime>', 'claude, codex, gemini, opencode, demo or custom (any ACP agent)')
     .option(
       '--model <model>',
       'provider/model_id, e.g. anthropic/claude-sonnet-4-5 (demo: fountain/demo, its only model)',
@@ -104,10 +152,11 @@ export function register(program: Command): void {
             runner?: string;
             policy?: Record<string, string>;
             json?: boolean;
-          },
+          } & LaunchOpts,
           cmd: Command,
         ) => {
           const body: Record<string, unknown> = { name: opts.name, runtime: opts.runtime, system: opts.system };
+          launchBody(opts, body);
           if (opts.environment) body.environment_id = (await findEnvironment(apiFor(cmd), opts.environment)).id;
           if (opts.model) body.model = opts.model;
           else if (opts.runtime === 'demo') body.model = DEMO_MODEL;
@@ -122,8 +171,7 @@ export function register(program: Command): void {
       ),
     );
 
-  agents
-    .command('update <agent>')
+  launchOptions(agents.command('update <agent>'))
     .description('change an agent (by id or name); only the options given change')
     .option('--name <name>', 'new name')
     .option('--model <model>', 'provider/model_id')
@@ -147,12 +195,13 @@ export function register(program: Command): void {
             runner?: string | boolean;
             policy?: Record<string, string>;
             json?: boolean;
-          },
+          } & LaunchOpts,
           cmd: Command,
         ) => {
           const api = apiFor(cmd);
           const current = await findAgent(api, ref);
           const body: Record<string, unknown> = {};
+          launchBody(opts, body);
           if (opts.name !== undefined) body.name = opts.name;
           if (opts.model !== undefined) body.model = opts.model;
           if (opts.system !== undefined) body.system = opts.system;

@@ -68,12 +68,50 @@ describe('fountain credentials (real process, real server)', () => {
     assert.match(set.stdout, /stored openai_api_key \(base URL http:\/\/127\.0\.0\.1:\d+\/v1\)/);
     const list = await fountain(['credentials', 'list'], env);
     assert.equal(list.code, 0, list.stderr);
-    assert.match(list.stdout, /openai_api_key\s+http:\/\/127\.0\.0\.1:\d+\/v1/);
+    assert.match(list.stdout, /openai_api_key\s+default\s+http:\/\/127\.0\.0\.1:\d+\/v1/);
     const bad = await fountain(['credentials', 'set', 'aws_key'], env, 'x\n');
     assert.equal(bad.code, 2);
     const rm = await fountain(['credentials', 'rm', 'openai_api_key'], env);
     assert.equal(rm.code, 0, rm.stderr);
     assert.doesNotMatch((await fountain(['credentials', 'list'], env)).stdout, /openai_api_key/);
     for (const r of [refused, set, list, bad, rm]) assert.ok(!(r.stdout + r.stderr).includes(KEY));
+  });
+
+  it('keeps named credential sets apart (--name) and refuses to remove one an agent uses', async () => {
+    const work = await fountain(
+      ['credentials', 'set', 'openai_api_key', '--name', 'work', '--no-validate'],
+      env,
+      `${KEY}\n`,
+    );
+    assert.equal(work.code, 0, work.stderr);
+    assert.match(work.stdout, /stored openai_api_key in set work/);
+    const badName = await fountain(['credentials', 'set', 'openai_api_key', '--name', 'Work Set'], env, `${KEY}\n`);
+    assert.equal(badName.code, 2);
+    assert.match(badName.stderr, /credential set name/);
+    assert.match((await fountain(['credentials', 'list'], env)).stdout, /openai_api_key\s+work\s+\(vendor API\)/);
+    const agent = await fountain(
+      [
+        'agents',
+        'create',
+        '--name',
+        'coder',
+        '--runtime',
+        'codex',
+        '--model',
+        'openai/gpt-5',
+        '--credential-set',
+        'work',
+      ],
+      env,
+    );
+    assert.equal(agent.code, 0, agent.stderr);
+    const inUse = await fountain(['credentials', 'rm', 'openai_api_key', '--name', 'work'], env);
+    assert.notEqual(inUse.code, 0);
+    assert.match(inUse.stderr, /used by agent coder/);
+    assert.equal((await fountain(['agents', 'delete', 'coder'], env)).code, 0);
+    const rm = await fountain(['credentials', 'rm', 'openai_api_key', '--name', 'work'], env);
+    assert.equal(rm.code, 0, rm.stderr);
+    assert.match(rm.stdout, /removed openai_api_key of set work/);
+    for (const r of [work, badName, inUse, rm]) assert.ok(!(r.stdout + r.stderr).includes(KEY));
   });
 });

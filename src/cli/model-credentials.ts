@@ -11,8 +11,23 @@ import { CliError, action, apiFor, printJson, printTable } from './session.ts';
 const PROVIDERS = ['anthropic_api_key', 'claude_code_oauth_token', 'openai_api_key', 'gemini_api_key'] as const;
 const providerSchema = z.enum(PROVIDERS, { error: `the credential is one of ${PROVIDERS.join(', ')}` });
 const credentialSchema = z
-  .object({ provider: z.string(), base_url: z.string().nullable(), created_at: z.string(), updated_at: z.string() })
+  .object({
+    provider: z.string(),
+    name: z.string().default('default'),
+    base_url: z.string().nullable(),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
   .loose();
+const SET_NAME = /^[a-z0-9][a-z0-9_-]{0,39}$/;
+
+/** `?name=<set>` for a named credential set; nothing for the default one. */
+function setQuery(name: string | undefined): string {
+  if (name === undefined || name === 'default') return '';
+  if (!SET_NAME.test(name))
+    throw new CliError('--name: a credential set name is 1-40 lowercase letters, digits, _ or -', 2);
+  return `?name=${name}`;
+}
 const baseUrlFlag = z.url({ protocol: /^https?$/, message: '--base-url must be an http:// or https:// URL' });
 
 function provider(value: string): (typeof PROVIDERS)[number] {
@@ -32,32 +47,43 @@ export function register(program: Command): void {
       `store a model credential (${PROVIDERS.join(', ')}); the value is read from a hidden prompt or one line on stdin`,
     )
     .option('--base-url <url>', 'send the runtime to this gateway instead of the vendor API')
+    .option('--name <set>', 'the credential set it belongs to (default: default); agents pick a set by name')
     .option('--no-validate', 'store it without checking it against the provider first')
     .option('--json', 'print JSON')
     .action(
-      action(async (name: string, opts: { baseUrl?: string; validate: boolean; json?: boolean }, cmd: Command) => {
-        const p = provider(name);
-        let baseUrl: string | undefined;
-        if (opts.baseUrl !== undefined) {
-          const b = baseUrlFlag.safeParse(opts.baseUrl);
-          if (!b.success) throw new CliError(b.error.issues[0]?.message ?? 'bad --base-url', 2);
-          baseUrl = b.data;
-        }
-        const value = (process.stdin.isTTY ? await promptHidden(`${p}: `) : await readStdinLine()).trim();
-        if (value === '') throw new CliError('no value given: type it at the prompt or pipe it on stdin', 2);
-        const { data: stored } = await apiFor(cmd).request(
-          'PUT',
-          `/api/account/inference-credentials/${p}`,
-          data(credentialSchema),
-          {
-            value,
-            ...(baseUrl ? { base_url: baseUrl } : {}),
-            validate: opts.validate,
-          },
-        );
-        if (opts.json) return printJson(stored);
-        process.stdout.write(`stored ${stored.provider}${stored.base_url ? ` (base URL ${stored.base_url})` : ''}\n`);
-      }),
+      action(
+        async (
+          name: string,
+          opts: { baseUrl?: string; name?: string; validate: boolean; json?: boolean },
+          cmd: Command,
+        ) => {
+          const p = provider(name);
+          const query = setQuery(opts.name);
+          let baseUrl: string | undefined;
+          if (opts.baseUrl !== undefined) {
+            const b = baseUrlFlag.safeParse(opts.baseUrl);
+            if (!b.success) throw new CliError(b.error.issues[0]?.message ?? 'bad --base-url', 2);
+            baseUrl = b.data;
+          }
+          const value = (process.stdin.isTTY ? await promptHidden(`${p}: `) : await readStdinLine()).trim();
+          if (value === '') throw new CliError('no value given: type it at the prompt or pipe it on stdin', 2);
+          const { data: stored } = await apiFor(cmd).request(
+            'PUT',
+            `/api/account/inference-credentials/${p}${query}`,
+            data(credentialSchema),
+            {
+              value,
+              ...(baseUrl ? { base_url: baseUrl } : {}),
+              validate: opts.validate,
+            },
+          );
+          if (opts.json) return printJson(stored);
+          const set = stored.name === 'default' ? '' : ` in set ${stored.name}`;
+          process.stdout.write(
+            `stored ${stored.provider}${set}${stored.base_url ? ` (base URL ${stored.base_url})` : ''}\n`,
+          );
+        },
+      ),
     );
 
   creds
@@ -73,8 +99,8 @@ export function register(program: Command): void {
         );
         if (opts.json) return printJson(list);
         printTable(
-          ['CREDENTIAL', 'BASE URL', 'UPDATED'],
-          list.map((c) => [c.provider, c.base_url ?? '(vendor API)', c.updated_at]),
+          ['CREDENTIAL', 'SET', 'BASE URL', 'UPDATED'],
+          list.map((c) => [c.provider, c.name, c.base_url ?? '(vendor API)', c.updated_at]),
         );
       }),
     );
@@ -82,12 +108,17 @@ export function register(program: Command): void {
   creds
     .command('rm <credential>')
     .alias('remove')
-    .description('remove a model credential')
+    .description('remove a model credential (refused while agents use its set)')
+    .option('--name <set>', 'the credential set (default: default)')
     .action(
-      action(async (name: string, _opts: unknown, cmd: Command) => {
+      action(async (name: string, opts: { name?: string }, cmd: Command) => {
         const p = provider(name);
-        await apiFor(cmd).request('DELETE', `/api/account/inference-credentials/${p}`, z.undefined());
-        process.stdout.write(`removed ${p}\n`);
+        await apiFor(cmd).request(
+          'DELETE',
+          `/api/account/inference-credentials/${p}${setQuery(opts.name)}`,
+          z.undefined(),
+        );
+        process.stdout.write(`removed ${p}${opts.name && opts.name !== 'default' ? ` of set ${opts.name}` : ''}\n`);
       }),
     );
 }

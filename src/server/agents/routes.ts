@@ -35,6 +35,9 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { GatewayAgentFields } from '../gateway/schemas.ts';
 import { gatewayReach, type CredentialDelivery } from '../gateway/reach.ts';
 import { credentialsFor } from '../credentials/providers.ts';
+import { LaunchFields } from './launch-fields.ts';
+import { customRuntimeProblem, customView } from './custom-runtime.ts';
+import type { CustomRuntime } from '../store/conversation-schema.ts';
 
 export interface AgentRouteDeps extends RouteDeps {
   readonly registry: ProviderRegistry;
@@ -82,6 +85,7 @@ export const AgentSchema = z
       description: "The runner its new conversations go to; null = the account's most recently connected online runner",
     }),
     ...GatewayAgentFields,
+    ...LaunchFields,
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
@@ -128,6 +132,9 @@ const AgentCreateBody = z
     runner_id: RunnerField.default(null),
     credential_delivery: GatewayAgentFields.credential_delivery.default('gateway'),
     model_limits: GatewayAgentFields.model_limits.default({}),
+    custom_runtime: LaunchFields.custom_runtime.default(null),
+    session_settings: LaunchFields.session_settings.default({}),
+    credential_set: LaunchFields.credential_set.default('default'),
   })
   .strict()
   .openapi('AgentCreate');
@@ -148,6 +155,7 @@ const AgentPatchBody = z
     allowed_environment_ids: z.array(z.string().max(100)).max(100).nullable(),
     runner_id: RunnerField,
     ...GatewayAgentFields,
+    ...LaunchFields,
   })
   .partial()
   .strict()
@@ -198,6 +206,9 @@ export function agentView(a: Agent, conversationCount: number): AgentView {
     runner_id: a.runnerId,
     credential_delivery: a.credentialDelivery,
     model_limits: a.modelLimits,
+    custom_runtime: customView(a.customRuntime),
+    session_settings: a.sessionSettings,
+    credential_set: a.credentialSet,
     acp: true,
     conversation_count: conversationCount,
     inserted_at: a.insertedAt.toISOString(),
@@ -243,9 +254,31 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     if (!row) throw fieldError('runner_id', `no runner ${JSON.stringify(ref)} on this account`, 'runner_not_found');
     return row.id;
   };
+  // A custom runtime needs its launch; any other must not carry one (it would be silently ignored).
+  const checkCustom = (runtime: Runtime, custom: CustomRuntime | null, delivery: CredentialDelivery): void => {
+    if (runtime === 'custom' && !custom)
+      throw fieldError(
+        'custom_runtime',
+        'is required for runtime custom: give at least its command',
+        'custom_runtime_required',
+      );
+    if (runtime !== 'custom' && custom)
+      throw fieldError(
+        'custom_runtime',
+        `must be null for runtime ${runtime} (only runtime custom is launched by its own command)`,
+      );
+    const problem = custom ? customRuntimeProblem(custom, delivery) : null;
+    if (problem) throw fieldError('custom_runtime', problem);
+  };
   // Refused before saving: an agent whose sandboxes could not reach the gateway would fail every launch.
-  const checkDelivery = (delivery: CredentialDelivery, provider: string | null, runtime: Runtime, model: string) => {
-    if (delivery !== 'gateway' || credentialsFor(runtime, model).length === 0) return;
+  const checkDelivery = (
+    delivery: CredentialDelivery,
+    provider: string | null,
+    runtime: Runtime,
+    model: string,
+    custom: CustomRuntime | null,
+  ) => {
+    if (delivery !== 'gateway' || credentialsFor(runtime, model, custom).length === 0) return;
     const reach = gatewayReach(provider ?? deps.defaultProvider, deps.publicUrl ?? null, 'listen address');
     if (!reach.ok) throw fieldError('credential_delivery', reach.message, 'gateway_unreachable');
   };
@@ -346,8 +379,12 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         runnerId: await checkRunner(accountId, b.runner_id),
         credentialDelivery: b.credential_delivery,
         modelLimits: b.model_limits,
+        customRuntime: b.custom_runtime,
+        sessionSettings: b.session_settings,
+        credentialSet: b.credential_set,
       };
-      checkDelivery(b.credential_delivery, fields.sandboxProvider, b.runtime, b.model);
+      checkCustom(b.runtime, b.custom_runtime, b.credential_delivery);
+      checkDelivery(b.credential_delivery, fields.sandboxProvider, b.runtime, b.model, b.custom_runtime);
       const r = await createAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
       return c.json({ data: await warned(accountId, r.agent, 0) }, 201);
@@ -408,11 +445,21 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
           p.sandboxProvider = checkProvider(b.sandbox_provider);
         if (b.credential_delivery !== undefined) p.credentialDelivery = b.credential_delivery;
         if (b.model_limits !== undefined) p.modelLimits = b.model_limits;
+        if (b.custom_runtime !== undefined) p.customRuntime = b.custom_runtime;
+        if (b.session_settings !== undefined) p.sessionSettings = b.session_settings;
+        if (b.credential_set !== undefined) p.credentialSet = b.credential_set;
+        // Leaving runtime custom drops its launch unless another is given.
+        const custom =
+          b.custom_runtime !== undefined ? b.custom_runtime : runtime === 'custom' ? current.customRuntime : null;
+        if (b.custom_runtime === undefined && runtime !== 'custom' && current.customRuntime) p.customRuntime = null;
+        const delivery = p.credentialDelivery ?? current.credentialDelivery;
+        checkCustom(runtime, custom, delivery);
         checkDelivery(
-          p.credentialDelivery ?? current.credentialDelivery,
+          delivery,
           p.sandboxProvider !== undefined ? p.sandboxProvider : current.sandboxProvider,
           runtime,
           b.model ?? current.model,
+          custom,
         );
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');

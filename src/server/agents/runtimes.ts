@@ -3,7 +3,7 @@
  * ACP adapter is installed and launched, and which model providers it accepts.
  */
 import { credentialsFor } from '../credentials/providers.ts';
-import type { Runtime } from '../store/conversation-schema.ts';
+import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 
 export const SANDBOX_HOME = '/home/sprite';
 
@@ -35,6 +35,8 @@ export interface RuntimeSpec {
   readonly launch: readonly string[];
   /** An npm-installed ACP adapter pinned to a version; null when the runtime is native or built in. */
   readonly install: AdapterInstall | null;
+  /** A custom runtime's package (npm `name@version` or apt), installed when absent. */
+  readonly packages?: CustomRuntime['install'];
   /** A native binary that must already be on the sandbox PATH. */
   readonly requiresBin: string | null;
   /** Process env the adapter needs beyond the sandbox's (never a credential). */
@@ -154,7 +156,36 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     modelProviders: ['fountain'],
     models: ['fountain/demo'],
   },
+  // Launch, install, env and credentials come from the agent's row (specFor): this entry holds the rest.
+  custom: {
+    id: 'custom',
+    configDir: '.agent',
+    mcpDelivery: 'session',
+    home: SANDBOX_HOME,
+    instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    cwd: SANDBOX_HOME,
+    workspace: null,
+    launch: [],
+    install: null,
+    requiresBin: null,
+    env: [],
+    modelOption: false,
+    modelProviders: [],
+    models: ['custom/default'],
+  },
 };
+
+/** The spec of a launch: the table's entry, or for `custom` the table's entry with the agent row's launch. */
+export function specFor(runtime: Runtime, custom: CustomRuntime | null | undefined): RuntimeSpec {
+  const base = RUNTIME_SPECS[runtime];
+  if (runtime !== 'custom') return base;
+  return {
+    ...base,
+    launch: custom?.command ?? [],
+    packages: custom?.install ?? null,
+    env: Object.entries(custom?.env ?? {}),
+  };
+}
 
 export const MODEL_PATTERN = /^[a-z0-9_-]+\/[a-z0-9._-]+$/;
 
@@ -162,6 +193,8 @@ export const MODEL_PATTERN = /^[a-z0-9_-]+\/[a-z0-9._-]+$/;
 export function modelProblem(runtime: Runtime, model: string): string | null {
   if (!MODEL_PATTERN.test(model)) return 'must look like provider/model_id (lowercase letters, digits, . _ -)';
   const provider = model.slice(0, model.indexOf('/'));
+  // A custom agent names its model however it likes; Fountain only passes it on.
+  if (runtime === 'custom') return null;
   const allowed = RUNTIME_SPECS[runtime].modelProviders;
   return allowed.includes(provider) ? null : `provider must be ${allowed.join(' or ')} for runtime ${runtime}`;
 }

@@ -6,7 +6,9 @@ import {
   agents,
   conversations,
   type Agent,
+  type CustomRuntime,
   type PermissionPolicy,
+  type SessionSettings,
   type ModelLimits,
   type Runtime,
 } from '../store/conversation-schema.ts';
@@ -36,6 +38,12 @@ export interface AgentEnvironmentFields {
   credentialDelivery: 'gateway' | 'direct';
   /** What the model gateway holds its calls to. */
   modelLimits: ModelLimits;
+  /** A custom runtime's launch; null for the built-in ones. */
+  customRuntime: CustomRuntime | null;
+  /** The ACP session settings its conversations start with. */
+  sessionSettings: SessionSettings;
+  /** The account's credential set it uses. */
+  credentialSet: string;
 }
 
 export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };

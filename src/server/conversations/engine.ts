@@ -2,6 +2,8 @@
  * The conversation engine's facade, a table of contents: each call names the part that does the work
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
  */
+import type { SessionSettings } from '../store/conversation-schema.ts';
+import { changeSettings, type SettingsChange } from './settings-command.ts';
 import { EventBus } from '../cluster/bus.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
@@ -281,6 +283,13 @@ export class ConversationEngine {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     return this.#p.asks.answer(this.#c.live.get(id), id, requestId, optionId);
+  }
+
+  // ---------------------------------------------------------------- session settings
+
+  /** Stores the conversation's session settings and sends them to its running agent on this node. */
+  settings(accountId: string, id: string, change: SessionSettings): Promise<EngineResult<SettingsChange>> {
+    return changeSettings(this.#c, accountId, id, change);
   }
 
   // ---------------------------------------------------------------- endings

@@ -31,7 +31,11 @@ export type EngineErrorCode =
   | 'no_checkpoint'
   | 'runner_not_found'
   | 'already_there'
-  | 'checkpoint_failed';
+  | 'checkpoint_failed'
+  | 'session_option_not_listed'
+  | 'session_option_value_not_listed'
+  | 'session_mode_not_listed'
+  | 'session_setting_failed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -63,6 +67,10 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   runner_not_found: 404,
   already_there: 409,
   checkpoint_failed: 503,
+  session_option_not_listed: 422,
+  session_option_value_not_listed: 422,
+  session_mode_not_listed: 422,
+  session_setting_failed: 502,
 };
 
 /** Seconds for `Retry-After`. */

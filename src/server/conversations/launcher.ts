@@ -1,32 +1,42 @@
 /**
  * Starting and letting go of a conversation's agent process: a fresh sandbox token, spawn, ACP
  * `initialize` and `session/load` or `session/new`; the process's hooks; reaping superseded agents.
+ *
+ * Over 400 lines because a launch is one sequence (token, delivery, files, spawn, initialize, session,
+ * settings) and its hooks; moving the credential delivery half to a module of its own is due.
  */
 import type { ContentBlock, SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
 import type { Handle, SandboxAdapter, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { RUNTIME_SPECS, type RuntimeSpec } from '../agents/runtimes.ts';
-import type { Conversation, SandboxRow } from '../store/conversation-schema.ts';
+import { specFor, type RuntimeSpec } from '../agents/runtimes.ts';
+import { getAgent } from '../agents/store.ts';
+import type { Agent, Conversation, SandboxRow } from '../store/conversation-schema.ts';
 import { AgentProcess, type AgentProcessEvents } from './agent-process.ts';
 import { newLive, withTimeout, type EngineCore, type EngineParts, type Live } from './live.ts';
 import { runningSessionsOf } from './recovery.ts';
 import { platformMcpServers } from './sandbox-token.ts';
 import { deliveryFor, type Delivery } from '../credentials/delivery.ts';
-import type { GatewayVia } from '../credentials/service.ts';
+import type { GatewayVia, LaunchAgent } from '../credentials/service.ts';
 import { agentCredentialDelivery, gatewayReach } from '../gateway/reach.ts';
 import { gatewayBaseUrl, type GatewayApi } from '../gateway/vendors.ts';
 import { credentialsFor } from '../credentials/providers.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
 import { modelOptionToSet } from './model-option.ts';
+import { offeredFrom } from './session-settings.ts';
+import { applyAtLaunch } from './settings-command.ts';
 import { GIT_IDENTITY, type LaunchPlan } from '../environments/plan.ts';
 import { mergeRuntimeFile } from '../environments/mcp.ts';
-import { setAgentTitle, updateConversation, updateSandbox } from './store.ts';
+import { getConversationById, setAgentTitle, updateConversation, updateSandbox } from './store.ts';
 import { Continuity } from './continuity.ts';
 import { capReason } from './reason.ts';
 
 export type Launched = { ok: true; value: Live } | { ok: false; error: string };
+
+/** What the credentials need of an agent for a launch: its custom runtime and credential set. */
+const launchAgent = (a: Agent | undefined): LaunchAgent | null =>
+  a ? { custom: a.customRuntime, credentialSet: a.credentialSet } : null;
 
 export class Launcher {
   /** When this node last opened a new ACP session per conversation (gemini's same-minute load bug). */
@@ -57,9 +67,10 @@ export class Launcher {
     runtime: Conversation['runtime'],
     model: string,
     via?: GatewayVia | null,
+    agent?: LaunchAgent | null,
   ): Promise<EngineResult<Delivery>> {
     if (!this.c.d.credentials) return accept(deliveryFor(runtime, model, null));
-    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model, via);
+    const r = await this.c.d.credentials.forLaunch(accountId, runtime, model, via, agent);
     return r.ok ? accept(r.delivery) : refuse(r.code, r.message);
   }
 
@@ -69,9 +80,10 @@ export class Launcher {
     runtime: Conversation['runtime'],
     model: string,
     provider: string,
+    custom?: Agent['customRuntime'],
   ): Promise<EngineResult<string | null>> {
     // A runtime without a model credential (demo) has nothing to deliver either way.
-    if (credentialsFor(runtime, model).length === 0) return accept(null);
+    if (credentialsFor(runtime, model, custom).length === 0) return accept(null);
     if ((await agentCredentialDelivery(this.c.d.db, agentId)) === 'direct') return accept(null);
     const reach = gatewayReach(provider, this.c.d.config.publicUrl, this.c.sandboxTokens.baseUrl);
     return reach.ok ? accept(reach.url) : refuse('gateway_unreachable', reach.message);
@@ -83,7 +95,17 @@ export class Launcher {
    * next turn, not when the agent next parks. Unknown (an adopted agent) counts as unchanged.
    */
   async deliveryChanged(live: Live): Promise<boolean> {
-    return this.#continuity.changed(live, await this.delivery(live.accountId, live.runtime, live.model));
+    const agent = await this.#agentOf(live.accountId, live.conversationId);
+    return this.#continuity.changed(
+      live,
+      await this.delivery(live.accountId, live.runtime, live.model, null, launchAgent(agent)),
+    );
+  }
+
+  /** The conversation's agent as it is now (its custom launch, credential set and session settings). */
+  async #agentOf(accountId: string, conversationId: string): Promise<Agent | undefined> {
+    const agentId = (await getConversationById(this.c.d.db, conversationId))?.conversation.agentId;
+    return agentId ? getAgent(this.c.d.db, accountId, agentId) : undefined;
   }
 
   /** Makes the next prompt of `live` carry the conversation so far (continuity.ts); false when there is none. */
@@ -136,15 +158,17 @@ export class Launcher {
     model: string,
     plan: LaunchPlan | null,
   ): Promise<Launched> {
-    const spec = RUNTIME_SPECS[conv.runtime];
-    const server = await this.gatewayServer(conv.agentId, conv.runtime, model, sandbox.provider);
+    const agent = conv.agentId ? await getAgent(this.c.d.db, conv.accountId, conv.agentId) : undefined;
+    const spec = specFor(conv.runtime, agent?.customRuntime);
+    if (this.#argv(spec).length === 0) return { ok: false, error: `the ${conv.runtime} agent has no launch command` };
+    const server = await this.gatewayServer(conv.agentId, conv.runtime, model, sandbox.provider, agent?.customRuntime);
     if (!server.ok) return { ok: false, error: server.error.message };
     // every launch gets a fresh sandbox token; the previous one of this conversation stops working.
     // Minted before the delivery: under gateway delivery the token is the runtime's model key.
     const token = await this.c.sandboxTokens.rotate(conv.accountId, conv.id);
     const serverUrl = server.value;
     const via = serverUrl ? { baseUrl: (api: GatewayApi) => gatewayBaseUrl(serverUrl, api), token } : null;
-    const delivered = await this.delivery(conv.accountId, conv.runtime, model, via);
+    const delivered = await this.delivery(conv.accountId, conv.runtime, model, via, launchAgent(agent));
     if (!delivered.ok) {
       await this.c.sandboxTokens.revoke(conv.id);
       return { ok: false, error: delivered.error.message };
@@ -215,6 +239,7 @@ export class Launcher {
     let sessionId: string | null = null;
     let loadError: string | null = null;
     let configOptions: Parameters<typeof modelOptionToSet>[0] = null;
+    let modes: Parameters<typeof offeredFrom>[1] = null;
     if (resumeSessionId && init.value.agentCapabilities?.loadSession) {
       await this.#outwaitSameMinuteLoad(conv);
       this.#continuity.replayStarts(live);
@@ -227,6 +252,7 @@ export class Launcher {
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;
+        modes = loaded.value.modes;
       } else {
         loadError = loaded.error.message;
         this.c.log.info({ conversation: conv.id, err: loadError }, 'session/load failed; starting a new session');
@@ -242,6 +268,7 @@ export class Launcher {
       sessionId = created.value.sessionId;
       this.#sessionOpenedAt.set(conv.id, Date.now());
       configOptions = created.value.configOptions;
+      modes = created.value.modes;
       if (resumeSessionId) {
         // Said in the conversation, and recovered as far as Fountain can: the next prompt carries the history.
         const carried = await this.#continuity.carryHistory(live);
@@ -267,6 +294,8 @@ export class Launcher {
       if (!set.ok)
         this.c.log.warn({ conversation: conv.id, err: set.error.message }, 'session/set_config_option model failed');
     }
+    live.offered = offeredFrom(configOptions, modes);
+    await applyAtLaunch(this.c, live, conv, agent);
     const cmd = proc.command;
     const priv = cmd?.private?.reveal();
     const agentSessionId =
@@ -278,6 +307,7 @@ export class Launcher {
       runtimeSessionId: sessionId,
       acpNextId: proc.client.nextRequestId,
       nodeId: this.c.nodeId,
+      sessionOffered: live.offered,
     });
     await updateSandbox(this.c.d.db, sandbox.id, { agentSessionId });
     this.c.live.set(conv.id, live);

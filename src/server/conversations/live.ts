@@ -6,7 +6,7 @@ import type { ConversationCheckpoints } from '../checkpoints/service.ts';
 import type { Logger } from 'pino';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
-import type { Conversation, PermissionPolicy, Turn, TurnUsage } from '../store/conversation-schema.ts';
+import type { Conversation, PermissionPolicy, SessionOffered, Turn, TurnUsage } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import type { EventBus } from '../cluster/bus.ts';
 import type { OwnerLink } from './commands.ts';
@@ -85,6 +85,8 @@ export interface Live {
   readonly resolved: Set<string>;
   /** The tool calls of the running process, merged from its updates: a permission request is judged by what the call is. */
   readonly tools: ToolFold;
+  /** The session options and modes the runtime listed (kept current as settings are sent); null before a session. */
+  offered: SessionOffered | null;
 }
 
 /** What every part of the engine shares; the facade owns it. */
@@ -121,6 +123,7 @@ export function newLive(
     turn: null,
     resolved: new Set(),
     tools: new ToolFold(),
+    offered: null,
   };
 }
 

@@ -6,6 +6,34 @@
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../agents/runtimes.ts';
+import { packageCommands } from '../environments/steps.ts';
+import type { CustomRuntime } from '../store/conversation-schema.ts';
+
+const sh = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+
+const BINS_OF =
+  'const p = require(process.argv[1]); const b = p.bin;' +
+  ' console.log(typeof b === "string" ? p.name.split("/").pop() : Object.keys(b || {}).join(" "))';
+
+/**
+ * A custom runtime's package, installed only when absent (npm: that exact name@version under the global
+ * prefix; apt: the package known to dpkg), its npm bins linked into ~/.local/bin like the adapters'.
+ */
+export function customInstallScript(p: NonNullable<CustomRuntime['install']>): string {
+  if ('npm' in p) {
+    const at = p.npm.lastIndexOf('@');
+    const name = p.npm.slice(0, at);
+    return [
+      'set -e',
+      `mkdir -p "$HOME/.local/bin"`,
+      `npm ls -g --depth=0 ${sh(p.npm)} >/dev/null 2>&1 || ${packageCommands({ apt: [], npm: [p.npm] })[0]}`,
+      // The package's bins: `bin` is a name → path map, or one path named after the package.
+      `for b in $(node -e ${sh(BINS_OF)} "$(npm root -g)/${name}/package.json"); do ln -sf "$(npm prefix -g)/bin/$b" "$HOME/.local/bin/$b"; done`,
+    ].join('\n');
+  }
+  const bare = p.apt.replace(/=.*$/, '');
+  return `dpkg -s ${sh(bare)} >/dev/null 2>&1 || { ${packageCommands({ apt: [p.apt], npm: [] })[0]}; }`;
+}
 
 export interface PrepareOptions {
   readonly system: string;
@@ -72,6 +100,17 @@ export async function prepareSandbox(
         reason: `installing ${spec.install.pkg}@${spec.install.version} exited ${r.value.exitCode}: ${tail(r.value.output)}`,
       };
     }
+  }
+
+  if (spec.packages) {
+    const what = 'npm' in spec.packages ? spec.packages.npm : spec.packages.apt;
+    const r = await adapter.processes.exec(handle, 'sh', ['-c', customInstallScript(spec.packages)], {
+      timeoutMs: opts.installTimeoutMs,
+      stderrToStdout: true,
+    });
+    if (!r.ok) return { ok: false, reason: `installing ${what} failed: ${describeError(r.error)}` };
+    if (r.value.exitCode !== 0)
+      return { ok: false, reason: `installing ${what} exited ${r.value.exitCode}: ${tail(r.value.output)}` };
   }
 
   if (spec.requiresBin) {

@@ -8,7 +8,7 @@
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME } from '../agents/runtimes.ts';
+import { SANDBOX_HOME, specFor } from '../agents/runtimes.ts';
 import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from './errors.ts';
@@ -100,9 +100,18 @@ export class Provisioner {
         );
     }
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
-    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model);
+    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model, null, {
+      custom: agent.customRuntime,
+      credentialSet: agent.credentialSet,
+    });
     if (!delivery.ok) return delivery;
-    const gateway = await this.p.launcher.gatewayServer(agent.id, agent.runtime, agent.model, provider);
+    const gateway = await this.p.launcher.gatewayServer(
+      agent.id,
+      agent.runtime,
+      agent.model,
+      provider,
+      agent.customRuntime,
+    );
     if (!gateway.ok) return gateway;
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
@@ -242,7 +251,7 @@ export class Provisioner {
     if (!envs) return { ok: true, value: null };
     const launch = await envs.forLaunch(conv.accountId, conv.environmentId ?? agent.environmentId, conv.launchSecrets);
     if (!launch.ok) return { ok: false, error: launch.message };
-    const plan = planLaunch(RUNTIME_SPECS[conv.runtime], agent, launch.value);
+    const plan = planLaunch(specFor(conv.runtime, agent.customRuntime), agent, launch.value);
     if (!plan.ok) {
       this.c.events.stage(conv.id, null, plan.step, 'failed', { reason: plan.reason });
       return { ok: false, error: `${plan.step}: ${plan.reason}`, step: plan.step };
@@ -399,7 +408,7 @@ export class Provisioner {
       if (!steps.ok) return destroy(steps.error, steps.step);
       if (cancelled()) return destroy('terminated while provisioning');
     }
-    const spec = RUNTIME_SPECS[conv.runtime];
+    const spec = specFor(conv.runtime, agent.customRuntime);
     // A lost sandbox's replacement gets the newest checkpoint after the environment's steps (a fresh clone is
     // then overlaid with the work it held) and before the runtime's files are written again.
     if (restore && this.c.d.checkpoints && spec.home.startsWith(SANDBOX_HOME)) {

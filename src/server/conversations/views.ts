@@ -10,6 +10,7 @@ import {
   type Conversation,
   type EventRow,
   type SandboxRow,
+  type SessionOffered,
   type Turn,
 } from '../store/conversation-schema.ts';
 
@@ -68,6 +69,33 @@ export const UsageTotalSchema = z
   })
   .openapi('UsageTotal');
 
+export const SessionOfferedSchema = z
+  .object({
+    options: z.array(
+      z.object({
+        id: z.string(),
+        name: z.string(),
+        type: z.string(),
+        values: z.array(z.string()),
+        current: z.union([z.string(), z.boolean()]).nullable(),
+      }),
+    ),
+    modes: z.array(z.object({ id: z.string(), name: z.string() })),
+    current_mode: z.string().nullable(),
+  })
+  .openapi('SessionOffered');
+
+export type SessionOfferedView = z.infer<typeof SessionOfferedSchema>;
+
+export const offeredView = (o: SessionOffered | null): SessionOfferedView | null =>
+  o
+    ? {
+        options: o.options.map((x) => ({ ...x, values: [...x.values] })),
+        modes: o.modes.map((m) => ({ ...m })),
+        current_mode: o.currentMode,
+      }
+    : null;
+
 export const ConversationSchema = z
   .object({
     id: z.string(),
@@ -98,6 +126,12 @@ export const ConversationSchema = z
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
     usage_total: UsageTotalSchema,
+    session_settings: z
+      .object({ options: z.record(z.string(), z.string()).optional(), mode: z.string().optional() })
+      .openapi({ description: "Its own session settings, over its agent's (PATCH /api/conversations/{id}/settings)" }),
+    session_offered: SessionOfferedSchema.nullable().openapi({
+      description: 'The session options and modes its runtime listed when its session last started; null before',
+    }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -205,6 +239,8 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     last_read_at: iso(c.lastReadAt),
     unread: c.lastReadAt === null || c.lastActiveAt > c.lastReadAt,
     usage_total: c.usageTotal,
+    session_settings: c.sessionSettings,
+    session_offered: offeredView(c.sessionOffered),
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };

@@ -4,7 +4,7 @@
  * runtime's own env or config file, which never hold the secret itself.
  */
 import type { Private } from '../../sandbox/private.ts';
-import type { Runtime } from '../store/conversation-schema.ts';
+import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 import { opencodePermission } from './opencode-permission.ts';
 import type { CredentialProvider } from './providers.ts';
 
@@ -139,7 +139,25 @@ export function deliveryFor(runtime: Runtime, model: string, cred: OpenedCredent
       files.push({ path: '.config/opencode/opencode.json', content: opencodeConfig(vendor, modelId, cred) });
       break;
     case 'demo':
+    case 'custom':
       break;
   }
   return { secretEnv, env, files, modelId };
+}
+
+/**
+ * A custom runtime's delivery: each credential it names as the env variable it names, its base URL (the
+ * gateway's under gateway delivery) as the other, and the model as FOUNTAIN_MODEL.
+ */
+export function customDeliveryFor(custom: CustomRuntime, model: string, creds: readonly OpenedCredential[]): Delivery {
+  const modelId = model.slice(model.indexOf('/') + 1);
+  const secretEnv: Array<readonly [string, Private<string>]> = [];
+  const env: Array<readonly [string, string]> = [['FOUNTAIN_MODEL', model]];
+  for (const c of custom.credentials) {
+    const cred = creds.find((o) => o.provider === c.provider);
+    if (!cred) continue;
+    secretEnv.push([c.env, cred.value]);
+    if (c.base_url_env && cred.baseUrl) env.push([c.base_url_env, trimSlash(cred.baseUrl)]);
+  }
+  return { secretEnv, env, files: [], modelId };
 }

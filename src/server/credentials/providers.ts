@@ -2,7 +2,7 @@
  * The inference-credential providers an account can set, the API each one
  * belongs to, and which credential a runtime launch needs for its model.
  */
-import type { Runtime } from '../store/conversation-schema.ts';
+import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 
 export const CREDENTIAL_PROVIDERS = [
   'anthropic_api_key',
@@ -38,11 +38,18 @@ export const CREDENTIAL_API: Readonly<
 
 /**
  * The credentials a runtime may use for a model, most preferred first; the launch takes the first one
- * the account has. Empty for runtimes that need none (demo).
+ * the account has. Empty for runtimes that need none (demo). A custom runtime names its own, and gets
+ * every one it names.
  */
-export function credentialsFor(runtime: Runtime, model: string): readonly CredentialProvider[] {
+export function credentialsFor(
+  runtime: Runtime,
+  model: string,
+  custom?: CustomRuntime | null,
+): readonly CredentialProvider[] {
   const vendor = model.slice(0, model.indexOf('/'));
   switch (runtime) {
+    case 'custom':
+      return (custom?.credentials ?? []).map((c) => c.provider).filter(isCredentialProvider);
     case 'claude':
       // the OAuth token is preferred, and never both are given.
       return ['claude_code_oauth_token', 'anthropic_api_key'];
@@ -76,3 +83,8 @@ export function missingCredentialMessage(
     `or with \`fountain credentials set ${first}\``
   );
 }
+
+/** A credential set's name: lowercase letters, digits, `_` and `-`, as a CLI flag and a URL take it. */
+export const SET_NAME = /^[a-z0-9][a-z0-9_-]{0,39}$/;
+export const SET_NAME_RULE =
+  'a credential set name is 1-40 lowercase letters, digits, _ or -, starting with a letter or digit';

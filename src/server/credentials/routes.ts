@@ -8,12 +8,15 @@ import { ApiError } from '../http/errors.ts';
 import { audit } from '../account/audit.ts';
 import { bearer, errorResponses, isHttpUrlWithoutUserInfo, newRouter, type RouteDeps } from '../http/common.ts';
 import { Private } from '../../sandbox/private.ts';
-import { CREDENTIAL_PROVIDERS } from './providers.ts';
-import type { CredentialService } from './service.ts';
+import { CREDENTIAL_PROVIDERS, SET_NAME, SET_NAME_RULE } from './providers.ts';
+import { DEFAULT_SET, type CredentialService } from './service.ts';
 
 export const CredentialSchema = z
   .object({
     provider: z.enum(CREDENTIAL_PROVIDERS),
+    name: z
+      .string()
+      .openapi({ description: 'The credential set it belongs to; agents pick a set by name (default: default)' }),
     base_url: z
       .string()
       .nullable()
@@ -48,6 +51,17 @@ const ProviderParam = z.object({
   provider: z
     .enum(CREDENTIAL_PROVIDERS, { error: `provider must be one of ${CREDENTIAL_PROVIDERS.join(', ')}` })
     .openapi({ param: { name: 'provider', in: 'path' } }),
+});
+
+const SetQuery = z.object({
+  name: z
+    .string()
+    .regex(SET_NAME, SET_NAME_RULE)
+    .optional()
+    .openapi({
+      description:
+        'The credential set (default: default). Setting it again replaces its value for every agent using it',
+    }),
 });
 
 const STATUS = { refused: 422, network: 502, provider_error: 502, timeout: 504 } as const;
@@ -90,6 +104,7 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
       middleware: auth,
       request: {
         params: ProviderParam,
+        query: SetQuery,
         body: { content: { 'application/json': { schema: PutCredentialBody } }, required: true },
       },
       responses: {
@@ -102,11 +117,13 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
     }),
     async (c) => {
       const { provider } = c.req.valid('param');
+      const name = c.req.valid('query').name ?? DEFAULT_SET;
       const body = c.req.valid('json');
       const accountId = c.get('principal').account.id;
       const r = await credentials.set(accountId, provider, new Private(body.value), {
         baseUrl: body.base_url ?? null,
         validate: body.validate ?? true,
+        name,
       });
       if (!r.ok) throw new ApiError(STATUS[r.failure.kind], CODE[r.failure.kind], r.failure.message, { provider });
       await audit(db, {
@@ -114,7 +131,7 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
         actor: 'api',
         action: 'inference_credential.set',
         subjectId: accountId,
-        data: { provider, base_url: body.base_url ?? null },
+        data: { provider, name, base_url: body.base_url ?? null },
       });
       return c.json({ data: r.value }, 200);
     },
@@ -124,22 +141,32 @@ export function credentialRoutes(deps: RouteDeps & { credentials: CredentialServ
     createRoute({
       method: 'delete',
       path: '/api/account/inference-credentials/{provider}',
-      summary: 'Removes a model credential',
+      summary: 'Removes a model credential of a set; refused (409 credential_set_in_use) while agents use it',
       security: bearer,
       middleware: auth,
-      request: { params: ProviderParam },
-      responses: { 204: { description: 'removed' }, ...errorResponses(401, 403, 404, 422) },
+      request: { params: ProviderParam, query: SetQuery },
+      responses: { 204: { description: 'removed' }, ...errorResponses(401, 403, 404, 409, 422) },
     }),
     async (c) => {
       const { provider } = c.req.valid('param');
+      const name = c.req.valid('query').name ?? DEFAULT_SET;
       const accountId = c.get('principal').account.id;
-      if (!(await credentials.remove(accountId, provider))) throw ApiError.notFound(`inference credential ${provider}`);
+      const r = await credentials.remove(accountId, provider, name);
+      const label = name === DEFAULT_SET ? provider : `${provider} of set ${name}`;
+      if (r === 'absent') throw ApiError.notFound(`inference credential ${label}`);
+      if (r !== 'removed')
+        throw new ApiError(
+          409,
+          'credential_set_in_use',
+          `the ${label} is used by agent${r.agents.length === 1 ? '' : 's'} ${r.agents.map((a) => a.name).join(', ')}: switch them to another credential set first`,
+          { agents: r.agents },
+        );
       await audit(db, {
         accountId,
         actor: 'api',
         action: 'inference_credential.removed',
         subjectId: accountId,
-        data: { provider },
+        data: { provider, name },
       });
       return c.body(null, 204);
     },

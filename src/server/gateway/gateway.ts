@@ -54,7 +54,12 @@ const GENERATING = new Set(['messages', 'responses', 'chat_completions', 'genera
 export interface GatewayDeps {
   readonly db: Db;
   readonly credentials: {
-    open(accountId: string, providers: readonly CredentialProvider[]): Promise<OpenedCredential | 'unreadable' | null>;
+    /** With the agent's id, the credential of the set that agent uses at the time of the call. */
+    open(
+      accountId: string,
+      providers: readonly CredentialProvider[],
+      set: { readonly agentId: string | null },
+    ): Promise<OpenedCredential | 'unreadable' | null>;
   };
   readonly logger: Logger;
   readonly prices?: PriceTable;
@@ -367,7 +372,7 @@ export class ModelGateway {
         : CREDENTIAL_PROVIDERS.filter((p) => CREDENTIAL_API[p].api === api && p !== 'claude_code_oauth_token');
     // Read on every call, never cached: a replaced or removed credential must stop being used at once, on
     // every node (one indexed read and an AES open).
-    const value = await this.#d.credentials.open(c.accountId, providers);
+    const value = await this.#d.credentials.open(c.accountId, providers, { agentId: c.agentId });
     return value;
   }
 }

@@ -2,6 +2,7 @@
  * The Hono application: every /api route, the generated OpenAPI document, and the single
  * place where thrown errors become `{error, message}` responses.
  */
+import { settingsRoutes } from '../conversations/settings-routes.ts';
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { sql } from 'drizzle-orm';
@@ -178,6 +179,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', settingsRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', relocateRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {

@@ -19,7 +19,7 @@ import type { McpServer, Skill } from './environment-schema.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
-export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode', 'demo'] as const;
+export const RUNTIMES = ['claude', 'codex', 'gemini', 'opencode', 'demo', 'custom'] as const;
 export type Runtime = (typeof RUNTIMES)[number];
 
 export const VERDICTS = ['auto_allow', 'ask', 'auto_deny'] as const;
@@ -39,6 +39,37 @@ export interface ModelLimits {
   readonly requests_per_minute?: number;
   /** Agents only: the models it may call (`provider/model` or the bare id); absent: any. */
   readonly models?: string[];
+}
+
+/** A `custom` runtime's launch (migration 0085): any agent speaking ACP on stdio. */
+export interface CustomRuntime {
+  /** The argv, run in the sandbox with HOME as its directory. */
+  readonly command: string[];
+  /** What is installed before the first launch: an npm package `name@version` or an apt package; null: nothing. */
+  readonly install: { readonly npm: string } | { readonly apt: string } | null;
+  /** Process env beyond the sandbox's (never a credential: those are named in `credentials`). */
+  readonly env: Record<string, string>;
+  /** The account's inference credentials it gets, each as the env variable named (and its base URL as another). */
+  readonly credentials: Array<{ readonly provider: string; readonly env: string; readonly base_url_env?: string }>;
+}
+
+/** ACP session settings (migration 0085): config option values by option id, and a session mode. */
+export interface SessionSettings {
+  readonly options?: Record<string, string>;
+  readonly mode?: string;
+}
+
+/** What a runtime listed at its last session/new or session/load. */
+export interface SessionOffered {
+  readonly options: Array<{
+    readonly id: string;
+    readonly name: string;
+    readonly type: string;
+    readonly values: string[];
+    readonly current: string | boolean | null;
+  }>;
+  readonly modes: Array<{ readonly id: string; readonly name: string }>;
+  readonly currentMode: string | null;
 }
 
 export const agents = pgTable(
@@ -69,6 +100,12 @@ export const agents = pgTable(
       .default('gateway'),
     /** Token budgets, requests per minute and the model allow-list the gateway holds it to. */
     modelLimits: jsonb('model_limits').$type<ModelLimits>().notNull().default(sql`'{}'::jsonb`),
+    /** The `custom` runtime's launch; null for the built-in runtimes. */
+    customRuntime: jsonb('custom_runtime').$type<CustomRuntime | null>(),
+    /** Session settings its conversations start with. */
+    sessionSettings: jsonb('session_settings').$type<SessionSettings>().notNull().default(sql`'{}'::jsonb`),
+    /** The name of the account's credential set it uses (migration 0085); `default` is the one set before sets existed. */
+    credentialSet: text('credential_set').notNull().default('default'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
@@ -137,6 +174,10 @@ export const conversations = pgTable(
     /** The next JSON-RPC id the current agent process expects (ids are consecutive per process). */
     acpNextId: integer('acp_next_id'),
     /** Sums of its turns' usage (migration 0070). */
+    /** Session settings over its agent's (migration 0085). */
+    sessionSettings: jsonb('session_settings').$type<SessionSettings>().notNull().default(sql`'{}'::jsonb`),
+    /** The options and modes its runtime listed at its last session start; null before the first. */
+    sessionOffered: jsonb('session_offered').$type<SessionOffered | null>(),
     usageTotal: jsonb('usage_total').$type<UsageTotal>().notNull().default(sql`'{"input": 0, "output": 0}'::jsonb`),
     lastActiveAt: ts('last_active_at').notNull().defaultNow(),
     lastReadAt: ts('last_read_at'),

@@ -5,6 +5,40 @@ import { fromAgent, parseAgentForm } from './pages/agent-form.tsx';
 const base = { name: 'Demo', runtime: 'demo', model: 'fountain/demo', system: '', sandbox_provider: '' };
 
 describe('agent form validation', () => {
+  it('takes a custom runtime, a credential set and session settings, and refuses an empty command in words', () => {
+    const custom = {
+      ...base,
+      runtime: 'custom',
+      model: 'anthropic/claude-sonnet-4-5',
+      custom_command: 'my-agent --acp',
+      custom_install: 'npm:my-agent@1.2.3',
+      custom_env: 'LOG=info',
+      custom_credentials: 'anthropic_api_key ANTHROPIC_API_KEY ANTHROPIC_BASE_URL',
+      credential_set: 'work',
+      session_mode: 'plan',
+      session_options: 'effort=high',
+    };
+    const r = parseAgentForm(custom, ['runner']);
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.deepEqual(r.fields.customRuntime, {
+      command: ['my-agent', '--acp'],
+      install: { npm: 'my-agent@1.2.3' },
+      env: { LOG: 'info' },
+      credentials: [{ provider: 'anthropic_api_key', env: 'ANTHROPIC_API_KEY', base_url_env: 'ANTHROPIC_BASE_URL' }],
+    });
+    assert.equal(r.fields.credentialSet, 'work');
+    assert.deepEqual(r.fields.sessionSettings, { mode: 'plan', options: { effort: 'high' } });
+    const empty = parseAgentForm({ ...custom, custom_command: '' }, ['runner']);
+    assert.ok(!empty.ok);
+    assert.match(empty.errors.custom_runtime ?? '', /command must not be empty/);
+    const noBase = parseAgentForm({ ...custom, custom_credentials: 'anthropic_api_key K' }, ['runner']);
+    assert.ok(!noBase.ok);
+    assert.match(noBase.errors.custom_runtime ?? '', /base_url_env is required under gateway delivery/);
+    const badSet = parseAgentForm({ ...custom, credential_set: 'Bad Set' }, ['runner']);
+    assert.ok(!badSet.ok);
+    assert.match(badSet.errors.credential_set ?? '', /credential set name/);
+  });
+
   it('accepts a demo agent and builds its permission policy from the selects', () => {
     const r = parseAgentForm({ ...base, policy_default: 'ask', policy_execute: 'auto_deny', policy_read: '' }, [
       'runner',
@@ -18,6 +52,9 @@ describe('agent form validation', () => {
       sandboxProvider: null,
       permissionPolicy: { default: 'ask', execute: 'auto_deny' },
       credentialDelivery: 'gateway',
+      customRuntime: null,
+      credentialSet: 'default',
+      sessionSettings: {},
     });
   });
 

@@ -1,6 +1,9 @@
 /**
  * The agent form: its fields (runtime, model, system prompt, permission policy, runner, environment, and a
  * sandbox-provider select only when two or more providers are enabled), and the parse of what it posts.
+ *
+ * Over 400 lines because the form and its parse are kept side by side; the launch fields already live
+ * in agent-launch-fields.tsx, and the environment and policy fieldsets could follow.
  */
 import { CREDENTIAL_DELIVERIES, gatewayReach, type CredentialDelivery } from '../../gateway/reach.ts';
 import { credentialsFor } from '../../credentials/providers.ts';
@@ -14,6 +17,14 @@ import { ErrorNote, Field } from '../layout.tsx';
 import type { Environment } from '../../store/environment-schema.ts';
 import { RunnerChoice, RUNNER_GONE, type RunnerOption } from './runner-choice.tsx';
 import { CredentialWarning, ModelData, modelHint } from './model-hints.tsx';
+import {
+  LaunchFieldset,
+  launchFromAgent,
+  launchValuesOf,
+  parseLaunch,
+  type LaunchErrors,
+  type LaunchValues,
+} from './agent-launch-fields.tsx';
 
 export const ENV_ERROR = 'That environment does not exist (any more).';
 
@@ -48,7 +59,8 @@ export type Errors = Partial<
     'name' | 'runtime' | 'model' | 'system' | 'sandbox_provider' | 'credential_delivery' | 'permission_policy' | 'form',
     string
   >
->;
+> &
+  LaunchErrors;
 
 export interface FormValues {
   name: string;
@@ -58,6 +70,7 @@ export interface FormValues {
   sandbox_provider: string;
   credential_delivery: string;
   policy: Record<string, string>;
+  launch: LaunchValues;
 }
 
 export const fromAgent = (a: Agent | undefined): FormValues => ({
@@ -69,6 +82,7 @@ export const fromAgent = (a: Agent | undefined): FormValues => ({
   credential_delivery: a?.credentialDelivery ?? 'gateway',
   // A new agent asks before it uses a tool, unless the user chooses otherwise: its runner may run as the user.
   policy: a ? { ...a.permissionPolicy } : { default: 'ask' },
+  launch: launchFromAgent(a),
 });
 
 const verdict = z.enum(VERDICTS);
@@ -82,7 +96,15 @@ export function parseAgentForm(
     publicUrl: null,
   },
 ):
-  | { ok: true; fields: Omit<AgentFields, 'description' | 'metadata'> & { credentialDelivery: CredentialDelivery } }
+  | {
+      ok: true;
+      fields: Omit<AgentFields, 'description' | 'metadata'> & {
+        credentialDelivery: CredentialDelivery;
+        customRuntime: Agent['customRuntime'];
+        credentialSet: string;
+        sessionSettings: Agent['sessionSettings'];
+      };
+    }
   | { ok: false; errors: Errors; values: FormValues } {
   const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   const values: FormValues = {
@@ -95,6 +117,7 @@ export function parseAgentForm(
     policy: Object.fromEntries(
       ['default', ...POLICY_KEYS].map((k) => [k, str(`policy_${k}`)]).filter(([, v]) => v !== ''),
     ),
+    launch: launchValuesOf(str),
   };
   const errors: Errors = {};
   if (values.name.length < 1 || values.name.length > 200) errors.name = 'A name is required (at most 200 characters).';
@@ -104,6 +127,7 @@ export function parseAgentForm(
     errors.model = 'A model is written provider/model, e.g. anthropic/claude-sonnet-4-5 (lower case).';
   else if (
     runtime.success &&
+    runtime.data !== 'custom' &&
     !modelProviders(runtime.data).includes(values.model.slice(0, values.model.indexOf('/')))
   ) {
     errors.model = `The ${runtime.data} runtime takes models from ${modelProviders(runtime.data).join(' or ')}, e.g. ${modelExample(runtime.data)}.`;
@@ -113,8 +137,15 @@ export function parseAgentForm(
     errors.sandbox_provider = `${values.sandbox_provider} is not configured on this server.`;
   }
   const delivery = z.enum(CREDENTIAL_DELIVERIES).safeParse(values.credential_delivery);
+  const launch = parseLaunch(values.launch, values.runtime, delivery.success ? delivery.data : 'gateway');
+  if (!launch.ok) Object.assign(errors, launch.errors);
+  const custom = launch.ok ? launch.customRuntime : null;
   if (!delivery.success) errors.credential_delivery = 'Pick gateway or direct.';
-  else if (delivery.data === 'gateway' && runtime.success && credentialsFor(runtime.data, values.model).length > 0) {
+  else if (
+    delivery.data === 'gateway' &&
+    runtime.success &&
+    credentialsFor(runtime.data, values.model, custom).length > 0
+  ) {
     const reach = gatewayReach(values.sandbox_provider || gateway.defaultProvider, gateway.publicUrl, 'listen address');
     if (!reach.ok) errors.credential_delivery = reach.message;
   }
@@ -125,7 +156,8 @@ export function parseAgentForm(
       errors.permission_policy = `Each rule is one of: ${VERDICTS.map((x) => VERDICT_WORDS[x] ?? x).join(', ')}.`;
     else policy[k] = p.data as Verdict;
   }
-  if (Object.keys(errors).length > 0 || !runtime.success || !delivery.success) return { ok: false, errors, values };
+  if (Object.keys(errors).length > 0 || !runtime.success || !delivery.success || !launch.ok)
+    return { ok: false, errors, values };
   return {
     ok: true,
     fields: {
@@ -136,6 +168,9 @@ export function parseAgentForm(
       sandboxProvider: values.sandbox_provider || null,
       permissionPolicy: policy,
       credentialDelivery: delivery.data,
+      customRuntime: launch.customRuntime,
+      credentialSet: launch.credentialSet,
+      sessionSettings: launch.sessionSettings,
     },
   };
 }
@@ -285,6 +320,7 @@ export function AgentForm(p: {
       <Field id="model" label="Model" error={e.model} hint={modelHint(v.runtime)}>
         <input id="model" name="model" type="text" value={v.model} required {...described('model', true, e.model)} />
       </Field>
+      <LaunchFieldset values={v.launch} errors={e} />
       {p.credentialsSet ? (
         <>
           <CredentialWarning runtime={v.runtime} model={v.model} set={p.credentialsSet} />

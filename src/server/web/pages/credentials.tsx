@@ -5,7 +5,13 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { Private } from '../../../sandbox/private.ts';
-import { CREDENTIAL_API, CREDENTIAL_PROVIDERS, type CredentialProvider } from '../../credentials/providers.ts';
+import {
+  CREDENTIAL_API,
+  CREDENTIAL_PROVIDERS,
+  SET_NAME,
+  SET_NAME_RULE,
+  type CredentialProvider,
+} from '../../credentials/providers.ts';
 import { baseUrlSchema } from '../../credentials/routes.ts';
 import type { CredentialService, CredentialView } from '../../credentials/service.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
@@ -21,6 +27,7 @@ const setForm = z.object({
     .max(8192, 'At most 8192 characters.')
     .refine((s) => !/\s/.test(s), 'A key has no spaces or line breaks in it.'),
   base_url: z.union([z.literal(''), baseUrlSchema]).optional(),
+  name: z.union([z.literal(''), z.string().trim().regex(SET_NAME, `Set name: ${SET_NAME_RULE}.`)]).optional(),
   validate: z.string().optional(),
 });
 
@@ -37,7 +44,12 @@ function CredentialsPage(p: {
   error?: string;
   notice?: string;
 }) {
-  const set = new Map(p.rows.map((r) => [r.provider, r]));
+  // One line per stored credential of each set; a provider with none shows one "not set" line.
+  type Line = { provider: CredentialProvider; row: CredentialView | undefined };
+  const lines: Line[] = CREDENTIAL_PROVIDERS.flatMap((provider): Line[] => {
+    const rows = p.rows.filter((r) => r.provider === provider);
+    return rows.length > 0 ? rows.map((row) => ({ provider, row })) : [{ provider, row: undefined }];
+  });
   return (
     <Layout title="Model credentials" section="credentials" user={p.user}>
       <h1>Model credentials</h1>
@@ -51,6 +63,7 @@ function CredentialsPage(p: {
           <thead>
             <tr>
               <th scope="col">Credential</th>
+              <th scope="col">Credential set</th>
               <th scope="col">Used by</th>
               <th scope="col">Base URL</th>
               <th scope="col">Set</th>
@@ -60,14 +73,15 @@ function CredentialsPage(p: {
             </tr>
           </thead>
           <tbody>
-            {CREDENTIAL_PROVIDERS.map((provider) => {
-              const row = set.get(provider);
+            {lines.map(({ provider, row }) => {
+              const label = row && row.name !== 'default' ? `${provider} (${row.name})` : provider;
               return (
                 <tr>
                   <td>
                     <code>{provider}</code>
                     <div class="muted small">{CREDENTIAL_API[provider].label}</div>
                   </td>
+                  <td data-label="Credential set">{row ? <code>{row.name}</code> : <span class="muted">—</span>}</td>
                   <td data-label="Used by">{RUNTIME_USE[provider]}</td>
                   <td data-label="Base URL">
                     {row?.base_url ? (
@@ -83,9 +97,10 @@ function CredentialsPage(p: {
                         method="post"
                         action={`/account/credentials/${provider}/remove`}
                         class="inline"
-                        onsubmit={`return confirm(${JSON.stringify(`Remove the ${provider} credential? Agents that use it cannot reach their model until it is set again.`)})`}
+                        onsubmit={`return confirm(${JSON.stringify(`Remove the ${label} credential?`)})`}
                       >
-                        <button type="submit" class="danger" aria-label={`Remove ${provider}`}>
+                        <input type="hidden" name="name" value={row.name} />
+                        <button type="submit" class="danger" aria-label={`Remove ${label}`}>
                           Remove
                         </button>
                       </form>
@@ -116,6 +131,8 @@ function CredentialsPage(p: {
           aria-describedby={p.error ? 'cred-error' : undefined}
           aria-invalid={p.error ? 'true' : undefined}
         />
+        <label for="cred-name">Set name (optional: such as work or personal; agents pick a set by it)</label>
+        <input id="cred-name" name="name" type="text" placeholder="default" maxlength={40} />
         <label for="cred-base-url">Base URL (optional: a gateway instead of the vendor API)</label>
         <input id="cred-base-url" name="base_url" type="url" placeholder="https://gateway.example.com" />
         <label>
@@ -162,10 +179,11 @@ export function credentialPages(deps: WebDeps & { credentials: CredentialService
         422,
       );
     }
-    const { provider, value, base_url, validate } = form.data;
+    const { provider, value, base_url, validate, name } = form.data;
     const r = await credentials.set(user.account.id, provider, new Private(value), {
       baseUrl: base_url ? base_url : null,
       validate: validate === 'on',
+      name: name || 'default',
     });
     if (!r.ok)
       return c.html(
@@ -182,10 +200,22 @@ export function credentialPages(deps: WebDeps & { credentials: CredentialService
   app.post('/account/credentials/:provider/remove', async (c) => {
     const user = c.get('user');
     const provider = z.enum(CREDENTIAL_PROVIDERS).safeParse(c.req.param('provider'));
-    const removed = provider.success && (await credentials.remove(user.account.id, provider.data));
-    if (removed) return c.redirect(`/account/credentials?removed=${provider.data}`, 303);
+    const body = await c.req.parseBody();
+    const name = z.string().regex(SET_NAME).catch('default').parse(body.name);
+    const removed = provider.success ? await credentials.remove(user.account.id, provider.data, name) : 'absent';
+    if (removed === 'removed') return c.redirect(`/account/credentials?removed=${provider.data}`, 303);
     const rows = await credentials.list(user.account.id);
-    return c.html(<CredentialsPage user={userName(user)} rows={rows} error="That credential is not set." />, 404);
+    if (removed === 'absent')
+      return c.html(<CredentialsPage user={userName(user)} rows={rows} error="That credential is not set." />, 404);
+    const names = removed.agents.map((a) => a.name).join(', ');
+    return c.html(
+      <CredentialsPage
+        user={userName(user)}
+        rows={rows}
+        error={`Not removed: the agent${removed.agents.length === 1 ? '' : 's'} ${names} use${removed.agents.length === 1 ? 's' : ''} this credential set. Switch them to another set first.`}
+      />,
+      409,
+    );
   });
 
   return app;
