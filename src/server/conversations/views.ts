@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { z } from '@hono/zod-openapi';
 import type { Block } from './blocks.ts';
+import { labelList } from './labels.ts';
 import {
   CONVERSATION_STATUSES,
   type Conversation,
@@ -98,6 +99,12 @@ export const ConversationSchema = z
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
     usage_total: UsageTotalSchema,
+    labels: z
+      .array(z.string())
+      .openapi({
+        description: 'Labels, `key` or `key=value`, sorted by key (at most 32)',
+        example: ['bug', 'team=infra'],
+      }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -205,6 +212,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     last_read_at: iso(c.lastReadAt),
     unread: c.lastReadAt === null || c.lastActiveAt > c.lastReadAt,
     usage_total: c.usageTotal,
+    labels: labelList(c.labels),
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };

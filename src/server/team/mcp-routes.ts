@@ -36,7 +36,7 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       method: 'post',
       path,
       summary:
-        "Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate). Team-channel conversations only; the conversation's own sandbox token or a full-scope key.",
+        "Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate, label_conversation). Team-channel conversations only; the conversation's own sandbox token or a full-scope key.",
       security: bearer,
       middleware: [auth] as const,
       request: { params: Param },

@@ -15,6 +15,7 @@ import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
+import { labelPageRoutes } from './pages/labels.tsx';
 import { credentialPages } from './pages/credentials.tsx';
 import { webhookPages } from './pages/webhooks.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
@@ -128,6 +129,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', teamRoutes(deps));
   pages.route('/', conversationListRoutes(deps));
   pages.route('/', conversationRoutes(deps));
+  pages.route('/', labelPageRoutes(deps));
   pages.route('/', agentRoutes(deps));
   pages.route('/', environmentRoutes(deps));
   pages.route('/', runnerRoutes(deps));

@@ -30,6 +30,7 @@ import { ErrorNote, Layout, when } from '../layout.tsx';
 import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
 
 import { toHtml } from '../live.ts';
+import { LabelBar } from './labels.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -163,6 +164,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
                 Notify me when it needs me
               </button>
             </p>
+            <LabelBar conversationId={conv.id} labels={conv.labels} />
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
