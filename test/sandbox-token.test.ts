@@ -414,6 +414,15 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     await no('POST', `/api/conversations/${betaConv}/interrupt`);
     await no('POST', `/api/conversations/${betaConv}/prompts`, { prompt: 'hi' });
     await no('POST', `/api/conversations/${alphaConv}/read`);
+    await no('POST', `/api/conversations/${betaConv}/labels`, { labels: ['mine'] });
+    await no('DELETE', `/api/conversations/${betaConv}/labels/area`);
+    // Its own conversation's labels are its to set (the same as the team MCP's label_conversation).
+    const own = await as('POST', `/api/conversations/${alphaConv}/labels`, {
+      labels: ['by=agent'],
+      remove: ['triage'],
+    });
+    assert.deepEqual([own.status, own.body.data?.labels], [200, ['area=mcp', 'by=agent']], JSON.stringify(own.body));
+    assert.equal((await as('DELETE', `/api/conversations/${alphaConv}/labels/by`)).status, 200);
     await no('GET', '/api/conversations');
     await no('GET', '/api/events/stream');
     // The team's shape and its schedules are the user's.

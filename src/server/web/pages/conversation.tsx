@@ -164,7 +164,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
                 Notify me when it needs me
               </button>
             </p>
-            <LabelBar conversationId={conv.id} labels={conv.labels} />
+            <LabelBar conversationId={conv.id} labels={conv.labels} error={c.req.query('label_error')} />
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>

@@ -1,13 +1,13 @@
 /**
  * Conversation labels on the pages: the chips of a list line (each a link that filters the list), the
- * conversation page's label bar (add one, remove each), and the two form posts behind it (post-redirect-get).
+ * conversation page's label bar (add one, remove each), and the form post behind it (post-redirect-get).
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { changeLabels, LabelField, LabelKeyField, parseLabel } from '../../conversations/labels.ts';
+import { changeLabels, LABEL_RULE, LabelKeyField, LABELS_MAX, parseLabel } from '../../conversations/labels.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
-import { ErrorNote, Layout } from '../layout.tsx';
+import { Layout } from '../layout.tsx';
 
 /** The list filtered by one label. */
 export const labelHref = (label: string): string => `/conversations?${new URLSearchParams({ label })}`;
@@ -27,7 +27,8 @@ export function LabelChips(p: { labels: readonly string[] }) {
 }
 
 /** The conversation page's labels: each with a remove button, and a box to add one. */
-export function LabelBar(p: { conversationId: string; labels: readonly string[] }) {
+export function LabelBar(p: { conversationId: string; labels: readonly string[]; error?: string | undefined }) {
+  const error = p.error && p.error in LABEL_ERRORS ? LABEL_ERRORS[p.error as LabelError] : undefined;
   const base = `/conversations/${p.conversationId}/labels`;
   return (
     <div class="label-bar row small" id="labels" aria-label="Labels">
@@ -36,8 +37,9 @@ export function LabelBar(p: { conversationId: string; labels: readonly string[] 
           <a href={labelHref(l)} title={`Conversations labelled ${l}`}>
             {l}
           </a>
-          <form method="post" action={`${base}/remove`} class="inline">
-            <input type="hidden" name="key" value={parseLabel(l)?.key ?? l} />
+          {/* Not confirmed: a label is put back in one step, unlike a delete. */}
+          <form method="post" action={base} class="inline">
+            <input type="hidden" name="remove" value={parseLabel(l)?.key ?? l} />
             <button type="submit" class="chip-remove" aria-label={`Remove label ${l}`} title="Remove">
               ×
             </button>
@@ -60,51 +62,60 @@ export function LabelBar(p: { conversationId: string; labels: readonly string[] 
           Add label
         </button>
       </form>
+      {error ? (
+        <p class="error small" role="alert" id="label-error">
+          {error}
+        </p>
+      ) : null}
     </div>
   );
 }
 
-const addForm = z.object({ label: z.string().trim().min(1, 'Type a label to add.').pipe(LabelField) });
-const removeForm = z.object({ key: LabelKeyField });
+/** Why the last change was refused, as the label bar says it. */
+export const LABEL_ERRORS = {
+  empty: 'Type a label to add.',
+  invalid: `That is not a label: ${LABEL_RULE}.`,
+  too_many: `A conversation has at most ${LABELS_MAX} labels; remove one first.`,
+} as const;
+export type LabelError = keyof typeof LABEL_ERRORS;
+const removeForm = z.object({ remove: LabelKeyField });
 const uuid = z.string().uuid();
 
 export function labelPageRoutes(deps: WebDeps): Hono<WebEnv> {
   const app = new Hono<WebEnv>();
-  const db = deps.db;
 
-  const refused = (c: import('hono').Context<WebEnv>, id: string, message: string, status: 400 | 404) =>
+  const notFound = (c: import('hono').Context<WebEnv>) =>
     c.html(
-      <Layout title="Could not change the labels" section="conversation" user={userName(c.get('user'))}>
-        <h1>Could not change the labels</h1>
-        <ErrorNote message={message} />
-        <a href={`/conversations/${id}`}>Back to the conversation</a>
+      <Layout title="Not found" section="conversation" user={userName(c.get('user'))}>
+        <h1>Conversation not found</h1>
+        <p>
+          It may have been deleted. <a href="/conversations">All conversations</a>
+        </p>
       </Layout>,
-      status,
+      404,
     );
 
-  const change = async (c: import('hono').Context<WebEnv>, what: 'add' | 'remove') => {
-    const id = c.req.param('id') ?? '';
-    if (!uuid.safeParse(id).success) return refused(c, id, 'No such conversation.', 404);
+  // One form post for both: `label` adds one, `remove` takes a key away. A refusal goes back to the
+  // page too (post-redirect-get), named by a code the label bar says in words.
+  app.post('/conversations/:id/labels', async (c) => {
+    const id = c.req.param('id');
+    if (!uuid.safeParse(id).success) return notFound(c);
     const body = await c.req.parseBody();
-    const form = what === 'add' ? addForm.safeParse(body) : removeForm.safeParse(body);
-    if (!form.success) return refused(c, id, form.error.issues[0]?.message ?? 'That label is not valid.', 400);
-    const r = await changeLabels(
-      db,
-      c.get('user').account.id,
-      id,
-      'label' in form.data ? { add: [form.data.label] } : { remove: [form.data.key] },
-    );
-    if (!r.ok)
-      return refused(
-        c,
-        id,
-        r.code === 'not_found' ? 'No such conversation.' : r.message,
-        r.code === 'not_found' ? 404 : 400,
-      );
-    return c.redirect(`/conversations/${id}#labels`, 303);
-  };
-
-  app.post('/conversations/:id/labels', (c) => change(c, 'add'));
-  app.post('/conversations/:id/labels/remove', (c) => change(c, 'remove'));
+    const back = (error?: LabelError) =>
+      c.redirect(`/conversations/${id}${error ? `?${new URLSearchParams({ label_error: error })}` : ''}#labels`, 303);
+    if ('remove' in body) {
+      const form = removeForm.safeParse(body);
+      if (!form.success) return back('invalid');
+      const r = await changeLabels(deps.db, c.get('user').account.id, id, { remove: [form.data.remove] });
+      return r.ok || r.code !== 'not_found' ? back() : notFound(c);
+    }
+    const text = typeof body.label === 'string' ? body.label.trim() : '';
+    if (text === '') return back('empty');
+    const label = parseLabel(text);
+    if (!label) return back('invalid');
+    const r = await changeLabels(deps.db, c.get('user').account.id, id, { add: [label] });
+    if (r.ok) return back();
+    return r.code === 'not_found' ? notFound(c) : back('too_many');
+  });
   return app;
 }
