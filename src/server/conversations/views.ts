@@ -99,12 +99,10 @@ export const ConversationSchema = z
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
     usage_total: UsageTotalSchema,
-    labels: z
-      .array(z.string())
-      .openapi({
-        description: 'Labels, `key` or `key=value`, sorted by key (at most 32)',
-        example: ['bug', 'team=infra'],
-      }),
+    labels: z.array(z.string()).openapi({
+      description: 'Labels, `key` or `key=value`, sorted by key (at most 32)',
+      example: ['bug', 'team=infra'],
+    }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })

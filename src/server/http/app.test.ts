@@ -241,6 +241,8 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}',
       '/api/conversations/{id}/events',
       '/api/conversations/{id}/interrupt',
+      '/api/conversations/{id}/labels',
+      '/api/conversations/{id}/labels/{key}',
       '/api/conversations/{id}/prompts',
       '/api/conversations/{id}/read',
       '/api/conversations/{id}/requests/{request_id}',

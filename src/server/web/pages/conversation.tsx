@@ -1,6 +1,7 @@
 /**
  * The Conversation page: the events read as a conversation (streamed text, folded thoughts, tool calls,
- * permission buttons, turn status, errors), a prompt box, interrupt, terminate, and the sandbox's state.
+ * permission buttons, turn status, errors), the files the agent changed, a prompt box, interrupt,
+ * terminate, and the sandbox's state.
  * Its status line, message box and side list are in conversation-parts.tsx.
  */
 import { Hono } from 'hono';
@@ -31,6 +32,7 @@ import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFI
 
 import { toHtml } from '../live.ts';
 import { LabelBar } from './labels.tsx';
+import { fileChanges, FilesPanel } from './files-panel.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -134,6 +136,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       return item ? [{ item, row }] : [];
     });
     const lastId = rows.at(-1)?.id ?? 0;
+    const seen = new Asked();
+    for (const { item } of items) seen.note(item);
+    const files = fileChanges(seen.tools.values(), conv);
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
     await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
@@ -168,6 +173,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
+            <FilesPanel files={files} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
                 <EventList items={items} conversationId={conv.id} turns={turns} />
@@ -257,6 +263,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         if (fresh.ok) {
           const waiting = await waitingForApproval(deps.db, conv.id);
           let status = await toHtml(<ConversationStatus conv={fresh.value} waiting={waiting} />);
+          // What the turn's edits changed so far.
+          status += await toHtml(<FilesPanel files={fileChanges(asked.tools.values(), fresh.value)} oob />);
           // The side list's line for this conversation says the same.
           status += await toHtml(<RecentItem c={listed(fresh.value, agentName, waiting)} current={conv.id} oob />);
           // Ended here or elsewhere: the message box and controls give way to the ended notice.
