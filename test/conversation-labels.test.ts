@@ -12,8 +12,8 @@ import { after, before, describe, it } from 'node:test';
 import { insertAgent } from '../src/server/agents/store.ts';
 import { conversations } from '../src/server/store/conversation-schema.ts';
 import { TEAM_CHANNEL } from '../src/server/store/team-schema.ts';
-import { call, type Json } from './helpers/http.ts';
-import { FOUNTAIN_BIN, startStack, type Stack } from './web/harness.ts';
+import { call, openStream, type Json } from './helpers/http.ts';
+import { FOUNTAIN_BIN, startStack, until, type Stack } from './web/harness.ts';
 
 const T = 60_000;
 
@@ -89,8 +89,13 @@ describe('conversation labels', () => {
     timeout: T,
   }, async () => {
     const [a, b] = ids as [string, string];
+    // The account stream tells list readers that a conversation changed.
+    const s = openStream(`${stack.url}/api/events/stream`, stack.apiKey);
+    await until(() => s.raw().startsWith(': connected') || null, 'the account stream open');
     const set = await api('POST', `/api/conversations/${a}/labels`, { labels: ['bug', 'team=infra', ' area = web '] });
     assert.equal(set.status, 200, JSON.stringify(set.body));
+    await s.wait((e) => e.event === 'conversations' && e.data?.reason === 'changed', 'the list change signal');
+    s.close();
     assert.deepEqual(set.body.data.labels, ['area=web', 'bug', 'team=infra']);
     assert.deepEqual(await labelsOf(a), ['area=web', 'bug', 'team=infra'], 'the conversation carries them');
     // A key set again takes the new value; removals come in the same change.

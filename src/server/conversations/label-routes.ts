@@ -6,9 +6,9 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
-import type { EngineDb } from '../store/engine-db.ts';
+import type { ConversationEngine } from './engine.ts';
 import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/common.ts';
-import { changeLabels, LabelField, LabelKeyField, LABELS_MAX, type LabelChange } from './labels.ts';
+import { LabelField, LabelKeyField, LABELS_MAX, type LabelChange } from './labels.ts';
 
 const LabelsBody = z
   .object({
@@ -40,9 +40,9 @@ function labelsOrThrow(r: LabelChange): string[] {
   throw new ApiError(422, r.code, r.message);
 }
 
-export function labelRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
+export function labelRoutes(deps: RouteDeps & { readonly engine: ConversationEngine }): OpenAPIHono<AppEnv> {
   const app = newRouter();
-  const db = deps.db as unknown as EngineDb;
+  const { engine } = deps;
   const auth = requireKey(deps.db, deps.logger, 'any');
 
   app.openapi(
@@ -63,7 +63,7 @@ export function labelRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       if (!isUuid(id)) throw ApiError.notFound('conversation');
       const b = c.req.valid('json');
       const labels = labelsOrThrow(
-        await changeLabels(db, c.get('principal').account.id, id, { add: b.labels, remove: b.remove }),
+        await engine.changeLabels(c.get('principal').account.id, id, { add: b.labels, remove: b.remove }),
       );
       return c.json({ data: { labels } }, 200);
     },
@@ -87,7 +87,7 @@ export function labelRoutes(deps: RouteDeps): OpenAPIHono<AppEnv> {
       if (!isUuid(id)) throw ApiError.notFound('conversation');
       const k = LabelKeyField.safeParse(key);
       if (!k.success) throw new ApiError(422, 'invalid_label', k.error.issues[0]?.message ?? 'invalid label key');
-      const labels = labelsOrThrow(await changeLabels(db, c.get('principal').account.id, id, { remove: [k.data] }));
+      const labels = labelsOrThrow(await engine.changeLabels(c.get('principal').account.id, id, { remove: [k.data] }));
       return c.json({ data: { labels } }, 200);
     },
   );

@@ -178,13 +178,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
-    app.route('/', labelRoutes(routeDeps));
+    app.route('/', labelRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
       // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
       app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
-      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
+      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team, engine: deps.engine.engine }));
     }
     if (deps.web && webModule) {
       const { engine, registry, defaultProvider, environments } = deps.engine;

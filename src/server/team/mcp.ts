@@ -11,7 +11,8 @@ import type { TeamService, Teammate } from './service.ts';
 import { isUuid } from '../http/ids.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { recentTurns, replyText } from './store.ts';
-import { changeLabels, LABEL_RULE, LABELS_MAX, parseLabel } from '../conversations/labels.ts';
+import { LABEL_RULE, LABELS_MAX, parseLabel } from '../conversations/labels.ts';
+import type { ConversationEngine } from '../conversations/engine.ts';
 
 export const WAIT_DEFAULT_SECONDS = 60;
 export const WAIT_MAX_SECONDS = 90;
@@ -22,6 +23,7 @@ const READ_MAX_TURNS = 20;
 export interface TeamMcpContext {
   readonly db: EngineDb;
   readonly team: TeamService;
+  readonly engine: ConversationEngine;
   readonly accountId: string;
   /** The calling teammate's conversation: `list_teammates` marks it `you`. */
   readonly conversationId: string;
@@ -203,7 +205,7 @@ async function callTool<N extends ToolName>(
         if (!l) throw new ToolFailure('invalid_label', `${JSON.stringify(text)}: ${LABEL_RULE}`);
         return l;
       });
-      const r = await changeLabels(ctx.db, ctx.accountId, ctx.conversationId, { add, remove: a.remove ?? [] });
+      const r = await ctx.engine.changeLabels(ctx.accountId, ctx.conversationId, { add, remove: a.remove ?? [] });
       if (!r.ok) throw new ToolFailure(r.code, r.message);
       return { conversation_id: ctx.conversationId, labels: r.labels };
     }

@@ -199,6 +199,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     let textBlock: string | null = null;
     let blockText = '';
     let endedShown = conv.status === 'terminated' || conv.status === 'failed';
+    let filesSent: string | null = null;
     const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
     // Requests and tool calls the page showed before this stream began: later events refer back to them
     // (a permission's answer names its request's options; a tool update merges into its call).
@@ -263,8 +264,11 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         if (fresh.ok) {
           const waiting = await waitingForApproval(deps.db, conv.id);
           let status = await toHtml(<ConversationStatus conv={fresh.value} waiting={waiting} />);
-          // What the turn's edits changed so far.
-          status += await toHtml(<FilesPanel files={fileChanges(asked.tools.values(), fresh.value)} oob />);
+          // What the turn's edits changed so far; sent again only when it changed, so a file the reader
+          // opened stays open.
+          const files = await toHtml(<FilesPanel files={fileChanges(asked.tools.values(), fresh.value)} oob />);
+          if (files !== filesSent) status += files;
+          filesSent = files;
           // The side list's line for this conversation says the same.
           status += await toHtml(<RecentItem c={listed(fresh.value, agentName, waiting)} current={conv.id} oob />);
           // Ended here or elsewhere: the message box and controls give way to the ended notice.

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { changeLabels, LABEL_RULE, LabelKeyField, LABELS_MAX, parseLabel } from '../../conversations/labels.ts';
+import { LABEL_RULE, LabelKeyField, LABELS_MAX, parseLabel } from '../../conversations/labels.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
 import { userName } from '../context.ts';
 import { Layout } from '../layout.tsx';
@@ -106,14 +106,14 @@ export function labelPageRoutes(deps: WebDeps): Hono<WebEnv> {
     if ('remove' in body) {
       const form = removeForm.safeParse(body);
       if (!form.success) return back('invalid');
-      const r = await changeLabels(deps.db, c.get('user').account.id, id, { remove: [form.data.remove] });
+      const r = await deps.engine.changeLabels(c.get('user').account.id, id, { remove: [form.data.remove] });
       return r.ok || r.code !== 'not_found' ? back() : notFound(c);
     }
     const text = typeof body.label === 'string' ? body.label.trim() : '';
     if (text === '') return back('empty');
     const label = parseLabel(text);
     if (!label) return back('invalid');
-    const r = await changeLabels(deps.db, c.get('user').account.id, id, { add: [label] });
+    const r = await deps.engine.changeLabels(c.get('user').account.id, id, { add: [label] });
     if (r.ok) return back();
     return r.code === 'not_found' ? notFound(c) : back('too_many');
   });
