@@ -260,6 +260,7 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     const tools = list.body.result.tools as Json[];
     assert.deepEqual(tools.map((t) => t.name).sort(), [
       'get_teammate',
+      'label_conversation',
       'list_teammates',
       'read_teammate',
       'send_to_teammate',
@@ -276,6 +277,11 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     assert.equal(b.you, false);
     assert.equal(typeof b.presence, 'string', 'presence is the bare state');
     assert.equal(b.presence, 'online');
+
+    // The agent labels its own conversation with its sandbox token; people see the labels through the API.
+    const labelled = await tool(token1, 'label_conversation', { labels: ['triage', 'area=mcp'] });
+    assert.deepEqual(labelled, { conversation_id: alphaConv, labels: ['area=mcp', 'triage'] });
+    assert.deepEqual((await api('GET', `/api/conversations/${alphaConv}`)).body.data.labels, ['area=mcp', 'triage']);
 
     const got = await tool(token1, 'get_teammate', { agent_id: beta });
     assert.equal(got.conversation_id, betaConv);
@@ -408,6 +414,15 @@ describe('sandbox token and team MCP with a real runner and the demo agent', () 
     await no('POST', `/api/conversations/${betaConv}/interrupt`);
     await no('POST', `/api/conversations/${betaConv}/prompts`, { prompt: 'hi' });
     await no('POST', `/api/conversations/${alphaConv}/read`);
+    await no('POST', `/api/conversations/${betaConv}/labels`, { labels: ['mine'] });
+    await no('DELETE', `/api/conversations/${betaConv}/labels/area`);
+    // Its own conversation's labels are its to set (the same as the team MCP's label_conversation).
+    const own = await as('POST', `/api/conversations/${alphaConv}/labels`, {
+      labels: ['by=agent'],
+      remove: ['triage'],
+    });
+    assert.deepEqual([own.status, own.body.data?.labels], [200, ['area=mcp', 'by=agent']], JSON.stringify(own.body));
+    assert.equal((await as('DELETE', `/api/conversations/${alphaConv}/labels/by`)).status, 200);
     await no('GET', '/api/conversations');
     await no('GET', '/api/events/stream');
     // The team's shape and its schedules are the user's.

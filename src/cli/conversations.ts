@@ -1,6 +1,6 @@
 /**
- * `fountain conversations list|show|terminate|fork|move`: read, end, fork and move conversations.
- * `show` prints the conversation, its turns and its transcript.
+ * `fountain conversations list|show|label|terminate|fork|move`: read, label, end, fork and move conversations.
+ * `show` prints the conversation, its turns and its transcript; `list --label` filters by labels.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -62,21 +62,29 @@ export const where = (c: Conversation): string => {
 };
 
 export function register(program: Command): void {
-  const conv = program.command('conversations').alias('conv').description('list, show and terminate conversations');
+  const conv = program
+    .command('conversations')
+    .alias('conv')
+    .description('list, show, label and terminate conversations');
 
   conv
     .command('list', { isDefault: true })
     .description('list your conversations, newest first (the default)')
+    .option('--label <labels>', 'only those with every label of a comma list (key, or key=value)')
     .option('--json', 'print JSON')
     .action(
-      action(async (opts: { json?: boolean }, cmd: Command) => {
+      action(async (opts: { json?: boolean; label?: string }, cmd: Command) => {
         const api = apiFor(cmd);
-        const { data: list } = await api.request('GET', '/api/conversations', data(z.array(conversationSchema)));
+        // A label filter reads one page (the API's largest) of the matching conversations.
+        const path = opts.label
+          ? `/api/conversations?${new URLSearchParams({ label: opts.label, limit: '200' })}`
+          : '/api/conversations';
+        const { data: list } = await api.request('GET', path, data(z.array(conversationSchema)));
         if (opts.json) return printJson(list);
         const { data: agents } = await api.request('GET', '/api/agents', data(z.array(agentSchema)));
         const names = new Map(agents.map((a) => [a.id, a.name]));
         printTable(
-          ['ID', 'AGENT', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX'],
+          ['ID', 'AGENT', 'STATUS', 'TURNS', 'TITLE', 'SANDBOX', 'LABELS'],
           list.map((c) => [
             c.id,
             c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '',
@@ -84,6 +92,7 @@ export function register(program: Command): void {
             String(c.turn_count ?? ''),
             titleOf(c),
             where(c),
+            (c.labels ?? []).join(','),
           ]),
         );
       }),
@@ -118,6 +127,7 @@ export function register(program: Command): void {
         }
         if (opts.json) return printJson({ conversation: c, turns, events });
         process.stdout.write(`${c.id}  ${c.status}  ${titleOf(c)}  ${where(c)}\n`);
+        if (c.labels?.length) process.stdout.write(`  labels: ${c.labels.join(', ')}\n`);
         const total = usageText(c.usage_total);
         if (total) process.stdout.write(`  ${total}\n`);
         for (const t of turns) {
@@ -130,6 +140,22 @@ export function register(program: Command): void {
         const r = new EventRenderer((s) => process.stdout.write(s));
         for (const ev of events) r.render(ev);
         r.newline();
+      }),
+    );
+
+  conv
+    .command('label <id> [labels...]')
+    .description('set labels (key or key=value) on a conversation, or remove them with --remove; prints its labels')
+    .option('--remove <keys...>', 'label keys to remove')
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, labels: string[], opts: { remove?: string[]; json?: boolean }, cmd: Command) => {
+        const api = apiFor(cmd);
+        const path = `/api/conversations/${encodeURIComponent(id)}/labels`;
+        const body = { labels, ...(opts.remove ? { remove: opts.remove } : {}) };
+        const r = await api.request('POST', path, data(z.object({ labels: z.array(z.string()) })), body);
+        if (opts.json) return printJson(r.data);
+        process.stdout.write(r.data.labels.length ? `${r.data.labels.join('\n')}\n` : '(no labels)\n');
       }),
     );
 

@@ -44,6 +44,7 @@ export const conversationSchema = z
       .loose()
       .nullish(),
     inserted_at: z.string().optional(),
+    labels: z.array(z.string()).optional(),
   })
   .loose();
 export type Conversation = z.infer<typeof conversationSchema>;

@@ -1,5 +1,5 @@
 /**
- * "A conversation of this account changed" (created, retitled, read, deleted, finished): published on
+ * "A conversation of this account changed" (created, retitled, labelled, read, deleted, finished): published on
  * the cluster bus so every node's account streams hear it, and debounced per stream to one a second.
  */
 import { conversationsTopic, type EventBus } from '../cluster/bus.ts';

@@ -32,6 +32,7 @@ import {
 import { Sweeper } from './sweeper.ts';
 import { TurnDriver } from './turn/driver.ts';
 import { conversationView, sandboxView, type ConversationView } from './views.ts';
+import { changeLabels, type Label, type LabelChange } from './labels.ts';
 
 export type { EngineDeps } from './live.ts';
 
@@ -180,6 +181,17 @@ export class ConversationEngine {
       return refuse('not_found', 'conversation not found');
     this.#c.changed(accountId);
     return accept(undefined);
+  }
+
+  /** Sets and removes labels in one change; the account's list streams hear of it. */
+  async changeLabels(
+    accountId: string,
+    id: string,
+    change: { readonly add?: readonly Label[]; readonly remove?: readonly string[] },
+  ): Promise<LabelChange> {
+    const r = await changeLabels(this.#c.d.db, accountId, id, change);
+    if (r.ok) this.#c.changed(accountId);
+    return r;
   }
 
   /** True while this node holds a running turn or an open permission request for the conversation. */

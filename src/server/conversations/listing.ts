@@ -1,6 +1,6 @@
 /**
  * One page of an account's conversations for the conversations page: newest activity first, filtered
- * by agent and status, searched by title or first message, paged by a (last activity, id) keyset.
+ * by agent, status and labels, searched by title or first message, paged by a (last activity, id) keyset.
  */
 import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
@@ -8,6 +8,7 @@ import { agents, conversations, sandboxes, turns, type ConversationStatus } from
 import type { ConversationWithSandbox } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listAgents } from '../agents/store.ts';
+import { labelList, labelsWhere, type Label } from './labels.ts';
 
 export { CONVERSATION_STATUSES, type ConversationStatus } from '../store/conversation-schema.ts';
 
@@ -18,6 +19,8 @@ export interface ListingFilter {
   readonly search?: string | undefined;
   /** Only conversations with activity since they were last opened (never opened counts). */
   readonly unread?: boolean | undefined;
+  /** Only conversations carrying every one of these labels (a bare key: any value). */
+  readonly labels?: readonly Label[] | undefined;
   /** The cursor of the previous page's last row. */
   readonly after?: string | undefined;
   readonly limit: number;
@@ -35,6 +38,8 @@ export interface ListedConversation {
   readonly unread: boolean;
   /** A permission request of its open turn waits for the user's answer. */
   readonly waiting: boolean;
+  /** `key` / `key=value`, sorted. */
+  readonly labels: readonly string[];
 }
 
 export interface ListingPage {
@@ -69,6 +74,7 @@ function pageWhere(accountId: string, f: ListingFilter): SQL {
   const q = f.search?.trim();
   if (q) where.push(or(ilike(conversations.title, likePattern(q)), ilike(conversations.firstPrompt, likePattern(q)))!);
   if (f.unread) where.push(UNREAD);
+  if (f.labels) where.push(...labelsWhere(f.labels));
   const after = f.after ? decodeCursor(f.after) : null;
   if (after)
     where.push(
@@ -129,6 +135,7 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
         lastActiveAt: conversations.lastActiveAt,
         lastReadAt: conversations.lastReadAt,
         waiting: WAITING,
+        labels: conversations.labels,
         cursorAt,
       })
       .from(conversations)
@@ -139,8 +146,9 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
   );
   const { page, next } = cut(rows, f.limit);
   return {
-    rows: page.map(({ lastReadAt, cursorAt: _, ...r }) => ({
+    rows: page.map(({ lastReadAt, cursorAt: _, labels, ...r }) => ({
       ...r,
+      labels: labelList(labels),
       unread: lastReadAt === null || r.lastActiveAt > lastReadAt,
     })),
     next,

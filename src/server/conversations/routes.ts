@@ -16,6 +16,7 @@ import { messageField } from './limits.ts';
 import type { ConversationStatus, EventRow } from '../store/conversation-schema.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, eventPage, findConversation, turnsOf } from './history.ts';
 import { decodeCursor, listConversationRowsPage } from './listing.ts';
+import { LabelFilterParam } from './labels.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
@@ -89,6 +90,10 @@ const ListQuery = z.object({
     .enum(['true', 'false'])
     .optional()
     .openapi({ description: 'true: only conversations with activity since they were last opened; pages' }),
+  label: LabelFilterParam.optional().openapi({
+    type: 'string',
+    description: 'Comma list of labels (`key` matches any value, `key=value` that value); all must match; pages',
+  }),
 });
 
 const PAGE_DEFAULT = 50;
@@ -166,7 +171,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       method: 'get',
       path: '/api/conversations',
       summary:
-        'List conversations, newest first (filters: status, agent_id); with limit, after, q or unread: one page by last activity',
+        'List conversations, newest first (filters: status, agent_id); with limit, after, q, unread or label: one page by last activity',
       security: bearer,
       middleware: [auth] as const,
       request: { query: ListQuery },
@@ -206,7 +211,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       }
       if (q.agent_id !== undefined && !isUuid(q.agent_id)) return c.json({ data: [] }, 200);
       const accountId = c.get('principal').account.id;
-      if (q.limit !== undefined || q.after !== undefined || q.q !== undefined || q.unread !== undefined) {
+      const paged = [q.limit, q.after, q.q, q.unread, q.label].some((v) => v !== undefined);
+      if (paged) {
         if (q.after !== undefined && !decodeCursor(q.after))
           throw new ApiError(400, 'invalid_cursor', 'after must be a meta.next_cursor from an earlier page');
         const limit = q.limit ?? PAGE_DEFAULT;
@@ -215,6 +221,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           agentId: q.agent_id,
           search: q.q,
           unread: q.unread === 'true',
+          labels: q.label,
           after: q.after,
           limit,
         });

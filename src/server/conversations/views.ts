@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { z } from '@hono/zod-openapi';
 import type { Block } from './blocks.ts';
+import { labelList } from './labels.ts';
 import {
   CONVERSATION_STATUSES,
   type Conversation,
@@ -132,6 +133,10 @@ export const ConversationSchema = z
     session_offered: SessionOfferedSchema.nullable().openapi({
       description: 'The session options and modes its runtime listed when its session last started; null before',
     }),
+    labels: z.array(z.string()).openapi({
+      description: 'Labels, `key` or `key=value`, sorted by key (at most 32)',
+      example: ['bug', 'team=infra'],
+    }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -241,6 +246,7 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     usage_total: c.usageTotal,
     session_settings: c.sessionSettings,
     session_offered: offeredView(c.sessionOffered),
+    labels: labelList(c.labels),
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };

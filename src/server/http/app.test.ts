@@ -243,6 +243,8 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/fork',
       '/api/conversations/{id}/interrupt',
       '/api/conversations/{id}/move',
+      '/api/conversations/{id}/labels',
+      '/api/conversations/{id}/labels/{key}',
       '/api/conversations/{id}/prompts',
       '/api/conversations/{id}/read',
       '/api/conversations/{id}/requests/{request_id}',

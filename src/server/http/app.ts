@@ -20,6 +20,7 @@ import { errorResponses, type RouteDeps } from './common.ts';
 import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
+import { labelRoutes } from '../conversations/label-routes.ts';
 import { streamRoutes } from '../conversations/stream-routes.ts';
 import { relocateRoutes } from '../conversations/relocate-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
@@ -180,13 +181,14 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', settingsRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', labelRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', relocateRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
       // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.
       app.route('/', scheduleRoutes({ ...routeDeps, scheduler: deps.team.scheduler }));
       app.route('/', teamRoutes({ ...routeDeps, ...deps.engine, ...deps.team }));
-      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team }));
+      app.route('/', mcpTeamRoutes({ ...routeDeps, team: deps.team.team, engine: deps.engine.engine }));
     }
     if (deps.web && webModule) {
       const { engine, registry, defaultProvider, environments } = deps.engine;

@@ -39,6 +39,9 @@ export const SANDBOX_TOKEN_RULES: readonly SandboxRuleRow[] = [
   { method: 'GET', path: new RegExp(`^/api/conversations/${ID}(/turns|/events|/stream)?$`), rule: 'read' },
   { method: 'POST', path: new RegExp(`^/api/conversations/${ID}/(prompts|interrupt|terminate)$`), rule: 'tree' },
   { method: 'DELETE', path: new RegExp(`^/api/conversations/${ID}$`), rule: 'tree' },
+  // An agent labels its own conversation (any agent, not only a teammate with the team MCP).
+  { method: 'POST', path: new RegExp(`^/api/conversations/${ID}/labels$`), rule: 'tree' },
+  { method: 'DELETE', path: new RegExp(`^/api/conversations/${ID}/labels/[^/]+$`), rule: 'tree' },
 ];
 
 const MAX_TREE_DEPTH = 64;

@@ -181,6 +181,8 @@ export const conversations = pgTable(
     usageTotal: jsonb('usage_total').$type<UsageTotal>().notNull().default(sql`'{"input": 0, "output": 0}'::jsonb`),
     lastActiveAt: ts('last_active_at').notNull().defaultNow(),
     lastReadAt: ts('last_read_at'),
+    /** Labels, key → value ('' for a bare key); at most 32 (migration 0082). */
+    labels: jsonb('labels').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },

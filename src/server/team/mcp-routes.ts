@@ -6,6 +6,7 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { HTTPException } from 'hono/http-exception';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { TeamService } from './service.ts';
+import type { ConversationEngine } from '../conversations/engine.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { findConversation } from '../conversations/history.ts';
@@ -15,6 +16,8 @@ import { bearer, errorResponses, newRouter, type RouteDeps } from '../http/commo
 
 export interface McpTeamRouteDeps extends RouteDeps {
   readonly team: TeamService;
+  /** For label_conversation. */
+  readonly engine: ConversationEngine;
 }
 
 const Param = z.object({ conversation_id: z.string().openapi({ param: { name: 'conversation_id', in: 'path' } }) });
@@ -36,7 +39,7 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       method: 'post',
       path,
       summary:
-        "Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate). Team-channel conversations only; the conversation's own sandbox token or a full-scope key.",
+        "Team MCP server `fountain-team` (tools list_teammates, get_teammate, send_to_teammate, wait_for_teammate, read_teammate, label_conversation). Team-channel conversations only; the conversation's own sandbox token or a full-scope key.",
       security: bearer,
       middleware: [auth] as const,
       request: { params: Param },
@@ -75,6 +78,7 @@ export function mcpTeamRoutes(deps: McpTeamRouteDeps): OpenAPIHono<AppEnv> {
       const server = teamMcpServer({
         db,
         team: deps.team,
+        engine: deps.engine,
         accountId: principal.account.id,
         conversationId: id,
         signal: c.req.raw.signal,

@@ -11,6 +11,8 @@ import type { TeamService, Teammate } from './service.ts';
 import { isUuid } from '../http/ids.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { recentTurns, replyText } from './store.ts';
+import { LABEL_RULE, LABELS_MAX, parseLabel } from '../conversations/labels.ts';
+import type { ConversationEngine } from '../conversations/engine.ts';
 
 export const WAIT_DEFAULT_SECONDS = 60;
 export const WAIT_MAX_SECONDS = 90;
@@ -21,6 +23,7 @@ const READ_MAX_TURNS = 20;
 export interface TeamMcpContext {
   readonly db: EngineDb;
   readonly team: TeamService;
+  readonly engine: ConversationEngine;
   readonly accountId: string;
   /** The calling teammate's conversation: `list_teammates` marks it `you`. */
   readonly conversationId: string;
@@ -59,6 +62,14 @@ const TOOL_INPUTS = {
       .optional()
       .describe('How many of the latest turns to return (default 1).'),
   }),
+  label_conversation: z.object({
+    labels: z
+      .array(z.string().max(200))
+      .max(LABELS_MAX)
+      .optional()
+      .describe('Labels to set, `key` or `key=value` (a key already there takes the new value).'),
+    remove: z.array(z.string().max(100)).max(LABELS_MAX).optional().describe('Label keys to remove.'),
+  }),
 } as const;
 
 type ToolName = keyof typeof TOOL_INPUTS;
@@ -71,6 +82,7 @@ const TOOL_DESCRIPTIONS: Record<ToolName, string> = {
     "Sends a message to a teammate; it becomes the teammate's next turn. Fails with conversation_busy while the teammate works.",
   wait_for_teammate: `Waits until the teammate is not working (default ${WAIT_DEFAULT_SECONDS} s, at most ${WAIT_MAX_SECONDS} s). On timed_out: true it is still working: call again.`,
   read_teammate: "The teammate's latest turns: prompt, status and reply text.",
+  label_conversation: `Labels your own conversation (at most ${LABELS_MAX} labels; people filter their list by them). Returns its labels after the change.`,
 };
 
 /** A tool's failure, reported to the model as an `isError` result rather than a protocol error. */
@@ -186,6 +198,17 @@ async function callTool<N extends ToolName>(
       }
       return { agent_id: t.agent.id, name: t.name, presence: t.presence.state, turns };
     }
+    case 'label_conversation': {
+      const a = call.args;
+      const add = (a.labels ?? []).map((text) => {
+        const l = parseLabel(text);
+        if (!l) throw new ToolFailure('invalid_label', `${JSON.stringify(text)}: ${LABEL_RULE}`);
+        return l;
+      });
+      const r = await ctx.engine.changeLabels(ctx.accountId, ctx.conversationId, { add, remove: a.remove ?? [] });
+      if (!r.ok) throw new ToolFailure(r.code, r.message);
+      return { conversation_id: ctx.conversationId, labels: r.labels };
+    }
   }
 }
 
@@ -204,7 +227,8 @@ export function teamMcpServer(ctx: TeamMcpContext): McpServer {
   const server = new McpServer(
     { name: TEAM_MCP_NAME, version: '1.0.0' },
     {
-      instructions: 'Work with your teammates: list them, message one, wait for its turn to end, then read its reply.',
+      instructions:
+        'Work with your teammates: list them, message one, wait for its turn to end, then read its reply. Label your own conversation so people can find it.',
     },
   );
   for (const name of Object.keys(TOOL_INPUTS) as ToolName[]) {

@@ -16,6 +16,7 @@ import { conversationRoutes } from './pages/conversation.tsx';
 import { relocateRoutes } from './pages/relocate.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
+import { labelPageRoutes } from './pages/labels.tsx';
 import { credentialPages } from './pages/credentials.tsx';
 import { webhookPages } from './pages/webhooks.tsx';
 import { runnerRoutes } from './pages/runners.tsx';
@@ -130,6 +131,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   pages.route('/', conversationListRoutes(deps));
   pages.route('/', conversationRoutes(deps));
   pages.route('/', relocateRoutes(deps));
+  pages.route('/', labelPageRoutes(deps));
   pages.route('/', agentRoutes(deps));
   pages.route('/', environmentRoutes(deps));
   pages.route('/', runnerRoutes(deps));

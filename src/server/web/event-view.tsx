@@ -266,7 +266,7 @@ function FoldedText(p: { text: string }) {
 }
 
 /** A file edit as a unified diff, added and removed lines coloured. */
-function DiffView(p: { diff: Extract<ToolContent, { type: 'diff' }> }) {
+export function DiffView(p: { diff: Extract<ToolContent, { type: 'diff' }> }) {
   const d = p.diff;
   const cls = { hunk: 'hunk', context: 'ctx', del: 'del', add: 'add' } as const;
   return (

@@ -162,6 +162,7 @@ export function listed(c: ConversationView, agentName: string | null, waiting: b
     lastActiveAt: new Date(c.last_active_at),
     unread: false,
     waiting,
+    labels: c.labels,
   };
 }
 

@@ -1,6 +1,7 @@
 /**
  * The Conversation page: the events read as a conversation (streamed text, folded thoughts, tool calls,
- * permission buttons, turn status, errors), a prompt box, interrupt, terminate, and the sandbox's state.
+ * permission buttons, turn status, errors), the files the agent changed, a prompt box, interrupt,
+ * terminate, and the sandbox's state.
  * Its status line, message box and side list are in conversation-parts.tsx.
  */
 import { Hono } from 'hono';
@@ -31,6 +32,8 @@ import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFI
 
 import { toHtml } from '../live.ts';
 import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
+import { LabelBar } from './labels.tsx';
+import { fileChanges, FilesPanel } from './files-panel.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -141,6 +144,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       return item ? [{ item, row }] : [];
     });
     const lastId = rows.at(-1)?.id ?? 0;
+    const seen = new Asked();
+    for (const { item } of items) seen.note(item);
+    const files = fileChanges(seen.tools.values(), conv);
     // Opened: everything so far has been seen (the list's unread mark and filter go by this).
     await deps.engine.markRead(user.account.id, conv.id);
     const recent = await listConversationPage(deps.db, user.account.id, { limit: 15 });
@@ -171,10 +177,12 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
                 Notify me when it needs me
               </button>
             </p>
+            <LabelBar conversationId={conv.id} labels={conv.labels} error={c.req.query('label_error')} />
             <div sse-swap="status">
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
             <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
+            <FilesPanel files={files} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
                 <EventList
@@ -205,6 +213,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     let textBlock: string | null = null;
     let blockText = '';
     let endedShown = conv.status === 'terminated' || conv.status === 'failed';
+    let filesSent: string | null = null;
     const agentName = conv.agent_id ? ((await getAgent(deps.db, user.account.id, conv.agent_id))?.name ?? null) : null;
     // Requests and tool calls the page showed before this stream began: later events refer back to them
     // (a permission's answer names its request's options; a tool update merges into its call).
@@ -271,6 +280,11 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         if (fresh.ok) {
           const waiting = await waitingForApproval(deps.db, conv.id);
           let status = await toHtml(<ConversationStatus conv={fresh.value} waiting={waiting} />);
+          // What the turn's edits changed so far; sent again only when it changed, so a file the reader
+          // opened stays open.
+          const files = await toHtml(<FilesPanel files={fileChanges(asked.tools.values(), fresh.value)} oob />);
+          if (files !== filesSent) status += files;
+          filesSent = files;
           // The side list's line for this conversation says the same.
           status += await toHtml(<RecentItem c={listed(fresh.value, agentName, waiting)} current={conv.id} oob />);
           // Ended here or elsewhere: the message box and controls give way to the ended notice.

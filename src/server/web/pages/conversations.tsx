@@ -1,6 +1,6 @@
 /**
  * The Conversations page: every conversation of the account, newest activity first, with filters by agent,
- * status and unread, a title search and keyset paging; a new conversation with any agent; delete.
+ * status, labels and unread, a title search and keyset paging; a new conversation with any agent; delete.
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -19,6 +19,8 @@ import { previewOf, type Preview } from '../roster.ts';
 import { InlineMd } from '../event-view.tsx';
 import { lastTurnAndReply } from '../../team/reads.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
+import { LABEL_RULE, LabelFilterParam } from '../../conversations/labels.ts';
+import { LabelChips } from './labels.tsx';
 
 export const PAGE_SIZE = 25;
 
@@ -36,6 +38,7 @@ const filterQuery = z.object({
   status: z.enum(CONVERSATION_STATUSES).optional().catch(undefined),
   q: z.string().max(200).optional().catch(undefined),
   unread: z.literal('1').optional().catch(undefined),
+  label: z.string().max(1000).optional().catch(undefined),
   after: z.string().max(200).optional().catch(undefined),
 });
 
@@ -109,6 +112,7 @@ export function ConversationItem(p: {
         <span class="conv-title">{titleOf(c)}</span>
       </a>
       {p.preview ? <PreviewText preview={p.preview} agentName={c.agentName} /> : null}
+      <LabelChips labels={c.labels} />
       <span class="small muted conv-meta">
         {c.agentName ?? 'deleted agent'} ·{' '}
         {c.waiting ? (
@@ -161,12 +165,14 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
   const page = async (c: import('hono').Context<WebEnv>, error?: string) => {
     const user = c.get('user');
     const f = filterQuery.parse(c.req.query());
+    const labelFilter = f.label ? LabelFilterParam.safeParse(f.label) : null;
     const agents = await agentChoices(deps.db, user.account.id);
     const listing = await listConversationPage(deps.db, user.account.id, {
       agentId: f.agent,
       statuses: f.status ? [f.status] : undefined,
       search: f.q,
       unread: f.unread === '1',
+      labels: labelFilter?.success ? labelFilter.data : undefined,
       after: f.after,
       limit: PAGE_SIZE,
     });
@@ -175,6 +181,7 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     if (f.status) keep.set('status', f.status);
     if (f.q) keep.set('q', f.q);
     if (f.unread) keep.set('unread', '1');
+    if (f.label) keep.set('label', f.label);
     const filtered = keep.size > 0;
     const lines = await previews(deps, listing.rows);
     const older = listing.next ? `/conversations?${new URLSearchParams([...keep, ['after', listing.next]])}` : null;
@@ -215,6 +222,17 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
               <label for="f-q">Search titles</label>
               <input id="f-q" name="q" type="search" value={f.q ?? ''} maxlength={200} />
             </div>
+            <div>
+              <label for="f-label">Labels</label>
+              <input
+                id="f-label"
+                name="label"
+                type="search"
+                value={f.label ?? ''}
+                maxlength={1000}
+                placeholder="key or key=value, …"
+              />
+            </div>
             <div class="check">
               <input id="f-unread" name="unread" type="checkbox" value="1" checked={f.unread === '1'} />
               <label for="f-unread">Unread only</label>
@@ -224,6 +242,9 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
             </button>
             {filtered ? <a href="/conversations">Clear</a> : null}
           </form>
+          {labelFilter && !labelFilter.success ? (
+            <ErrorNote message={`The label filter is not valid: ${LABEL_RULE}.`} />
+          ) : null}
           {listing.rows.length === 0 ? (
             <p class="muted" id="no-conversations">
               {filtered || f.after
