@@ -5,7 +5,7 @@
  */
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../agents/runtimes.ts';
+import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../runtimes/table.ts';
 
 export interface PrepareOptions {
   readonly system: string;

@@ -4,8 +4,8 @@
  */
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
-import type { EngineResult } from './errors.ts';
-import type { RunnerSummary } from './views.ts';
+import type { EngineResult } from './engine-errors.ts';
+import type { RunnerSummary } from '../conversations/views.ts';
 
 export interface Placement {
   /**

@@ -10,8 +10,8 @@ import {
   type KnownProvider,
   type SandboxError,
 } from '../../sandbox/index.ts';
-import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
-import type { Placement } from '../conversations/placement.ts';
+import type { EngineError, EngineErrorCode } from '../core/engine-errors.ts';
+import type { Placement } from '../core/placement.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
 import type { RunnerSummary } from '../conversations/views.ts';
 

@@ -21,7 +21,7 @@ import { TEAM_CHANNEL } from '../store/team-schema.ts';
 import { teamTopic, type EventBus } from '../cluster/bus.ts';
 import { publishConversationsChanged } from '../conversations/changes.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
-import { accept, refuse, type EngineResult } from '../conversations/errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import { presenceOf, type Presence } from './presence.ts';
 import type { ConversationView } from '../conversations/views.ts';
 
