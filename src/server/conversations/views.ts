@@ -12,15 +12,7 @@ import {
   type SandboxRow,
   type Turn,
 } from '../store/conversation-schema.ts';
-
-/** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
-export interface RunnerSummary {
-  readonly id: string;
-  readonly name: string;
-  readonly hostname: string | null;
-  readonly root: string | null;
-  readonly online: boolean;
-}
+import type { RunnerSummary } from '../core/placement.ts';
 
 export const RunnerRefSchema = z.object({
   id: z.string(),

@@ -10,10 +10,9 @@ import {
   type KnownProvider,
   type SandboxError,
 } from '../../sandbox/index.ts';
-import type { EngineError, EngineErrorCode } from '../core/engine-errors.ts';
-import type { Placement } from '../core/placement.ts';
+import { accept, refuse } from '../core/engine-errors.ts';
+import type { Placement, RunnerSummary } from '../core/placement.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
-import type { RunnerSummary } from '../conversations/views.ts';
 
 /** How placement reads runner rows (name, hostname, root); the runners store implements it. */
 export interface RunnerDirectory {
@@ -22,18 +21,6 @@ export interface RunnerDirectory {
     runnerId: string,
   ): Promise<{ id: string; name: string; hostname: string | null; root: string | null } | undefined>;
 }
-
-// The port's result values, built here from its types alone: a value import of conversations/ would send
-// the prompt's path back into the folder it came from (test/lint/folders.test.ts).
-const refuse = (
-  code: EngineErrorCode,
-  message: string,
-  extras?: Readonly<Record<string, unknown>>,
-): { ok: false; error: EngineError } => ({
-  ok: false,
-  error: extras ? { code, message, extras } : { code, message },
-});
-const accept = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });
 
 export function providerPlacement(host: RunnerHost | null, runners: RunnerDirectory): Placement {
   return {

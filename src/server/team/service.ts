@@ -8,15 +8,8 @@ import { getAgent } from '../agents/store.ts';
 import type { Agent, Turn } from '../store/conversation-schema.ts';
 import { getConversationById, type ConversationWithSandbox } from '../conversations/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import {
-  deleteAgentSchedules,
-  lastTurn,
-  replyText,
-  setTitle,
-  teamConversations,
-  unbindTeam,
-  usageTotal,
-} from './store.ts';
+import { replyText } from '../conversations/events-store.ts';
+import { deleteAgentSchedules, lastTurn, setTitle, teamConversations, unbindTeam, usageTotal } from './store.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 import { teamTopic, type EventBus } from '../cluster/bus.ts';
 import { publishConversationsChanged } from '../conversations/changes.ts';
