@@ -27,7 +27,8 @@ export const SandboxSchema = z
     id: z.string(),
     provider: z.string(),
     name: z.string(),
-    sprite_name: z.string(),
+    // Upstream clients read the sandbox's name under this key; `name` is the neutral one.
+    sprite_name: z.string().openapi({ deprecated: true, description: 'The same as `name`, for upstream clients.' }),
     status: z.string(),
     url: z.string().nullable(),
     runner: RunnerRefSchema.nullable(),
