@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RUNTIME_SPECS } from '../src/server/agents/runtimes.ts';
+import { RUNTIME_SPECS } from '../src/server/runtimes/table.ts';
 
 const repo = fileURLToPath(new URL('../', import.meta.url));
 const cache = join(repo, '.cache', 'npm');

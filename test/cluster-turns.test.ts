@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
-import { ClusterRunnerHost } from '../src/server/cluster/host.ts';
+import { ClusterRunnerHost } from '../src/server/runners/cluster-host.ts';
 import {
   allEvents,
   answerText,

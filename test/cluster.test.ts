@@ -14,7 +14,7 @@ import { runConformanceSuite, SHELL_FIXTURES } from '../src/sandbox/conformance/
 import { mintRunnerName } from '../src/sandbox/index.ts';
 import { RunnerAdapter } from '../src/providers/runner/index.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
-import { ClusterRunnerHost } from '../src/server/cluster/host.ts';
+import { ClusterRunnerHost } from '../src/server/runners/cluster-host.ts';
 import { runnersTopic, type BusEvent } from '../src/server/cluster/bus.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 

@@ -272,7 +272,7 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     const failed = await stage(conv.id, 'turn', 'failed', mark);
     timings.windowToFailMs = Date.now() - cutAt;
     assert.equal(data(failed).error, 'runner_reconnect_timeout');
-    assert.match(data(failed).reason, /^sprite connection lost: runner_reconnect_timeout/);
+    assert.match(data(failed).reason, /^sandbox connection lost: runner_reconnect_timeout/);
     const ended = await stage(conv.id, 'connection', 'done', mark);
     assert.deepEqual(data(ended), { reason: 'runner_reconnect', outcome: 'failed', error: 'runner_reconnect_timeout' });
     const turns = (await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[];

@@ -11,5 +11,6 @@ export * from './capabilities.ts';
 export * from './adapter.ts';
 export * from './retry.ts';
 export * from './names.ts';
+export * from './home.ts';
 export * from './lifecycle.ts';
 export * from './registry.ts';

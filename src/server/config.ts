@@ -9,7 +9,7 @@ import { optionsFromEnv as e2bOptionsFromEnv, type E2BOptions } from '../provide
 import { spritesOptionsFromEnv, type SpritesOptions } from '../providers/sprites/config.ts';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider } from '../sandbox/providers.ts';
 import { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './conversations/config.ts';
-import { API_KEY_PATTERN } from './account/keys-store.ts';
+import { API_KEY_PATTERN } from './core/keys-store.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 

@@ -58,32 +58,45 @@ export interface Violation {
 export interface Import {
   readonly file: string;
   readonly target: string;
+  /** `import type` / `export type`: it touches nothing at run time. */
+  readonly typeOnly: boolean;
 }
 
 /**
- * Every relative value import of every non-test source file under src/ (repository-relative paths).
- * A type-only import touches nothing at run time and is left out; test files and test support are too
- * (they may reach anywhere).
+ * The relative module specifiers a source text imports: static imports and re-exports (`type` ones
+ * marked), side-effect imports, and `import('…')`, whether called or used in a type.
  */
-export function valueImports(root: string): Import[] {
+export function importsOf(text: string): { spec: string; typeOnly: boolean }[] {
+  const out: { spec: string; typeOnly: boolean }[] = [];
+  for (const m of text.matchAll(
+    /^(?:import|export)\s+(type\s)?[^;]*?from\s+'(\.{1,2}\/[^']+)'|^import\s+'(\.{1,2}\/[^']+)'|import\(\s*'(\.{1,2}\/[^']+)'\s*\)/gms,
+  ))
+    out.push({ spec: (m[2] ?? m[3] ?? m[4])!, typeOnly: m[1] !== undefined });
+  return out;
+}
+
+/**
+ * Every relative import of every non-test source file under src/ (repository-relative paths), type
+ * imports included and marked. Test files and test support are left out: they may reach anywhere.
+ */
+export function sourceImports(root: string): Import[] {
   const out: Import[] = [];
   for (const abs of walk(join(root, 'src'))) {
     const file = relative(root, abs).split('\\').join('/');
     if (isTestSupport(file)) continue;
-    const text = readFileSync(abs, 'utf8');
-    for (const m of text.matchAll(
-      /^(?:import|export)\s+(?!type\s)[^;]*?from\s+'(\.{1,2}\/[^']+)'|import\(\s*'(\.{1,2}\/[^']+)'\s*\)/gms,
-    )) {
-      out.push({
-        file,
-        target: relative(root, resolve(dirname(abs), (m[1] ?? m[2])!))
-          .split('\\')
-          .join('/'),
-      });
+    for (const { spec, typeOnly } of importsOf(readFileSync(abs, 'utf8'))) {
+      const target = relative(root, resolve(dirname(abs), spec))
+        .split('\\')
+        .join('/')
+        .replace(/\.js$/, '.ts');
+      out.push({ file, target, typeOnly });
     }
   }
   return out;
 }
+
+/** The imports that exist at run time: a type-only import touches nothing there, so the `never` rules leave it out. */
+export const valueImports = (root: string): Import[] => sourceImports(root).filter((i) => !i.typeOnly);
 
 /** Every value import that breaks a rule. */
 export function violations(root: string): Violation[] {

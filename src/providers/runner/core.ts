@@ -7,7 +7,7 @@ import { posix } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Capability, Command, Handle, Result, SandboxError, SandboxResult } from '../../sandbox/index.ts';
-import { Private, err, fail, ok, parseRunnerName } from '../../sandbox/index.ts';
+import { Private, SANDBOX_HOME, err, fail, ok, parseRunnerName } from '../../sandbox/index.ts';
 import { DEFAULT_RUNNER_CAPABILITIES, decodeBase64 } from '../../wire/index.ts';
 import { RUNNER_OFFLINE, providerError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
@@ -16,7 +16,6 @@ import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, Session
 export const CAPS: ReadonlySet<Capability> = new Set<Capability>(DEFAULT_RUNNER_CAPABILITIES);
 /** The daemon gets the exec's own budget; the server waits this much longer for the reply. */
 export const EXEC_GRACE_MS = 10_000;
-export const SANDBOX_HOME = '/home/sprite';
 
 /** What `Command.private` holds for a runner command. */
 export interface RunnerCommandPrivate {

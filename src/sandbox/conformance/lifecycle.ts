@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { describe } from 'node:test';
 import { isTransient } from '../retry.ts';
+import { SANDBOX_HOME } from '../home.ts';
 import type { SuiteContext } from './context.ts';
 import { expectCode, expectErr, text, unwrap, utf8 } from './context.ts';
 import { check, lacks } from './define.ts';
@@ -75,7 +76,7 @@ export const lifecycleGroup = (ctx: SuiteContext): void => {
       if (lacks(t, ctx, 'suspend')) return;
       const a = ctx.adapter;
       const h = await ctx.sandbox();
-      const dir = ctx.opts.scratchDir ?? '/home/sprite';
+      const dir = ctx.opts.scratchDir ?? SANDBOX_HOME;
       const path = `${dir}/conformance/nested/keep-${h.name}.txt`;
       const payload = utf8(`kept across suspend ${h.name}\n`);
       unwrap(await a.files.writeFile(h, path, payload), 'write_file (creates parent directories)');

@@ -9,6 +9,7 @@ import { capabilitiesOf } from '../adapter.ts';
 import { describeError } from '../errors.ts';
 import type { SandboxError } from '../errors.ts';
 import { isTransient } from '../retry.ts';
+import { SANDBOX_HOME } from '../home.ts';
 import type { SuiteContext } from './context.ts';
 import { expectErr, isResult, utf8 } from './context.ts';
 import { check } from './define.ts';
@@ -83,7 +84,7 @@ export const robustnessGroup = (ctx: SuiteContext): void => {
       const a = ctx.adapter;
       const fx = ctx.opts.fixtures;
       const seen: Array<[string, unknown]> = [];
-      const dir = ctx.opts.scratchDir ?? '/home/sprite';
+      const dir = ctx.opts.scratchDir ?? SANDBOX_HOME;
       seen.push(['get', await a.lifecycle.get(handle)]);
       seen.push(['exec', await a.processes.exec(handle, fx.execOk.cmd, fx.execOk.args)]);
       seen.push(['exec(bad)', await a.processes.exec(handle, '', [])]);

@@ -8,7 +8,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../store/db.ts';
 import { createAccount, findOwner } from './store.ts';
 import { audit } from './audit.ts';
-import { API_KEY_PATTERN, createApiKey } from './keys-store.ts';
+import { API_KEY_PATTERN, createApiKey } from '../core/keys-store.ts';
 import type { Account } from '../store/schema.ts';
 
 export const BOOTSTRAP_KEY_FILE = 'bootstrap-key';

@@ -13,13 +13,13 @@ import {
   listApiKeys,
   revokeApiKey,
   type CreatedKey,
-} from './keys-store.ts';
+} from '../core/keys-store.ts';
 import { consumeSigninToken, insertSigninToken, signinTokenRefusal } from './signin-store.ts';
 import { createAccount, findAccountByEmail, setCredentialBrokerage } from './store.ts';
 
 export { API_KEY_SCOPES } from '../store/schema.ts';
-export { API_KEY_PATTERN } from './keys-store.ts';
-export type { CreatedKey } from './keys-store.ts';
+export { API_KEY_PATTERN } from '../core/keys-store.ts';
+export type { CreatedKey } from '../core/keys-store.ts';
 
 const asDb = (db: Db | EngineDb): Db => db as unknown as Db;
 

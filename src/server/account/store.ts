@@ -4,7 +4,7 @@
 import { eq } from 'drizzle-orm';
 import type { Db } from '../store/db.ts';
 import { accounts, type Account, type AccountRole } from '../store/schema.ts';
-import { keysChanged } from './key-cache-store.ts';
+import { keysChanged } from '../core/key-cache-store.ts';
 
 export async function createAccount(
   db: Db,

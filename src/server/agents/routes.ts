@@ -9,7 +9,7 @@ import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider, type ProviderRegistry } from '../../sandbox/index.ts';
 import { requireKey, type AppEnv } from '../http/auth.ts';
 import { MetadataSchema } from './metadata.ts';
-import { RUNTIME_SPECS, modelProblem } from './runtimes.ts';
+import { RUNTIME_SPECS, modelProblem } from '../runtimes/table.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import {

@@ -182,7 +182,7 @@ export class AgentProcess {
         const reason =
           f.type === 'exit'
             ? `the agent exited with code ${f.code}`
-            : `sprite connection lost: ${describeError(f.error)}`;
+            : `sandbox connection lost: ${describeError(f.error)}`;
         this.#ended = true;
         // The owner hears first, so a recovery can disown the prompt before the client fails it.
         if (!this.#stopped) this.events.onEnd(reason, f.type === 'error' ? f.error : undefined);

@@ -3,7 +3,7 @@
  * runtime refused, a sandbox that was gone): its first prompt in the new session carries it.
  */
 import type { ContentBlock } from '@agentclientprotocol/sdk';
-import { replyText } from '../team/store.ts';
+import { replyText } from './events-store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listTurns } from './store.ts';
 

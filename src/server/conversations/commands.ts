@@ -3,7 +3,7 @@
  * their wire shapes between nodes, and the check of what comes back, which is answered as if local.
  */
 import { z } from 'zod';
-import { ENGINE_ERROR_STATUS, refuse, type EngineErrorCode, type EngineResult } from './errors.ts';
+import { ENGINE_ERROR_STATUS, refuse, type EngineErrorCode, type EngineResult } from '../core/engine-errors.ts';
 
 export const engineCommandSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('prompt'), accountId: z.string(), conversationId: z.string(), text: z.string() }),
@@ -28,7 +28,7 @@ const resultSchema = z.discriminatedUnion('ok', [
   }),
 ]);
 
-/** What a node-to-node request came back with (cluster/host.ts NodeReply). */
+/** What a node-to-node request came back with (runners/cluster-host.ts NodeReply). */
 export type LinkReply =
   | { readonly ok: true; readonly value: unknown }
   | { readonly ok: false; readonly reason: string };
@@ -62,7 +62,7 @@ export function answerOf<T>(reply: LinkReply, valueSchema: z.ZodType<T>): Engine
     : refuse('server_node_unreachable', 'the server node driving this conversation answered something malformed');
 }
 
-/** Node-to-node requests as the cluster carries them (cluster/host.ts implements it). */
+/** Node-to-node requests as the cluster carries them (runners/cluster-host.ts implements it). */
 export interface NodeRequests {
   request(node: string, payload: Record<string, unknown>, timeoutMs: number): Promise<LinkReply>;
   serveRequests(handler: (payload: unknown) => Promise<unknown>): void;

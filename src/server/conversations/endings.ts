@@ -4,7 +4,7 @@
  */
 import type { KnownProvider } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts } from './live.ts';
 import {
   deleteConversationRows,

@@ -10,7 +10,7 @@ import { EventFeeds } from './feed.ts';
 import { conversationsSignal, publishConversationsChanged } from './changes.ts';
 import { NodeOwnership } from '../cluster/ownership.ts';
 import { Endings } from './endings.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import { EventLog } from './event-log.ts';
 import { Launcher } from './launcher.ts';
 import type { EngineCore, EngineDeps, EngineParts } from './live.ts';

@@ -13,7 +13,7 @@ export {
   type EngineError,
   type EngineErrorCode,
   type EngineResult,
-} from './errors.ts';
+} from '../core/engine-errors.ts';
 export { conversationTag, taggedArgv } from './agent-process.ts';
-export { RUNTIME_SPECS, modelProblem } from '../agents/runtimes.ts';
+export { RUNTIME_SPECS, modelProblem } from '../runtimes/table.ts';
 export type { ConversationView, EventView, TurnView } from './views.ts';

@@ -14,7 +14,7 @@ import type { AgentProcess } from './agent-process.ts';
 import type { EngineConfig } from './config.ts';
 import type { EventLog } from './event-log.ts';
 import type { KeyedLock } from './lock.ts';
-import type { Placement } from './placement.ts';
+import type { Placement } from '../core/placement.ts';
 import type { SandboxTokens } from './sandbox-token.ts';
 import type { LaunchCredentials } from '../credentials/service.ts';
 import { RefusalWatch } from './model-refusal.ts';

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { messageUpdateKind } from '../../acp/index.ts';
-import { gatewayLimitSentence } from '../agents/runtimes.ts';
+import { gatewayLimitSentence } from '../runtimes/table.ts';
 
 const CodexError = z.object({
   params: z.object({

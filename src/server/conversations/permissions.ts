@@ -7,7 +7,7 @@ import type { RequestPermissionRequest } from '@agentclientprotocol/sdk';
 import type { HeldPermission } from '../../acp/index.ts';
 import type { PendingPermission } from '../store/conversation-schema.ts';
 import type { AgentProcess } from './agent-process.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import { permissionWasAsked } from './events-store.ts';
 import type { ActiveTurn, EngineCore, EngineParts, Live } from './live.ts';
 import { heldAsk, type Ask, type AskResolution } from './turn/machine.ts';

@@ -5,7 +5,7 @@
  */
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
-import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../agents/runtimes.ts';
+import { SANDBOX_HOME, dotenv, installScript, type RuntimeSpec } from '../runtimes/table.ts';
 import { packageCommands } from '../environments/steps.ts';
 import type { CustomRuntime } from '../store/conversation-schema.ts';
 

@@ -8,10 +8,10 @@
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
-import { SANDBOX_HOME, specFor } from '../agents/runtimes.ts';
+import { SANDBOX_HOME, specFor } from '../runtimes/table.ts';
 import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
 import { STRICTNESS, loosening, verdictFor } from './policy.ts';
 import { capReason } from './reason.ts';

@@ -7,7 +7,7 @@ import type { Session } from '../../sandbox/index.ts';
 import type { PendingPermission } from '../store/conversation-schema.ts';
 import { conversationTag } from './agent-process.ts';
 
-/** Why a recovery gave up; each becomes the turn's `error` and the text after "sprite connection lost: ". */
+/** Why a recovery gave up; each becomes the turn's `error` and the text after "sandbox connection lost: ". */
 export type RecoveryFailure =
   | 'runner_reconnect_timeout'
   | 'runner_replay_boundary_missing'

@@ -6,10 +6,10 @@
 import { sql } from 'drizzle-orm';
 import type { CheckpointRow } from '../checkpoints/service.ts';
 import { describeError, type Handle, type KnownProvider, type SandboxAdapter } from '../../sandbox/index.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME } from '../runtimes/table.ts';
 import { turns as turnsTable, type Conversation, type Turn, type UsageTotal } from '../store/conversation-schema.ts';
 import { rowsOf } from '../store/engine-db.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts } from './live.ts';
 import {
   getConversation,

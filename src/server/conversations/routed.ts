@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { liveOwnerOf } from '../cluster/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { answerOf, type EngineCommand, type OwnerLink } from './commands.ts';
-import type { EngineResult } from './errors.ts';
+import type { EngineResult } from '../core/engine-errors.ts';
 
 /** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
 const COMMAND_TIMEOUT_MS = 30_000;

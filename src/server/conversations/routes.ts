@@ -8,7 +8,7 @@
 import { createRoute, type OpenAPIHono, z } from '@hono/zod-openapi';
 import { hasScope, requireKey, type AppEnv } from '../http/auth.ts';
 import type { ConversationEngine } from './engine.ts';
-import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from './errors.ts';
+import { ENGINE_ERROR_STATUS, ENGINE_RETRY_AFTER, type EngineError, type EngineResult } from '../core/engine-errors.ts';
 import { ConversationSchema, EventSchema, eventView, TurnSchema, turnView } from './views.ts';
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';

@@ -5,8 +5,8 @@
 import type { AgentCapabilities, McpServer } from '@agentclientprotocol/sdk';
 import { and, eq, isNull } from 'drizzle-orm';
 import type { EngineDb } from '../store/engine-db.ts';
-import { hashApiKey, keyPrefix, mintApiKey } from '../account/keys-store.ts';
-import { keysChanged } from '../account/key-cache-store.ts';
+import { hashApiKey, keyPrefix, mintApiKey } from '../core/keys-store.ts';
+import { keysChanged } from '../core/key-cache-store.ts';
 import { apiKeys } from '../store/schema.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 

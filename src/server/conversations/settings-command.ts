@@ -3,7 +3,7 @@
  * at once to its agent when this node runs it (otherwise at its next launch).
  */
 import type { Agent, Conversation, SessionSettings } from '../store/conversation-schema.ts';
-import { accept, refuse, type EngineResult } from './errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, Live } from './live.ts';
 import { capReason } from './reason.ts';
 import { applySettings, effectiveSettings, planSettings } from './session-settings.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { taggedArgv } from './agent-process.ts';
 import { loosening } from './policy.ts';
-import { RUNTIME_SPECS, SANDBOX_HOME, dotenv, modelProblem, promptFailureReason } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME, dotenv, modelProblem, promptFailureReason } from '../runtimes/table.ts';
 import { RefusalWatch } from './model-refusal.ts';
 import { KeyedLock } from './lock.ts';
 import { silenceReason } from './turn/machine.ts';

@@ -14,15 +14,7 @@ import {
   type SessionOffered,
   type Turn,
 } from '../store/conversation-schema.ts';
-
-/** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
-export interface RunnerSummary {
-  readonly id: string;
-  readonly name: string;
-  readonly hostname: string | null;
-  readonly root: string | null;
-  readonly online: boolean;
-}
+import type { RunnerSummary } from '../core/placement.ts';
 
 export const RunnerRefSchema = z.object({
   id: z.string(),
@@ -37,7 +29,8 @@ export const SandboxSchema = z
     id: z.string(),
     provider: z.string(),
     name: z.string(),
-    sprite_name: z.string(),
+    // Upstream clients read the sandbox's name under this key; `name` is the neutral one.
+    sprite_name: z.string().openapi({ deprecated: true, description: 'The same as `name`, for upstream clients.' }),
     status: z.string(),
     url: z.string().nullable(),
     runner: RunnerRefSchema.nullable(),

@@ -4,7 +4,7 @@
  * runtime takes them — claude's project `.mcp.json`, gemini's settings.json, or ACP `session/new`.
  */
 import type { McpServer as AcpMcpServer } from '@agentclientprotocol/sdk';
-import type { RuntimeSpec } from '../agents/runtimes.ts';
+import type { RuntimeSpec } from '../runtimes/table.ts';
 import type { McpServer } from '../store/environment-schema.ts';
 
 /** A file the configuration step writes (mode 0600: it may name the agent's tools' endpoints). */

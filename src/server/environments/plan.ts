@@ -6,7 +6,7 @@
 import type { McpServer as AcpMcpServer } from '@agentclientprotocol/sdk';
 import { createHash } from 'node:crypto';
 import { Private } from '../../sandbox/private.ts';
-import type { RuntimeSpec } from '../agents/runtimes.ts';
+import type { RuntimeSpec } from '../runtimes/table.ts';
 import type { Agent } from '../store/conversation-schema.ts';
 import type { Environment, Packages, Repository, Skill } from '../store/environment-schema.ts';
 import { deliverMcp, type ConfigFile } from './mcp.ts';

@@ -4,6 +4,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { NETWORKING_TYPES } from '../store/environment-schema.ts';
+import { SANDBOX_HOME } from '../../sandbox/home.ts';
 
 /** A variable or secret name a shell and a process environment both accept. */
 export const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
@@ -26,13 +27,13 @@ const host = z
     'must be a domain name or *.domain (lowercase, no scheme or port)',
   );
 
-/** Under /home/sprite (absolute or relative to it), with no `..` to climb out. */
+/** Under the sandbox home (absolute or relative to it), with no `..` to climb out. */
 const mountPath = z
   .string()
   .min(1)
   .max(500)
   .refine((p) => !p.split('/').includes('..'), 'must not contain ..')
-  .refine((p) => !p.startsWith('/') || p.startsWith('/home/sprite/'), 'must be under /home/sprite')
+  .refine((p) => !p.startsWith('/') || p.startsWith(`${SANDBOX_HOME}/`), `must be under ${SANDBOX_HOME}`)
   .refine((p) => /^[A-Za-z0-9._/-]+$/.test(p), 'may hold only letters, digits and . _ / -');
 
 const gitRef = z

@@ -4,6 +4,7 @@
  */
 import type { z } from '@hono/zod-openapi';
 import { Private } from '../../sandbox/private.ts';
+import { SANDBOX_HOME } from '../../sandbox/home.ts';
 import type { EnvironmentCreateBody } from './schemas.ts';
 import { open, seal } from '../credentials/sealing.ts';
 import type { EngineDb } from '../store/engine-db.ts';
@@ -149,7 +150,7 @@ export class EnvironmentService {
   }
 }
 
-/** A repository without a mount_path lands in /home/sprite/<its name>; a relative one under /home/sprite. */
+/** A repository without a mount_path lands in the sandbox home (<home>/<its name>); a relative one under it. */
 export function withMountPath(r: {
   url: string;
   mount_path?: string | undefined;
@@ -159,7 +160,7 @@ export function withMountPath(r: {
   const base =
     (new URL(r.url).pathname.split('/').filter(Boolean).pop() ?? 'repository').replace(/\.git$/, '') || 'repository';
   const given = r.mount_path ?? base;
-  const mount_path = given.startsWith('/') ? given : `/home/sprite/${given}`;
+  const mount_path = given.startsWith('/') ? given : `${SANDBOX_HOME}/${given}`;
   return {
     url: r.url,
     mount_path,

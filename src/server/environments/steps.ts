@@ -4,7 +4,7 @@
  * reason in words. Secret values and clone tokens are scrubbed from every output before it is shown.
  */
 import type { EnvPairs, Handle, SandboxAdapter } from '../../sandbox/index.ts';
-import { describeError, fail } from '../../sandbox/index.ts';
+import { describeError, fail, SANDBOX_HOME } from '../../sandbox/index.ts';
 import type { Repository, Skill } from '../store/environment-schema.ts';
 import { GIT_IDENTITY, stepIsEmpty, type LaunchPlan, type PlannedStep, type StepName } from './plan.ts';
 
@@ -153,7 +153,7 @@ export async function runSteps(o: StepRunOptions): Promise<StepsResult> {
     extraEnv: EnvPairs = [],
   ): Promise<{ ok: true; exitCode: number; output: string } | { ok: false; reason: string }> => {
     // A fresh sandbox may not have its home yet (nothing was written there): made here rather than asked of `dir`.
-    const inHome = `mkdir -p /home/sprite 2>/dev/null; cd /home/sprite 2>/dev/null || true\n${script}`;
+    const inHome = `mkdir -p ${SANDBOX_HOME} 2>/dev/null; cd ${SANDBOX_HOME} 2>/dev/null || true\n${script}`;
     const r = await o.adapter.processes.exec(o.handle, 'sh', ['-c', inHome, 'sh', ...args], {
       env: [...env, ...extraEnv],
       timeoutMs,

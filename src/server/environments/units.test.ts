@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { RUNTIME_SPECS } from '../agents/runtimes.ts';
+import { RUNTIME_SPECS } from '../runtimes/table.ts';
 import { Private } from '../../sandbox/private.ts';
 import { deliverMcp, mergeRuntimeFile } from './mcp.ts';
 import { McpServerSchema } from './schemas.ts';

@@ -7,8 +7,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { Agent, request, type Dispatcher } from 'undici';
-import { API_KEY_PATTERN, findKeyByHash, hashApiKey } from '../account/keys-store.ts';
-import { keyGeneration, recall, remember } from '../account/key-cache-store.ts';
+import { API_KEY_PATTERN, findKeyByHash, hashApiKey } from '../core/keys-store.ts';
+import { keyGeneration, recall, remember } from '../core/key-cache-store.ts';
 import type { OpenedCredential } from '../credentials/delivery.ts';
 import {
   CREDENTIAL_API,

@@ -7,8 +7,8 @@ import type { Logger } from 'pino';
 import { ApiError } from './errors.ts';
 import { checkSandboxToken } from './sandbox-authority.ts';
 import type { Db } from '../store/db.ts';
-import { API_KEY_PATTERN, findKeyByHash, hashApiKey, touchApiKey } from '../account/keys-store.ts';
-import { keyGeneration, recall, remember, stamped } from '../account/key-cache-store.ts';
+import { API_KEY_PATTERN, findKeyByHash, hashApiKey, touchApiKey } from '../core/keys-store.ts';
+import { keyGeneration, recall, remember, stamped } from '../core/key-cache-store.ts';
 import type { Account, ApiKey, ApiKeyScope } from '../store/schema.ts';
 
 export interface Principal {

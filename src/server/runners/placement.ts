@@ -10,10 +10,9 @@ import {
   type KnownProvider,
   type SandboxError,
 } from '../../sandbox/index.ts';
-import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
-import type { Placement } from '../conversations/placement.ts';
+import { accept, refuse } from '../core/engine-errors.ts';
+import type { Placement, RunnerSummary } from '../core/placement.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
-import type { RunnerSummary } from '../conversations/views.ts';
 
 /** How placement reads runner rows (name, hostname, root); the runners store implements it. */
 type RunnerRow = { id: string; name: string; hostname: string | null; root: string | null };
@@ -24,18 +23,6 @@ export interface RunnerDirectory {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-// The port's result values, built here from its types alone: a value import of conversations/ would send
-// the prompt's path back into the folder it came from (test/lint/folders.test.ts).
-const refuse = (
-  code: EngineErrorCode,
-  message: string,
-  extras?: Readonly<Record<string, unknown>>,
-): { ok: false; error: EngineError } => ({
-  ok: false,
-  error: extras ? { code, message, extras } : { code, message },
-});
-const accept = <T>(value: T): { ok: true; value: T } => ({ ok: true, value });
 
 export function providerPlacement(host: RunnerHost | null, runners: RunnerDirectory): Placement {
   return {

@@ -7,7 +7,7 @@ import { and, eq, gt, isNull } from 'drizzle-orm';
 import { pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
 import type { Db } from '../store/db.ts';
-import { createApiKey } from '../account/keys-store.ts';
+import { createApiKey } from '../core/keys-store.ts';
 
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 

@@ -19,7 +19,7 @@ import {
   mintApiKey,
   revokeApiKey,
   API_KEY_PATTERN,
-} from '../account/keys-store.ts';
+} from '../core/keys-store.ts';
 import { deleteRunner, listRunners, touchRunner, upsertRunner } from '../runners/store.ts';
 import { audit, listAudit } from '../account/audit.ts';
 import { apiKeys } from './schema.ts';

@@ -10,7 +10,8 @@ import { TEAM_MCP_NAME } from '../conversations/sandbox-token.ts';
 import type { TeamService, Teammate } from './service.ts';
 import { isUuid } from '../http/ids.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { recentTurns, replyText } from './store.ts';
+import { replyText } from '../conversations/events-store.ts';
+import { recentTurns } from './store.ts';
 import { LABEL_RULE, LABELS_MAX, parseLabel } from '../conversations/labels.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
 

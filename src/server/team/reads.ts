@@ -5,7 +5,8 @@
  */
 import type { EventStream, Turn } from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { lastTurn, pageTeamEvents, replyText, teamConversationAgents, type TeamEventRow } from './store.ts';
+import { replyText } from '../conversations/events-store.ts';
+import { lastTurn, pageTeamEvents, teamConversationAgents, type TeamEventRow } from './store.ts';
 
 export { TEAM_CHANNEL } from '../store/team-schema.ts';
 export type { TeamEventRow } from './store.ts';

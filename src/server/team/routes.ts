@@ -11,7 +11,7 @@ import type { ConversationEngine } from '../conversations/engine.ts';
 import { PRESENCE_STATES } from './presence.ts';
 import type { TeamService, Teammate } from './service.ts';
 import type { Scheduler } from './scheduler.ts';
-import type { EngineResult } from '../conversations/errors.ts';
+import type { EngineResult } from '../core/engine-errors.ts';
 import { eventView } from '../conversations/views.ts';
 import { ApiError } from '../http/errors.ts';
 import { runnersTopic, teamTopic } from '../cluster/bus.ts';

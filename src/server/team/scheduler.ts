@@ -10,7 +10,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { claimFiring, dueSchedules, getScheduleById, leaseRuns, updateRun, updateSchedule } from './store.ts';
 import type { Schedule } from '../store/team-schema.ts';
 import { next, parseCron } from './cron.ts';
-import type { EngineError, EngineErrorCode, EngineResult } from '../conversations/errors.ts';
+import type { EngineError, EngineErrorCode, EngineResult } from '../core/engine-errors.ts';
 import type { Delivery, TeamService } from './service.ts';
 
 export interface SchedulerConfig {

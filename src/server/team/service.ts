@@ -8,20 +8,13 @@ import { getAgent } from '../agents/store.ts';
 import type { Agent, Turn } from '../store/conversation-schema.ts';
 import { getConversationById, type ConversationWithSandbox } from '../conversations/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import {
-  deleteAgentSchedules,
-  lastTurn,
-  replyText,
-  setTitle,
-  teamConversations,
-  unbindTeam,
-  usageTotal,
-} from './store.ts';
+import { replyText } from '../conversations/events-store.ts';
+import { deleteAgentSchedules, lastTurn, setTitle, teamConversations, unbindTeam, usageTotal } from './store.ts';
 import { TEAM_CHANNEL } from '../store/team-schema.ts';
 import { teamTopic, type EventBus } from '../cluster/bus.ts';
 import { publishConversationsChanged } from '../conversations/changes.ts';
 import type { ConversationEngine } from '../conversations/engine.ts';
-import { accept, refuse, type EngineResult } from '../conversations/errors.ts';
+import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import { presenceOf, type Presence } from './presence.ts';
 import type { ConversationView } from '../conversations/views.ts';
 

@@ -89,39 +89,6 @@ export async function recentTurns(db: EngineDb, conversationId: string, n: numbe
     .limit(n);
 }
 
-/** The agent's reply in a turn: the text of its agent_message_chunk updates, joined. */
-export async function replyText(db: EngineDb, conversationId: string, turnId: string): Promise<string> {
-  const rows = await db
-    .select({ data: events.data })
-    .from(events)
-    .where(and(eq(events.conversationId, conversationId), eq(events.turnId, turnId), eq(events.stream, 'acp')))
-    .orderBy(asc(events.id));
-  let text = '';
-  for (const r of rows) {
-    let msg: unknown;
-    try {
-      msg = JSON.parse(r.data);
-    } catch {
-      continue;
-    }
-    const u = (
-      msg as {
-        method?: unknown;
-        params?: { update?: { sessionUpdate?: unknown; content?: { type?: unknown; text?: unknown } } };
-      }
-    ).params?.update;
-    if (
-      (msg as { method?: unknown }).method === 'session/update' &&
-      u?.sessionUpdate === 'agent_message_chunk' &&
-      u.content?.type === 'text' &&
-      typeof u.content.text === 'string'
-    ) {
-      text += u.content.text;
-    }
-  }
-  return text;
-}
-
 export async function unbindTeam(db: EngineDb, accountId: string, agentId: string): Promise<void> {
   await db
     .update(conversations)

@@ -2,8 +2,8 @@
  * What the web pages ask the engine to do, with each refusal turned into a sentence a person can act on
  * (the page shows it next to the button that caused it).
  */
-import type { EngineError, EngineErrorCode } from '../conversations/errors.ts';
-import { ENGINE_ERROR_STATUS } from '../conversations/errors.ts';
+import type { EngineError, EngineErrorCode } from '../core/engine-errors.ts';
+import { ENGINE_ERROR_STATUS } from '../core/engine-errors.ts';
 import type { WebDeps } from './context.ts';
 import { currentConversation } from './roster.ts';
 import type { TeamService } from '../team/service.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createAccount } from '../account/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { createApiKey, revokeApiKey } from '../account/keys-store.ts';
+import { createApiKey, revokeApiKey } from '../core/keys-store.ts';
 import { openTestDatabase, type TestDatabase } from '../store/testing.ts';
 import { insertSigninToken } from '../account/signin-store.ts';
 import {

@@ -18,7 +18,7 @@ import type { WireError } from '../../backend.ts';
 import type { CommandRequest, Confinement, LaunchSpec } from '../process/confinement.ts';
 import { userNamespaceFilter } from './userns-filter.ts';
 import { childEnv } from '../process/env.ts';
-import { SPRITE_HOME } from '../process/paths.ts';
+import { SANDBOX_HOME } from '../process/paths.ts';
 import type { BeneathTarget } from '../process/write-beneath.ts';
 import { SandboxCgroup } from './cgroups.ts';
 import type { CgroupLimits } from './cgroups.ts';
@@ -102,7 +102,7 @@ const under = (parent: string, child: string): boolean => {
 export class NamespaceConfinement implements Confinement {
   readonly extraCapabilities: readonly string[] = ['network_policy'];
   /** Commands see the sandbox at /home/sprite, never at its host directory. */
-  readonly insidePath = SPRITE_HOME;
+  readonly insidePath = SANDBOX_HOME;
   readonly #o: NamespaceConfinementOptions;
   readonly #live = new Map<string, Live>();
   /** One setup or teardown at a time per sandbox. */
@@ -148,9 +148,9 @@ export class NamespaceConfinement implements Confinement {
 
   launch(name: string, dir: string, req: CommandRequest): LaunchSpec {
     const o = this.#o;
-    const env = childEnv(SPRITE_HOME, req.env, {
+    const env = childEnv(SANDBOX_HOME, req.env, {
       base: o.env,
-      realHome: SPRITE_HOME,
+      realHome: SANDBOX_HOME,
       user: SANDBOX_USER,
       tmpdir: '/tmp',
     });
@@ -174,7 +174,7 @@ export class NamespaceConfinement implements Confinement {
       '/home',
       '--bind',
       dir,
-      SPRITE_HOME,
+      SANDBOX_HOME,
       '--bind',
       this.#tmpDir(name),
       '/tmp',
@@ -253,13 +253,13 @@ export class NamespaceConfinement implements Confinement {
   /** Inside /home/sprite or the private /tmp; nothing else is writable from inside either. */
   writablePath(name: string, dir: string, path: string): BeneathTarget | null {
     const p = posix.resolve(
-      SPRITE_HOME,
-      path === '~' ? SPRITE_HOME : path.startsWith('~/') ? `${SPRITE_HOME}/${path.slice(2)}` : path,
+      SANDBOX_HOME,
+      path === '~' ? SANDBOX_HOME : path.startsWith('~/') ? `${SANDBOX_HOME}/${path.slice(2)}` : path,
     );
     const uid = this.#live.get(name)?.uid ?? this.#uidOf(name);
     const owner = { uid, gid: uid };
-    if (p.startsWith(`${SPRITE_HOME}/`))
-      return { base: dir, components: p.slice(SPRITE_HOME.length + 1).split('/'), owner };
+    if (p.startsWith(`${SANDBOX_HOME}/`))
+      return { base: dir, components: p.slice(SANDBOX_HOME.length + 1).split('/'), owner };
     if (p.startsWith('/tmp/')) return { base: this.#tmpDir(name), components: p.slice(5).split('/'), owner };
     return null;
   }
@@ -459,7 +459,7 @@ export class NamespaceConfinement implements Confinement {
     };
     await writeFile(
       join(this.#stateDir(name), 'passwd'),
-      `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SPRITE_HOME}:/bin/sh\n`,
+      `${host('/etc/passwd')}\n${SANDBOX_USER}:x:${uid}:${uid}:Fountain sandbox:${SANDBOX_HOME}:/bin/sh\n`,
       { mode: 0o644 },
     );
     await writeFile(join(this.#stateDir(name), 'group'), `${host('/etc/group')}\n${SANDBOX_USER}:x:${uid}:\n`, {
@@ -522,11 +522,11 @@ export class NamespaceConfinement implements Confinement {
     const r = requested ?? '';
     const p =
       r === '' || r === '~'
-        ? SPRITE_HOME
-        : posix.resolve(SPRITE_HOME, r.startsWith('~/') ? `${SPRITE_HOME}/${r.slice(2)}` : r);
+        ? SANDBOX_HOME
+        : posix.resolve(SANDBOX_HOME, r.startsWith('~/') ? `${SANDBOX_HOME}/${r.slice(2)}` : r);
     let host: string | null;
-    if (p === SPRITE_HOME) return p;
-    if (p.startsWith(`${SPRITE_HOME}/`)) host = join(dir, p.slice(SPRITE_HOME.length + 1));
+    if (p === SANDBOX_HOME) return p;
+    if (p.startsWith(`${SANDBOX_HOME}/`)) host = join(dir, p.slice(SANDBOX_HOME.length + 1));
     else if (p === '/tmp' || p.startsWith('/tmp/')) host = join(this.#tmpDir(name), p.slice(4));
     else if (p === '/home' || p.startsWith('/home/') || p === '/run' || p.startsWith('/run/')) host = null;
     else if ([this.#o.root, ...this.#o.hidden].some((h) => p === h || under(h, p))) host = null;
@@ -536,7 +536,7 @@ export class NamespaceConfinement implements Confinement {
     } catch {
       // missing: fall back to the sandbox home
     }
-    return SPRITE_HOME;
+    return SANDBOX_HOME;
   }
 }
 

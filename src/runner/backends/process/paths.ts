@@ -5,8 +5,9 @@
 import { statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { BeneathTarget } from './write-beneath.ts';
+import { SANDBOX_HOME } from '../../../sandbox/home.ts';
 
-export const SPRITE_HOME = '/home/sprite';
+export { SANDBOX_HOME };
 
 /** Null when the name is usable as a directory under the root, else why not. */
 export function badSandboxName(name: string): string | null {
@@ -19,15 +20,15 @@ export function badSandboxName(name: string): string | null {
 /** Maps a sandbox-side path to the host: /home/sprite, ~ and relative paths land in the sandbox dir. */
 export function mapPath(dir: string, path: string | undefined): string {
   const p = path ?? '';
-  if (p === '' || p === SPRITE_HOME || p === '~') return dir;
-  if (p.startsWith(`${SPRITE_HOME}/`)) return join(dir, p.slice(SPRITE_HOME.length + 1));
+  if (p === '' || p === SANDBOX_HOME || p === '~') return dir;
+  if (p.startsWith(`${SANDBOX_HOME}/`)) return join(dir, p.slice(SANDBOX_HOME.length + 1));
   if (p.startsWith('~/')) return join(dir, p.slice(2));
   if (!isAbsolute(p)) return join(dir, p);
   return p;
 }
 
 /** Every literal /home/sprite in a command or argument becomes the sandbox directory. */
-export const mapArg = (dir: string, arg: string): string => arg.split(SPRITE_HOME).join(dir);
+export const mapArg = (dir: string, arg: string): string => arg.split(SANDBOX_HOME).join(dir);
 
 /** The working directory: the mapped `dir` when it is an existing directory, else the sandbox. */
 export function mapCwd(dir: string, requested: string | undefined): string {

@@ -4,7 +4,7 @@
  */
 import type { PromptReply } from '../../../acp/index.ts';
 import type { Turn } from '../../store/conversation-schema.ts';
-import { promptFailureReason } from '../../agents/runtimes.ts';
+import { promptFailureReason } from '../../runtimes/table.ts';
 import type { AgentProcess } from '../agent-process.ts';
 import { newActiveTurn, type ActiveTurn, type EngineCore, type EngineParts, type Live } from '../live.ts';
 import { markConversationRunning, setTurnPromptId, updateTurn, type RunningMark } from '../store.ts';

@@ -3,7 +3,7 @@
  * its stage event published in one statement (or apart, when that statement fails).
  */
 import type { Turn } from '../../store/conversation-schema.ts';
-import { ACP_AUTH_REQUIRED, promptFailureReason, RUNTIME_SPECS, SANDBOX_HOME } from '../../agents/runtimes.ts';
+import { ACP_AUTH_REQUIRED, promptFailureReason, RUNTIME_SPECS, SANDBOX_HOME } from '../../runtimes/table.ts';
 import { endTurnRows, endTurnRowsWithEvent, type TurnEnd } from '../store.ts';
 import { turnUsage } from '../usage.ts';
 import type { ActiveTurn, EngineCore, Live } from '../live.ts';

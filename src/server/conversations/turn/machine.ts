@@ -209,7 +209,7 @@ function end(
 function recoveryFails(s: LiveState, failure: RecoveryFailure, detail: string): Step {
   return end(
     s,
-    { ok: false, error: `sprite connection lost: ${failure}: ${detail}`, code: failure },
+    { ok: false, error: `sandbox connection lost: ${failure}: ${detail}`, code: failure },
     {
       before: [
         { type: 'recovery_ended', outcome: 'failed', waiting: s.kind === 'recovering', failure, detail },

@@ -11,7 +11,7 @@ import type { Child } from 'hono/jsx';
 import { z } from 'zod';
 import { RUNTIMES, VERDICTS, type AgentFields, type AgentWarning } from '../../agents/service.ts';
 import type { Agent, PermissionPolicy, Runtime, Verdict } from '../../store/conversation-schema.ts';
-import { MODEL_PATTERN, RUNTIME_SPECS } from '../../agents/runtimes.ts';
+import { MODEL_PATTERN, RUNTIME_SPECS } from '../../runtimes/table.ts';
 import { TOOL_KINDS } from '../../conversations/policy.ts';
 import { ErrorNote, Field } from '../layout.tsx';
 import type { Environment } from '../../store/environment-schema.ts';

@@ -5,7 +5,7 @@
  */
 import { raw } from 'hono/html';
 import { RUNTIMES } from '../../agents/service.ts';
-import { RUNTIME_SPECS } from '../../agents/runtimes.ts';
+import { RUNTIME_SPECS } from '../../runtimes/table.ts';
 import { CREDENTIAL_API, credentialsFor, type CredentialProvider } from '../../credentials/providers.ts';
 import type { Runtime } from '../../store/conversation-schema.ts';
 

@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, type RunningServer } from '../start.ts';
-import { dropSchema, TEST_POSTGRES_URL, uniqueSchemaName } from '../store/testing.ts';
-import { listAudit } from '../account/audit.ts';
-import { mintApiKey } from '../account/keys-store.ts';
-import { upsertRunner } from '../runners/store.ts';
-import type { AcceptRunnerSocket } from '../runners/hub.ts';
+import { startServer, type RunningServer } from './start.ts';
+import { dropSchema, TEST_POSTGRES_URL, uniqueSchemaName } from './store/testing.ts';
+import { listAudit } from './account/audit.ts';
+import { mintApiKey } from './core/keys-store.ts';
+import { upsertRunner } from './runners/store.ts';
+import type { AcceptRunnerSocket } from './runners/hub.ts';
 
 const noSockets: AcceptRunnerSocket = () => assert.fail('no upgrade is expected in this test');
 

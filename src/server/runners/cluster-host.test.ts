@@ -8,10 +8,10 @@ import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { FakeDaemon } from '../../providers/runner/fake-daemon.ts';
 import { startRunnerTestHub, type RunnerTestHub } from '../../providers/runner/test-hub.ts';
-import { PgNotify } from './notify.ts';
-import { mintNodeId } from './node.ts';
-import { ClusterRunnerHost } from './host.ts';
-import { EventBus } from './bus.ts';
+import { PgNotify } from '../cluster/notify.ts';
+import { mintNodeId } from '../cluster/node.ts';
+import { ClusterRunnerHost } from './cluster-host.ts';
+import { EventBus } from '../cluster/bus.ts';
 import { openDatabase, type Database } from '../store/db.ts';
 import { dropSchema, TEST_POSTGRES_URL, uniqueSchemaName } from '../store/testing.ts';
 

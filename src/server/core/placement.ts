@@ -4,8 +4,16 @@
  */
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import type { SandboxRow } from '../store/conversation-schema.ts';
-import type { EngineResult } from './errors.ts';
-import type { RunnerSummary } from './views.ts';
+import type { EngineResult } from './engine-errors.ts';
+
+/** What the engine needs to know about a runner to show it; `root` is the runner's sandbox root. */
+export interface RunnerSummary {
+  readonly id: string;
+  readonly name: string;
+  readonly hostname: string | null;
+  readonly root: string | null;
+  readonly online: boolean;
+}
 
 export interface Placement {
   /**

@@ -2,49 +2,49 @@
  * The Hono application: every /api route, the generated OpenAPI document, and the single
  * place where thrown errors become `{error, message}` responses.
  */
-import { settingsRoutes } from '../conversations/settings-routes.ts';
+import { settingsRoutes } from './conversations/settings-routes.ts';
 import { createRoute, OpenAPIHono, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { RunnerHost } from '../../providers/runner/host.ts';
-import type { AppEnv } from './auth.ts';
-import { ApiError, errorResponse, toApiError } from './errors.ts';
-import type { EventBus } from '../cluster/bus.ts';
-import { healthRoutes } from './health.ts';
-import { checkBodies, limitBodies } from './input-guard.ts';
-import { accountRoutes } from '../account/routes.ts';
-import { adminRoutes } from '../account/admin-routes.ts';
-import { authRoutes } from '../account/keys-routes.ts';
-import { errorResponses, type RouteDeps } from './common.ts';
-import { runnerRoutes } from '../runners/routes.ts';
-import { agentRoutes } from '../agents/routes.ts';
-import { conversationRoutes } from '../conversations/routes.ts';
-import { labelRoutes } from '../conversations/label-routes.ts';
-import { streamRoutes } from '../conversations/stream-routes.ts';
-import { relocateRoutes } from '../conversations/relocate-routes.ts';
-import { teamRoutes } from '../team/routes.ts';
-import { scheduleRoutes } from '../team/schedule-routes.ts';
-import { mcpTeamRoutes } from '../team/mcp-routes.ts';
-import type { TeamService } from '../team/service.ts';
-import type { Scheduler } from '../team/scheduler.ts';
-import type { ConversationEngine } from '../conversations/index.ts';
-import type { KnownProvider, ProviderRegistry } from '../../sandbox/index.ts';
-import type { Db } from '../store/db.ts';
-import { runnersTopic } from '../cluster/bus.ts';
-import { CLOSE } from '../../wire/index.ts';
-import type { WebDeps } from '../web/context.ts';
-import { environmentRoutes } from '../environments/routes.ts';
-import type { EnvironmentService } from '../environments/service.ts';
-import { credentialRoutes } from '../credentials/routes.ts';
-import type { CredentialService } from '../credentials/service.ts';
-import { runnerRegisterRoutes } from '../runners/register-route.ts';
-import { runnerInstallRoutes } from '../runners/install-routes.ts';
-import { type RunnerArtifacts, runnerArtifacts } from '../runners/artifact.ts';
-import { webhookRoutes } from '../webhooks/routes.ts';
-import type { WebhookService } from '../webhooks/service.ts';
-import { usageRoutes } from '../gateway/routes.ts';
-import type { UsageService } from '../gateway/service.ts';
+import type { RunnerHost } from '../providers/runner/host.ts';
+import type { AppEnv } from './http/auth.ts';
+import { ApiError, errorResponse, toApiError } from './http/errors.ts';
+import type { EventBus } from './cluster/bus.ts';
+import { healthRoutes } from './http/health.ts';
+import { checkBodies, limitBodies } from './http/input-guard.ts';
+import { accountRoutes } from './account/routes.ts';
+import { adminRoutes } from './account/admin-routes.ts';
+import { authRoutes } from './account/keys-routes.ts';
+import { errorResponses, type RouteDeps } from './http/common.ts';
+import { runnerRoutes } from './runners/routes.ts';
+import { agentRoutes } from './agents/routes.ts';
+import { conversationRoutes } from './conversations/routes.ts';
+import { streamRoutes } from './conversations/stream-routes.ts';
+import { teamRoutes } from './team/routes.ts';
+import { scheduleRoutes } from './team/schedule-routes.ts';
+import { mcpTeamRoutes } from './team/mcp-routes.ts';
+import type { TeamService } from './team/service.ts';
+import type { Scheduler } from './team/scheduler.ts';
+import type { ConversationEngine } from './conversations/index.ts';
+import type { KnownProvider, ProviderRegistry } from '../sandbox/index.ts';
+import type { Db } from './store/db.ts';
+import { runnersTopic } from './cluster/bus.ts';
+import { CLOSE } from '../wire/index.ts';
+import type { WebDeps } from './web/context.ts';
+import { environmentRoutes } from './environments/routes.ts';
+import type { EnvironmentService } from './environments/service.ts';
+import { credentialRoutes } from './credentials/routes.ts';
+import type { CredentialService } from './credentials/service.ts';
+import { runnerRegisterRoutes } from './runners/register-route.ts';
+import { runnerInstallRoutes } from './runners/install-routes.ts';
+import { type RunnerArtifacts, runnerArtifacts } from './runners/artifact.ts';
+import { webhookRoutes } from './webhooks/routes.ts';
+import type { WebhookService } from './webhooks/service.ts';
+import { usageRoutes } from './gateway/routes.ts';
+import type { UsageService } from './gateway/service.ts';
+import { labelRoutes } from './conversations/label-routes.ts';
+import { relocateRoutes } from './conversations/relocate-routes.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -82,7 +82,7 @@ export interface AppDeps {
   readonly usage?: UsageService;
 }
 
-type WebModule = typeof import('../web/app.tsx');
+type WebModule = typeof import('./web/app.tsx');
 
 /**
  * The web UI's modules (the pages, their components, the docs renderer's loader: ~8% of the CPU a
@@ -92,7 +92,7 @@ type WebModule = typeof import('../web/app.tsx');
 function lazyWeb(logger: Logger): () => Promise<WebModule> {
   let loading: Promise<WebModule> | null = null;
   return () =>
-    (loading ??= import('../web/app.tsx').catch((e: unknown) => {
+    (loading ??= import('./web/app.tsx').catch((e: unknown) => {
       logger.error({ err: e }, 'the web UI could not be loaded');
       throw new Error(`the web UI could not be loaded: ${e instanceof Error ? e.message : String(e)}`);
     }));
@@ -207,7 +207,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         runnerVersion: async () => (await artifacts.get()).version,
         sessionSecret: deps.web.sessionSecret,
         secureCookies: deps.web.secureCookies ?? false,
-        docs: async () => (await import('../web/docs.tsx')).loadDocs(),
+        docs: async () => (await import('./web/docs.tsx')).loadDocs(),
         logger: deps.logger,
         ...(deps.credentials ? { credentials: deps.credentials } : {}),
         ...(deps.webhooks ? { webhooks: deps.webhooks } : {}),

@@ -19,12 +19,12 @@ import type {
 import { RUNNER_DISCONNECTED, RUNNER_TIMEOUT } from '../../providers/runner/errors.ts';
 import { err, fail, ok, sandboxError, type SandboxResult } from '../../sandbox/index.ts';
 import { CLOSE, decodeBase64, encodeBase64 } from '../../wire/index.ts';
-import { clusterMessageSchema, type ClusterMessage, type ParsedClusterMessage } from './messages.ts';
-import { NotifyTransport, ORPHAN_MESSAGE_TTL_S } from './transport.ts';
-import type { PgNotify } from './notify.ts';
-import { EventBus, runnersTopic } from './bus.ts';
+import { clusterMessageSchema, type ClusterMessage, type ParsedClusterMessage } from '../cluster/messages.ts';
+import { NotifyTransport, ORPHAN_MESSAGE_TTL_S } from '../cluster/transport.ts';
+import type { PgNotify } from '../cluster/notify.ts';
+import { EventBus, runnersTopic } from '../cluster/bus.ts';
 import type { Db } from '../store/db.ts';
-import { touchRunner } from '../runners/store.ts';
+import { touchRunner } from './store.ts';
 
 /** What a node-to-node request came back with. */
 export type NodeReply =

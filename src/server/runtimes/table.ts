@@ -4,8 +4,9 @@
  */
 import { credentialsFor } from '../credentials/providers.ts';
 import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
+import { SANDBOX_HOME } from '../../sandbox/home.ts';
 
-export const SANDBOX_HOME = '/home/sprite';
+export { SANDBOX_HOME };
 
 export interface AdapterInstall {
   readonly pkg: string;
