@@ -3,6 +3,9 @@
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
  */
 import { EventBus } from '../cluster/bus.ts';
+import { Capacity, type Taken } from './capacity.ts';
+import { ACTIVE_SANDBOX } from './queue-store.ts';
+import { failAdmittedTurn, insertAdmittedTurn, insertQueuedTurn, releaseAdmittedTurn } from './turn/queued.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
 import { conversationsSignal, publishConversationsChanged } from './changes.ts';
@@ -15,13 +18,13 @@ import type { EngineCore, EngineDeps, EngineParts } from './live.ts';
 import { KeyedLock } from './lock.ts';
 import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
-import { RoutedEngine, serveCommand, type TurnCommands } from './routed.ts';
+import { RoutedEngine, serveCommand, type PromptAccepted, type TurnCommands } from './routed.ts';
 import { TurnRecovery } from './reattach.ts';
 import { SandboxTokens } from './sandbox-token.ts';
 import {
   getConversation,
   getConversationForPrompt,
-  insertPromptTurn,
+  getTurn,
   listConversations,
   markConversationRead,
   type ConversationWithSandbox,
@@ -33,6 +36,8 @@ import { conversationView, sandboxView, type ConversationView } from './views.ts
 export type { EngineDeps } from './live.ts';
 
 export type { CreateConversationInput } from './provisioner.ts';
+
+export type { PromptAccepted } from './routed.ts';
 
 export class ConversationEngine {
   readonly events: EventLog;
@@ -75,9 +80,11 @@ export class ConversationEngine {
       sandboxTokens: this.sandboxTokens,
       nodeId,
       changed,
+      freed: () => this.#p?.capacity.freed(),
       stopped: false,
     };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
+    parts.capacity = new Capacity(this.#c);
     parts.turns = new TurnDriver(this.#c, parts);
     parts.asks = new Permissions(this.#c, parts);
     parts.recovery = new TurnRecovery(this.#c, parts);
@@ -97,6 +104,7 @@ export class ConversationEngine {
     const here: TurnCommands = {
       prompt: (accountId, id, text) => this.#promptHere(accountId, id, text),
       interrupt: (accountId, id) => this.#interruptHere(accountId, id),
+      startAdmitted: (accountId, id, turnId) => this.#startAdmittedHere(accountId, id, turnId),
       answerPermission: (accountId, id, requestId, optionId) => this.#answerHere(accountId, id, requestId, optionId),
     };
     this.#commands = deps.link
@@ -123,6 +131,10 @@ export class ConversationEngine {
   async start(): Promise<void> {
     await this.#owner.start(this.#p.recovery.adopter());
     this.#sweeper.start();
+    this.#p.capacity.start({
+      start: (t) => this.#startTaken(t),
+      endConversation: (entry, how, reason) => this.#endings.endQueued(entry.conversationId, how, reason),
+    });
   }
 
   /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
@@ -134,6 +146,7 @@ export class ConversationEngine {
   async stop(): Promise<void> {
     this.#c.stopped = true;
     this.#sweeper.stop();
+    await this.#p.capacity.stop();
     await this.#owner.stop();
     await this.#p.provisioner.settled();
     await this.#p.turns.settled();
@@ -192,7 +205,7 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   /** Every turn command goes through #commands: to the node driving the conversation, or here. */
-  prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+  prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     return this.#commands.prompt(accountId, id, text);
   }
 
@@ -201,14 +214,14 @@ export class ConversationEngine {
    * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
    * waits for them as before. A failure after the reply ends the turn (TurnDriver.start), not the request.
    */
-  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     const { live, lock, d } = this.#c;
     // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
     let replied = false;
-    let reply!: (r: EngineResult<{ turnId: string }>) => void;
+    let reply!: (r: EngineResult<PromptAccepted>) => void;
     let fail!: (e: unknown) => void;
-    const answer = new Promise<EngineResult<{ turnId: string }>>((res, rej) => {
+    const answer = new Promise<EngineResult<PromptAccepted>>((res, rej) => {
       reply = (r) => {
         replied = true;
         res(r);
@@ -228,18 +241,38 @@ export class ConversationEngine {
         if (live.get(id)?.turn || conv.status === 'running')
           return reply(refuse('conversation_busy', 'a turn is already running'));
         if (row.turnOpen) return reply(refuse('conversation_busy', 'a prompt is already queued'));
+        // A conversation still waiting in the queue for its sandbox has nothing to prompt yet.
+        if (conv.status === 'pending' && row.sandbox?.status === 'pending')
+          return reply(
+            refuse('conversation_busy', 'the conversation waits in the queue for capacity; it starts on its own'),
+          );
+        const needsSandbox = !row.sandbox || !(ACTIVE_SANDBOX as readonly string[]).includes(row.sandbox.status);
+        const fields = { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text };
+        const admitted = await this.#p.capacity.admit(
+          accountId,
+          { turn: true, sandbox: needsSandbox, kind: 'prompt' },
+          async (tx, queued) => {
+            const t = queued
+              ? await insertQueuedTurn(tx, fields)
+              : await insertAdmittedTurn(tx, { ...fields, nodeId: this.nodeId });
+            return { turn: t, conversationId: id, turnId: t.id };
+          },
+        );
+        const turn = admitted.value.turn;
+        if (admitted.queued)
+          return reply(
+            accept({
+              turnId: turn.id,
+              queue: { position: admitted.position, expiresAt: admitted.expiresAt.toISOString() },
+            }),
+          );
         const awake = await this.#p.provisioner.ensureAwake(row);
-        if (!awake.ok) return reply(awake);
-        // Stored as running at once (one write instead of insert + update); its conversation's
-        // counters go with the running mark in TurnDriver.start.
-        const turn = await insertPromptTurn(d.db, {
-          conversationId: id,
-          turnNumber: conv.turnCount + 1,
-          prompt: text,
-          startedAt: new Date(),
-          nodeId: this.nodeId,
-          model: awake.value.model,
-        });
+        if (!awake.ok) {
+          // It never ran: its row and the capacity it held go.
+          await releaseAdmittedTurn(d.db, turn.id);
+          this.#c.freed();
+          return reply(awake);
+        }
         // start() marks the conversation's live turn before its first await, so the next prompt is refused as busy.
         const started = this.#p.turns.start(awake.value, turn, {
           turnCount: conv.turnCount + 1,
@@ -263,9 +296,60 @@ export class ConversationEngine {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     const live = this.#c.live.get(id);
-    if (!live?.turn) return refuse('no_turn_running', 'no turn is running');
+    if (!live?.turn) {
+      // A prompt (or a new conversation) waiting for capacity is cancelled: it never starts.
+      if (await this.#p.capacity.cancel(id, 'interrupt')) return accept(undefined);
+      return refuse('no_turn_running', 'no turn is running');
+    }
     await this.#p.turns.interrupt(live, live.turn);
     return accept(undefined);
+  }
+
+  // ---------------------------------------------------------------- capacity queue
+
+  /** What the queue took: a prompt starts on the node driving its conversation, a conversation provisions here. */
+  async #startTaken(t: Taken): Promise<void> {
+    if (t.kind === 'conversation') return this.#p.provisioner.startQueued(t.conversationId);
+    if (!t.turnId) return;
+    const r = await this.#commands.startAdmitted(t.accountId, t.conversationId, t.turnId);
+    // The node driving it did not answer: this node starts it (waking the sandbox here).
+    if (!r.ok && r.error.code === 'server_node_unreachable')
+      await this.#startAdmittedHere(t.accountId, t.conversationId, t.turnId);
+  }
+
+  /** Starts an admitted turn like a new prompt: wakes the sandbox if needed, then sends the prompt. */
+  #startAdmittedHere(accountId: string, id: string, turnId: string): Promise<EngineResult<void>> {
+    const { d } = this.#c;
+    return this.#c.lock.run(id, async (): Promise<EngineResult<void>> => {
+      const row = await getConversationForPrompt(d.db, accountId, id);
+      const turn = await getTurn(d.db, turnId);
+      if (!row || !turn || turn.conversationId !== id || turn.status !== 'pending') return accept(undefined);
+      const conv = row.conversation;
+      const fail = async (reason: string) => {
+        await failAdmittedTurn(this.#c, id, turn, reason);
+        this.#c.freed();
+        return accept(undefined);
+      };
+      if (conv.status === 'terminated' || conv.status === 'failed') return fail(`the conversation is ${conv.status}`);
+      if (!conv.agentId) return fail("the conversation's agent was deleted");
+      const awake = await this.#p.provisioner.ensureAwake(row);
+      if (!awake.ok) return fail(awake.error.message);
+      await this.#p.turns.start(awake.value, turn, {
+        turnCount: conv.turnCount + 1,
+        ...(conv.firstPrompt ? {} : { firstPrompt: turn.prompt }),
+      });
+      return accept(undefined);
+    });
+  }
+
+  /** The place in line of each waiting conversation among `ids` (for views). */
+  queuePositions(ids: readonly string[]): ReturnType<Capacity['positions']> {
+    return this.#p.capacity.positions(ids);
+  }
+
+  /** Looks at the queue now (tests; a node also looks on its own as capacity frees). */
+  drainQueue(): Promise<void> {
+    return this.#p.capacity.drain();
   }
 
   // ---------------------------------------------------------------- permissions
