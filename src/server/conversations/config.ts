@@ -153,7 +153,8 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
   const turnsLimit = blank(env.FOUNTAIN_MAX_RUNNING_TURNS)
     ? { success: true as const, data: ENGINE_DEFAULTS.maxRunningTurns }
     : count.safeParse(env.FOUNTAIN_MAX_RUNNING_TURNS);
-  if (!turnsLimit.success) return { ok: false, message: 'FOUNTAIN_MAX_RUNNING_TURNS must be a whole number (1..10000)' };
+  if (!turnsLimit.success)
+    return { ok: false, message: 'FOUNTAIN_MAX_RUNNING_TURNS must be a whole number (1..10000)' };
   const sandboxLimit = blank(env.FOUNTAIN_MAX_SANDBOXES)
     ? { success: true as const, data: ENGINE_DEFAULTS.maxSandboxes }
     : count.safeParse(env.FOUNTAIN_MAX_SANDBOXES);

@@ -4,7 +4,15 @@
  */
 import { EventBus } from '../cluster/bus.ts';
 import { Capacity, type Taken } from './capacity.ts';
-import { ACTIVE_SANDBOX } from './queue-store.ts';
+import {
+  ACTIVE_SANDBOX,
+  getOwnLimits,
+  loadOf,
+  setOwnLimits,
+  type Limits,
+  type Load,
+  type OwnLimits,
+} from './queue-store.ts';
 import { failAdmittedTurn, insertAdmittedTurn, insertQueuedTurn, releaseAdmittedTurn } from './turn/queued.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
@@ -31,7 +39,7 @@ import {
 } from './store.ts';
 import { Sweeper } from './sweeper.ts';
 import { TurnDriver } from './turn/driver.ts';
-import { conversationView, sandboxView, type ConversationView } from './views.ts';
+import { conversationView, sandboxView, type ConversationView, type QueuePlace } from './views.ts';
 
 export type { EngineDeps } from './live.ts';
 
@@ -159,11 +167,15 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- reads
 
-  async view(row: ConversationWithSandbox): Promise<ConversationView> {
+  /** A conversation as the API shows it; `places` (from queuePositions) saves a lookup per row of a list. */
+  async view(row: ConversationWithSandbox, places?: Map<string, QueuePlace>): Promise<ConversationView> {
     const s = row.sandbox;
+    const id = row.conversation.id;
+    const place = places ? places.get(id) : (await this.#p.capacity.positions([id])).get(id);
     return conversationView(
       row.conversation,
       s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null,
+      place,
     );
   }
 
@@ -174,7 +186,8 @@ export class ConversationEngine {
 
   async list(accountId: string, filter: Parameters<typeof listConversations>[2]): Promise<ConversationView[]> {
     const rows = await listConversations(this.#c.d.db, accountId, filter);
-    return Promise.all(rows.map((r) => this.view(r)));
+    const places = await this.queuePositions(rows.map((r) => r.conversation.id));
+    return Promise.all(rows.map((r) => this.view(r, places)));
   }
 
   /** An account stream's "conversations changed" signal, heard from every node, one per `gapMs` at most. */
@@ -343,8 +356,25 @@ export class ConversationEngine {
   }
 
   /** The place in line of each waiting conversation among `ids` (for views). */
-  queuePositions(ids: readonly string[]): ReturnType<Capacity['positions']> {
+  queuePositions(ids: readonly string[]): Promise<Map<string, QueuePlace>> {
     return this.#p.capacity.positions(ids);
+  }
+
+  /** The account's limits (its own and the server's defaults) with what it holds and what waits now. */
+  async limits(accountId: string): Promise<{ own: OwnLimits; defaults: Limits; load: Load }> {
+    const defaults = this.#p.capacity.defaults;
+    const [own, load] = await Promise.all([
+      getOwnLimits(this.#c.d.db, accountId),
+      loadOf(this.#c.d.db, accountId, defaults),
+    ]);
+    return { own, defaults, load };
+  }
+
+  /** Sets an account's own limits (null: the server's default); raised limits start what now fits. */
+  async setLimits(accountId: string, own: OwnLimits): Promise<EngineResult<void>> {
+    if (!(await setOwnLimits(this.#c.d.db, accountId, own))) return refuse('not_found', 'account not found');
+    this.#c.freed();
+    return accept(undefined);
   }
 
   /** Looks at the queue now (tests; a node also looks on its own as capacity frees). */

@@ -189,11 +189,15 @@ export async function getOwnLimits(db: EngineDb, accountId: string): Promise<Own
   return row ?? { maxRunningTurns: null, maxSandboxes: null };
 }
 
-export async function setOwnLimits(db: EngineDb, accountId: string, limits: OwnLimits): Promise<void> {
+/** Stores an account's own limits; false when there is no such account. */
+export async function setOwnLimits(db: EngineDb, accountId: string, limits: OwnLimits): Promise<boolean> {
+  const [exists] = rowsOf<{ id: string }>(await db.execute(sql`SELECT id FROM accounts WHERE id = ${accountId}`));
+  if (!exists) return false;
   await db
     .insert(accountLimits)
     .values({ accountId, ...limits, updatedAt: new Date() })
     .onConflictDoUpdate({ target: accountLimits.accountId, set: { ...limits, updatedAt: new Date() } });
+  return true;
 }
 
 /** The account's load without its lock, for showing (not for deciding). */

@@ -51,7 +51,12 @@ export class RoutedEngine implements TurnCommands {
 
   async prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     const timeoutMs = Math.max(COMMAND_TIMEOUT_MS, this.routes.installTimeoutMs + COMMAND_TIMEOUT_MS);
-    const away = await this.#away(id, { op: 'prompt', accountId, conversationId: id, text }, PromptAcceptedSchema, timeoutMs);
+    const away = await this.#away(
+      id,
+      { op: 'prompt', accountId, conversationId: id, text },
+      PromptAcceptedSchema,
+      timeoutMs,
+    );
     return away ?? this.here.prompt(accountId, id, text);
   }
 
@@ -62,12 +67,7 @@ export class RoutedEngine implements TurnCommands {
 
   async startAdmitted(accountId: string, id: string, turnId: string): Promise<EngineResult<void>> {
     const timeoutMs = Math.max(COMMAND_TIMEOUT_MS, this.routes.installTimeoutMs + COMMAND_TIMEOUT_MS);
-    const away = await this.#away(
-      id,
-      { op: 'start', accountId, conversationId: id, turnId },
-      NothingSchema,
-      timeoutMs,
-    );
+    const away = await this.#away(id, { op: 'start', accountId, conversationId: id, turnId }, NothingSchema, timeoutMs);
     return away ?? this.here.startAdmitted(accountId, id, turnId);
   }
 

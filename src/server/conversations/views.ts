@@ -68,6 +68,33 @@ export const UsageTotalSchema = z
   })
   .openapi('UsageTotal');
 
+export const QueuePlaceSchema = z
+  .object({
+    position: z.number().int().openapi({ description: '1 = next in line (FIFO per account)' }),
+    expires_at: z.string().openapi({ description: 'When it fails unless it started by then' }),
+    turn_id: z
+      .string()
+      .nullable()
+      .openapi({ description: 'The waiting turn; null for a conversation created without a prompt' }),
+    kind: z.enum(['prompt', 'conversation']).openapi({
+      description:
+        'prompt: a turn waits for a running-turn slot; conversation: a new conversation waits for its sandbox',
+    }),
+  })
+  .openapi('QueuePlace');
+
+/** A waiting conversation's place in line, as the store reports it. */
+export interface QueuePlace {
+  readonly position: number;
+  readonly expiresAt: Date;
+  readonly turnId: string | null;
+  readonly kind: 'prompt' | 'conversation';
+}
+
+export function queuePlaceView(q: QueuePlace | undefined): z.infer<typeof QueuePlaceSchema> | null {
+  return q ? { position: q.position, expires_at: q.expiresAt.toISOString(), turn_id: q.turnId, kind: q.kind } : null;
+}
+
 export const ConversationSchema = z
   .object({
     id: z.string(),
@@ -98,6 +125,10 @@ export const ConversationSchema = z
     last_read_at: z.string().nullable(),
     unread: z.boolean(),
     usage_total: UsageTotalSchema,
+    queue: QueuePlaceSchema.nullable().openapi({
+      description:
+        "Set while a prompt of this conversation (or the conversation itself) waits for the account's capacity; null otherwise",
+    }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -117,7 +148,11 @@ export const TurnSchema = z
     id: z.string(),
     turn_number: z.number().int(),
     prompt: z.string(),
-    status: z.string(),
+    status: z.string().openapi({
+      description: 'queued (waiting for capacity), pending, running, completed, failed, interrupted',
+    }),
+    queue_position: z.number().int().nullable().openapi({ description: 'While queued: 1 = next in line' }),
+    queue_expires_at: z.string().nullable().openapi({ description: 'While queued: when it fails unless started' }),
     stop_reason: z.string().nullable(),
     reason: z.string().nullable(),
     exit_code: z.number().int().nullable(),
@@ -181,7 +216,11 @@ export function sandboxView(s: SandboxRow, runner: RunnerSummary | null): Sandbo
   };
 }
 
-export function conversationView(c: Conversation, sandbox: SandboxView | null): ConversationView {
+export function conversationView(
+  c: Conversation,
+  sandbox: SandboxView | null,
+  queue?: QueuePlace | undefined,
+): ConversationView {
   return {
     id: c.id,
     title: c.title,
@@ -205,17 +244,21 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     last_read_at: iso(c.lastReadAt),
     unread: c.lastReadAt === null || c.lastActiveAt > c.lastReadAt,
     usage_total: c.usageTotal,
+    queue: queuePlaceView(queue),
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };
 }
 
-export function turnView(t: Turn): TurnView {
+export function turnView(t: Turn, queue?: QueuePlace | undefined): TurnView {
+  const waiting = t.status === 'queued' && queue?.turnId === t.id ? queue : undefined;
   return {
     id: t.id,
     turn_number: t.turnNumber,
     prompt: t.prompt,
     status: t.status,
+    queue_position: waiting?.position ?? null,
+    queue_expires_at: waiting ? waiting.expiresAt.toISOString() : null,
     stop_reason: t.stopReason,
     reason: t.reason,
     exit_code: t.exitCode,

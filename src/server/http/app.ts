@@ -19,6 +19,7 @@ import { errorResponses, type RouteDeps } from './common.ts';
 import { runnerRoutes } from '../runners/routes.ts';
 import { agentRoutes } from '../agents/routes.ts';
 import { conversationRoutes } from '../conversations/routes.ts';
+import { capacityRoutes } from '../conversations/capacity-routes.ts';
 import { streamRoutes } from '../conversations/stream-routes.ts';
 import { teamRoutes } from '../team/routes.ts';
 import { scheduleRoutes } from '../team/schedule-routes.ts';
@@ -177,6 +178,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
+    app.route('/', capacityRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {
       // Before the team routes: /api/team/schedules must win over /api/team/{agent_id}.

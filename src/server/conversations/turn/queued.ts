@@ -87,7 +87,12 @@ export async function releaseAdmittedTurn(db: EngineDb, turnId: string): Promise
 }
 
 /** A turn the queue admitted that could not start (its conversation ended, its sandbox would not wake). */
-export async function failAdmittedTurn(c: EngineCore, conversationId: string, turn: Turn, reason: string): Promise<void> {
+export async function failAdmittedTurn(
+  c: EngineCore,
+  conversationId: string,
+  turn: Turn,
+  reason: string,
+): Promise<void> {
   const rows = await c.d.db
     .update(turns)
     .set({ status: 'failed', reason, endedAt: new Date() })
