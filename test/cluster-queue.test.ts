@@ -117,7 +117,8 @@ describe('the capacity queue across two server nodes', { timeout: 600_000 }, () 
     const db = observer.db as unknown as EngineDb;
     for (const conv of [second.id, third.id]) {
       const stages = (await allEvents(db, conv)).filter((e) => e.kind === 'stage');
-      const count = (stage: string, state: string) => stages.filter((e) => e.stage === stage && e.state === state).length;
+      const count = (stage: string, state: string) =>
+        stages.filter((e) => e.stage === stage && e.state === state).length;
       assert.deepEqual(
         [count('queue', 'done'), count('provision', 'started'), count('turn', 'started'), count('turn', 'done')],
         [1, 1, 1, 1],

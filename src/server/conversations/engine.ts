@@ -13,7 +13,8 @@ import {
   type Load,
   type OwnLimits,
 } from './queue-store.ts';
-import { failAdmittedTurn, insertAdmittedTurn, insertQueuedTurn, releaseAdmittedTurn } from './turn/queued.ts';
+import { insertAdmittedTurn, insertQueuedTurn, releaseAdmittedTurn } from './turn/queued.ts';
+import { startAdmitted } from './admitted.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
 import { conversationsSignal, publishConversationsChanged } from './changes.ts';
@@ -32,7 +33,6 @@ import { SandboxTokens } from './sandbox-token.ts';
 import {
   getConversation,
   getConversationForPrompt,
-  getTurn,
   listConversations,
   markConversationRead,
   type ConversationWithSandbox,
@@ -112,7 +112,7 @@ export class ConversationEngine {
     const here: TurnCommands = {
       prompt: (accountId, id, text) => this.#promptHere(accountId, id, text),
       interrupt: (accountId, id) => this.#interruptHere(accountId, id),
-      startAdmitted: (accountId, id, turnId) => this.#startAdmittedHere(accountId, id, turnId),
+      startAdmitted: (accountId, id, turnId) => startAdmitted(this.#c, this.#p, accountId, id, turnId),
       answerPermission: (accountId, id, requestId, optionId) => this.#answerHere(accountId, id, requestId, optionId),
     };
     this.#commands = deps.link
@@ -327,32 +327,7 @@ export class ConversationEngine {
     const r = await this.#commands.startAdmitted(t.accountId, t.conversationId, t.turnId);
     // The node driving it did not answer: this node starts it (waking the sandbox here).
     if (!r.ok && r.error.code === 'server_node_unreachable')
-      await this.#startAdmittedHere(t.accountId, t.conversationId, t.turnId);
-  }
-
-  /** Starts an admitted turn like a new prompt: wakes the sandbox if needed, then sends the prompt. */
-  #startAdmittedHere(accountId: string, id: string, turnId: string): Promise<EngineResult<void>> {
-    const { d } = this.#c;
-    return this.#c.lock.run(id, async (): Promise<EngineResult<void>> => {
-      const row = await getConversationForPrompt(d.db, accountId, id);
-      const turn = await getTurn(d.db, turnId);
-      if (!row || !turn || turn.conversationId !== id || turn.status !== 'pending') return accept(undefined);
-      const conv = row.conversation;
-      const fail = async (reason: string) => {
-        await failAdmittedTurn(this.#c, id, turn, reason);
-        this.#c.freed();
-        return accept(undefined);
-      };
-      if (conv.status === 'terminated' || conv.status === 'failed') return fail(`the conversation is ${conv.status}`);
-      if (!conv.agentId) return fail("the conversation's agent was deleted");
-      const awake = await this.#p.provisioner.ensureAwake(row);
-      if (!awake.ok) return fail(awake.error.message);
-      await this.#p.turns.start(awake.value, turn, {
-        turnCount: conv.turnCount + 1,
-        ...(conv.firstPrompt ? {} : { firstPrompt: turn.prompt }),
-      });
-      return accept(undefined);
-    });
+      await startAdmitted(this.#c, this.#p, t.accountId, t.conversationId, t.turnId);
   }
 
   /** The place in line of each waiting conversation among `ids` (for views). */

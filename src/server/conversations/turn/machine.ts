@@ -7,6 +7,8 @@
  * timer or a reply racing the turn's end), leaves the state as it is, does nothing, and says why in
  * `ignored`; the driver logs that reason at debug level. No pair throws: the events come from timers,
  * sockets and processes, and a late one must never take the engine down.
+ *
+ * Over 400 lines because every (state, event) pair is decided here, in one place, queued turns included.
  */
 import type { PermissionOption } from '@agentclientprotocol/sdk';
 import type { JsonRpcId, PromptUsage } from '../../../acp/index.ts';
