@@ -5,7 +5,7 @@
 import { accept, type EngineResult } from './errors.ts';
 import type { EngineCore, EngineParts } from './live.ts';
 import { getConversationForPrompt, getTurn } from './store.ts';
-import { failAdmittedTurn } from './turn/queued.ts';
+import { claimAdmittedTurn, failAdmittedTurn } from './turn/queued.ts';
 
 export function startAdmitted(
   c: EngineCore,
@@ -27,6 +27,8 @@ export function startAdmitted(
     };
     if (conv.status === 'terminated' || conv.status === 'failed') return fail(`the conversation is ${conv.status}`);
     if (!conv.agentId) return fail("the conversation's agent was deleted");
+    // Named this node's before it is live here, so the ownership check never lets go of it.
+    if (!(await claimAdmittedTurn(c.d.db, turn.id, c.nodeId))) return accept(undefined);
     const awake = await p.provisioner.ensureAwake(row);
     if (!awake.ok) return fail(awake.error.message);
     await p.turns.start(awake.value, turn, {

@@ -152,7 +152,9 @@ export class Capacity {
         // FIFO: the head waits for what it needs; nothing behind it passes.
         if (!fits({ ...load, running, sandboxes }, needs)) break;
         if (!(await removeEntry(tx, e.id))) continue;
-        if (e.turnId && !(await admitQueuedTurn(tx, e.turnId, null))) continue;
+        // A new conversation is provisioned (and its first turn driven) here; a prompt by its conversation's node.
+        const driver = e.kind === 'conversation' ? this.c.nodeId : 'conversation';
+        if (e.turnId && !(await admitQueuedTurn(tx, e.turnId, driver))) continue;
         if (e.kind === 'conversation' && e.sandboxId) await updateSandbox(tx, e.sandboxId, { status: 'starting' });
         if (e.kind === 'conversation') await updateConversation(tx, e.conversationId, { nodeId: this.c.nodeId });
         if (needs.turn) running++;

@@ -4,8 +4,8 @@
  * `pending`), or ended in words (expired, cancelled, terminated). Each write holds only while the row is
  * still `queued`, so of two nodes acting on one turn exactly one does.
  */
-import { and, eq } from 'drizzle-orm';
-import { turns, type Turn } from '../../store/conversation-schema.ts';
+import { and, eq, sql } from 'drizzle-orm';
+import { conversations, turns, type Turn } from '../../store/conversation-schema.ts';
 import type { EngineDb } from '../../store/engine-db.ts';
 import type { EngineCore } from '../live.ts';
 import { QUEUED, transition, type TurnEvent } from './machine.ts';
@@ -37,15 +37,34 @@ export async function insertAdmittedTurn(
 }
 
 /**
- * The queued turn leaves the queue; false when it is no longer queued (cancelled meanwhile). Its node
- * stays unset until the node driving its conversation starts it, so routing finds that node.
+ * The queued turn leaves the queue; false when it is no longer queued (cancelled meanwhile). It names
+ * the node expected to drive it (`conversation`: the node that runs its conversation's agent), so that
+ * node's ownership check never takes it for a turn another node adopted.
  */
-export async function admitQueuedTurn(tx: Tx | EngineDb, turnId: string, nodeId: string | null): Promise<boolean> {
+export async function admitQueuedTurn(
+  tx: Tx | EngineDb,
+  turnId: string,
+  nodeId: string | 'conversation',
+): Promise<boolean> {
   if (transition(QUEUED, { type: 'admitted' }).state.kind !== 'sending') return false;
+  const node =
+    nodeId === 'conversation'
+      ? sql`(SELECT ${conversations.nodeId} FROM ${conversations} WHERE ${conversations.id} = ${turns.conversationId})`
+      : nodeId;
   const rows = await tx
     .update(turns)
-    .set({ status: 'pending', nodeId })
+    .set({ status: 'pending', nodeId: node })
     .where(and(eq(turns.id, turnId), eq(turns.status, 'queued')))
+    .returning({ id: turns.id });
+  return rows.length === 1;
+}
+
+/** The node about to start an admitted turn takes it first (before the turn is live here). */
+export async function claimAdmittedTurn(db: EngineDb, turnId: string, nodeId: string): Promise<boolean> {
+  const rows = await db
+    .update(turns)
+    .set({ nodeId })
+    .where(and(eq(turns.id, turnId), eq(turns.status, 'pending')))
     .returning({ id: turns.id });
   return rows.length === 1;
 }
