@@ -2,6 +2,7 @@
  * `fountain conversations list|show|terminate`: read and end conversations.
  * `show` prints the conversation, its turns and its transcript.
  */
+import { inLine } from './queue-words.ts';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { EventRenderer, usageText } from './render.ts';
@@ -42,7 +43,7 @@ export function register(program: Command): void {
           list.map((c) => [
             c.id,
             c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '',
-            c.status,
+            c.queue ? inLine(c.queue.position) : c.status,
             String(c.turn_count ?? ''),
             titleOf(c),
             where(c),
@@ -79,13 +80,13 @@ export function register(program: Command): void {
           after = page.meta.next_cursor;
         }
         if (opts.json) return printJson({ conversation: c, turns, events });
-        process.stdout.write(`${c.id}  ${c.status}  ${titleOf(c)}  ${where(c)}\n`);
+        process.stdout.write(`${c.id}  ${c.queue ? inLine(c.queue.position) : c.status}  ${titleOf(c)}  ${where(c)}\n`);
         const total = usageText(c.usage_total);
         if (total) process.stdout.write(`  ${total}\n`);
         for (const t of turns) {
           const used = usageText(t.usage);
           process.stdout.write(
-            `  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`,
+            `  turn ${t.turn_number}: ${t.queue_position ? inLine(t.queue_position) : t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`,
           );
         }
         process.stdout.write('\n');
