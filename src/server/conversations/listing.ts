@@ -4,7 +4,14 @@
  */
 import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { agents, conversations, sandboxes, turns, type ConversationStatus } from '../store/conversation-schema.ts';
+import {
+  agents,
+  capacityQueue,
+  conversations,
+  sandboxes,
+  turns,
+  type ConversationStatus,
+} from '../store/conversation-schema.ts';
 import type { ConversationWithSandbox } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listAgents } from '../agents/store.ts';
@@ -35,6 +42,8 @@ export interface ListedConversation {
   readonly unread: boolean;
   /** A permission request of its open turn waits for the user's answer. */
   readonly waiting: boolean;
+  /** Its place in the capacity queue (1 = next) while a prompt of it, or it, waits; null otherwise. */
+  readonly queuePosition: number | null;
 }
 
 export interface ListingPage {
@@ -80,6 +89,12 @@ function pageWhere(accountId: string, f: ListingFilter): SQL {
 const cursorAt = sql<string>`${conversations.lastActiveAt}::text`;
 
 /** Whether one of the conversation's turns holds a permission request for the user (at most one turn is open). */
+/** The row's place in its account's capacity queue, through the queue's conversation index; null when nothing waits. */
+const QUEUE_POSITION = sql<
+  number | null
+>`(SELECT (SELECT count(*) FROM ${capacityQueue} ahead WHERE ahead.account_id = q.account_id AND (ahead.enqueued_at, ahead.id) <= (q.enqueued_at, q.id)) FROM ${capacityQueue} q WHERE q.conversation_id = ${conversations.id})`.mapWith(
+  (v: unknown) => (v === null || v === undefined ? null : Number(v)),
+);
 const WAITING = sql<boolean>`EXISTS (SELECT 1 FROM ${turns} WHERE ${turns.conversationId} = ${conversations.id} AND ${turns.pendingPermission} IS NOT NULL)`;
 
 /** Whether the conversation waits for the user's answer to a permission request. */
@@ -129,6 +144,7 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
         lastActiveAt: conversations.lastActiveAt,
         lastReadAt: conversations.lastReadAt,
         waiting: WAITING,
+        queuePosition: QUEUE_POSITION,
         cursorAt,
       })
       .from(conversations)
