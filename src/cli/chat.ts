@@ -125,7 +125,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       data(z.array(turnSchema)),
     );
     const last = turns.at(-1);
-    if (last && (last.status === 'running' || last.status === 'pending')) running = last.id;
+    if (last && ['queued', 'pending', 'running'].includes(last.status)) running = last.id;
     pendingRequest = last?.pending_permission?.request_id ?? null;
     const title = existing.title ?? existing.first_prompt ?? '';
     renderer.status(

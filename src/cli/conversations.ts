@@ -2,6 +2,7 @@
  * `fountain conversations list|show|label|terminate|fork|move`: read, label, end, fork and move conversations.
  * `show` prints the conversation, its turns and its transcript; `list --label` filters by labels.
  */
+import { inLine } from './queue-words.ts';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { EventRenderer, usageText } from './render.ts';
@@ -88,7 +89,7 @@ export function register(program: Command): void {
           list.map((c) => [
             c.id,
             c.agent_id ? (names.get(c.agent_id) ?? '(deleted)') : '',
-            c.status,
+            c.queue ? inLine(c.queue.position) : c.status,
             String(c.turn_count ?? ''),
             titleOf(c),
             where(c),
@@ -126,14 +127,14 @@ export function register(program: Command): void {
           after = page.meta.next_cursor;
         }
         if (opts.json) return printJson({ conversation: c, turns, events });
-        process.stdout.write(`${c.id}  ${c.status}  ${titleOf(c)}  ${where(c)}\n`);
+        process.stdout.write(`${c.id}  ${c.queue ? inLine(c.queue.position) : c.status}  ${titleOf(c)}  ${where(c)}\n`);
         if (c.labels?.length) process.stdout.write(`  labels: ${c.labels.join(', ')}\n`);
         const total = usageText(c.usage_total);
         if (total) process.stdout.write(`  ${total}\n`);
         for (const t of turns) {
           const used = usageText(t.usage);
           process.stdout.write(
-            `  turn ${t.turn_number}: ${t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`,
+            `  turn ${t.turn_number}: ${t.queue_position ? inLine(t.queue_position) : t.status}  ${JSON.stringify(t.prompt ?? '')}${used ? `  (${used})` : ''}\n`,
           );
         }
         process.stdout.write('\n');

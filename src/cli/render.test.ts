@@ -150,3 +150,14 @@ test('a lost session and a restart for a new credential are said in words, never
   assert.match(out, new RegExp(`· the agent started afresh: ${detail}\n`));
   assert.match(out, /· restarting the agent: the agent's model credential changed\n/);
 });
+
+test('the renderer says a place in the capacity queue, and when it starts', () => {
+  let out = '';
+  const r = new EventRenderer((s) => (out += s));
+  r.render({ kind: 'stage', stage: 'queue', state: 'started', data: '{"position":2,"turn_id":"t"}' });
+  r.render({ kind: 'stage', stage: 'queue', state: 'started', data: '{"event":"position","position":1}' });
+  r.render({ kind: 'stage', stage: 'queue', state: 'done', data: '{}' });
+  assert.match(out, /queued — 2nd in line; it starts as capacity frees/);
+  assert.match(out, /queued — 1st in line/);
+  assert.match(out, /capacity freed: starting/);
+});

@@ -2,6 +2,7 @@
  * Turns conversation events into terminal text: streamed agent output, folded thoughts, tool calls as
  * they grow (each update merged into its call: what runs, its output, edits as diffs), and one line per stage.
  */
+import { inLine } from './queue-words.ts';
 import { diffLines } from '../acp/diff-lines.ts';
 import {
   informative,
@@ -100,6 +101,13 @@ export class EventRenderer {
       if (meta?.event === 'load_delayed')
         return this.status("waiting for the minute to turn before reloading the agent's session…");
       return this.status(detail ? `restarting the agent: ${detail}` : 'restarting the agent…');
+    }
+    if (ev.stage === 'queue') {
+      // The account's limits are reached: the prompt (or the new conversation) waits its turn.
+      if (ev.state === 'done') return this.status('capacity freed: starting');
+      const position = typeof meta?.position === 'number' ? meta.position : null;
+      if (position !== null)
+        return this.status(`${inLine(position)}; it starts as capacity frees (Ctrl-C leaves it waiting)`);
     }
     if (ev.stage === 'turn' && ev.state === 'interrupted') return this.status('turn interrupted');
     if (ev.stage === 'turn' && ev.state === 'done') {

@@ -39,6 +39,7 @@ export const conversationSchema = z
     agent_id: z.string().nullish(),
     status: z.string(),
     turn_count: z.number().optional(),
+    queue: z.object({ position: z.number() }).loose().nullish(),
     sandbox: z
       .object({ provider: z.string().nullish(), status: z.string().nullish(), runner: runnerRefSchema.nullish() })
       .loose()
@@ -55,6 +56,7 @@ export const turnSchema = z
     turn_number: z.number(),
     prompt: z.string().nullish(),
     status: z.string(),
+    queue_position: z.number().nullish(),
     pending_permission: z.object({ request_id: z.string() }).loose().nullish(),
   })
   .loose();

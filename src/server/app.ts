@@ -45,6 +45,7 @@ import { usageRoutes } from './gateway/routes.ts';
 import type { UsageService } from './gateway/service.ts';
 import { labelRoutes } from './conversations/label-routes.ts';
 import { relocateRoutes } from './conversations/relocate-routes.ts';
+import { capacityRoutes } from './conversations/capacity-routes.ts';
 
 export interface AppDeps {
   readonly db: Db;
@@ -182,6 +183,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', settingsRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', labelRoutes({ ...routeDeps, engine: deps.engine.engine }));
+    app.route('/', capacityRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', relocateRoutes({ ...routeDeps, ...deps.engine }));
     if (deps.team) {

@@ -98,6 +98,10 @@ const envSchema = z.object({
     86_400,
     'seconds (0 = never)',
   ),
+  // Capacity queue
+  FOUNTAIN_MAX_RUNNING_TURNS: wholeNumber(ENGINE_DEFAULTS.maxRunningTurns, 1, 10_000, 'turns'),
+  FOUNTAIN_MAX_SANDBOXES: wholeNumber(ENGINE_DEFAULTS.maxSandboxes, 1, 10_000, 'sandboxes'),
+  FOUNTAIN_QUEUE_EXPIRY_SECONDS: wholeNumber(ENGINE_DEFAULTS.queueExpiryMs / 1000, 1, 86_400, 'seconds'),
   // Runner hub
   FOUNTAIN_RUNNER_HEARTBEAT_MS: wholeNumber(20_000, 1, 3_600_000, 'milliseconds'),
   FOUNTAIN_RUNNER_CALL_TIMEOUT_MS: wholeNumber(30_000, 1, 3_600_000, 'milliseconds'),
@@ -157,6 +161,9 @@ export const SERVER_ENV_GROUPS: Readonly<Record<string, readonly ServerEnvVar[]>
     'FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS',
     'FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS',
     'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS',
+    'FOUNTAIN_MAX_RUNNING_TURNS',
+    'FOUNTAIN_MAX_SANDBOXES',
+    'FOUNTAIN_QUEUE_EXPIRY_SECONDS',
     'FOUNTAIN_RUNNER_HEARTBEAT_MS',
     'FOUNTAIN_RUNNER_CALL_TIMEOUT_MS',
   ],

@@ -3,7 +3,14 @@
  * and the compare-and-set claims by which exactly one node adopts each piece of it.
  */
 import { and, asc, eq, inArray, sql, type AnyColumn, type SQL } from 'drizzle-orm';
-import { conversations, serverNodes, turns, type Conversation, type Turn } from '../store/conversation-schema.ts';
+import {
+  capacityQueue,
+  conversations,
+  serverNodes,
+  turns,
+  type Conversation,
+  type Turn,
+} from '../store/conversation-schema.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 
 /**
@@ -25,6 +32,8 @@ function lostNode(col: AnyColumn | SQL, l: Liveness): SQL {
 
 const OPEN = ['pending', 'running'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A new conversation waiting in the capacity queue is nobody's provisioning yet: no node adopts it. */
+const notQueued = sql`NOT EXISTS (SELECT 1 FROM ${capacityQueue} WHERE ${capacityQueue.conversationId} = ${conversations.id})`;
 const hasOpenTurn = sql`EXISTS (SELECT 1 FROM ${turns} WHERE ${turns.conversationId} = ${conversations.id} AND ${turns.status} IN ('pending', 'running'))`;
 
 /** Writes this node's heartbeat (the row is created on the first beat and again if it was reaped). */
@@ -55,7 +64,7 @@ export async function lostProvisionings(db: EngineDb, l: Liveness): Promise<Conv
   return db
     .select()
     .from(conversations)
-    .where(and(eq(conversations.status, 'pending'), lostNode(conversations.nodeId, l)))
+    .where(and(eq(conversations.status, 'pending'), notQueued, lostNode(conversations.nodeId, l)))
     .orderBy(asc(conversations.insertedAt));
 }
 
@@ -81,6 +90,7 @@ export async function claimProvisioning(db: EngineDb, id: string, from: string |
       and(
         eq(conversations.id, id),
         eq(conversations.status, 'pending'),
+        notQueued,
         sql`${conversations.nodeId} IS NOT DISTINCT FROM ${from}`,
         lostNode(conversations.nodeId, l),
       ),

@@ -1,5 +1,6 @@
 /**
- * Commands that must reach the node driving a conversation (prompt, interrupt, permission answer):
+ * Commands that must reach the node driving a conversation (prompt, interrupt, permission answer, the
+ * start of a turn the capacity queue admitted):
  * their wire shapes between nodes, and the check of what comes back, which is answered as if local.
  */
 import { z } from 'zod';
@@ -8,6 +9,8 @@ import { ENGINE_ERROR_STATUS, refuse, type EngineErrorCode, type EngineResult } 
 export const engineCommandSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('prompt'), accountId: z.string(), conversationId: z.string(), text: z.string() }),
   z.object({ op: z.literal('interrupt'), accountId: z.string(), conversationId: z.string() }),
+  /** A turn the capacity queue admitted: it starts on the node that drives its conversation. */
+  z.object({ op: z.literal('start'), accountId: z.string(), conversationId: z.string(), turnId: z.string() }),
   z.object({
     op: z.literal('answer'),
     accountId: z.string(),

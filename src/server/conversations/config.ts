@@ -43,6 +43,14 @@ export interface EngineConfig {
   readonly skillsGitBaseUrl: string;
   /** The least time between two `event: conversations` signals on one account stream (1 s; tests widen it). */
   readonly conversationsSignalGapMs: number;
+  /** FOUNTAIN_MAX_RUNNING_TURNS: an account's running turns beyond which prompts queue (its own limit wins). */
+  readonly maxRunningTurns: number;
+  /** FOUNTAIN_MAX_SANDBOXES: an account's starting or ready sandboxes beyond which new ones queue (its own limit wins). */
+  readonly maxSandboxes: number;
+  /** FOUNTAIN_QUEUE_EXPIRY_SECONDS: how long a prompt or a new conversation may wait in the queue before it fails. */
+  readonly queueExpiryMs: number;
+  /** How often each node looks at the queue besides when it frees capacity itself (expiry, other nodes' frees). */
+  readonly queuePollMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
 }
@@ -65,6 +73,10 @@ export const ENGINE_DEFAULTS = {
   nodeHeartbeatMs: 5_000,
   nodeExpiryMs: 30_000,
   skillsGitBaseUrl: 'https://github.com',
+  maxRunningTurns: 250,
+  maxSandboxes: 250,
+  queueExpiryMs: 3_600_000,
+  queuePollMs: 2_000,
 } as const;
 
 const minutes = z.coerce.number().int().min(0).max(525_600);
@@ -87,7 +99,8 @@ export type ConfigResult = { ok: true; value: Omit<EngineConfig, 'demoAgentArgv'
 /**
  * Reads SANDBOX_IDLE_TIMEOUT_MINUTES, FOUNTAIN_IDLE_SWEEP_SECONDS, FOUNTAIN_PERMISSION_ASK_TIMEOUT_SECONDS,
  * FOUNTAIN_RUNNER_RECOVERY_SECONDS, FOUNTAIN_ADAPTER_INSTALL_TIMEOUT_SECONDS, FOUNTAIN_ACP_HANDSHAKE_TIMEOUT_SECONDS,
- * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
+ * FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS, FOUNTAIN_MAX_RUNNING_TURNS, FOUNTAIN_MAX_SANDBOXES,
+ * FOUNTAIN_QUEUE_EXPIRY_SECONDS, PUBLIC_URL, FOUNTAIN_SKILLS_GIT_URL.
  */
 export function engineConfigFromEnv(env: Readonly<Record<string, string | undefined>>): ConfigResult {
   const blank = (v: string | undefined) => v === undefined || v.trim() === '';
@@ -136,6 +149,19 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       ok: false,
       message: 'FOUNTAIN_TURN_SILENCE_TIMEOUT_SECONDS must be a whole number of seconds (0 = never, up to 86400)',
     };
+  const count = z.coerce.number().int().min(1).max(10_000);
+  const turnsLimit = blank(env.FOUNTAIN_MAX_RUNNING_TURNS)
+    ? { success: true as const, data: ENGINE_DEFAULTS.maxRunningTurns }
+    : count.safeParse(env.FOUNTAIN_MAX_RUNNING_TURNS);
+  if (!turnsLimit.success)
+    return { ok: false, message: 'FOUNTAIN_MAX_RUNNING_TURNS must be a whole number (1..10000)' };
+  const sandboxLimit = blank(env.FOUNTAIN_MAX_SANDBOXES)
+    ? { success: true as const, data: ENGINE_DEFAULTS.maxSandboxes }
+    : count.safeParse(env.FOUNTAIN_MAX_SANDBOXES);
+  if (!sandboxLimit.success) return { ok: false, message: 'FOUNTAIN_MAX_SANDBOXES must be a whole number (1..10000)' };
+  const expiry = secondsOr(env.FOUNTAIN_QUEUE_EXPIRY_SECONDS, ENGINE_DEFAULTS.queueExpiryMs, seconds);
+  if (!expiry.success)
+    return { ok: false, message: 'FOUNTAIN_QUEUE_EXPIRY_SECONDS must be a whole number of seconds (1..86400)' };
   if (!blank(env.FOUNTAIN_SKILLS_GIT_URL) && !/^https:\/\/[^\s]+$/.test(env.FOUNTAIN_SKILLS_GIT_URL!.trim())) {
     return { ok: false, message: 'FOUNTAIN_SKILLS_GIT_URL must be an https:// URL' };
   }
@@ -150,6 +176,9 @@ export function engineConfigFromEnv(env: Readonly<Record<string, string | undefi
       installTimeoutMs: install.data * 1000,
       acpCallTimeoutMs: handshake.data * 1000,
       turnSilenceTimeoutMs: silence.data * 1000,
+      maxRunningTurns: turnsLimit.data,
+      maxSandboxes: sandboxLimit.data,
+      queueExpiryMs: expiry.data * 1000,
       publicUrl: blank(env.PUBLIC_URL) ? null : env.PUBLIC_URL!.replace(/\/+$/, ''),
       skillsGitBaseUrl: blank(env.FOUNTAIN_SKILLS_GIT_URL)
         ? ENGINE_DEFAULTS.skillsGitBaseUrl

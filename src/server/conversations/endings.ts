@@ -43,6 +43,8 @@ export class Endings {
     if (live?.turn) {
       await this.p.turns.dispatch(live, live.turn, { type: 'terminate' });
     }
+    // What waits in the capacity queue never starts.
+    await this.p.capacity.cancel(id, 'terminate');
     for (const t of await openTurns(db, id)) {
       await endUndrivenTurn(db, t.id, 'interrupted', 'terminated');
     }
@@ -50,7 +52,7 @@ export class Endings {
     this.c.live.delete(id);
     const s = row.sandbox;
     let destroyError: string | null = null;
-    // A `pending` sandbox (placed by a move) was never created: nothing to destroy.
+    // A `pending` sandbox (placed by a move, or of a conversation that waited in the queue) was never created.
     if (
       s &&
       s.status !== 'terminated' &&
@@ -67,6 +69,31 @@ export class Endings {
     this.c.changed(row.conversation.accountId);
     await this.c.sandboxTokens.revoke(id, now);
     this.c.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
+    this.c.freed();
+  }
+
+  /**
+   * A new conversation that waited in the capacity queue and expired (failed, in words) or was cancelled
+   * (terminated): no sandbox was created, so none is destroyed.
+   */
+  async endQueued(id: string, how: 'expired' | 'cancelled', reason: string): Promise<void> {
+    await this.c.lock.run(id, async () => {
+      const db = this.c.d.db;
+      const row = await getConversationById(db, id);
+      if (!row || row.conversation.status !== 'pending') return;
+      const now = new Date();
+      const failed = how === 'expired';
+      if (row.sandbox) await updateSandbox(db, row.sandbox.id, { status: failed ? 'failed' : 'terminated' });
+      await updateConversation(db, id, {
+        status: failed ? 'failed' : 'terminated',
+        ...(failed ? { failureReason: reason } : {}),
+        lastActiveAt: now,
+      });
+      await this.c.sandboxTokens.revoke(id, now);
+      if (failed) this.c.events.stage(id, null, 'provision', 'failed', { reason, error: 'queue_expired' });
+      else this.c.events.stage(id, null, 'terminate', 'done', { reason });
+      this.c.changed(row.conversation.accountId);
+    });
   }
 
   /**

@@ -5,6 +5,18 @@
 import type { SessionSettings } from '../store/conversation-schema.ts';
 import { changeSettings, type SettingsChange } from './settings-command.ts';
 import { EventBus } from '../cluster/bus.ts';
+import { Capacity, type Taken } from './capacity.ts';
+import {
+  ACTIVE_SANDBOX,
+  getOwnLimits,
+  loadOf,
+  setOwnLimits,
+  type Limits,
+  type Load,
+  type OwnLimits,
+} from './queue-store.ts';
+import { insertAdmittedTurn, insertQueuedTurn, releaseAdmittedTurn } from './turn/queued.ts';
+import { startAdmitted } from './admitted.ts';
 import { mintNodeId } from '../cluster/node.ts';
 import { EventFeeds } from './feed.ts';
 import { conversationsSignal, publishConversationsChanged } from './changes.ts';
@@ -17,26 +29,27 @@ import type { EngineCore, EngineDeps, EngineParts } from './live.ts';
 import { KeyedLock } from './lock.ts';
 import { Permissions } from './permissions.ts';
 import { Provisioner, type CreateConversationInput } from './provisioner.ts';
-import { RoutedEngine, serveCommand, type TurnCommands } from './routed.ts';
+import { RoutedEngine, serveCommand, type PromptAccepted, type TurnCommands } from './routed.ts';
 import { TurnRecovery } from './reattach.ts';
 import { Relocation, type ForkAt, type MoveTo } from './relocate.ts';
 import { SandboxTokens } from './sandbox-token.ts';
 import {
   getConversation,
   getConversationForPrompt,
-  insertPromptTurn,
   listConversations,
   markConversationRead,
   type ConversationWithSandbox,
 } from './store.ts';
 import { Sweeper } from './sweeper.ts';
 import { TurnDriver } from './turn/driver.ts';
-import { conversationView, sandboxView, type ConversationView } from './views.ts';
+import { conversationView, sandboxView, type ConversationView, type QueuePlace } from './views.ts';
 import { changeLabels, type Label, type LabelChange } from './labels.ts';
 
 export type { EngineDeps } from './live.ts';
 
 export type { CreateConversationInput } from './provisioner.ts';
+
+export type { PromptAccepted } from './routed.ts';
 
 export class ConversationEngine {
   readonly events: EventLog;
@@ -80,9 +93,11 @@ export class ConversationEngine {
       sandboxTokens: this.sandboxTokens,
       nodeId,
       changed,
+      freed: () => this.#p?.capacity.freed(),
       stopped: false,
     };
     const parts = {} as { -readonly [K in keyof EngineParts]: EngineParts[K] };
+    parts.capacity = new Capacity(this.#c);
     parts.turns = new TurnDriver(this.#c, parts);
     parts.asks = new Permissions(this.#c, parts);
     parts.recovery = new TurnRecovery(this.#c, parts);
@@ -103,6 +118,7 @@ export class ConversationEngine {
     const here: TurnCommands = {
       prompt: (accountId, id, text) => this.#promptHere(accountId, id, text),
       interrupt: (accountId, id) => this.#interruptHere(accountId, id),
+      startAdmitted: (accountId, id, turnId) => startAdmitted(this.#c, this.#p, accountId, id, turnId),
       answerPermission: (accountId, id, requestId, optionId) => this.#answerHere(accountId, id, requestId, optionId),
     };
     this.#commands = deps.link
@@ -129,6 +145,10 @@ export class ConversationEngine {
   async start(): Promise<void> {
     await this.#owner.start(this.#p.recovery.adopter());
     this.#sweeper.start();
+    this.#p.capacity.start({
+      start: (t) => this.#startTaken(t),
+      endConversation: (entry, how, reason) => this.#endings.endQueued(entry.conversationId, how, reason),
+    });
   }
 
   /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
@@ -140,6 +160,7 @@ export class ConversationEngine {
   async stop(): Promise<void> {
     this.#c.stopped = true;
     this.#sweeper.stop();
+    await this.#p.capacity.stop();
     await this.#owner.stop();
     await this.#p.provisioner.settled();
     await this.#p.turns.settled();
@@ -152,11 +173,15 @@ export class ConversationEngine {
 
   // ---------------------------------------------------------------- reads
 
-  async view(row: ConversationWithSandbox): Promise<ConversationView> {
+  /** A conversation as the API shows it; `places` (from queuePositions) saves a lookup per row of a list. */
+  async view(row: ConversationWithSandbox, places?: Map<string, QueuePlace>): Promise<ConversationView> {
     const s = row.sandbox;
+    const id = row.conversation.id;
+    const place = places ? places.get(id) : (await this.#p.capacity.positions([id])).get(id);
     return conversationView(
       row.conversation,
       s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null,
+      place,
     );
   }
 
@@ -167,7 +192,8 @@ export class ConversationEngine {
 
   async list(accountId: string, filter: Parameters<typeof listConversations>[2]): Promise<ConversationView[]> {
     const rows = await listConversations(this.#c.d.db, accountId, filter);
-    return Promise.all(rows.map((r) => this.view(r)));
+    const places = await this.queuePositions(rows.map((r) => r.conversation.id));
+    return Promise.all(rows.map((r) => this.view(r, places)));
   }
 
   /** An account stream's "conversations changed" signal, heard from every node, one per `gapMs` at most. */
@@ -209,7 +235,7 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   /** Every turn command goes through #commands: to the node driving the conversation, or here. */
-  prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+  prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     return this.#commands.prompt(accountId, id, text);
   }
 
@@ -218,14 +244,14 @@ export class ConversationEngine {
    * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
    * waits for them as before. A failure after the reply ends the turn (TurnDriver.start), not the request.
    */
-  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     const { live, lock, d } = this.#c;
     // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
     let replied = false;
-    let reply!: (r: EngineResult<{ turnId: string }>) => void;
+    let reply!: (r: EngineResult<PromptAccepted>) => void;
     let fail!: (e: unknown) => void;
-    const answer = new Promise<EngineResult<{ turnId: string }>>((res, rej) => {
+    const answer = new Promise<EngineResult<PromptAccepted>>((res, rej) => {
       reply = (r) => {
         replied = true;
         res(r);
@@ -245,18 +271,38 @@ export class ConversationEngine {
         if (live.get(id)?.turn || conv.status === 'running')
           return reply(refuse('conversation_busy', 'a turn is already running'));
         if (row.turnOpen) return reply(refuse('conversation_busy', 'a prompt is already queued'));
+        // A conversation still waiting in the queue for its sandbox has nothing to prompt yet.
+        if (conv.status === 'pending' && row.sandbox?.status === 'pending')
+          return reply(
+            refuse('conversation_busy', 'the conversation waits in the queue for capacity; it starts on its own'),
+          );
+        const needsSandbox = !row.sandbox || !(ACTIVE_SANDBOX as readonly string[]).includes(row.sandbox.status);
+        const fields = { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text };
+        const admitted = await this.#p.capacity.admit(
+          accountId,
+          { turn: true, sandbox: needsSandbox, kind: 'prompt' },
+          async (tx, queued) => {
+            const t = queued
+              ? await insertQueuedTurn(tx, fields)
+              : await insertAdmittedTurn(tx, { ...fields, nodeId: this.nodeId });
+            return { turn: t, conversationId: id, turnId: t.id };
+          },
+        );
+        const turn = admitted.value.turn;
+        if (admitted.queued)
+          return reply(
+            accept({
+              turnId: turn.id,
+              queue: { position: admitted.position, expiresAt: admitted.expiresAt.toISOString() },
+            }),
+          );
         const awake = await this.#p.provisioner.ensureAwake(row);
-        if (!awake.ok) return reply(awake);
-        // Stored as running at once (one write instead of insert + update); its conversation's
-        // counters go with the running mark in TurnDriver.start.
-        const turn = await insertPromptTurn(d.db, {
-          conversationId: id,
-          turnNumber: conv.turnCount + 1,
-          prompt: text,
-          startedAt: new Date(),
-          nodeId: this.nodeId,
-          model: awake.value.model,
-        });
+        if (!awake.ok) {
+          // It never ran: its row and the capacity it held go.
+          await releaseAdmittedTurn(d.db, turn.id);
+          this.#c.freed();
+          return reply(awake);
+        }
         // start() marks the conversation's live turn before its first await, so the next prompt is refused as busy.
         const started = this.#p.turns.start(awake.value, turn, {
           turnCount: conv.turnCount + 1,
@@ -280,9 +326,52 @@ export class ConversationEngine {
     const row = await getConversation(this.#c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     const live = this.#c.live.get(id);
-    if (!live?.turn) return refuse('no_turn_running', 'no turn is running');
+    if (!live?.turn) {
+      // A prompt (or a new conversation) waiting for capacity is cancelled: it never starts.
+      if (await this.#p.capacity.cancel(id, 'interrupt')) return accept(undefined);
+      return refuse('no_turn_running', 'no turn is running');
+    }
     await this.#p.turns.interrupt(live, live.turn);
     return accept(undefined);
+  }
+
+  // ---------------------------------------------------------------- capacity queue
+
+  /** What the queue took: a prompt starts on the node driving its conversation, a conversation provisions here. */
+  async #startTaken(t: Taken): Promise<void> {
+    if (t.kind === 'conversation') return this.#p.provisioner.startQueued(t.conversationId);
+    if (!t.turnId) return;
+    const r = await this.#commands.startAdmitted(t.accountId, t.conversationId, t.turnId);
+    // The node driving it did not answer: this node starts it (waking the sandbox here).
+    if (!r.ok && r.error.code === 'server_node_unreachable')
+      await startAdmitted(this.#c, this.#p, t.accountId, t.conversationId, t.turnId);
+  }
+
+  /** The place in line of each waiting conversation among `ids` (for views). */
+  queuePositions(ids: readonly string[]): Promise<Map<string, QueuePlace>> {
+    return this.#p.capacity.positions(ids);
+  }
+
+  /** The account's limits (its own and the server's defaults) with what it holds and what waits now. */
+  async limits(accountId: string): Promise<{ own: OwnLimits; defaults: Limits; load: Load }> {
+    const defaults = this.#p.capacity.defaults;
+    const [own, load] = await Promise.all([
+      getOwnLimits(this.#c.d.db, accountId),
+      loadOf(this.#c.d.db, accountId, defaults),
+    ]);
+    return { own, defaults, load };
+  }
+
+  /** Sets an account's own limits (null: the server's default); raised limits start what now fits. */
+  async setLimits(accountId: string, own: OwnLimits): Promise<EngineResult<void>> {
+    if (!(await setOwnLimits(this.#c.d.db, accountId, own))) return refuse('not_found', 'account not found');
+    this.#c.freed();
+    return accept(undefined);
+  }
+
+  /** Looks at the queue now (tests; a node also looks on its own as capacity frees). */
+  drainQueue(): Promise<void> {
+    return this.#p.capacity.drain();
   }
 
   // ---------------------------------------------------------------- permissions

@@ -4,7 +4,14 @@
  */
 import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { agents, conversations, sandboxes, turns, type ConversationStatus } from '../store/conversation-schema.ts';
+import {
+  agents,
+  capacityQueue,
+  conversations,
+  sandboxes,
+  turns,
+  type ConversationStatus,
+} from '../store/conversation-schema.ts';
 import type { ConversationWithSandbox } from './store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { listAgents } from '../agents/store.ts';
@@ -40,6 +47,8 @@ export interface ListedConversation {
   readonly waiting: boolean;
   /** `key` / `key=value`, sorted. */
   readonly labels: readonly string[];
+  /** Its place in the capacity queue (1 = next) while a prompt of it, or it, waits; null otherwise. */
+  readonly queuePosition: number | null;
 }
 
 export interface ListingPage {
@@ -86,6 +95,12 @@ function pageWhere(accountId: string, f: ListingFilter): SQL {
 const cursorAt = sql<string>`${conversations.lastActiveAt}::text`;
 
 /** Whether one of the conversation's turns holds a permission request for the user (at most one turn is open). */
+/** The row's place in its account's capacity queue, through the queue's conversation index; null when nothing waits. */
+const QUEUE_POSITION = sql<
+  number | null
+>`(SELECT (SELECT count(*) FROM ${capacityQueue} ahead WHERE ahead.account_id = q.account_id AND (ahead.enqueued_at, ahead.id) <= (q.enqueued_at, q.id)) FROM ${capacityQueue} q WHERE q.conversation_id = ${conversations.id})`.mapWith(
+  (v: unknown) => (v === null || v === undefined ? null : Number(v)),
+);
 const WAITING = sql<boolean>`EXISTS (SELECT 1 FROM ${turns} WHERE ${turns.conversationId} = ${conversations.id} AND ${turns.pendingPermission} IS NOT NULL)`;
 
 /** Whether the conversation waits for the user's answer to a permission request. */
@@ -136,6 +151,7 @@ export async function listConversationPage(db: EngineDb, accountId: string, f: L
         lastReadAt: conversations.lastReadAt,
         waiting: WAITING,
         labels: conversations.labels,
+        queuePosition: QUEUE_POSITION,
         cursorAt,
       })
       .from(conversations)

@@ -100,6 +100,8 @@ export interface EngineCore {
   readonly nodeId: string;
   /** Tells the account's streams, on every node, that its conversation list changed (changes.ts). */
   readonly changed: (accountId: string) => void;
+  /** Capacity freed here (a turn ended, a sandbox parked or went away): the capacity queue looks again. */
+  readonly freed: () => void;
   stopped: boolean;
 }
 
@@ -164,4 +166,5 @@ export interface EngineParts {
   readonly recovery: import('./reattach.ts').TurnRecovery;
   readonly launcher: import('./launcher.ts').Launcher;
   readonly provisioner: import('./provisioner.ts').Provisioner;
+  readonly capacity: import('./capacity.ts').Capacity;
 }

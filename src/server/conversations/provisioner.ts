@@ -21,13 +21,13 @@ import {
   getConversationById,
   insertConversation,
   insertSandbox,
-  insertTurn,
   openTurns,
   updateConversation,
   updateSandbox,
   type ConversationWithSandbox,
 } from './store.ts';
 import { endUndrivenTurn } from './turn/rows.ts';
+import { insertAdmittedTurn, insertQueuedTurn } from './turn/queued.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
@@ -153,35 +153,51 @@ export class Provisioner {
       return refuse(refused.reason, refused.message, { conversation_id: row.conversation.id, provider });
     }
 
-    const row = await insertConversation(
-      db,
-      {
-        accountId,
-        agentId: agent.id,
-        title: input.title ?? null,
-        firstPrompt: input.prompt ?? null,
-        status: 'pending',
-        runtime: agent.runtime,
-        permissionPolicy: policy.value,
-        source: 'api',
-        channelId: input.channelId ?? null,
-        parentConversationId: input.parentId ?? null,
-        ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
-        turnCount: input.prompt ? 1 : 0,
-        nodeId: this.c.nodeId,
-        environmentId: input.environmentId ?? null,
-        launchSecrets,
-        ...(fork
-          ? {
-              firstPrompt: fork.parent.firstPrompt,
-              turnCount: fork.turnCount,
-              runtimeSessionId: fork.runtimeSessionId,
-              usageTotal: fork.usageTotal,
-            }
-          : {}),
+    // Beyond the account's limits it waits whole: no sandbox is created until it leaves the queue.
+    const admitted = await this.p.capacity.admit(
+      accountId,
+      { turn: !!input.prompt, sandbox: true, kind: 'conversation' },
+      async (tx, queued) => {
+        const row = await insertConversation(
+          tx,
+          {
+            accountId,
+            agentId: agent.id,
+            title: input.title ?? null,
+            firstPrompt: input.prompt ?? null,
+            status: 'pending',
+            runtime: agent.runtime,
+            permissionPolicy: policy.value,
+            source: 'api',
+            channelId: input.channelId ?? null,
+            parentConversationId: input.parentId ?? null,
+            ...(input.parentId === undefined ? {} : { source: 'agent' as const }),
+            turnCount: input.prompt ? 1 : 0,
+            nodeId: queued ? null : this.c.nodeId,
+            environmentId: input.environmentId ?? null,
+            launchSecrets,
+            ...(fork
+              ? {
+                  firstPrompt: fork.parent.firstPrompt,
+                  turnCount: fork.turnCount,
+                  runtimeSessionId: fork.runtimeSessionId,
+                  usageTotal: fork.usageTotal,
+                }
+              : {}),
+          },
+          { provider, name: name.value, status: queued ? 'pending' : 'starting' },
+        );
+        const conversationId = row.conversation.id;
+        const fields = { conversationId, turnNumber: 1, prompt: input.prompt ?? '' };
+        const turn = !input.prompt
+          ? null
+          : queued
+            ? await insertQueuedTurn(tx, fields)
+            : await insertAdmittedTurn(tx, { ...fields, nodeId: this.c.nodeId });
+        return { row, conversationId, turnId: turn?.id ?? null };
       },
-      { provider, name: name.value, status: 'starting' },
     );
+    const row = admitted.value.row;
     const conv = row.conversation;
     if (fork) {
       try {
@@ -192,17 +208,33 @@ export class Provisioner {
         throw e;
       }
     }
-    if (input.prompt)
-      await insertTurn(db, {
-        conversationId: conv.id,
-        turnNumber: 1,
-        prompt: input.prompt,
-        status: 'pending',
-        nodeId: this.c.nodeId,
-      });
+    if (admitted.queued) return accept(row);
     this.c.changed(accountId);
     this.#start(conv, row.sandbox!, agent, fork !== undefined);
     return accept(row);
+  }
+
+  /** Provisions a new conversation the capacity queue admitted (its sandbox row is `starting` now). */
+  async startQueued(conversationId: string): Promise<void> {
+    const row = await getConversationById(this.c.d.db, conversationId);
+    if (!row?.sandbox || row.conversation.status !== 'pending') return;
+    const conv = row.conversation;
+    const agent = conv.agentId ? await getAgent(this.c.d.db, conv.accountId, conv.agentId) : undefined;
+    if (!agent) {
+      await updateSandbox(this.c.d.db, row.sandbox.id, { status: 'failed' });
+      await updateConversation(this.c.d.db, conv.id, {
+        status: 'failed',
+        failureReason: "the conversation's agent was deleted while it waited in the queue",
+      });
+      for (const t of await openTurns(this.c.d.db, conv.id))
+        await endUndrivenTurn(this.c.d.db, t.id, 'failed', "the conversation's agent was deleted");
+      this.c.changed(conv.accountId);
+      this.c.freed();
+      return;
+    }
+    this.c.changed(conv.accountId);
+    // A fork that waited is the one new conversation with an agent session already: it starts from its checkpoint.
+    this.#start(conv, { ...row.sandbox, status: 'starting' }, agent, conv.runtimeSessionId !== null);
   }
 
   /** Raises the cancel flag of a running first provisioning (terminate); true when there was one. */
@@ -369,6 +401,7 @@ export class Provisioner {
       for (const t of await openTurns(db, conv.id)) {
         await endUndrivenTurn(db, t.id, 'failed', `provisioning failed: ${reason}`);
       }
+      this.c.freed();
       return;
     }
     this.c.events.stage(conv.id, null, 'provision', 'done', {}, Date.now() - t0);

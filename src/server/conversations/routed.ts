@@ -10,13 +10,21 @@ import type { EngineResult } from '../core/engine-errors.ts';
 
 /** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
 const COMMAND_TIMEOUT_MS = 30_000;
-const TurnIdSchema = z.object({ turnId: z.string() });
+const PromptAcceptedSchema = z.object({
+  turnId: z.string(),
+  queue: z.object({ position: z.number().int(), expiresAt: z.string() }).optional(),
+});
+
+/** A prompt's answer: its turn, and its place in line when it waits for capacity. */
+export type PromptAccepted = z.infer<typeof PromptAcceptedSchema>;
 const NothingSchema = z.undefined();
 
 /** What a client asks of a conversation's turn, wherever the conversation is driven. */
 export interface TurnCommands {
-  prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>>;
+  prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>>;
   interrupt(accountId: string, id: string): Promise<EngineResult<void>>;
+  /** Starts a turn the capacity queue admitted (its row holds capacity as `pending`). */
+  startAdmitted(accountId: string, id: string, turnId: string): Promise<EngineResult<void>>;
   answerPermission(accountId: string, id: string, requestId: string, optionId: string): Promise<EngineResult<void>>;
 }
 
@@ -41,15 +49,26 @@ export class RoutedEngine implements TurnCommands {
     private readonly routes: Routes,
   ) {}
 
-  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<{ turnId: string }>> {
+  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
     const timeoutMs = Math.max(COMMAND_TIMEOUT_MS, this.routes.installTimeoutMs + COMMAND_TIMEOUT_MS);
-    const away = await this.#away(id, { op: 'prompt', accountId, conversationId: id, text }, TurnIdSchema, timeoutMs);
+    const away = await this.#away(
+      id,
+      { op: 'prompt', accountId, conversationId: id, text },
+      PromptAcceptedSchema,
+      timeoutMs,
+    );
     return away ?? this.here.prompt(accountId, id, text);
   }
 
   async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
     const away = await this.#away(id, { op: 'interrupt', accountId, conversationId: id }, NothingSchema);
     return away ?? this.here.interrupt(accountId, id);
+  }
+
+  async startAdmitted(accountId: string, id: string, turnId: string): Promise<EngineResult<void>> {
+    const timeoutMs = Math.max(COMMAND_TIMEOUT_MS, this.routes.installTimeoutMs + COMMAND_TIMEOUT_MS);
+    const away = await this.#away(id, { op: 'start', accountId, conversationId: id, turnId }, NothingSchema, timeoutMs);
+    return away ?? this.here.startAdmitted(accountId, id, turnId);
   }
 
   async answerPermission(
@@ -88,6 +107,8 @@ export function serveCommand(here: TurnCommands, command: EngineCommand): Promis
       return here.prompt(command.accountId, command.conversationId, command.text);
     case 'interrupt':
       return here.interrupt(command.accountId, command.conversationId);
+    case 'start':
+      return here.startAdmitted(command.accountId, command.conversationId, command.turnId);
     case 'answer':
       return here.answerPermission(command.accountId, command.conversationId, command.requestId, command.optionId);
   }

@@ -147,7 +147,16 @@ const RequestParams = z.object({
     .openapi({ param: { name: 'request_id', in: 'path' } }),
 });
 
-const queued = z.object({ status: z.literal('queued'), turn_id: z.string() });
+const queued = z
+  .object({
+    status: z.literal('queued').openapi({ description: 'Accepted (the upstream word); `queue` says whether it waits' }),
+    turn_id: z.string(),
+    queue: z.object({ position: z.number().int(), expires_at: z.string() }).nullable().openapi({
+      description:
+        "Null: the turn starts now. Set: the account's running-turn or sandbox limit is reached and the turn waits (turn status `queued`), 1 = next in line; it fails at expires_at unless started, and the interrupt cancels it",
+    }),
+  })
+  .openapi('PromptAccepted');
 
 export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<AppEnv> {
   const app = newRouter();
@@ -225,7 +234,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           after: q.after,
           limit,
         });
-        const data = await Promise.all(page.rows.map((r) => engine.view(r)));
+        const places = await engine.queuePositions(page.rows.map((r) => r.conversation.id));
+        const data = await Promise.all(page.rows.map((r) => engine.view(r, places)));
         return c.json({ data, meta: { limit, has_more: page.next !== null, next_cursor: page.next } }, 200);
       }
       const data = await engine.list(accountId, { statuses, agentId: q.agent_id });
@@ -327,7 +337,14 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           c.req.valid('json').prompt,
         ),
       );
-      return c.json({ status: 'queued' as const, turn_id: r.turnId }, 200);
+      return c.json(
+        {
+          status: 'queued' as const,
+          turn_id: r.turnId,
+          queue: r.queue ? { position: r.queue.position, expires_at: r.queue.expiresAt } : null,
+        },
+        200,
+      );
     },
   );
 
@@ -335,7 +352,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     createRoute({
       method: 'post',
       path: '/api/conversations/{id}/interrupt',
-      summary: 'Cancel the running turn (ACP session/cancel)',
+      summary:
+        'Cancel the running turn (ACP session/cancel), or the prompt waiting in the capacity queue (it never starts)',
       security: bearer,
       middleware: [auth] as const,
       request: { params: IdParam },
@@ -397,7 +415,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
     }),
     async (c) => {
       const row = await owned(c.get('principal').account.id, c.req.valid('param').id);
-      return c.json({ data: (await turnsOf(db, row.conversation.id)).map(turnView) }, 200);
+      const place = (await engine.queuePositions([row.conversation.id])).get(row.conversation.id);
+      return c.json({ data: (await turnsOf(db, row.conversation.id)).map((t) => turnView(t, place)) }, 200);
     },
   );
 

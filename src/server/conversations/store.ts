@@ -284,7 +284,7 @@ export async function getTurn(db: EngineDb, id: string): Promise<Turn | undefine
 
 /**
  * What a new prompt checks, in one round trip: the tenant's conversation with its sandbox, and
- * whether a turn is still open (pending or running) on it.
+ * whether a turn is still open (queued, pending or running) on it.
  */
 export async function getConversationForPrompt(
   db: EngineDb,
@@ -305,7 +305,7 @@ const preparePromptRead = (db: EngineDb) =>
       conversation: conversations,
       sandbox: sandboxes,
       turnOpen:
-        sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('pending', 'running'))`.mapWith(
+        sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('queued', 'pending', 'running'))`.mapWith(
           Boolean,
         ),
     })

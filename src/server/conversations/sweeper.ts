@@ -34,13 +34,18 @@ export class Sweeper {
   async sweep(now = new Date()): Promise<number> {
     if (this.c.stopped) return 0;
     let parked = await this.#reclaimAged(now);
-    if (this.c.d.config.idleTimeoutMs <= 0) return parked;
+    if (this.c.d.config.idleTimeoutMs <= 0) {
+      if (parked > 0) this.c.freed();
+      return parked;
+    }
     const cutoff = new Date(now.getTime() - this.c.d.config.idleTimeoutMs);
     for (const row of await idleCandidates(this.c.d.db, cutoff)) {
       const id = row.conversation.id;
       if (this.c.live.get(id)?.turn) continue;
       if (await this.c.lock.run(id, () => this.#park(id, cutoff))) parked++;
     }
+    // A parked sandbox no longer holds a slot of its account's sandbox limit.
+    if (parked > 0) this.c.freed();
     return parked;
   }
 

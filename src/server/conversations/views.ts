@@ -89,6 +89,32 @@ export const offeredView = (o: SessionOffered | null): SessionOfferedView | null
         current_mode: o.currentMode,
       }
     : null;
+export const QueuePlaceSchema = z
+  .object({
+    position: z.number().int().openapi({ description: '1 = next in line (FIFO per account)' }),
+    expires_at: z.string().openapi({ description: 'When it fails unless it started by then' }),
+    turn_id: z
+      .string()
+      .nullable()
+      .openapi({ description: 'The waiting turn; null for a conversation created without a prompt' }),
+    kind: z.enum(['prompt', 'conversation']).openapi({
+      description:
+        'prompt: a turn waits for a running-turn slot; conversation: a new conversation waits for its sandbox',
+    }),
+  })
+  .openapi('QueuePlace');
+
+/** A waiting conversation's place in line, as the store reports it. */
+export interface QueuePlace {
+  readonly position: number;
+  readonly expiresAt: Date;
+  readonly turnId: string | null;
+  readonly kind: 'prompt' | 'conversation';
+}
+
+export function queuePlaceView(q: QueuePlace | undefined): z.infer<typeof QueuePlaceSchema> | null {
+  return q ? { position: q.position, expires_at: q.expiresAt.toISOString(), turn_id: q.turnId, kind: q.kind } : null;
+}
 
 export const ConversationSchema = z
   .object({
@@ -130,6 +156,10 @@ export const ConversationSchema = z
       description: 'Labels, `key` or `key=value`, sorted by key (at most 32)',
       example: ['bug', 'team=infra'],
     }),
+    queue: QueuePlaceSchema.nullable().openapi({
+      description:
+        "Set while a prompt of this conversation (or the conversation itself) waits for the account's capacity; null otherwise",
+    }),
     inserted_at: z.string(),
     updated_at: z.string(),
   })
@@ -149,7 +179,11 @@ export const TurnSchema = z
     id: z.string(),
     turn_number: z.number().int(),
     prompt: z.string(),
-    status: z.string(),
+    status: z.string().openapi({
+      description: 'queued (waiting for capacity), pending, running, completed, failed, interrupted',
+    }),
+    queue_position: z.number().int().nullable().openapi({ description: 'While queued: 1 = next in line' }),
+    queue_expires_at: z.string().nullable().openapi({ description: 'While queued: when it fails unless started' }),
     stop_reason: z.string().nullable(),
     reason: z.string().nullable(),
     exit_code: z.number().int().nullable(),
@@ -213,7 +247,11 @@ export function sandboxView(s: SandboxRow, runner: RunnerSummary | null): Sandbo
   };
 }
 
-export function conversationView(c: Conversation, sandbox: SandboxView | null): ConversationView {
+export function conversationView(
+  c: Conversation,
+  sandbox: SandboxView | null,
+  queue?: QueuePlace | undefined,
+): ConversationView {
   return {
     id: c.id,
     title: c.title,
@@ -240,17 +278,21 @@ export function conversationView(c: Conversation, sandbox: SandboxView | null): 
     session_settings: c.sessionSettings,
     session_offered: offeredView(c.sessionOffered),
     labels: labelList(c.labels),
+    queue: queuePlaceView(queue),
     inserted_at: c.insertedAt.toISOString(),
     updated_at: c.updatedAt.toISOString(),
   };
 }
 
-export function turnView(t: Turn): TurnView {
+export function turnView(t: Turn, queue?: QueuePlace | undefined): TurnView {
+  const waiting = t.status === 'queued' && queue?.turnId === t.id ? queue : undefined;
   return {
     id: t.id,
     turn_number: t.turnNumber,
     prompt: t.prompt,
     status: t.status,
+    queue_position: waiting?.position ?? null,
+    queue_expires_at: waiting ? waiting.expiresAt.toISOString() : null,
     stop_reason: t.stopReason,
     reason: t.reason,
     exit_code: t.exitCode,

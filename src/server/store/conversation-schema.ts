@@ -189,7 +189,8 @@ export const conversations = pgTable(
   (t) => [index('conversations_account_idx').on(t.accountId, t.insertedAt)],
 );
 
-export const TURN_STATUSES = ['pending', 'running', 'completed', 'failed', 'interrupted'] as const;
+/** `queued`: waiting in the account's capacity queue (migration 0085); `pending` holds its capacity, not yet running. */
+export const TURN_STATUSES = ['queued', 'pending', 'running', 'completed', 'failed', 'interrupted'] as const;
 export type TurnStatus = (typeof TURN_STATUSES)[number];
 
 /** A permission request held for the user; `asked_at` fixes its deadline across restarts. */
@@ -302,3 +303,33 @@ export type Conversation = typeof conversations.$inferSelect;
 export type Turn = typeof turns.$inferSelect;
 export type EventRow = typeof events.$inferSelect;
 export type NewEvent = typeof events.$inferInsert;
+
+/** An account's own capacity limits (migration 0085); null is the server's default. Its row is admission's lock. */
+export const accountLimits = pgTable('account_limits', {
+  accountId: uuid('account_id').primaryKey(),
+  maxRunningTurns: integer('max_running_turns'),
+  maxSandboxes: integer('max_sandboxes'),
+  updatedAt: ts('updated_at').notNull().defaultNow(),
+});
+
+export const QUEUE_KINDS = ['prompt', 'conversation'] as const;
+export type QueueKind = (typeof QUEUE_KINDS)[number];
+
+/** What waits for capacity, FIFO per account: a prompt (its turn `queued`) or a new conversation (its sandbox not created). */
+export const capacityQueue = pgTable(
+  'capacity_queue',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    accountId: uuid('account_id').notNull(),
+    conversationId: uuid('conversation_id').notNull(),
+    turnId: uuid('turn_id'),
+    kind: text('kind', { enum: QUEUE_KINDS }).notNull(),
+    enqueuedAt: ts('enqueued_at').notNull().default(sql`clock_timestamp()`),
+    expiresAt: ts('expires_at').notNull(),
+  },
+  (t) => [
+    index('capacity_queue_account_idx').on(t.accountId, t.enqueuedAt, t.id),
+    uniqueIndex('capacity_queue_conversation_idx').on(t.conversationId),
+  ],
+);
+export type QueueEntry = typeof capacityQueue.$inferSelect;

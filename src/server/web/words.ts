@@ -130,3 +130,10 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
       return state === 'failed' ? `Something went wrong${why ? `: ${why}` : ''}` : `${stage}: ${state}`;
   }
 }
+
+/** A place in the capacity queue: "queued — 2nd in line". */
+export function inLine(position: number): string {
+  const teen = position % 100 >= 11 && position % 100 <= 13;
+  const suffix = teen ? 'th' : (({ 1: 'st', 2: 'nd', 3: 'rd' } as Record<number, string>)[position % 10] ?? 'th');
+  return `queued — ${position}${suffix} in line`;
+}

@@ -179,7 +179,7 @@ export class TurnDriver {
       await Promise.all([
         row.status === 'running' && row.model === live.model
           ? null
-          : updateTurn(this.c.d.db, row.id, { status: 'running', startedAt, model: live.model }),
+          : updateTurn(this.c.d.db, row.id, { status: 'running', startedAt, model: live.model, nodeId: this.c.nodeId }),
         markConversationRunning(this.c.d.db, live.conversationId, startedAt, mark),
       ]);
     } catch (e) {

@@ -91,4 +91,5 @@ export async function endTurn(
       turn.id,
     );
   if (!live.proc?.alive && c.live.get(live.conversationId) === live) c.live.delete(live.conversationId);
+  c.freed();
 }

@@ -19,6 +19,7 @@ const other: Ask = { requestId: 'r2', acpId: 8, options: ask.options };
 
 /** One state of each kind. */
 const STATES: Record<TurnKind, TurnState> = {
+  queued: { kind: 'queued' },
   sending: { kind: 'sending' },
   running: { kind: 'running', promptId: 3 },
   asking: { kind: 'asking', promptId: 3, ask },
@@ -30,6 +31,8 @@ const STATES: Record<TurnKind, TurnState> = {
 
 /** One event of each type. */
 const EVENTS: Record<TurnEventType, TurnEvent> = {
+  admitted: { type: 'admitted' },
+  expired: { type: 'expired', waitedMs: 3_600_000 },
   marked: { type: 'marked' },
   prompt_written: { type: 'prompt_written', promptId: 3 },
   replied: { type: 'replied', outcome: { ok: true, stopReason: 'end_turn' } },
@@ -51,7 +54,9 @@ const EVENTS: Record<TurnEventType, TurnEvent> = {
 };
 
 type Next = TurnKind | 'ignored';
+/** Every state an agent may hold the turn in (not `queued`: no agent has a queued turn). */
 const ALL_LIVE = (to: TurnKind): Record<TurnKind, Next> => ({
+  queued: 'ignored',
   sending: to,
   running: to,
   asking: to,
@@ -61,6 +66,7 @@ const ALL_LIVE = (to: TurnKind): Record<TurnKind, Next> => ({
   detached: 'ignored',
 });
 const ONLY = (from: TurnKind, to: TurnKind): Record<TurnKind, Next> => ({
+  queued: 'ignored',
   sending: 'ignored',
   running: 'ignored',
   asking: 'ignored',
@@ -76,6 +82,8 @@ const ONLY = (from: TurnKind, to: TurnKind): Record<TurnKind, Next> => ({
  * and the state stays as it is with nothing done. The type makes a missing pair a compile error.
  */
 const TABLE: Record<TurnEventType, Record<TurnKind, Next>> = {
+  admitted: ONLY('queued', 'sending'),
+  expired: ONLY('queued', 'ended'),
   marked: { ...ONLY('sending', 'sending'), interrupting: 'ended' },
   prompt_written: {
     ...ONLY('sending', 'running'),
@@ -83,9 +91,9 @@ const TABLE: Record<TurnEventType, Record<TurnKind, Next>> = {
     interrupting: 'interrupting',
   },
   replied: { ...ALL_LIVE('ended'), recovering: 'ignored' },
-  failed: ALL_LIVE('ended'),
-  terminate: ALL_LIVE('ended'),
-  interrupt: { ...ALL_LIVE('interrupting'), interrupting: 'ignored' },
+  failed: { ...ALL_LIVE('ended'), queued: 'ended' },
+  terminate: { ...ALL_LIVE('ended'), queued: 'ended' },
+  interrupt: { ...ALL_LIVE('interrupting'), interrupting: 'ignored', queued: 'ended' },
   asked: {
     ...ALL_LIVE('asking'),
     recovering: 'ignored',
@@ -106,7 +114,7 @@ const TABLE: Record<TurnEventType, Record<TurnKind, Next>> = {
     interrupting: 'interrupting',
   },
   grace_due: ONLY('interrupting', 'ended'),
-  detach: ALL_LIVE('detached'),
+  detach: { ...ALL_LIVE('detached'), queued: 'detached' },
 };
 
 const types = (fx: readonly TurnEffect[]) =>
@@ -243,6 +251,29 @@ describe('the turn state machine', () => {
     const written = transition(early.state, EVENTS.prompt_written);
     assert.deepEqual(written.state, { kind: 'asking', promptId: 3, ask: other });
     assert.deepEqual(transition(early.state, { type: 'ask_due', requestId: 'r2' }).state, { kind: 'sending' });
+  });
+
+  it('a queued turn leaves the queue by admission (to sending, nothing to undo), expiry or cancel (ended in words, no agent touched)', () => {
+    const admitted = transition(STATES.queued, EVENTS.admitted);
+    assert.deepEqual(admitted, { state: { kind: 'sending' }, effects: [] });
+    const expired = transition(STATES.queued, EVENTS.expired);
+    const end = expired.effects.find((f) => f.type === 'end');
+    assert.ok(end && end.type === 'end' && !end.outcome.ok && !end.interrupted);
+    assert.equal(end.outcome.ok ? null : end.outcome.code, 'queue_expired');
+    assert.match(end.outcome.ok ? '' : end.outcome.error, /waited 60 min in the queue .* expired without starting/);
+    for (const hasProcess of [true, false]) {
+      const cancelled = transition(STATES.queued, { type: 'interrupt', hasProcess });
+      assert.deepEqual(
+        types(cancelled.effects).filter((t) => !t.startsWith('disarm') && t !== 'disown'),
+        ['end'],
+        'a cancel sends nothing to an agent',
+      );
+      const fx = cancelled.effects.find((f) => f.type === 'end');
+      assert.ok(fx && fx.type === 'end' && fx.interrupted);
+    }
+    // What only an agent's turn sees is ignored, in words.
+    assert.match(transition(STATES.queued, EVENTS.replied).ignored ?? '', /queued/);
+    assert.match(transition(STATES.running, EVENTS.admitted).ignored ?? '', /left the queue/);
   });
 
   it('keeps its timers consistent with its state over long random runs (no timer outlives the state that armed it)', () => {

@@ -7,6 +7,8 @@
  * timer or a reply racing the turn's end), leaves the state as it is, does nothing, and says why in
  * `ignored`; the driver logs that reason at debug level. No pair throws: the events come from timers,
  * sockets and processes, and a late one must never take the engine down.
+ *
+ * Over 400 lines because every (state, event) pair is decided here, in one place, queued turns included.
  */
 import type { PermissionOption } from '@agentclientprotocol/sdk';
 import type { JsonRpcId, PromptUsage } from '../../../acp/index.ts';
@@ -34,6 +36,8 @@ export type TimerName = 'silence' | 'ask' | 'retry' | 'boundary' | 'grace';
 export const TIMERS: readonly TimerName[] = ['silence', 'ask', 'retry', 'boundary', 'grace'];
 
 export type TurnState =
+  /** The turn waits in its account's capacity queue: nothing of it reached a sandbox. */
+  | { readonly kind: 'queued' }
   /** The turn is this conversation's; its prompt has not reached the agent's stdin yet. */
   | { readonly kind: 'sending' }
   /** The prompt reached the agent (its JSON-RPC id is known): the reply ends the turn. */
@@ -58,6 +62,7 @@ export type TurnState =
 
 export type TurnKind = TurnState['kind'];
 export const TURN_KINDS: readonly TurnKind[] = [
+  'queued',
   'sending',
   'running',
   'asking',
@@ -70,6 +75,10 @@ export const TURN_KINDS: readonly TurnKind[] = [
 export type AskResolution = 'timeout' | 'cancelled' | { readonly optionId: string };
 
 export type TurnEvent =
+  /** Capacity freed for a queued turn: it leaves the queue and starts like a new prompt. */
+  | { readonly type: 'admitted' }
+  /** A queued turn waited longer than the queue's expiry. */
+  | { readonly type: 'expired'; readonly waitedMs: number }
   /** The turn's running marks are stored (the prompt is about to be written). */
   | { readonly type: 'marked' }
   /** The prompt's write finished: its id when the agent's stdin took it, null when the write failed. */
@@ -171,7 +180,7 @@ export const promptIdOf = (s: TurnState): number | null =>
   s.kind === 'running' || s.kind === 'asking' || s.kind === 'recovering' || s.kind === 'interrupting'
     ? s.promptId
     : null;
-const promptOf = (s: LiveState): number | null => (s.kind === 'sending' ? null : s.promptId);
+const promptOf = (s: LiveState): number | null => (s.kind === 'sending' || s.kind === 'queued' ? null : s.promptId);
 
 /** What the silence guard says about a turn it abandons; the credential is blamed only when the agent's own stderr says so. */
 const AUTH_FAILURE =
@@ -250,10 +259,41 @@ function interrupt(s: LiveState, hasProcess: boolean): Step {
   return { state: { kind: 'interrupting', promptId: promptOf(s), ask: null }, effects };
 }
 
+/** What a queued turn's failure says: how long it waited, and what to do about it. */
+export function queueExpiredReason(waitedMs: number): string {
+  const minutes = Math.max(1, Math.round(waitedMs / 60_000));
+  return `the prompt waited ${minutes} min in the queue for capacity (the account's limit of running turns or sandboxes was reached) and expired without starting; send it again, or raise the account's limits`;
+}
+
+/** A queued turn: it starts, expires, is cancelled or terminated; nothing else reaches it, since no agent has it. */
+function fromQueue(s: Extract<TurnState, { kind: 'queued' }>, e: TurnEvent): Step {
+  switch (e.type) {
+    case 'admitted':
+      return { state: { kind: 'sending' }, effects: [] };
+    case 'expired':
+      return end(s, { ok: false, error: queueExpiredReason(e.waitedMs), code: 'queue_expired' });
+    case 'interrupt':
+      return end(s, { ok: false, error: 'cancelled while queued; it never started' }, { interrupted: true });
+    case 'terminate':
+      return end(s, { ok: false, error: 'terminated' }, { interrupted: true });
+    case 'failed':
+      return end(s, e.code === undefined ? { ok: false, error: e.error } : { ok: false, error: e.error, code: e.code });
+    case 'detach':
+      return { state: DETACHED, effects: stopAll };
+    default:
+      return ignore(s, 'the turn is queued: no agent has it yet');
+  }
+}
+
 /** The next state of a turn and what to do, for every (state, event) pair. */
 export function transition(s: TurnState, e: TurnEvent): Step {
   if (s.kind === 'ended' || s.kind === 'detached') return ignore(s, `the turn is ${s.kind}`);
+  if (s.kind === 'queued') return fromQueue(s, e);
   switch (e.type) {
+    case 'admitted':
+    case 'expired':
+      return ignore(s, 'the turn left the queue already');
+
     case 'marked':
       if (s.kind === 'sending') return { state: s, effects: [] };
       if (s.kind === 'interrupting') return end(s, { ok: false, error: 'interrupted' });
@@ -376,7 +416,10 @@ export function transition(s: TurnState, e: TurnEvent): Step {
   }
 }
 
-/** The state a turn starts in: a new prompt is sending; an adopted one (its prompt sent elsewhere) is running. */
+/** The state a turn starts in: a new prompt is sending; an adopted one (its prompt sent elsewhere) is running. A queued one starts `queued` (QUEUED). */
 export function initialState(promptId: number | null): TurnState {
   return promptId === null ? { kind: 'sending' } : { kind: 'running', promptId };
 }
+
+/** The state of a turn row waiting in the capacity queue. */
+export const QUEUED: TurnState = { kind: 'queued' };

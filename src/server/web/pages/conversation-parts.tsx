@@ -5,7 +5,7 @@
 import type { ConversationView } from '../../conversations/views.ts';
 import type { ListedConversation } from '../../conversations/listing.ts';
 import { MESSAGE_LIMIT } from '../../conversations/limits.ts';
-import { explainExits } from '../words.ts';
+import { explainExits, inLine } from '../words.ts';
 import { PresenceBadge } from '../layout.tsx';
 import { presenceOf, whereOf } from '../roster.ts';
 import { ConversationItem, STATUS_WORDS } from './conversations.tsx';
@@ -34,6 +34,10 @@ export function ConversationStatus(p: { conv: ConversationView; waiting: boolean
         {p.waiting ? (
           <strong class="conv-status badge asking" role="alert">
             waiting for your approval
+          </strong>
+        ) : c.queue ? (
+          <strong class="conv-status badge queued" data-queue-position={String(c.queue.position)}>
+            {inLine(c.queue.position)}
           </strong>
         ) : (
           <strong class="conv-status">{STATUS_WORDS[c.status]}</strong>
@@ -163,6 +167,7 @@ export function listed(c: ConversationView, agentName: string | null, waiting: b
     unread: false,
     waiting,
     labels: c.labels,
+    queuePosition: c.queue?.position ?? null,
   };
 }
 

@@ -2,6 +2,7 @@
  * The Conversations page: every conversation of the account, newest activity first, with filters by agent,
  * status, labels and unread, a title search and keyset paging; a new conversation with any agent; delete.
  */
+import { inLine } from '../words.ts';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import {
@@ -117,6 +118,10 @@ export function ConversationItem(p: {
         {c.agentName ?? 'deleted agent'} ·{' '}
         {c.waiting ? (
           <span class="badge asking">waiting for your approval</span>
+        ) : c.queuePosition ? (
+          <span class="badge queued" data-queue-position={String(c.queuePosition)}>
+            {inLine(c.queuePosition)}
+          </span>
         ) : (
           <span class={`status-${c.status}`}>{STATUS_WORDS[c.status]}</span>
         )}{' '}
