@@ -70,12 +70,16 @@ describe('checkpoint archives through a real runner', () => {
         "echo SECRET='s3cr3t' > .env",
         'echo keep > work/.env',
         'ln -s ../.claude/projects/p/session.jsonl work/session-link',
+        // A fifo the agent left, and a provider's command state: neither travels (a restore refuses fifos).
+        'mkfifo work/pipe',
+        'mkdir -p .fountain/sessions/s1 && echo 0 > .fountain/sessions/s1/exit',
       ].join('\n'),
     );
     const taken = await captureArchive(adapter, a.handle, SPEC);
     assert.ok(taken.ok, JSON.stringify(taken));
     assert.ok(!taken.value.includes(Buffer.from('s3cr3t')), 'not in the compressed bytes either (sanity)');
-    assert.ok(!existsSync(join(a.dir, '.fountain-checkpoint.tgz')), 'no working file is left behind');
+    for (const f of ['.fountain-checkpoint.tgz', '.fountain-checkpoint.skip'])
+      assert.ok(!existsSync(join(a.dir, f)), `no working file (${f}) is left behind`);
 
     const b = await sandbox();
     const restored = await restoreArchive(adapter, b.handle, SPEC, taken.value);
@@ -87,7 +91,14 @@ describe('checkpoint archives through a real runner', () => {
     const git = await sh(b.handle, 'cd work && git log --oneline && git status --short');
     assert.match(git, /^[0-9a-f]+ first\n/, 'the commit travels');
     assert.match(git, /^\?\? notes\.txt$/m, 'and the uncommitted file');
-    for (const gone of ['work/node_modules', '.cache', '.env', '.fountain-restore.tgz'])
+    for (const gone of [
+      'work/node_modules',
+      '.cache',
+      '.env',
+      '.fountain-restore.tgz',
+      'work/pipe',
+      '.fountain/sessions',
+    ])
       assert.ok(!existsSync(join(b.dir, gone)), `${gone} is not restored`);
   });
 

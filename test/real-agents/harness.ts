@@ -733,7 +733,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     const text = String(u?.content?.text ?? '');
     if (['agent_message_chunk', 'agent_thought_chunk'].includes(kind)) {
       const k = `${e.turn_id ?? null} ${kind}`;
-      const m = said.get(k) ?? { turn: e.turn_id ?? null, kind, text: '', chunks: [] };
+      const m = said.get(k) ?? { turn: e.turn_id ?? null, kind, text: '', chunks: [] as string[] };
       m.text += text;
       m.chunks.push(text);
       said.set(k, m);

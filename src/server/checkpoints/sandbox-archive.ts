@@ -22,6 +22,8 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
   './.env',
   // The sandbox's own temporary directory.
   './.tmp',
+  // The providers' per-command state (exit files, fifos): of the sandbox that ran them, never of the next.
+  './.fountain/sessions',
 ];
 
 export interface CheckpointSpec {
@@ -51,6 +53,8 @@ export type CheckpointFailure =
 /** The working file, inside HOME so nothing passes through a temporary directory other sandboxes share. */
 const WORK = '.fountain-checkpoint.tgz';
 const RESTORE = '.fountain-restore.tgz';
+/** The special files (fifos, devices) found at capture, which tar would archive and a restore refuses. */
+const SKIP = '.fountain-checkpoint.skip';
 
 const shQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -61,9 +65,14 @@ export async function captureArchive(
   handle: Handle,
   spec: CheckpointSpec,
 ): Promise<Result<Buffer, CheckpointFailure>> {
-  const excludes = [...spec.exclude, `./${WORK}`, `./${RESTORE}`]
+  const excluded = [...spec.exclude, `./${WORK}`, `./${RESTORE}`, `./${SKIP}`];
+  const excludes = excluded
     .map((x) => (x.startsWith('./') ? `--anchored --exclude=${shQuote(x)} --no-anchored` : `--exclude=${shQuote(x)}`))
     .join(' ');
+  // A fifo or device the agent (or a provider's command shim) left would make a checkpoint every restore
+  // refuses: they are listed first (outside the excluded folders) and left out by their exact names.
+  const prune = excluded.map((x) => (x.startsWith('./') ? `-path ${shQuote(x)}` : `-name ${shQuote(x)}`)).join(' -o ');
+  const special = `find . \\( ${prune} \\) -prune -o \\( -type p -o -type b -o -type c \\) -print > ${SKIP}`;
   // The archive is made and measured in one command, read in a second: a read cut short (a provider's
   // output limit) shows as a digest that differs, never as a checkpoint that silently lacks files.
   const made = await adapter.processes.exec(
@@ -73,9 +82,9 @@ export async function captureArchive(
       '-c',
       // The agent may still be writing (its session log, a temporary file): GNU tar's status 1 means only
       // that a file changed or vanished while it was read, and the archive holds the rest whole.
-      `set -u; rm -f ${WORK}; tar --warning=no-file-changed --warning=no-file-removed --ignore-failed-read -czf ${WORK} ${excludes} . ; st=$?; [ "$st" -le 1 ] || exit "$st"; echo "$(wc -c < ${WORK}) $(sha256sum ${WORK} | cut -d' ' -f1)"`,
+      `set -u; rm -f ${WORK}; ${special} || exit 2; tar --warning=no-file-changed --warning=no-file-removed --ignore-failed-read -czf ${WORK} ${excludes} --anchored --no-wildcards --exclude-from=${SKIP} --wildcards --no-anchored . ; st=$?; rm -f ${SKIP}; [ "$st" -le 1 ] || exit "$st"; echo "$(wc -c < ${WORK}) $(sha256sum ${WORK} | cut -d' ' -f1)"`,
     ],
-    { dir: spec.home, timeoutMs: spec.timeoutMs },
+    { dir: spec.home, timeoutMs: spec.timeoutMs, stderrToStdout: true },
   );
   if (!made.ok) return err({ code: 'sandbox', message: `could not archive the sandbox: ${describeError(made.error)}` });
   const report = /(\d+) ([0-9a-f]{64})\s*$/.exec(text(made.value.output));
@@ -85,26 +94,43 @@ export async function captureArchive(
       message: `archiving the sandbox failed (exit ${made.value.exitCode}): ${text(made.value.output).slice(-300)}`,
     });
   const size = Number(report[1]);
-  if (size > spec.maxArchiveBytes) {
-    await adapter.processes.exec(handle, 'rm', ['-f', WORK], { dir: spec.home });
+  const read = size > spec.maxArchiveBytes ? null : await readBack(adapter, handle, spec, size, report[2]!);
+  await adapter.processes.exec(handle, 'rm', ['-f', WORK], { dir: spec.home });
+  if (!read)
     return err({
       code: 'too_large',
       message: `the checkpoint is ${size} bytes, over the ${spec.maxArchiveBytes}-byte limit`,
     });
-  }
-  const read = await adapter.processes.exec(handle, 'sh', ['-c', `cat ${WORK} && rm -f ${WORK}`], {
-    dir: spec.home,
-    timeoutMs: spec.timeoutMs,
-  });
-  if (!read.ok) return err({ code: 'sandbox', message: `could not read the archive: ${describeError(read.error)}` });
-  const data = Buffer.from(read.value.output);
-  const digest = createHash('sha256').update(data).digest('hex');
-  if (read.value.exitCode !== 0 || data.length !== size || digest !== report[2])
-    return err({
-      code: 'sandbox',
-      message: `the archive read back is not the one made (${data.length} of ${size} bytes, exit ${read.value.exitCode})`,
+  return read;
+}
+
+/**
+ * The archive's bytes, as made: read raw, and where a provider's exec output is text (Daytona answers
+ * it as a JSON string, so bytes that are not UTF-8 come back changed) read again as base64.
+ */
+async function readBack(
+  adapter: SandboxAdapter,
+  handle: Handle,
+  spec: CheckpointSpec,
+  size: number,
+  digest: string,
+): Promise<Result<Buffer, CheckpointFailure>> {
+  let last = '';
+  for (const [cmd, decode] of [
+    ['cat', (b: Uint8Array) => Buffer.from(b)],
+    ['base64 -w0', (b: Uint8Array) => Buffer.from(text(b).trim(), 'base64')],
+  ] as const) {
+    const read = await adapter.processes.exec(handle, 'sh', ['-c', `${cmd} ${WORK}`], {
+      dir: spec.home,
+      timeoutMs: spec.timeoutMs,
     });
-  return ok(data);
+    if (!read.ok) return err({ code: 'sandbox', message: `could not read the archive: ${describeError(read.error)}` });
+    const data = decode(read.value.output);
+    if (read.value.exitCode === 0 && data.length === size && createHash('sha256').update(data).digest('hex') === digest)
+      return ok(data);
+    last = `${data.length} of ${size} bytes, exit ${read.value.exitCode}`;
+  }
+  return err({ code: 'sandbox', message: `the archive read back is not the one made (${last})` });
 }
 
 /**

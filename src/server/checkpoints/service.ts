@@ -38,6 +38,11 @@ export interface ConversationCheckpoints {
   afterTurn(target: CheckpointTarget, turnId: string): void;
   /** Now, awaited (before a sandbox is parked by destroying it). */
   take(target: CheckpointTarget, turnId: string | null): Promise<void>;
+  /**
+   * As the sandbox parks, its agent stopped (so what it writes at exit is in): after the one being
+   * taken, one more, named after the conversation's newest completed turn.
+   */
+  atPark(target: CheckpointTarget): Promise<void>;
   /** The newest checkpoint of the conversation unpacked into the new sandbox; null when it has none. */
   restore(target: CheckpointTarget): Promise<RestoreOutcome>;
   /** Waits for the checkpoints being taken (shutdown, tests). */
@@ -88,6 +93,21 @@ export class CheckpointService implements ConversationCheckpoints {
       }
     })().finally(() => this.#running.delete(target.conversationId));
     this.#running.set(target.conversationId, entry);
+  }
+
+  async atPark(target: CheckpointTarget): Promise<void> {
+    const running = this.#running.get(target.conversationId);
+    if (running) {
+      // The park's checkpoint covers what a queued one would have.
+      running.again = null;
+      await running.promise;
+    }
+    const [turn] = rowsOf<{ id: string }>(
+      await this.#db.execute(sql`
+        SELECT id FROM turns WHERE conversation_id = ${target.conversationId} AND status = 'completed'
+        ORDER BY turn_number DESC LIMIT 1`),
+    );
+    await this.take(target, turn?.id ?? null);
   }
 
   async take(target: CheckpointTarget, turnId: string | null): Promise<void> {
