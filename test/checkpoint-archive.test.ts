@@ -72,6 +72,9 @@ describe('checkpoint archives through a real runner', () => {
         'ln -s ../.claude/projects/p/session.jsonl work/session-link',
         // A fifo the agent left, and a provider's command state: neither travels (a restore refuses fifos).
         'mkfifo work/pipe',
+        // Links a restore refuses: an absolute target (an installer's, on a runner) and one climbing out of HOME.
+        'ln -s /etc/hostname work/abs-link',
+        'ln -s ../../outside work/climb',
         'mkdir -p .fountain/sessions/s1 && echo 0 > .fountain/sessions/s1/exit',
       ].join('\n'),
     );

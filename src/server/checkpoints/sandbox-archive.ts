@@ -69,10 +69,15 @@ export async function captureArchive(
   const excludes = excluded
     .map((x) => (x.startsWith('./') ? `--anchored --exclude=${shQuote(x)} --no-anchored` : `--exclude=${shQuote(x)}`))
     .join(' ');
-  // A fifo or device the agent (or a provider's command shim) left would make a checkpoint every restore
-  // refuses: they are listed first (outside the excluded folders) and left out by their exact names.
+  // A fifo, device or link the agent (or a provider's command shim, or an installer) left would make a
+  // checkpoint every restore refuses: they are listed first (outside the excluded folders) and left out
+  // by their exact names.
   const prune = excluded.map((x) => (x.startsWith('./') ? `-path ${shQuote(x)}` : `-name ${shQuote(x)}`)).join(' -o ');
-  const special = `find . \\( ${prune} \\) -prune -o \\( -type p -o -type b -o -type c \\) -print > ${SKIP}`;
+  const walk = `find . \\( ${prune} \\) -prune -o`;
+  // Links a restore refuses go too: an absolute target (an installer's link to the old sandbox's real
+  // path, on a runner) or a relative one that climbs out of HOME.
+  const climbs = `while IFS= read -r f; do r=$(realpath -m -s --relative-to=. "$(dirname "$f")/$(readlink "$f")"); case "$r" in ..|../*) printf '%s\\n' "$f";; esac; done`;
+  const special = `{ ${walk} \\( -type p -o -type b -o -type c -o -type l -lname '/*' \\) -print && ${walk} -type l -lname '*..*' -print | ${climbs}; } > ${SKIP}`;
   // The archive is made and measured in one command, read in a second: a read cut short (a provider's
   // output limit) shows as a digest that differs, never as a checkpoint that silently lacks files.
   const made = await adapter.processes.exec(

@@ -5,7 +5,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
+import { describeError, type Handle, type SandboxAdapter } from '../../sandbox/index.ts';
 import { type EngineDb, rowsOf } from '../store/engine-db.ts';
 import type { BlobStore } from './blobs.ts';
 import { collectBlobs } from './collect.ts';
@@ -18,6 +18,9 @@ export interface CheckpointTarget {
   readonly handle: Handle;
   /** The sandbox path of the runtime's HOME. */
   readonly home: string;
+  /** The runtime's cwd (sandbox path) and, for a runtime filing sessions by its real path, where they go. */
+  readonly cwd?: string;
+  readonly sessionsOfCwd?: ((hostCwd: string) => string) | undefined;
 }
 
 export interface CheckpointRow {
@@ -26,6 +29,8 @@ export interface CheckpointRow {
   readonly digest: string;
   readonly size: number;
   readonly createdAt: Date;
+  /** The cwd's real path where it was taken (a runner's sandbox directory), when it was recorded. */
+  readonly hostCwd: string | null;
 }
 
 export type RestoreOutcome =
@@ -117,6 +122,7 @@ export class CheckpointService implements ConversationCheckpoints {
       this.#log.warn({ conversation: target.conversationId, reason: archive.error.message }, 'checkpoint not taken');
       return;
     }
+    const hostCwd = await this.#hostCwd(target);
     const blob = await this.#blobs.put(archive.value);
     if (!blob.ok) {
       this.#log.warn({ conversation: target.conversationId, reason: blob.error.message }, 'checkpoint not stored');
@@ -126,7 +132,7 @@ export class CheckpointService implements ConversationCheckpoints {
       await this.#db.execute(sql`
         INSERT INTO checkpoints (account_id, conversation_id, turn_id, digest, size, holds)
         SELECT ${target.accountId}, ${target.conversationId}, ${turnId}, ${blob.value.digest}, ${blob.value.size},
-          ${JSON.stringify({ home: target.home, kind: 'home_archive' })}::jsonb
+          ${JSON.stringify({ home: target.home, kind: 'home_archive', ...(hostCwd ? { host_cwd: hostCwd } : {}) })}::jsonb
         WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ${target.conversationId})`);
       await this.#prune(target.conversationId);
       this.#log.debug(
@@ -145,14 +151,23 @@ export class CheckpointService implements ConversationCheckpoints {
       digest: string;
       size: string | number;
       created_at: Date | string;
+      holds: { host_cwd?: unknown } | string | null;
     }>(
       await this.#db.execute(sql`
-        SELECT id, turn_id, digest, size, created_at FROM checkpoints
+        SELECT id, turn_id, digest, size, created_at, holds FROM checkpoints
         WHERE conversation_id = ${conversationId} ORDER BY created_at DESC, id DESC LIMIT 1`),
     );
-    return r
-      ? { id: r.id, turnId: r.turn_id, digest: r.digest, size: Number(r.size), createdAt: new Date(r.created_at) }
-      : null;
+    if (!r) return null;
+    const holds = typeof r.holds === 'string' ? JSON.parse(r.holds) : r.holds;
+    const hostCwd = typeof holds?.host_cwd === 'string' ? holds.host_cwd : null;
+    return {
+      id: r.id,
+      turnId: r.turn_id,
+      digest: r.digest,
+      size: Number(r.size),
+      createdAt: new Date(r.created_at),
+      hostCwd,
+    };
   }
 
   async restore(target: CheckpointTarget): Promise<RestoreOutcome> {
@@ -170,7 +185,43 @@ export class CheckpointService implements ConversationCheckpoints {
         ok: false,
         message: `restoring the checkpoint of ${row.createdAt.toISOString()} failed: ${r.error.message}`,
       };
+    const moved = await this.#relocateSessions(target, row.hostCwd);
+    if (moved)
+      return { ok: false, message: `restoring the checkpoint of ${row.createdAt.toISOString()} failed: ${moved}` };
     return { ok: true, restored: row };
+  }
+
+  /** The cwd's real path in this sandbox (a runner maps it into its directory; elsewhere it is the path). */
+  async #hostCwd(target: CheckpointTarget): Promise<string | null> {
+    if (!target.cwd) return null;
+    if (!target.adapter.files.hostPath) return target.cwd;
+    const r = await target.adapter.files.hostPath(target.handle, target.cwd);
+    return r.ok ? r.value : null;
+  }
+
+  /**
+   * A runtime filing its sessions by the cwd's real path finds none when the new sandbox's path differs:
+   * they are moved to where it looks. Null when done or not needed; else why it failed.
+   */
+  async #relocateSessions(target: CheckpointTarget, oldCwd: string | null): Promise<string | null> {
+    const now = await this.#hostCwd(target);
+    if (!target.sessionsOfCwd || !oldCwd || !now || now === oldCwd) return null;
+    const from = target.sessionsOfCwd(oldCwd);
+    const to = target.sessionsOfCwd(now);
+    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    const r = await target.adapter.processes.exec(
+      target.handle,
+      'sh',
+      [
+        '-c',
+        `set -eu; if [ -d ${q(from)} ]; then mkdir -p ${q(to)}; cp -a ${q(from)}/. ${q(to)}/; rm -rf ${q(from)}; fi`,
+      ],
+      { dir: target.home, stderrToStdout: true },
+    );
+    if (!r.ok) return `moving the agent's sessions failed: ${describeError(r.error)}`;
+    if (r.value.exitCode !== 0)
+      return `moving the agent's sessions failed (exit ${r.value.exitCode}): ${Buffer.from(r.value.output).toString('utf8').slice(-300)}`;
+    return null;
   }
 
   async settled(): Promise<void> {

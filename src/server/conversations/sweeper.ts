@@ -122,9 +122,12 @@ export class Sweeper {
       this.c.live.delete(id);
     }
     // With the agent stopped, what it writes as it exits is on disk: the checkpoint a lost sandbox restores.
-    const home = RUNTIME_SPECS[row.conversation.runtime].home;
+    const spec = RUNTIME_SPECS[row.conversation.runtime];
+    const home = spec.home;
     if (this.c.d.checkpoints && home.startsWith(SANDBOX_HOME))
       await this.c.d.checkpoints.atPark({
+        cwd: spec.cwd,
+        sessionsOfCwd: spec.sessionsOfCwd,
         conversationId: id,
         accountId: row.conversation.accountId,
         adapter,
