@@ -3,7 +3,7 @@
  * writeFile only (so it works on every provider): the agent's HOME — its session files and the
  * workspace, a repository's .git with it — as a tar.gz, without dependency folders, caches and secrets.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { err, ok, type Result } from '../../sandbox/result.ts';
@@ -51,10 +51,10 @@ export type CheckpointFailure =
   | { readonly code: 'too_large'; readonly message: string };
 
 /** The working file, inside HOME so nothing passes through a temporary directory other sandboxes share. */
-const WORK = '.fountain-checkpoint.tgz';
+const WORKING = '.fountain-checkpoint-';
 const RESTORE = '.fountain-restore.tgz';
 /** The special files (fifos, devices) found at capture, which tar would archive and a restore refuses. */
-const SKIP = '.fountain-checkpoint.skip';
+const SKIP = 'skip';
 
 const shQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -65,7 +65,11 @@ export async function captureArchive(
   handle: Handle,
   spec: CheckpointSpec,
 ): Promise<Result<Buffer, CheckpointFailure>> {
-  const excluded = [...spec.exclude, `./${WORK}`, `./${RESTORE}`, `./${SKIP}`];
+  // Named per capture: two at once in one sandbox (a park's and a turn's on another node) never share one.
+  const id = randomBytes(6).toString('hex');
+  const WORK = `${WORKING}${id}.tgz`;
+  const SKIP = `${WORKING}${id}.skip`;
+  const excluded = [...spec.exclude, `./${WORKING}*`, `./${RESTORE}`];
   const excludes = excluded
     .map((x) => (x.startsWith('./') ? `--anchored --exclude=${shQuote(x)} --no-anchored` : `--exclude=${shQuote(x)}`))
     .join(' ');
@@ -99,7 +103,7 @@ export async function captureArchive(
       message: `archiving the sandbox failed (exit ${made.value.exitCode}): ${text(made.value.output).slice(-300)}`,
     });
   const size = Number(report[1]);
-  const read = size > spec.maxArchiveBytes ? null : await readBack(adapter, handle, spec, size, report[2]!);
+  const read = size > spec.maxArchiveBytes ? null : await readBack(adapter, handle, spec, WORK, size, report[2]!);
   await adapter.processes.exec(handle, 'rm', ['-f', WORK], { dir: spec.home });
   if (!read)
     return err({
@@ -117,6 +121,7 @@ async function readBack(
   adapter: SandboxAdapter,
   handle: Handle,
   spec: CheckpointSpec,
+  work: string,
   size: number,
   digest: string,
 ): Promise<Result<Buffer, CheckpointFailure>> {
@@ -125,7 +130,7 @@ async function readBack(
     ['cat', (b: Uint8Array) => Buffer.from(b)],
     ['base64 -w0', (b: Uint8Array) => Buffer.from(text(b).trim(), 'base64')],
   ] as const) {
-    const read = await adapter.processes.exec(handle, 'sh', ['-c', `${cmd} ${WORK}`], {
+    const read = await adapter.processes.exec(handle, 'sh', ['-c', `${cmd} ${work}`], {
       dir: spec.home,
       timeoutMs: spec.timeoutMs,
     });
