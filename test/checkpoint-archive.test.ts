@@ -4,7 +4,7 @@
  * and HOME's secrets file stay behind; a refused archive writes nothing.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -70,12 +70,22 @@ describe('checkpoint archives through a real runner', () => {
         "echo SECRET='s3cr3t' > .env",
         'echo keep > work/.env',
         'ln -s ../.claude/projects/p/session.jsonl work/session-link',
+        // A fifo the agent left, and a provider's command state: neither travels (a restore refuses fifos).
+        'mkfifo work/pipe',
+        // Links a restore refuses: an absolute target (an installer's, on a runner) and one climbing out of HOME.
+        'ln -s /etc/hostname work/abs-link',
+        'ln -s ../../outside work/climb',
+        'mkdir -p .fountain/sessions/s1 && echo 0 > .fountain/sessions/s1/exit',
       ].join('\n'),
     );
     const taken = await captureArchive(adapter, a.handle, SPEC);
     assert.ok(taken.ok, JSON.stringify(taken));
     assert.ok(!taken.value.includes(Buffer.from('s3cr3t')), 'not in the compressed bytes either (sanity)');
-    assert.ok(!existsSync(join(a.dir, '.fountain-checkpoint.tgz')), 'no working file is left behind');
+    assert.deepEqual(
+      readdirSync(a.dir).filter((f) => f.startsWith('.fountain-checkpoint')),
+      [],
+      'no working file is left behind',
+    );
 
     const b = await sandbox();
     const restored = await restoreArchive(adapter, b.handle, SPEC, taken.value);
@@ -87,7 +97,14 @@ describe('checkpoint archives through a real runner', () => {
     const git = await sh(b.handle, 'cd work && git log --oneline && git status --short');
     assert.match(git, /^[0-9a-f]+ first\n/, 'the commit travels');
     assert.match(git, /^\?\? notes\.txt$/m, 'and the uncommitted file');
-    for (const gone of ['work/node_modules', '.cache', '.env', '.fountain-restore.tgz'])
+    for (const gone of [
+      'work/node_modules',
+      '.cache',
+      '.env',
+      '.fountain-restore.tgz',
+      'work/pipe',
+      '.fountain/sessions',
+    ])
       assert.ok(!existsSync(join(b.dir, gone)), `${gone} is not restored`);
   });
 

@@ -3,6 +3,7 @@
  * Names are what the command line accepts.
  */
 import type { Benchmark } from '../lib/bench.ts';
+import { checkpointBenchmark } from './checkpoint.ts';
 import { concurrencyBenchmark } from './concurrency.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
@@ -31,4 +32,5 @@ export const BENCHMARKS: readonly Benchmark[] = [
   listingBenchmark,
   netcutsBenchmark,
   gatewayBenchmark,
+  checkpointBenchmark,
 ];

@@ -5,7 +5,7 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { Handle, SandboxAdapter } from '../../sandbox/index.ts';
+import { describeError, type Handle, type SandboxAdapter } from '../../sandbox/index.ts';
 import { type EngineDb, rowsOf } from '../store/engine-db.ts';
 import type { BlobStore } from './blobs.ts';
 import { collectBlobs } from './collect.ts';
@@ -18,6 +18,9 @@ export interface CheckpointTarget {
   readonly handle: Handle;
   /** The sandbox path of the runtime's HOME. */
   readonly home: string;
+  /** The runtime's cwd (sandbox path) and, for a runtime filing sessions by its real path, where they go. */
+  readonly cwd?: string;
+  readonly sessionsOfCwd?: ((hostCwd: string) => string) | undefined;
 }
 
 export interface CheckpointRow {
@@ -28,6 +31,8 @@ export interface CheckpointRow {
   readonly createdAt: Date;
   /** The runtime's ACP session the sandbox ran when it was taken (null for rows older than this field). */
   readonly sessionId: string | null;
+  /** The cwd's real path where it was taken (a runner's sandbox directory), when it was recorded. */
+  readonly hostCwd: string | null;
 }
 
 export type TakeOutcome =
@@ -44,6 +49,11 @@ export interface ConversationCheckpoints {
   afterTurn(target: CheckpointTarget, turnId: string): void;
   /** Now, awaited (before a sandbox is parked by destroying it, or moved). */
   take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome>;
+  /**
+   * As the sandbox parks, its agent stopped (so what it writes at exit is in): after the one being
+   * taken, one more, named after the conversation's newest completed turn.
+   */
+  atPark(target: CheckpointTarget): Promise<void>;
   /** The newest checkpoint of the conversation unpacked into the new sandbox; null when it has none. */
   restore(target: CheckpointTarget): Promise<RestoreOutcome>;
   /** The newest checkpoint of the conversation, or null. */
@@ -65,8 +75,11 @@ type Raw = {
   size: string | number;
   created_at: Date | string;
   session_id: string | null;
+  host_cwd: string | null;
 };
-const COLUMNS = sql.raw(`id, turn_id, digest, size, created_at, holds->>'session_id' AS session_id`);
+const COLUMNS = sql.raw(
+  `id, turn_id, digest, size, created_at, holds->>'session_id' AS session_id, holds->>'host_cwd' AS host_cwd`,
+);
 const rowOf = (r: Raw): CheckpointRow => ({
   id: r.id,
   turnId: r.turn_id,
@@ -74,6 +87,7 @@ const rowOf = (r: Raw): CheckpointRow => ({
   size: Number(r.size),
   createdAt: new Date(r.created_at),
   sessionId: r.session_id,
+  hostCwd: r.host_cwd,
 });
 
 export class CheckpointService implements ConversationCheckpoints {
@@ -122,6 +136,21 @@ export class CheckpointService implements ConversationCheckpoints {
     this.#running.set(target.conversationId, entry);
   }
 
+  async atPark(target: CheckpointTarget): Promise<void> {
+    const running = this.#running.get(target.conversationId);
+    if (running) {
+      // The park's checkpoint covers what a queued one would have.
+      running.again = null;
+      await running.promise;
+    }
+    const [turn] = rowsOf<{ id: string }>(
+      await this.#db.execute(sql`
+        SELECT id FROM turns WHERE conversation_id = ${target.conversationId} AND status = 'completed'
+        ORDER BY turn_number DESC LIMIT 1`),
+    );
+    await this.take(target, turn?.id ?? null);
+  }
+
   async take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome> {
     // One archive at a time per sandbox (they share a work file there): after the one being taken.
     await this.#running.get(target.conversationId)?.promise;
@@ -136,6 +165,7 @@ export class CheckpointService implements ConversationCheckpoints {
     };
     const archive = await captureArchive(target.adapter, target.handle, { ...this.#spec, home: target.home });
     if (!archive.ok) return failed(archive.error.message, 'checkpoint not taken');
+    const hostCwd = await this.#hostCwd(target);
     const blob = await this.#blobs.put(archive.value);
     if (!blob.ok) return failed(blob.error.message, 'checkpoint not stored');
     try {
@@ -145,6 +175,7 @@ export class CheckpointService implements ConversationCheckpoints {
         INSERT INTO checkpoints (account_id, conversation_id, turn_id, digest, size, holds)
         SELECT ${target.accountId}, ${target.conversationId}, ${turnId}, ${blob.value.digest}, ${blob.value.size},
           jsonb_build_object('home', ${target.home}::text, 'kind', 'home_archive', 'session_id', c.runtime_session_id)
+            || ${JSON.stringify(hostCwd ? { host_cwd: hostCwd } : {})}::jsonb
         FROM conversations c WHERE c.id = ${target.conversationId}
         RETURNING ${COLUMNS}`),
       );
@@ -209,7 +240,42 @@ export class CheckpointService implements ConversationCheckpoints {
         ok: false,
         message: `restoring the checkpoint of ${row.createdAt.toISOString()} failed: ${r.error.message}`,
       };
+    const moved = await this.#relocateSessions(target, row.hostCwd);
+    if (moved)
+      return { ok: false, message: `restoring the checkpoint of ${row.createdAt.toISOString()} failed: ${moved}` };
     return { ok: true, restored: row };
+  }
+  /** The cwd's real path in this sandbox (a runner maps it into its directory; elsewhere it is the path). */
+  async #hostCwd(target: CheckpointTarget): Promise<string | null> {
+    if (!target.cwd) return null;
+    if (!target.adapter.files.hostPath) return target.cwd;
+    const r = await target.adapter.files.hostPath(target.handle, target.cwd);
+    return r.ok ? r.value : null;
+  }
+
+  /**
+   * A runtime filing its sessions by the cwd's real path finds none when the new sandbox's path differs:
+   * they are moved to where it looks. Null when done or not needed; else why it failed.
+   */
+  async #relocateSessions(target: CheckpointTarget, oldCwd: string | null): Promise<string | null> {
+    const now = await this.#hostCwd(target);
+    if (!target.sessionsOfCwd || !oldCwd || !now || now === oldCwd) return null;
+    const from = target.sessionsOfCwd(oldCwd);
+    const to = target.sessionsOfCwd(now);
+    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    const r = await target.adapter.processes.exec(
+      target.handle,
+      'sh',
+      [
+        '-c',
+        `set -eu; if [ -d ${q(from)} ]; then mkdir -p ${q(to)}; cp -a ${q(from)}/. ${q(to)}/; rm -rf ${q(from)}; fi`,
+      ],
+      { dir: target.home, stderrToStdout: true },
+    );
+    if (!r.ok) return `moving the agent's sessions failed: ${describeError(r.error)}`;
+    if (r.value.exitCode !== 0)
+      return `moving the agent's sessions failed (exit ${r.value.exitCode}): ${Buffer.from(r.value.output).toString('utf8').slice(-300)}`;
+    return null;
   }
 
   async settled(): Promise<void> {

@@ -451,6 +451,8 @@ export class Provisioner {
         adapter,
         handle,
         home: spec.home,
+        cwd: spec.cwd,
+        sessionsOfCwd: spec.sessionsOfCwd,
       });
       if (!r.ok) return destroy(`${r.message}; the checkpoint is kept and the next message tries again`);
       restore.from = r.restored;

@@ -4,6 +4,7 @@
  */
 import type { KnownProvider } from '../../sandbox/index.ts';
 import { capabilitiesOf, checkLifecycle, describeError, idleAction } from '../../sandbox/index.ts';
+import { RUNTIME_SPECS, SANDBOX_HOME } from '../runtimes/table.ts';
 import type { EngineCore, EngineParts } from './live.ts';
 import { agedCandidates, getConversationById, idleCandidates, updateSandbox } from './store.ts';
 
@@ -125,6 +126,19 @@ export class Sweeper {
       await live.proc?.stop();
       this.c.live.delete(id);
     }
+    // With the agent stopped, what it writes as it exits is on disk: the checkpoint a lost sandbox restores.
+    const spec = RUNTIME_SPECS[row.conversation.runtime];
+    const home = spec.home;
+    if (this.c.d.checkpoints && home.startsWith(SANDBOX_HOME))
+      await this.c.d.checkpoints.atPark({
+        cwd: spec.cwd,
+        sessionsOfCwd: spec.sessionsOfCwd,
+        conversationId: id,
+        accountId: row.conversation.accountId,
+        adapter,
+        handle,
+        home,
+      });
     const suspend = adapter.lifecycle.suspend?.bind(adapter.lifecycle);
     if (suspend && idleAction(capabilitiesOf(adapter, handle)) === 'suspend') {
       const r = await suspend(handle);

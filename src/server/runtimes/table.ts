@@ -27,6 +27,12 @@ export interface RuntimeSpec {
   /** A workspace that must exist (git-initialised) before launch; null when cwd is HOME. */
   readonly workspace: string | null;
   /**
+   * Where under HOME the runtime keeps the sessions of a cwd, for a runtime that files them by the cwd's
+   * real path (Claude Code: `.claude/projects/<cwd, each non-alphanumeric a dash>`): a checkpoint restored
+   * where that path differs (another runner's directory) moves them, so session/load finds them.
+   */
+  readonly sessionsOfCwd?: (hostCwd: string) => string;
+  /**
    * How long the agent must be silent after answering session/load before its replay counts as over
    * (default 250 ms). gemini-cli streams the loaded history after its answer, and a loaded machine can
    * stall that stream for longer than the default.
@@ -60,6 +66,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     mcpDelivery: 'claude_project',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/CLAUDE.md`,
+    sessionsOfCwd: (cwd) => `.claude/projects/${cwd.replace(/[^a-zA-Z0-9]/g, '-')}`,
     cwd: SANDBOX_HOME,
     workspace: null,
     launch: ['claude-agent-acp'],

@@ -87,6 +87,8 @@ export async function endTurn(
         adapter: live.adapter,
         handle: live.handle,
         home,
+        cwd: RUNTIME_SPECS[live.runtime].cwd,
+        sessionsOfCwd: RUNTIME_SPECS[live.runtime].sessionsOfCwd,
       },
       turn.id,
     );
