@@ -30,13 +30,10 @@ export const SessionSettingsSchema = z
       "Session settings: applied when the agent's session starts, where the runtime lists them; one it does not list is refused in words",
   });
 
-export const CredentialSetField = z
-  .string()
-  .regex(SET_NAME, SET_NAME_RULE)
-  .openapi({
-    description: "The account's credential set the agent's runtime gets its model credential from",
-    example: 'default',
-  });
+export const CredentialSetField = z.string().regex(SET_NAME, SET_NAME_RULE).openapi({
+  description: "The account's credential set the agent's runtime gets its model credential from",
+  example: 'default',
+});
 
 /** The fields, for the create and update bodies (optional there) and the agent's view. */
 export const LaunchFields = {

@@ -14,11 +14,9 @@ const SettingsChangeSchema = z
   .object({
     settings: SessionSettingsSchema,
     applied: z.array(z.string()).openapi({ description: 'What the running agent was sent now (id=value, mode=id)' }),
-    live: z
-      .boolean()
-      .openapi({
-        description: 'Whether a running agent took them now; false: they apply when its session next starts',
-      }),
+    live: z.boolean().openapi({
+      description: 'Whether a running agent took them now; false: they apply when its session next starts',
+    }),
   })
   .openapi('SessionSettingsChange');
 

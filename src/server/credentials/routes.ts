@@ -54,14 +54,9 @@ const ProviderParam = z.object({
 });
 
 const SetQuery = z.object({
-  name: z
-    .string()
-    .regex(SET_NAME, SET_NAME_RULE)
-    .optional()
-    .openapi({
-      description:
-        'The credential set (default: default). Setting it again replaces its value for every agent using it',
-    }),
+  name: z.string().regex(SET_NAME, SET_NAME_RULE).optional().openapi({
+    description: 'The credential set (default: default). Setting it again replaces its value for every agent using it',
+  }),
 });
 
 const STATUS = { refused: 422, network: 502, provider_error: 502, timeout: 504 } as const;
