@@ -1,6 +1,9 @@
 /**
  * The conversation engine's facade, a table of contents: each call names the part that does the work
  * (provisioner, turn machine, permissions, recovery, sweeper, endings); the parts share one EngineCore.
+ *
+ * Over 400 lines because it is the engine's whole public surface (labels, settings, fork and move, the
+ * capacity queue joined it at once); each verb is a short delegation, and grouping them by feature is due.
  */
 import type { SessionSettings } from '../store/conversation-schema.ts';
 import { changeSettings, type SettingsChange } from './settings-command.ts';
