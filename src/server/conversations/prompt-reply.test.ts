@@ -49,11 +49,10 @@ describe('a prompt is answered once its turn is stored (real PostgreSQL, real ru
       assert.notEqual(answered, 'waiting', 'the prompt waited for the conversation row');
       assert.ok(answered !== 'waiting' && answered.ok, JSON.stringify(answered));
       const turnId = answered.value.turnId;
-      assert.deepEqual(
-        (await listTurns(db, id)).map((t) => [t.id, t.status]).at(-1),
-        [turnId, 'running'],
-        'the turn is stored when the answer comes',
-      );
+      // Admitted by the capacity queue, the turn is stored `pending`; the turn driver marks it running.
+      const stored = (await listTurns(db, id)).at(-1);
+      assert.equal(stored?.id, turnId, 'the turn is stored when the answer comes');
+      assert.ok(['pending', 'running'].includes(stored.status), `an admitted turn, not queued: ${stored.status}`);
       assert.ok(engine.busy(id));
       const again = await engine.prompt(accountId, id, 'recall');
       assert.equal(!again.ok && again.error.code, 'conversation_busy');
