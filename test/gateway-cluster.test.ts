@@ -162,7 +162,10 @@ describe('the gateway holds one budget across two server nodes on PostgreSQL', {
         /the agent's token budget tokens_per_conversation = 350 is spent \(400 tokens used this conversation\)/,
       );
     }
-    const rows = await rowsOf(c.convId);
+    // A refused call's row is written after its answer leaves: wait for the six rows, not for a time.
+    let rows = await rowsOf(c.convId);
+    for (const deadline = Date.now() + 15_000; rows.length < 6 && Date.now() < deadline; rows = await rowsOf(c.convId))
+      await new Promise((r) => setTimeout(r, 50));
     const forwarded = rows.filter((r) => r.refused === null);
     assert.equal(forwarded.length, 4);
     assert.equal(
