@@ -10,9 +10,7 @@ import { assertRealRun, realAgentConversation } from './harness.ts';
 
 const nsProblem = namespaceSupportProblem();
 
-// The three at once: each has its own server, runner, subnet and probe address, and most of a run is
-// waiting (model turns, parks); one after the other they took a sixth of the suite's wall time.
-describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 3 }, () => {
+describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 1 }, () => {
   // opencode is not run here yet: its install (opencode-ai and its two ~150 MB platform binaries, two
   // sandboxes at once) was killed by provisioning's 180 s install timeout in both runs on a loaded machine
   // (load 25 on 2 cores); whether it fits on an idle one is not known.
