@@ -1,6 +1,6 @@
 /**
- * A conversation's checkpoints: taken after a completed turn (coalesced per conversation, off the
- * turn's path) and restored into a new sandbox when the old one is gone; blobs in the blob store,
+ * A conversation's checkpoints: taken once a conversation is quiet after a completed turn (coalesced,
+ * off the turn's path) and restored into a new sandbox when the old one is gone; blobs in the blob store,
  * rows in `checkpoints`, the newest few kept per conversation.
  */
 import { sql } from 'drizzle-orm';
@@ -9,6 +9,7 @@ import { describeError, type Handle, type SandboxAdapter } from '../../sandbox/i
 import { type EngineDb, rowsOf } from '../store/engine-db.ts';
 import type { BlobStore } from './blobs.ts';
 import { collectBlobs } from './collect.ts';
+import { QuietWait } from './quiet.ts';
 import { captureArchive, type CheckpointSpec, DEFAULT_SPEC, restoreArchive } from './sandbox-archive.ts';
 
 export interface CheckpointTarget {
@@ -45,7 +46,7 @@ export type RestoreOutcome =
 
 /** What the engine asks of checkpoints (a narrow port, so the engine knows no blob or archive). */
 export interface ConversationCheckpoints {
-  /** After a completed turn: schedules a checkpoint; returns at once. */
+  /** After a completed turn: schedules a checkpoint for when the conversation is quiet; returns at once. */
   afterTurn(target: CheckpointTarget, turnId: string): void;
   /** Now, awaited (before a sandbox is parked by destroying it, or moved). */
   take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome>;
@@ -64,7 +65,7 @@ export interface ConversationCheckpoints {
   turnsKept(conversationId: string): Promise<Set<string>>;
   /** A row of another conversation naming the same blob (a fork starts from its parent's checkpoint). */
   copy(row: CheckpointRow, to: { conversationId: string; accountId: string; turnId: string }): Promise<void>;
-  /** Waits for the checkpoints being taken (shutdown, tests). */
+  /** Takes the checkpoints waiting for quiet now and waits for every one being taken (shutdown, tests). */
   settled(): Promise<void>;
 }
 
@@ -96,6 +97,8 @@ export class CheckpointService implements ConversationCheckpoints {
   readonly #log: Logger;
   readonly #spec: Omit<CheckpointSpec, 'home'>;
   readonly #keep: number;
+  /** Per conversation: the checkpoint waiting for the conversation to be quiet (a next turn's end restarts the wait). */
+  readonly #quiet: QuietWait<{ target: CheckpointTarget; turnId: string }>;
   /** Per conversation: the checkpoint running, and whether another was asked for meanwhile. */
   readonly #running = new Map<
     string,
@@ -109,15 +112,25 @@ export class CheckpointService implements ConversationCheckpoints {
     spec?: Partial<Omit<CheckpointSpec, 'home'>>;
     /** Checkpoints kept per conversation (default 3). */
     keep?: number;
+    /**
+     * How long after a turn's end the checkpoint waits for no other turn to end (default 1 s): a burst of
+     * turns is archived once, after it, instead of archiving beside each turn and taking CPU from it.
+     */
+    quietMs?: number;
   }) {
     this.#db = deps.db;
     this.#blobs = deps.blobs;
     this.#log = deps.logger.child({ part: 'checkpoints' });
     this.#spec = { ...DEFAULT_SPEC, ...deps.spec };
     this.#keep = deps.keep ?? 3;
+    this.#quiet = new QuietWait(deps.quietMs ?? 1_000, (_, w) => this.#schedule(w.target, w.turnId));
   }
 
   afterTurn(target: CheckpointTarget, turnId: string): void {
+    this.#quiet.push(target.conversationId, { target, turnId });
+  }
+
+  #schedule(target: CheckpointTarget, turnId: string): void {
     const running = this.#running.get(target.conversationId);
     // Turns that end while one is being taken are covered by one more checkpoint after it, not one each.
     if (running) {
@@ -137,6 +150,7 @@ export class CheckpointService implements ConversationCheckpoints {
   }
 
   async atPark(target: CheckpointTarget): Promise<void> {
+    this.#quiet.cancel(target.conversationId);
     const running = this.#running.get(target.conversationId);
     if (running) {
       // The park's checkpoint covers what a queued one would have.
@@ -152,6 +166,7 @@ export class CheckpointService implements ConversationCheckpoints {
   }
 
   async take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome> {
+    this.#quiet.cancel(target.conversationId);
     // One archive at a time per sandbox (they share a work file there): after the one being taken.
     await this.#running.get(target.conversationId)?.promise;
     return this.#take(target, turnId);
@@ -278,7 +293,9 @@ export class CheckpointService implements ConversationCheckpoints {
     return null;
   }
 
+  /** Takes the checkpoints waiting for quiet now, then waits for every one being taken (shutdown, tests). */
   async settled(): Promise<void> {
+    this.#quiet.flush();
     while (this.#running.size > 0) await Promise.all([...this.#running.values()].map((r) => r.promise));
   }
 
