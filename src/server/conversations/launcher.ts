@@ -94,8 +94,10 @@ export class Launcher {
    * than the account holds now, or the credential is gone: a replaced key must stop being used at the
    * next turn, not when the agent next parks. Unknown (an adopted agent) counts as unchanged.
    */
-  async deliveryChanged(live: Live): Promise<boolean> {
-    const agent = await this.#agentOf(live.accountId, live.conversationId);
+  async deliveryChanged(live: Live, current?: Agent | null): Promise<boolean> {
+    // The prompt's read carries the agent as it is now; other callers read it.
+    const agent =
+      current !== undefined ? (current ?? undefined) : await this.#agentOf(live.accountId, live.conversationId);
     return this.#continuity.changed(
       live,
       await this.delivery(live.accountId, live.runtime, live.model, null, launchAgent(agent)),

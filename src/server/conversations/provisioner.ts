@@ -473,11 +473,11 @@ export class Provisioner {
   }
 
   /** Makes sure an agent process serves the conversation: resume, probe, re-provision, respawn. */
-  async ensureAwake(row: ConversationWithSandbox): Promise<EngineResult<Live>> {
+  async ensureAwake(row: ConversationWithSandbox & { readonly agent?: Agent | null }): Promise<EngineResult<Live>> {
     const conv = row.conversation;
     const existing = this.c.live.get(conv.id);
     if (existing?.proc?.alive) {
-      if (!(await this.p.launcher.deliveryChanged(existing))) return accept(existing);
+      if (!(await this.p.launcher.deliveryChanged(existing, row.agent))) return accept(existing);
       // A replaced (or removed) credential: the agent holding the old one stops, a new one starts with the new.
       this.c.events.stage(conv.id, null, 'session', 'started', {
         event: 'relaunch',
@@ -488,7 +488,12 @@ export class Provisioner {
     }
     if (existing) this.c.live.delete(conv.id);
     const sandbox = row.sandbox;
-    const agent = conv.agentId ? await getAgent(this.c.d.db, conv.accountId, conv.agentId) : undefined;
+    const agent =
+      row.agent !== undefined
+        ? (row.agent ?? undefined)
+        : conv.agentId
+          ? await getAgent(this.c.d.db, conv.accountId, conv.agentId)
+          : undefined;
     if (!agent) return refuse('no_agent', "the conversation's agent was deleted");
     if (!sandbox || sandbox.status === 'terminated' || sandbox.status === 'failed')
       return this.#reprovision(conv, agent);

@@ -7,10 +7,12 @@
  */
 import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import {
+  agents,
   conversations,
   events,
   sandboxes,
   turns,
+  type Agent,
   type Conversation,
   type ConversationStatus,
   type EventRow,
@@ -290,11 +292,17 @@ export async function getConversationForPrompt(
   db: EngineDb,
   accountId: string,
   id: string,
-): Promise<(ConversationWithSandbox & { readonly turnOpen: boolean }) | undefined> {
+): Promise<PromptRead | undefined> {
   let q = promptReads.get(db);
   if (!q) promptReads.set(db, (q = preparePromptRead(db)));
   const [row] = await q.execute({ accountId, id });
   return row;
+}
+
+/** What a prompt needs to know of its conversation, read at once: its sandbox, an open turn, its agent (null when deleted). */
+export interface PromptRead extends ConversationWithSandbox {
+  readonly turnOpen: boolean;
+  readonly agent: Agent | null;
 }
 
 /** The prompt's read is on the path to its "queued" answer: built once per database, like the prompt id write. */
@@ -308,9 +316,11 @@ const preparePromptRead = (db: EngineDb) =>
         sql<boolean>`exists (select 1 from ${turns} where ${turns.conversationId} = ${conversations.id} and ${turns.status} in ('queued', 'pending', 'running'))`.mapWith(
           Boolean,
         ),
+      agent: agents,
     })
     .from(conversations)
     .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .leftJoin(agents, and(eq(agents.id, conversations.agentId), eq(agents.accountId, conversations.accountId)))
     .where(and(eq(conversations.accountId, sql.placeholder('accountId')), eq(conversations.id, sql.placeholder('id'))))
     .prepare('fountain_conversation_for_prompt');
 
