@@ -85,6 +85,7 @@ describe('signed webhooks with a real runner and the demo agent', () => {
   let key: string;
   let runner: RunnerChild | undefined;
   let rx: Awaited<ReturnType<typeof receiver>>;
+  const statements: string[] = [];
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
 
   before(async () => {
@@ -97,6 +98,7 @@ describe('signed webhooks with a real runner and the demo agent', () => {
       acceptRunnerSocket,
       engine: { askTimeoutMs: 60_000 },
       webhooks: FAST,
+      queryLogger: { logQuery: (q) => void statements.push(q) },
     });
     key = srv.bootstrapKey!;
   });
@@ -129,6 +131,14 @@ describe('signed webhooks with a real runner and the demo agent', () => {
     assert.deepEqual((await api('GET', '/api/webhooks')).body.data, []);
     assert.equal((await api('GET', '/api/webhooks/not-a-uuid')).status, 404);
     assert.equal((await api('DELETE', `/api/webhooks/${'0'.repeat(8)}-0000-0000-0000-${'0'.repeat(12)}`)).status, 404);
+  });
+
+  it('without an endpoint, a tick queues and claims nothing (it reads no events)', async () => {
+    const from = statements.length;
+    const ticks = () => statements.slice(from).filter((q) => q.includes('max(id) AS m FROM events')).length;
+    await until(async () => ticks() >= 10, 'ten webhook ticks');
+    const work = statements.slice(from).filter((q) => /webhook_deliveries/.test(q));
+    assert.deepEqual(work, [], 'no delivery statement while no endpoint exists');
   });
 
   it('delivers every event kind signed with the secret, ids only', async () => {

@@ -34,8 +34,11 @@ export class Scanner {
     this.#lookBackMs = lookBackMs;
   }
 
-  /** One scan; how many deliveries it queued. */
-  async scan(now = Date.now()): Promise<number> {
+  /**
+   * One scan; how many deliveries it queued. Without endpoints it only moves its position (an endpoint
+   * added later hears what happens after it, so nothing before is worth reading).
+   */
+  async scan(now = Date.now(), endpoints = true): Promise<number> {
     this.#start ??= await readScanPosition(this.#db);
     const startedAt = new Date(now);
     const high = await maxEventId(this.#db);
@@ -46,9 +49,10 @@ export class Scanner {
     const since = base
       ? new Date(base.startedAt.getTime() - this.#lookBackMs)
       : new Date(this.#start.conversationsSince.getTime() - this.#lookBackMs);
-    const queued =
-      (high > low ? await enqueueStageEvents(this.#db, low, high) : 0) +
-      (await enqueueCreatedConversations(this.#db, since));
+    const queued = !endpoints
+      ? 0
+      : (high > low ? await enqueueStageEvents(this.#db, low, high) : 0) +
+        (await enqueueCreatedConversations(this.#db, since));
     this.#marks.push({ at: now, high, startedAt });
     // What a restart resumes from: the lagged position, so the window below it is scanned again. Written
     // only when it moved: an idle server does not write a row every tick.

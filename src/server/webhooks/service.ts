@@ -13,6 +13,7 @@ import { DISABLE_AFTER_MS, RETRY_DELAYS_MS, type WebhookEventKind } from './kind
 import { Scanner } from './scanner.ts';
 import { newWebhookSecret } from './signature.ts';
 import {
+  anyEndpoint,
   type AttemptRow,
   type DeliveryRow,
   deleteEndpoint,
@@ -195,9 +196,10 @@ export class WebhookService {
 
   async #round(): Promise<void> {
     try {
-      await this.#scanner.scan();
+      const endpoints = await anyEndpoint(this.#db);
+      await this.#scanner.scan(Date.now(), endpoints);
       // Sends until nothing is due, so a burst does not wait a tick per batch.
-      while ((await this.#dispatcher.round()) > 0 && this.#timer) {}
+      while (endpoints && (await this.#dispatcher.round()) > 0 && this.#timer) {}
     } catch (e) {
       this.#log.warn({ err: e instanceof Error ? e.message : String(e) }, 'webhook round failed; next tick retries');
     }

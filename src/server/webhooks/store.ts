@@ -246,6 +246,12 @@ export async function enqueueCreatedConversations(db: EngineDb, since: Date): Pr
   return rowsOf(res).length;
 }
 
+/** Whether any endpoint exists: without one nothing is queued or due, and a tick reads no events. */
+export async function anyEndpoint(db: EngineDb): Promise<boolean> {
+  const [r] = rowsOf<{ any: boolean }>(await db.execute(sql`SELECT EXISTS (SELECT 1 FROM webhook_endpoints) AS any`));
+  return r?.any === true;
+}
+
 export async function maxEventId(db: EngineDb): Promise<number> {
   const [r] = rowsOf<{ m: string | number | null }>(await db.execute(sql`SELECT max(id) AS m FROM events`));
   return Number(r?.m ?? 0);
