@@ -18,17 +18,20 @@ const walk = (dir) => {
 };
 for (const root of roots) if (existsSync(root)) walk(root);
 const selected = filters.length ? files.filter((f) => filters.some((x) => f.includes(x))) : files;
-// Longest files first (measured 2026-12-01, seconds of file time at concurrency 2), the rest in name
-// order: with two files at a time, a long file started last would run alone at the end.
+// Longest files first, the rest in name order: with two files at a time, a long file started last would
+// run alone at the end. Seconds of file time in the clean clone's suite of 2026-12-05 (concurrency 2).
 const SLOW_FIRST = [
   'test/runner-microvm-conformance.test.ts', // real QEMU VMs
-  'test/real-agents/namespace.test.ts', // the four runtimes again, on a namespace runner (not measured idle yet)
+  'test/real-agents/namespace.test.ts', // 199: claude, codex, gemini on a namespace runner, one after another
+  'test/real-agents/gemini.test.ts', // 133
   'test/real-agents/opencode.test.ts', // 97
-  'test/real-agents/gemini.test.ts', // 77
   'test/real-agents/claude.test.ts', // 72
+  'test/real-agents/restore.test.ts', // 53
   'test/real-agents/codex.test.ts', // 53
   'test/web/walk.test.ts', // 48
+  'test/cluster-caddy.test.ts', // 87 before its teardown stopped waiting ~55 s on Caddy's graceful stop
   'test/web/browser.test.ts', // 38
+  'test/runner-install.test.ts', // 35
   'test/recovery.test.ts', // 35
   'bench/bench.test.ts', // 31
   'test/web/new-user.test.ts', // 31

@@ -19,7 +19,7 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { answerOf, call, type Json } from './helpers/http.ts';
-import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
+import { spawnClusterNode, stopClusterNodes, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
 const CADDYFILE = new URL('../deploy/Caddyfile', import.meta.url).pathname;
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
@@ -115,6 +115,7 @@ describe('Caddy in front of two server nodes on PostgreSQL (deploy/Caddyfile)', 
   const ports: Record<'A' | 'B', number> = { A: 0, B: 0 };
   const nodes: Partial<Record<'A' | 'B', NodeProcess>> = {};
   let runner: RunnerChild | undefined;
+  let openStream: ReturnType<typeof reconnectingStream> | undefined;
   let env: Record<string, string>;
 
   const startNode = async (name: 'A' | 'B') => {
@@ -141,8 +142,8 @@ describe('Caddy in front of two server nodes on PostgreSQL (deploy/Caddyfile)', 
       FOUNTAIN_NODE_HEARTBEAT_MS: '200',
       FOUNTAIN_NODE_EXPIRY_MS: '3000',
     };
-    await startNode('A');
-    await startNode('B');
+    // Each node is its own process loading the server through tsx: started together, not one after the other.
+    await Promise.all([startNode('A'), startNode('B')]);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     caddy = spawn('caddy', ['run', '--config', CADDYFILE, '--adapter', 'caddyfile'], {
       env: {
@@ -170,13 +171,16 @@ describe('Caddy in front of two server nodes on PostgreSQL (deploy/Caddyfile)', 
   });
 
   after(async () => {
+    // A failed test leaves the stream dialing: stopped here, or its loop keeps the file from ever exiting.
+    await openStream?.stop();
     await runner?.stop();
+    // The nodes first: Caddy's graceful stop waits for every request it proxies, and the SSE request the
+    // test aborted lingers there (CLOSE-WAIT) until its node ends it, which made Caddy's stop take ~60 s.
+    await stopClusterNodes(nodes.A, nodes.B);
     if (caddy && caddy.exitCode === null) {
       caddy.kill('SIGTERM');
       await new Promise((r) => caddy!.once('exit', r));
     }
-    await stopClusterNode(nodes.A);
-    await stopClusterNode(nodes.B);
     await observer?.close();
     await dropSchema(schema);
     if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -201,6 +205,7 @@ describe('Caddy in front of two server nodes on PostgreSQL (deploy/Caddyfile)', 
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const conv = created.body.data.id as string;
     const stream = reconnectingStream(`${lb}/api/conversations/${conv}/stream`, KEY);
+    openStream = stream;
 
     const turnsOf = async (): Promise<Json[]> =>
       (await call(lb, KEY, 'GET', `/api/conversations/${conv}/turns`)).body.data;

@@ -16,7 +16,7 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { call, openStream, type Json, type Stream } from './helpers/http.ts';
-import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
+import { spawnClusterPair, stopClusterNodes, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 /** The advisory lock the test holds to keep one node's event insert from committing. */
@@ -41,16 +41,14 @@ describe('two server nodes agree on keys and on the account stream', { timeout: 
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-consistency-')));
-    a = await spawnClusterNode('A', schema, env);
-    b = await spawnClusterNode('B', schema, env);
+    [a, b] = await spawnClusterPair(schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
   });
 
   after(async () => {
     for (const s of streams) s.close();
     await runner?.stop();
-    await stopClusterNode(a);
-    await stopClusterNode(b);
+    await stopClusterNodes(a, b);
     await observer?.close();
     await dropSchema(schema);
     rmSync(tmp, { recursive: true, force: true });

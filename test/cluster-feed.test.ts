@@ -19,7 +19,7 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from './helpers/http.ts';
-import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
+import { spawnClusterPair, stopClusterNodes, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 
@@ -84,8 +84,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-feed-')));
-    a = await spawnClusterNode('A', schema, env);
-    b = await spawnClusterNode('B', schema, env);
+    [a, b] = await spawnClusterPair(schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     runner = startRunnerChild({ name: 'r', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: KEY, home: tmp });
     await until(
@@ -117,8 +116,7 @@ describe('two server nodes: streams and commands on B for a turn A drives', { ti
   after(async () => {
     for (const s of streams) s.close();
     await runner?.stop();
-    await stopClusterNode(a);
-    await stopClusterNode(b);
+    await stopClusterNodes(a, b);
     await observer?.close();
     await dropSchema(schema);
     rmSync(tmp, { recursive: true, force: true });

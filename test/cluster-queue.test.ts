@@ -15,7 +15,7 @@ import { openDatabase, type Database } from '../src/server/store/db.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { call, type Json } from './helpers/http.ts';
-import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
+import { spawnClusterPair, stopClusterNodes, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 
@@ -55,8 +55,7 @@ describe('the capacity queue across two server nodes', { timeout: 600_000 }, () 
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-queue-')));
-    a = await spawnClusterNode('A', schema, env);
-    b = await spawnClusterNode('B', schema, env);
+    [a, b] = await spawnClusterPair(schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     runner = startRunnerChild({ name: 'r', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: KEY, home: tmp });
     await until(
@@ -76,8 +75,7 @@ describe('the capacity queue across two server nodes', { timeout: 600_000 }, () 
 
   after(async () => {
     await runner?.stop();
-    await stopClusterNode(a);
-    await stopClusterNode(b);
+    await stopClusterNodes(a, b);
     await observer?.close();
     await dropSchema(schema);
     rmSync(tmp, { recursive: true, force: true });

@@ -50,6 +50,15 @@ interface Machine {
   readonly launcher: string;
 }
 
+/**
+ * Where each tool is on this machine, looked up once at load, before the server starts: a lookup per
+ * machine was a dozen spawnSync calls, and a loop blocked that long on a loaded machine let the server's
+ * keep-alive timer close a pooled socket right after the next request had been written to it (ECONNRESET).
+ */
+const TOOL_PATHS = new Map(
+  TOOLS.map((t) => [t, spawnSync('sh', ['-c', `command -v ${t}`], { encoding: 'utf8' }).stdout.trim()]),
+);
+
 function machine(parent: string, name: string, tools = TOOLS): Machine {
   const dir = join(parent, name);
   const home = join(dir, 'home');
@@ -57,7 +66,7 @@ function machine(parent: string, name: string, tools = TOOLS): Machine {
   mkdirSync(home, { recursive: true });
   mkdirSync(bin, { recursive: true });
   for (const t of tools) {
-    const found = spawnSync('sh', ['-c', `command -v ${t}`], { encoding: 'utf8' }).stdout.trim();
+    const found = TOOL_PATHS.get(t);
     assert.ok(found, `${t} is on this machine`);
     symlinkSync(found, join(bin, t));
   }
@@ -166,6 +175,16 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
   const installLine = (args: string, url = srv.url) => `curl -fsSL ${url}/runner/install.sh | sh -s -- ${args}`;
   const runnerNamed = async (name: string): Promise<Json> =>
     ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name);
+  /**
+   * Whether `far` is online at `version`, from one read of the list: two reads can straddle a reconnect
+   * and join the last runner's version to the next one's presence. With `since`, only a connection made
+   * after it counts: a listing reads the rows before it asks who is online, so an offline row's old
+   * version can show beside a runner that came online in between.
+   */
+  const farRunsOnline = async (version: string, since = 0): Promise<boolean> => {
+    const r = await runnerNamed('far');
+    return r?.version === version && r.online === true && Date.parse(r.connected_at) >= since;
+  };
   const events = (id: string): Promise<EventRow[]> => allEvents(srv.database.db as unknown as EngineDb, id);
   const turnDone = (id: string, afterId = 0) =>
     until(
@@ -381,11 +400,7 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     runs.push(again);
     assert.equal(await again.exited, 0, again.out());
     assert.equal(readlinkSync(join(far.home, '.fountain', 'runner', 'current')), served.version);
-    await until(
-      async () => (await runnerNamed('far'))?.version === served.version && (await runnerNamed('far')).online,
-      'the running runner to move to the server’s version',
-      60_000,
-    );
+    await until(() => farRunsOnline(served.version), 'the running runner to move to the server’s version', 60_000);
     const unitPath = join(units, 'fountain-runner-far.service');
     const unit = readFileSync(unitPath, 'utf8');
     assert.match(unit, /^Restart=always$/m);
@@ -437,11 +452,7 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     // Once its sessions end, the daemon restarts into the installed version.
     const term = await api('POST', `/api/conversations/${id}/terminate`);
     assert.ok(term.status < 300, JSON.stringify(term.body));
-    await until(
-      async () => (await runnerNamed('far'))?.version === served.version && (await runnerNamed('far')).online,
-      'the runner to restart into the server’s version',
-      60_000,
-    );
+    await until(() => farRunsOnline(served.version), 'the runner to restart into the server’s version', 60_000);
     const same = sh(far, `${far.launcher} update`);
     runs.push(same);
     assert.equal(await same.exited, 0, same.out());
@@ -452,9 +463,11 @@ describe('a second machine installs a runner from the server', { timeout: 600_00
     await stopGroup(foreground);
     await until(async () => !(await runnerNamed('far'))?.online, 'the foreground runner to stop', 60_000);
     installOlder(far);
+    // The row still names the server's version (the runner just stopped ran it): only a later connection counts.
+    const launched = Date.now();
     foreground = sh(far, `${far.launcher} --name far --auto-update`);
     await until(
-      async () => (await runnerNamed('far'))?.version === served.version && (await runnerNamed('far')).online,
+      () => farRunsOnline(served.version, launched),
       'the auto-updating runner to move to the server’s version',
       120_000,
     );

@@ -154,6 +154,9 @@ describe('runner reconnect backoff through a network that is cut', () => {
       proxy.restore();
       const id = await until(() => runnerId('flap'), 'the runner online once the proxy passes bytes');
       await until(() => server.host.whereis(id), 'registered');
+      // The server registers the runner before the runner hears its first answer; a cut in between is one
+      // more failing dial (the streak goes on), so the cut waits for the runner to say it is connected.
+      await until(() => r.lines.some((l) => l.msg === 'runner: connected'), "the runner's first exchange");
       proxy.cut();
       const before = reconnects(r.lines).length;
       await until(() => reconnects(r.lines).length > before, 'the runner saw the cut');
