@@ -34,6 +34,7 @@ import { toHtml } from '../live.ts';
 import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
 import { LabelBar } from './labels.tsx';
 import { fileChanges, FilesPanel } from './files-panel.tsx';
+import { hasRepository, lastPush, PushControl } from './repository.tsx';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -182,6 +183,12 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
             <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
+            <PushControl
+              conv={conv}
+              hasRepository={await hasRepository(deps, user.account.id, conv)}
+              pushed={lastPush(rows)}
+              error={c.req.query('push_error')}
+            />
             <FilesPanel files={files} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
