@@ -20,6 +20,9 @@ interface ChatOptions {
   message?: string[];
   conversation?: string;
   continue?: boolean;
+  /** A branch of the environment's repository for a new conversation's sandbox to clone. */
+  branch?: string;
+  repository?: string;
 }
 
 const ENDED = new Set(['terminated', 'failed']);
@@ -149,7 +152,11 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       renderer.status(`no message: no conversation started with ${agent.name}`);
       return 0;
     }
-    const created = await api.request('POST', '/api/conversations', data(conversationSchema), { agent_id: agent.id });
+    const created = await api.request('POST', '/api/conversations', data(conversationSchema), {
+      agent_id: agent.id,
+      ...(opts.branch !== undefined ? { branch: opts.branch } : {}),
+      ...(opts.repository !== undefined ? { repository: opts.repository } : {}),
+    });
     conversationId = created.data.id;
     renderer.status(
       `new conversation ${conversationId} with ${agent.name} (each chat starts one; --continue picks up the latest)`,
@@ -325,6 +332,8 @@ export function register(program: Command): void {
     .option('-m, --message <text>', 'send this prompt instead of reading stdin (repeatable)', collect)
     .option('-c, --continue', "continue the agent's latest conversation that has not ended")
     .option('--conversation <id>', 'continue this conversation')
+    .option('--branch <name>', "a new conversation's sandbox checks out this branch of the environment's repository")
+    .option('--repository <url>', "which of the environment's repositories --branch is of (default: its first)")
     .action(
       action(async (agentRef: string, opts: ChatOptions, cmd: Command) => {
         const lines = new LineReader();

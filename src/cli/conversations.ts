@@ -1,5 +1,5 @@
 /**
- * `fountain conversations list|show|label|terminate|fork|move`: read, label, end, fork and move conversations.
+ * `fountain conversations list|show|label|push|terminate|fork|move`: read, label, push, end, fork and move conversations.
  * `show` prints the conversation, its turns and its transcript; `list --label` filters by labels.
  */
 import { inLine } from './queue-words.ts';
@@ -9,6 +9,17 @@ import { EventRenderer, usageText } from './render.ts';
 import { agentSchema, conversationSchema, data, logEventSchema, turnSchema } from './schemas.ts';
 import type { Conversation } from './schemas.ts';
 import { action, apiFor, CliError, printJson, printTable } from './session.ts';
+
+const pushedSchema = z
+  .object({
+    repository: z.string(),
+    branch: z.string(),
+    base: z.string().nullable(),
+    commit: z.string(),
+    commits: z.number(),
+    compare_url: z.string().nullable(),
+  })
+  .loose();
 
 /** `--turn`: a turn number or a turn id. */
 const forkFlags = z.object({
@@ -157,6 +168,31 @@ export function register(program: Command): void {
         const r = await api.request('POST', path, data(z.object({ labels: z.array(z.string()) })), body);
         if (opts.json) return printJson(r.data);
         process.stdout.write(r.data.labels.length ? `${r.data.labels.join('\n')}\n` : '(no labels)\n');
+      }),
+    );
+
+  conv
+    .command('push <id>')
+    .description("push the sandbox's commits to a new branch of the environment's repository; prints the compare link")
+    .option('--branch <name>', 'the new branch (default: fountain/<conversation>-<time>)')
+    .option('--repository <url>', "which of the environment's repositories (default: the conversation's)")
+    .option('--json', 'print JSON')
+    .action(
+      action(async (id: string, opts: { branch?: string; repository?: string; json?: boolean }, cmd: Command) => {
+        const { data: p } = await apiFor(cmd).request(
+          'POST',
+          `/api/conversations/${encodeURIComponent(id)}/push`,
+          data(pushedSchema),
+          {
+            ...(opts.branch !== undefined ? { branch: opts.branch } : {}),
+            ...(opts.repository !== undefined ? { repository: opts.repository } : {}),
+          },
+        );
+        if (opts.json) return printJson(p);
+        const n = p.commits === 1 ? '1 commit' : `${p.commits} commits`;
+        process.stdout.write(
+          `pushed ${n} to branch ${p.branch} of ${p.repository}\n${p.compare_url ? `compare: ${p.compare_url}\n` : ''}`,
+        );
       }),
     );
 

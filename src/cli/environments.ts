@@ -96,6 +96,30 @@ export function register(program: Command): void {
     );
 
   envs
+    .command('branches <environment>')
+    .description("list the branches of the environment's repository (the server asks the remote with its token)")
+    .option('--repository <url>', "which of the environment's repositories (default: its first)")
+    .option('--json', 'print JSON')
+    .action(
+      action(async (ref: string, opts: { repository?: string; json?: boolean }, cmd: Command) => {
+        const api = apiFor(cmd);
+        const e = await findEnvironment(api, ref);
+        const q = opts.repository ? `?repository=${encodeURIComponent(opts.repository)}` : '';
+        const { data: b } = await api.request(
+          'GET',
+          `/api/environments/${e.id}/branches${q}`,
+          data(
+            z.object({ repository: z.string(), default_branch: z.string().nullable(), branches: z.array(z.string()) }),
+          ),
+        );
+        if (opts.json) return printJson(b);
+        process.stdout.write(
+          `${b.repository}\n${b.branches.map((n) => `  ${n}${n === b.default_branch ? ' (default)' : ''}`).join('\n')}\n`,
+        );
+      }),
+    );
+
+  envs
     .command('create')
     .description('create an environment (set secrets afterwards with `environments secrets set`)')
     .requiredOption('--name <name>', 'unique name')

@@ -44,6 +44,7 @@ import type { WebhookService } from './webhooks/service.ts';
 import { usageRoutes } from './gateway/routes.ts';
 import type { UsageService } from './gateway/service.ts';
 import { labelRoutes } from './conversations/label-routes.ts';
+import { pushRoutes } from './conversations/push-routes.ts';
 import { relocateRoutes } from './conversations/relocate-routes.ts';
 import { capacityRoutes } from './conversations/capacity-routes.ts';
 
@@ -183,6 +184,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     app.route('/', conversationRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', settingsRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', labelRoutes({ ...routeDeps, engine: deps.engine.engine }));
+    app.route('/', pushRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', capacityRoutes({ ...routeDeps, engine: deps.engine.engine }));
     app.route('/', streamRoutes({ ...routeDeps, ...deps.engine }));
     app.route('/', relocateRoutes({ ...routeDeps, ...deps.engine }));

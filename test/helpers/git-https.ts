@@ -19,6 +19,10 @@ export interface GitHttpsServer {
   readonly requests: Array<{ method: string; path: string; authorized: boolean }>;
   /** A bare repository `<name>.git` (name may be `private/x`) with one commit holding `files`. */
   addRepo(name: string, files: Readonly<Record<string, string>>, branch?: string): void;
+  /** Adds a branch to repository `name` (from its default branch) with one commit holding `files`. */
+  addBranch(name: string, branch: string, files: Readonly<Record<string, string>>): void;
+  /** Runs git in the bare repository `name` on the server's side (e.g. `show <branch>:<file>`) and gives its output. */
+  git(name: string, args: readonly string[]): string;
   close(): Promise<void>;
 }
 
@@ -116,6 +120,8 @@ export async function startGitHttpsServer(dir: string, token: string, at?: GitHt
         ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: String(req.headers['content-encoding']) } : {}),
         GIT_CONFIG_NOSYSTEM: '1',
         REMOTE_ADDR: '127.0.0.1',
+        // http-backend takes a push (receive-pack) only from an authenticated user.
+        ...(authorized ? { REMOTE_USER: 'x-access-token' } : {}),
       },
       stdio: ['pipe', 'pipe', 'ignore'],
     });
@@ -165,6 +171,21 @@ export async function startGitHttpsServer(dir: string, token: string, at?: GitHt
       const bare = join(root, `${name}.git`);
       mkdirSync(join(bare, '..'), { recursive: true });
       run('git', ['clone', '-q', '--bare', work, bare], dir);
+    },
+    addBranch(name, branch, files) {
+      const work = join(dir, 'work', name);
+      run('git', ['checkout', '-q', '-b', branch], work);
+      for (const [f, content] of Object.entries(files)) {
+        mkdirSync(join(work, f, '..'), { recursive: true });
+        writeFileSync(join(work, f), content);
+      }
+      run('git', ['add', '-A'], work);
+      run('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', `on ${branch}`], work);
+      run('git', ['push', '-q', join(root, `${name}.git`), `${branch}:refs/heads/${branch}`], work);
+      run('git', ['checkout', '-q', '-'], work);
+    },
+    git(name, args) {
+      return run('git', [...args], join(root, `${name}.git`)).toString('utf8');
     },
     close: () =>
       new Promise<void>((r) => {

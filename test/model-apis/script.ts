@@ -2,7 +2,8 @@
  * The scripted model every local model-API server plays: a prompt carrying `RUN: <command>` is
  * answered with one shell tool call, the tool's result with text naming its output, `RECALL` with
  * what the earlier turns of the conversation asked to run (proof that history survived a wake),
- * `MCP: <word>` with a call to each offered MCP probe tool in turn, then text naming their answers.
+ * `MCP: <word>` with a call to each offered MCP probe tool in turn, then text naming their answers;
+ * `WRITE: <absolute path> :: <text>` with one call to the runtime's file-writing tool (Claude Code's `Write`).
  */
 
 /** A conversation as the model sees it, whatever the wire format. */
@@ -25,6 +26,7 @@ export const MCP_PROBE_TOOLS = ['fountain_stdio_probe', 'fountain_http_probe'] a
 
 const RUN = /RUN: ([^\n<]+)/;
 const MCP = /MCP: ([A-Za-z0-9-]+)/;
+const WRITE = /WRITE: (\/[^\s<]+) :: ([^\n<]+)/;
 /** A transcript Fountain put before the prompt for an agent that lost its session: history, not the request. */
 const HISTORY = /<fountain-history>[\s\S]*?<\/fountain-history>/g;
 const withoutHistory = (text: string) => text.replace(HISTORY, '');
@@ -73,6 +75,9 @@ export function nextStep(entries: readonly Entry[], tools: readonly string[] = [
     const tail = withoutHistory(whole);
     const run = RUN.exec(tail);
     if (run) return { kind: 'tool', command: run[1]!.trim() };
+    const write = WRITE.exec(tail);
+    if (write && tools.includes('Write'))
+      return { kind: 'call', tool: 'Write', args: { file_path: write[1]!, content: `${write[2]!.trim()}\n` } };
     if (tail.includes('RECALL')) {
       const earlier = [
         ...carriedCommands(whole),

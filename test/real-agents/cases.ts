@@ -33,7 +33,15 @@ export const CLAUDE: RuntimeCase = {
     join(dir, '.claude', 'settings.json'),
     join(dir, '.claude', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
+  writesFile: true,
   check(r) {
+    // Claude Code's Write tool call, as the conversation page's files panel reads it: one file, +1 −0, its diff.
+    const edit = r.edit!;
+    assert.equal(edit.turn?.status, 'completed', JSON.stringify(edit.turn));
+    const written = edit.files.find((f) => f.path === edit.file);
+    assert.ok(written, `the files panel lists ${edit.file}: ${JSON.stringify(edit.files)}`);
+    assert.deepEqual([written.added, written.removed], [1, 0]);
+    assert.match(JSON.stringify(written.edits), /written by the agent/);
     // the project's .mcp.json in the ACP cwd, switched on by enableAllProjectMcpServers in ~/.claude/settings.json.
     const [mcpJson, settings, skill] = CLAUDE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const servers = JSON.parse(mcpJson!).mcpServers;

@@ -30,6 +30,10 @@ import type { ModelApiServer } from '../model-apis/server.ts';
 import { agentProcessesOf, type AgentProc } from '../helpers/processes.ts';
 import { startNamespaceHost, type NamespaceHost } from './namespace-host.ts';
 import { FINAL_PREFIX, MCP_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
+import { EventReader } from '../../src/server/web/event-view.tsx';
+import { sandboxHomes } from '../../src/server/web/home-paths.ts';
+import { fileChanges, type FileChange } from '../../src/server/web/pages/files-panel.tsx';
+import type { ToolView } from '../../src/acp/tool-view.ts';
 import {
   HTTP_TOOL,
   readStdioLog,
@@ -65,6 +69,15 @@ export interface RealAgentCase {
   readonly settingsFiles: readonly string[];
   /** Host paths of the files docs/environments.md names for this runtime's skill and MCP delivery, read after provisioning. */
   deliveredFiles(sandboxDir: string): string[];
+  /** True: a turn asks the runtime's file-writing tool to write a file (`WRITE:`), read back as the files panel reads it. */
+  readonly writesFile?: boolean;
+}
+
+/** The `WRITE:` turn: the file's name, the turn, and the files changed as the conversation page's files panel reads them. */
+export interface EditRun {
+  readonly file: string;
+  readonly turn: Json;
+  readonly files: FileChange[];
 }
 
 /** Which backend the runner's sandboxes use: a directory, or bubblewrap with its own uid, /tmp and network. */
@@ -84,6 +97,8 @@ export interface RealAgentRun {
   readonly validation: { wrong: Json; right: Json; list: Json };
   readonly firstTurn: Json;
   readonly firstAnswer: string;
+  /** The `WRITE:` turn, for a case that `writesFile`; null otherwise. */
+  readonly edit: EditRun | null;
   readonly permission: Json;
   readonly proofFile: string | null;
   readonly recallTurn: Json;
@@ -458,6 +473,30 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         }),
       ]);
       phase('turn 1 done in both');
+      let edit: EditRun | null = null;
+      if (c.writesFile) {
+        const file = `written-${randomBytes(3).toString('hex')}.txt`;
+        const w = await promptToEnd(
+          http,
+          s,
+          convId,
+          `WRITE: ${join(c.workdir(sandboxDir), file)} :: written by the agent`,
+        );
+        const turn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+          (t) => t.id === w.turnId,
+        );
+        // As the conversation page builds its files panel: the stored events, read and merged, then the changes.
+        const page = await http('GET', `/api/conversations/${convId}/events?limit=1000`);
+        const view = (await http('GET', `/api/conversations/${convId}`)).body.data;
+        const reader = new EventReader(sandboxHomes(view));
+        const tools = new Map<string, ToolView>();
+        for (const e of page.body.data as Json[]) {
+          const item = reader.read({ ...e, turnId: e.turn_id, kind: e.kind, stream: e.stream, data: e.data } as never);
+          if (item?.kind === 'tool') tools.set(item.key, item.view);
+        }
+        edit = { file, turn, files: fileChanges(tools.values(), view) };
+        phase(`write turn ${turn?.status}: ${JSON.stringify(edit.files.map((f) => [f.path, f.added, f.removed]))}`);
+      }
       const permission: Json = t1.permissions[0] ?? null;
       const turnOf = async (conv: string, id: string) =>
         ((await http('GET', `/api/conversations/${conv}/turns`)).body.data as Json[]).find((t) => t.id === id);
@@ -608,6 +647,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         validation: { wrong: { status: wrong.status, body: wrong.body }, right: right.body, list: list.body },
         firstTurn,
         firstAnswer,
+        edit,
         permission,
         proofFile,
         recallTurn,

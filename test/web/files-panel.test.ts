@@ -2,7 +2,8 @@
  * The conversation page's "Files changed" panel in chromium at 1280 and 390 px against a real server, runner
  * and the demo agent's Claude-shaped Edit tool: it appears live when an edit's turn ends, names the file
  * inside the sandbox (never the runner's host path), counts added and removed lines over every edit, and
- * opens to each edit's diff; a refused edit changes nothing. No page wider than the screen, no console error.
+ * opens to each edit's diff; a refused edit changes nothing. The tool cards show paths under the sandbox home
+ * (`~/…`), never the runner's host path. No page wider than the screen, no console error.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -99,6 +100,10 @@ describe('files changed and their diffs', { skip: skipWithoutChromium }, () => {
       assert.match(await diffs.nth(1).locator('.del').first().innerText(), /^-hello world$/);
       assert.match(await diffs.nth(1).locator('.add').first().innerText(), /^\+goodbye world$/);
       assert.doesNotMatch(await page.locator('#files').innerText(), HOST_PATH, 'no host path in the panel');
+      // The tool cards (title, input, diff) name the file under the sandbox home, never the runner's host path.
+      const cards = await page.locator('#events').innerText();
+      assert.doesNotMatch(cards, HOST_PATH, 'no host path in the tool cards');
+      assert.match(cards, /file_path: ~\/notes\.txt/);
       await noOverflow(page, width, 'the conversation with its files panel');
       await page.locator('#files').scrollIntoViewIfNeeded();
       await shot('panel');

@@ -47,6 +47,7 @@ import { Sweeper } from './sweeper.ts';
 import { TurnDriver } from './turn/driver.ts';
 import { conversationView, sandboxView, type ConversationView, type QueuePlace } from './views.ts';
 import { changeLabels, type Label, type LabelChange } from './labels.ts';
+import { pushToBranch, type PushDone, type PushInput } from './push.ts';
 
 export type { EngineDeps } from './live.ts';
 
@@ -229,6 +230,11 @@ export class ConversationEngine {
   }
 
   // ---------------------------------------------------------------- provisioner
+
+  /** Pushes the sandbox's commits in an environment repository to a new branch on its remote (push.ts). */
+  push(accountId: string, id: string, input: PushInput): Promise<EngineResult<PushDone>> {
+    return pushToBranch(this.#c, accountId, id, input);
+  }
 
   async create(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView>> {
     const r = await this.#p.provisioner.create(accountId, input);

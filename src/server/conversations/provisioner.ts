@@ -9,7 +9,14 @@ import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
 import { SANDBOX_HOME, specFor } from '../runtimes/table.ts';
-import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
+import type {
+  Agent,
+  Conversation,
+  PermissionPolicy,
+  RepositoryBranch,
+  SandboxRow,
+} from '../store/conversation-schema.ts';
+import { checkBranch } from '../environments/branches.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
@@ -47,6 +54,9 @@ export interface CreateConversationInput {
   readonly secrets?: Readonly<Record<string, string>> | undefined;
   /** A fork: the new conversation starts from a parent's history and checkpoint (relocate.ts). */
   readonly fork?: ForkSeed | undefined;
+  /** A branch of the environment's repository (`repository` names one; its first when absent) to clone instead of its ref. */
+  readonly branch?: string | undefined;
+  readonly repository?: string | undefined;
 }
 
 /** What a fork carries over from its parent; `copy` fills the new conversation's turns, events and checkpoint. */
@@ -115,6 +125,10 @@ export class Provisioner {
     if (!gateway.ok) return gateway;
     const chosen = await this.#chooseEnvironment(accountId, agent, input.environmentId);
     if (!chosen.ok) return chosen;
+    const picked = fork
+      ? accept(fork.parent.repositoryBranch)
+      : await this.#pickBranch(accountId, chosen.value.id, input);
+    if (!picked.ok) return picked;
     const launchSecrets = fork
       ? fork.parent.launchSecrets
       : (this.c.d.environments?.sealLaunchSecrets(accountId, input.secrets) ?? null);
@@ -176,6 +190,7 @@ export class Provisioner {
             nodeId: queued ? null : this.c.nodeId,
             environmentId: input.environmentId ?? null,
             launchSecrets,
+            repositoryBranch: picked.value,
             ...(fork
               ? {
                   firstPrompt: fork.parent.firstPrompt,
@@ -268,6 +283,23 @@ export class Provisioner {
     return this.#limitedOf(accountId, agent.environmentId);
   }
 
+  /** The branch asked for, checked against the remote (listed with the environment's token); null when none was. */
+  async #pickBranch(
+    accountId: string,
+    environmentId: string | null,
+    input: CreateConversationInput,
+  ): Promise<EngineResult<RepositoryBranch | null>> {
+    if (input.branch === undefined) {
+      if (input.repository !== undefined) return refuse('branch_not_found', 'a repository was named without a branch');
+      return accept(null);
+    }
+    const envs = this.c.d.environments;
+    if (!environmentId || !envs)
+      return refuse('no_repository', 'the conversation has no environment with a repository');
+    const r = await checkBranch(envs, accountId, environmentId, input.repository, input.branch);
+    return r.ok ? accept(r.value) : refuse(r.error.code, r.error.message);
+  }
+
   async #limitedOf(
     accountId: string,
     environmentId: string | null,
@@ -283,7 +315,7 @@ export class Provisioner {
     if (!envs) return { ok: true, value: null };
     const launch = await envs.forLaunch(conv.accountId, conv.environmentId ?? agent.environmentId, conv.launchSecrets);
     if (!launch.ok) return { ok: false, error: launch.message };
-    const plan = planLaunch(specFor(conv.runtime, agent.customRuntime), agent, launch.value);
+    const plan = planLaunch(specFor(conv.runtime, agent.customRuntime), agent, launch.value, conv.repositoryBranch);
     if (!plan.ok) {
       this.c.events.stage(conv.id, null, plan.step, 'failed', { reason: plan.reason });
       return { ok: false, error: `${plan.step}: ${plan.reason}`, step: plan.step };

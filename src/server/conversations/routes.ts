@@ -22,6 +22,7 @@ import { deriverFor } from './blocks.ts';
 import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../http/common.ts';
 import { PermissionPolicySchema } from '../agents/routes.ts';
 import { LaunchSecretsSchema } from '../environments/schemas.ts';
+import { BRANCH_NAME } from '../environments/git-remote.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -58,6 +59,15 @@ const CreateBody = z
       .optional()
       .openapi({ description: "Overrides the agent's environment; must pass its allowed_environment_ids" }),
     secrets: LaunchSecretsSchema.optional(),
+    branch: z.string().regex(BRANCH_NAME, 'not a branch name').optional().openapi({
+      description:
+        "A branch of the environment's repository to clone instead of its ref; checked against the remote (422 branch_not_found)",
+    }),
+    repository: z
+      .string()
+      .max(2000)
+      .optional()
+      .openapi({ description: "Which of the environment's repositories `branch` is of; its first when absent" }),
   })
   .openapi('ConversationCreate');
 
@@ -260,7 +270,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
             },
           },
         },
-        ...errorResponses(401, 404, 409, 422),
+        ...errorResponses(401, 404, 409, 422, 502),
       },
     }),
     async (c) => {
@@ -280,6 +290,8 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           parentId,
           environmentId: b.environment_id,
           secrets: b.secrets,
+          branch: b.branch,
+          repository: b.repository,
         }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);

@@ -132,6 +132,10 @@ export const ConversationSchema = z
       .string()
       .nullable()
       .openapi({ description: "The environment this conversation overrides its agent's with; null: the agent's" }),
+    repository_branch: z
+      .object({ url: z.string(), branch: z.string() })
+      .nullable()
+      .openapi({ description: "The environment repository's branch picked at creation; null: the environment's ref" }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -261,6 +265,7 @@ export function conversationView(
     sandbox,
     agent_id: c.agentId,
     environment_id: c.environmentId,
+    repository_branch: c.repositoryBranch ?? null,
     permission_policy: c.permissionPolicy,
     runtime: c.runtime,
     acp: true,

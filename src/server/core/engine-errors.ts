@@ -35,7 +35,17 @@ export type EngineErrorCode =
   | 'session_option_not_listed'
   | 'session_option_value_not_listed'
   | 'session_mode_not_listed'
-  | 'session_setting_failed';
+  | 'session_setting_failed'
+  | 'no_repository'
+  | 'repository_not_in_environment'
+  | 'branch_not_found'
+  | 'branch_exists'
+  | 'remote_unreachable'
+  | 'remote_auth_failed'
+  | 'secret_unreadable'
+  | 'sandbox_not_ready'
+  | 'nothing_to_push'
+  | 'push_failed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -71,6 +81,16 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   session_option_value_not_listed: 422,
   session_mode_not_listed: 422,
   session_setting_failed: 502,
+  no_repository: 422,
+  repository_not_in_environment: 422,
+  branch_not_found: 422,
+  branch_exists: 409,
+  remote_unreachable: 502,
+  remote_auth_failed: 502,
+  secret_unreadable: 409,
+  sandbox_not_ready: 409,
+  nothing_to_push: 409,
+  push_failed: 502,
 };
 
 /** Seconds for `Retry-After`. */

@@ -56,6 +56,7 @@ export function planLaunch(
   spec: RuntimeSpec,
   agent: Pick<Agent, 'skills' | 'mcpServers'>,
   launch: LaunchEnvironment,
+  branch: { readonly url: string; readonly branch: string } | null = null,
 ): PlanResult {
   const e = launch.environment;
   const secrets = launch.secrets.reveal();
@@ -78,7 +79,10 @@ export function planLaunch(
   }
   const packages = e?.packages ?? { apt: [], npm: [] };
   const hosts = e?.allowedHosts ?? [];
-  const repositories = e?.repositories ?? [];
+  // A branch picked for the conversation replaces that repository's ref (and so the clone step's hash).
+  const repositories = (e?.repositories ?? []).map((r) =>
+    branch && r.url === branch.url ? { ...r, ref: branch.branch } : r,
+  );
   const script = e?.setupScript ?? '';
   const skillsRoot = `${spec.home}/${spec.configDir}/skills`;
   const steps: PlannedStep[] = [

@@ -20,10 +20,38 @@ import {
 import { fieldsFromCreate, withMountPath, type EnvironmentService } from './service.ts';
 import type { EnvironmentFields } from './store.ts';
 import { environmentView } from './views.ts';
+import { environmentBranches, type RepoRefusal } from './branches.ts';
 
 export interface EnvironmentRouteDeps extends RouteDeps {
   readonly environments: EnvironmentService;
 }
+
+/** The HTTP status of a repository refusal: the remote's own failures are a bad gateway, not the caller's. */
+export const REPO_REFUSAL_STATUS: Record<RepoRefusal['code'], 404 | 409 | 422 | 502> = {
+  environment_not_found: 404,
+  secret_unreadable: 409,
+  no_repository: 422,
+  repository_not_in_environment: 422,
+  branch_not_found: 422,
+  remote_unreachable: 502,
+  remote_auth_failed: 502,
+};
+
+const BranchesQuery = z.object({
+  repository: z
+    .string()
+    .max(2000)
+    .optional()
+    .openapi({ description: "One of the environment's repository URLs; its first when absent" }),
+});
+
+const BranchesSchema = z
+  .object({
+    repository: z.string(),
+    default_branch: z.string().nullable(),
+    branches: z.array(z.string()),
+  })
+  .openapi('RepositoryBranches');
 
 const fieldError = (field: string, message: string): ApiError =>
   new ApiError(422, 'validation_failed', `${field}: ${message}`, { errors: { [field]: [message] } });
@@ -151,6 +179,35 @@ export function environmentRoutes(deps: EnvironmentRouteDeps): OpenAPIHono<AppEn
       if (!isUuid(id) || !(await svc.delete(c.get('principal').account.id, id)))
         throw new ApiError(404, 'environment_not_found', 'environment not found');
       return c.body(null, 204);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/environments/{id}/branches',
+      summary:
+        "The branches of one of the environment's repositories, listed by the server with the environment's token",
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: IdParam, query: BranchesQuery },
+      responses: {
+        200: { description: 'ok', content: { 'application/json': { schema: z.object({ data: BranchesSchema }) } } },
+        ...errorResponses(401, 404, 409, 422, 502),
+      },
+    }),
+    async (c) => {
+      const accountId = c.get('principal').account.id;
+      const env = await load(accountId, c.req.valid('param').id);
+      const r = await environmentBranches(svc, accountId, env.id, c.req.valid('query').repository);
+      if (!r.ok) throw new ApiError(REPO_REFUSAL_STATUS[r.error.code], r.error.code, r.error.message);
+      const { repository, remote } = r.value;
+      return c.json(
+        {
+          data: { repository: repository.url, default_branch: remote.defaultBranch, branches: [...remote.branches] },
+        },
+        200,
+      );
     },
   );
 

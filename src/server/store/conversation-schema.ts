@@ -139,6 +139,12 @@ export const sandboxes = pgTable(
 export const CONVERSATION_STATUSES = ['pending', 'running', 'idle', 'failed', 'terminated'] as const;
 export type ConversationStatus = (typeof CONVERSATION_STATUSES)[number];
 
+/** A branch of one of the environment's repositories, picked when the conversation was created. */
+export interface RepositoryBranch {
+  readonly url: string;
+  readonly branch: string;
+}
+
 export const conversations = pgTable(
   'conversations',
   {
@@ -165,6 +171,8 @@ export const conversations = pgTable(
     environmentId: uuid('environment_id'),
     /** Secrets attached at launch, sealed as one JSON object; they win over the environment's on collision. */
     launchSecrets: text('launch_secrets'),
+    /** The branch of an environment repository picked at creation (migration 0086); null: the environment's ref. */
+    repositoryBranch: jsonb('repository_branch').$type<RepositoryBranch | null>(),
     failureReason: text('failure_reason'),
     /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
     parentConversationId: uuid('parent_conversation_id'),

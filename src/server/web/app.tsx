@@ -13,6 +13,7 @@ import { Layout, STATIC_PREFIX } from './layout.tsx';
 import { agentRoutes } from './pages/agents.tsx';
 import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
+import { repositoryRoutes } from './pages/repository.tsx';
 import { relocateRoutes } from './pages/relocate.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
@@ -128,6 +129,8 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   };
   for (const p of SIGNED_IN_PATHS) pages.use(p, signedIn);
   pages.route('/', teamRoutes(deps));
+  // Before the conversation page: /conversations/new/branches is not a conversation id.
+  pages.route('/', repositoryRoutes(deps));
   pages.route('/', conversationListRoutes(deps));
   pages.route('/', conversationRoutes(deps));
   pages.route('/', relocateRoutes(deps));

@@ -21,6 +21,7 @@ import {
 } from '../../acp/tool-view.ts';
 import type { EventRow } from '../store/conversation-schema.ts';
 import { stageInWords, turnInWords } from './words.ts';
+import { homeRelative } from './home-paths.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
 export type Item =
   | { kind: 'text'; text: string; turnId: string | null }
@@ -77,7 +78,11 @@ export class EventReader {
   readonly #tools = new ToolFold();
   readonly #seen = new Set<string>();
 
-  read(row: EventRow): Item | null {
+  /** `homes`: host directories shown as `~` (tool titles, inputs, diffs, permission lines; see home-paths.ts). */
+  constructor(private readonly homes: readonly string[] = []) {}
+
+  read(stored: EventRow): Item | null {
+    const row = this.homes.length > 0 ? { ...stored, data: homeRelative(stored.data, this.homes) } : stored;
     if (row.kind === 'output' && row.stream === 'acp') {
       const scope = row.turnId ?? '';
       const hit = this.#tools.applyLine(row.data, scope);

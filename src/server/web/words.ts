@@ -126,6 +126,10 @@ export function stageInWords(stage: string, state: string, data: unknown): strin
         : 'Conversation ended; its computer was removed';
     case 'network/failed':
       return `Network access refused${why ? `: ${why}` : ''}`;
+    case 'push/done': {
+      const n = d && typeof d.commits === 'number' ? d.commits : 0;
+      return `Pushed ${n === 1 ? '1 commit' : `${n} commits`} to the new branch ${str(d, 'branch') ?? ''}`;
+    }
     default:
       return state === 'failed' ? `Something went wrong${why ? `: ${why}` : ''}` : `${stage}: ${state}`;
   }

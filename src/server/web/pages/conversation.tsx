@@ -34,6 +34,8 @@ import { toHtml } from '../live.ts';
 import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
 import { LabelBar } from './labels.tsx';
 import { fileChanges, FilesPanel } from './files-panel.tsx';
+import { hasRepository, lastPush, PushControl } from './repository.tsx';
+import { sandboxHomes } from '../home-paths.ts';
 
 const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
@@ -138,7 +140,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // The newest completed turn's checkpoint may still be being taken: its button is offered all the same.
     const kept = await deps.engine.forkableTurns(conv.id);
     const newest = [...turns.values()].filter((t) => t.status === 'completed').at(-1)?.id;
-    const reader = new EventReader();
+    const reader = new EventReader(sandboxHomes(conv));
     const items = rows.flatMap((row) => {
       const item = reader.read(row);
       return item ? [{ item, row }] : [];
@@ -182,6 +184,12 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
               <ConversationStatus conv={conv} waiting={waiting} />
             </div>
             <MoveControl conv={conv} runners={deps.runnersEnabled ? await moveTargets(deps, user.account.id) : []} />
+            <PushControl
+              conv={conv}
+              hasRepository={await hasRepository(deps, user.account.id, conv)}
+              pushed={lastPush(rows)}
+              error={c.req.query('push_error')}
+            />
             <FilesPanel files={files} />
             <section aria-label="Conversation" class="card">
               <div id="events" class="events" sse-swap="ev" hx-swap="beforeend" aria-live="polite">
@@ -218,7 +226,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
     // Requests and tool calls the page showed before this stream began: later events refer back to them
     // (a permission's answer names its request's options; a tool update merges into its call).
     const asked = new Asked();
-    const reader = new EventReader();
+    const reader = new EventReader(sandboxHomes(conv));
     let primed = resumeFrom === 0;
     const prime = async (): Promise<void> => {
       if (primed) return;

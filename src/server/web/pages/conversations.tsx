@@ -18,6 +18,7 @@ import { userName } from '../context.ts';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 import { previewOf, type Preview } from '../roster.ts';
 import { InlineMd } from '../event-view.tsx';
+import { BranchPickHost, branchChoice } from './repository.tsx';
 import { lastTurnAndReply } from '../../team/reads.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import { LABEL_RULE, LabelFilterParam } from '../../conversations/labels.ts';
@@ -46,6 +47,7 @@ const filterQuery = z.object({
 const newForm = z.object({
   agent_id: z.string().uuid('Pick an agent.'),
   prompt: messageField.optional().or(z.literal('').transform(() => undefined)),
+  branch: branchChoice,
 });
 
 /** The line a conversation is known by: its title, else its first message, else nothing yet. */
@@ -154,6 +156,7 @@ function NewConversation(p: {
           </option>
         ))}
       </select>
+      <BranchPickHost />
       <label for="new-prompt">First message (optional)</label>
       <textarea id="new-prompt" name="prompt" rows={2} maxlength={MESSAGE_LIMIT}></textarea>
       <ErrorNote message={p.error} />
@@ -300,6 +303,7 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const created = await deps.engine.create(user.account.id, {
       agentId: form.data.agent_id,
       prompt: form.data.prompt,
+      ...(form.data.branch ? { branch: form.data.branch.branch, repository: form.data.branch.repository } : {}),
     });
     if (!created.ok) return page(c, inWords(created.error).message);
     return c.redirect(`/conversations/${created.value.id}`, 303);

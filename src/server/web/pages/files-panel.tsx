@@ -23,7 +23,8 @@ export interface FileChange {
 
 /** A path as seen inside the sandbox: under its home → relative; elsewhere → as the agent named it. */
 export function sandboxPath(path: string, conv: Pick<ConversationView, 'sandbox'>): string {
-  for (const home of [conv.sandbox?.runner?.path, SANDBOX_HOME]) {
+  // `~` too: the conversation page's reader already shows the host directory as the home.
+  for (const home of [conv.sandbox?.runner?.path, SANDBOX_HOME, '~']) {
     if (home && path.startsWith(`${home}/`)) return path.slice(home.length + 1);
   }
   return path;
