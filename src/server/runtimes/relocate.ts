@@ -31,3 +31,13 @@ export function geminiRelocate(fromCwd: string, toCwd: string): string {
     'done',
   ].join('\n');
 }
+
+/**
+ * Codex (0.147) finds a thread's rollout file through its state database (`~/.codex/state_<n>.sqlite`),
+ * which records the file's absolute path: under the old HOME after a restore, so `thread/resume` fails.
+ * The database is an index of the rollout files (`~/.codex/sessions`), rebuilt from them when absent:
+ * it is removed, and the files it indexed stay.
+ */
+export function codexRelocate(): string {
+  return 'set -eu; rm -f .codex/state_*.sqlite .codex/state_*.sqlite-wal .codex/state_*.sqlite-shm';
+}

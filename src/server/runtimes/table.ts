@@ -5,7 +5,7 @@
 import { credentialsFor } from '../credentials/providers.ts';
 import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 import { SANDBOX_HOME } from '../../sandbox/home.ts';
-import { claudeRelocate, geminiRelocate } from './relocate.ts';
+import { claudeRelocate, codexRelocate, geminiRelocate } from './relocate.ts';
 
 export { SANDBOX_HOME };
 
@@ -91,6 +91,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     mcpDelivery: 'session',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    relocateSessions: codexRelocate,
     cwd: SANDBOX_HOME,
     workspace: null,
     launch: ['codex-acp'],
