@@ -139,6 +139,12 @@ cp -a "$NPM_DIR" "$R/usr/lib/node_modules/npm"
 ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$R/usr/bin/npm"
 ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$R/usr/bin/npx"
 copy_with_libs "$(command -v socat)" /usr/bin/socat
+# GNU tar, find and realpath over busybox's: a checkpoint of the sandbox's HOME uses their options
+# (tar --exclude-from and --warning, find -lname, realpath --relative-to), which busybox lacks.
+for tool in tar find realpath; do
+  rm -f "$R/bin/$tool"
+  copy_with_libs "$(readlink -f "$(command -v "$tool")")" "/bin/$tool"
+done
 # Name resolution and TLS roots, so git and npm work once the bridge routes somewhere.
 for f in /etc/nsswitch.conf /etc/ssl/certs/ca-certificates.crt; do [ -e "$f" ] && { mkdir -p "$R$(dirname "$f")"; cp -L "$f" "$R$f"; }; done
 for lib in /lib/x86_64-linux-gnu/libnss_dns.so.2 /lib/x86_64-linux-gnu/libnss_files.so.2 /lib/x86_64-linux-gnu/libresolv.so.2; do

@@ -5,6 +5,8 @@
 import { isAbsolute } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { realpathSync } from 'node:fs';
+import { RUNNER_SELF_ENV } from '../runner/backends/process/env.ts';
 import { startGuest } from '../runner/guest/index.ts';
 import type { GuestListen } from '../runner/guest/index.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
@@ -49,6 +51,10 @@ export function register(program: Command): void {
           ? { kind: 'serial', path: f.serial }
           : { kind: 'vsock', port: f.port, socat: f.socat };
       const logger = createLogger(f.logLevel, 'fountain-runner-guest');
+      // The guest's sandboxes start the demo agent through this install (the image's bundle), as a
+      // runner's do through its own: the server's paths do not exist inside the VM.
+      if (process.argv[1])
+        process.env[RUNNER_SELF_ENV] = JSON.stringify([process.execPath, realpathSync(process.argv[1])]);
       const agent = await startGuest({ root: f.root, listen, logger });
       if (!agent.ok) {
         process.stderr.write(`fountain runner-guest: ${agent.error}\n`);

@@ -16,14 +16,16 @@ import { type RunnerChild, startRunnerChild, until } from '../../src/server/conv
 import { type RunningServer, startServer } from '../../src/server/start.ts';
 import { answerOf, call, type Json } from '../helpers/http.ts';
 import { startAnthropicApi } from '../model-apis/anthropic.ts';
+import { startGeminiApi } from '../model-apis/gemini.ts';
+import { startOpenAiApi } from '../model-apis/openai.ts';
 import { FINAL_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
 import { NPM_CACHE } from './harness.ts';
 
 interface RestoreCase {
-  readonly runtime: 'claude';
+  readonly runtime: 'claude' | 'gemini' | 'codex';
   readonly model: string;
-  readonly credential: 'anthropic_api_key' | 'openai_api_key';
+  readonly credential: 'anthropic_api_key' | 'openai_api_key' | 'gemini_api_key';
   readonly keyPrefix: string;
   startApi(key: string): Promise<ModelApiServer>;
   baseUrl(api: ModelApiServer): string;
@@ -41,8 +43,28 @@ const ALL: RestoreCase[] = [
     baseUrl: (api) => api.url,
     sessions: '.claude/projects',
   },
+  {
+    // Files its chats under a slug owned by the workspace's real path (`.project_root`), which differs on the new runner.
+    runtime: 'gemini',
+    model: 'google/gemini-2.5-flash',
+    credential: 'gemini_api_key',
+    keyPrefix: 'AIza',
+    startApi: startGeminiApi,
+    baseUrl: (api) => api.url,
+    sessions: '.gemini/tmp',
+  },
+  {
+    // Finds a thread's rollout through its state database, which records the file's path under the old HOME.
+    runtime: 'codex',
+    model: 'openai/gpt-5',
+    credential: 'openai_api_key',
+    keyPrefix: 'sk-proj-',
+    startApi: startOpenAiApi,
+    baseUrl: (api) => `${api.url}/v1`,
+    sessions: '.codex/sessions',
+  },
 ];
-/** One runtime only when FOUNTAIN_RESTORE_ONLY names it (a run of each takes minutes; codex and opencode do not pass yet, see docs/checkpoints.md). */
+/** One runtime only when FOUNTAIN_RESTORE_ONLY names it (a run of each takes minutes; opencode does not pass yet, see docs/checkpoints.md). */
 const CASES = ALL.filter((c) => !process.env.FOUNTAIN_RESTORE_ONLY || c.runtime === process.env.FOUNTAIN_RESTORE_ONLY);
 
 const LONG = 300_000;

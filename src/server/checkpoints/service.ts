@@ -19,9 +19,9 @@ export interface CheckpointTarget {
   readonly handle: Handle;
   /** The sandbox path of the runtime's HOME. */
   readonly home: string;
-  /** The runtime's cwd (sandbox path) and, for a runtime filing sessions by its real path, where they go. */
+  /** The runtime's cwd (sandbox path) and, for a runtime filing sessions by its real path, how they move. */
   readonly cwd?: string;
-  readonly sessionsOfCwd?: ((hostCwd: string) => string) | undefined;
+  readonly relocateSessions?: ((fromCwd: string, toCwd: string) => string) | undefined;
 }
 
 export interface CheckpointRow {
@@ -65,6 +65,11 @@ export interface ConversationCheckpoints {
   turnsKept(conversationId: string): Promise<Set<string>>;
   /** A row of another conversation naming the same blob (a fork starts from its parent's checkpoint). */
   copy(row: CheckpointRow, to: { conversationId: string; accountId: string; turnId: string }): Promise<void>;
+  /**
+   * Deletes a conversation through `remove` (its checkpoint rows cascade with it), then the blobs no
+   * other checkpoint names: a deleted conversation's memory does not wait for the hourly collection.
+   */
+  removeWith(conversationId: string, remove: () => Promise<void>): Promise<void>;
   /** Takes the checkpoints waiting for quiet now and waits for every one being taken (shutdown, tests). */
   settled(): Promise<void>;
 }
@@ -274,23 +279,36 @@ export class CheckpointService implements ConversationCheckpoints {
    */
   async #relocateSessions(target: CheckpointTarget, oldCwd: string | null): Promise<string | null> {
     const now = await this.#hostCwd(target);
-    if (!target.sessionsOfCwd || !oldCwd || !now || now === oldCwd) return null;
-    const from = target.sessionsOfCwd(oldCwd);
-    const to = target.sessionsOfCwd(now);
-    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-    const r = await target.adapter.processes.exec(
-      target.handle,
-      'sh',
-      [
-        '-c',
-        `set -eu; if [ -d ${q(from)} ]; then mkdir -p ${q(to)}; cp -a ${q(from)}/. ${q(to)}/; rm -rf ${q(from)}; fi`,
-      ],
-      { dir: target.home, stderrToStdout: true },
-    );
+    if (!target.relocateSessions || !oldCwd || !now || now === oldCwd) return null;
+    const r = await target.adapter.processes.exec(target.handle, 'sh', ['-c', target.relocateSessions(oldCwd, now)], {
+      dir: target.home,
+      stderrToStdout: true,
+    });
     if (!r.ok) return `moving the agent's sessions failed: ${describeError(r.error)}`;
     if (r.value.exitCode !== 0)
       return `moving the agent's sessions failed (exit ${r.value.exitCode}): ${Buffer.from(r.value.output).toString('utf8').slice(-300)}`;
     return null;
+  }
+
+  async removeWith(conversationId: string, remove: () => Promise<void>): Promise<void> {
+    // Nothing is taken of a conversation being deleted.
+    this.#quiet.cancel(conversationId);
+    // A checkpoint being taken would otherwise store its blob after the digests below were read.
+    await this.#running.get(conversationId)?.promise;
+    const digests = rowsOf<{ digest: string }>(
+      await this.#db.execute(sql`SELECT DISTINCT digest FROM checkpoints WHERE conversation_id = ${conversationId}`),
+    ).map((r) => r.digest);
+    await remove();
+    for (const digest of digests) {
+      // A fork's checkpoint names its parent's blob: that one stays while any row names it.
+      const [named] = rowsOf<{ n: number }>(
+        await this.#db.execute(sql`SELECT 1 AS n FROM checkpoints WHERE digest = ${digest} LIMIT 1`),
+      );
+      if (named) continue;
+      const r = await this.#blobs.delete(digest);
+      if (!r.ok)
+        this.#log.warn({ conversation: conversationId, reason: r.error.message }, 'checkpoint blob not removed');
+    }
   }
 
   /** Takes the checkpoints waiting for quiet now, then waits for every one being taken (shutdown, tests). */

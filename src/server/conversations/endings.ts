@@ -171,7 +171,10 @@ export class Endings {
     await this.c.events.flush();
     const row = await getConversationById(this.c.d.db, id);
     if (row) {
-      await deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
+      const remove = () => deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
+      // Its checkpoints' blobs go with it (unless a fork's checkpoint names them too).
+      if (this.c.d.checkpoints) await this.c.d.checkpoints.removeWith(id, remove);
+      else await remove();
       this.c.changed(accountId);
     }
     return accept(undefined);

@@ -484,7 +484,7 @@ export class Provisioner {
         handle,
         home: spec.home,
         cwd: spec.cwd,
-        sessionsOfCwd: spec.sessionsOfCwd,
+        relocateSessions: spec.relocateSessions,
       });
       if (!r.ok) return destroy(`${r.message}; the checkpoint is kept and the next message tries again`);
       restore.from = r.restored;

@@ -132,7 +132,7 @@ export class Sweeper {
     if (this.c.d.checkpoints && home.startsWith(SANDBOX_HOME))
       await this.c.d.checkpoints.atPark({
         cwd: spec.cwd,
-        sessionsOfCwd: spec.sessionsOfCwd,
+        relocateSessions: spec.relocateSessions,
         conversationId: id,
         accountId: row.conversation.accountId,
         adapter,

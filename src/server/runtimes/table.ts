@@ -5,6 +5,7 @@
 import { credentialsFor } from '../credentials/providers.ts';
 import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 import { SANDBOX_HOME } from '../../sandbox/home.ts';
+import { claudeRelocate, codexRelocate, geminiRelocate } from './relocate.ts';
 
 export { SANDBOX_HOME };
 
@@ -27,11 +28,11 @@ export interface RuntimeSpec {
   /** A workspace that must exist (git-initialised) before launch; null when cwd is HOME. */
   readonly workspace: string | null;
   /**
-   * Where under HOME the runtime keeps the sessions of a cwd, for a runtime that files them by the cwd's
-   * real path (Claude Code: `.claude/projects/<cwd, each non-alphanumeric a dash>`): a checkpoint restored
-   * where that path differs (another runner's directory) moves them, so session/load finds them.
+   * For a runtime that files its sessions by the cwd's real path: the shell script (run in HOME) that makes
+   * the sessions filed under `fromCwd` found from `toCwd`, run when a checkpoint is restored where that path
+   * differs (another runner's directory), so session/load finds them.
    */
-  readonly sessionsOfCwd?: (hostCwd: string) => string;
+  readonly relocateSessions?: (fromCwd: string, toCwd: string) => string;
   /**
    * How long the agent must be silent after answering session/load before its replay counts as over
    * (default 250 ms). gemini-cli streams the loaded history after its answer, and a loaded machine can
@@ -66,7 +67,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     mcpDelivery: 'claude_project',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/CLAUDE.md`,
-    sessionsOfCwd: (cwd) => `.claude/projects/${cwd.replace(/[^a-zA-Z0-9]/g, '-')}`,
+    relocateSessions: claudeRelocate,
     cwd: SANDBOX_HOME,
     workspace: null,
     launch: ['claude-agent-acp'],
@@ -90,6 +91,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
     mcpDelivery: 'session',
     home: SANDBOX_HOME,
     instructionsFile: `${SANDBOX_HOME}/AGENTS.md`,
+    relocateSessions: codexRelocate,
     cwd: SANDBOX_HOME,
     workspace: null,
     launch: ['codex-acp'],
@@ -103,6 +105,7 @@ export const RUNTIME_SPECS: Readonly<Record<Runtime, RuntimeSpec>> = {
   gemini: {
     id: 'gemini',
     replayQuietMs: 2_000,
+    relocateSessions: geminiRelocate,
     configDir: '.gemini',
     mcpDelivery: 'gemini_settings',
     home: SANDBOX_HOME,

@@ -88,7 +88,7 @@ export async function endTurn(
         handle: live.handle,
         home,
         cwd: RUNTIME_SPECS[live.runtime].cwd,
-        sessionsOfCwd: RUNTIME_SPECS[live.runtime].sessionsOfCwd,
+        relocateSessions: RUNTIME_SPECS[live.runtime].relocateSessions,
       },
       turn.id,
     );
