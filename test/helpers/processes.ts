@@ -12,7 +12,12 @@ export interface AgentProc {
   readonly cwd: string;
   readonly home: string;
   readonly tmpdir: string;
+  /** What its environment holds that lets it act as the conversation: the sandbox token and model API keys. */
+  readonly credentials: readonly string[];
 }
+
+/** The agent's variables holding a credential: Fountain's sandbox token, a vendor's key or token. */
+const CREDENTIAL_VAR = /^(FOUNTAIN_TOKEN|[A-Z_]*_API_KEY|[A-Z_]*_AUTH_TOKEN|[A-Z_]*_OAUTH_TOKEN)=(.+)$/;
 
 /** Where a namespace sandbox sees its directory. */
 const INSIDE = '/home/sprite';
@@ -60,6 +65,7 @@ export function agentProcessesOf(conversationId: string, sandboxDir?: string): A
         cwd: sandboxDir ? onHost(cwd, `/proc/${name}/cwd`, sandboxDir) : cwd,
         home: sandboxDir ? onHost(home, `/proc/${name}/root${home}`, sandboxDir) : home,
         tmpdir: env.find((e) => e.startsWith('TMPDIR='))?.slice(7) ?? '',
+        credentials: env.flatMap((e) => CREDENTIAL_VAR.exec(e)?.[2] ?? []),
       });
     } catch {
       // gone meanwhile

@@ -18,11 +18,12 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
+import { STATE_DIR } from '../../src/runner/backends/namespace/index.ts';
 import { startRunnerChild, until, type RunnerChild } from '../../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { answer, call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
@@ -126,8 +127,14 @@ export interface RealAgentRun {
   readonly events: Json[];
   /** The agent processes of the conversation seen during turn 1: cwd and HOME as the kernel reports them. */
   readonly agentProcesses: AgentProc[];
-  /** Files under the sandbox directory that hold a credential or the environment's secret (path: which). */
+  /**
+   * Files of either sandbox (its directory and, on the namespace backend, its private /tmp) holding the
+   * key, the rotated key, the environment's secret or a credential the agent process held (its sandbox
+   * token, the key variable it was given), each searched while the sandbox still existed.
+   */
   readonly keyInFiles: string[];
+  /** How many distinct credentials the agent processes held (searched for in the files). */
+  readonly heldCredentials: number;
   /** Files in the machine's shared temporary directory written during the run that carry a mark of it. */
   readonly sharedTmpWrites: string[];
   /** The sandbox directory still exists after terminate. */
@@ -462,14 +469,24 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       const tokenB = `other-${randomBytes(4).toString('hex')}`;
       let agentProcesses: AgentProc[] = [];
       let agentProcessesB: AgentProc[] = [];
+      // The credentials the agents hold at each launch (a sandbox token is minted per launch): no file may keep one.
+      const held = new Set<string>();
+      const noteHeld = (procs: AgentProc[]) => {
+        for (const p of procs) for (const v of p.credentials) held.add(v);
+        return procs;
+      };
+      // A namespace sandbox's private /tmp lives beside the sandboxes and goes with the sandbox.
+      const privateTmp = (dir: string) => (nsHost ? [join(root, STATE_DIR, basename(dir), 'tmp')] : []);
+      const holdingIn = async (dir: string, needles: readonly string[]) =>
+        (await Promise.all([dir, ...privateTmp(dir)].map((d) => filesHolding(d, needles)))).flat();
       const [t1, t1B] = await Promise.all([
         promptToEnd(http, s, convId, `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`, async () => {
           ps.push(processListing());
-          agentProcesses = agentProcessesOf(convId, sandboxDir);
+          agentProcesses = noteHeld(agentProcessesOf(convId, sandboxDir));
           keyHolders.push(...(await secretHolders(key, sandboxDir)));
         }),
         promptToEnd(http, sB, convB, `RUN: echo ${tokenB} > ${tokenB}.txt && cat ${tokenB}.txt`, () => {
-          agentProcessesB = agentProcessesOf(convB, sandboxB);
+          agentProcessesB = noteHeld(agentProcessesOf(convB, sandboxB));
         }),
       ]);
       phase('turn 1 done in both');
@@ -514,7 +531,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       for (const f of c.deliveredFiles(sandboxDir)) delivered[f] = existsSync(f) ? readFileSync(f, 'utf8') : '(absent)';
       const word = `w${randomBytes(4).toString('hex')}`;
       const [mcp, recallB] = await Promise.all([
-        promptToEnd(http, s, convId, `MCP: ${word}`),
+        promptToEnd(http, s, convId, `MCP: ${word}`, () => void noteHeld(agentProcessesOf(convId, sandboxDir))),
         promptToEnd(http, sB, convB, 'RECALL what you ran before.'),
       ]);
       const mcpAfter = mcp.end.id ?? 0;
@@ -529,6 +546,8 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         settings,
         leftAfterTerminate: true,
       };
+      // Searched before terminate removes it.
+      const keyInFilesB = await holdingIn(sandboxB, [key, mcpToken, ...held]);
       assert.equal((await http('POST', `/api/conversations/${convB}/terminate`)).status, 204);
       other.leftAfterTerminate = !(await until(() => !existsSync(sandboxB), 'the other sandbox to go', 30_000)
         .then(() => true)
@@ -580,7 +599,13 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       assert.equal(put.status, 200, JSON.stringify(put.body));
       const callsBefore = api.asked.length;
       const rotatedToken = `rotated-${randomBytes(4).toString('hex')}`;
-      const rotated = await promptToEnd(http, s, convId, `RUN: echo ${rotatedToken}`);
+      const rotated = await promptToEnd(
+        http,
+        s,
+        convId,
+        `RUN: echo ${rotatedToken}`,
+        () => void noteHeld(agentProcessesOf(convId, sandboxDir)),
+      );
       const rotatedCalls = api.asked.slice(callsBefore).map((a) => ({ authorized: a.authorized }));
       const rotatedTurn = await turnOf(convId, rotated.turnId);
       phase(`rotated-key turn: ${rotatedTurn?.status} ${rotatedTurn?.reason ?? ''}`);
@@ -612,10 +637,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         if (!page.body.meta.has_more) break;
         after = page.body.meta.next_cursor;
       }
-      const keyInFiles = [
-        ...(await filesHolding(sandboxDir, [key, rotatedKey, mcpToken])),
-        ...(await filesHolding(sandboxB, [key, rotatedKey, mcpToken])),
-      ];
+      const keyInFiles = [...(await holdingIn(sandboxDir, [key, rotatedKey, mcpToken, ...held])), ...keyInFilesB];
       const conversation = await http('GET', `/api/conversations/${convId}`);
       const allTurns = await http('GET', `/api/conversations/${convId}/turns`);
       const term = await http('POST', `/api/conversations/${convId}/terminate`);
@@ -667,6 +689,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         events,
         agentProcesses,
         keyInFiles,
+        heldCredentials: held.size,
         sharedTmpWrites,
         leftAfterTerminate,
         other,
@@ -835,7 +858,13 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     assert.ok(!a.includes(FINAL_PREFIX) && !a.includes(MCP_PREFIX), `an earlier turn's answer was replayed into: ${a}`);
 
   // No credential in any file of either sandbox (codex's shell snapshots held it once).
-  assert.deepEqual(r.keyInFiles, [], 'no file under the sandbox holds the key or the environment secret');
+  assert.deepEqual(
+    r.keyInFiles,
+    [],
+    "no file of either sandbox holds the key, the environment's secret or a credential the agent held",
+  );
+  // At least each conversation's sandbox token was found in its agent's environment and searched for.
+  assert.ok(r.heldCredentials >= 2, `credentials the agents held: ${r.heldCredentials}`);
 
   assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
   assert.match(

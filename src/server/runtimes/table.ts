@@ -215,15 +215,27 @@ export function dotenv(pairs: ReadonlyArray<readonly [string, string]>): string 
   return pairs.map(([k, v]) => `${k}='${v.replace(/'/g, `'\\''`)}'\n`).join('');
 }
 
-/** The idempotent install script: reinstall only when `<bin> --version` differs from the pin. */
+/**
+ * The idempotent install script: reinstall only when `<bin> --version` differs from the pin.
+ *
+ * From the npm cache alone first (`--offline`), then through the registry. Even with prefer-offline
+ * npm asks the registry for every package whose metadata the cache lacks, optional ones included:
+ * opencode-ai names twelve platform packages, and a cache warmed on one platform (or through a mirror
+ * without the others) lacks several. A sandbox that cannot reach the registry then waits out npm's
+ * retries with backoff on each, twice over (measured: twelve minutes for opencode-ai); offline, npm
+ * skips an optional package it cannot find. A cache without the package fails the offline attempt at
+ * its first request, in about a second.
+ */
 export function installScript(i: AdapterInstall): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const npmInstall = `npm install -g --no-progress --silent ${q(`${i.pkg}@${i.version}`)}`;
   return [
     'set -e',
     `mkdir -p "$HOME/.local/bin"`,
     `current="$(${q(i.bin)} --version 2>/dev/null || true)"`,
     `case "$current" in *${i.version}*) exit 0 ;; esac`,
-    `npm install -g --no-progress --silent ${q(`${i.pkg}@${i.version}`)}`,
+    // The offline attempt's complaints are dropped: a failure is told by the attempt through the registry.
+    `${npmInstall} --offline >/dev/null 2>&1 || ${npmInstall}`,
     `ln -sf "$(npm prefix -g)/bin/${i.bin}" "$HOME/.local/bin/${i.bin}"`,
   ].join('\n');
 }
