@@ -5,6 +5,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/** The usage a model API reports for a call, in Anthropic's terms (input not read from a cache). */
+export interface Reported {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheRead: number;
+  readonly cacheWrite: number;
+}
+
 export interface Asked {
   readonly method: string;
   readonly path: string;
@@ -16,6 +24,8 @@ export interface Asked {
   answered: string | null;
   /** The request body as sent (system prompt, tool descriptions…), for checks of what the runtime told the model. */
   readonly body?: unknown;
+  /** The usage the server reported in its answer (null: none, e.g. a refusal or a count). */
+  reported: Reported | null;
 }
 
 export type Handler = (
@@ -29,6 +39,8 @@ export class ModelApiServer {
   readonly asked: Asked[] = [];
   /** The key the server accepts; change it to make the next calls 401. */
   key: string;
+  /** What the next generating calls report as their usage; set it to see the gateway meter other figures. */
+  usage: Reported = { input: 120, output: 12, cacheRead: 0, cacheWrite: 0 };
   #server: Server;
   url = '';
 
@@ -63,8 +75,8 @@ export class ModelApiServer {
     return s;
   }
 
-  record(a: Omit<Asked, 'answered'>): Asked {
-    const entry: Asked = { ...a, answered: null };
+  record(a: Omit<Asked, 'answered' | 'reported'>): Asked {
+    const entry: Asked = { ...a, answered: null, reported: null };
     this.asked.push(entry);
     if (process.env.FOUNTAIN_MODEL_API_DEBUG)
       console.error(
@@ -76,6 +88,12 @@ export class ModelApiServer {
   /** The model names of the calls that got a scripted answer. */
   get modelsAnswered(): string[] {
     return this.asked.filter((a) => a.answered !== null).map((a) => a.model ?? '');
+  }
+
+  /** The usage to report for `asked`'s answer, noted on it. */
+  report(asked: Asked): Reported {
+    asked.reported = { ...this.usage };
+    return asked.reported;
   }
 
   close(): Promise<void> {

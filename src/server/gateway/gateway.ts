@@ -18,10 +18,10 @@ import {
 } from '../credentials/providers.ts';
 import type { Db } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { admit, complete } from './admission.ts';
+import { admit, complete, recordCalls } from './admission.ts';
 import { hasBudget, modelRefusal, type Refusal } from './limits.ts';
 import { costMicros, DEFAULT_PRICES, type PriceTable } from './prices.ts';
-import { callerContext, recordCalls, type CallerContext, type NewModelCall } from './store.ts';
+import { callerContext, type CallerContext, type NewModelCall } from './store.ts';
 import { drained, readBody } from './io.ts';
 import { UsageReader, type CallUsage } from './usage.ts';
 import {
