@@ -411,6 +411,41 @@ describe('the model gateway', () => {
     }
   });
 
+  it('attaches a replaced credential from the very next call, though the opened one is kept between calls', async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5');
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', false)),
+      });
+    const rotated = `sk-ant-api03-${randomBytes(20).toString('hex')}`;
+    try {
+      assert.equal((await send()).status, 200, 'the opened credential is now kept');
+      // The model API takes only the new key from now on (the write validates it there).
+      anthropic.key = rotated;
+      const put = await api('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+        value: rotated,
+        base_url: anthropic.url,
+      });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const before = anthropic.asked.length;
+      const r = await send();
+      assert.equal(r.status, 200, await r.clone().text());
+      assert.deepEqual(
+        anthropic.asked.slice(before).map((a) => a.authorized),
+        [true],
+        'the call right after the write carried the new key',
+      );
+    } finally {
+      anthropic.key = keys.anthropic;
+      await api('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+        value: keys.anthropic,
+        base_url: anthropic.url,
+      });
+    }
+  });
+
   it("refuses a model not on the agent's allow-list, in the vendor's shape", async () => {
     const c = await conversation('claude', 'anthropic/claude-haiku-4-5', { models: ['anthropic/claude-haiku-4-5'] });
     const before = anthropic.asked.length;
