@@ -15,8 +15,9 @@ import { until } from '../src/server/conversations/testing.ts';
 import { insertConversation } from '../src/server/conversations/store.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { modelCalls } from '../src/server/gateway/store.ts';
+import { modelUsageTotals } from '../src/server/gateway/totals.ts';
 import { startAnthropicApi } from './model-apis/anthropic.ts';
 import { startGeminiApi } from './model-apis/gemini.ts';
 import { startOpenAiApi } from './model-apis/openai.ts';
@@ -292,6 +293,157 @@ describe('the model gateway', () => {
       ['streamGenerateContent', 'gemini-2.5-flash', 120, 12],
     );
     assert.ok(gemini.asked.at(-1)!.authorized, 'the real key went in its header');
+  });
+
+  it('meters each vendor shape, streamed and not, as the model API reported it (cache tokens included), and keeps running totals', async () => {
+    type Shape = {
+      name: string;
+      runtime: 'claude' | 'codex' | 'gemini' | 'opencode';
+      model: string;
+      server: ModelApiServer;
+      endpoint: string;
+      /** Whether the vendor reports cache writes (only Anthropic does). */
+      writes: boolean;
+      send: (token: string) => Promise<Response>;
+    };
+    const post = (url: string, headers: Record<string, string>, body: unknown) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+    const chat = (stream: boolean) => ({ model: 'gpt-5', stream, messages: [{ role: 'user', content: RUN }] });
+    const contents = { contents: [{ role: 'user', parts: [{ text: RUN }] }] };
+    const shapes: Shape[] = [
+      ...[true, false].map(
+        (stream): Shape => ({
+          name: `anthropic messages${stream ? ' streamed' : ''}`,
+          runtime: 'claude',
+          model: 'anthropic/claude-sonnet-4-5',
+          server: anthropic,
+          endpoint: 'messages',
+          writes: true,
+          send: (t) =>
+            post(gw('anthropic', '/v1/messages'), { 'x-api-key': t }, anthropicBody('claude-sonnet-4-5', stream)),
+        }),
+      ),
+      {
+        name: 'openai responses streamed',
+        runtime: 'codex',
+        model: 'openai/gpt-5',
+        server: openai,
+        endpoint: 'responses',
+        writes: false,
+        send: (t) =>
+          post(
+            gw('openai', '/responses'),
+            { authorization: `Bearer ${t}` },
+            { model: 'gpt-5', input: RUN, stream: true },
+          ),
+      },
+      ...[true, false].map(
+        (stream): Shape => ({
+          name: `openai chat completions${stream ? ' streamed' : ''}`,
+          runtime: 'opencode',
+          model: 'openai/gpt-5',
+          server: openai,
+          endpoint: 'chat_completions',
+          writes: false,
+          send: (t) => post(gw('openai', '/chat/completions'), { authorization: `Bearer ${t}` }, chat(stream)),
+        }),
+      ),
+      ...(['streamGenerateContent', 'generateContent'] as const).map(
+        (method): Shape => ({
+          name: `gemini ${method}`,
+          runtime: 'gemini',
+          model: 'google/gemini-2.5-flash',
+          server: gemini,
+          endpoint: method,
+          writes: false,
+          send: (t) =>
+            post(
+              gw(
+                'gemini',
+                `/v1beta/models/gemini-2.5-flash:${method}${method === 'streamGenerateContent' ? '?alt=sse' : ''}`,
+              ),
+              { 'x-goog-api-key': t },
+              contents,
+            ),
+        }),
+      ),
+    ];
+    for (const [i, shape] of shapes.entries()) {
+      // Figures of their own per shape, so a row that took another call's usage (or a default) shows.
+      shape.server.usage = { input: 301 + i, output: 17 + i, cacheRead: 40 + i, cacheWrite: shape.writes ? 9 + i : 0 };
+      try {
+        const c = await conversation(shape.runtime, shape.model);
+        const before = shape.server.asked.length;
+        for (let n = 0; n < 2; n++) {
+          const r = await shape.send(c.token);
+          assert.equal(r.status, 200, `${shape.name}: ${await r.clone().text()}`);
+          await r.text();
+        }
+        const reported = shape.server.asked
+          .slice(before)
+          .map((a) => a.reported)
+          .filter((u) => u !== null);
+        assert.equal(reported.length, 2, `${shape.name}: the model API reported usage twice`);
+        const rows = await calls(c.convId, 2);
+        for (const x of rows) {
+          assert.equal(x.endpoint, shape.endpoint, shape.name);
+          assert.deepEqual(
+            [x.input_tokens, x.output_tokens, x.cache_read_tokens, x.cache_write_tokens],
+            [reported[0]!.input, reported[0]!.output, reported[0]!.cacheRead, reported[0]!.cacheWrite],
+            `${shape.name}: recorded as reported`,
+          );
+        }
+        const sum = reported.reduce((n, u) => n + u.input + u.output + u.cacheRead + u.cacheWrite, 0);
+        const [total] = await db()
+          .select()
+          .from(modelUsageTotals)
+          .where(and(eq(modelUsageTotals.scope, 'conversation'), eq(modelUsageTotals.subject, c.convId)));
+        assert.equal(total?.tokens, sum, `${shape.name}: the conversation's running total`);
+        const costs = rows.reduce((n, x) => n + Math.round((x.cost_usd ?? 0) * 1e6), 0);
+        assert.equal(total?.micros, costs, `${shape.name}: the running cost is the calls' costs`);
+      } finally {
+        shape.server.usage = { input: 120, output: 12, cacheRead: 0, cacheWrite: 0 };
+      }
+    }
+  });
+
+  it('attaches a replaced credential from the very next call, though the opened one is kept between calls', async () => {
+    const c = await conversation('claude', 'anthropic/claude-sonnet-4-5');
+    const send = () =>
+      fetch(gw('anthropic', '/v1/messages'), {
+        method: 'POST',
+        headers: { 'x-api-key': c.token, 'content-type': 'application/json' },
+        body: JSON.stringify(anthropicBody('claude-sonnet-4-5', false)),
+      });
+    const rotated = `sk-ant-api03-${randomBytes(20).toString('hex')}`;
+    try {
+      assert.equal((await send()).status, 200, 'the opened credential is now kept');
+      // The model API takes only the new key from now on (the write validates it there).
+      anthropic.key = rotated;
+      const put = await api('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+        value: rotated,
+        base_url: anthropic.url,
+      });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      const before = anthropic.asked.length;
+      const r = await send();
+      assert.equal(r.status, 200, await r.clone().text());
+      assert.deepEqual(
+        anthropic.asked.slice(before).map((a) => a.authorized),
+        [true],
+        'the call right after the write carried the new key',
+      );
+    } finally {
+      anthropic.key = keys.anthropic;
+      await api('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+        value: keys.anthropic,
+        base_url: anthropic.url,
+      });
+    }
   });
 
   it("refuses a model not on the agent's allow-list, in the vendor's shape", async () => {

@@ -113,7 +113,13 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
       : { kind: 'text', text: 'Shell session' };
     if (shell) asked.answered = answered(step);
     const id = `msg_${randomBytes(12).toString('hex')}`;
-    const usage = { input_tokens: 120, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    const u = api.report(asked);
+    const usage = {
+      input_tokens: u.input,
+      output_tokens: 0,
+      cache_creation_input_tokens: u.cacheWrite,
+      cache_read_input_tokens: u.cacheRead,
+    };
     const call =
       step.kind === 'tool'
         ? { name: shell!.name, input: { command: step.command, description: 'Run the requested command' } }
@@ -134,7 +140,7 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
         content,
         stop_reason: stopReason,
         stop_sequence: null,
-        usage: { ...usage, output_tokens: 12 },
+        usage: { ...usage, output_tokens: u.output },
       });
     }
     const out = sse(res);
@@ -181,7 +187,7 @@ export function startAnthropicApi(key: string): Promise<ModelApiServer> {
     out.send('message_delta', {
       type: 'message_delta',
       delta: { stop_reason: stopReason, stop_sequence: null },
-      usage: { output_tokens: 12 },
+      usage: { output_tokens: u.output },
     });
     out.send('message_stop', { type: 'message_stop' });
     out.end();

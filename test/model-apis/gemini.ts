@@ -5,7 +5,7 @@
  * really answers: 400 INVALID_ARGUMENT with reason API_KEY_INVALID, not a 401.
  */
 import { z } from 'zod';
-import { header, json, ModelApiServer, pieces, sse } from './server.ts';
+import { header, json, ModelApiServer, pieces, sse, type Reported } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Part = z.looseObject({
@@ -45,10 +45,16 @@ function entries(contents: z.infer<typeof Body>['contents']): Entry[] {
   });
 }
 
-function candidate(parts: unknown[], finish: string | null, model: string, usage: boolean) {
+function candidate(parts: unknown[], finish: string | null, model: string, u: Reported | null) {
+  const usageMetadata = u && {
+    promptTokenCount: u.input + u.cacheRead,
+    candidatesTokenCount: u.output,
+    totalTokenCount: u.input + u.cacheRead + u.output,
+    ...(u.cacheRead ? { cachedContentTokenCount: u.cacheRead } : {}),
+  };
   return {
     candidates: [{ content: { parts, role: 'model' }, index: 0, ...(finish ? { finishReason: finish } : {}) }],
-    ...(usage ? { usageMetadata: { promptTokenCount: 120, candidatesTokenCount: 12, totalTokenCount: 132 } } : {}),
+    ...(usageMetadata ? { usageMetadata } : {}),
     modelVersion: model,
     responseId: `r${Date.now().toString(36)}`,
   };
@@ -106,10 +112,11 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
         : step.kind === 'call'
           ? [[{ functionCall: { name: step.tool, args: step.args } }]]
           : pieces(step.text).map((t) => [{ text: t }]);
-    if (m[2] === 'generateContent') return json(res, 200, candidate(parts.flat(), 'STOP', model, true));
+    const u = api.report(asked);
+    if (m[2] === 'generateContent') return json(res, 200, candidate(parts.flat(), 'STOP', model, u));
     const out = sse(res);
     parts.forEach((p, i) =>
-      out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1)),
+      out.send(null, candidate(p, i === parts.length - 1 ? 'STOP' : null, model, i === parts.length - 1 ? u : null)),
     );
     out.end();
   });

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { header, json, ModelApiServer, pieces, sse } from './server.ts';
+import { header, json, ModelApiServer, pieces, sse, type Reported } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Tool = z.looseObject({
@@ -119,7 +119,7 @@ function codexCall(tools: string[], command: string): { name: string; arguments:
   };
 }
 
-function streamResponses(res: ServerResponse, model: string, step: Step, tools: string[]): void {
+function streamResponses(res: ServerResponse, model: string, step: Step, tools: string[], u: Reported): void {
   const out = sse(res);
   const responseId = id('resp');
   const base = {
@@ -185,11 +185,11 @@ function streamResponses(res: ServerResponse, model: string, step: Step, tools: 
     item,
   });
   const usage = {
-    input_tokens: 120,
-    input_tokens_details: { cached_tokens: 0 },
-    output_tokens: 12,
+    input_tokens: u.input + u.cacheRead,
+    input_tokens_details: { cached_tokens: u.cacheRead },
+    output_tokens: u.output,
     output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: 132,
+    total_tokens: u.input + u.cacheRead + u.output,
   };
   out.send('response.completed', {
     type: 'response.completed',
@@ -199,7 +199,15 @@ function streamResponses(res: ServerResponse, model: string, step: Step, tools: 
   out.end();
 }
 
-function streamChat(res: ServerResponse, model: string, step: Step, shell: string, includeUsage: boolean): void {
+/** Chat Completions' usage: prompt tokens include the cached ones. */
+const chatUsage = (u: Reported) => ({
+  prompt_tokens: u.input + u.cacheRead,
+  completion_tokens: u.output,
+  total_tokens: u.input + u.cacheRead + u.output,
+  prompt_tokens_details: { cached_tokens: u.cacheRead },
+});
+
+function streamChat(res: ServerResponse, model: string, step: Step, shell: string, usage: Reported | null): void {
   const out = sse(res);
   const chunkId = id('chatcmpl');
   const created = Math.floor(Date.now() / 1000);
@@ -241,14 +249,14 @@ function streamChat(res: ServerResponse, model: string, step: Step, shell: strin
     for (const p of pieces(step.text)) out.send(null, chunk({ content: p }, null));
     out.send(null, chunk({}, 'stop'));
   }
-  if (includeUsage)
+  if (usage)
     out.send(null, {
       id: chunkId,
       object: 'chat.completion.chunk',
       created,
       model,
       choices: [],
-      usage: { prompt_tokens: 120, completion_tokens: 12, total_tokens: 132 },
+      usage: chatUsage(usage),
     });
   out.send(null, '[DONE]');
   out.end();
@@ -296,7 +304,7 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
         ? nextStep(responsesEntries(b.data.input), tools)
         : { kind: 'text', text: 'Shell session' };
       if (tools.length) asked.answered = answered(step);
-      return streamResponses(res, b.data.model, step, tools);
+      return streamResponses(res, b.data.model, step, tools, api.report(asked));
     }
     if (req.method === 'POST' && path === '/v1/chat/completions') {
       const b = ChatBody.safeParse(body);
@@ -335,10 +343,10 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
           created: Math.floor(Date.now() / 1000),
           model: b.data.model,
           choices: [{ index: 0, message, finish_reason: fn ? 'tool_calls' : 'stop' }],
-          usage: { prompt_tokens: 120, completion_tokens: 12, total_tokens: 132 },
+          usage: chatUsage(api.report(asked)),
         });
       }
-      return streamChat(res, b.data.model, step, shell ?? 'bash', includeUsage);
+      return streamChat(res, b.data.model, step, shell ?? 'bash', includeUsage ? api.report(asked) : null);
     }
     return json(res, 404, {
       error: {

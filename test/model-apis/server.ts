@@ -2,8 +2,49 @@
  * What every local model-API server shares: a loopback HTTP server, JSON bodies, SSE writing, the
  * expected key, and a log of what was asked (path, model, whether the key was right).
  */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+
+/**
+ * Whether the TCP client at `clientPort` (connected to `serverPort` on loopback) is a socket this very
+ * process holds: the kernel's socket table gives the connection's inode, this process's fds name it.
+ * In the tests the Fountain server (its model gateway) runs in this process and every agent in another.
+ */
+function clientInThisProcess(clientPort: number, serverPort: number): boolean {
+  const hex = (n: number) => n.toString(16).toUpperCase().padStart(4, '0');
+  let inode: string | null = null;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = '';
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length > 9 && cols[1]!.endsWith(`:${hex(clientPort)}`) && cols[2]!.endsWith(`:${hex(serverPort)}`))
+        inode = cols[9]!;
+    }
+  }
+  if (inode === null) return false;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) === `socket:[${inode}]`) return true;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return false;
+}
+
+/** The usage a model API reports for a call, in Anthropic's terms (input not read from a cache). */
+export interface Reported {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheRead: number;
+  readonly cacheWrite: number;
+}
 
 export interface Asked {
   readonly method: string;
@@ -16,6 +57,10 @@ export interface Asked {
   answered: string | null;
   /** The request body as sent (system prompt, tool descriptions…), for checks of what the runtime told the model. */
   readonly body?: unknown;
+  /** The usage the server reported in its answer (null: none, e.g. a refusal or a count). */
+  reported: Reported | null;
+  /** The request came from this process (the in-process Fountain server), not from an agent's. */
+  readonly fromServer: boolean;
 }
 
 export type Handler = (
@@ -29,8 +74,12 @@ export class ModelApiServer {
   readonly asked: Asked[] = [];
   /** The key the server accepts; change it to make the next calls 401. */
   key: string;
+  /** What the next generating calls report as their usage; set it to see the gateway meter other figures. */
+  usage: Reported = { input: 120, output: 12, cacheRead: 0, cacheWrite: 0 };
   #server: Server;
   url = '';
+  /** Where the request being handled came from: set before the handler runs, read by its synchronous `record`. */
+  #fromServer = false;
 
   private constructor(key: string, handler: Handler) {
     this.key = key;
@@ -48,6 +97,7 @@ export class ModelApiServer {
             return;
           }
         }
+        this.#fromServer = clientInThisProcess(req.socket.remotePort ?? 0, req.socket.localPort ?? 0);
         Promise.resolve(handler(req, res, body, this)).catch((e: unknown) => {
           if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ error: String(e) }));
@@ -63,8 +113,8 @@ export class ModelApiServer {
     return s;
   }
 
-  record(a: Omit<Asked, 'answered'>): Asked {
-    const entry: Asked = { ...a, answered: null };
+  record(a: Omit<Asked, 'answered' | 'reported' | 'fromServer'>): Asked {
+    const entry: Asked = { ...a, answered: null, reported: null, fromServer: this.#fromServer };
     this.asked.push(entry);
     if (process.env.FOUNTAIN_MODEL_API_DEBUG)
       console.error(
@@ -76,6 +126,12 @@ export class ModelApiServer {
   /** The model names of the calls that got a scripted answer. */
   get modelsAnswered(): string[] {
     return this.asked.filter((a) => a.answered !== null).map((a) => a.model ?? '');
+  }
+
+  /** The usage to report for `asked`'s answer, noted on it. */
+  report(asked: Asked): Reported {
+    asked.reported = { ...this.usage };
+    return asked.reported;
   }
 
   close(): Promise<void> {

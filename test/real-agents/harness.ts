@@ -883,6 +883,17 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
 
   // Gateway delivery: the real key never entered a sandbox, and every model call went through the gateway.
   assert.deepEqual(r.keyHolders, [], 'the real key is in no process environment and no sandbox file');
+  // The model API saw the real key only on connections of the server's own process (its gateway, and
+  // the credential's validation), never on one an agent's process opened.
+  assert.deepEqual(
+    r.api.asked.filter((a) => a.authorized && !a.fromServer).map((a) => `${a.method} ${a.path}`),
+    [],
+    'every request carrying the real key came through the gateway',
+  );
+  assert.ok(
+    r.api.asked.some((a) => a.fromServer),
+    'the model API tells where its requests came from',
+  );
   const generating = r.askedAtUsage.filter(
     (a) =>
       a.authorized && /\/v1\/messages$|\/responses$|\/chat\/completions$|:(stream)?[gG]enerateContent$/.test(a.path),

@@ -14,6 +14,7 @@ import {
 } from '../store/conversation-schema.ts';
 import type { McpServer, Skill } from '../store/environment-schema.ts';
 import { isUniqueViolation, type EngineDb } from '../store/engine-db.ts';
+import { keysChanged } from '../core/key-cache-store.ts';
 
 export interface AgentFields {
   name: string;
@@ -110,6 +111,8 @@ export async function updateAgent(
       .set({ ...patch, updatedAt: new Date() })
       .where(and(eq(agents.accountId, accountId), eq(agents.id, id)))
       .returning();
+    // The model gateway remembers each agent's opened credential briefly: a changed set must be read anew.
+    if (patch.credentialSet !== undefined) await keysChanged();
     return { ok: true, agent: row };
   } catch (e) {
     if (isUniqueViolation(e)) return { ok: false, reason: 'name_taken' };

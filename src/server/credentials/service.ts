@@ -8,6 +8,7 @@ import type { EngineDb } from '../store/engine-db.ts';
 import { customDeliveryFor, deliveryFor, type Delivery, type OpenedCredential } from './delivery.ts';
 import { CREDENTIAL_API, credentialsFor, missingCredentialMessage, type CredentialProvider } from './providers.ts';
 import { open, seal } from './sealing.ts';
+import { keysChanged } from '../core/key-cache-store.ts';
 import {
   agentsOfSet,
   credentialsOfSet,
@@ -103,6 +104,8 @@ export class CredentialService implements LaunchCredentials {
       sealed: seal(this.key, value.reveal(), aad(accountId, provider, name)),
       baseUrl: opts.baseUrl,
     });
+    // The model gateway remembers opened credentials briefly (as keys are): every node forgets them now.
+    await keysChanged();
     return { ok: true, value: view(row) };
   }
 
@@ -125,7 +128,9 @@ export class CredentialService implements LaunchCredentials {
     const have = (await listCredentials(this.db, accountId)).some((r) => r.provider === provider && r.name === name);
     if (!have) return 'absent';
     if (users.length > 0) return { agents: users.map((a) => ({ id: a.id, name: a.name })) };
-    return (await deleteCredential(this.db, accountId, provider, name)) ? 'removed' : 'absent';
+    const removed = await deleteCredential(this.db, accountId, provider, name);
+    if (removed) await keysChanged();
+    return removed ? 'removed' : 'absent';
   }
 
   /**

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { Agent, request, type Dispatcher } from 'undici';
 import { API_KEY_PATTERN, findKeyByHash, hashApiKey } from '../core/keys-store.ts';
-import { keyGeneration, recall, remember } from '../core/key-cache-store.ts';
+import { KEY_CACHE_TTL_MS, keyGeneration, recall, remember } from '../core/key-cache-store.ts';
 import type { OpenedCredential } from '../credentials/delivery.ts';
 import {
   CREDENTIAL_API,
@@ -18,10 +18,10 @@ import {
 } from '../credentials/providers.ts';
 import type { Db } from '../store/db.ts';
 import type { EngineDb } from '../store/engine-db.ts';
-import { admit, complete } from './admission.ts';
+import { admit, complete, recordCalls } from './admission.ts';
 import { hasBudget, modelRefusal, type Refusal } from './limits.ts';
 import { costMicros, DEFAULT_PRICES, type PriceTable } from './prices.ts';
-import { callerContext, recordCalls, type CallerContext, type NewModelCall } from './store.ts';
+import { callerContext, type CallerContext, type NewModelCall } from './store.ts';
 import { drained, readBody } from './io.ts';
 import { UsageReader, type CallUsage } from './usage.ts';
 import {
@@ -40,12 +40,9 @@ import {
 
 /** Model requests carry whole conversations; beyond this a request is refused in the vendor's shape. */
 export const MAX_GATEWAY_REQUEST_BYTES = 32 * 1024 * 1024;
-/** How long a caller's conversation, limits and opened credential are reused: configuration, never counters. */
+/** How long a caller's conversation and limits are reused: configuration, never counters. */
 const CONTEXT_TTL_MS = 1_000;
-/**
- * Audit rows are written together, at most this long after their call ended (budgets see a call
- * once it is written) or once this many wait.
- */
+/** Unbudgeted calls' audit rows are written together, at most this long after their call ended or once this many wait. */
 const FLUSH_MS = 25;
 const FLUSH_ROWS = 200;
 /** The calls limits and budgets apply to: the ones that make the model generate. */
@@ -85,6 +82,8 @@ export class ModelGateway {
   readonly #db: EngineDb;
   readonly #dispatcher: Dispatcher;
   readonly #contexts = new Map<string, { at: number; value: CallerContext | null }>();
+  /** Opened credentials by account, agent and providers, kept as authenticated keys are (see #credential). */
+  readonly #credentials = new Map<string, { at: number; generation: number; value: OpenedCredential }>();
   /** Audit rows still being written (awaited by `drain`, so a stopping server loses none). */
   readonly #writes = new Set<Promise<void>>();
   readonly #queue: NewModelCall[] = [];
@@ -175,6 +174,9 @@ export class ModelGateway {
     const endpoint = endpointOf(api, rest);
     const model = modelOf(api, rest, json);
     const call: CallRecord = { caller, api, endpoint, model, startedAt, reservation: null };
+    // Read beside the admission (on PostgreSQL another connection), not after it; a refused call leaves it unread.
+    const opening = this.#credential(caller, api);
+    opening.catch(() => undefined);
     if (GENERATING.has(endpoint)) {
       const refused = modelRefusal(caller.agentLimits, model);
       if (refused) return this.#refuse(res, call, refused, started);
@@ -184,7 +186,7 @@ export class ModelGateway {
         call.reservation = admitted.id;
       }
     }
-    const cred = await this.#credential(caller, api);
+    const cred = await opening;
     if (cred === null || cred === 'unreadable') {
       const words =
         cred === null
@@ -370,9 +372,20 @@ export class ModelGateway {
       c.runtime === 'claude' && api === 'anthropic'
         ? credentialsFor('claude', 'anthropic/')
         : CREDENTIAL_PROVIDERS.filter((p) => CREDENTIAL_API[p].api === api && p !== 'claude_code_oauth_token');
-    // Read on every call, never cached: a replaced or removed credential must stop being used at once, on
-    // every node (one indexed read and an AES open).
+    // Kept as authenticated keys are (core/key-cache-store.ts): a credential written or removed, or an agent's
+    // set switched, forgets every entry here at once and on other nodes once the cluster bus tells them; no
+    // entry outlives KEY_CACHE_TTL_MS. A read per call put a statement on every call's path.
+    const key = `${c.accountId} ${c.agentId ?? ''} ${providers.join(',')}`;
+    const now = Date.now();
+    const hit = this.#credentials.get(key);
+    if (hit && hit.generation === keyGeneration() && now - hit.at < KEY_CACHE_TTL_MS) return hit.value;
+    const readAt = keyGeneration();
     const value = await this.#d.credentials.open(c.accountId, providers, { agentId: c.agentId });
+    // Only one found and read after the latest change: a missing one is read again on the next call.
+    if (value !== null && value !== 'unreadable' && readAt === keyGeneration()) {
+      if (this.#credentials.size > 1_000) this.#credentials.clear();
+      this.#credentials.set(key, { at: now, generation: readAt, value });
+    }
     return value;
   }
 }

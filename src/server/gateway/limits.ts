@@ -1,11 +1,12 @@
 /**
  * The limits a model call is held to before it is forwarded: the agent's model allow-list, then token
  * and currency budgets and requests per minute of the agent and of the account, judged from what
- * finished calls used and what calls in flight reserved (store.ts's `spent`).
+ * finished calls used and what calls in flight reserved (totals.ts's `spent`).
  */
 import { z } from 'zod';
 import type { ModelLimits } from '../store/conversation-schema.ts';
-import type { CallerContext, ScopeSpent, Spent } from './store.ts';
+import type { CallerContext } from './store.ts';
+import type { ScopeSpent, Spent } from './totals.ts';
 
 const count = z.number().int().positive().max(1e15);
 const dollars = z.number().positive().max(1e9);
@@ -56,6 +57,10 @@ type Budget = (typeof BUDGETS)[number];
 /** Whether any budget or rate is set: only then does a call read the store (and reserve) before it goes. */
 export const hasBudget = (l: ModelLimits): boolean =>
   BUDGETS.some((b) => l[b] !== undefined) || l.requests_per_minute !== undefined;
+
+/** Whether a rate is set on the agent or the account: only then are the last minute's calls counted. */
+export const hasRate = (c: CallerContext): boolean =>
+  c.agentLimits.requests_per_minute !== undefined || c.accountLimits.requests_per_minute !== undefined;
 
 const WINDOW: Record<'conversation' | 'day' | 'month', { when: string; agent: keyof Spent; account: keyof Spent }> = {
   conversation: { when: 'this conversation', agent: 'conversation', account: 'conversation' },

@@ -1,6 +1,7 @@
 /**
  * The gateway's tables and queries: one row per model call (the metering and the audit, never a
- * body), the account's model limits, what a caller is (conversation, agent, limits), and the sums limits are checked against.
+ * body), the account's model limits, and what a caller is (conversation, agent, limits); budgets
+ * are judged against running totals (totals.ts).
  */
 import { and, desc, eq, gte, lt, sql } from 'drizzle-orm';
 import { bigint, integer, jsonb, pgTable, text, timestamp, uuid, type PgInsertValue } from 'drizzle-orm/pg-core';
@@ -78,99 +79,6 @@ export async function callerContext(db: EngineDb, conversationId: string): Promi
     agentLimits: row.agentLimits ?? {},
     accountLimits: row.accountLimits ?? {},
   };
-}
-
-/** Tokens counted against a budget: everything the model read or wrote, cached or not. */
-const TOKENS = sql`(${modelCalls.inputTokens} + ${modelCalls.outputTokens} + ${modelCalls.cacheReadTokens} + ${modelCalls.cacheWriteTokens})`;
-
-/** One budget's window: what finished calls used, and what the calls still in flight reserved. */
-export interface ScopeSpent {
-  readonly tokens: number;
-  readonly micros: number;
-  readonly reservedTokens: number;
-  readonly reservedMicros: number;
-  readonly inFlight: number;
-}
-
-export interface Spent {
-  readonly conversation: ScopeSpent;
-  readonly agentDay: ScopeSpent;
-  readonly agentMonth: ScopeSpent;
-  readonly accountDay: ScopeSpent;
-  readonly accountMonth: ScopeSpent;
-  readonly agentLastMinute: number;
-  readonly accountLastMinute: number;
-}
-
-/** A reservation older than this is a call whose node died mid-call: it no longer holds budget back. */
-export const IN_FLIGHT_MAX_MS = 30 * 60_000;
-/** Status of a reserved call that has not ended. */
-export const IN_FLIGHT = 0;
-
-type Scope = Exclude<keyof Spent, 'agentLastMinute' | 'accountLastMinute'>;
-const SCOPES: readonly Scope[] = ['conversation', 'agentDay', 'agentMonth', 'accountDay', 'accountMonth'];
-const FIELDS = ['tokens', 'micros', 'reservedTokens', 'reservedMicros', 'inFlight'] as const;
-
-/** What the caller's account has spent and has in flight, in one statement, from the calls every node wrote. */
-export async function spent(db: EngineDb, c: CallerContext, now: Date): Promise<Spent> {
-  const day = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-  const minute = new Date(now.getTime() - 60_000);
-  const stale = new Date(now.getTime() - IN_FLIGHT_MAX_MS);
-  const agent = c.agentId ? sql`${modelCalls.agentId} = ${c.agentId}` : sql`false`;
-  const conv = sql`${modelCalls.conversationId} = ${c.conversationId}`;
-  const forwarded = sql`${modelCalls.refused} IS NULL`;
-  const flying = sql`${modelCalls.status} = ${IN_FLIGHT} AND ${modelCalls.refused} IS NULL AND ${modelCalls.createdAt} >= ${stale}`;
-  const where: Record<Scope, ReturnType<typeof sql>> = {
-    conversation: conv,
-    agentDay: sql`${agent} AND ${modelCalls.createdAt} >= ${day}`,
-    agentMonth: sql`${agent} AND ${modelCalls.createdAt} >= ${month}`,
-    accountDay: sql`${modelCalls.createdAt} >= ${day}`,
-    accountMonth: sql`${modelCalls.createdAt} >= ${month}`,
-  };
-  const n = (e: ReturnType<typeof sql>) => sql<string>`coalesce(${e}, 0)::text`;
-  const select: Record<string, ReturnType<typeof n>> = {
-    agentLastMinute: n(sql`count(*) FILTER (WHERE ${agent} AND ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`),
-    accountLastMinute: n(sql`count(*) FILTER (WHERE ${forwarded} AND ${modelCalls.createdAt} >= ${minute})`),
-  };
-  for (const scope of SCOPES) {
-    const w = where[scope];
-    select[`${scope}_tokens`] = n(sql`sum(${TOKENS}) FILTER (WHERE ${w})`);
-    select[`${scope}_micros`] = n(sql`sum(${modelCalls.costMicros}) FILTER (WHERE ${w})`);
-    select[`${scope}_reservedTokens`] = n(sql`sum(${modelCalls.reservedTokens}) FILTER (WHERE ${w} AND ${flying})`);
-    select[`${scope}_reservedMicros`] = n(sql`sum(${modelCalls.reservedMicros}) FILTER (WHERE ${w} AND ${flying})`);
-    select[`${scope}_inFlight`] = n(sql`count(*) FILTER (WHERE ${w} AND ${flying})`);
-  }
-  const [r] = await db
-    .select(select)
-    .from(modelCalls)
-    .where(
-      and(
-        eq(modelCalls.accountId, c.accountId),
-        sql`(${modelCalls.createdAt} >= ${month < minute ? month : minute} OR ${conv})`,
-      ),
-    );
-  const num = (k: string) => Number((r as Record<string, string> | undefined)?.[k] ?? 0);
-  const scope = (s: Scope): ScopeSpent =>
-    Object.fromEntries(FIELDS.map((f) => [f, num(`${s}_${f}`)])) as unknown as ScopeSpent;
-  return {
-    conversation: scope('conversation'),
-    agentDay: scope('agentDay'),
-    agentMonth: scope('agentMonth'),
-    accountDay: scope('accountDay'),
-    accountMonth: scope('accountMonth'),
-    agentLastMinute: num('agentLastMinute'),
-    accountLastMinute: num('accountLastMinute'),
-  };
-}
-
-/**
- * Stores calls in one statement. Each one's turn is the latest of its conversation's turns started by
- * the time the call was (`createdAt`): a call belongs to the turn that was running when it began.
- */
-export async function recordCalls(db: EngineDb, rows: readonly NewModelCall[]): Promise<void> {
-  if (rows.length === 0) return;
-  await db.insert(modelCalls).values(rows.map(withTurn));
 }
 
 /** The row with its turn: the latest of its conversation's turns started by the time the call was. */
