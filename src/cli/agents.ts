@@ -2,7 +2,7 @@
  * `fountain agents list|create|delete`: manage agents through the public API.
  * An agent is addressed by id or by its unique name.
  */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import type { FountainApi } from './api.ts';
 import { agentSchema, data, savedAgentSchema } from './schemas.ts';
@@ -55,7 +55,8 @@ const customRuntime = (value: string): unknown => {
 
 /** `--warm-pool` is a whole number; the server says the bounds (422 warm_pool_invalid). */
 const warmPool = (value: string): number => {
-  if (!/^\d{1,6}$/.test(value.trim())) throw new CliError(`--warm-pool takes a whole number, not "${value}"`, 2);
+  // Commander prints this as a usage error (exit 1), not a stack.
+  if (!/^\d{1,6}$/.test(value.trim())) throw new InvalidArgumentError('a whole number, e.g. 1');
   return Number(value.trim());
 };
 
