@@ -7,6 +7,7 @@ import { checkpointBenchmark } from './checkpoint.ts';
 import { concurrencyBenchmark } from './concurrency.ts';
 import { connectionsBenchmark } from './connections.ts';
 import { execBenchmark } from './exec.ts';
+import { firstAnswerBenchmark, wakeBenchmark } from './firstanswer.ts';
 import { gatewayBenchmark } from './gateway.ts';
 import { ingestBenchmark } from './ingest.ts';
 import { lifecycleBenchmark } from './lifecycle.ts';
@@ -33,4 +34,6 @@ export const BENCHMARKS: readonly Benchmark[] = [
   netcutsBenchmark,
   gatewayBenchmark,
   checkpointBenchmark,
+  firstAnswerBenchmark,
+  wakeBenchmark,
 ];

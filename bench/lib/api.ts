@@ -32,7 +32,8 @@ export class Api {
     });
     const text = await res.text();
     if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 300)}`);
-    return JSON.parse(text) as Record<string, unknown>;
+    // A 204 (terminate, delete) has no body.
+    return (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>;
   }
 }
 

@@ -2,7 +2,7 @@
  * `fountain agents list|create|delete`: manage agents through the public API.
  * An agent is addressed by id or by its unique name.
  */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import type { FountainApi } from './api.ts';
 import { agentSchema, data, savedAgentSchema } from './schemas.ts';
@@ -53,10 +53,18 @@ const customRuntime = (value: string): unknown => {
   }
 };
 
+/** `--warm-pool` is a whole number; the server says the bounds (422 warm_pool_invalid). */
+const warmPool = (value: string): number => {
+  // Commander prints this as a usage error (exit 1), not a stack.
+  if (!/^\d{1,6}$/.test(value.trim())) throw new InvalidArgumentError('a whole number, e.g. 1');
+  return Number(value.trim());
+};
+
 /** The launch options create and update share: a custom runtime, the credential set, session settings. */
 function launchBody(opts: LaunchOpts, body: Record<string, unknown>): void {
   if (opts.customRuntime !== undefined) body.custom_runtime = opts.customRuntime;
   if (opts.credentialSet !== undefined) body.credential_set = opts.credentialSet;
+  if (opts.warmPool !== undefined) body.warm_pool = opts.warmPool;
   if (opts.sessionOption !== undefined || opts.sessionMode !== undefined)
     body.session_settings = {
       ...(opts.sessionOption ? { options: opts.sessionOption } : {}),
@@ -66,6 +74,7 @@ function launchBody(opts: LaunchOpts, body: Record<string, unknown>): void {
 
 interface LaunchOpts {
   customRuntime?: unknown;
+  warmPool?: number;
   credentialSet?: string;
   sessionOption?: Record<string, string>;
   sessionMode?: string;
@@ -79,6 +88,11 @@ function launchOptions(c: Command): Command {
       customRuntime,
     )
     .option('--credential-set <name>', 'the credential set its model credential comes from (default: default)')
+    .option(
+      '--warm-pool <n>',
+      'sandboxes kept ready for its next conversations (0 = none; they count toward your sandbox limit)',
+      warmPool,
+    )
     .option(
       '--session-option <id=value>',
       "ACP session config option, repeatable (replaces the agent's settings)",

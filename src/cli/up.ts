@@ -52,6 +52,8 @@ async function ensureDemoAgent(api: FountainApi): Promise<boolean> {
     system: 'You are the built-in demo agent: no model, no network.',
     sandbox_provider: 'runner',
     permission_policy: { default: 'ask' },
+    // One sandbox kept ready: the first conversation answers without provisioning (docs/agents.md).
+    warm_pool: 1,
   });
   return true;
 }

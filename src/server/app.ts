@@ -178,6 +178,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
         environments: deps.engine.environments,
         allowUnenforced: deps.engine.engine.brokerAllowUnenforced,
         publicUrl: deps.engine.publicUrl ?? null,
+        agentChanged: (accountId, agentId) => deps.engine?.engine.agentChanged(accountId, agentId),
       }),
     );
     app.route('/', environmentRoutes({ ...routeDeps, environments: deps.engine.environments }));

@@ -35,6 +35,21 @@ export const CredentialSetField = z.string().regex(SET_NAME, SET_NAME_RULE).open
   example: 'default',
 });
 
+/** The most warm sandboxes one agent may keep (each holds a sandbox and an agent process). */
+export const WARM_POOL_MAX = 10;
+const WARM_POOL_RULE = `warm_pool must be a whole number from 0 to ${WARM_POOL_MAX}`;
+
+export const WarmPoolField = z
+  .number({ error: WARM_POOL_RULE })
+  .int(WARM_POOL_RULE)
+  .min(0, WARM_POOL_RULE)
+  .max(WARM_POOL_MAX, WARM_POOL_RULE)
+  .openapi({
+    description:
+      "Sandboxes kept provisioned, with the agent process initialized, for this agent's next conversations (0: none). They count toward the account's sandbox limit; a changed agent's are replaced.",
+    example: 1,
+  });
+
 /** The fields, for the create and update bodies (optional there) and the agent's view. */
 export const LaunchFields = {
   custom_runtime: CustomRuntimeSchema.nullable().openapi({

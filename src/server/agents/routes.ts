@@ -35,7 +35,7 @@ import type { EnvironmentService } from '../environments/service.ts';
 import { GatewayAgentFields } from '../gateway/schemas.ts';
 import { gatewayReach, type CredentialDelivery } from '../gateway/reach.ts';
 import { credentialsFor } from '../credentials/providers.ts';
-import { LaunchFields } from './launch-fields.ts';
+import { LaunchFields, WarmPoolField } from './launch-fields.ts';
 import { customRuntimeProblem, customView } from './custom-runtime.ts';
 import type { CustomRuntime } from '../store/conversation-schema.ts';
 
@@ -49,6 +49,8 @@ export interface AgentRouteDeps extends RouteDeps {
   readonly allowUnenforced?: boolean;
   /** PUBLIC_URL: whether a hosted provider's sandbox can reach the model gateway. */
   readonly publicUrl?: string | null;
+  /** An agent was created, changed or deleted: its warm pool is refilled or drained (pool.ts). */
+  readonly agentChanged?: (accountId: string, agentId: string) => void;
 }
 
 export const PermissionPolicySchema = z
@@ -86,6 +88,7 @@ export const AgentSchema = z
     }),
     ...GatewayAgentFields,
     ...LaunchFields,
+    warm_pool: z.number().int(),
     acp: z.boolean(),
     conversation_count: z.number().int(),
     inserted_at: z.string(),
@@ -135,6 +138,7 @@ const AgentCreateBody = z
     custom_runtime: LaunchFields.custom_runtime.default(null),
     session_settings: LaunchFields.session_settings.default({}),
     credential_set: LaunchFields.credential_set.default('default'),
+    warm_pool: WarmPoolField.default(0),
   })
   .strict()
   .openapi('AgentCreate');
@@ -156,6 +160,7 @@ const AgentPatchBody = z
     runner_id: RunnerField,
     ...GatewayAgentFields,
     ...LaunchFields,
+    warm_pool: WarmPoolField,
   })
   .partial()
   .strict()
@@ -209,6 +214,7 @@ export function agentView(a: Agent, conversationCount: number): AgentView {
     custom_runtime: customView(a.customRuntime),
     session_settings: a.sessionSettings,
     credential_set: a.credentialSet,
+    warm_pool: a.warmPool,
     acp: true,
     conversation_count: conversationCount,
     inserted_at: a.insertedAt.toISOString(),
@@ -216,8 +222,12 @@ export function agentView(a: Agent, conversationCount: number): AgentView {
   };
 }
 
+/** A bad warm_pool answers its own code, so a client can tell it from the agent's other fields. */
+const warmPoolCode = (e: z.ZodError): string | undefined =>
+  e.issues.some((i) => i.path[0] === 'warm_pool') ? 'warm_pool_invalid' : undefined;
+
 export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
-  const app = newRouter();
+  const app = newRouter(warmPoolCode);
   const db = deps.db as unknown as EngineDb;
   const auth = requireKey(deps.db, deps.logger, 'any');
 
@@ -382,11 +392,13 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         customRuntime: b.custom_runtime,
         sessionSettings: b.session_settings,
         credentialSet: b.credential_set,
+        warmPool: b.warm_pool,
       };
       checkCustom(b.runtime, b.custom_runtime, b.credential_delivery);
       checkDelivery(b.credential_delivery, fields.sandboxProvider, b.runtime, b.model, b.custom_runtime);
       const r = await createAgent(db, accountId, fields);
       if (!r.ok) throw fieldError('name', 'has already been taken');
+      deps.agentChanged?.(accountId, r.agent.id);
       return c.json({ data: await warned(accountId, r.agent, 0) }, 201);
     },
   );
@@ -448,6 +460,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         if (b.custom_runtime !== undefined) p.customRuntime = b.custom_runtime;
         if (b.session_settings !== undefined) p.sessionSettings = b.session_settings;
         if (b.credential_set !== undefined) p.credentialSet = b.credential_set;
+        if (b.warm_pool !== undefined) p.warmPool = b.warm_pool;
         // Leaving runtime custom drops its launch unless another is given.
         const custom =
           b.custom_runtime !== undefined ? b.custom_runtime : runtime === 'custom' ? current.customRuntime : null;
@@ -464,6 +477,7 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
         const r = await updateAgent(db, accountId, current.id, p);
         if (!r.ok) throw fieldError('name', 'has already been taken');
         if (!r.agent) throw ApiError.notFound('agent');
+        deps.agentChanged?.(accountId, r.agent.id);
         return c.json({ data: await warned(accountId, r.agent, await countOf(r.agent)) }, 200);
       },
     );
@@ -482,7 +496,9 @@ export function agentRoutes(deps: AgentRouteDeps): OpenAPIHono<AppEnv> {
     }),
     async (c) => {
       const { id } = c.req.valid('param');
-      if (!isUuid(id) || !(await deleteAgent(db, c.get('principal').account.id, id))) throw ApiError.notFound('agent');
+      const accountId = c.get('principal').account.id;
+      if (!isUuid(id) || !(await deleteAgent(db, accountId, id))) throw ApiError.notFound('agent');
+      deps.agentChanged?.(accountId, id);
       return c.body(null, 204);
     },
   );

@@ -1,7 +1,7 @@
 /**
  * Agent rows: one per (account, name). Queries are tenant-scoped; a foreign id reads as absent.
  */
-import { and, asc, count, eq, ilike, inArray, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, ilike, inArray, isNull, type SQL } from 'drizzle-orm';
 import {
   agents,
   conversations,
@@ -45,6 +45,8 @@ export interface AgentEnvironmentFields {
   sessionSettings: SessionSettings;
   /** The account's credential set it uses. */
   credentialSet: string;
+  /** Sandboxes kept warm for its next conversations (0..WARM_POOL_MAX). */
+  warmPool: number;
 }
 
 export type AgentWrite<T> = { ok: true; agent: T } | { ok: false; reason: 'name_taken' };
@@ -134,7 +136,8 @@ export async function conversationCounts(db: EngineDb, agentIds: readonly string
   const rows = await db
     .select({ agentId: conversations.agentId, n: count() })
     .from(conversations)
-    .where(inArray(conversations.agentId, [...agentIds]))
+    // Warm-pool members are not conversations yet.
+    .where(and(inArray(conversations.agentId, [...agentIds]), isNull(conversations.poolAgentId)))
     .groupBy(conversations.agentId);
   return new Map(rows.filter((r) => r.agentId !== null).map((r) => [r.agentId!, Number(r.n)]));
 }

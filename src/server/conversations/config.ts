@@ -53,11 +53,14 @@ export interface EngineConfig {
   readonly queuePollMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
+  /** How often each node looks at the warm pools besides when an agent changes or a member is taken (pool.ts). */
+  readonly poolIntervalMs: number;
 }
 
 export const ENGINE_DEFAULTS = {
   idleTimeoutMs: 60 * 60_000,
   sweepIntervalMs: 60_000,
+  poolIntervalMs: 30_000,
   askTimeoutMs: 300_000,
   eventFlushMs: 5,
   conversationsSignalGapMs: 1000,

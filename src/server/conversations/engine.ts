@@ -48,6 +48,8 @@ import { TurnDriver } from './turn/driver.ts';
 import { conversationView, sandboxView, type ConversationView, type QueuePlace } from './views.ts';
 import { changeLabels, type Label, type LabelChange } from './labels.ts';
 import { pushToBranch, type PushDone, type PushInput } from './push.ts';
+import { WarmPool } from './pool.ts';
+import { getAgent } from '../agents/store.ts';
 
 export type { EngineDeps } from './live.ts';
 
@@ -68,6 +70,7 @@ export class ConversationEngine {
   readonly #endings: Endings;
   readonly #relocation: Relocation;
   readonly #bus: EventBus;
+  readonly #pool: WarmPool;
   /** The turn commands: this node's own, wrapped in their routing when other nodes share the database. */
   readonly #commands: TurnCommands;
 
@@ -111,6 +114,10 @@ export class ConversationEngine {
     this.#sweeper = new Sweeper(this.#c, parts);
     this.#endings = new Endings(this.#c, parts);
     this.#relocation = new Relocation(this.#c, parts);
+    this.#pool = new WarmPool(this.#c, {
+      create: (accountId, input) => parts.provisioner.create(accountId, input),
+      terminate: (accountId, id) => this.#endings.terminate(accountId, id),
+    });
     this.#owner = new NodeOwnership({
       db: deps.db,
       nodeId,
@@ -153,6 +160,8 @@ export class ConversationEngine {
       start: (t) => this.#startTaken(t),
       endConversation: (entry, how, reason) => this.#endings.endQueued(entry.conversationId, how, reason),
     });
+    // After adoption: the members a previous run left are counted, not made again.
+    this.#pool.start();
   }
 
   /** Adopts what lost nodes left open now rather than at the next beat; returns how many pieces this node claimed. */
@@ -164,6 +173,7 @@ export class ConversationEngine {
   async stop(): Promise<void> {
     this.#c.stopped = true;
     this.#sweeper.stop();
+    await this.#pool.stop();
     await this.#p.capacity.stop();
     await this.#owner.stop();
     await this.#p.provisioner.settled();
@@ -237,8 +247,37 @@ export class ConversationEngine {
   }
 
   async create(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView>> {
+    const taken = await this.#fromPool(accountId, input);
+    if (taken) return taken;
     const r = await this.#p.provisioner.create(accountId, input);
     return r.ok ? accept(await this.view(r.value)) : r;
+  }
+
+  /**
+   * A new conversation from the agent's warm pool (pool.ts), or null when there is none ready: no
+   * sandbox is provisioned, and the first prompt goes the way of any prompt (waking a parked member).
+   */
+  async #fromPool(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView> | null> {
+    const agent = await getAgent(this.#c.d.db, accountId, input.agentId);
+    if (!agent || agent.warmPool === 0) return null;
+    const id = await this.#pool.take(accountId, agent, input);
+    if (!id) return null;
+    this.#c.changed(accountId);
+    if (input.prompt) {
+      const p = await this.prompt(accountId, id, input.prompt);
+      if (!p.ok) return p;
+    }
+    return this.get(accountId, id);
+  }
+
+  /** An agent was created, changed or deleted: its warm pool is filled or drained in the background. */
+  agentChanged(_accountId: string, _agentId: string): void {
+    this.#pool.refill();
+  }
+
+  /** Resolves once no warm pool pass runs (tests). */
+  poolSettled(): Promise<void> {
+    return this.#pool.settled();
   }
 
   // ---------------------------------------------------------------- turns

@@ -2,7 +2,7 @@
  * One page of an account's conversations for the conversations page: newest activity first, filtered
  * by agent, status and labels, searched by title or first message, paged by a (last activity, id) keyset.
  */
-import { and, desc, eq, ilike, inArray, or, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, ilike, inArray, isNull, or, sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import {
   agents,
@@ -77,7 +77,8 @@ const likePattern = (s: string): string => `%${s.replace(/[\\%_]/g, (c) => `\\${
 
 /** The page's WHERE: account, filters, and strictly after the cursor row in the index's order. */
 function pageWhere(accountId: string, f: ListingFilter): SQL {
-  const where: SQL[] = [eq(conversations.accountId, accountId)];
+  // Warm-pool members are not conversations until taken (pool.ts).
+  const where: SQL[] = [eq(conversations.accountId, accountId), isNull(conversations.poolAgentId)];
   if (f.agentId) where.push(eq(conversations.agentId, f.agentId));
   if (f.statuses && f.statuses.length > 0) where.push(inArray(conversations.status, [...f.statuses]));
   const q = f.search?.trim();
@@ -195,7 +196,7 @@ export async function countConversations(db: EngineDb, accountId: string): Promi
   const [r] = await db
     .select({ n: sql<number>`count(*)::int` })
     .from(conversations)
-    .where(eq(conversations.accountId, accountId));
+    .where(and(eq(conversations.accountId, accountId), isNull(conversations.poolAgentId)));
   return r?.n ?? 0;
 }
 

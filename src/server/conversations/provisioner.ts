@@ -34,6 +34,7 @@ import {
   type ConversationWithSandbox,
 } from './store.ts';
 import { endUndrivenTurn } from './turn/rows.ts';
+import { countMembers, PoolFull, type PoolSlot } from './pool.ts';
 import { insertAdmittedTurn, insertQueuedTurn } from './turn/queued.ts';
 import { planLaunch, type LaunchPlan, type StepName } from '../environments/plan.ts';
 import { runSteps, STEP_TIMEOUTS } from '../environments/steps.ts';
@@ -57,6 +58,8 @@ export interface CreateConversationInput {
   /** A branch of the environment's repository (`repository` names one; its first when absent) to clone instead of its ref. */
   readonly branch?: string | undefined;
   readonly repository?: string | undefined;
+  /** A warm-pool member (pool.ts): stored hidden, never queued; PoolFull is thrown when it does not fit. */
+  readonly pool?: PoolSlot | undefined;
 }
 
 /** What a fork carries over from its parent; `copy` fills the new conversation's turns, events and checkpoint. */
@@ -144,6 +147,8 @@ export class Provisioner {
       config.brokerAllowUnenforced,
       chosen.value.limited,
     );
+    // A pool member refused by the gate is not made: the refusal is the agent's, said when a conversation starts.
+    if (refused && input.pool) return refuse(refused.reason, refused.message, { provider });
     if (refused) {
       // The refusal is recorded on a failed conversation so its stage event has a home; no sandbox is created.
       const row = await insertConversation(
@@ -172,6 +177,9 @@ export class Provisioner {
       accountId,
       { turn: !!input.prompt, sandbox: true, kind: 'conversation' },
       async (tx, queued) => {
+        // A member never waits in the queue, and the pool is counted under the account's lock (two nodes filling it).
+        const pool = input.pool;
+        if (pool && (queued || (await countMembers(tx, agent.id, pool.key)) >= pool.size)) throw new PoolFull();
         const row = await insertConversation(
           tx,
           {
@@ -191,6 +199,7 @@ export class Provisioner {
             environmentId: input.environmentId ?? null,
             launchSecrets,
             repositoryBranch: picked.value,
+            ...(pool ? { poolAgentId: agent.id, poolKey: pool.key } : {}),
             ...(fork
               ? {
                   firstPrompt: fork.parent.firstPrompt,

@@ -5,7 +5,7 @@
  * Over 400 lines because the formatter laid out on one line each what had been packed; splitting it
  * by concern is due.
  */
-import { and, asc, desc, eq, inArray, lt, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import {
   agents,
   conversations,
@@ -87,7 +87,7 @@ export async function listConversations(
   accountId: string,
   filter: { statuses?: readonly ConversationStatus[] | undefined; agentId?: string | undefined } = {},
 ): Promise<ConversationWithSandbox[]> {
-  const where: SQL[] = [eq(conversations.accountId, accountId)];
+  const where: SQL[] = [eq(conversations.accountId, accountId), isNull(conversations.poolAgentId)];
   if (filter.statuses && filter.statuses.length > 0) where.push(inArray(conversations.status, [...filter.statuses]));
   if (filter.agentId) where.push(eq(conversations.agentId, filter.agentId));
   return db

@@ -38,11 +38,14 @@ export const IdParam = z.object({ id: z.string().openapi({ param: { name: 'id', 
 
 export const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
-/** A router whose failed validations throw the 422 the error handler renders. */
-export const newRouter = (): OpenAPIHono<AppEnv> =>
+/**
+ * A router whose failed validations throw the 422 the error handler renders; `codeOf` names a
+ * field's own code (e.g. `warm_pool_invalid`) where `validation_failed` says too little.
+ */
+export const newRouter = (codeOf?: (e: z.ZodError) => string | undefined): OpenAPIHono<AppEnv> =>
   new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
-      if (!result.success) throw ApiError.validation(result.error, 422);
+      if (!result.success) throw ApiError.validation(result.error, 422, codeOf?.(result.error) ?? 'validation_failed');
     },
   });
 

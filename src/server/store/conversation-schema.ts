@@ -106,6 +106,8 @@ export const agents = pgTable(
     sessionSettings: jsonb('session_settings').$type<SessionSettings>().notNull().default(sql`'{}'::jsonb`),
     /** The name of the account's credential set it uses (migration 0085); `default` is the one set before sets existed. */
     credentialSet: text('credential_set').notNull().default('default'),
+    /** Sandboxes kept provisioned for its next conversations (migration 0090); 0: none. */
+    warmPool: integer('warm_pool').notNull().default(0),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
@@ -191,6 +193,10 @@ export const conversations = pgTable(
     lastReadAt: ts('last_read_at'),
     /** Labels, key → value ('' for a bare key); at most 32 (migration 0082). */
     labels: jsonb('labels').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
+    /** Set while the row is a warm-pool member of this agent (migration 0090): hidden from listings. */
+    poolAgentId: uuid('pool_agent_id'),
+    /** The agent's launch configuration the pool member was made with; another one is stale. */
+    poolKey: text('pool_key'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },

@@ -55,7 +55,18 @@ describe('agent form validation', () => {
       customRuntime: null,
       credentialSet: 'default',
       sessionSettings: {},
+      warmPool: 0,
     });
+  });
+
+  it('takes a warm pool from 0 to 10 and refuses anything else beside its field', () => {
+    const two = parseAgentForm({ ...base, warm_pool: '2' }, ['runner']);
+    assert.ok(two.ok && two.fields.warmPool === 2);
+    for (const bad of ['11', '-1', '1.5', 'x']) {
+      const r = parseAgentForm({ ...base, warm_pool: bad }, ['runner']);
+      assert.ok(!r.ok, bad);
+      assert.match(r.errors.warm_pool ?? '', /from 0 to 10/, bad);
+    }
   });
 
   it('refuses gateway delivery for a hosted sandbox without PUBLIC_URL, and takes direct', () => {

@@ -222,6 +222,8 @@ export async function enqueueStageEvents(db: EngineDb, low: number, high: number
     WHERE e.id > ${low} AND e.id <= ${high} AND e.kind = 'stage' AND k.kind IS NOT NULL
       -- An endpoint hears what happened after it was added, not the rescanned window before it.
       AND e.ts >= w.created_at
+      -- A warm-pool member failing to provision is the pool's business (logged, made again), no conversation's.
+      AND c.pool_agent_id IS NULL
     ON CONFLICT (endpoint_id, event_id) WHERE redelivery_of IS NULL DO NOTHING
     RETURNING id`);
   return rowsOf(res).length;
@@ -240,7 +242,9 @@ export async function enqueueCreatedConversations(db: EngineDb, since: Date): Pr
         'data', jsonb_strip_nulls(jsonb_build_object('conversation_id', c.id, 'agent_id', c.agent_id)))
     FROM conversations c
     JOIN webhook_endpoints w ON w.account_id = c.account_id AND w.enabled AND 'conversation.created' = ANY (w.kinds)
+    -- A warm-pool member is created when it is taken (its inserted_at is set then, pool.ts).
     WHERE c.inserted_at > ${since.toISOString()}::timestamptz AND c.inserted_at >= w.created_at
+      AND c.pool_agent_id IS NULL
     ON CONFLICT (endpoint_id, event_id) WHERE redelivery_of IS NULL DO NOTHING
     RETURNING id`);
   return rowsOf(res).length;

@@ -103,6 +103,7 @@ export function parseAgentForm(
         customRuntime: Agent['customRuntime'];
         credentialSet: string;
         sessionSettings: Agent['sessionSettings'];
+        warmPool: number;
       };
     }
   | { ok: false; errors: Errors; values: FormValues } {
@@ -171,6 +172,7 @@ export function parseAgentForm(
       customRuntime: launch.customRuntime,
       credentialSet: launch.credentialSet,
       sessionSettings: launch.sessionSettings,
+      warmPool: launch.warmPool,
     },
   };
 }

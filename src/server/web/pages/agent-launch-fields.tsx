@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { CustomRuntimeSchema } from '../../agents/custom-runtime.ts';
 import { customRuntimeProblem } from '../../agents/custom-runtime.ts';
-import { CredentialSetField, SessionSettingsSchema } from '../../agents/launch-fields.ts';
+import { CredentialSetField, SessionSettingsSchema, WARM_POOL_MAX, WarmPoolField } from '../../agents/launch-fields.ts';
 import type { Agent, CustomRuntime, SessionSettings } from '../../store/conversation-schema.ts';
 import { Field } from '../layout.tsx';
 
@@ -17,9 +17,12 @@ export interface LaunchValues {
   credential_set: string;
   session_mode: string;
   session_options: string;
+  warm_pool: string;
 }
 
-export type LaunchErrors = Partial<Record<'custom_runtime' | 'credential_set' | 'session_settings', string>>;
+export type LaunchErrors = Partial<
+  Record<'custom_runtime' | 'credential_set' | 'session_settings' | 'warm_pool', string>
+>;
 
 const lines = (s: string) =>
   s
@@ -44,6 +47,7 @@ export const launchFromAgent = (a: Agent | undefined): LaunchValues => {
     session_options: Object.entries(a?.sessionSettings.options ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join('\n'),
+    warm_pool: String(a?.warmPool ?? 0),
   };
 };
 
@@ -55,6 +59,7 @@ export const launchValuesOf = (str: (k: string) => string): LaunchValues => ({
   credential_set: str('credential_set').trim() || 'default',
   session_mode: str('session_mode').trim(),
   session_options: str('session_options'),
+  warm_pool: str('warm_pool').trim() || '0',
 });
 
 const pairs = (text: string): Record<string, string> | string => {
@@ -78,7 +83,13 @@ export function parseLaunch(
   runtime: string,
   delivery: 'gateway' | 'direct',
 ):
-  | { ok: true; customRuntime: CustomRuntime | null; credentialSet: string; sessionSettings: SessionSettings }
+  | {
+      ok: true;
+      customRuntime: CustomRuntime | null;
+      credentialSet: string;
+      sessionSettings: SessionSettings;
+      warmPool: number;
+    }
   | { ok: false; errors: LaunchErrors } {
   const errors: LaunchErrors = {};
   let customRuntime: CustomRuntime | null = null;
@@ -116,8 +127,18 @@ export function parseLaunch(
   });
   if (typeof options === 'string') errors.session_settings = `Session options: ${options}.`;
   else if (!settings.success) errors.session_settings = `${firstIssue(settings.error)}.`;
-  if (Object.keys(errors).length > 0 || !set.success || !settings.success) return { ok: false, errors };
-  return { ok: true, customRuntime, credentialSet: set.data, sessionSettings: settings.data };
+  // The same schema as the API's: a number written in the form, bounded the same way.
+  const pool = WarmPoolField.safeParse(/^\d+$/.test(v.warm_pool) ? Number(v.warm_pool) : Number.NaN);
+  if (!pool.success) errors.warm_pool = `${firstIssue(pool.error)}.`;
+  if (Object.keys(errors).length > 0 || !set.success || !settings.success || !pool.success)
+    return { ok: false, errors };
+  return {
+    ok: true,
+    customRuntime,
+    credentialSet: set.data,
+    sessionSettings: settings.data,
+    warmPool: pool.data,
+  };
 }
 
 /** The fields, after the runtime's: the custom launch (used only by runtime custom), the set, the session. */
@@ -165,6 +186,14 @@ export function LaunchFieldset(p: { values: LaunchValues; errors: LaunchErrors }
         hint="Which of your named credential sets (Model credentials page) its model key comes from."
       >
         <input id="credential_set" name="credential_set" type="text" value={v.credential_set} maxlength={40} />
+      </Field>
+      <Field
+        id="warm_pool"
+        label="Warm pool"
+        error={e.warm_pool}
+        hint={`Sandboxes kept ready for its next conversations, so the first answer needs no provisioning (0 to ${WARM_POOL_MAX}; they count toward your sandbox limit).`}
+      >
+        <input id="warm_pool" name="warm_pool" type="number" min={0} max={WARM_POOL_MAX} value={v.warm_pool} />
       </Field>
       <fieldset>
         <legend>Session settings</legend>

@@ -216,6 +216,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
       runnerId: runner.id,
     });
     if (!r.ok) return page(fromAgent(undefined), { name: 'You already have an agent with that name.' }, 409);
+    deps.engine.agentChanged(user.account.id, r.agent.id);
     // Saved, but its conversations would be refused at launch: the edit page shows why.
     if ((await warningsOf(user.account.id, r.agent)).length > 0)
       return c.redirect(`/agents/${r.agent.id}/edit?saved=1`, 303);
@@ -347,6 +348,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     };
     const r = await updateAgent(deps.db, user.account.id, id, fields);
     if (!r.ok) return page(fromAgent(agent), { name: 'You already have an agent with that name.' }, 409);
+    deps.engine.agentChanged(user.account.id, id);
     if (r.agent && (await warningsOf(user.account.id, r.agent)).length > 0)
       return c.redirect(`/agents/${id}/edit?saved=1`, 303);
     return c.redirect('/agents', 303);
@@ -356,6 +358,7 @@ export function agentRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const id = c.req.param('id');
     const gone = z.string().uuid().safeParse(id).success && (await deleteAgent(deps.db, user.account.id, id));
+    if (gone) deps.engine.agentChanged(user.account.id, id);
     if (!gone)
       return c.html(
         <Layout title="Not found" section="agents" user={userName(user)}>
