@@ -22,12 +22,17 @@ const selected = filters.length ? files.filter((f) => filters.some((x) => f.incl
 // run alone at the end. Seconds of file time in the clean clone's suite of 2026-12-05 (concurrency 2).
 const SLOW_FIRST = [
   'test/runner-microvm-conformance.test.ts', // real QEMU VMs
-  'test/real-agents/namespace.test.ts', // 199: claude, codex, gemini on a namespace runner, one after another
+  'test/real-agents/namespace.test.ts', // the four runtimes on a namespace runner, two at a time
+  'test/real-agents/restore.test.ts', // claude, gemini and codex restored onto another runner
+  'test/microvm-restore.test.ts', // a QEMU microVM's demo cycle with a restore
   'test/real-agents/gemini.test.ts', // 133
   'test/real-agents/opencode.test.ts', // 97
   'test/real-agents/claude.test.ts', // 72
-  'test/real-agents/restore.test.ts', // 53
+  'test/real-agents/budget.test.ts', // a real Claude Code stopped by a token budget
   'test/real-agents/codex.test.ts', // 53
+  'test/checkpoint-restart.test.ts', // server processes restarted on the embedded database and PostgreSQL
+  'test/web/repository-branch.test.ts',
+  'test/repository-branch.test.ts',
   'test/web/walk.test.ts', // 48
   'test/cluster-caddy.test.ts', // 87 before its teardown stopped waiting ~55 s on Caddy's graceful stop
   'test/web/browser.test.ts', // 38
@@ -48,7 +53,9 @@ if (selected.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
-const concurrency = process.env.FOUNTAIN_TEST_CONCURRENCY ?? '2';
+// Three files at a time: at two, the suite kept 1.4 of 2 cores busy (the real-agent files mostly wait on
+// model turns and parks).
+const concurrency = process.env.FOUNTAIN_TEST_CONCURRENCY ?? '3';
 const result = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...selected],

@@ -15,7 +15,9 @@ const nsProblem = namespaceSupportProblem();
  */
 const only = process.env.FOUNTAIN_REAL_AGENTS?.split(',').map((s) => s.trim()) ?? null;
 
-describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 1 }, () => {
+// Two at a time: each has its own server, runner, subnet and probe address, and most of a run is waiting
+// (model turns, parks); one after the other the four took the longest stretch of the suite.
+describe('real agents on a namespace runner', { skip: nsProblem ?? false, concurrency: 2 }, () => {
   for (const c of [CLAUDE, CODEX, GEMINI, OPENCODE]) {
     it(`${c.runtime}: the whole conversation, its tools and its checks, with the runtime confined`, {
       skip: only && !only.includes(c.runtime) ? `FOUNTAIN_REAL_AGENTS=${only.join(',')}` : false,
