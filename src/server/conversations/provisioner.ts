@@ -9,7 +9,7 @@ import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
 import { SANDBOX_HOME, specFor } from '../runtimes/table.ts';
-import type { Agent, Conversation, PermissionPolicy, SandboxRow } from '../store/conversation-schema.ts';
+import type { Agent, Conversation, PermissionPolicy, SandboxRow, TurnImage } from '../store/conversation-schema.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
@@ -36,6 +36,8 @@ export interface CreateConversationInput {
   readonly agentId: string;
   readonly title?: string | undefined;
   readonly prompt?: string | undefined;
+  /** The first prompt's images, already stored (image-blobs.ts). */
+  readonly images?: readonly TurnImage[] | undefined;
   readonly permissionPolicy?: PermissionPolicy | undefined;
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
@@ -188,7 +190,7 @@ export class Provisioner {
           { provider, name: name.value, status: queued ? 'pending' : 'starting' },
         );
         const conversationId = row.conversation.id;
-        const fields = { conversationId, turnNumber: 1, prompt: input.prompt ?? '' };
+        const fields = { conversationId, turnNumber: 1, prompt: input.prompt ?? '', images: [...(input.images ?? [])] };
         const turn = !input.prompt
           ? null
           : queued

@@ -35,7 +35,9 @@ export type EngineErrorCode =
   | 'session_option_not_listed'
   | 'session_option_value_not_listed'
   | 'session_mode_not_listed'
-  | 'session_setting_failed';
+  | 'session_setting_failed'
+  | 'image_not_supported_by_runtime'
+  | 'images_unavailable';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -71,6 +73,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   session_option_value_not_listed: 422,
   session_mode_not_listed: 422,
   session_setting_failed: 502,
+  image_not_supported_by_runtime: 422,
+  images_unavailable: 503,
 };
 
 /** Seconds for `Retry-After`. */
