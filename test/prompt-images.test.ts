@@ -5,7 +5,9 @@
  * not advertise images, a body over the limit) store nothing; a deleted conversation takes its images along.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { createHash } from 'node:crypto';
@@ -14,7 +16,7 @@ import { sql } from 'drizzle-orm';
 import { demoAgentArgv } from '../src/acp/index.ts';
 import { rowsOf } from '../src/server/store/engine-db.ts';
 import { answerOf, call, type Json } from './helpers/http.ts';
-import { startStack, until, type Stack } from './web/harness.ts';
+import { FOUNTAIN_BIN, startStack, until, type Stack } from './web/harness.ts';
 import { GIF_1x1, JPEG_1x1, PNG_3x2, WEBP_1x1 } from './fixtures/images.ts';
 
 const T = 120_000;
@@ -51,35 +53,40 @@ describe('images in prompts', () => {
   const eventsOf = async (convId: string): Promise<Json[]> =>
     (await api('GET', `/api/conversations/${convId}/events?limit=1000`)).body.data;
 
-  before(async () => {
-    stack = await startStack();
-    await stack.startRunner();
-    const made = await api('POST', '/api/agents', {
-      name: 'Looker',
-      runtime: 'demo',
-      model: 'fountain/demo',
-      system: '',
-      permission_policy: { default: 'auto_allow' },
-    });
-    assert.equal(made.status, 201, JSON.stringify(made.body));
-    agentId = made.body.data.id;
-    // The demo agent as a custom runtime told not to take images: its initialize says image: false.
-    const blind = await api('POST', '/api/agents', {
-      name: 'Blind',
-      runtime: 'custom',
-      model: 'fountain/demo',
-      system: '',
-      permission_policy: { default: 'auto_allow' },
-      custom_runtime: { command: demoAgentArgv(), env: { DEMO_AGENT_IMAGES: 'off' } },
-    });
-    assert.equal(blind.status, 201, JSON.stringify(blind.body));
-    blindAgentId = blind.body.data.id;
-  }, { timeout: T });
+  before(
+    async () => {
+      stack = await startStack();
+      await stack.startRunner();
+      const made = await api('POST', '/api/agents', {
+        name: 'Looker',
+        runtime: 'demo',
+        model: 'fountain/demo',
+        system: '',
+        permission_policy: { default: 'auto_allow' },
+      });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      agentId = made.body.data.id;
+      // The demo agent as a custom runtime told not to take images: its initialize says image: false.
+      const blind = await api('POST', '/api/agents', {
+        name: 'Blind',
+        runtime: 'custom',
+        model: 'fountain/demo',
+        system: '',
+        permission_policy: { default: 'auto_allow' },
+        custom_runtime: { command: demoAgentArgv(), env: { DEMO_AGENT_IMAGES: 'off' } },
+      });
+      assert.equal(blind.status, 201, JSON.stringify(blind.body));
+      blindAgentId = blind.body.data.id;
+    },
+    { timeout: T },
+  );
   after(async () => {
     await stack?.stop();
   });
 
-  it('a first prompt and a later one carry images to the agent; the history names them and serves the bytes', { timeout: T }, async () => {
+  it('a first prompt and a later one carry images to the agent; the history names them and serves the bytes', {
+    timeout: T,
+  }, async () => {
     const created = await api('POST', '/api/conversations', {
       agent_id: agentId,
       prompt: 'what is in this picture?',
@@ -98,7 +105,12 @@ describe('images in prompts', () => {
 
     const sent = await api('POST', `/api/conversations/${convId}/prompts`, {
       prompt: 'and these?',
-      images: [img(JPEG_1x1, 'image/jpeg'), img(GIF_1x1, 'image/gif'), img(WEBP_1x1, 'image/webp'), img(PNG_3x2, 'image/png')],
+      images: [
+        img(JPEG_1x1, 'image/jpeg'),
+        img(GIF_1x1, 'image/gif'),
+        img(WEBP_1x1, 'image/webp'),
+        img(PNG_3x2, 'image/png'),
+      ],
     });
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
     const done2 = await turnDone(convId, sent.body.turn_id);
@@ -157,18 +169,31 @@ describe('images in prompts', () => {
     assert.equal((await fetch(url, { headers: { authorization: `Bearer ${stack.apiKey}` } })).status, 404);
   });
 
-  it('refuses, storing nothing: too many, too large, an unknown type, bytes that are not the declared type', { timeout: T }, async () => {
+  it('refuses, storing nothing: too many, too large, an unknown type, bytes that are not the declared type', {
+    timeout: T,
+  }, async () => {
     const created = await api('POST', '/api/conversations', { agent_id: agentId });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const convId = created.body.data.id;
-    const prompt = (images: unknown[]) => api('POST', `/api/conversations/${convId}/prompts`, { prompt: 'look', images });
+    const prompt = (images: unknown[]) =>
+      api('POST', `/api/conversations/${convId}/prompts`, { prompt: 'look', images });
     const named = await turnsWithImages();
     const cases: Array<[unknown[], number, string, RegExp]> = [
       [Array.from({ length: 11 }, () => img(PNG_3x2, 'image/png')), 422, 'too_many_images', /at most 10 images/],
       [[img(Buffer.alloc(10 * 1024 * 1024 + 1, 1), 'image/png')], 413, 'image_too_large', /at most 10 MB/],
       [[img(PNG_3x2, 'image/bmp')], 422, 'unsupported_image_type', /PNG, JPEG, GIF or WebP/],
-      [[img(Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"/>'), 'image/png')], 422, 'unsupported_image_type', /its bytes/],
-      [[img(PNG_3x2, 'image/png'), img(GIF_1x1, 'image/jpeg')], 422, 'unsupported_image_type', /image 2 is declared image\/jpeg but its bytes are image\/gif/],
+      [
+        [img(Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"/>'), 'image/png')],
+        422,
+        'unsupported_image_type',
+        /its bytes/,
+      ],
+      [
+        [img(PNG_3x2, 'image/png'), img(GIF_1x1, 'image/jpeg')],
+        422,
+        'unsupported_image_type',
+        /image 2 is declared image\/jpeg but its bytes are image\/gif/,
+      ],
       [[{ data: '***', media_type: 'image/png' }], 422, 'invalid_image', /not base64/],
     ];
     for (const [images, status, code, words] of cases) {
@@ -187,7 +212,9 @@ describe('images in prompts', () => {
     assert.ok(!ALL.some(stored), 'no blob stored');
   });
 
-  it('a runtime that does not advertise images: refused in words, before and after its agent answered', { timeout: T }, async () => {
+  it('a runtime that does not advertise images: refused in words, before and after its agent answered', {
+    timeout: T,
+  }, async () => {
     // Not yet started: its capability is unknown, so the turn is taken and fails in words at the agent.
     const created = await api('POST', '/api/conversations', {
       agent_id: blindAgentId,
@@ -196,7 +223,10 @@ describe('images in prompts', () => {
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const convId = created.body.data.id;
-    const first = await until(async () => (await api('GET', `/api/conversations/${convId}/turns`)).body.data[0], 'turn');
+    const first = await until(
+      async () => (await api('GET', `/api/conversations/${convId}/turns`)).body.data[0],
+      'turn',
+    );
     const done = await turnDone(convId, first.id);
     assert.equal(done.status, 'failed');
     assert.match(done.reason ?? '', /custom runtime does not take images/);
@@ -205,7 +235,10 @@ describe('images in prompts', () => {
       prompt: 'and this?',
       images: [img(GIF_1x1, 'image/gif')],
     });
-    assert.deepEqual([again.status, again.body.error, again.body.runtime], [422, 'image_not_supported_by_runtime', 'custom']);
+    assert.deepEqual(
+      [again.status, again.body.error, again.body.runtime],
+      [422, 'image_not_supported_by_runtime', 'custom'],
+    );
     assert.match(again.body.message, /the custom runtime does not take images/);
     // Without images it still talks.
     const plain = await api('POST', `/api/conversations/${convId}/prompts`, { prompt: 'hello' });
@@ -215,9 +248,26 @@ describe('images in prompts', () => {
     // Ten images of 10 MB pass the body limit (and are then refused for this runtime); more is a clear 413.
     const ten = Buffer.alloc(10 * 1024 * 1024, 0);
     PNG_3x2.copy(ten);
-    const big = api('POST', `/api/conversations/${convId}/prompts`, {
-      prompt: 'ten',
-      images: Array.from({ length: 10 }, () => img(ten, 'image/png')),
+    const bigBody = Buffer.from(
+      JSON.stringify({ prompt: 'ten', images: Array.from({ length: 10 }, () => img(ten, 'image/png')) }),
+    );
+    assert.ok(bigBody.length > 130 * 1024 * 1024);
+    const big = new Promise<{ status: number; body: Json }>((resolve, reject) => {
+      const req = request(`${stack.url}/api/conversations/${convId}/prompts`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${stack.apiKey}`,
+          'content-type': 'application/json',
+          'content-length': String(bigBody.length),
+        },
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end(bigBody);
     });
     const bigR = await big;
     assert.deepEqual([bigR.status, bigR.body.error], [422, 'image_not_supported_by_runtime']);
@@ -244,5 +294,30 @@ describe('images in prompts', () => {
     });
     assert.deepEqual([over.status, over.body.error], [413, 'payload_too_large']);
     assert.ok(!stored(ten) && !stored(GIF_1x1), 'nothing stored for the refused prompts');
+  });
+
+  it('fountain chat --image sends the file with the message (the real CLI against the server)', {
+    timeout: T,
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fountain-img-'));
+    writeFileSync(join(dir, 'pic.png'), PNG_3x2);
+    writeFileSync(join(dir, 'notes.txt'), 'not an image');
+    const env = {
+      ...process.env,
+      FOUNTAIN_API_KEY: stack.apiKey,
+      FOUNTAIN_BASE_URL: stack.url,
+      FOUNTAIN_PROFILE: '',
+      FOUNTAIN_HOME: dir,
+    };
+    const run = (args: string[]) => {
+      const r = spawnSync(process.execPath, [FOUNTAIN_BIN, ...args], { env, encoding: 'utf8', timeout: 90_000 });
+      return { code: r.status, out: r.stdout, err: r.stderr };
+    };
+    const bad = run(['chat', 'Looker', '--message', 'see', '--image', join(dir, 'notes.txt')]);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /notes\.txt is not a PNG, JPEG, GIF or WebP image/);
+    const ok = run(['chat', 'Looker', '--message', 'see this', '--image', join(dir, 'pic.png')]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.match(ok.out, /Image 1: image\/png, \d+ bytes, 3×2 px/);
   });
 });

@@ -33,7 +33,11 @@ export async function imageBlocks(
   const out: ContentBlock[] = [];
   for (const [i, ref] of images.entries()) {
     const r = blobs ? await blobs.get(ref.digest) : null;
-    if (!r?.ok) return { ok: false, message: `image ${i + 1} of the message cannot be read: ${r ? r.error.message : 'no image store'}` };
+    if (!r?.ok)
+      return {
+        ok: false,
+        message: `image ${i + 1} of the message cannot be read: ${r ? r.error.message : 'no image store'}`,
+      };
     out.push({ type: 'image', mimeType: ref.media_type, data: r.value.toString('base64') });
   }
   return { ok: true, value: out };
@@ -59,7 +63,11 @@ export async function conversationImageDigests(db: EngineDb, conversationId: str
  * After a conversation's turns are gone: removes those of `digests` no other turn or checkpoint names
  * (the same image sent in another conversation stays).
  */
-export async function forgetImages(db: EngineDb, blobs: BlobStore | undefined, digests: readonly string[]): Promise<void> {
+export async function forgetImages(
+  db: EngineDb,
+  blobs: BlobStore | undefined,
+  digests: readonly string[],
+): Promise<void> {
   if (!blobs || digests.length === 0) return;
   const inUse = new Set(await imageDigestsInUse(db));
   const checkpointed = new Set(

@@ -219,7 +219,10 @@ export class TurnDriver {
         return;
       }
       if (turn.state.kind !== 'sending') return; // interrupted while the images were read
-      content = [...(typeof content === 'string' ? [{ type: 'text' as const, text: content }] : content), ...blocks.value];
+      content = [
+        ...(typeof content === 'string' ? [{ type: 'text' as const, text: content }] : content),
+        ...blocks.value,
+      ];
     }
     const call = proc.client.prompt(content);
     if (!call.ok) {
