@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { createHash } from 'node:crypto';
@@ -309,14 +309,20 @@ describe('images in prompts', () => {
       FOUNTAIN_PROFILE: '',
       FOUNTAIN_HOME: dir,
     };
-    const run = (args: string[]) => {
-      const r = spawnSync(process.execPath, [FOUNTAIN_BIN, ...args], { env, encoding: 'utf8', timeout: 90_000 });
-      return { code: r.status, out: r.stdout, err: r.stderr };
-    };
-    const bad = run(['chat', 'Looker', '--message', 'see', '--image', join(dir, 'notes.txt')]);
+    // Spawned, not spawnSync: the server answers from this process's event loop.
+    const run = (args: string[]): Promise<{ code: number | null; out: string; err: string }> =>
+      new Promise((resolve) => {
+        const child = spawn(process.execPath, [FOUNTAIN_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (err += d));
+        child.on('exit', (code) => resolve({ code, out, err }));
+      });
+    const bad = await run(['chat', 'Looker', '--message', 'see', '--image', join(dir, 'notes.txt')]);
     assert.notEqual(bad.code, 0);
     assert.match(bad.err, /notes\.txt is not a PNG, JPEG, GIF or WebP image/);
-    const ok = run(['chat', 'Looker', '--message', 'see this', '--image', join(dir, 'pic.png')]);
+    const ok = await run(['chat', 'Looker', '--message', 'see this', '--image', join(dir, 'pic.png')]);
     assert.equal(ok.code, 0, ok.err);
     assert.match(ok.out, /Image 1: image\/png, \d+ bytes, 3×2 px/);
   });
