@@ -13,11 +13,14 @@ import { conversationSchema, data, logEventSchema, requestStartedSchema, turnSch
 import type { Conversation, LogEvent } from './schemas.ts';
 import { CliError, LineReader, action, apiFor } from './session.ts';
 import { fountainCommand } from './invocation.ts';
+import { readFileSync } from 'node:fs';
+import { MAX_IMAGE_BYTES, MAX_IMAGES, sniffImage } from '../wire/images.ts';
 
 const TERMINAL_TURN_STATES = new Set(['done', 'failed', 'interrupted']);
 
 interface ChatOptions {
   message?: string[];
+  image?: string[];
   conversation?: string;
   continue?: boolean;
   /** A branch of the environment's repository for a new conversation's sandbox to clone. */
@@ -102,6 +105,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   }
   let conversationId: string;
   let running: string | null = null;
+  const images = readImages(opts.image ?? []);
   const prompts = opts.message ?? null;
   let given = 0;
   /** The next prompt that is not blank, from --message or stdin; null once they run out. */
@@ -266,13 +270,15 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   };
 
   const send = async (prompt: string): Promise<string> => {
+    // The images go with the first message only.
+    const withImages = images.length > 0 ? { prompt, images: images.splice(0) } : { prompt };
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await api.request(
           'POST',
           `/api/conversations/${conversationId}/prompts`,
           z.object({ turn_id: z.string().optional() }).loose(),
-          { prompt },
+          withImages,
         );
         if (!res.turn_id) throw new CliError('the server did not return a turn id');
         return res.turn_id;
@@ -323,6 +329,27 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
   return failures > 0 ? 1 : 0;
 }
 
+/**
+ * The files of `--image`, read and checked here (type by their bytes, size, count) so a bad one is named
+ * before any conversation is created; sent with the first message.
+ */
+export function readImages(paths: readonly string[]): Array<{ data: string; media_type: string }> {
+  if (paths.length > MAX_IMAGES) throw new CliError(`at most ${MAX_IMAGES} images go with one message`);
+  return paths.map((p) => {
+    let bytes: Buffer;
+    try {
+      bytes = readFileSync(p);
+    } catch (e) {
+      throw new CliError(`cannot read the image ${p}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (bytes.length > MAX_IMAGE_BYTES)
+      throw new CliError(`${p} is ${(bytes.length / 1024 / 1024).toFixed(1)} MB; an image may be at most 10 MB`);
+    const type = sniffImage(bytes);
+    if (!type) throw new CliError(`${p} is not a PNG, JPEG, GIF or WebP image`);
+    return { data: bytes.toString('base64'), media_type: type };
+  });
+}
+
 export function register(program: Command): void {
   program
     .command('chat <agent>')
@@ -330,6 +357,11 @@ export function register(program: Command): void {
       'talk to an agent: each line you type is a prompt; each chat starts a new conversation unless --continue or --conversation',
     )
     .option('-m, --message <text>', 'send this prompt instead of reading stdin (repeatable)', collect)
+    .option(
+      '-i, --image <file>',
+      'send this image (PNG, JPEG, GIF, WebP; up to 10 MB) with the first message (repeatable)',
+      collect,
+    )
     .option('-c, --continue', "continue the agent's latest conversation that has not ended")
     .option('--conversation <id>', 'continue this conversation')
     .option('--branch <name>', "a new conversation's sandbox checks out this branch of the environment's repository")

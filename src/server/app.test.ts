@@ -255,6 +255,7 @@ describe('server HTTP API (PostgreSQL)', () => {
       '/api/conversations/{id}/stream',
       '/api/conversations/{id}/terminate',
       '/api/conversations/{id}/turns',
+      '/api/conversations/{id}/turns/{turn_id}/images/{position}',
       '/api/environments',
       '/api/environments/{id}',
       '/api/environments/{id}/branches',

@@ -219,12 +219,14 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     const environments = new EnvironmentService(database.db as unknown as EngineDb, secretKey);
     // Checkpoint blobs: in the data directory on the embedded database, in PostgreSQL otherwise, so any
     // node of a cluster without a shared disk restores them.
+    // Prompt images share the store: one copy per digest, kept while a turn or a checkpoint names it.
+    const blobs =
+      database.kind === 'postgres'
+        ? new DbBlobStore(database.db, secretKey)
+        : new DiskBlobStore(join(opts.dataDir, 'blobs'), secretKey);
     const checkpoints = new CheckpointService({
       db: database.db as unknown as EngineDb,
-      blobs:
-        database.kind === 'postgres'
-          ? new DbBlobStore(database.db, secretKey)
-          : new DiskBlobStore(join(opts.dataDir, 'blobs'), secretKey),
+      blobs,
       logger,
     });
     const collecting = setInterval(() => {
@@ -255,6 +257,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       ...(cluster ? { link: ownerLinkOver(cluster) } : {}),
       credentials,
       checkpoints,
+      images: blobs,
     });
     const unannounce = announceEvents(engine.events, bus, nodeId);
     stack.push('event announcements', unannounce);

@@ -99,6 +99,8 @@ export interface Stack {
   readonly accountId: string;
   readonly db: EngineDb;
   readonly host: RunnerHost;
+  /** The server's data directory (its blobs under `blobs/`). */
+  readonly dataDir: string;
   /** The server's environment, read live by the provider registry: setting SPRITES_TOKEN turns a second provider on. */
   readonly env: Record<string, string | undefined>;
   startRunner(): Promise<void>;
@@ -170,6 +172,7 @@ export async function startStack(opts: { env?: Record<string, string> } = {}): P
     accountId,
     db,
     host: srv.host,
+    dataDir: join(tmp, 'server'),
     env,
     startRunner,
     stopRunner,

@@ -9,6 +9,7 @@
  * Over 400 lines because it is one table of deterministic demo commands and their answers; it has
  * not been split yet.
  */
+import { demoTakesImages, describeImages } from './images.ts';
 import { randomUUID } from 'node:crypto';
 import { gist } from './gist.ts';
 import { Readable, Writable } from 'node:stream';
@@ -281,7 +282,7 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
       protocolVersion: acp.PROTOCOL_VERSION,
       agentCapabilities: {
         loadSession: true,
-        promptCapabilities: { image: false, audio: false, embeddedContext: false },
+        promptCapabilities: { image: demoTakesImages(), audio: false, embeddedContext: false },
         mcpCapabilities: { http: true, sse: false },
       },
       agentInfo: { name: 'fountain-demo', title: 'Fountain demo agent', version: DEMO_AGENT_VERSION },
@@ -342,7 +343,10 @@ export function demoAgentApp(opts: DemoAgentOptions): acp.AgentApp {
           ]);
           return { stopReason: 'end_turn' };
         }
-        const { stop, answer } = await answerFor(client, params.sessionId, session, intent, abort.signal);
+        const said = await answerFor(client, params.sessionId, session, intent, abort.signal);
+        const { stop } = said;
+        const seen = describeImages(params.prompt);
+        const answer = seen ? `${seen}\n\n${said.answer}` : said.answer;
         if (stop === 'cancelled' || abort.signal.aborted) return { stopReason: 'cancelled' };
         if (!(await say(client, params.sessionId, answer, abort.signal))) return { stopReason: 'cancelled' };
         await store.appendHistory(params.sessionId, [

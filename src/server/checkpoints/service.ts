@@ -324,12 +324,16 @@ export class CheckpointService implements ConversationCheckpoints {
         SELECT id FROM checkpoints WHERE conversation_id = ${conversationId} ORDER BY created_at DESC, id DESC LIMIT ${this.#keep})`);
   }
 
-  /** Removes blobs no checkpoint names (a deleted conversation's, pruned ones) older than `graceMs`. */
+  /**
+   * Removes blobs no checkpoint names (a deleted conversation's, pruned ones) older than `graceMs`; the
+   * store is shared with prompt images, so a blob a turn names is kept too.
+   */
   async collect(graceMs = 10 * 60_000): Promise<number> {
     const referenced = new Set(
-      rowsOf<{ digest: string }>(await this.#db.execute(sql`SELECT DISTINCT digest FROM checkpoints`)).map(
-        (r) => r.digest,
-      ),
+      rowsOf<{ digest: string }>(
+        await this.#db.execute(sql`SELECT digest FROM checkpoints
+          UNION SELECT e->>'digest' FROM turns, jsonb_array_elements(images) e WHERE jsonb_array_length(images) > 0`),
+      ).map((r) => r.digest),
     );
     const r = await collectBlobs(this.#blobs, referenced, { graceMs });
     for (const e of r.errors) this.#log.warn({ err: e }, 'could not remove a checkpoint blob');

@@ -4,10 +4,18 @@
  * their wire shapes between nodes, and the check of what comes back, which is answered as if local.
  */
 import { z } from 'zod';
+import { ImageRefSchema, MAX_IMAGES } from './prompt-images.ts';
 import { ENGINE_ERROR_STATUS, refuse, type EngineErrorCode, type EngineResult } from '../core/engine-errors.ts';
 
 export const engineCommandSchema = z.discriminatedUnion('op', [
-  z.object({ op: z.literal('prompt'), accountId: z.string(), conversationId: z.string(), text: z.string() }),
+  z.object({
+    op: z.literal('prompt'),
+    accountId: z.string(),
+    conversationId: z.string(),
+    text: z.string(),
+    /** The prompt's images, already in the shared blob store: only their references travel. */
+    images: z.array(ImageRefSchema).max(MAX_IMAGES).optional(),
+  }),
   z.object({ op: z.literal('interrupt'), accountId: z.string(), conversationId: z.string() }),
   /** A turn the capacity queue admitted: it starts on the node that drives its conversation. */
   z.object({ op: z.literal('start'), accountId: z.string(), conversationId: z.string(), turnId: z.string() }),

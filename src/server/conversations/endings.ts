@@ -2,6 +2,7 @@
  * How a conversation ends or hands over: terminate (its turn interrupted, its sandbox destroyed, its
  * token revoked), team rotation onto the same sandbox, and delete.
  */
+import { conversationImageDigests, forgetImages } from './image-blobs.ts';
 import type { KnownProvider } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
@@ -171,10 +172,15 @@ export class Endings {
     await this.c.events.flush();
     const row = await getConversationById(this.c.d.db, id);
     if (row) {
+      const images = await conversationImageDigests(this.c.d.db, id);
       const remove = () => deleteConversationRows(this.c.d.db, id, row.sandbox?.id ?? null);
       // Its checkpoints' blobs go with it (unless a fork's checkpoint names them too).
       if (this.c.d.checkpoints) await this.c.d.checkpoints.removeWith(id, remove);
       else await remove();
+      // Its images go with it, unless another conversation's turn sent the same bytes.
+      await forgetImages(this.c.d.db, this.c.d.images, images).catch((e: unknown) =>
+        this.c.log.warn({ err: String(e), conversation: id }, 'could not remove the images of a deleted conversation'),
+      );
       this.c.changed(accountId);
     }
     return accept(undefined);

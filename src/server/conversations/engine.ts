@@ -5,7 +5,9 @@
  * Over 400 lines because it is the engine's whole public surface (labels, settings, fork and move, the
  * capacity queue joined it at once); each verb is a short delegation, and grouping them by feature is due.
  */
-import type { SessionSettings } from '../store/conversation-schema.ts';
+import type { SessionSettings, TurnImage } from '../store/conversation-schema.ts';
+import { storeImages, turnImage } from './image-blobs.ts';
+import { noImagesWords, type DecodedImage } from './prompt-images.ts';
 import { changeSettings, type SettingsChange } from './settings-command.ts';
 import { EventBus } from '../cluster/bus.ts';
 import { Capacity, type Taken } from './capacity.ts';
@@ -127,7 +129,7 @@ export class ConversationEngine {
       logger: log,
     });
     const here: TurnCommands = {
-      prompt: (accountId, id, text) => this.#promptHere(accountId, id, text),
+      prompt: (accountId, id, text, images) => this.#promptHere(accountId, id, text, images ?? []),
       interrupt: (accountId, id) => this.#interruptHere(accountId, id),
       startAdmitted: (accountId, id, turnId) => startAdmitted(this.#c, this.#p, accountId, id, turnId),
       answerPermission: (accountId, id, requestId, optionId) => this.#answerHere(accountId, id, requestId, optionId),
@@ -246,10 +248,20 @@ export class ConversationEngine {
     return pushToBranch(this.#c, accountId, id, input);
   }
 
-  async create(accountId: string, input: CreateConversationInput): Promise<EngineResult<ConversationView>> {
-    const taken = await this.#fromPool(accountId, input);
-    if (taken) return taken;
-    const r = await this.#p.provisioner.create(accountId, input);
+  async create(
+    accountId: string,
+    input: Omit<CreateConversationInput, 'images'> & { readonly images?: readonly DecodedImage[] },
+  ): Promise<EngineResult<ConversationView>> {
+    // A warm-pool member takes a plain first prompt; one with images is provisioned.
+    if (!input.images?.length) {
+      const { images: _, ...plain } = input;
+      const taken = await this.#fromPool(accountId, plain);
+      if (taken) return taken;
+    }
+    // Stored before the turn names them; the agent's capability is learnt at its first initialize.
+    const images = await storeImages(this.#c.d.images, input.images ?? []);
+    if (!images.ok) return images;
+    const r = await this.#p.provisioner.create(accountId, { ...input, images: images.value });
     return r.ok ? accept(await this.view(r.value)) : r;
   }
 
@@ -283,8 +295,24 @@ export class ConversationEngine {
   // ---------------------------------------------------------------- turns
 
   /** Every turn command goes through #commands: to the node driving the conversation, or here. */
-  prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
-    return this.#commands.prompt(accountId, id, text);
+  async prompt(
+    accountId: string,
+    id: string,
+    text: string,
+    images: readonly DecodedImage[] = [],
+  ): Promise<EngineResult<PromptAccepted>> {
+    if (images.length === 0) return this.#commands.prompt(accountId, id, text);
+    // Refused before any byte is stored when the agent is known not to take images; the node that
+    // drives the turn checks again (and the driver against the live agent's answer).
+    const row = await getConversation(this.#c.d.db, accountId, id);
+    if (!row) return refuse('not_found', 'conversation not found');
+    if (row.conversation.acceptsImages === false)
+      return refuse('image_not_supported_by_runtime', noImagesWords(row.conversation.runtime), {
+        runtime: row.conversation.runtime,
+      });
+    const refs = await storeImages(this.#c.d.images, images);
+    if (!refs.ok) return refs;
+    return this.#commands.prompt(accountId, id, text, refs.value);
   }
 
   /**
@@ -292,7 +320,12 @@ export class ConversationEngine {
    * agent follow the reply, still under the conversation's lock, so a terminate or a second prompt
    * waits for them as before. A failure after the reply ends the turn (TurnDriver.start), not the request.
    */
-  async #promptHere(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
+  async #promptHere(
+    accountId: string,
+    id: string,
+    text: string,
+    images: readonly TurnImage[],
+  ): Promise<EngineResult<PromptAccepted>> {
     const { live, lock, d } = this.#c;
     // Refused before queueing on the lock: a running turn holds no lock, so this is the fast answer.
     if (live.get(id)?.turn) return refuse('conversation_busy', 'a turn is already running');
@@ -319,13 +352,17 @@ export class ConversationEngine {
         if (live.get(id)?.turn || conv.status === 'running')
           return reply(refuse('conversation_busy', 'a turn is already running'));
         if (row.turnOpen) return reply(refuse('conversation_busy', 'a prompt is already queued'));
+        if (images.length > 0 && conv.acceptsImages === false)
+          return reply(
+            refuse('image_not_supported_by_runtime', noImagesWords(conv.runtime), { runtime: conv.runtime }),
+          );
         // A conversation still waiting in the queue for its sandbox has nothing to prompt yet.
         if (conv.status === 'pending' && row.sandbox?.status === 'pending')
           return reply(
             refuse('conversation_busy', 'the conversation waits in the queue for capacity; it starts on its own'),
           );
         const needsSandbox = !row.sandbox || !(ACTIVE_SANDBOX as readonly string[]).includes(row.sandbox.status);
-        const fields = { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text };
+        const fields = { conversationId: id, turnNumber: conv.turnCount + 1, prompt: text, images: [...images] };
         const admitted = await this.#p.capacity.admit(
           accountId,
           { turn: true, sandbox: needsSandbox, kind: 'prompt' },
@@ -364,6 +401,20 @@ export class ConversationEngine {
         this.#c.log.error({ err: e, conversation: id }, 'starting a turn failed after it was queued');
       });
     return answer;
+  }
+
+  /** One image of a turn's prompt: its type and bytes; anything that does not resolve is not_found. */
+  async image(
+    accountId: string,
+    id: string,
+    turnId: string,
+    position: number,
+  ): Promise<EngineResult<{ mediaType: string; bytes: Buffer }>> {
+    const ref = await turnImage(this.#c.d.db, accountId, id, turnId, position);
+    if (!ref) return refuse('not_found', 'image not found');
+    const got = this.#c.d.images ? await this.#c.d.images.get(ref.digest) : null;
+    if (!got?.ok) return refuse('not_found', 'image not found');
+    return accept({ mediaType: ref.media_type, bytes: got.value });
   }
 
   interrupt(accountId: string, id: string): Promise<EngineResult<void>> {

@@ -5,6 +5,7 @@
  * Over 400 lines because a launch is one sequence (token, delivery, files, spawn, initialize, session,
  * settings) and its hooks; moving the credential delivery half to a module of its own is due.
  */
+import { setAcceptsImages } from './image-blobs.ts';
 import type { ContentBlock, SessionNotification } from '@agentclientprotocol/sdk';
 import type { LineContext } from '../../acp/index.ts';
 import { toolFieldsOf } from '../../acp/tool-view.ts';
@@ -228,6 +229,9 @@ export class Launcher {
     });
     const init = await withTimeout(proc.client.initialize(), timeout, timedOut('initialize'));
     if (!init.ok) return fail(`ACP initialize failed: ${init.error.message}`);
+    // Remembered so a later prompt with images is refused at once when the agent does not take them.
+    const takesImages = init.value.agentCapabilities?.promptCapabilities?.image === true;
+    if (conv.acceptsImages !== takesImages) await setAcceptsImages(this.c.d.db, conv.id, takesImages);
 
     const cwd = adapter.files.hostPath
       ? await adapter.files.hostPath(handle, spec.cwd)

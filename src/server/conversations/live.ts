@@ -3,6 +3,7 @@
  * its active turn, and the core every part reads (deps, lock, live map, event log, tokens).
  */
 import type { ConversationCheckpoints } from '../checkpoints/service.ts';
+import type { BlobStore } from '../checkpoints/blobs.ts';
 import type { Logger } from 'pino';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
@@ -46,6 +47,8 @@ export interface EngineDeps {
   readonly environments?: EnvironmentService;
   /** Checkpoints of the agent's HOME, restored when a sandbox is lost; without it a lost sandbox starts empty. */
   readonly checkpoints?: ConversationCheckpoints;
+  /** Where prompt images are kept (the checkpoints' blob store); without it a prompt with images is refused. */
+  readonly images?: BlobStore;
 }
 
 export interface ActiveTurn {

@@ -15,6 +15,7 @@ import type {
   PermissionPolicy,
   RepositoryBranch,
   SandboxRow,
+  TurnImage,
 } from '../store/conversation-schema.ts';
 import { checkBranch } from '../environments/branches.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
@@ -44,6 +45,8 @@ export interface CreateConversationInput {
   readonly agentId: string;
   readonly title?: string | undefined;
   readonly prompt?: string | undefined;
+  /** The first prompt's images, already stored (image-blobs.ts). */
+  readonly images?: readonly TurnImage[] | undefined;
   readonly permissionPolicy?: PermissionPolicy | undefined;
   /** A client channel; `fountain:team` makes the conversation its agent's teammate. */
   readonly channelId?: string | undefined;
@@ -212,7 +215,7 @@ export class Provisioner {
           { provider, name: name.value, status: queued ? 'pending' : 'starting' },
         );
         const conversationId = row.conversation.id;
-        const fields = { conversationId, turnNumber: 1, prompt: input.prompt ?? '' };
+        const fields = { conversationId, turnNumber: 1, prompt: input.prompt ?? '', images: [...(input.images ?? [])] };
         const turn = !input.prompt
           ? null
           : queued

@@ -7,6 +7,7 @@ import { liveOwnerOf } from '../cluster/store.ts';
 import type { EngineDb } from '../store/engine-db.ts';
 import { answerOf, type EngineCommand, type OwnerLink } from './commands.ts';
 import type { EngineResult } from '../core/engine-errors.ts';
+import type { TurnImage } from '../store/conversation-schema.ts';
 
 /** How long a node waits for the node driving a conversation to answer an interrupt or a permission answer. */
 const COMMAND_TIMEOUT_MS = 30_000;
@@ -21,7 +22,12 @@ const NothingSchema = z.undefined();
 
 /** What a client asks of a conversation's turn, wherever the conversation is driven. */
 export interface TurnCommands {
-  prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>>;
+  prompt(
+    accountId: string,
+    id: string,
+    text: string,
+    images?: readonly TurnImage[],
+  ): Promise<EngineResult<PromptAccepted>>;
   interrupt(accountId: string, id: string): Promise<EngineResult<void>>;
   /** Starts a turn the capacity queue admitted (its row holds capacity as `pending`). */
   startAdmitted(accountId: string, id: string, turnId: string): Promise<EngineResult<void>>;
@@ -49,15 +55,20 @@ export class RoutedEngine implements TurnCommands {
     private readonly routes: Routes,
   ) {}
 
-  async prompt(accountId: string, id: string, text: string): Promise<EngineResult<PromptAccepted>> {
+  async prompt(
+    accountId: string,
+    id: string,
+    text: string,
+    images: readonly TurnImage[] = [],
+  ): Promise<EngineResult<PromptAccepted>> {
     const timeoutMs = Math.max(COMMAND_TIMEOUT_MS, this.routes.installTimeoutMs + COMMAND_TIMEOUT_MS);
     const away = await this.#away(
       id,
-      { op: 'prompt', accountId, conversationId: id, text },
+      { op: 'prompt', accountId, conversationId: id, text, images: [...images] },
       PromptAcceptedSchema,
       timeoutMs,
     );
-    return away ?? this.here.prompt(accountId, id, text);
+    return away ?? this.here.prompt(accountId, id, text, images);
   }
 
   async interrupt(accountId: string, id: string): Promise<EngineResult<void>> {
@@ -104,7 +115,7 @@ export class RoutedEngine implements TurnCommands {
 export function serveCommand(here: TurnCommands, command: EngineCommand): Promise<EngineResult<unknown>> {
   switch (command.op) {
     case 'prompt':
-      return here.prompt(command.accountId, command.conversationId, command.text);
+      return here.prompt(command.accountId, command.conversationId, command.text, command.images ?? []);
     case 'interrupt':
       return here.interrupt(command.accountId, command.conversationId);
     case 'start':

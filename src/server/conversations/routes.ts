@@ -13,6 +13,15 @@ import { ConversationSchema, EventSchema, eventView, TurnSchema, turnView } from
 import { ApiError } from '../http/errors.ts';
 import { isUuid } from '../http/ids.ts';
 import { messageField } from './limits.ts';
+import {
+  decodeImages,
+  IMAGE_TYPES,
+  ImagesField,
+  MAX_IMAGE_BYTES,
+  MAX_IMAGES,
+  type DecodedImage,
+  type ImageRefusalCode,
+} from './prompt-images.ts';
 import type { ConversationStatus, EventRow } from '../store/conversation-schema.ts';
 import { CONVERSATION_STATUSES, EVENT_STREAMS, eventPage, findConversation, turnsOf } from './history.ts';
 import { decodeCursor, listConversationRowsPage } from './listing.ts';
@@ -52,6 +61,7 @@ const CreateBody = z
     agent_id: z.string({ error: 'agent_id is required' }).min(1, 'agent_id is required').max(100),
     title: z.string().max(120).optional(),
     prompt: messageField.optional(),
+    images: ImagesField.openapi({ description: 'Images sent with the first prompt (needs prompt); see Prompt' }),
     permission_policy: PermissionPolicySchema.optional(),
     environment_id: z
       .string()
@@ -71,7 +81,45 @@ const CreateBody = z
   })
   .openapi('ConversationCreate');
 
-const PromptBody = z.object({ prompt: messageField }).openapi('Prompt');
+const PromptBody = z
+  .object({
+    prompt: messageField,
+    images: ImagesField.openapi({
+      description: `Images sent with the prompt, as ACP image blocks, to a runtime that advertises image prompts: at most ${MAX_IMAGES}, PNG, JPEG, GIF or WebP (told by their bytes), ${MAX_IMAGE_BYTES / 1024 / 1024} MB each`,
+    }),
+  })
+  .openapi('Prompt');
+
+const IMAGE_STATUS: Record<ImageRefusalCode, 413 | 422> = {
+  too_many_images: 422,
+  image_too_large: 413,
+  unsupported_image_type: 422,
+  invalid_image: 422,
+};
+
+/** The request's images decoded and checked, or the refusal naming the first bad one (nothing is stored). */
+export function imagesOf(input: Parameters<typeof decodeImages>[0]): DecodedImage[] {
+  const r = decodeImages(input);
+  if (r.ok) return r.value;
+  throw new ApiError(
+    IMAGE_STATUS[r.error.code] as 422,
+    r.error.code,
+    r.error.message,
+    r.error.index === undefined ? {} : { index: r.error.index },
+  );
+}
+
+const ImageParams = z.object({
+  id: z.string().openapi({ param: { name: 'id', in: 'path' } }),
+  turn_id: z
+    .string()
+    .max(100)
+    .openapi({ param: { name: 'turn_id', in: 'path' } }),
+  position: z
+    .string()
+    .max(10)
+    .openapi({ param: { name: 'position', in: 'path' }, description: 'From 0' }),
+});
 
 const AnswerBody = z.object({ option_id: z.string().max(200).optional() }).openapi('PermissionAnswer');
 
@@ -278,6 +326,11 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       if (!isUuid(b.agent_id)) throw ApiError.notFound('agent');
       if (b.environment_id !== undefined && !isUuid(b.environment_id))
         throw new ApiError(404, 'environment_not_found', `environment ${b.environment_id} not found`);
+      if (b.images?.length && !b.prompt)
+        throw new ApiError(422, 'validation_failed', 'images: go with a prompt', {
+          errors: { images: ['go with a prompt'] },
+        });
+      const images = imagesOf(b.images);
       const p = c.get('principal');
       // Created with a sandbox token: a child of the token's conversation, never looser than it.
       const parentId = hasScope(p, 'full') ? undefined : (p.key.conversationId ?? undefined);
@@ -286,6 +339,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           agentId: b.agent_id,
           title: b.title,
           prompt: b.prompt,
+          images,
           permissionPolicy: b.permission_policy,
           parentId,
           environmentId: b.environment_id,
@@ -338,16 +392,14 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
       request: { params: IdParam, body: { content: { 'application/json': { schema: PromptBody } }, required: true } },
       responses: {
         200: { description: 'queued', content: { 'application/json': { schema: queued } } },
-        ...errorResponses(400, 401, 404, 410, 422, 503),
+        ...errorResponses(400, 401, 404, 410, 413, 422, 503),
       },
     }),
     async (c) => {
+      const body = c.req.valid('json');
+      const images = imagesOf(body.images);
       const r = unwrap(
-        await engine.prompt(
-          c.get('principal').account.id,
-          checkId(c.req.valid('param').id),
-          c.req.valid('json').prompt,
-        ),
+        await engine.prompt(c.get('principal').account.id, checkId(c.req.valid('param').id), body.prompt, images),
       );
       return c.json(
         {
@@ -357,6 +409,39 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
         },
         200,
       );
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/conversations/{id}/turns/{turn_id}/images/{position}',
+      summary: "The bytes of one image of a turn's prompt (its url in the turn and the turn's started event)",
+      security: bearer,
+      middleware: [auth] as const,
+      request: { params: ImageParams },
+      responses: {
+        200: {
+          description: 'the image, with its type',
+          content: Object.fromEntries(
+            IMAGE_TYPES.map((t) => [t, { schema: z.string().openapi({ type: 'string', format: 'binary' }) }]),
+          ),
+        },
+        ...errorResponses(401, 404),
+      },
+    }),
+    async (c) => {
+      const { id, turn_id, position } = c.req.valid('param');
+      const at = /^\d{1,2}$/.test(position) ? Number(position) : -1;
+      const r = await engine.image(c.get('principal').account.id, id, turn_id, at);
+      if (!r.ok) throw ApiError.notFound('image');
+      return c.body(new Uint8Array(r.value.bytes), 200, {
+        'content-type': r.value.mediaType,
+        'content-length': String(r.value.bytes.length),
+        // The bytes of a digest never change; only the key's holder may keep them.
+        'cache-control': 'private, max-age=31536000, immutable',
+        'x-content-type-options': 'nosniff',
+      }) as never;
     },
   );
 

@@ -2,6 +2,7 @@
  * The public JSON shapes of conversations, turns and events: the API schemas, the
  * view types inferred from them, and the views built from rows plus what only the live registry knows.
  */
+import { TurnImageViewSchema, turnImagesView } from './prompt-images.ts';
 import { join } from 'node:path';
 import { z } from '@hono/zod-openapi';
 import type { Block } from './blocks.ts';
@@ -196,6 +197,7 @@ export const TurnSchema = z
     ended_at: z.string().nullable(),
     inserted_at: z.string(),
     image_count: z.number().int(),
+    images: z.array(TurnImageViewSchema).openapi({ description: 'The images sent with the prompt, in order' }),
     usage: TurnUsageSchema.nullable(),
     model: z.string().nullable().openapi({ description: 'The model the turn ran with, as its agent named it' }),
   })
@@ -305,7 +307,8 @@ export function turnView(t: Turn, queue?: QueuePlace | undefined): TurnView {
     started_at: iso(t.startedAt),
     ended_at: iso(t.endedAt),
     inserted_at: t.insertedAt.toISOString(),
-    image_count: 0,
+    image_count: t.images.length,
+    images: turnImagesView(t.conversationId, t.id, t.images),
     usage: t.usage,
     model: t.model,
   };

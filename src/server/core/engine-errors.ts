@@ -45,7 +45,9 @@ export type EngineErrorCode =
   | 'secret_unreadable'
   | 'sandbox_not_ready'
   | 'nothing_to_push'
-  | 'push_failed';
+  | 'push_failed'
+  | 'image_not_supported_by_runtime'
+  | 'images_unavailable';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -91,6 +93,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   sandbox_not_ready: 409,
   nothing_to_push: 409,
   push_failed: 502,
+  image_not_supported_by_runtime: 422,
+  images_unavailable: 503,
 };
 
 /** Seconds for `Retry-After`. */

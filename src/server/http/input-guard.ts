@@ -1,6 +1,7 @@
 /**
  * What every request body is held to before any route reads it: at most 1 MiB on every route
- * (/signin included), a type the route takes, JSON nested at most 32 levels, and no NUL bytes.
+ * (/signin included; 160 MiB where a message may carry images), a type the route takes, JSON nested at
+ * most 32 levels, and no NUL bytes.
  */
 import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -12,21 +13,44 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 /** Deeper JSON is refused before it is parsed: nothing Fountain takes nests this far. */
 export const MAX_JSON_DEPTH = 32;
 
-/** The 1 MiB limit, for every route. */
-export const limitBodies = (): MiddlewareHandler =>
+/**
+ * A message with its images: ten 10 MB images are 140 MB as base64 (a little more form-encoded by the
+ * web page), with room for the message itself.
+ */
+export const MAX_IMAGE_BODY_BYTES = 160 * 1024 * 1024;
+
+/** The POSTs that take images: create a conversation, a prompt (API and web page), the new-conversation form. */
+const IMAGE_ROUTES = [
+  /^\/api\/conversations\/?$/,
+  /^\/api\/conversations\/[^/]+\/prompts\/?$/,
+  /^\/conversations\/[^/]+\/prompts\/?$/,
+];
+
+export const bodyLimitFor = (method: string, path: string): number =>
+  method === 'POST' && IMAGE_ROUTES.some((r) => r.test(path)) ? MAX_IMAGE_BODY_BYTES : MAX_BODY_BYTES;
+
+const limited = (maxSize: number): MiddlewareHandler =>
   bodyLimit({
-    maxSize: MAX_BODY_BYTES,
+    maxSize,
     onError: () => {
       // The unread rest of the body makes the connection unusable for another request.
       throw new ApiError(
         413,
         'payload_too_large',
-        `request bodies are limited to ${MAX_BODY_BYTES} bytes`,
-        {},
+        `request bodies are limited to ${maxSize} bytes here`,
+        { limit: maxSize },
         { connection: 'close' },
       );
     },
   });
+
+/** The 1 MiB limit for every route, and the larger one where a message may carry images. */
+export const limitBodies = (): MiddlewareHandler => {
+  const small = limited(MAX_BODY_BYTES);
+  const large = limited(MAX_IMAGE_BODY_BYTES);
+  return (c, next) =>
+    bodyLimitFor(c.req.method, c.req.path) === MAX_IMAGE_BODY_BYTES ? large(c, next) : small(c, next);
+};
 
 const invalid = (field: string, why: string): ApiError =>
   new ApiError(422, 'validation_failed', `${field}: ${why}`, { errors: { [field]: [why] } });

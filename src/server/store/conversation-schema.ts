@@ -53,6 +53,13 @@ export interface CustomRuntime {
   readonly credentials: Array<{ readonly provider: string; readonly env: string; readonly base_url_env?: string }>;
 }
 
+/** One image of a turn's prompt: its blob digest, type and size in bytes. */
+export interface TurnImage {
+  readonly digest: string;
+  readonly media_type: 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
+  readonly size: number;
+}
+
 /** ACP session settings (migration 0085): config option values by option id, and a session mode. */
 export interface SessionSettings {
   readonly options?: Record<string, string>;
@@ -197,6 +204,8 @@ export const conversations = pgTable(
     poolAgentId: uuid('pool_agent_id'),
     /** The agent's launch configuration the pool member was made with; another one is stale. */
     poolKey: text('pool_key'),
+    /** Whether its agent advertised image prompts at its last initialize (migration 0087); null: not yet known. */
+    acceptsImages: boolean('accepts_images'),
     insertedAt: ts('inserted_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
@@ -265,6 +274,8 @@ export const turns = pgTable(
     /** The server node driving the turn while it is open; another node adopts it only once this one's heartbeat expired. */
     nodeId: text('node_id'),
     usage: jsonb('usage').$type<TurnUsage>(),
+    /** The images sent with the prompt, in order (migration 0087); the bytes are blobs under their digests. */
+    images: jsonb('images').$type<TurnImage[]>().notNull().default(sql`'[]'::jsonb`),
     /** The model the agent process was told to use for this turn (`provider/model`). */
     model: text('model'),
     startedAt: ts('started_at'),

@@ -2,6 +2,8 @@
  * The turn driver: starts a turn, feeds every event of a turn to the state machine (machine.ts), and
  * carries out the effects it returns, owning the turn's timers. The only writer of a turn's state.
  */
+import { imageBlocks } from '../image-blobs.ts';
+import { noImagesWords, turnImagesView } from '../prompt-images.ts';
 import type { PromptReply } from '../../../acp/index.ts';
 import type { Turn } from '../../store/conversation-schema.ts';
 import { promptFailureReason } from '../../runtimes/table.ts';
@@ -194,6 +196,8 @@ export class TurnDriver {
       turn_id: row.id,
       turn_number: row.turnNumber,
       mode: 'prompt',
+      // References only: the bytes are fetched from each url with the reader's key.
+      ...(row.images.length > 0 ? { images: turnImagesView(live.conversationId, row.id, row.images) } : {}),
     });
     // The prompt's POST is answered before this point: the turn may have been interrupted or ended meanwhile.
     await this.dispatch(live, turn, { type: 'marked' });
@@ -202,7 +206,25 @@ export class TurnDriver {
       await this.dispatch(live, turn, { type: 'failed', error: 'the agent process is not running' });
       return;
     }
-    const call = proc.client.prompt(this.p.launcher.promptFor(live, row.prompt));
+    let content = this.p.launcher.promptFor(live, row.prompt);
+    if (row.images.length > 0) {
+      // The live agent's own answer decides: a runtime that did not advertise images gets none.
+      if (proc.client.agentCapabilities?.promptCapabilities?.image !== true) {
+        await this.dispatch(live, turn, { type: 'failed', error: noImagesWords(live.runtime) });
+        return;
+      }
+      const blocks = await imageBlocks(this.c.d.images, row.images);
+      if (!blocks.ok) {
+        await this.dispatch(live, turn, { type: 'failed', error: blocks.message });
+        return;
+      }
+      if (turn.state.kind !== 'sending') return; // interrupted while the images were read
+      content = [
+        ...(typeof content === 'string' ? [{ type: 'text' as const, text: content }] : content),
+        ...blocks.value,
+      ];
+    }
+    const call = proc.client.prompt(content);
     if (!call.ok) {
       await this.dispatch(live, turn, { type: 'failed', error: call.error.message });
       return;

@@ -5,7 +5,7 @@
  * still `queued`, so of two nodes acting on one turn exactly one does.
  */
 import { and, eq, sql } from 'drizzle-orm';
-import { conversations, turns, type Turn } from '../../store/conversation-schema.ts';
+import { conversations, turns, type Turn, type TurnImage } from '../../store/conversation-schema.ts';
 import type { EngineDb } from '../../store/engine-db.ts';
 import type { EngineCore } from '../live.ts';
 import { QUEUED, transition, type TurnEvent } from './machine.ts';
@@ -15,7 +15,7 @@ type Tx = Parameters<Parameters<EngineDb['transaction']>[0]>[0];
 /** A prompt's turn stored as waiting: no node, no start. */
 export async function insertQueuedTurn(
   tx: Tx | EngineDb,
-  row: { conversationId: string; turnNumber: number; prompt: string },
+  row: { conversationId: string; turnNumber: number; prompt: string; images?: TurnImage[] },
 ): Promise<Turn> {
   const [t] = await tx
     .insert(turns)
@@ -27,7 +27,7 @@ export async function insertQueuedTurn(
 /** A prompt's turn that fits at once: stored `pending` for `nodeId`, holding its capacity until it runs. */
 export async function insertAdmittedTurn(
   tx: Tx | EngineDb,
-  row: { conversationId: string; turnNumber: number; prompt: string; nodeId: string },
+  row: { conversationId: string; turnNumber: number; prompt: string; images?: TurnImage[]; nodeId: string },
 ): Promise<Turn> {
   const [t] = await tx
     .insert(turns)
