@@ -53,9 +53,9 @@ if (selected.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
-// Three files at a time: at two, the suite kept 1.4 of 2 cores busy (the real-agent files mostly wait on
-// model turns and parks).
-const concurrency = process.env.FOUNTAIN_TEST_CONCURRENCY ?? '3';
+// Two files at a time: at three (tried 2026-12-05 on a clean clone) the suite was no shorter, the real
+// agents' start-up is CPU work, and the load made two browser tests at 390 px time out.
+const concurrency = process.env.FOUNTAIN_TEST_CONCURRENCY ?? '2';
 const result = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...selected],

@@ -5,7 +5,7 @@
  * `realAgentConversation` once and asserts on what it returns and on what the run left behind.
  */
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -228,9 +228,10 @@ async function secretHolders(secret: string, sandboxDir: string): Promise<string
   return found;
 }
 
-function processListing(): string {
+/** Asynchronous like every program the harness runs: another case's server may share this process. */
+async function processListing(): Promise<string> {
   try {
-    return execFileSync('ps', ['-eo', 'pid,args', '--no-headers'], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+    return (await execFileAsync('ps', ['-eo', 'pid,args', '--no-headers'], { maxBuffer: 16 * 1024 * 1024 })).stdout;
   } catch (e) {
     return `ps failed: ${String(e)}`;
   }
@@ -249,23 +250,31 @@ export async function filesHolding(dir: string, needles: readonly string[]): Pro
   return r.stdout.split('\n').filter((l) => l !== '');
 }
 
-/** Files in the shared temporary directories changed since `marker` that carry one of the run's marks, outside `own`. */
-function sharedTmpWritesSince(marker: string, own: string, marks: readonly string[]): string[] {
+/**
+ * Files in the shared temporary directories changed since `marker` that carry one of the run's marks,
+ * outside `own`. Asynchronous: in a full suite /tmp holds every other test's files, and a synchronous
+ * walk stalled the server of a case running beside this one (its runner dropped, its sockets reset).
+ */
+async function sharedTmpWritesSince(marker: string, own: string, marks: readonly string[]): Promise<string[]> {
   const hits = new Set<string>();
+  // find exits non-zero when a file vanishes under it (other tests clean up meanwhile); what it printed counts.
+  const output = (e: { stdout?: string }) => ({ stdout: e.stdout ?? '' });
   for (const shared of new Set([`/${'tmp'}`, realpathSync(tmpdir())])) {
-    const r = spawnSync(
+    const r = await execFileAsync(
       'find',
       [shared, '-xdev', '-path', own, '-prune', '-o', '-type', 'f', '-newer', marker, '-print'],
-      {
-        encoding: 'utf8',
-        maxBuffer: 64 * 1024 * 1024,
-      },
-    );
+      { maxBuffer: 64 * 1024 * 1024 },
+    ).catch(output);
     const files = r.stdout.split('\n').filter((f) => f !== '' && !f.startsWith(`${own}/`));
     for (let i = 0; i < files.length; i += 200) {
-      const g = spawnSync('grep', ['-lF', ...marks.flatMap((m) => ['-e', m]), '--', ...files.slice(i, i + 200)], {
-        encoding: 'utf8',
-      });
+      // grep exits 1 when no file holds a mark, 2 when a file went away: its output is what counts.
+      const g = await execFileAsync(
+        'grep',
+        ['-lF', ...marks.flatMap((m) => ['-e', m]), '--', ...files.slice(i, i + 200)],
+        {
+          maxBuffer: 16 * 1024 * 1024,
+        },
+      ).catch(output);
       for (const f of g.stdout.split('\n')) if (f !== '') hits.add(f);
     }
   }
@@ -481,7 +490,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         (await Promise.all([dir, ...privateTmp(dir)].map((d) => filesHolding(d, needles)))).flat();
       const [t1, t1B] = await Promise.all([
         promptToEnd(http, s, convId, `RUN: echo ${token} > ${token}.txt && cat ${token}.txt`, async () => {
-          ps.push(processListing());
+          ps.push(await processListing());
           agentProcesses = noteHeld(agentProcessesOf(convId, sandboxDir));
           keyHolders.push(...(await secretHolders(key, sandboxDir)));
         }),
@@ -626,7 +635,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
       const wrong3 = await promptToEnd(http, s, convId, 'Say hello.');
       const wrongKeyTurn = await turnOf(convId, wrong3.turnId);
-      ps.push(processListing());
+      ps.push(await processListing());
       phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
 
       const dotenv = existsSync(join(sandboxDir, '.env')) ? readFileSync(join(sandboxDir, '.env'), 'utf8') : '';
@@ -650,7 +659,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       runner = null;
       await srv.stop();
       srv = null;
-      const sharedTmpWrites = sharedTmpWritesSince(startMarker, tmp, [
+      const sharedTmpWrites = await sharedTmpWritesSince(startMarker, tmp, [
         token,
         tokenB,
         rotatedToken,
