@@ -28,7 +28,8 @@ export const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url))
 export async function screenshot(page: Page, file: string, fullPage = true): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await page.screenshot({ path: join(ARTIFACTS, file), fullPage });
+      // A loaded machine (the suite beside real agents) takes longer than playwright's 30 s for a full page.
+      await page.screenshot({ path: join(ARTIFACTS, file), fullPage, timeout: 90_000 });
       return;
     } catch (e) {
       if (attempt === 3 || !/Unable to capture screenshot/.test(String(e))) throw e;

@@ -25,7 +25,8 @@ import {
   type Stack,
 } from './harness.ts';
 
-const T = 60_000;
+// A push runs git in the sandbox against the local git server: on a loaded machine over a minute.
+const T = 120_000;
 
 async function noOverflow(page: Page, width: number, what: string): Promise<void> {
   const w = await page.evaluate(() => document.documentElement.scrollWidth);
