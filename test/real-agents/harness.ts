@@ -654,6 +654,9 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       const leftAfterTerminate = !(await until(() => !existsSync(sandboxDir), 'the sandbox to go', 30_000)
         .then(() => true)
         .catch(() => false));
+      // The streams end here, before their server stops under them (a cut stream fails its reader).
+      s.close();
+      sB.close();
       await runner.stop();
       const runnerLog = runner.stderr();
       runner = null;
