@@ -50,6 +50,26 @@ function entries(messages: z.infer<typeof Message>[]): Entry[] {
   });
 }
 
+/** The image blocks of a recorded Messages request's user messages: their type and decoded bytes. */
+export function imagesIn(body: unknown): Array<{ media_type: string; bytes: Buffer }> {
+  const parsed = MessagesBody.safeParse(body);
+  if (!parsed.success) return [];
+  const Image = z.object({
+    type: z.literal('image'),
+    source: z.object({ type: z.literal('base64'), media_type: z.string(), data: z.string() }),
+  });
+  return parsed.data.messages.flatMap((m) =>
+    m.role === 'user' && typeof m.content !== 'string'
+      ? m.content.flatMap((b) => {
+          const i = Image.safeParse(b);
+          return i.success
+            ? [{ media_type: i.data.source.media_type, bytes: Buffer.from(i.data.source.data, 'base64') }]
+            : [];
+        })
+      : [],
+  );
+}
+
 export function startAnthropicApi(key: string): Promise<ModelApiServer> {
   return ModelApiServer.start(key, (req, res, body, api) => {
     const path = (req.url ?? '').split('?')[0]!;

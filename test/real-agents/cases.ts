@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { startAnthropicApi } from '../model-apis/anthropic.ts';
+import { imagesIn, startAnthropicApi } from '../model-apis/anthropic.ts';
 import { startGeminiApi } from '../model-apis/gemini.ts';
 import { startOpenAiApi } from '../model-apis/openai.ts';
 import { assertToolsReached, type RealAgentCase, type RealAgentRun } from './harness.ts';
@@ -34,7 +34,15 @@ export const CLAUDE: RuntimeCase = {
     join(dir, '.claude', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
   writesFile: true,
+  sendsImage: true,
   check(r) {
+    // The image turn: Claude Code sent the picture on to the model as an image block, whole (its pixels).
+    assert.equal(r.imageTurn?.status, 'completed', JSON.stringify(r.imageTurn));
+    const sent = r.api.asked.flatMap((a) => (a.path === '/v1/messages' ? imagesIn(a.body) : []));
+    assert.ok(sent.length > 0, 'the model API received an image block');
+    const png = sent.find((i) => i.media_type === 'image/png');
+    assert.ok(png, `a PNG among ${JSON.stringify(sent.map((i) => i.media_type))}`);
+    assert.deepEqual([png.bytes.readUInt32BE(16), png.bytes.readUInt32BE(20)], [48, 32], 'its 48×32 pixels');
     // Claude Code's Write tool call, as the conversation page's files panel reads it: one file, +1 −0, its diff.
     const edit = r.edit!;
     assert.equal(edit.turn?.status, 'completed', JSON.stringify(edit.turn));

@@ -35,6 +35,7 @@ import { EventReader } from '../../src/server/web/event-view.tsx';
 import { sandboxHomes } from '../../src/server/web/home-paths.ts';
 import { fileChanges, type FileChange } from '../../src/server/web/pages/files-panel.tsx';
 import type { ToolView } from '../../src/acp/tool-view.ts';
+import { PNG_48x32 } from '../fixtures/images.ts';
 import {
   HTTP_TOOL,
   readStdioLog,
@@ -72,6 +73,8 @@ export interface RealAgentCase {
   deliveredFiles(sandboxDir: string): string[];
   /** True: a turn asks the runtime's file-writing tool to write a file (`WRITE:`), read back as the files panel reads it. */
   readonly writesFile?: boolean;
+  /** Sends one image in a turn (the runtime advertises image prompts); the run keeps that turn. */
+  readonly sendsImage?: boolean;
 }
 
 /** The `WRITE:` turn: the file's name, the turn, and the files changed as the conversation page's files panel reads them. */
@@ -100,6 +103,8 @@ export interface RealAgentRun {
   readonly firstAnswer: string;
   /** The `WRITE:` turn, for a case that `writesFile`; null otherwise. */
   readonly edit: EditRun | null;
+  /** The turn that sent PNG_48x32, for a case that `sendsImage`; null otherwise. */
+  readonly imageTurn: Json | null;
   readonly permission: Json;
   readonly proofFile: string | null;
   readonly recallTurn: Json;
@@ -288,9 +293,10 @@ async function promptToEnd(
   convId: string,
   prompt: string,
   onAsk?: () => void | Promise<void>,
+  images?: ReadonlyArray<{ data: string; media_type: string }>,
 ): Promise<{ turnId: string; end: SseEvent; permissions: Json[] }> {
   const from = s.events.reduce((m, e) => Math.max(m, e.id ?? 0), 0);
-  const p = await http('POST', `/api/conversations/${convId}/prompts`, { prompt });
+  const p = await http('POST', `/api/conversations/${convId}/prompts`, { prompt, ...(images ? { images } : {}) });
   assert.equal(p.status, 200, JSON.stringify(p.body));
   const turnId: string = p.body.turn_id;
   const permissions: Json[] = [];
@@ -523,6 +529,16 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         edit = { file, turn, files: fileChanges(tools.values(), view) };
         phase(`write turn ${turn?.status}: ${JSON.stringify(edit.files.map((f) => [f.path, f.added, f.removed]))}`);
       }
+      let imageTurn: Json | null = null;
+      if (c.sendsImage) {
+        const i = await promptToEnd(http, s, convId, 'What is in this picture?', undefined, [
+          { data: PNG_48x32.toString('base64'), media_type: 'image/png' },
+        ]);
+        imageTurn = ((await http('GET', `/api/conversations/${convId}/turns`)).body.data as Json[]).find(
+          (t) => t.id === i.turnId,
+        );
+        phase(`image turn ${imageTurn?.status}`);
+      }
       const permission: Json = t1.permissions[0] ?? null;
       const turnOf = async (conv: string, id: string) =>
         ((await http('GET', `/api/conversations/${conv}/turns`)).body.data as Json[]).find((t) => t.id === id);
@@ -682,6 +698,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         firstTurn,
         firstAnswer,
         edit,
+        imageTurn,
         permission,
         proofFile,
         recallTurn,

@@ -24,6 +24,7 @@ import { runnerRoutes } from './pages/runners.tsx';
 import { signinRoutes } from './pages/signin.tsx';
 import { teamRoutes } from './pages/team.tsx';
 import { resolveSession, SESSION_COOKIE } from './session.ts';
+import { turnImageRoutes } from './turn-images.tsx';
 
 const STATIC_FILES: Readonly<Record<string, string>> = {
   'htmx.min.js': 'text/javascript; charset=utf-8',
@@ -132,6 +133,7 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   // Before the conversation page: /conversations/new/branches is not a conversation id.
   pages.route('/', repositoryRoutes(deps));
   pages.route('/', conversationListRoutes(deps));
+  pages.route('/', turnImageRoutes(deps));
   pages.route('/', conversationRoutes(deps));
   pages.route('/', relocateRoutes(deps));
   pages.route('/', labelPageRoutes(deps));

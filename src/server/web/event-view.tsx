@@ -19,7 +19,8 @@ import {
   type ToolContent,
   type ToolView,
 } from '../../acp/tool-view.ts';
-import type { EventRow } from '../store/conversation-schema.ts';
+import type { EventRow, TurnImage } from '../store/conversation-schema.ts';
+import { TurnImages } from './turn-images.tsx';
 import { stageInWords, turnInWords } from './words.ts';
 import { homeRelative } from './home-paths.ts';
 /** What a row means to a reader; `null` for rows the conversation view drops (plans, command lists). */
@@ -400,7 +401,8 @@ export function permissionOutcome(
 export function ItemView(p: {
   item: Item;
   conversationId: string;
-  prompt?: string | undefined;
+  /** The turn a "started" item opens: the user's message and its images. */
+  turn?: { prompt: string; images: readonly TurnImage[] } | undefined;
   askedOptions?: readonly PermissionOption[] | undefined;
 }) {
   const it = p.item;
@@ -436,7 +438,10 @@ export function ItemView(p: {
         return (
           <div class="ev you">
             <span class="muted small">You</span>
-            <div class="prompt-text">{p.prompt ?? ''}</div>
+            <div class="prompt-text">{p.turn?.prompt ?? ''}</div>
+            {p.turn && it.turnId && p.turn.images.length > 0 ? (
+              <TurnImages conversationId={p.conversationId} turnId={it.turnId} images={p.turn.images} />
+            ) : null}
           </div>
         );
       }

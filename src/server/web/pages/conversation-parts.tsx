@@ -5,6 +5,7 @@
 import type { ConversationView } from '../../conversations/views.ts';
 import type { ListedConversation } from '../../conversations/listing.ts';
 import { MESSAGE_LIMIT } from '../../conversations/limits.ts';
+import { IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES } from '../../../wire/images.ts';
 import { explainExits, inLine } from '../words.ts';
 import { PresenceBadge } from '../layout.tsx';
 import { presenceOf, whereOf } from '../roster.ts';
@@ -98,6 +99,9 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
         hx-target="#prompt-result"
         hx-swap="innerHTML"
         class="card"
+        data-images=""
+        data-max-images={String(MAX_IMAGES)}
+        data-max-image-bytes={String(MAX_IMAGE_BYTES)}
         hx-on--after-request="if(event.detail.successful && !this.querySelector('#prompt-result .error')) this.reset()"
       >
         <label for="prompt">Message</label>
@@ -110,10 +114,22 @@ export function Composer(p: { conv: ConversationView; agentName: string | null; 
           data-enter-sends=""
           aria-describedby="prompt-keys"
         ></textarea>
+        {/* Images (app.js): pasted, dropped or picked, checked here as the server checks them, each a chip
+            holding its hidden `image` field; without the script the box sends text only. */}
+        <ul class="plain image-chips" id="prompt-images" aria-label="Images to send" hidden></ul>
+        <p class="error small" id="image-note" role="alert" hidden></p>
         <div class="row" style="margin-top:6px">
           <button type="submit">Send</button>
+          <label class="button secondary small-button" id="add-images" hidden>
+            Add images
+            <input type="file" class="visually-hidden" accept={IMAGE_TYPES.join(',')} multiple />
+          </label>
           <span class="muted small" id="prompt-keys">
             Enter sends · Shift+Enter for a new line
+            <span data-image-hint="" hidden>
+              {' '}
+              · paste or drop images (PNG, JPEG, GIF, WebP; up to {MAX_IMAGES}, {MAX_IMAGE_BYTES / 1024 / 1024} MB each)
+            </span>
           </span>
           <div id="prompt-result" aria-live="polite"></div>
         </div>

@@ -36,8 +36,9 @@ import { LabelBar } from './labels.tsx';
 import { fileChanges, FilesPanel } from './files-panel.tsx';
 import { hasRepository, lastPush, PushControl } from './repository.tsx';
 import { sandboxHomes } from '../home-paths.ts';
+import { formImages, imageFields } from '../form-images.ts';
 
-const promptForm = z.object({ prompt: z.string().trim().pipe(messageField) });
+const promptForm = z.object({ prompt: z.string().trim().pipe(messageField), image: imageFields });
 const answerForm = z.object({ option_id: z.string().min(1, 'Pick one of the answers.').max(500) });
 const uuid = z.string().uuid();
 
@@ -100,7 +101,7 @@ function EventList(p: {
       <ItemView
         item={item}
         conversationId={p.conversationId}
-        prompt={row.turnId ? p.turns.get(row.turnId)?.prompt : undefined}
+        turn={row.turnId ? p.turns.get(row.turnId) : undefined}
         askedOptions={askedOptions}
       />,
     );
@@ -241,9 +242,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
       await prime();
       const item = reader.read(row);
       if (item) {
-        const prompt =
+        const turn =
           item.kind === 'turn' && item.state === 'started' && row.turnId
-            ? (await turnsOf(deps.db, conv.id)).find((t) => t.id === row.turnId)?.prompt
+            ? (await turnsOf(deps.db, conv.id)).find((t) => t.id === row.turnId)
             : undefined;
         const request = item.kind === 'permission_done' ? asked.requests.get(item.requestId) : undefined;
         // A tool call's later events replace its card in place (out of band).
@@ -251,7 +252,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
           item.kind === 'tool' ? (
             <ToolCard toolKey={item.key} view={item.view} oob={!item.first} />
           ) : (
-            <ItemView item={item} conversationId={conv.id} prompt={prompt} askedOptions={request?.options} />
+            <ItemView item={item} conversationId={conv.id} turn={turn} askedOptions={request?.options} />
           );
         // A streamed answer grows inside one text block, as the page draws it on reload; once the block is
         // complete it is redrawn as Markdown, as a reload would show it.
@@ -333,7 +334,8 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
 
   app.post('/conversations/:id/prompts', async (c) => {
     const id = c.req.param('id');
-    const form = promptForm.safeParse(await c.req.parseBody());
+    // `all`: the message box sends each image as its own `image` field.
+    const form = promptForm.safeParse(await c.req.parseBody({ all: true }));
     if (!form.success)
       return respond(
         c,
@@ -341,7 +343,9 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
         { ok: false, status: 400, message: form.error.issues[0]?.message ?? 'The message is invalid.' },
         '',
       );
-    const r = await deps.engine.prompt(c.get('user').account.id, id, form.data.prompt);
+    const images = formImages(form.data.image);
+    if (!images.ok) return respond(c, id, images, '');
+    const r = await deps.engine.prompt(c.get('user').account.id, id, form.data.prompt, images.value);
     return respond(c, id, r.ok ? { ok: true } : inWords(r.error), 'Sent.');
   });
 

@@ -3,7 +3,8 @@
  * works without it. Enter sends (Shift+Enter: a new line), the conversation follows new events unless
  * the reader scrolled up (then a "New messages" pill), a waiting permission request shows in the tab's
  * title and, when asked for, as a notification while the tab is hidden; copy buttons on code, commands
- * and tool output; times in the reader's own zone, relative ("2 min ago"), exact on hover.
+ * and tool output; times in the reader's own zone, relative ("2 min ago"), exact on hover; images pasted,
+ * dropped or picked into the message box.
  */
 (() => {
   'use strict';
@@ -17,6 +18,169 @@
     if (box.value.trim() === '' || !box.form) return;
     box.form.requestSubmit();
   });
+
+  // Images in the message box: pasted, dropped or picked, checked as the server checks them (the type by
+  // the first bytes, the size, the count), each shown as a chip holding its hidden `image` field (a data
+  // URL), so the form posts them with the text, url-encoded like every form here.
+  const IMAGE_MAGIC = [
+    ['image/png', (b) => b.length >= 8 && [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a].every((v, i) => b[i] === v)],
+    ['image/jpeg', (b) => b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff],
+    ['image/gif', (b) => b.length >= 6 && /^GIF8[79]a$/.test(String.fromCharCode(...b.subarray(0, 6)))],
+    [
+      'image/webp',
+      (b) =>
+        b.length >= 12 &&
+        String.fromCharCode(...b.subarray(0, 4)) === 'RIFF' &&
+        String.fromCharCode(...b.subarray(8, 12)) === 'WEBP',
+    ],
+  ];
+  const sniff = (bytes) => IMAGE_MAGIC.find(([, test]) => test(bytes))?.[0] ?? null;
+  const sizeWords = (n) =>
+    n < 1024 ? `${n} bytes` : n < 1048576 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1048576).toFixed(1)} MB`;
+  const readAs = (file, how) =>
+    new Promise((resolve, reject) => {
+      const r = new FileReader();
+      r.onload = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+      if (how === 'url') r.readAsDataURL(file);
+      else r.readAsArrayBuffer(file);
+    });
+  // Reads still under way per form: a send waits for them (Enter right after a paste).
+  const reading = new WeakMap();
+  function imageBox(form) {
+    const chips = form.querySelector('#prompt-images');
+    const note = form.querySelector('#image-note');
+    const max = Number(form.dataset.maxImages) || 10;
+    const maxBytes = Number(form.dataset.maxImageBytes) || 10 * 1048576;
+    const count = () => chips.querySelectorAll('li').length;
+    const say = (words) => {
+      note.textContent = words.join(' ');
+      note.hidden = words.length === 0;
+    };
+    const clear = () => {
+      for (const img of chips.querySelectorAll('img')) URL.revokeObjectURL(img.src);
+      chips.replaceChildren();
+      chips.hidden = true;
+      say([]);
+    };
+    async function add(files) {
+      const refused = [];
+      let pending = reading.get(form) ?? Promise.resolve();
+      for (const file of files) {
+        const name = file.name || 'The pasted image';
+        // Counted with the reads still under way, so a burst of pastes cannot pass the limit.
+        if (count() + (chips.dataset.adding ? Number(chips.dataset.adding) : 0) >= max) {
+          refused.push(`${name} was not added: at most ${max} images go with one message.`);
+          continue;
+        }
+        if (file.size > maxBytes) {
+          refused.push(`${name} is ${sizeWords(file.size)}: each image may be at most ${sizeWords(maxBytes)}.`);
+          continue;
+        }
+        chips.dataset.adding = String(Number(chips.dataset.adding ?? 0) + 1);
+        const one = (async () => {
+          try {
+            const type = sniff(new Uint8Array(await readAs(file.slice(0, 16), 'buffer')));
+            if (!type) {
+              refused.push(`${name} is not an image this box takes: send PNG, JPEG, GIF or WebP.`);
+              return;
+            }
+            const url = await readAs(file, 'url');
+            // The type the bytes say, whatever the file claimed (the server checks the same).
+            const data = `data:${type};base64,${url.slice(url.indexOf(',') + 1)}`;
+            const li = document.createElement('li');
+            li.className = 'image-chip';
+            const thumb = document.createElement('img');
+            thumb.src = URL.createObjectURL(file);
+            thumb.alt = '';
+            const label = document.createElement('span');
+            label.className = 'small';
+            label.textContent = `${name} · ${sizeWords(file.size)}`;
+            const field = document.createElement('input');
+            field.type = 'hidden';
+            field.name = 'image';
+            field.value = data;
+            const remove = document.createElement('button');
+            remove.type = 'button';
+            remove.className = 'secondary small-button';
+            remove.textContent = '×';
+            remove.setAttribute('aria-label', `Remove ${name}`);
+            remove.addEventListener('click', () => {
+              URL.revokeObjectURL(thumb.src);
+              li.remove();
+              chips.hidden = count() === 0;
+              form.querySelector('textarea')?.focus();
+            });
+            li.append(thumb, label, field, remove);
+            chips.append(li);
+            chips.hidden = false;
+          } catch {
+            refused.push(`${name} could not be read; add it again.`);
+          } finally {
+            chips.dataset.adding = String(Number(chips.dataset.adding) - 1);
+          }
+        })();
+        pending = pending.then(() => one);
+      }
+      const done = pending.then(() => say(refused));
+      reading.set(form, done);
+      await done;
+      if (reading.get(form) === done) reading.delete(form);
+    }
+    return { add, clear };
+  }
+  const imageForm = document.querySelector('form[data-images]');
+  if (imageForm && 'FileReader' in window) {
+    const box = imageBox(imageForm);
+    imageForm.querySelector('#add-images')?.removeAttribute('hidden');
+    imageForm.querySelector('[data-image-hint]')?.removeAttribute('hidden');
+    const picker = imageForm.querySelector('#add-images input[type="file"]');
+    picker?.addEventListener('change', () => {
+      const files = [...picker.files];
+      picker.value = '';
+      box.add(files);
+    });
+    imageForm.addEventListener('paste', (e) => {
+      const files = [...(e.clipboardData?.files ?? [])];
+      if (files.length === 0) return;
+      // Text copied with a picture (from a document) still pastes as text; a picture alone goes to the chips.
+      if (!e.clipboardData.types.includes('text/plain')) e.preventDefault();
+      box.add(files);
+    });
+    const hasFiles = (e) => [...(e.dataTransfer?.types ?? [])].includes('Files');
+    imageForm.addEventListener('dragover', (e) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'copy';
+      imageForm.classList.add('dropping');
+    });
+    imageForm.addEventListener('dragleave', (e) => {
+      if (!imageForm.contains(e.relatedTarget)) imageForm.classList.remove('dropping');
+    });
+    imageForm.addEventListener('drop', (e) => {
+      imageForm.classList.remove('dropping');
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      box.add([...e.dataTransfer.files]);
+    });
+    // A send while images are still being read waits for them, then goes (captured before htmx sees it).
+    document.addEventListener(
+      'submit',
+      (e) => {
+        const waitFor = reading.get(e.target);
+        if (e.target !== imageForm || !waitFor) return;
+        e.preventDefault();
+        e.stopImmediatePropagation();
+        waitFor.then(() => imageForm.requestSubmit());
+      },
+      true,
+    );
+    // Sent: the chips go with the text the form's own handler clears; refused, they stay to send again.
+    document.body.addEventListener('htmx:afterRequest', (e) => {
+      if (e.detail.elt !== imageForm || !e.detail.successful) return;
+      if (!imageForm.querySelector('#prompt-result .error')) box.clear();
+    });
+  }
 
   // Relative times: "just now", "2 min ago", "3 hours ago", "in 5 min"; older than a week, the date.
   const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
