@@ -14,7 +14,7 @@ import { startRunnerChild, until, type RunnerChild } from '../src/server/convers
 import { openDatabase, type Database } from '../src/server/store/db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { call, type Json } from './helpers/http.ts';
-import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
+import { spawnClusterPair, stopClusterNodes, type NodeProcess } from './fixtures/cluster-node-process.ts';
 
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 
@@ -53,8 +53,7 @@ describe('a warm pool across two server nodes', { timeout: 600_000 }, () => {
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-cluster-pool-')));
-    a = await spawnClusterNode('A', schema, env);
-    b = await spawnClusterNode('B', schema, env);
+    [a, b] = await spawnClusterPair(schema, env);
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
     runner = startRunnerChild({ name: 'r', root: join(tmp, 'sandboxes'), baseUrl: a.url, apiKey: KEY, home: tmp });
     await until(
@@ -75,8 +74,7 @@ describe('a warm pool across two server nodes', { timeout: 600_000 }, () => {
 
   after(async () => {
     await runner?.stop();
-    await stopClusterNode(a);
-    await stopClusterNode(b);
+    await stopClusterNodes(a, b);
     await observer?.close();
     await dropSchema(schema);
     rmSync(tmp, { recursive: true, force: true });
