@@ -253,6 +253,8 @@ export class Relocation {
       ...(left ? { left_behind: left } : {}),
       detail: 'the next message starts the sandbox there from this checkpoint',
     });
+    // The answer promises the move is recorded: a client reading the log next finds the note.
+    await this.c.events.flush();
     this.c.changed(accountId);
     return accept({ conversation: { ...conv, sandboxId: placed.id }, sandbox: placed });
   }
