@@ -58,7 +58,19 @@ if (selected.length === 0) {
 const concurrency = process.env.FOUNTAIN_TEST_CONCURRENCY ?? '2';
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...selected],
+  [
+    '--import',
+    'tsx',
+    '--test',
+    `--test-concurrency=${concurrency}`,
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    // FOUNTAIN_TEST_TAP=<file> also writes TAP there: it names each file with its duration (the spec does not).
+    ...(process.env.FOUNTAIN_TEST_TAP
+      ? ['--test-reporter=tap', `--test-reporter-destination=${process.env.FOUNTAIN_TEST_TAP}`]
+      : []),
+    ...selected,
+  ],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);
