@@ -5,7 +5,7 @@
  * sandbox and the agent recalls the fact, also for an agent that was pinned to the deleted runner.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -129,5 +129,70 @@ describe('a conversation whose runner was deleted goes on from its checkpoint', 
     assert.equal(JSON.parse(restored.data).from_turn, first.id);
     const now = (await api('GET', `/api/conversations/${id}`)).body.data;
     assert.equal(now.sandbox.runner.name, 'second');
+  });
+});
+
+describe('terminate while a checkpoint waits for quiet', () => {
+  let tmp: string;
+  let srv: RunningServer;
+  let key: string;
+  let runner: RunnerChild | undefined;
+  const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
+  const turnDone = async (id: string, turnId: string) =>
+    until(
+      async () =>
+        ((await api('GET', `/api/conversations/${id}/events?limit=1000`)).body.data as Json[]).find(
+          (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
+        ),
+      `turn ${turnId} to end`,
+    );
+
+  before(async () => {
+    tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-terminate-checkpoint-')));
+    srv = await startServer({
+      dataDir: join(tmp, 'data'),
+      port: 0,
+      env: {},
+      acceptRunnerSocket,
+      checkpointQuietMs: 60_000,
+    });
+    key = srv.bootstrapKey!;
+  });
+
+  after(async () => {
+    await runner?.stop();
+    await srv?.stop();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('terminated at once after a turn: that turn is checkpointed before its sandbox goes, and the sandbox goes', async () => {
+    runner = startRunnerChild({
+      name: 'only',
+      root: join(tmp, 'root'),
+      baseUrl: srv.url,
+      apiKey: key,
+      home: tmp,
+    });
+    await until(
+      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
+      'the runner online',
+      60_000,
+    );
+    const agent = (await api('POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo' })).body
+      .data;
+    const conv = await api('POST', '/api/conversations', { agent_id: agent.id, prompt: 'remember: 1138' });
+    assert.equal(conv.status, 201, JSON.stringify(conv.body));
+    const id = conv.body.data.id;
+    const first = (await api('GET', `/api/conversations/${id}/turns`)).body.data[0];
+    await turnDone(id, first.id);
+    const dir = (await api('GET', `/api/conversations/${id}`)).body.data.sandbox.runner.path;
+    assert.ok(existsSync(dir), dir);
+    // The quiet wait after the turn has not ended (a minute here): its checkpoint still waits.
+    assert.equal((await api('POST', `/api/conversations/${id}/terminate`)).status, 204);
+    const r = (await srv.database.db.execute(
+      sql`SELECT count(*)::int AS n FROM checkpoints WHERE conversation_id = ${id} AND turn_id = ${first.id}`,
+    )) as unknown as { rows: Array<{ n: number }> };
+    assert.equal(r.rows[0]!.n, 1, "the turn's checkpoint was taken before the sandbox was destroyed");
+    assert.ok(!existsSync(dir), 'the sandbox directory was removed');
   });
 });

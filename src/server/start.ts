@@ -70,6 +70,8 @@ export interface StartServerOptions {
   /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
   readonly engine?: Partial<EngineConfig>;
   /** SSE heartbeat interval; default 15 s. */
+  /** How long a conversation stays quiet after a turn before its checkpoint is taken (default 1 s; tests). */
+  readonly checkpointQuietMs?: number;
   readonly sseHeartbeatMs?: number;
   /** Scheduler overrides on top of the environment (tests shorten the tick and the snooze). */
   readonly scheduler?: Partial<SchedulerConfig>;
@@ -228,6 +230,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       db: database.db as unknown as EngineDb,
       blobs,
       logger,
+      ...(opts.checkpointQuietMs !== undefined ? { quietMs: opts.checkpointQuietMs } : {}),
     });
     const collecting = setInterval(() => {
       checkpoints.collect().catch((e: unknown) => logger.warn({ err: String(e) }, 'checkpoint blob collection failed'));

@@ -31,11 +31,16 @@ export class QuietWait<V> {
     this.#waiting.delete(key);
   }
 
+  /** Runs the key's waiting job now, if one waits. */
+  runNow(key: string): void {
+    const waiting = this.#waiting.get(key);
+    if (!waiting) return;
+    this.cancel(key);
+    this.#run(key, waiting.value);
+  }
+
   /** Runs every waiting job now. */
   flush(): void {
-    for (const [key, { value }] of [...this.#waiting]) {
-      this.cancel(key);
-      this.#run(key, value);
-    }
+    for (const key of [...this.#waiting.keys()]) this.runNow(key);
   }
 }

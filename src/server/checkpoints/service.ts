@@ -55,6 +55,11 @@ export interface ConversationCheckpoints {
    * taken, one more, named after the conversation's newest completed turn.
    */
   atPark(target: CheckpointTarget): Promise<void>;
+  /**
+   * Before the sandbox is destroyed (terminate): what waits for quiet is taken now, or dropped when the
+   * conversation is being deleted, and the one being taken is finished (its archive reads the sandbox).
+   */
+  beforeDestroy(conversationId: string, o: { readonly keep: boolean }): Promise<void>;
   /** The newest checkpoint of the conversation unpacked into the new sandbox; null when it has none. */
   restore(target: CheckpointTarget): Promise<RestoreOutcome>;
   /** The newest checkpoint of the conversation, or null. */
@@ -168,6 +173,15 @@ export class CheckpointService implements ConversationCheckpoints {
         ORDER BY turn_number DESC LIMIT 1`),
     );
     await this.take(target, turn?.id ?? null);
+  }
+
+  async beforeDestroy(conversationId: string, o: { readonly keep: boolean }): Promise<void> {
+    if (o.keep) this.#quiet.runNow(conversationId);
+    else this.#quiet.cancel(conversationId);
+    const running = this.#running.get(conversationId);
+    if (!running) return;
+    if (!o.keep) running.again = null;
+    await running.promise;
   }
 
   async take(target: CheckpointTarget, turnId: string | null): Promise<TakeOutcome> {

@@ -25,17 +25,18 @@ export class Endings {
     private readonly p: EngineParts,
   ) {}
 
-  async terminate(accountId: string, id: string): Promise<EngineResult<void>> {
+  /** `deleting`: the conversation goes next, so no checkpoint is taken of it now. */
+  async terminate(accountId: string, id: string, o: { readonly deleting?: boolean } = {}): Promise<EngineResult<void>> {
     const row = await getConversation(this.c.d.db, accountId, id);
     if (!row) return refuse('not_found', 'conversation not found');
     if (row.conversation.status === 'terminated') return accept(undefined);
     this.p.provisioner.cancel(id);
     // The lock waits for a running provisioning step; the cancelled flag makes it stop early.
-    await this.c.lock.run(id, () => this.#terminateLocked(id));
+    await this.c.lock.run(id, () => this.#terminateLocked(id, o.deleting === true));
     return accept(undefined);
   }
 
-  async #terminateLocked(id: string): Promise<void> {
+  async #terminateLocked(id: string, deleting: boolean): Promise<void> {
     this.p.launcher.forget(id);
     const db = this.c.d.db;
     const row = await getConversationById(db, id);
@@ -61,6 +62,8 @@ export class Endings {
       this.c.d.registry.isRegistered(s.provider as KnownProvider)
     ) {
       const adapter = this.c.d.registry.adapterFor(s.provider as KnownProvider);
+      // An archive being made reads the sandbox: removing it under the archive fails both.
+      await this.c.d.checkpoints?.beforeDestroy(id, { keep: !deleting });
       const d = await adapter.lifecycle.destroy(live?.handle ?? adapter.buildHandle(s.name));
       if (!d.ok) destroyError = describeError(d.error);
     }
@@ -129,7 +132,7 @@ export class Endings {
         conv.status === 'failed'
       ) {
         const created = await this.p.provisioner.create(accountId, fresh);
-        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id);
+        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id, false);
         return created;
       }
       const live = this.c.live.get(id);
@@ -167,7 +170,7 @@ export class Endings {
 
   /** Tears the sandbox down and deletes the rows (turns and events cascade). */
   async delete(accountId: string, id: string): Promise<EngineResult<void>> {
-    const t = await this.terminate(accountId, id);
+    const t = await this.terminate(accountId, id, { deleting: true });
     if (!t.ok) return t;
     await this.c.events.flush();
     const row = await getConversationById(this.c.d.db, id);
