@@ -14,6 +14,7 @@ import { lifecycleBenchmark } from './lifecycle.ts';
 import { listingBenchmark } from './listing.ts';
 import { memoryBenchmark } from './memory.ts';
 import { netcutsBenchmark } from './netcuts.ts';
+import { parkedBenchmark } from './parked.ts';
 import { turnBenchmark } from './turn.ts';
 import { replayBenchmark } from './replay.ts';
 import { startupBenchmark } from './startup.ts';
@@ -36,4 +37,6 @@ export const BENCHMARKS: readonly Benchmark[] = [
   checkpointBenchmark,
   firstAnswerBenchmark,
   wakeBenchmark,
+  // Last: it leaves 1,000 parked conversations in the shared rig.
+  parkedBenchmark,
 ];
