@@ -22,7 +22,7 @@ export async function seedIdleConversations(dataDir: string, count: number): Pro
 /** The same rows written through a database a running server holds (the owner's account). */
 export async function seedConversations(db: Db, count: number): Promise<void> {
   const owner = await findOwner(db);
-  if (!owner) throw new Error("no owner account: start a server on this database once first");
+  if (!owner) throw new Error('no owner account: start a server on this database once first');
   const agent = await insertAgent(db, owner.id, {
     name: `idle-${randomUUID().slice(0, 8)}`,
     description: '',
@@ -114,4 +114,3 @@ export async function seedConversations(db: Db, count: number): Promise<void> {
     );
   }
 }
-

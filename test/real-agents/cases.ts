@@ -36,20 +36,7 @@ export const CLAUDE: RuntimeCase = {
   writesFile: true,
   sendsImage: true,
   check(r) {
-    // The image turn: Claude Code sent the picture on to the model as an image block, whole (its pixels).
-    assert.equal(r.imageTurn?.status, 'completed', JSON.stringify(r.imageTurn));
-    const sent = r.api.asked.flatMap((a) => (a.path === '/v1/messages' ? imagesIn(a.body) : []));
-    assert.ok(sent.length > 0, 'the model API received an image block');
-    const png = sent.find((i) => i.media_type === 'image/png');
-    assert.ok(png, `a PNG among ${JSON.stringify(sent.map((i) => i.media_type))}`);
-    assert.deepEqual([png.bytes.readUInt32BE(16), png.bytes.readUInt32BE(20)], [48, 32], 'its 48×32 pixels');
-    // Claude Code's Write tool call, as the conversation page's files panel reads it: one file, +1 −0, its diff.
-    const edit = r.edit!;
-    assert.equal(edit.turn?.status, 'completed', JSON.stringify(edit.turn));
-    const written = edit.files.find((f) => f.path === edit.file);
-    assert.ok(written, `the files panel lists ${edit.file}: ${JSON.stringify(edit.files)}`);
-    assert.deepEqual([written.added, written.removed], [1, 0]);
-    assert.match(JSON.stringify(written.edits), /written by the agent/);
+    if (r.scope === 'full') checkClaudeImageAndEdit(r);
     // the project's .mcp.json in the ACP cwd, switched on by enableAllProjectMcpServers in ~/.claude/settings.json.
     const [mcpJson, settings, skill] = CLAUDE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const servers = JSON.parse(mcpJson!).mcpServers;
@@ -176,3 +163,21 @@ export const OPENCODE: RuntimeCase = {
     );
   },
 };
+
+/** Claude Code's image turn and its Write tool call (the full scope's extra turns). */
+function checkClaudeImageAndEdit(r: RealAgentRun): void {
+  // The image turn: Claude Code sent the picture on to the model as an image block, whole (its pixels).
+  assert.equal(r.imageTurn?.status, 'completed', JSON.stringify(r.imageTurn));
+  const sent = r.api.asked.flatMap((a) => (a.path === '/v1/messages' ? imagesIn(a.body) : []));
+  assert.ok(sent.length > 0, 'the model API received an image block');
+  const png = sent.find((i) => i.media_type === 'image/png');
+  assert.ok(png, `a PNG among ${JSON.stringify(sent.map((i) => i.media_type))}`);
+  assert.deepEqual([png.bytes.readUInt32BE(16), png.bytes.readUInt32BE(20)], [48, 32], 'its 48×32 pixels');
+  // Claude Code's Write tool call, as the conversation page's files panel reads it: one file, +1 −0, its diff.
+  const edit = r.edit!;
+  assert.equal(edit.turn?.status, 'completed', JSON.stringify(edit.turn));
+  const written = edit.files.find((f) => f.path === edit.file);
+  assert.ok(written, `the files panel lists ${edit.file}: ${JSON.stringify(edit.files)}`);
+  assert.deepEqual([written.added, written.removed], [1, 0]);
+  assert.match(JSON.stringify(written.edits), /written by the agent/);
+}

@@ -87,12 +87,22 @@ export interface EditRun {
 /** Which backend the runner's sandboxes use: a directory, or bubblewrap with its own uid, /tmp and network. */
 export type RealAgentBackend = 'process' | 'namespace';
 
+/**
+ * `full`: everything below. `confined`: what a confining backend changes — one conversation, its first
+ * turn, the skill and MCP servers (reached through the sandbox's egress policy), a park and a wake, the
+ * secrets and the shared /tmp searched; not the second conversation, the edit and image turns, the key
+ * rotation, the second park or the refused key, which the process backend's run of the runtime covers.
+ */
+export type RealAgentScope = 'full' | 'confined';
+
 export interface RealAgentOptions {
   readonly backend?: RealAgentBackend;
+  readonly scope?: RealAgentScope;
 }
 
 export interface RealAgentRun {
   readonly backend: RealAgentBackend;
+  readonly scope: RealAgentScope;
   readonly key: string;
   readonly api: ModelApiServer;
   readonly sandboxDir: string;
@@ -118,8 +128,8 @@ export interface RealAgentRun {
   /** The turn after the credential was replaced (no park in between) and the model API's calls during it. */
   readonly rotatedTurn: Json;
   readonly rotatedCalls: ReadonlyArray<{ readonly authorized: boolean }>;
-  /** The rotated key (the one the model API accepted after the rotation). */
-  readonly rotatedKey: string;
+  /** The rotated key (the one the model API accepted after the rotation); null in the confined scope. */
+  readonly rotatedKey: string | null;
   /** Where the real key was found: process environments on this machine, `ps eww`, the sandbox's files. */
   readonly keyHolders: string[];
   /** The gateway's usage of the account (both conversations) and its audit rows, read before the rotation. */
@@ -144,8 +154,8 @@ export interface RealAgentRun {
   readonly sharedTmpWrites: string[];
   /** The sandbox directory still exists after terminate. */
   readonly leftAfterTerminate: boolean;
-  /** The second conversation of the same agent on the same runner, run at the same time as the first. */
-  readonly other: OtherRun;
+  /** The second conversation of the same agent on the same runner, run at the same time as the first (full scope). */
+  readonly other: OtherRun | null;
   readonly wrongKeyTurn: Json;
   /** What the agent said in the wrong-key turn (ACP lines), for the failure message. */
   readonly wrongKeyAcp: string[];
@@ -330,6 +340,8 @@ async function promptToEnd(
 
 export async function realAgentConversation(c: RealAgentCase, o: RealAgentOptions = {}): Promise<RealAgentRun> {
   const backend = o.backend ?? 'process';
+  const scope = o.scope ?? 'full';
+  const full = scope === 'full';
   const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
   const api = await c.startApi(key);
   const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-real-${c.runtime}-`)));
@@ -456,14 +468,14 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
     const created = await http('POST', '/api/conversations', { agent_id: agentId });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     // A second conversation of the same agent on the same runner, at the same time: its own sandbox, settings and history.
-    const createdB = await http('POST', '/api/conversations', { agent_id: agentId });
-    assert.equal(createdB.status, 201, JSON.stringify(createdB.body));
+    const createdB = full ? await http('POST', '/api/conversations', { agent_id: agentId }) : null;
+    if (createdB) assert.equal(createdB.status, 201, JSON.stringify(createdB.body));
     const convId: string = created.body.data.id;
-    const convB: string = createdB.body.data.id;
+    const convB: string = createdB?.body.data.id ?? '';
     const sandboxDir: string = created.body.data.sandbox.runner.path;
-    const sandboxB: string = createdB.body.data.sandbox.runner.path;
+    const sandboxB: string = createdB?.body.data.sandbox.runner.path ?? '';
     const s = openStream(`${base}/api/conversations/${convId}/stream`, bootKey);
-    const sB = openStream(`${base}/api/conversations/${convB}/stream`, bootKey);
+    const sB = createdB ? openStream(`${base}/api/conversations/${convB}/stream`, bootKey) : null;
     const provisionedIn = async (st: Stream) => {
       const e = await until(
         () =>
@@ -476,8 +488,8 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       assert.equal(e.data.state, 'done', `provisioning failed: ${JSON.stringify(e.data.data)}`);
     };
     try {
-      await Promise.all([provisionedIn(s), provisionedIn(sB)]);
-      phase('both provisioned');
+      await Promise.all([provisionedIn(s), ...(sB ? [provisionedIn(sB)] : [])]);
+      phase(sB ? 'both provisioned' : 'provisioned');
 
       // Turn 1 in both at once: a shell tool call that asks permission, allowed through the API.
       const token = `proof-${randomBytes(4).toString('hex')}`;
@@ -500,13 +512,15 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
           agentProcesses = noteHeld(agentProcessesOf(convId, sandboxDir));
           keyHolders.push(...(await secretHolders(key, sandboxDir)));
         }),
-        promptToEnd(http, sB, convB, `RUN: echo ${tokenB} > ${tokenB}.txt && cat ${tokenB}.txt`, () => {
-          agentProcessesB = noteHeld(agentProcessesOf(convB, sandboxB));
-        }),
+        sB
+          ? promptToEnd(http, sB, convB, `RUN: echo ${tokenB} > ${tokenB}.txt && cat ${tokenB}.txt`, () => {
+              agentProcessesB = noteHeld(agentProcessesOf(convB, sandboxB));
+            })
+          : null,
       ]);
-      phase('turn 1 done in both');
+      phase(sB ? 'turn 1 done in both' : 'turn 1 done');
       let edit: EditRun | null = null;
-      if (c.writesFile) {
+      if (full && c.writesFile) {
         const file = `written-${randomBytes(3).toString('hex')}.txt`;
         const w = await promptToEnd(
           http,
@@ -530,7 +544,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         phase(`write turn ${turn?.status}: ${JSON.stringify(edit.files.map((f) => [f.path, f.added, f.removed]))}`);
       }
       let imageTurn: Json | null = null;
-      if (c.sendsImage) {
+      if (full && c.sendsImage) {
         const i = await promptToEnd(http, s, convId, 'What is in this picture?', undefined, [
           { data: PNG_48x32.toString('base64'), media_type: 'image/png' },
         ]);
@@ -548,7 +562,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       const proofFile = existsSync(proofPath) ? readFileSync(proofPath, 'utf8') : null;
       const settings: Record<string, [string | null, string | null]> = {};
       const read = (f: string) => (existsSync(f) ? readFileSync(f, 'utf8') : null);
-      for (const f of c.settingsFiles) settings[f] = [read(join(sandboxDir, f)), read(join(sandboxB, f))];
+      if (sB) for (const f of c.settingsFiles) settings[f] = [read(join(sandboxDir, f)), read(join(sandboxB, f))];
 
       // The skill and both MCP servers (the model calls each MCP tool, every permission allowed through the
       // API) while the other conversation recalls its own turn, before either parks.
@@ -557,27 +571,30 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       const word = `w${randomBytes(4).toString('hex')}`;
       const [mcp, recallB] = await Promise.all([
         promptToEnd(http, s, convId, `MCP: ${word}`, () => void noteHeld(agentProcessesOf(convId, sandboxDir))),
-        promptToEnd(http, sB, convB, 'RECALL what you ran before.'),
+        sB ? promptToEnd(http, sB, convB, 'RECALL what you ran before.') : null,
       ]);
       const mcpAfter = mcp.end.id ?? 0;
       phase(`MCP turn ended after ${mcp.permissions.length} permission request(s)`);
-      const other = {
-        sandboxDir: sandboxB,
-        token: tokenB,
-        firstTurn: await turnOf(convB, t1B.turnId),
-        recallTurn: await turnOf(convB, recallB.turnId),
-        recallAnswer: answer(sB.events, recallB.turnId),
-        agentProcesses: agentProcessesB,
-        settings,
-        leftAfterTerminate: true,
-      };
-      // Searched before terminate removes it.
-      const keyInFilesB = await holdingIn(sandboxB, [key, mcpToken, ...held]);
-      assert.equal((await http('POST', `/api/conversations/${convB}/terminate`)).status, 204);
-      other.leftAfterTerminate = !(await until(() => !existsSync(sandboxB), 'the other sandbox to go', 30_000)
-        .then(() => true)
-        .catch(() => false));
-      phase('the other conversation recalled its own turn and was terminated');
+      let other: OtherRun | null = null;
+      let keyInFilesB: string[] = [];
+      if (sB && t1B && recallB) {
+        // Searched before terminate removes it.
+        keyInFilesB = await holdingIn(sandboxB, [key, mcpToken, ...held]);
+        assert.equal((await http('POST', `/api/conversations/${convB}/terminate`)).status, 204);
+        other = {
+          sandboxDir: sandboxB,
+          token: tokenB,
+          firstTurn: await turnOf(convB, t1B.turnId),
+          recallTurn: await turnOf(convB, recallB.turnId),
+          recallAnswer: answer(sB.events, recallB.turnId),
+          agentProcesses: agentProcessesB,
+          settings,
+          leftAfterTerminate: !(await until(() => !existsSync(sandboxB), 'the other sandbox to go', 30_000)
+            .then(() => true)
+            .catch(() => false)),
+        };
+        phase('the other conversation recalled its own turn and was terminated');
+      }
       const tools: ToolsRun = {
         mcpToken,
         word,
@@ -614,46 +631,61 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       const askedAtUsage = api.asked.map((a) => ({ authorized: a.authorized, path: a.path }));
       keyHolders.push(...(await secretHolders(key, sandboxDir)));
 
-      // The key is replaced while the agent runs: the very next turn uses the new one.
-      const rotatedKey = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
-      api.key = rotatedKey;
-      const put = await http('PUT', `/api/account/inference-credentials/${c.credential}`, {
-        value: rotatedKey,
-        base_url: c.baseUrl(api),
-      });
-      assert.equal(put.status, 200, JSON.stringify(put.body));
-      const callsBefore = api.asked.length;
-      const rotatedToken = `rotated-${randomBytes(4).toString('hex')}`;
-      const rotated = await promptToEnd(
-        http,
-        s,
-        convId,
-        `RUN: echo ${rotatedToken}`,
-        () => void noteHeld(agentProcessesOf(convId, sandboxDir)),
-      );
-      const rotatedCalls = api.asked.slice(callsBefore).map((a) => ({ authorized: a.authorized }));
-      const rotatedTurn = await turnOf(convId, rotated.turnId);
-      phase(`rotated-key turn: ${rotatedTurn?.status} ${rotatedTurn?.reason ?? ''}`);
+      // The key is replaced while the agent runs, a second park and wake, then a key the model API refuses.
+      const rotateParkAndRefuse = async () => {
+        // The key is replaced while the agent runs: the very next turn uses the new one.
+        const rotatedKey = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
+        api.key = rotatedKey;
+        const put = await http('PUT', `/api/account/inference-credentials/${c.credential}`, {
+          value: rotatedKey,
+          base_url: c.baseUrl(api),
+        });
+        assert.equal(put.status, 200, JSON.stringify(put.body));
+        const callsBefore = api.asked.length;
+        const rotatedToken = `rotated-${randomBytes(4).toString('hex')}`;
+        const rotated = await promptToEnd(
+          http,
+          s,
+          convId,
+          `RUN: echo ${rotatedToken}`,
+          () => void noteHeld(agentProcessesOf(convId, sandboxDir)),
+        );
+        const rotatedCalls = api.asked.slice(callsBefore).map((a) => ({ authorized: a.authorized }));
+        const rotatedTurn = await turnOf(convId, rotated.turnId);
+        phase(`rotated-key turn: ${rotatedTurn?.status} ${rotatedTurn?.reason ?? ''}`);
 
-      // A second park and wake: turn 1 is still remembered (or the conversation says the session was lost).
-      const parked2 = await stageAfter(s, 'sandbox', 'done', rotated.end.id ?? 0, 60_000);
-      phase('parked again');
-      await c.beforeWake?.();
-      const recall2 = await promptToEnd(http, s, convId, 'RECALL everything you ran before.');
-      assert.ok((recall2.end.id ?? 0) > (parked2.id ?? 0));
-      const secondRecallTurn = await turnOf(convId, recall2.turnId);
-      const secondRecallAnswer = answer(s.events, recall2.turnId);
-      phase(`second wake: ${secondRecallTurn?.status}: ${secondRecallAnswer.slice(0, 200)}`);
-      const allResets = s.events.filter(isReset);
-      phase(`session resets: ${allResets.map((e) => JSON.stringify(e.data?.data)).join('; ') || 'none'}`);
+        // A second park and wake: turn 1 is still remembered (or the conversation says the session was lost).
+        const parked2 = await stageAfter(s, 'sandbox', 'done', rotated.end.id ?? 0, 60_000);
+        phase('parked again');
+        await c.beforeWake?.();
+        const recall2 = await promptToEnd(http, s, convId, 'RECALL everything you ran before.');
+        assert.ok((recall2.end.id ?? 0) > (parked2.id ?? 0));
+        const secondRecallTurn = await turnOf(convId, recall2.turnId);
+        const secondRecallAnswer = answer(s.events, recall2.turnId);
+        phase(`second wake: ${secondRecallTurn?.status}: ${secondRecallAnswer.slice(0, 200)}`);
+        const allResets = s.events.filter(isReset);
+        phase(`session resets: ${allResets.map((e) => JSON.stringify(e.data?.data)).join('; ') || 'none'}`);
 
-      // The model API stops accepting the key: the next turn fails with words.
-      api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
-      const wrong3 = await promptToEnd(http, s, convId, 'Say hello.');
-      const wrongKeyTurn = await turnOf(convId, wrong3.turnId);
-      ps.push(await processListing());
-      phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
-
+        // The model API stops accepting the key: the next turn fails with words.
+        api.key = `${c.keyPrefix}rotated${randomBytes(8).toString('hex')}`;
+        const wrong3 = await promptToEnd(http, s, convId, 'Say hello.');
+        const wrongKeyTurn = await turnOf(convId, wrong3.turnId);
+        ps.push(await processListing());
+        phase(`wrong-key turn: ${wrongKeyTurn?.status}: ${wrongKeyTurn?.reason}`);
+        return {
+          rotatedKey,
+          rotatedToken,
+          rotatedTurn,
+          rotatedCalls,
+          put,
+          secondRecallTurn,
+          secondRecallAnswer,
+          allResets,
+          wrongKeyTurn,
+          wrongTurnId: wrong3.turnId,
+        };
+      };
+      const later = full ? await rotateParkAndRefuse() : null;
       const dotenv = existsSync(join(sandboxDir, '.env')) ? readFileSync(join(sandboxDir, '.env'), 'utf8') : '';
       const events: Json[] = [];
       for (let after = 0; ; ) {
@@ -662,7 +694,10 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         if (!page.body.meta.has_more) break;
         after = page.body.meta.next_cursor;
       }
-      const keyInFiles = [...(await holdingIn(sandboxDir, [key, rotatedKey, mcpToken, ...held])), ...keyInFilesB];
+      const keyInFiles = [
+        ...(await holdingIn(sandboxDir, [key, ...(later ? [later.rotatedKey] : []), mcpToken, ...held])),
+        ...keyInFilesB,
+      ];
       const conversation = await http('GET', `/api/conversations/${convId}`);
       const allTurns = await http('GET', `/api/conversations/${convId}/turns`);
       const term = await http('POST', `/api/conversations/${convId}/terminate`);
@@ -672,7 +707,7 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         .catch(() => false));
       // The streams end here, before their server stops under them (a cut stream fails its reader).
       s.close();
-      sB.close();
+      sB?.close();
       await runner.stop();
       const runnerLog = runner.stderr();
       runner = null;
@@ -680,15 +715,15 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       srv = null;
       const sharedTmpWrites = await sharedTmpWritesSince(startMarker, tmp, [
         token,
-        tokenB,
-        rotatedToken,
+        ...(sB ? [tokenB, convB] : []),
+        ...(later ? [later.rotatedToken] : []),
         skillMark,
         systemMark,
         convId,
-        convB,
       ]);
       return {
         backend,
+        scope,
         key,
         api,
         sandboxDir,
@@ -704,12 +739,12 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         recallTurn,
         recallAnswer,
         resets,
-        allResets,
-        secondRecallTurn,
-        secondRecallAnswer,
-        rotatedTurn,
-        rotatedCalls,
-        rotatedKey,
+        allResets: later?.allResets ?? resets,
+        secondRecallTurn: later?.secondRecallTurn ?? null,
+        secondRecallAnswer: later?.secondRecallAnswer ?? '',
+        rotatedTurn: later?.rotatedTurn ?? null,
+        rotatedCalls: later?.rotatedCalls ?? [],
+        rotatedKey: later?.rotatedKey ?? null,
         keyHolders,
         usage,
         usageByTurn,
@@ -722,9 +757,9 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
         sharedTmpWrites,
         leftAfterTerminate,
         other,
-        wrongKeyTurn,
+        wrongKeyTurn: later?.wrongKeyTurn ?? null,
         wrongKeyAcp: events
-          .filter((e) => e.turn_id === wrong3.turnId && e.stream !== '')
+          .filter((e) => later && e.turn_id === later.wrongTurnId && e.stream !== '')
           .map((e) => String(e.data).slice(0, 600)),
         streamEvents: s.events,
         tools,
@@ -732,17 +767,17 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
           'server log': readFileSync(logFile, 'utf8'),
           'runner log': runnerLog,
           events: JSON.stringify(events),
-          'SSE stream': s.raw() + sB.raw(),
+          'SSE stream': s.raw() + (sB?.raw() ?? ''),
           conversation: JSON.stringify(conversation.body),
           turns: JSON.stringify(allTurns.body),
-          'credential answers': JSON.stringify([wrong.body, right.body, list.body, put.body]),
+          'credential answers': JSON.stringify([wrong.body, right.body, list.body, later?.put.body]),
           'process listing': ps.join('\n'),
           '/home/sprite/.env': dotenv,
         },
       };
     } finally {
       s.close();
-      sB.close();
+      sB?.close();
     }
   } finally {
     await runner?.stop();
@@ -792,10 +827,9 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
 
   // Where the agent runs: its cwd and HOME inside the sandbox directory the API reports; nothing in the shared /tmp.
   const inside = (dir: string, p: string) => p === dir || p.startsWith(`${dir}/`);
-  for (const [dir, procs] of [
-    [r.sandboxDir, r.agentProcesses],
-    [r.other.sandboxDir, r.other.agentProcesses],
-  ] as const) {
+  const runs: Array<readonly [string, AgentProc[]]> = [[r.sandboxDir, r.agentProcesses]];
+  if (r.other) runs.push([r.other.sandboxDir, r.other.agentProcesses]);
+  for (const [dir, procs] of runs) {
     // On the namespace backend bubblewrap itself starts on the host (and stays pid 1 inside); what it runs is the agent.
     const agents = r.backend === 'namespace' ? procs.filter((p) => !/^\S*bwrap /.test(p.argv)) : procs;
     assert.ok(agents.length > 0, 'the agent process was found by its conversation id');
@@ -807,33 +841,8 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.deepEqual(r.sharedTmpWrites, [], 'nothing of the run was written to the shared temporary directory');
   assert.equal(r.leftAfterTerminate, false, 'terminate removed the sandbox directory');
 
-  // Two conversations of the same runtime at once: their own settings and histories.
-  assert.notEqual(r.other.sandboxDir, r.sandboxDir);
-  assert.equal(r.other.firstTurn?.status, 'completed', JSON.stringify(r.other.firstTurn));
-  assert.equal(r.other.recallTurn?.status, 'completed', JSON.stringify(r.other.recallTurn));
-  assert.ok(
-    r.other.recallAnswer.includes(r.other.token) && !r.other.recallAnswer.includes(r.token),
-    `the other conversation remembers its own turn only: ${r.other.recallAnswer}`,
-  );
-  for (const [f, [mine, theirs]] of Object.entries(r.other.settings))
-    assert.ok(mine !== null && theirs !== null, `each conversation has its own ${f}`);
-  assert.equal(r.other.leftAfterTerminate, false, "terminate removed the other conversation's sandbox");
-
-  // A replaced key is the one the very next turn uses.
-  assert.equal(r.rotatedTurn?.status, 'completed', JSON.stringify(r.rotatedTurn));
-  assert.ok(
-    r.rotatedCalls.length > 0 && r.rotatedCalls.every((a) => a.authorized),
-    `the turn after the rotation used the new key: ${JSON.stringify(r.rotatedCalls)}`,
-  );
-
-  // The second park and wake: turn 1 still remembered; a lost session is said in words.
-  assert.equal(r.secondRecallTurn?.status, 'completed', JSON.stringify(r.secondRecallTurn));
-  for (const e of r.allResets) assert.ok(String(e.data?.data?.detail ?? '').length > 10, JSON.stringify(e.data));
-  if (c.runtime !== 'gemini') assert.deepEqual(r.allResets, [], 'every wake loaded the session');
-  assert.ok(
-    r.secondRecallAnswer.includes(RECALL_PREFIX) && r.secondRecallAnswer.includes(r.token),
-    `turn 1 survived the second park: ${r.secondRecallAnswer}`,
-  );
+  // The second conversation, the rotated key, the second park and wake: the full scope only.
+  if (r.scope === 'full') assertFullRun(c, r);
 
   // Every event once: ids unique, no replayed message or tool call stored again in another turn. A message
   // is compared whole (its chunks joined per turn) and a replay sends one whole: two answers of the script
@@ -893,22 +902,7 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
     "no file of either sandbox holds the key, the environment's secret or a credential the agent held",
   );
   // At least each conversation's sandbox token was found in its agent's environment and searched for.
-  assert.ok(r.heldCredentials >= 2, `credentials the agents held: ${r.heldCredentials}`);
-
-  assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
-  assert.match(
-    String(r.wrongKeyTurn.reason),
-    /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/,
-    'the failed turn says why and what to do',
-  );
-  assert.ok(
-    String(r.wrongKeyTurn.reason).includes(`fountain credentials set ${c.credential}`),
-    `the failed turn names the credential and the command: ${r.wrongKeyTurn.reason}`,
-  );
-  assert.ok(
-    r.api.asked.some((a) => !a.authorized),
-    'the model API refused the rotated key',
-  );
+  assert.ok(r.heldCredentials >= (r.other ? 2 : 1), `credentials the agents held: ${r.heldCredentials}`);
 
   // Gateway delivery: the real key never entered a sandbox, and every model call went through the gateway.
   assert.deepEqual(r.keyHolders, [], 'the real key is in no process environment and no sandbox file');
@@ -948,6 +942,54 @@ export function assertRealRun(c: RealAgentCase, r: RealAgentRun): void {
   assert.ok(
     r.exposures['process listing']!.length > 0 && r.exposures['server log']!.length > 0,
     'there was something to search',
+  );
+}
+
+/** The full scope's own checks: two conversations at once, a rotated key, a second park and wake, a refused key. */
+function assertFullRun(c: RealAgentCase, r: RealAgentRun): void {
+  const other = r.other;
+  assert.ok(other, 'the second conversation ran');
+  // Two conversations of the same runtime at once: their own settings and histories.
+  assert.notEqual(other.sandboxDir, r.sandboxDir);
+  assert.equal(other.firstTurn?.status, 'completed', JSON.stringify(other.firstTurn));
+  assert.equal(other.recallTurn?.status, 'completed', JSON.stringify(other.recallTurn));
+  assert.ok(
+    other.recallAnswer.includes(other.token) && !other.recallAnswer.includes(r.token),
+    `the other conversation remembers its own turn only: ${other.recallAnswer}`,
+  );
+  for (const [f, [mine, theirs]] of Object.entries(other.settings))
+    assert.ok(mine !== null && theirs !== null, `each conversation has its own ${f}`);
+  assert.equal(other.leftAfterTerminate, false, "terminate removed the other conversation's sandbox");
+
+  // A replaced key is the one the very next turn uses.
+  assert.equal(r.rotatedTurn?.status, 'completed', JSON.stringify(r.rotatedTurn));
+  assert.ok(
+    r.rotatedCalls.length > 0 && r.rotatedCalls.every((a) => a.authorized),
+    `the turn after the rotation used the new key: ${JSON.stringify(r.rotatedCalls)}`,
+  );
+
+  // The second park and wake: turn 1 still remembered; a lost session is said in words.
+  assert.equal(r.secondRecallTurn?.status, 'completed', JSON.stringify(r.secondRecallTurn));
+  for (const e of r.allResets) assert.ok(String(e.data?.data?.detail ?? '').length > 10, JSON.stringify(e.data));
+  if (c.runtime !== 'gemini') assert.deepEqual(r.allResets, [], 'every wake loaded the session');
+  assert.ok(
+    r.secondRecallAnswer.includes(RECALL_PREFIX) && r.secondRecallAnswer.includes(r.token),
+    `turn 1 survived the second park: ${r.secondRecallAnswer}`,
+  );
+
+  assert.equal(r.wrongKeyTurn.status, 'failed', `${JSON.stringify(r.wrongKeyTurn)}\n${r.wrongKeyAcp.join('\n')}`);
+  assert.match(
+    String(r.wrongKeyTurn.reason),
+    /refused by the model API: set it again on the Model credentials page \(\/account\/credentials\)/,
+    'the failed turn says why and what to do',
+  );
+  assert.ok(
+    String(r.wrongKeyTurn.reason).includes(`fountain credentials set ${c.credential}`),
+    `the failed turn names the credential and the command: ${r.wrongKeyTurn.reason}`,
+  );
+  assert.ok(
+    r.api.asked.some((a) => !a.authorized),
+    'the model API refused the rotated key',
   );
 }
 

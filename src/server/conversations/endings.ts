@@ -132,7 +132,8 @@ export class Endings {
         conv.status === 'failed'
       ) {
         const created = await this.p.provisioner.create(accountId, fresh);
-        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed') await this.#terminateLocked(id, false);
+        if (created.ok && conv.status !== 'terminated' && conv.status !== 'failed')
+          await this.#terminateLocked(id, false);
         return created;
       }
       const live = this.c.live.get(id);
