@@ -69,11 +69,14 @@ const CASES = ALL.filter((c) => !process.env.FOUNTAIN_RESTORE_ONLY || c.runtime 
 
 const LONG = 300_000;
 
-for (const c of CASES) {
-  describe(`${c.runtime}: a conversation whose runner was deleted goes on from its checkpoint`, {
-    timeout: 900_000,
-  }, () => {
-    it('recalls turn 1 on another runner through session/load of the restored session', async () => {
+// The runtimes at once: each has its own server, runners and model API, and most of a case is waiting
+// (installs, the model, gemini's minute before a load); one after the other they held a test slot for minutes.
+describe('a conversation whose runner was deleted goes on from its checkpoint', {
+  concurrency: true,
+  timeout: 900_000,
+}, () => {
+  for (const c of CASES) {
+    it(`${c.runtime}: recalls turn 1 on another runner through session/load of the restored session`, async () => {
       const key = `${c.keyPrefix}${randomBytes(20).toString('hex')}`;
       const api = await c.startApi(key);
       const tmp = realpathSync(mkdtempSync(join(tmpdir(), `fountain-restore-${c.runtime}-`)));
@@ -218,5 +221,5 @@ for (const c of CASES) {
         rmSync(tmp, { recursive: true, force: true });
       }
     });
-  });
-}
+  }
+});
