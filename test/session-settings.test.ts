@@ -14,7 +14,7 @@ import { startRunnerChild, until, type RunnerChild } from '../src/server/convers
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { startAnthropicApi } from './model-apis/anthropic.ts';
 import type { ModelApiServer } from './model-apis/server.ts';
-import { NPM_CACHE } from './real-agents/harness.ts';
+import { AGENT_CACHE_ARGS, NPM_CACHE } from './real-agents/harness.ts';
 import { call, openStream, type Json } from './helpers/http.ts';
 
 describe('session settings on real adapters', { timeout: 600_000 }, () => {
@@ -45,7 +45,7 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
       baseUrl: srv.url,
       apiKey: key,
       home: tmp,
-      extraArgs: ['--npm-cache', NPM_CACHE],
+      extraArgs: [...AGENT_CACHE_ARGS],
     });
     await until(
       async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),

@@ -7,6 +7,7 @@ import { RUNNER_SELF_ENV } from '../runner/backends/process/env.ts';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
+import { runtimeStoreFlag, runtimeStoreOption } from './runtime-store-flag.ts';
 import { z } from 'zod';
 import { openNamespaceBackend } from '../runner/backends/namespace/index.ts';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
@@ -32,6 +33,7 @@ const flagsSchema = z.object({
   }),
   nsSubnet: z.string().optional(),
   npmCache: z.string().min(1, '--npm-cache needs a directory').optional(),
+  runtimeStore: runtimeStoreFlag,
   statusFile: z.string().min(1, '--status-file needs a path').optional(),
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   logFormat: z.enum(LOG_FORMATS, { message: `--log-format must be one of ${LOG_FORMATS.join(', ')}` }),
@@ -136,6 +138,11 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
       "the npm cache sandboxes install agents and packages through (process backend: used directly, default ~/.npm; namespace backend: each new sandbox's own cache starts from it, offline-first)",
     )
     .option(
+      '--runtime-store <dir>',
+      'process backend: where sandboxes share one install of each agent adapter version (default ~/.fountain/runtimes)',
+    )
+    .option('--no-runtime-store', 'process backend: install the agent adapter into each sandbox instead')
+    .option(
       '--status-file <path>',
       'keep the connection state in this JSON file (connected or not, last heartbeat), for health checks',
     )
@@ -176,6 +183,8 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
     const parsed = flagsSchema.safeParse(cmd.optsWithGlobals());
     if (!parsed.success) usage(parsed.error.issues[0]?.message ?? 'invalid flags');
     const flags = parsed.data;
+    if (typeof flags.runtimeStore === 'string' && flags.backend !== 'process')
+      usage(`--runtime-store applies to the process backend; the ${flags.backend} backend installs into each sandbox`);
 
     const name = flags.name ?? defaultRunnerName(hostname());
     let creds;
@@ -211,7 +220,7 @@ export function register(program: Command, ro: RegisterOptions = {}): void {
         ? await openVmFromFlags(cmd.opts(), root, logger)
         : flags.backend === 'namespace'
           ? openNamespaceBackend({ ...common, subnet: flags.nsSubnet, npmCache, serverUrl: creds.baseUrl })
-          : openProcessBackend({ ...common, npmCache });
+          : openProcessBackend({ ...common, npmCache, runtimeStore: runtimeStoreOption(flags.runtimeStore) });
     if (!opened.ok) {
       process.stderr.write(`fountain runner: ${opened.error}\n`);
       process.exit(1);

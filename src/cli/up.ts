@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import { runtimeStoreFlag, runtimeStoreOption } from './runtime-store-flag.ts';
 import { z } from 'zod';
 import { openProcessBackend } from '../runner/backends/process/index.ts';
 import { runDaemon } from '../runner/daemon.ts';
@@ -31,6 +32,7 @@ const flagsSchema = z.object({
   dataDir: z.string().trim().min(1).optional(),
   runnerRoot: z.string().trim().min(1).optional(),
   npmCache: z.string().trim().min(1, '--npm-cache needs a directory').optional(),
+  runtimeStore: runtimeStoreFlag,
   logLevel: z.enum(LOG_LEVELS, { message: `--log-level must be one of ${LOG_LEVELS.join(', ')}` }),
   demo: z.boolean(),
   profile: z.string().optional(),
@@ -70,6 +72,11 @@ export function register(program: Command): void {
       'sandbox directory of the local runner (default: ~/.fountain/runners/local/sandboxes)',
     )
     .option('--npm-cache <dir>', 'the npm cache sandboxes install agents and packages through (default: ~/.npm)')
+    .option(
+      '--runtime-store <dir>',
+      'where sandboxes share one install of each agent adapter version (default: ~/.fountain/runtimes)',
+    )
+    .option('--no-runtime-store', 'install the agent adapter into each sandbox instead')
     .option('--no-demo', 'do not create the demo agent')
     .option('--log-level <level>', `log level: ${LOG_LEVELS.join(', ')}`, 'warn')
     .action(async (_opts: unknown, cmd: Command) => {
@@ -115,6 +122,7 @@ export function register(program: Command): void {
         logger: logger.child({ part: 'runner' }),
         journalCapBytes: 256 * 1024 * 1024,
         npmCache: flags.npmCache ? resolve(flags.npmCache) : undefined,
+        runtimeStore: runtimeStoreOption(flags.runtimeStore),
       });
       if (!backend.ok) {
         await server.stop();

@@ -14,7 +14,7 @@ import { startRunnerChild, until, type RunnerChild } from '../../src/server/conv
 import { startServer, type RunningServer } from '../../src/server/start.ts';
 import { call, openStream, type Json, type SseEvent, type Stream } from '../helpers/http.ts';
 import { startAnthropicApi } from '../model-apis/anthropic.ts';
-import { NPM_CACHE } from './harness.ts';
+import { AGENT_CACHE_ARGS, NPM_CACHE } from './harness.ts';
 
 /** The local model API reports 120 input and 12 output tokens a call: the first call spends this budget. */
 const BUDGET = 100;
@@ -86,7 +86,7 @@ describe('claude: a token budget stops a real conversation', { timeout: 600_000 
         baseUrl: srv.url,
         apiKey: bootKey,
         home: tmp,
-        extraArgs: ['--npm-cache', NPM_CACHE],
+        extraArgs: [...AGENT_CACHE_ARGS],
       });
       await until(
         async () => ((await http('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),

@@ -50,6 +50,10 @@ const execFileAsync = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 /** The persistent npm cache `.ci/run` pre-warms: sandbox installs read the adapters from it. */
 export const NPM_CACHE = join(REPO, '.cache', 'npm');
+/** Where process-backend sandboxes share one install of each adapter version, across the suite's files. */
+export const RUNTIME_STORE = join(REPO, '.cache', 'runtimes');
+/** A process-backend runner's flags for the warm npm cache and the shared runtime store. */
+export const AGENT_CACHE_ARGS: readonly string[] = ['--npm-cache', NPM_CACHE, '--runtime-store', RUNTIME_STORE];
 
 export interface RealAgentCase {
   readonly runtime: 'claude' | 'codex' | 'gemini' | 'opencode';
@@ -403,9 +407,9 @@ export async function realAgentConversation(c: RealAgentCase, o: RealAgentOption
       home: tmp,
       logLevel: 'debug',
       extraArgs: [
-        '--npm-cache',
-        NPM_CACHE,
-        ...(nsHost ? ['--backend', 'namespace', '--ns-subnet', nsHost.subnet] : []),
+        ...(nsHost
+          ? ['--npm-cache', NPM_CACHE, '--backend', 'namespace', '--ns-subnet', nsHost.subnet]
+          : AGENT_CACHE_ARGS),
       ],
       ...(nsHost ? { wrap: nsHost.wrap } : {}),
     });

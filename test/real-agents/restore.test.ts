@@ -20,7 +20,7 @@ import { startGeminiApi } from '../model-apis/gemini.ts';
 import { startOpenAiApi } from '../model-apis/openai.ts';
 import { FINAL_PREFIX, RECALL_PREFIX } from '../model-apis/script.ts';
 import type { ModelApiServer } from '../model-apis/server.ts';
-import { NPM_CACHE } from './harness.ts';
+import { AGENT_CACHE_ARGS, NPM_CACHE } from './harness.ts';
 
 interface RestoreCase {
   readonly runtime: 'claude' | 'gemini' | 'codex';
@@ -111,7 +111,7 @@ describe('a conversation whose runner was deleted goes on from its checkpoint', 
             baseUrl: base,
             apiKey: bootKey,
             home: tmp,
-            extraArgs: ['--npm-cache', NPM_CACHE],
+            extraArgs: [...AGENT_CACHE_ARGS],
           });
           runners.push(r);
           return r;

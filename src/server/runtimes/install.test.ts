@@ -5,7 +5,18 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -120,6 +131,63 @@ describe('the adapter install script', () => {
     // A sandbox that cannot reach the registry waits out npm's retries on every such request (ten of
     // them for opencode-ai, over ten minutes), so none may be made.
     assert.deepEqual(asked, [], 'the install asked the registry nothing');
+  });
+
+  it('with a runtime store: installed there once, linked into every later sandbox without npm; a broken entry is replaced', async () => {
+    const store = join(tmp, 'store');
+    const script = installScript({ pkg: PKG, version: '1.0.0', bin: PKG });
+    const inStore = (home: string) => ({
+      ...sandboxEnv(home, join(tmp, 'store-cache')),
+      FOUNTAIN_RUNTIME_STORE: store,
+    });
+    // Two sandboxes at once (a conversation and its warm-pool member): one entry, the other install dropped.
+    const first = join(tmp, 'store-first');
+    const twin = join(tmp, 'store-twin');
+    mkdirSync(first);
+    mkdirSync(twin);
+    const [a, t] = await Promise.all([run(script, inStore(first)), run(script, inStore(twin))]);
+    assert.equal(a.code, 0, a.output);
+    assert.equal(t.code, 0, t.output);
+    const entry = join(store, `${PKG}@1.0.0`);
+    assert.ok(lstatSync(entry).isSymbolicLink(), 'the entry is a link made once the install finished');
+    assert.ok(existsSync(join(entry, '.complete')));
+    assert.deepEqual(
+      readdirSync(store).sort(),
+      [`${PKG}@1.0.0`, readlinkSync(entry)].sort(),
+      'the second install was dropped',
+    );
+    assert.deepEqual(
+      readdirSync(realpathSync(entry)).filter((n) => n.startsWith('.install-')),
+      [],
+      'no link inside the entry',
+    );
+    assert.ok(!existsSync(join(first, '.npm-global', 'lib', 'node_modules', PKG)), 'nothing installed in the sandbox');
+    assert.equal(
+      realpathSync(join(first, '.local', 'bin', PKG)),
+      realpathSync(join(entry, 'lib', 'node_modules', PKG, 'cli.js')),
+    );
+
+    // No registry and an empty cache: only a link can succeed.
+    const second = join(tmp, 'store-second');
+    mkdirSync(second);
+    const offline = {
+      ...inStore(second),
+      npm_config_registry: 'http://127.0.0.1:9/',
+      npm_config_cache: join(tmp, 'no-cache'),
+    };
+    const b = await run(script, offline);
+    assert.equal(b.code, 0, b.output);
+    assert.match((await run(`${PKG} --version`, offline)).output, /1\.0\.0/);
+    assert.equal(readdirSync(store).filter((n) => n.startsWith('.install-')).length, 1, 'still one install');
+
+    // The install the entry named is gone: the next sandbox installs again and replaces the entry.
+    rmSync(realpathSync(entry), { recursive: true });
+    const third = join(tmp, 'store-third');
+    mkdirSync(third);
+    const c = await run(script, inStore(third));
+    assert.equal(c.code, 0, c.output);
+    assert.match((await run(`${PKG} --version`, inStore(third))).output, /1\.0\.0/);
+    assert.ok(existsSync(join(entry, '.complete')), 'the entry names a whole install again');
   });
 
   it('still installs through the registry what the cache does not hold', async () => {

@@ -6,6 +6,7 @@ import { credentialsFor } from '../credentials/providers.ts';
 import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
 import { SANDBOX_HOME } from '../../sandbox/home.ts';
 import { claudeRelocate, codexRelocate, geminiRelocate } from './relocate.ts';
+import { RUNTIME_STORE_ENV } from '../../sandbox/home.ts';
 
 export { SANDBOX_HOME };
 
@@ -225,15 +226,35 @@ export function dotenv(pairs: ReadonlyArray<readonly [string, string]>): string 
  * retries with backoff on each, twice over (measured: twelve minutes for opencode-ai); offline, npm
  * skips an optional package it cannot find. A cache without the package fails the offline attempt at
  * its first request, in about a second.
+ *
+ * Where the runner names a runtime store (`$FOUNTAIN_RUNTIME_STORE`), each version is installed there
+ * once and every later sandbox links it: an install is 7–10 s of CPU and hundreds of MB per sandbox.
+ * The entry is a symlink made after the install finished (`ln -s` fails when it exists), so a sandbox
+ * never links half an install and two installing at once keep one.
  */
 export function installScript(i: AdapterInstall): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const npmInstall = `npm install -g --no-progress --silent ${q(`${i.pkg}@${i.version}`)}`;
+  const entry = `"$store"/${q(`${i.pkg.replace(/\//g, '+')}@${i.version}`)}`;
   return [
     'set -e',
     `mkdir -p "$HOME/.local/bin"`,
     `current="$(${q(i.bin)} --version 2>/dev/null || true)"`,
     `case "$current" in *${i.version}*) exit 0 ;; esac`,
+    `store="\${${RUNTIME_STORE_ENV}:-}"`,
+    `if [ -n "$store" ] && mkdir -p "$store" 2>/dev/null && [ -w "$store" ]; then`,
+    `  if [ ! -f ${entry}/.complete ]; then`,
+    `    tmp="$(mktemp -d "$store/.install-XXXXXX")"`,
+    `    trap 'rm -rf "$tmp"' EXIT`,
+    `    ${npmInstall} --prefix "$tmp" --offline >/dev/null 2>&1 || ${npmInstall} --prefix "$tmp"`,
+    `    touch "$tmp/.complete"`,
+    // An entry whose target went away is replaced; one another sandbox made meanwhile is kept.
+    `    [ -f ${entry}/.complete ] || rm -f ${entry}`,
+    `    if ln -sn "$(basename "$tmp")" ${entry} 2>/dev/null; then trap - EXIT; fi`,
+    '  fi',
+    `  ln -sf ${entry}/bin/${q(i.bin)} "$HOME/.local/bin/${i.bin}"`,
+    '  exit 0',
+    'fi',
     // The offline attempt's complaints are dropped: a failure is told by the attempt through the registry.
     `${npmInstall} --offline >/dev/null 2>&1 || ${npmInstall}`,
     `ln -sf "$(npm prefix -g)/bin/${i.bin}" "$HOME/.local/bin/${i.bin}"`,

@@ -55,6 +55,7 @@ export interface DirectoryConfinementOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly realHome: string;
   readonly npmCache?: string | undefined;
+  readonly runtimeStore?: string | undefined;
 }
 
 /** Trusted mode: the host's own view, HOME in the sandbox directory. */
@@ -93,6 +94,7 @@ export class DirectoryConfinement implements Confinement {
       realHome: this.#opts.realHome,
       tmpdir: sandboxTmp(dir),
       ...(this.#opts.npmCache ? { npmCache: this.#opts.npmCache } : {}),
+      ...(this.#opts.runtimeStore ? { runtimeStore: this.#opts.runtimeStore } : {}),
     });
     return {
       file: resolveCommand(mapArg(dir, req.cmd), env.PATH),

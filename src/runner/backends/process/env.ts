@@ -5,6 +5,7 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { RUNTIME_STORE_ENV } from '../../../sandbox/home.ts';
 
 export interface EnvInputs {
   /** The daemon's own environment: only PATH, LANG, TERM, SHELL and RUNNER_SELF_ENV are read from it. */
@@ -17,6 +18,8 @@ export interface EnvInputs {
   readonly tmpdir?: string;
   /** The npm cache sandboxes install through; default `<realHome>/.npm` (`fountain runner --npm-cache`). */
   readonly npmCache?: string;
+  /** Where sandboxes share one install of each agent adapter version (`fountain runner --runtime-store`); none when absent. */
+  readonly runtimeStore?: string;
   /** Which extra directories exist; injectable so tests need not touch /opt. */
   readonly exists?: (path: string) => boolean;
 }
@@ -83,6 +86,7 @@ export function childEnv(
     npm_config_cache: inputs.npmCache ?? join(inputs.realHome, '.npm'),
     FOUNTAIN_SANDBOX_DIR: dir,
   };
+  if (inputs.runtimeStore) env[RUNTIME_STORE_ENV] = inputs.runtimeStore;
   for (const k of TRUST_ENV_KEYS) if (b[k]) env[k] = b[k];
   const self = runnerSelf(b[RUNNER_SELF_ENV]);
   if (self) [env.FOUNTAIN_RUNNER_NODE, env.FOUNTAIN_RUNNER_SCRIPT] = self;

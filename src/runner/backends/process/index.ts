@@ -48,6 +48,11 @@ export interface ProcessBackendOptions {
   readonly realHome?: string;
   /** The npm cache sandboxes install through (adapters, packages); default `<realHome>/.npm`. */
   readonly npmCache?: string | undefined;
+  /**
+   * Where sandboxes share one install of each agent adapter version; default `<realHome>/.fountain/runtimes`,
+   * null for none. The process backend confines nothing, so a sandbox could already write another's files.
+   */
+  readonly runtimeStore?: string | null | undefined;
   /** How commands are confined; default none (trusted mode). The namespace backend supplies its own. */
   readonly confinement?: Confinement;
 }
@@ -110,6 +115,10 @@ export class ProcessBackend implements Backend {
         env: opts.env ?? process.env,
         realHome: opts.realHome ?? safeRealHome(),
         npmCache: opts.npmCache,
+        runtimeStore:
+          opts.runtimeStore === null
+            ? undefined
+            : (opts.runtimeStore ?? join(opts.realHome ?? safeRealHome(), '.fountain', 'runtimes')),
       });
   }
 

@@ -548,6 +548,8 @@ describe('a process-backend sandbox environment holds only what it is given (iss
       keys,
       [
         'ASKED',
+        // The shared install of agent adapters (on by default): a directory, not a secret.
+        'FOUNTAIN_RUNTIME_STORE',
         'FOUNTAIN_SANDBOX_DIR',
         'HOME',
         'LANG',
