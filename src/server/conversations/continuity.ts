@@ -11,9 +11,11 @@ import type { Live } from './live.ts';
 
 /**
  * How long the agent must be quiet after a session/load before the session counts as loaded, and the
- * longest wait: gemini-cli answers the load first and streams the replayed history after its reply.
+ * longest wait. An agent that follows ACP streams a load's history before its answer, so by default
+ * nothing is waited for (each wake's first answer paid 250 ms here before); gemini-cli answers the load
+ * first and streams the history after its reply, so its runtime entry sets a wait of its own.
  */
-export const REPLAY_QUIET_MS = 250;
+export const REPLAY_QUIET_MS = 0;
 export const REPLAY_MAX_MS = 10_000;
 
 /** A one-way digest of a delivery: compared between launches, it never holds the secret itself. */

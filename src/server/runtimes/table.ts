@@ -36,8 +36,8 @@ export interface RuntimeSpec {
   readonly relocateSessions?: (fromCwd: string, toCwd: string) => string;
   /**
    * How long the agent must be silent after answering session/load before its replay counts as over
-   * (default 250 ms). gemini-cli streams the loaded history after its answer, and a loaded machine can
-   * stall that stream for longer than the default.
+   * (default none: an ACP agent replays before its answer). gemini-cli streams the loaded history after
+   * its answer, and a loaded machine can stall that stream for seconds.
    */
   readonly replayQuietMs?: number;
   /** The launch argv; for `demo` the engine substitutes its configured argv. */
