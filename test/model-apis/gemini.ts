@@ -123,8 +123,9 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
     }
     if (req.method !== 'POST' || !m)
       return json(res, 404, { error: { code: 404, message: `no route ${req.method} ${path}`, status: 'NOT_FOUND' } });
-    if (m[2] === 'countTokens') return json(res, 200, { totalTokens: 120 });
+    // Counted or generated, a part Gemini cannot read is refused alike.
     const refused = parsed.success ? inlineImages(parsed.data.contents).refused : null;
+    if (m[2] === 'countTokens' && !refused) return json(res, 200, { totalTokens: 120 });
     if (!parsed.success || refused)
       return json(res, 400, {
         error: {
