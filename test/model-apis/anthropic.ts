@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { header, json, ModelApiServer, pieces, sse } from './server.ts';
+import { header, json, ModelApiServer, pieces, sse, type SentImage } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Block = z.looseObject({
@@ -51,7 +51,7 @@ function entries(messages: z.infer<typeof Message>[]): Entry[] {
 }
 
 /** The image blocks of a recorded Messages request's user messages: their type and decoded bytes. */
-export function imagesIn(body: unknown): Array<{ media_type: string; bytes: Buffer }> {
+export function imagesIn(body: unknown): SentImage[] {
   const parsed = MessagesBody.safeParse(body);
   if (!parsed.success) return [];
   const Image = z.object({

@@ -2,14 +2,26 @@
  * A local Gemini API as gemini-cli uses it: `POST /v1beta/models/{model}:streamGenerateContent?alt=sse`
  * (SSE chunks of candidates; text parts or a `functionCall` part), `:generateContent`, and
  * `GET /v1beta/models`. The key comes as `x-goog-api-key` (or `?key=`); a wrong one gets what Google
- * really answers: 400 INVALID_ARGUMENT with reason API_KEY_INVALID, not a 401.
+ * really answers: 400 INVALID_ARGUMENT with reason API_KEY_INVALID, not a 401. An `inlineData` part
+ * whose bytes are not base64, or whose type Gemini does not take, gets Gemini's 400 INVALID_ARGUMENT.
  */
 import { z } from 'zod';
-import { header, json, ModelApiServer, pieces, sse, type Reported } from './server.ts';
+import { base64Bytes, header, json, ModelApiServer, pieces, sse, type Reported, type SentImage } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
+/** Inline bytes as the REST API takes them: camelCase as the SDKs send, or the snake_case of Google's examples. */
+const InlineData = z.union([
+  z.looseObject({ mimeType: z.string(), data: z.string() }),
+  z
+    .looseObject({ mime_type: z.string(), data: z.string() })
+    .transform((d) => ({ mimeType: d.mime_type, data: d.data })),
+]);
+/** The image types Gemini's image understanding documents. */
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp', 'image/heic', 'image/heif'];
 const Part = z.looseObject({
   text: z.string().optional(),
+  inlineData: InlineData.optional(),
+  inline_data: InlineData.optional(),
   functionCall: z.unknown().optional(),
   functionResponse: z.looseObject({ response: z.unknown().optional() }).optional(),
 });
@@ -35,6 +47,31 @@ const KEY_INVALID = {
     ],
   },
 };
+
+/** A body's inline images, or Gemini's words for the first part it cannot take. */
+function inlineImages(contents: z.infer<typeof Body>['contents']): { images: SentImage[]; refused: string | null } {
+  const images: SentImage[] = [];
+  for (const [i, c] of contents.entries())
+    for (const [j, p] of c.parts.entries()) {
+      const inline = p.inlineData ?? p.inline_data;
+      if (!inline) continue;
+      const at = `contents[${i}].parts[${j}].inline_data`;
+      const bytes = base64Bytes(inline.data);
+      if (!bytes) return { images, refused: `Invalid value at '${at}.data' (TYPE_BYTES), Base64 decoding failed` };
+      // Gemini reads inline PDFs, audio and video too; only images are recorded.
+      if (!inline.mimeType.startsWith('image/')) continue;
+      if (!IMAGE_TYPES.includes(inline.mimeType))
+        return { images, refused: `Unsupported MIME type: ${inline.mimeType}` };
+      images.push({ media_type: inline.mimeType, bytes });
+    }
+  return { images, refused: null };
+}
+
+/** The images of a recorded generateContent request (`inlineData` parts), decoded. */
+export function geminiImagesIn(body: unknown): SentImage[] {
+  const b = Body.safeParse(body);
+  return b.success ? inlineImages(b.data.contents).images : [];
+}
 
 function entries(contents: z.infer<typeof Body>['contents']): Entry[] {
   return contents.map((c): Entry => {
@@ -86,10 +123,16 @@ export function startGeminiApi(key: string): Promise<ModelApiServer> {
     }
     if (req.method !== 'POST' || !m)
       return json(res, 404, { error: { code: 404, message: `no route ${req.method} ${path}`, status: 'NOT_FOUND' } });
-    if (m[2] === 'countTokens') return json(res, 200, { totalTokens: 120 });
-    if (!parsed.success)
+    // Counted or generated, a part Gemini cannot read is refused alike.
+    const refused = parsed.success ? inlineImages(parsed.data.contents).refused : null;
+    if (m[2] === 'countTokens' && !refused) return json(res, 200, { totalTokens: 120 });
+    if (!parsed.success || refused)
       return json(res, 400, {
-        error: { code: 400, message: parsed.error.issues[0]?.message ?? 'invalid body', status: 'INVALID_ARGUMENT' },
+        error: {
+          code: 400,
+          message: refused ?? parsed.error?.issues[0]?.message ?? 'invalid body',
+          status: 'INVALID_ARGUMENT',
+        },
       });
     const shell = tools.find((t) => t === 'run_shell_command');
     const step: Step = shell

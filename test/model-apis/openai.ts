@@ -3,12 +3,13 @@
  * `response.output_item.added`, `response.output_text.delta`, `response.output_item.done`,
  * `response.completed`) and Chat Completions as opencode's openai-compatible provider uses it
  * (`POST /v1/chat/completions`, chunks then `[DONE]`), plus `GET /v1/models`. A wrong key gets
- * OpenAI's 401 `invalid_api_key` with the key masked, as OpenAI does.
+ * OpenAI's 401 `invalid_api_key` with the key masked, as OpenAI does; an image part that is not a
+ * base64 data URL of an image gets OpenAI's 400 naming the field.
  */
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { header, json, ModelApiServer, pieces, sse, type Reported } from './server.ts';
+import { base64Bytes, header, json, ModelApiServer, pieces, sse, type Reported, type SentImage } from './server.ts';
 import { answered, nextStep, type Entry, type Step } from './script.ts';
 
 const Tool = z.looseObject({
@@ -37,6 +38,103 @@ const ChatBody = z.looseObject({
   tools: z.array(Tool).optional(),
   stream: z.boolean().optional(),
 });
+
+const Detail = z.enum(['low', 'high', 'auto']).optional();
+/** The Responses API's image part: a URL (here a data URL) or an uploaded file's id. */
+const ResponsesImage = z.looseObject({
+  type: z.literal('input_image'),
+  image_url: z.string().nullish(),
+  file_id: z.string().nullish(),
+  detail: Detail,
+});
+/** Chat Completions' image part. */
+const ChatImage = z.looseObject({
+  type: z.literal('image_url'),
+  image_url: z.looseObject({ url: z.string(), detail: Detail }),
+});
+const Parts = z.array(z.looseObject({ type: z.string().optional() }));
+
+/** What a body's image parts came to: each image inline, or OpenAI's words and field for the first it refuses. */
+interface ImageParts {
+  readonly images: SentImage[];
+  readonly refused: { readonly message: string; readonly param: string } | null;
+}
+
+/**
+ * An image URL as OpenAI reads one: a base64 data URL of PNG, JPEG, GIF or WebP is the image; an http(s)
+ * URL OpenAI would fetch (none is fetched here, so it is no image of the record); anything else is refused.
+ */
+function urlImage(url: string, param: string, into: SentImage[]): ImageParts['refused'] {
+  if (/^https?:\/\//.test(url)) return null;
+  const expected = `Invalid '${param}'. Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got`;
+  const m = /^data:([^;,]*);base64,(.*)$/s.exec(url);
+  if (!m) return { message: `${expected} a value that is not one.`, param };
+  const [, type, data] = m as unknown as [string, string, string];
+  if (!/^image\/(png|jpeg|gif|webp)$/.test(type))
+    return { message: `${expected} an unsupported MIME type '${type}'.`, param };
+  const bytes = base64Bytes(data);
+  if (!bytes)
+    return {
+      message: `${expected} ${data ? 'an invalid base64-encoded value' : 'empty base64-encoded bytes'}.`,
+      param,
+    };
+  into.push({ media_type: type, bytes });
+  return null;
+}
+
+/** The image parts of the user messages, by the API's own part shape and the field path its errors name. */
+function imageParts(
+  messages: ReadonlyArray<{ role?: string; content?: unknown }>,
+  list: string,
+  kind: 'input_image' | 'image_url',
+): ImageParts {
+  const images: SentImage[] = [];
+  for (const [i, m] of messages.entries()) {
+    const parts = Parts.safeParse(m.content);
+    if (!parts.success) continue;
+    for (const [j, part] of parts.data.entries()) {
+      if (part.type !== kind) continue;
+      const at = `${list}[${i}].content[${j}]`;
+      let refused: ImageParts['refused'];
+      if (kind === 'input_image') {
+        const p = ResponsesImage.safeParse(part);
+        if (!p.success) refused = { message: `Invalid '${at}': ${p.error.issues[0]?.message}`, param: at };
+        else if (p.data.image_url) refused = urlImage(p.data.image_url, `${at}.image_url`, images);
+        else if (p.data.file_id) refused = null;
+        else refused = { message: `Invalid '${at}': one of image_url or file_id is required.`, param: at };
+      } else {
+        const p = ChatImage.safeParse(part);
+        refused = p.success
+          ? urlImage(p.data.image_url.url, `${at}.image_url.url`, images)
+          : { message: `Invalid '${at}': ${p.error.issues[0]?.message}`, param: at };
+      }
+      if (refused) return { images, refused };
+      if (m.role !== 'user')
+        return { images, refused: { message: `Image content is only allowed in user messages.`, param: at } };
+    }
+  }
+  return { images, refused: null };
+}
+
+const responsesImages = (b: z.infer<typeof ResponsesBody>): ImageParts =>
+  typeof b.input === 'string' ? { images: [], refused: null } : imageParts(b.input, 'input', 'input_image');
+const chatImages = (b: z.infer<typeof ChatBody>): ImageParts => imageParts(b.messages, 'messages', 'image_url');
+
+/** The images of a recorded Responses API request (`input_image` parts with a data URL), decoded. */
+export function responsesImagesIn(body: unknown): SentImage[] {
+  const b = ResponsesBody.safeParse(body);
+  return b.success ? responsesImages(b.data).images : [];
+}
+
+/** The images of a recorded Chat Completions request (`image_url` parts with a data URL), decoded. */
+export function chatImagesIn(body: unknown): SentImage[] {
+  const b = ChatBody.safeParse(body);
+  return b.success ? chatImages(b.data).images : [];
+}
+
+/** OpenAI's 400 for a request it cannot take. */
+const badRequest = (res: ServerResponse, message: string, param: string | null = null, code: string | null = null) =>
+  json(res, 400, { error: { message, type: 'invalid_request_error', param, code } });
 
 const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 const mask = (k: string) => (k.length > 8 ? `${k.slice(0, 3)}${'*'.repeat(k.length - 7)}${k.slice(-4)}` : '****');
@@ -291,15 +389,9 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
     }
     if (req.method === 'POST' && path === '/v1/responses') {
       const b = ResponsesBody.safeParse(body);
-      if (!b.success)
-        return json(res, 400, {
-          error: {
-            message: b.error.issues[0]?.message ?? 'invalid body',
-            type: 'invalid_request_error',
-            param: null,
-            code: null,
-          },
-        });
+      if (!b.success) return badRequest(res, b.error.issues[0]?.message ?? 'invalid body');
+      const refused = responsesImages(b.data).refused;
+      if (refused) return badRequest(res, refused.message, refused.param, 'invalid_value');
       const step: Step = tools.length
         ? nextStep(responsesEntries(b.data.input), tools)
         : { kind: 'text', text: 'Shell session' };
@@ -308,15 +400,9 @@ export function startOpenAiApi(key: string): Promise<ModelApiServer> {
     }
     if (req.method === 'POST' && path === '/v1/chat/completions') {
       const b = ChatBody.safeParse(body);
-      if (!b.success)
-        return json(res, 400, {
-          error: {
-            message: b.error.issues[0]?.message ?? 'invalid body',
-            type: 'invalid_request_error',
-            param: null,
-            code: null,
-          },
-        });
+      if (!b.success) return badRequest(res, b.error.issues[0]?.message ?? 'invalid body');
+      const refused = chatImages(b.data).refused;
+      if (refused) return badRequest(res, refused.message, refused.param, 'invalid_value');
       const shell = tools.find((t) => t === 'bash' || t === 'shell');
       const step: Step = shell
         ? nextStep(chatEntries(b.data.messages), tools)

@@ -63,6 +63,18 @@ export interface Asked {
   readonly fromServer: boolean;
 }
 
+/** An image a runtime sent on to the model, as a recorded request holds it: its declared type and bytes. */
+export interface SentImage {
+  readonly media_type: string;
+  readonly bytes: Buffer;
+}
+
+/** Base64 as the vendors decode it (padded, no other characters); null when it is not, or decodes to nothing. */
+export function base64Bytes(data: string): Buffer | null {
+  if (data.length === 0 || data.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(data)) return null;
+  return Buffer.from(data, 'base64');
+}
+
 export type Handler = (
   req: IncomingMessage,
   res: ServerResponse,

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { imagesIn, startAnthropicApi } from '../model-apis/anthropic.ts';
-import { startGeminiApi } from '../model-apis/gemini.ts';
-import { startOpenAiApi } from '../model-apis/openai.ts';
+import { geminiImagesIn, startGeminiApi } from '../model-apis/gemini.ts';
+import { chatImagesIn, responsesImagesIn, startOpenAiApi } from '../model-apis/openai.ts';
+import type { SentImage } from '../model-apis/server.ts';
 import { assertToolsReached, type RealAgentCase, type RealAgentRun } from './harness.ts';
 
 export interface RuntimeCase extends RealAgentCase {
@@ -73,7 +74,14 @@ export const CODEX: RuntimeCase = {
     join(dir, '.codex', 'config.toml'),
     join(dir, '.codex', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
+  sendsImage: true,
   check(r) {
+    // Codex sends the picture on as an `input_image` part with a data URL.
+    if (r.scope === 'full')
+      assertImageArrived(
+        r,
+        r.api.asked.flatMap((a) => (a.path === '/v1/responses' ? responsesImagesIn(a.body) : [])),
+      );
     // the MCP servers go in ACP session/new, so no file names them.
     const [mcpJson, config, skill] = CODEX.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
@@ -106,7 +114,14 @@ export const GEMINI: RuntimeCase = {
     join(dir, '.gemini', 'settings.json'),
     join(dir, '.gemini', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
+  sendsImage: true,
   check(r) {
+    // gemini-cli sends the picture on as an `inlineData` part.
+    if (r.scope === 'full')
+      assertImageArrived(
+        r,
+        r.api.asked.flatMap((a) => (/:(stream)?[gG]enerateContent$/.test(a.path) ? geminiImagesIn(a.body) : [])),
+      );
     // the MCP servers in $HOME/.gemini/settings.json, beside the settings the credential's delivery writes there.
     const [settingsJson, skill] = GEMINI.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     const settings = JSON.parse(settingsJson!);
@@ -143,7 +158,14 @@ export const OPENCODE: RuntimeCase = {
     join(dir, '.config', 'opencode', 'opencode.json'),
     join(dir, '.config', 'opencode', 'skills', 'fountain-probe', 'SKILL.md'),
   ],
+  sendsImage: true,
   check(r) {
+    // opencode sends the picture on as an `image_url` part with a data URL.
+    if (r.scope === 'full')
+      assertImageArrived(
+        r,
+        r.api.asked.flatMap((a) => (a.path === '/v1/chat/completions' ? chatImagesIn(a.body) : [])),
+      );
     // the MCP servers go in ACP session/new, so no file names them.
     const [mcpJson, config, skill] = OPENCODE.deliveredFiles(r.sandboxDir).map((f) => r.tools.delivered[f]!);
     assert.equal(mcpJson, '(absent)');
@@ -166,13 +188,11 @@ export const OPENCODE: RuntimeCase = {
 
 /** Claude Code's image turn and its Write tool call (the full scope's extra turns). */
 function checkClaudeImageAndEdit(r: RealAgentRun): void {
-  // The image turn: Claude Code sent the picture on to the model as an image block, whole (its pixels).
-  assert.equal(r.imageTurn?.status, 'completed', JSON.stringify(r.imageTurn));
-  const sent = r.api.asked.flatMap((a) => (a.path === '/v1/messages' ? imagesIn(a.body) : []));
-  assert.ok(sent.length > 0, 'the model API received an image block');
-  const png = sent.find((i) => i.media_type === 'image/png');
-  assert.ok(png, `a PNG among ${JSON.stringify(sent.map((i) => i.media_type))}`);
-  assert.deepEqual([png.bytes.readUInt32BE(16), png.bytes.readUInt32BE(20)], [48, 32], 'its 48×32 pixels');
+  // The image turn: Claude Code sent the picture on to the model as an image block.
+  assertImageArrived(
+    r,
+    r.api.asked.flatMap((a) => (a.path === '/v1/messages' ? imagesIn(a.body) : [])),
+  );
   // Claude Code's Write tool call, as the conversation page's files panel reads it: one file, +1 −0, its diff.
   const edit = r.edit!;
   assert.equal(edit.turn?.status, 'completed', JSON.stringify(edit.turn));
@@ -180,4 +200,18 @@ function checkClaudeImageAndEdit(r: RealAgentRun): void {
   assert.ok(written, `the files panel lists ${edit.file}: ${JSON.stringify(edit.files)}`);
   assert.deepEqual([written.added, written.removed], [1, 0]);
   assert.match(JSON.stringify(written.edits), /written by the agent/);
+}
+
+/**
+ * The image turn completed and the model API received the harness's PNG whole: its 48×32 size in the
+ * IHDR and its IEND chunk last. Read, not compared byte for byte: an adapter may re-encode the picture.
+ */
+function assertImageArrived(r: RealAgentRun, sent: readonly SentImage[]): void {
+  assert.equal(r.imageTurn?.status, 'completed', JSON.stringify(r.imageTurn));
+  assert.ok(sent.length > 0, 'the model API received an image');
+  const png = sent.find((i) => i.media_type === 'image/png');
+  assert.ok(png, `a PNG among ${JSON.stringify(sent.map((i) => i.media_type))}`);
+  assert.equal(png.bytes.subarray(12, 16).toString('latin1'), 'IHDR', 'its header chunk first');
+  assert.deepEqual([png.bytes.readUInt32BE(16), png.bytes.readUInt32BE(20)], [48, 32], 'its 48×32 pixels');
+  assert.equal(png.bytes.subarray(-8, -4).toString('latin1'), 'IEND', 'its end chunk last: not cut short');
 }

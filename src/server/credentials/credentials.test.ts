@@ -118,6 +118,7 @@ describe('delivery per runtime', () => {
     const config = JSON.parse(o.files[0]!.content);
     assert.equal(config.model, 'openai-gateway/gpt-5');
     assert.equal(config.provider['openai-gateway'].options.apiKey, '{env:OPENAI_API_KEY}');
+    assert.deepEqual(config.provider['openai-gateway'].models['gpt-5'].modalities.input, ['text', 'image']);
     assert.equal(config.permission.bash, 'ask');
   });
 

@@ -83,7 +83,9 @@ function opencodeConfig(vendor: string, modelId: string, cred: OpenedCredential)
         npm: '@ai-sdk/openai-compatible',
         name: 'OpenAI (gateway)',
         options: { baseURL: base, apiKey: keyRef },
-        models: { [modelId]: { name: modelId } },
+        // A model opencode does not know takes text only: it would put "cannot read" words where the
+        // prompt's image was. The runtime advertises images, so they go on and the model API answers for them.
+        models: { [modelId]: { name: modelId, modalities: { input: ['text', 'image'], output: ['text'] } } },
       },
     };
   } else if (vendor === 'anthropic') {
