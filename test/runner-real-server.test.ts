@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
@@ -267,6 +267,43 @@ describe('fountain runner against a real fountain server', () => {
       90_000,
     );
     assert.notEqual(back.id, row.id);
+    c.child.kill('SIGINT');
+    assert.equal(await c.exited, 0);
+  });
+
+  it('stdin larger than one frame (a prompt with ten 10 MB images) reaches the process whole, in order', async () => {
+    const c = start(['--name', 'big-stdin', '--root', join(scratch, 'big')], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: s.server.url,
+    });
+    const row = await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === 'big-stdin' && r.online),
+      'big-stdin online',
+    );
+    const adapter = new RunnerAdapter(s.server.host);
+    const name = mintRunnerName(row.id);
+    assert.ok(name.ok);
+    const h = await adapter.lifecycle.create(name.value);
+    assert.ok(h.ok);
+    const frames: StreamFrame[] = [];
+    const spawned = await adapter.processes.spawn(h.value, 'sh', ['-c', 'cksum'], {
+      owner: (f) => frames.push(f),
+      stdin: true,
+    });
+    assert.ok(spawned.ok);
+    // 100 MB, more than a frame holds (64 MiB) even before its base64: every byte differs by position.
+    const data = Buffer.alloc(100 * 1024 * 1024);
+    for (let i = 0; i < data.length; i += 4) data.writeUInt32LE(i, i);
+    const wrote = await adapter.processes.writeStdin(spawned.value, data);
+    assert.ok(wrote.ok, JSON.stringify(wrote));
+    assert.ok((await adapter.processes.closeStdin(spawned.value)).ok);
+    await until(() => frames.find((f) => f.type === 'exit'), 'cksum to exit', 120_000);
+    const out = frames
+      .filter((f) => f.type === 'stdout')
+      .map((f) => Buffer.from((f as { data: Uint8Array }).data).toString())
+      .join('');
+    const local = execFileSync('cksum', { input: data }).toString();
+    assert.equal(out, local, 'the checksum of what the process read is that of what was written');
     c.child.kill('SIGINT');
     assert.equal(await c.exited, 0);
   });

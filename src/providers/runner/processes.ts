@@ -22,6 +22,9 @@ import type { OutgoingRequest, SessionListener } from './host.ts';
 import { type RunnerCore, EXEC_GRACE_MS, type RunnerCommandPrivate, lenientBytes, type LiveCommand } from './core.ts';
 import type { SandboxProcesses } from '../../sandbox/index.ts';
 
+/** Bytes of stdin per frame: their base64 stays far below the frame limit. */
+const STDIN_CHUNK_BYTES = 8 * 1024 * 1024;
+
 export class RunnerProcesses implements SandboxProcesses {
   readonly #c: RunnerCore;
 
@@ -79,11 +82,16 @@ export class RunnerProcesses implements SandboxProcesses {
       const { runnerId, name, sessionId } = target.value;
       const conn = this.#c.host.whereis(runnerId);
       if (!conn) return fail('write_failed', RUNNER_OFFLINE);
-      const r = await conn.call({ op: 'stdin', name, session_id: sessionId, data: encodeBase64(data) });
-      if (r.ok) return ok(undefined);
-      if (r.error.code === 'not_found') return fail('command_exited');
-      if (r.error.code === 'unavailable') return fail('write_failed', r.error.detail);
-      return r;
+      // A frame holds at most MAX_FRAME_BYTES: a larger write (a prompt's images) goes in pieces, in order.
+      for (let at = 0; at === 0 || at < data.length; at += STDIN_CHUNK_BYTES) {
+        const piece = data.subarray(at, at + STDIN_CHUNK_BYTES);
+        const r = await conn.call({ op: 'stdin', name, session_id: sessionId, data: encodeBase64(piece) });
+        if (r.ok) continue;
+        if (r.error.code === 'not_found') return fail('command_exited');
+        if (r.error.code === 'unavailable') return fail('write_failed', r.error.detail);
+        return r;
+      }
+      return ok(undefined);
     });
   }
 
