@@ -15,6 +15,8 @@ import { CliError, LineReader, action, apiFor } from './session.ts';
 import { fountainCommand } from './invocation.ts';
 import { readFileSync } from 'node:fs';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, sniffImage } from '../wire/images.ts';
+import { modelProblem, RUNTIME_SPECS } from '../server/runtimes/table.ts';
+import type { Runtime } from '../server/store/conversation-schema.ts';
 
 const TERMINAL_TURN_STATES = new Set(['done', 'failed', 'interrupted']);
 
@@ -26,6 +28,8 @@ interface ChatOptions {
   /** A branch of the environment's repository for a new conversation's sandbox to clone. */
   branch?: string;
   repository?: string;
+  /** A new conversation's model instead of the agent's. */
+  model?: string;
 }
 
 const ENDED = new Set(['terminated', 'failed']);
@@ -75,6 +79,20 @@ async function resumePoint(
   }
 }
 
+/**
+ * `--model` before any prompt is read: it must fit the agent's runtime (as the server checks again), and it
+ * is a new conversation's pick, so a conversation continued on another model is refused rather than ignored.
+ */
+function checkModel(agent: { name: string; runtime: string }, model: string, existing: Conversation | null): void {
+  const runtime = agent.runtime in RUNTIME_SPECS ? (agent.runtime as Runtime) : 'custom';
+  const problem = modelProblem(runtime, model);
+  if (problem) throw new CliError(`--model ${model}: ${problem} (agent ${agent.name} runs ${agent.runtime})`);
+  if (existing && existing.model != null && existing.model !== model)
+    throw new CliError(
+      `--model picks a new conversation's model; conversation ${existing.id} runs on ${existing.model} (leave out --continue or --conversation to start one on ${model})`,
+    );
+}
+
 /** The conversation `--continue` picks: the agent's most recent one that has not ended. */
 async function latestOpen(api: FountainApi, agentId: string): Promise<Conversation | null> {
   const { data: list } = await api.request(
@@ -103,6 +121,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       `conversation ${existing.id} has ended (${existing.status}); \`${fountainCommand()} chat ${agentRef}\` starts a new one`,
     );
   }
+  if (opts.model !== undefined) checkModel(agent, opts.model, existing);
   let conversationId: string;
   let running: string | null = null;
   const images = readImages(opts.image ?? []);
@@ -160,10 +179,11 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       agent_id: agent.id,
       ...(opts.branch !== undefined ? { branch: opts.branch } : {}),
       ...(opts.repository !== undefined ? { repository: opts.repository } : {}),
+      ...(opts.model !== undefined ? { model: opts.model } : {}),
     });
     conversationId = created.data.id;
     renderer.status(
-      `new conversation ${conversationId} with ${agent.name} (each chat starts one; --continue picks up the latest)`,
+      `new conversation ${conversationId} with ${agent.name}${opts.model !== undefined ? ` on ${opts.model}` : ''} (each chat starts one; --continue picks up the latest)`,
     );
   }
   // Ctrl-C leaves the conversation running on the server; say how to come back to it.
@@ -366,6 +386,10 @@ export function register(program: Command): void {
     .option('--conversation <id>', 'continue this conversation')
     .option('--branch <name>', "a new conversation's sandbox checks out this branch of the environment's repository")
     .option('--repository <url>', "which of the environment's repositories --branch is of (default: its first)")
+    .option(
+      '--model <provider/id>',
+      "a new conversation's model instead of the agent's (it must fit the agent's runtime; its vendor's credential must be set)",
+    )
     .action(
       action(async (agentRef: string, opts: ChatOptions, cmd: Command) => {
         const lines = new LineReader();

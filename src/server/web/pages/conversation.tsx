@@ -174,8 +174,15 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
           <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
             <h1 class="conv-heading">{heading}</h1>
             <p class="small muted">
-              {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started{' '}
-              {when(conv.inserted_at)}{' '}
+              {agent ? `${agent.name} · ${agent.runtime} · ` : 'agent deleted · '}
+              {agent && conv.model && conv.model !== agent.model ? (
+                <span id="conv-model" title={`The agent's model is ${agent.model}`}>
+                  {conv.model} (picked for this conversation)
+                </span>
+              ) : (
+                (agent?.model ?? '')
+              )}
+              {agent ? ' · ' : ''}started {when(conv.inserted_at)}{' '}
               <button type="button" id="notify-toggle" class="secondary small-button" hidden>
                 Notify me when it needs me
               </button>
