@@ -15,8 +15,7 @@ import { CliError, LineReader, action, apiFor } from './session.ts';
 import { fountainCommand } from './invocation.ts';
 import { readFileSync } from 'node:fs';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, sniffImage } from '../wire/images.ts';
-import { modelProblem, RUNTIME_SPECS } from '../server/runtimes/table.ts';
-import type { Runtime } from '../server/store/conversation-schema.ts';
+import { checkModel } from './chat-model.ts';
 
 const TERMINAL_TURN_STATES = new Set(['done', 'failed', 'interrupted']);
 
@@ -77,20 +76,6 @@ async function resumePoint(
         historyUntil: previous,
       };
   }
-}
-
-/**
- * `--model` before any prompt is read: it must fit the agent's runtime (as the server checks again), and it
- * is a new conversation's pick, so a conversation continued on another model is refused rather than ignored.
- */
-function checkModel(agent: { name: string; runtime: string }, model: string, existing: Conversation | null): void {
-  const runtime = agent.runtime in RUNTIME_SPECS ? (agent.runtime as Runtime) : 'custom';
-  const problem = modelProblem(runtime, model);
-  if (problem) throw new CliError(`--model ${model}: ${problem} (agent ${agent.name} runs ${agent.runtime})`);
-  if (existing && existing.model != null && existing.model !== model)
-    throw new CliError(
-      `--model picks a new conversation's model; conversation ${existing.id} runs on ${existing.model} (leave out --continue or --conversation to start one on ${model})`,
-    );
 }
 
 /** The conversation `--continue` picks: the agent's most recent one that has not ended. */

@@ -20,7 +20,7 @@ import { previewOf, type Preview } from '../roster.ts';
 import { InlineMd } from '../event-view.tsx';
 import { BranchPickHost, branchChoice } from './repository.tsx';
 import { ModelPickHost } from './model-pick.tsx';
-import { getAgent } from '../../agents/store.ts';
+import { getAgent } from '../../agents/service.ts';
 import { lastTurnAndReply } from '../../team/reads.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import { LABEL_RULE, LabelFilterParam } from '../../conversations/labels.ts';

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { getAgent } from '../../agents/store.ts';
+import { getAgent } from '../../agents/service.ts';
 import { RUNTIME_SPECS } from '../../runtimes/table.ts';
 import type { Agent } from '../../store/conversation-schema.ts';
 import type { WebDeps, WebEnv } from '../context.ts';
