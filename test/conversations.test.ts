@@ -295,12 +295,23 @@ for (const backend of ['process', 'namespace'] as const) {
         validate: false,
       });
       assert.equal(cred.status, 200, JSON.stringify(cred.body));
-      const oc = (
-        await api('POST', '/api/agents', { name: 'oc', runtime: 'opencode', model: 'anthropic/claude-sonnet-4-5' })
-      ).body.data;
-      const keyless = await api('POST', '/api/conversations', { agent_id: oc.id, model: 'openai/gpt-5' });
+      const oc = await api('POST', '/api/agents', {
+        name: 'oc',
+        runtime: 'opencode',
+        model: 'anthropic/claude-sonnet-4-5',
+        model_limits: { models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5'] },
+      });
+      assert.equal(oc.status, 201, JSON.stringify(oc.body));
+      const keyless = await api('POST', '/api/conversations', { agent_id: oc.body.data.id, model: 'openai/gpt-5' });
       assert.deepEqual([keyless.status, keyless.body.error], [422, 'inference_credential_missing']);
       assert.match(keyless.body.message, /model openai\/gpt-5\).*openai_api_key/);
+      // Nor off the agent's model allow-list, which the gateway would hold each call to.
+      const unlisted = await api('POST', '/api/conversations', {
+        agent_id: oc.body.data.id,
+        model: 'anthropic/claude-opus-4-1',
+      });
+      assert.deepEqual([unlisted.status, unlisted.body.error], [422, 'model_not_allowed']);
+      assert.match(unlisted.body.message, /not on agent oc's model allow-list/);
       assert.equal((await api('GET', '/api/conversations')).body.data.length, before);
 
       // A live conversation: limit > 1000 is refused; 422 no_agent after its agent is deleted.

@@ -18,6 +18,7 @@ import type {
   TurnImage,
 } from '../store/conversation-schema.ts';
 import { checkBranch } from '../environments/branches.ts';
+import { modelRefusal } from '../gateway/limits.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
@@ -124,6 +125,12 @@ export class Provisioner {
       return refuse('model_not_for_runtime', `model ${model} does not fit the agent's runtime: ${problem}`, {
         errors: { model: [problem] },
       });
+    // The gateway would refuse each of its calls: said now, before a sandbox is made for nothing.
+    if (model !== null && modelRefusal(agent.modelLimits, model))
+      return refuse(
+        'model_not_allowed',
+        `model ${model} is not on agent ${agent.name}'s model allow-list (model_limits.models: ${agent.modelLimits.models?.join(', ')})`,
+      );
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
     const delivery = await this.p.launcher.delivery(accountId, agent.runtime, model ?? agent.model, null, {
       custom: agent.customRuntime,

@@ -48,7 +48,8 @@ export type EngineErrorCode =
   | 'push_failed'
   | 'image_not_supported_by_runtime'
   | 'images_unavailable'
-  | 'model_not_for_runtime';
+  | 'model_not_for_runtime'
+  | 'model_not_allowed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -97,6 +98,7 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   image_not_supported_by_runtime: 422,
   images_unavailable: 503,
   model_not_for_runtime: 422,
+  model_not_allowed: 422,
 };
 
 /** Seconds for `Retry-After`. */
