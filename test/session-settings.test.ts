@@ -108,19 +108,6 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
     assert.ok(applied, 'a session settings event');
     assert.deepEqual(JSON.parse(applied.data).applied, ['mode=acceptEdits']);
 
-    const plan = await api('PATCH', `/api/conversations/${conv.id}/settings`, { mode: 'plan' });
-    assert.equal(plan.status, 200, JSON.stringify(plan.body));
-    assert.deepEqual(plan.body.data, { settings: { mode: 'plan' }, applied: ['mode=plan'], live: true });
-    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.session_offered.current_mode, 'plan');
-
-    const unknown = await api('PATCH', `/api/conversations/${conv.id}/settings`, { options: { warp_speed: 'on' } });
-    assert.deepEqual([unknown.status, unknown.body.error], [422, 'session_option_not_listed']);
-    assert.match(unknown.body.message, /does not list a session option "warp_speed" \(it lists: .*mode/);
-    const badMode = await api('PATCH', `/api/conversations/${conv.id}/settings`, { mode: 'yolo' });
-    assert.deepEqual([badMode.status, badMode.body.error], [422, 'session_mode_not_listed']);
-    // Nothing refused was stored.
-    assert.deepEqual((await api('GET', `/api/conversations/${conv.id}`)).body.data.session_settings, { mode: 'plan' });
-
     // The conversation's model, not the agent's, is the one Claude Code asks the model API for.
     const sent = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'say hello' });
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
@@ -136,6 +123,19 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
     const asked = model.asked.filter((a) => a.path === '/v1/messages').map((a) => a.model);
     assert.ok(asked.includes('claude-opus-4-1'), `asked for: ${asked.join(', ')}`);
     assert.ok(!asked.includes('claude-sonnet-4-5'), `asked for: ${asked.join(', ')}`);
+
+    const plan = await api('PATCH', `/api/conversations/${conv.id}/settings`, { mode: 'plan' });
+    assert.equal(plan.status, 200, JSON.stringify(plan.body));
+    assert.deepEqual(plan.body.data, { settings: { mode: 'plan' }, applied: ['mode=plan'], live: true });
+    assert.equal((await api('GET', `/api/conversations/${conv.id}`)).body.data.session_offered.current_mode, 'plan');
+
+    const unknown = await api('PATCH', `/api/conversations/${conv.id}/settings`, { options: { warp_speed: 'on' } });
+    assert.deepEqual([unknown.status, unknown.body.error], [422, 'session_option_not_listed']);
+    assert.match(unknown.body.message, /does not list a session option "warp_speed" \(it lists: .*mode/);
+    const badMode = await api('PATCH', `/api/conversations/${conv.id}/settings`, { mode: 'yolo' });
+    assert.deepEqual([badMode.status, badMode.body.error], [422, 'session_mode_not_listed']);
+    // Nothing refused was stored.
+    assert.deepEqual((await api('GET', `/api/conversations/${conv.id}`)).body.data.session_settings, { mode: 'plan' });
   });
 
   it('the demo agent lists no modes or options: a mode is refused in words with a code', async () => {
