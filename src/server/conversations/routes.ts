@@ -86,7 +86,7 @@ const CreateBody = z
       .optional()
       .openapi({
         description:
-          "The model (`provider/id`) instead of the agent's, for this conversation's every launch; it must fit the agent's runtime (422 model_not_for_runtime) and its vendor's credential must be set",
+          "The model (`provider/id`) instead of the agent's, for this conversation's every launch: it must fit the agent's runtime (422 model_not_for_runtime) and its allow-list (422 model_not_allowed), and its vendor's credential must be set",
         example: 'anthropic/claude-opus-4-1',
       }),
   })
