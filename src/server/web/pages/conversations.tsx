@@ -56,6 +56,7 @@ const newForm = z.object({
     .max(200, 'A model is at most 200 characters.')
     .optional()
     .transform((v) => (v ? v : undefined)),
+  model_agent: z.string().max(100).optional(),
 });
 
 /** The line a conversation is known by: its title, else its first message, else nothing yet. */
@@ -310,8 +311,9 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const form = newForm.safeParse(await c.req.parseBody());
     if (!form.success) return page(c, form.error.issues[0]?.message ?? 'The form is incomplete.');
     // The field comes prefilled with the agent's model: left as it is, the conversation follows the agent's.
-    const agent = form.data.model ? await getAgent(deps.db, user.account.id, form.data.agent_id) : undefined;
-    const model = form.data.model !== agent?.model ? form.data.model : undefined;
+    const picked = form.data.model_agent === form.data.agent_id ? form.data.model : undefined;
+    const agent = picked ? await getAgent(deps.db, user.account.id, form.data.agent_id) : undefined;
+    const model = picked !== agent?.model ? picked : undefined;
     const created = await deps.engine.create(user.account.id, {
       agentId: form.data.agent_id,
       prompt: form.data.prompt,

@@ -34,6 +34,8 @@ function ModelPick(p: { agent: Agent }) {
   const vendors = spec.modelProviders;
   return (
     <>
+      {/* Which agent the field was loaded for: a form sent before it reloaded for another is not mixed up. */}
+      <input type="hidden" name="model_agent" value={p.agent.id} />
       <label for="new-model-input">Model</label>
       <input
         id="new-model-input"
