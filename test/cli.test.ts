@@ -113,6 +113,10 @@ describe('fountain CLI', () => {
     const blank = fountain(['chat', 'demo'], '\n  \n');
     assert.equal(await blank.exited, 0, `${blank.out()}\n${blank.err()}`);
     assert.doesNotMatch(blank.out(), /new conversation/);
+    // A --model the agent's runtime does not take is refused before any message is read.
+    const wrongModel = fountain(['chat', 'demo', '--model', 'openai/gpt-5'], 'hello\n');
+    assert.equal(await wrongModel.exited, 1, wrongModel.out());
+    assert.match(wrongModel.err(), /--model openai\/gpt-5: provider must be fountain for runtime demo/);
     assert.equal(await count(), before, 'no conversation was created');
   });
 
@@ -140,9 +144,11 @@ describe('fountain CLI', () => {
   it('a re-attach shows a banner and the output it missed; --continue picks the latest conversation', {
     timeout: T,
   }, async () => {
-    const first = fountain(['chat', 'demo', '-m', 'remember: the kettle is blue']);
+    const first = fountain(['chat', 'demo', '--model', 'fountain/demo-cli', '-m', 'remember: the kettle is blue']);
     assert.equal(await first.exited, 0, first.err());
+    assert.match(first.out(), /new conversation [0-9a-f-]{36} with demo on fountain\/demo-cli/);
     const id = /new conversation ([0-9a-f-]{36})/.exec(first.out())![1]!;
+    assert.equal((await api('GET', `/api/conversations/${id}`)).body.data.model, 'fountain/demo-cli');
     // A message sent while no chat is attached (the web page, the API): its answer is what a re-attach missed.
     const sent = await api('POST', `/api/conversations/${id}/prompts`, { prompt: 'recall' });
     assert.equal(sent.status, 200, JSON.stringify(sent.body));
@@ -162,6 +168,10 @@ describe('fountain CLI', () => {
     back.write('\x03');
     await back.exited;
 
+    // A model is a new conversation's: continuing one on another is refused, not ignored.
+    const moved = fountain(['chat', 'demo', '--continue', '--model', 'fountain/demo-else', '-m', 'recall']);
+    assert.equal(await moved.exited, 1, moved.out());
+    assert.match(moved.err(), new RegExp(`conversation ${id} runs on fountain/demo-cli`));
     const cont = fountain(['chat', 'demo', '--continue', '-m', 'recall']);
     assert.equal(await cont.exited, 0, cont.err());
     assert.match(cont.out(), new RegExp(`continuing conversation ${id} with demo`));

@@ -75,12 +75,15 @@ for (const backend of ['process', 'namespace'] as const) {
       assert.deepEqual(catalog.body.data.sandbox_providers.enabled, ['runner']);
       assert.equal(catalog.body.data.sandbox_providers.default, 'runner');
 
+      // On a model of its own (the demo runtime takes any fountain/… one): every launch records it on its turns.
       const created = await api('POST', '/api/conversations', {
         agent_id: agent.body.data.id,
         prompt: 'remember: the launch code is 0451',
+        model: 'fountain/demo-picked',
       });
       assert.equal(created.status, 201, JSON.stringify(created.body));
       const conv = created.body.data;
+      assert.equal(conv.model, 'fountain/demo-picked');
       assert.deepEqual(created.body.meta, { resumed: false });
       assert.equal(conv.sandbox.provider, 'runner');
       assert.equal(conv.sandbox.runner.online, true);
@@ -148,8 +151,13 @@ for (const backend of ['process', 'namespace'] as const) {
 
         const turns = await api('GET', `/api/conversations/${conv.id}/turns`);
         assert.deepEqual(
-          turns.body.data.map((t: Json) => t.status),
-          ['completed', 'completed', 'completed'],
+          turns.body.data.map((t: Json) => [t.status, t.model]),
+          [
+            ['completed', 'fountain/demo-picked'],
+            ['completed', 'fountain/demo-picked'],
+            // After the park: the woken agent was launched with the conversation's model too.
+            ['completed', 'fountain/demo-picked'],
+          ],
         );
 
         // Stream ids are the store's ids, in order; Last-Event-ID resumes right after the given id.
@@ -274,8 +282,44 @@ for (const backend of ['process', 'namespace'] as const) {
         assert.equal(typeof r.body.error, 'string');
       }
 
+      // A model that does not fit the agent's runtime is refused with a code and words; nothing is created.
+      const before = (await api('GET', '/api/conversations')).body.data.length;
+      const otherVendor = await api('POST', '/api/conversations', { agent_id: agent.id, model: 'openai/gpt-5' });
+      assert.deepEqual([otherVendor.status, otherVendor.body.error], [422, 'model_not_for_runtime']);
+      assert.match(otherVendor.body.message, /model openai\/gpt-5 does not fit .*provider must be fountain/);
+      const malformed = await api('POST', '/api/conversations', { agent_id: agent.id, model: 'GPT 5' });
+      assert.deepEqual([malformed.status, malformed.body.error], [422, 'validation_failed']);
+      // The credential check goes by the conversation's model: an Anthropic key does not launch it on OpenAI.
+      const cred = await api('PUT', '/api/account/inference-credentials/anthropic_api_key', {
+        value: 'sk-ant-api03-not-used',
+        validate: false,
+      });
+      assert.equal(cred.status, 200, JSON.stringify(cred.body));
+      const oc = await api('POST', '/api/agents', {
+        name: 'oc',
+        runtime: 'opencode',
+        model: 'anthropic/claude-sonnet-4-5',
+        model_limits: { models: ['anthropic/claude-sonnet-4-5', 'openai/gpt-5'] },
+      });
+      assert.equal(oc.status, 201, JSON.stringify(oc.body));
+      const keyless = await api('POST', '/api/conversations', { agent_id: oc.body.data.id, model: 'openai/gpt-5' });
+      assert.deepEqual([keyless.status, keyless.body.error], [422, 'inference_credential_missing']);
+      assert.match(keyless.body.message, /model openai\/gpt-5\).*openai_api_key/);
+      // Nor off the agent's model allow-list, which the gateway would hold each call to.
+      const unlisted = await api('POST', '/api/conversations', {
+        agent_id: oc.body.data.id,
+        model: 'anthropic/claude-opus-4-1',
+      });
+      assert.deepEqual([unlisted.status, unlisted.body.error], [422, 'model_not_allowed']);
+      assert.match(unlisted.body.message, /not on agent oc's model allow-list/);
+      assert.equal((await api('GET', '/api/conversations')).body.data.length, before);
+
       // A live conversation: limit > 1000 is refused; 422 no_agent after its agent is deleted.
       const c1 = (await api('POST', '/api/conversations', { agent_id: agent.id })).body.data;
+      // Without a model of its own it shows its agent's, in the list pages too.
+      assert.equal(c1.model, 'fountain/demo');
+      const paged = await api('GET', '/api/conversations?limit=5');
+      assert.equal(paged.body.data.find((c: Json) => c.id === c1.id)?.model, 'fountain/demo');
       const big = await api('GET', `/api/conversations/${c1.id}/events?limit=1001`);
       assert.equal(big.status, 422);
       const s1 = openStream(`${srv.url}/api/conversations/${c1.id}/stream`, key);
@@ -288,6 +332,7 @@ for (const backend of ['process', 'namespace'] as const) {
       assert.equal((await api('DELETE', `/api/agents/${agent.id}`)).status, 204);
       const orphan = await api('POST', `/api/conversations/${c1.id}/prompts`, { prompt: 'hi' });
       assert.deepEqual([orphan.status, orphan.body.error], [422, 'no_agent']);
+      assert.equal((await api('GET', `/api/conversations/${c1.id}`)).body.data.model, null);
       assert.equal((await api('DELETE', `/api/conversations/${c1.id}`)).status, 204);
       assert.equal((await api('GET', `/api/conversations/${c1.id}`)).status, 404);
 

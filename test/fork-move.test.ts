@@ -89,7 +89,11 @@ describe('fork at a turn and move to another runner', () => {
         permission_policy: { execute: 'ask' },
       })
     ).body.data;
-    const conv = await api('POST', '/api/conversations', { agent_id: agent.id, prompt: 'remember: the code is 0451' });
+    const conv = await api('POST', '/api/conversations', {
+      agent_id: agent.id,
+      prompt: 'remember: the code is 0451',
+      model: 'fountain/demo-forked',
+    });
     assert.equal(conv.status, 201, JSON.stringify(conv.body));
     const id: string = conv.body.data.id;
     const [first] = await turns(id);
@@ -125,6 +129,7 @@ describe('fork at a turn and move to another runner', () => {
     const forkId: string = forked.body.data.id;
     assert.notEqual(forkId, id);
     assert.equal(forked.body.data.agent_id, agent.id);
+    assert.equal(forked.body.data.model, 'fountain/demo-forked', "the fork goes on with its parent's model");
     assert.match(forked.body.data.title, /fork at turn 1/);
     await until(
       async () => (await api('GET', `/api/conversations/${forkId}`)).body.data.status === 'idle',

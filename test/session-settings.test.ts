@@ -2,6 +2,7 @@
  * Session settings on real adapters through a real runner: claude-agent-acp (installed into its sandbox
  * as for any claude agent) lists its modes and a `mode` option; the agent's mode is set when its session
  * starts and the conversation's at once on the live agent. The demo agent lists none: refused in words.
+ * The claude conversation runs on another model than its agent's: the local model API is asked for that one.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -68,8 +69,8 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
   });
 
   /** A conversation of `agentId`, once its agent's session started (provisioning done). */
-  async function started(agentId: string): Promise<{ id: string; events: Json[] }> {
-    const created = await api('POST', '/api/conversations', { agent_id: agentId });
+  async function started(agentId: string, model?: string): Promise<{ id: string; events: Json[] }> {
+    const created = await api('POST', '/api/conversations', { agent_id: agentId, model });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const s = openStream(`${srv.url}/api/conversations/${created.body.data.id}/stream`, key);
     try {
@@ -94,9 +95,11 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
     });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     assert.deepEqual(agent.body.data.session_settings, { mode: 'acceptEdits' });
-    const conv = await started(agent.body.data.id);
+    // A dated id: Claude Code sends it as it is (it moves an older opus, say, to its newest).
+    const conv = await started(agent.body.data.id, 'anthropic/claude-sonnet-4-5-20250929');
 
     const shown = (await api('GET', `/api/conversations/${conv.id}`)).body.data;
+    assert.equal(shown.model, 'anthropic/claude-sonnet-4-5-20250929');
     const offered = shown.session_offered;
     assert.ok(offered, 'the runtime listed what it offers');
     const modeIds = (offered.modes as Json[]).map((m) => m.id);
@@ -105,6 +108,25 @@ describe('session settings on real adapters', { timeout: 600_000 }, () => {
     const applied = conv.events.find((e) => e?.stage === 'session' && e?.state === 'done');
     assert.ok(applied, 'a session settings event');
     assert.deepEqual(JSON.parse(applied.data).applied, ['mode=acceptEdits']);
+
+    // The conversation's model, not the agent's, is the one Claude Code asks the model API for.
+    const sent = await api('POST', `/api/conversations/${conv.id}/prompts`, { prompt: 'say hello' });
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const turn = await until(
+      async () => {
+        const t = ((await api('GET', `/api/conversations/${conv.id}/turns`)).body.data as Json[])[0];
+        return t && ['completed', 'failed'].includes(t.status) ? t : undefined;
+      },
+      'the turn to end',
+      240_000,
+    );
+    assert.deepEqual(
+      [turn.status, turn.model],
+      ['completed', 'anthropic/claude-sonnet-4-5-20250929'],
+      JSON.stringify(turn),
+    );
+    const asked = model.modelsAnswered;
+    assert.ok(asked.length > 0 && asked.every((m) => m === 'claude-sonnet-4-5-20250929'), `asked for: ${asked}`);
 
     const plan = await api('PATCH', `/api/conversations/${conv.id}/settings`, { mode: 'plan' });
     assert.equal(plan.status, 200, JSON.stringify(plan.body));

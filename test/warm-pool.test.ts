@@ -186,10 +186,20 @@ describe('warm pools with a real runner and the demo agent', { timeout: 600_000 
     assert.equal(waiting.status, 201, JSON.stringify(waiting.body));
     assert.equal(waiting.body.data.queue?.position, 1, 'it waits: the pooled sandbox holds the second slot');
     assert.equal((await api('POST', `/api/conversations/${waiting.body.data.id}/terminate`)).status, 204);
-    // A conversation of the pooled agent needs no new sandbox: it takes the member at the limit.
+    // On another model than the agent's it does not take the member (launched with the agent's): it waits too.
+    const otherModel = await api('POST', '/api/conversations', { agent_id: agentId, model: 'fountain/demo-other' });
+    assert.equal(otherModel.status, 201, JSON.stringify(otherModel.body));
+    assert.deepEqual([otherModel.body.data.queue?.position, otherModel.body.data.model], [1, 'fountain/demo-other']);
+    assert.equal((await api('POST', `/api/conversations/${otherModel.body.data.id}/terminate`)).status, 204);
+    // A conversation of the pooled agent (on its model, named or not) needs no new sandbox: it takes the member at the limit.
     const [member] = await members(agentId);
-    const taken = await api('POST', '/api/conversations', { agent_id: agentId, prompt: 'taken at the limit' });
+    const taken = await api('POST', '/api/conversations', {
+      agent_id: agentId,
+      prompt: 'taken at the limit',
+      model: 'fountain/demo',
+    });
     assert.equal(taken.body.data.id, member!.id);
+    assert.equal(taken.body.data.model, 'fountain/demo');
     assert.equal(taken.body.data.queue, null);
     await answered(taken.body.data.id);
     // The pool does not refill past the account's limit.

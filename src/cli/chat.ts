@@ -15,6 +15,7 @@ import { CliError, LineReader, action, apiFor } from './session.ts';
 import { fountainCommand } from './invocation.ts';
 import { readFileSync } from 'node:fs';
 import { MAX_IMAGE_BYTES, MAX_IMAGES, sniffImage } from '../wire/images.ts';
+import { checkModel } from './chat-model.ts';
 
 const TERMINAL_TURN_STATES = new Set(['done', 'failed', 'interrupted']);
 
@@ -26,6 +27,8 @@ interface ChatOptions {
   /** A branch of the environment's repository for a new conversation's sandbox to clone. */
   branch?: string;
   repository?: string;
+  /** A new conversation's model instead of the agent's. */
+  model?: string;
 }
 
 const ENDED = new Set(['terminated', 'failed']);
@@ -103,6 +106,7 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       `conversation ${existing.id} has ended (${existing.status}); \`${fountainCommand()} chat ${agentRef}\` starts a new one`,
     );
   }
+  if (opts.model !== undefined) checkModel(agent, opts.model, existing);
   let conversationId: string;
   let running: string | null = null;
   const images = readImages(opts.image ?? []);
@@ -160,10 +164,11 @@ export async function chat(api: FountainApi, agentRef: string, opts: ChatOptions
       agent_id: agent.id,
       ...(opts.branch !== undefined ? { branch: opts.branch } : {}),
       ...(opts.repository !== undefined ? { repository: opts.repository } : {}),
+      ...(opts.model !== undefined ? { model: opts.model } : {}),
     });
     conversationId = created.data.id;
     renderer.status(
-      `new conversation ${conversationId} with ${agent.name} (each chat starts one; --continue picks up the latest)`,
+      `new conversation ${conversationId} with ${agent.name}${opts.model !== undefined ? ` on ${opts.model}` : ''} (each chat starts one; --continue picks up the latest)`,
     );
   }
   // Ctrl-C leaves the conversation running on the server; say how to come back to it.
@@ -366,6 +371,10 @@ export function register(program: Command): void {
     .option('--conversation <id>', 'continue this conversation')
     .option('--branch <name>', "a new conversation's sandbox checks out this branch of the environment's repository")
     .option('--repository <url>', "which of the environment's repositories --branch is of (default: its first)")
+    .option(
+      '--model <provider/id>',
+      "a new conversation's model instead of the agent's (it must fit the agent's runtime; its vendor's credential must be set)",
+    )
     .action(
       action(async (agentRef: string, opts: ChatOptions, cmd: Command) => {
         const lines = new LineReader();

@@ -46,6 +46,7 @@ export const conversationSchema = z
       .nullish(),
     inserted_at: z.string().optional(),
     labels: z.array(z.string()).optional(),
+    model: z.string().nullish(),
   })
   .loose();
 export type Conversation = z.infer<typeof conversationSchema>;

@@ -3,7 +3,9 @@
  * server over https: the New conversation form lists the agent's repository branches (asked of the remote
  * by the server with the environment's token), the conversation's computer checks the picked one out, the
  * demo agent commits, and "Push to a branch" sends the commit to a new branch read back on the git server.
- * A second push to the same branch is refused in words. No page wider than the screen, no console error.
+ * A second push to the same branch is refused in words. The form's model, changed from the agent's, is the
+ * one the agent process is launched with (the demo agent as a `custom` runtime, which is handed its model as
+ * FOUNTAIN_MODEL) and the conversation's header names it. No page wider than the screen, no console error.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
+import { demoAgentArgv } from '../../src/acp/index.ts';
 import { mintSignInLink } from '../../src/server/web/session.ts';
 import { startGitHttpsServer, type GitHttpsServer } from '../helpers/git-https.ts';
 import { call } from '../helpers/http.ts';
@@ -59,8 +62,9 @@ describe('repository branch pick and push to a branch in the browser', { skip: s
     assert.equal(env.status, 201, JSON.stringify(env.body));
     const agent = await api('POST', '/api/agents', {
       name: 'Builder',
-      runtime: 'demo',
-      model: 'fountain/demo',
+      runtime: 'custom',
+      model: 'acme/small',
+      custom_runtime: { command: demoAgentArgv() },
       permission_policy: { default: 'auto_allow' },
       environment_id: env.body.data.id,
     });
@@ -93,10 +97,13 @@ describe('repository branch pick and push to a branch in the browser', { skip: s
         'app · feature',
       ]);
       await pick.selectOption({ label: 'app · feature' });
+      const model = page.getByLabel('Model', { exact: true });
+      assert.equal(await model.inputValue(), 'acme/small', "prefilled with the agent's model");
+      await model.fill(`acme/large-${width}`);
       await page
         .getByLabel('First message (optional)')
         .fill(
-          `run: cd app && echo "from the page at ${width}" >> FEATURE.md && git commit -qam "web ${width}" && git rev-parse --abbrev-ref HEAD`,
+          `run: cd app && echo "from the page at ${width}" >> FEATURE.md && git commit -qam "web ${width}" && git rev-parse --abbrev-ref HEAD && echo "model=$FOUNTAIN_MODEL"`,
         );
       await noOverflow(page, width, 'the new conversation form');
       await shot('form');
@@ -108,6 +115,8 @@ describe('repository branch pick and push to a branch in the browser', { skip: s
         T * 2,
       );
       assert.match(await page.locator('#events').innerText(), /\bfeature\b/, 'the feature branch is checked out');
+      assert.match(await page.locator('#events').innerText(), new RegExp(`model=acme/large-${width}\\b`));
+      assert.match(await page.locator('#conv-model').innerText(), new RegExp(`^acme/large-${width} \\(picked`));
 
       const branch = `web/${width}`;
       await page.getByLabel('New branch').fill(branch);

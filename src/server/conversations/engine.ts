@@ -194,10 +194,19 @@ export class ConversationEngine {
     const s = row.sandbox;
     const id = row.conversation.id;
     const place = places ? places.get(id) : (await this.#p.capacity.positions([id])).get(id);
+    const c = row.conversation;
+    // Rows fresh from a write carry no joined agent: its model is read only when the conversation has none.
+    const agentModel =
+      c.model !== null || row.agentModel !== undefined
+        ? (row.agentModel ?? null)
+        : c.agentId
+          ? ((await getAgent(this.#c.d.db, c.accountId, c.agentId))?.model ?? null)
+          : null;
     return conversationView(
-      row.conversation,
-      s ? sandboxView(s, await this.#c.d.placement.host(row.conversation.accountId, s)) : null,
+      c,
+      s ? sandboxView(s, await this.#c.d.placement.host(c.accountId, s)) : null,
       place,
+      agentModel,
     );
   }
 

@@ -180,15 +180,25 @@ export async function listConversationRowsPage(
 ): Promise<{ rows: ConversationWithSandbox[]; next: string | null }> {
   const rows = await inIndexOrder(db, (tx) =>
     tx
-      .select({ conversation: conversations, sandbox: sandboxes, cursorAt, id: conversations.id })
+      .select({
+        conversation: conversations,
+        sandbox: sandboxes,
+        agentModel: agents.model,
+        cursorAt,
+        id: conversations.id,
+      })
       .from(conversations)
       .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+      .leftJoin(agents, and(eq(agents.id, conversations.agentId), eq(agents.accountId, conversations.accountId)))
       .where(pageWhere(accountId, f))
       .orderBy(...ORDER)
       .limit(f.limit + 1),
   );
   const { page, next } = cut(rows, f.limit);
-  return { rows: page.map((r) => ({ conversation: r.conversation, sandbox: r.sandbox })), next };
+  return {
+    rows: page.map((r) => ({ conversation: r.conversation, sandbox: r.sandbox, agentModel: r.agentModel })),
+    next,
+  };
 }
 
 /** The account's conversation count, for the page header; cheap with the account index. */

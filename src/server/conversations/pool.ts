@@ -66,6 +66,8 @@ export function takeable(agent: Agent, input: CreateConversationInput): boolean 
     // A picked branch is cloned at provisioning: a member holds the repository's default.
     input.branch === undefined &&
     input.repository === undefined &&
+    // A member's agent was launched with the agent's model.
+    (input.model === undefined || input.model === agent.model) &&
     (input.secrets === undefined || Object.keys(input.secrets).length === 0) &&
     (input.environmentId === undefined || input.environmentId === agent.environmentId)
   );
@@ -169,6 +171,7 @@ export class WarmPool {
         poolAgentId: null,
         poolKey: null,
         title: input.title ?? null,
+        model: input.model ?? null,
         insertedAt: now,
         updatedAt: now,
         lastActiveAt: now,

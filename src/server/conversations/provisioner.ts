@@ -8,7 +8,7 @@
 import type { KnownProvider, SandboxError } from '../../sandbox/index.ts';
 import { describeError } from '../../sandbox/index.ts';
 import { getAgent } from '../agents/store.ts';
-import { SANDBOX_HOME, specFor } from '../runtimes/table.ts';
+import { SANDBOX_HOME, modelProblem, specFor } from '../runtimes/table.ts';
 import type {
   Agent,
   Conversation,
@@ -18,6 +18,7 @@ import type {
   TurnImage,
 } from '../store/conversation-schema.ts';
 import { checkBranch } from '../environments/branches.ts';
+import { modelRefusal } from '../gateway/limits.ts';
 import { checkBrokerage, type BrokerageRefusal } from './brokerage.ts';
 import { accept, refuse, type EngineResult } from '../core/engine-errors.ts';
 import type { EngineCore, EngineParts, Live } from './live.ts';
@@ -61,6 +62,8 @@ export interface CreateConversationInput {
   /** A branch of the environment's repository (`repository` names one; its first when absent) to clone instead of its ref. */
   readonly branch?: string | undefined;
   readonly repository?: string | undefined;
+  /** The model (`provider/id`) instead of the agent's; it must fit the agent's runtime as the agent's own does. */
+  readonly model?: string | undefined;
   /** A warm-pool member (pool.ts): stored hidden, never queued; PoolFull is thrown when it does not fit. */
   readonly pool?: PoolSlot | undefined;
 }
@@ -115,8 +118,21 @@ export class Provisioner {
           `a sandbox's child conversation may not be looser than its own: ${looser}`,
         );
     }
+    // A fork goes on with its parent's model; null stores "the agent's", whatever it is at each launch.
+    const model = fork ? fork.parent.model : (input.model ?? null);
+    const problem = model === null ? null : modelProblem(agent.runtime, model);
+    if (problem)
+      return refuse('model_not_for_runtime', `model ${model} does not fit the agent's runtime: ${problem}`, {
+        errors: { model: [problem] },
+      });
+    // The gateway would refuse each of its calls: said now, before a sandbox is made for nothing.
+    if (model !== null && modelRefusal(agent.modelLimits, model))
+      return refuse(
+        'model_not_allowed',
+        `model ${model} is not on agent ${agent.name}'s model allow-list (model_limits.models: ${agent.modelLimits.models?.join(', ')})`,
+      );
     // Before any sandbox work: a runtime without its model credential would only fail at its first prompt.
-    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, agent.model, null, {
+    const delivery = await this.p.launcher.delivery(accountId, agent.runtime, model ?? agent.model, null, {
       custom: agent.customRuntime,
       credentialSet: agent.credentialSet,
     });
@@ -124,7 +140,7 @@ export class Provisioner {
     const gateway = await this.p.launcher.gatewayServer(
       agent.id,
       agent.runtime,
-      agent.model,
+      model ?? agent.model,
       provider,
       agent.customRuntime,
     );
@@ -167,6 +183,7 @@ export class Provisioner {
           permissionPolicy: policy.value,
           source: 'api',
           environmentId: input.environmentId ?? null,
+          model,
         },
         { provider, name: name.value, status: 'failed' },
       );
@@ -202,6 +219,7 @@ export class Provisioner {
             environmentId: input.environmentId ?? null,
             launchSecrets,
             repositoryBranch: picked.value,
+            model,
             ...(pool ? { poolAgentId: agent.id, poolKey: pool.key } : {}),
             ...(fork
               ? {
@@ -510,7 +528,8 @@ export class Provisioner {
     if (!prep.ok) return destroy(prep.reason);
     if (cancelled()) return destroy('terminated while provisioning');
     const resume = restore?.from ? conv.runtimeSessionId : null;
-    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, resume, agent.model, plan.value);
+    const model = conv.model ?? agent.model;
+    const live = await this.p.launcher.launch(conv, sandbox, adapter, handle, resume, model, plan.value);
     if (!live.ok) return destroy(live.error);
     await updateSandbox(this.c.d.db, sandbox.id, { status: 'ready' });
     return live;
@@ -599,7 +618,7 @@ export class Provisioner {
       adapter,
       handle,
       conv.runtimeSessionId,
-      agent.model,
+      conv.model ?? agent.model,
       plan.value,
     );
     if (!launched.ok) return refuse('sandbox_probe_failed', launched.error);

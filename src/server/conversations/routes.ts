@@ -32,6 +32,7 @@ import { bearer, errorResponses, IdParam, newRouter, type RouteDeps } from '../h
 import { PermissionPolicySchema } from '../agents/routes.ts';
 import { LaunchSecretsSchema } from '../environments/schemas.ts';
 import { BRANCH_NAME } from '../environments/git-remote.ts';
+import { MODEL_PATTERN } from '../runtimes/table.ts';
 
 export interface ConversationRouteDeps extends RouteDeps {
   readonly engine: ConversationEngine;
@@ -78,6 +79,16 @@ const CreateBody = z
       .max(2000)
       .optional()
       .openapi({ description: "Which of the environment's repositories `branch` is of; its first when absent" }),
+    model: z
+      .string()
+      .max(200)
+      .regex(MODEL_PATTERN, 'must look like provider/model_id (lowercase letters, digits, . _ -)')
+      .optional()
+      .openapi({
+        description:
+          "The model (`provider/id`) instead of the agent's, for this conversation's every launch: it must fit the agent's runtime (422 model_not_for_runtime) and its allow-list (422 model_not_allowed), and its vendor's credential must be set",
+        example: 'anthropic/claude-opus-4-1',
+      }),
   })
   .openapi('ConversationCreate');
 
@@ -346,6 +357,7 @@ export function conversationRoutes(deps: ConversationRouteDeps): OpenAPIHono<App
           secrets: b.secrets,
           branch: b.branch,
           repository: b.repository,
+          model: b.model,
         }),
       );
       return c.json({ data, meta: { resumed: false } }, 201);

@@ -27,7 +27,13 @@ import { eventRowOf } from './events-store.ts';
 export interface ConversationWithSandbox {
   readonly conversation: Conversation;
   readonly sandbox: SandboxRow | null;
+  /** Its agent's model, where the read joined it (null: the agent was deleted); the view's effective model. */
+  readonly agentModel?: string | null;
 }
+
+/** A conversation with its sandbox and its agent's model, joined on the account (an agent is never another's). */
+const withSandbox = { conversation: conversations, sandbox: sandboxes, agentModel: agents.model };
+const agentOf = and(eq(agents.id, conversations.agentId), eq(agents.accountId, conversations.accountId));
 
 export async function insertConversation(
   db: EngineDb,
@@ -66,9 +72,10 @@ export async function getConversation(
   id: string,
 ): Promise<ConversationWithSandbox | undefined> {
   const [row] = await db
-    .select({ conversation: conversations, sandbox: sandboxes })
+    .select(withSandbox)
     .from(conversations)
     .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .leftJoin(agents, agentOf)
     .where(and(eq(conversations.accountId, accountId), eq(conversations.id, id)));
   return row;
 }
@@ -91,9 +98,10 @@ export async function listConversations(
   if (filter.statuses && filter.statuses.length > 0) where.push(inArray(conversations.status, [...filter.statuses]));
   if (filter.agentId) where.push(eq(conversations.agentId, filter.agentId));
   return db
-    .select({ conversation: conversations, sandbox: sandboxes })
+    .select(withSandbox)
     .from(conversations)
     .leftJoin(sandboxes, eq(sandboxes.id, conversations.sandboxId))
+    .leftJoin(agents, agentOf)
     .where(and(...where))
     .orderBy(desc(conversations.insertedAt));
 }

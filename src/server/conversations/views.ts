@@ -137,6 +137,11 @@ export const ConversationSchema = z
       .object({ url: z.string(), branch: z.string() })
       .nullable()
       .openapi({ description: "The environment repository's branch picked at creation; null: the environment's ref" }),
+    model: z.string().nullable().openapi({
+      description:
+        "The model its launches use (`provider/id`): the one picked at creation, else its agent's; null when the agent was deleted",
+      example: 'anthropic/claude-sonnet-4-5',
+    }),
     permission_policy: z.record(z.string(), z.string()),
     runtime: z.string(),
     acp: z.boolean(),
@@ -257,6 +262,7 @@ export function conversationView(
   c: Conversation,
   sandbox: SandboxView | null,
   queue?: QueuePlace | undefined,
+  agentModel: string | null = null,
 ): ConversationView {
   return {
     id: c.id,
@@ -268,6 +274,7 @@ export function conversationView(
     agent_id: c.agentId,
     environment_id: c.environmentId,
     repository_branch: c.repositoryBranch ?? null,
+    model: c.model ?? agentModel,
     permission_policy: c.permissionPolicy,
     runtime: c.runtime,
     acp: true,

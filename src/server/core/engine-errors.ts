@@ -47,7 +47,9 @@ export type EngineErrorCode =
   | 'nothing_to_push'
   | 'push_failed'
   | 'image_not_supported_by_runtime'
-  | 'images_unavailable';
+  | 'images_unavailable'
+  | 'model_not_for_runtime'
+  | 'model_not_allowed';
 
 export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   not_found: 404,
@@ -95,6 +97,8 @@ export const ENGINE_ERROR_STATUS: Readonly<Record<EngineErrorCode, number>> = {
   push_failed: 502,
   image_not_supported_by_runtime: 422,
   images_unavailable: 503,
+  model_not_for_runtime: 422,
+  model_not_allowed: 422,
 };
 
 /** Seconds for `Retry-After`. */

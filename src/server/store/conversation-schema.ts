@@ -182,6 +182,8 @@ export const conversations = pgTable(
     launchSecrets: text('launch_secrets'),
     /** The branch of an environment repository picked at creation (migration 0086); null: the environment's ref. */
     repositoryBranch: jsonb('repository_branch').$type<RepositoryBranch | null>(),
+    /** The model picked at creation (migration 0092), `provider/id`; null: the agent's, as it is at each launch. */
+    model: text('model'),
     failureReason: text('failure_reason'),
     /** The conversation whose sandbox token created this one (migration 0060); null for a user's. */
     parentConversationId: uuid('parent_conversation_id'),

@@ -33,7 +33,12 @@ function sentence(e: EngineError): string {
     return `Its runner ${JSON.stringify(runner)} is offline. Try again once it reconnects (\`fountain runner --name ${runner}\` on that machine).`;
   }
   // Its words name the runtime; the check's style starts them in lower case.
-  if (e.code === 'image_not_supported_by_runtime') return `${e.message.charAt(0).toUpperCase()}${e.message.slice(1)}.`;
+  if (
+    e.code === 'image_not_supported_by_runtime' ||
+    e.code === 'model_not_for_runtime' ||
+    e.code === 'model_not_allowed'
+  )
+    return `${e.message.charAt(0).toUpperCase()}${e.message.slice(1)}.`;
   return WORDS[e.code] ?? e.message;
 }
 

@@ -14,6 +14,7 @@ import { agentRoutes } from './pages/agents.tsx';
 import { environmentRoutes } from './pages/environments.tsx';
 import { conversationRoutes } from './pages/conversation.tsx';
 import { repositoryRoutes } from './pages/repository.tsx';
+import { modelPickRoutes } from './pages/model-pick.tsx';
 import { relocateRoutes } from './pages/relocate.tsx';
 import { conversationListRoutes } from './pages/conversations.tsx';
 import { keyRoutes } from './pages/keys.tsx';
@@ -130,8 +131,9 @@ export function createWebApp(deps: WebDeps): Hono<WebEnv> {
   };
   for (const p of SIGNED_IN_PATHS) pages.use(p, signedIn);
   pages.route('/', teamRoutes(deps));
-  // Before the conversation page: /conversations/new/branches is not a conversation id.
+  // Before the conversation page: /conversations/new/branches and /new/model are not conversation ids.
   pages.route('/', repositoryRoutes(deps));
+  pages.route('/', modelPickRoutes(deps));
   pages.route('/', conversationListRoutes(deps));
   pages.route('/', turnImageRoutes(deps));
   pages.route('/', conversationRoutes(deps));

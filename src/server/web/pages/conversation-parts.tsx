@@ -23,6 +23,24 @@ const COMPUTER_WORDS: Readonly<Record<string, string>> = {
 /** The page's title while a permission request waits (app.js keeps it so as the status changes live). */
 export const WAITING_PREFIX = 'Waiting for your approval · ';
 
+/** Who runs the conversation: its agent, runtime and model, the conversation's own when it differs from the agent's. */
+export function AgentLine(p: {
+  agent: { name: string; runtime: string; model: string } | undefined;
+  model: string | null;
+}) {
+  const a = p.agent;
+  if (!a) return <>agent deleted</>;
+  if (!p.model || p.model === a.model) return <>{`${a.name} · ${a.runtime} · ${a.model}`}</>;
+  return (
+    <>
+      {`${a.name} · ${a.runtime} · `}
+      <span id="conv-model" title={`The agent's model is ${a.model}`}>
+        {p.model} (picked for this conversation)
+      </span>
+    </>
+  );
+}
+
 /** The conversation's state in the header; `waiting`: a permission request waits for the user's answer. */
 export function ConversationStatus(p: { conv: ConversationView; waiting: boolean }) {
   const c = p.conv;

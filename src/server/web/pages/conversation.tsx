@@ -29,6 +29,7 @@ import {
 } from '../event-view.tsx';
 import { ErrorNote, Layout, when } from '../layout.tsx';
 import { Composer, ConversationStatus, listed, Recent, RecentItem, WAITING_PREFIX } from './conversation-parts.tsx';
+import { AgentLine } from './conversation-parts.tsx';
 
 import { toHtml } from '../live.ts';
 import { ForkButton, MoveControl, moveTargets } from './relocate.tsx';
@@ -174,8 +175,7 @@ export function conversationRoutes(deps: WebDeps): Hono<WebEnv> {
           <div hx-ext="sse" sse-connect={`/conversations/${conv.id}/stream?after=${lastId}`}>
             <h1 class="conv-heading">{heading}</h1>
             <p class="small muted">
-              {agent ? `${agent.name} · ${agent.runtime} · ${agent.model}` : 'agent deleted'} · started{' '}
-              {when(conv.inserted_at)}{' '}
+              <AgentLine agent={agent} model={conv.model} /> · started {when(conv.inserted_at)}{' '}
               <button type="button" id="notify-toggle" class="secondary small-button" hidden>
                 Notify me when it needs me
               </button>

@@ -19,6 +19,8 @@ import { ErrorNote, Layout, when } from '../layout.tsx';
 import { previewOf, type Preview } from '../roster.ts';
 import { InlineMd } from '../event-view.tsx';
 import { BranchPickHost, branchChoice } from './repository.tsx';
+import { ModelPickHost } from './model-pick.tsx';
+import { getAgent } from '../../agents/service.ts';
 import { lastTurnAndReply } from '../../team/reads.ts';
 import { MESSAGE_LIMIT, messageField } from '../../conversations/limits.ts';
 import { LABEL_RULE, LabelFilterParam } from '../../conversations/labels.ts';
@@ -48,6 +50,13 @@ const newForm = z.object({
   agent_id: z.string().uuid('Pick an agent.'),
   prompt: messageField.optional().or(z.literal('').transform(() => undefined)),
   branch: branchChoice,
+  model: z
+    .string()
+    .trim()
+    .max(200, 'A model is at most 200 characters.')
+    .optional()
+    .transform((v) => (v ? v : undefined)),
+  model_agent: z.string().max(100).optional(),
 });
 
 /** The line a conversation is known by: its title, else its first message, else nothing yet. */
@@ -156,6 +165,7 @@ function NewConversation(p: {
           </option>
         ))}
       </select>
+      <ModelPickHost />
       <BranchPickHost />
       <label for="new-prompt">First message (optional)</label>
       <textarea id="new-prompt" name="prompt" rows={2} maxlength={MESSAGE_LIMIT}></textarea>
@@ -300,9 +310,14 @@ export function conversationListRoutes(deps: WebDeps): Hono<WebEnv> {
     const user = c.get('user');
     const form = newForm.safeParse(await c.req.parseBody());
     if (!form.success) return page(c, form.error.issues[0]?.message ?? 'The form is incomplete.');
+    // The field comes prefilled with the agent's model: left as it is, the conversation follows the agent's.
+    const picked = form.data.model_agent === form.data.agent_id ? form.data.model : undefined;
+    const agent = picked ? await getAgent(deps.db, user.account.id, form.data.agent_id) : undefined;
+    const model = picked !== agent?.model ? picked : undefined;
     const created = await deps.engine.create(user.account.id, {
       agentId: form.data.agent_id,
       prompt: form.data.prompt,
+      model,
       ...(form.data.branch ? { branch: form.data.branch.branch, repository: form.data.branch.repository } : {}),
     });
     if (!created.ok) return page(c, inWords(created.error).message);
