@@ -121,5 +121,7 @@ export async function pushToBranch(
     compare_url: base ? compareUrl(repository.url, base, branch) : null,
   };
   c.events.stage(id, null, 'push', 'done', { ...done });
+  // The page that follows the answer (and any client reading the log next) finds the push recorded.
+  await c.events.flush();
   return accept(done);
 }
