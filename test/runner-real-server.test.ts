@@ -163,6 +163,24 @@ describe('fountain runner against a real fountain server', () => {
     return c;
   };
 
+  /** A runner named `name` dialing `url`, online, and a sandbox created on it through the adapter. */
+  const sandboxOn = async (name: string, url: string) => {
+    const c = start(['--name', name, '--root', join(scratch, name)], {
+      FOUNTAIN_API_KEY: s.key,
+      FOUNTAIN_BASE_URL: url,
+    });
+    const row = await until(
+      async () => (await runners(s.server, s.key)).find((r) => r.name === name && r.online),
+      `${name} online`,
+    );
+    const adapter = new RunnerAdapter(s.server.host);
+    const minted = mintRunnerName(row.id);
+    assert.ok(minted.ok);
+    const h = await adapter.lifecycle.create(minted.value);
+    assert.ok(h.ok);
+    return { c, row, adapter, h };
+  };
+
   before(async () => {
     s = await startTestServer();
     scratch = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-rules-')));
@@ -272,19 +290,7 @@ describe('fountain runner against a real fountain server', () => {
   });
 
   it('stdin larger than one frame (a prompt with ten 10 MB images) reaches the process whole, in order', async () => {
-    const c = start(['--name', 'big-stdin', '--root', join(scratch, 'big')], {
-      FOUNTAIN_API_KEY: s.key,
-      FOUNTAIN_BASE_URL: s.server.url,
-    });
-    const row = await until(
-      async () => (await runners(s.server, s.key)).find((r) => r.name === 'big-stdin' && r.online),
-      'big-stdin online',
-    );
-    const adapter = new RunnerAdapter(s.server.host);
-    const name = mintRunnerName(row.id);
-    assert.ok(name.ok);
-    const h = await adapter.lifecycle.create(name.value);
-    assert.ok(h.ok);
+    const { c, adapter, h } = await sandboxOn('big-stdin', s.server.url);
     const frames: StreamFrame[] = [];
     const spawned = await adapter.processes.spawn(h.value, 'sh', ['-c', 'cksum'], {
       owner: (f) => frames.push(f),
@@ -310,19 +316,7 @@ describe('fountain runner against a real fountain server', () => {
 
   it('a dropped socket: the session lives on, and an attach replays every byte once, then tails', async () => {
     const proxy = await startProxy(s.server.url);
-    const c = start(['--name', 'survivor', '--root', join(scratch, 'e')], {
-      FOUNTAIN_API_KEY: s.key,
-      FOUNTAIN_BASE_URL: proxy.url,
-    });
-    const row = await until(
-      async () => (await runners(s.server, s.key)).find((r) => r.name === 'survivor' && r.online),
-      'survivor online',
-    );
-    const adapter = new RunnerAdapter(s.server.host);
-    const name = mintRunnerName(row.id);
-    assert.ok(name.ok);
-    const h = await adapter.lifecycle.create(name.value);
-    assert.ok(h.ok);
+    const { c, adapter, h, row } = await sandboxOn('survivor', proxy.url);
     const frames: StreamFrame[] = [];
     // Prints a line, then one line per stdin line, so the test decides when output happens.
     const spawned = await adapter.processes.spawn(

@@ -7,21 +7,12 @@ import { z } from 'zod';
 import { getAgent } from '../../agents/service.ts';
 import { RUNTIME_SPECS } from '../../runtimes/table.ts';
 import type { Agent } from '../../store/conversation-schema.ts';
+import { LoadsWithAgent } from './repository.tsx';
 import type { WebDeps, WebEnv } from '../context.ts';
 
 /** Where the model field loads (as the branch pick does): the runtime decides whether there is one. */
 export function ModelPickHost() {
-  return (
-    <div
-      id="new-model"
-      hx-get="/conversations/new/model"
-      hx-trigger="load, change from:#new-agent"
-      hx-include="#new-agent"
-      hx-sync="this:replace"
-      hx-target="this"
-      hx-swap="innerHTML"
-    ></div>
-  );
+  return <LoadsWithAgent id="new-model" from="/conversations/new/model" />;
 }
 
 /** The field, or nothing for the demo runtime: it runs no model, so there is none to pick. */

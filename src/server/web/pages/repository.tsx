@@ -44,12 +44,12 @@ export const branchChoice = z
     return { repository: v.slice(0, at), branch };
   });
 
-/** Where the branch pick loads: once with the form, and again whenever another agent is picked. */
-export function BranchPickHost() {
+/** A part of the new-conversation form that loads from `from` with the form and whenever another agent is picked. */
+export function LoadsWithAgent({ id, from }: { readonly id: string; readonly from: string }) {
   return (
     <div
-      id="new-branch"
-      hx-get="/conversations/new/branches"
+      id={id}
+      hx-get={from}
       hx-trigger="load, change from:#new-agent"
       hx-include="#new-agent"
       hx-sync="this:replace"
@@ -57,6 +57,11 @@ export function BranchPickHost() {
       hx-swap="innerHTML"
     ></div>
   );
+}
+
+/** Where the branch pick loads. */
+export function BranchPickHost() {
+  return <LoadsWithAgent id="new-branch" from="/conversations/new/branches" />;
 }
 
 type Listed = { url: string; ref: string | undefined; branches: readonly string[] } | { url: string; error: string };
