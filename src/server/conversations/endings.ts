@@ -73,6 +73,7 @@ export class Endings {
     this.c.changed(row.conversation.accountId);
     await this.c.sandboxTokens.revoke(id, now);
     this.c.events.stage(id, null, 'terminate', 'done', destroyError ? { destroy_error: destroyError } : {});
+    await this.c.events.flush();
     this.c.freed();
   }
 
@@ -165,6 +166,8 @@ export class Endings {
         event: 'released',
         successor_id: successor.conversation.id,
       });
+      // The old conversation's log says where it went before the successor is answered.
+      await this.c.events.flush();
       return accept(successor);
     });
   }
