@@ -4,9 +4,8 @@
  */
 import { credentialsFor } from '../credentials/providers.ts';
 import type { CustomRuntime, Runtime } from '../store/conversation-schema.ts';
-import { SANDBOX_HOME } from '../../sandbox/home.ts';
+import { RUNTIME_STORE_ENV, SANDBOX_HOME } from '../../sandbox/home.ts';
 import { claudeRelocate, codexRelocate, geminiRelocate } from './relocate.ts';
-import { RUNTIME_STORE_ENV } from '../../sandbox/home.ts';
 
 export { SANDBOX_HOME };
 
@@ -229,7 +228,7 @@ export function dotenv(pairs: ReadonlyArray<readonly [string, string]>): string 
  *
  * Where the runner names a runtime store (`$FOUNTAIN_RUNTIME_STORE`), each version is installed there
  * once and every later sandbox links it: an install is 7–10 s of CPU and hundreds of MB per sandbox.
- * The entry is a symlink made after the install finished (`ln -s` fails when it exists), so a sandbox
+ * The entry is a symlink made after the install finished (`ln -sn` fails when it exists), so a sandbox
  * never links half an install and two installing at once keep one.
  */
 export function installScript(i: AdapterInstall): string {

@@ -108,17 +108,16 @@ export class ProcessBackend implements Backend {
     this.#segment = opts.journalSegmentBytes ?? defaultSegmentBytes(this.#cap);
     this.#maxFinished = opts.maxFinishedSessions ?? 100;
     this.#grace = { destroy: 5000, suspend: 5000, stopAll: 3000, ...opts.graceMs };
+    const realHome = opts.realHome ?? safeRealHome();
     this.#confinement =
       opts.confinement ??
       new DirectoryConfinement({
         root: opts.root,
         env: opts.env ?? process.env,
-        realHome: opts.realHome ?? safeRealHome(),
+        realHome,
         npmCache: opts.npmCache,
         runtimeStore:
-          opts.runtimeStore === null
-            ? undefined
-            : (opts.runtimeStore ?? join(opts.realHome ?? safeRealHome(), '.fountain', 'runtimes')),
+          opts.runtimeStore === null ? undefined : (opts.runtimeStore ?? join(realHome, '.fountain', 'runtimes')),
       });
   }
 
