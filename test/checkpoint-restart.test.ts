@@ -16,7 +16,7 @@ import { type RunnerChild, startRunnerChild, until } from '../src/server/convers
 import { openDatabase } from '../src/server/store/db.ts';
 import { rowsOf, type EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL } from '../src/server/store/testing.ts';
-import { answerOf, call, type Json } from './helpers/http.ts';
+import { answerOf, call, type Json, watchOver } from './helpers/http.ts';
 import { type ServerChild, startServerChild } from './helpers/server-child.ts';
 
 async function admin(query: string, url = TEST_POSTGRES_URL): Promise<Array<Record<string, unknown>>> {
@@ -101,23 +101,8 @@ for (const store of ['embedded', 'postgres'] as const) {
         runners.push(r);
         return r;
       };
-      const online = (name: string) =>
-        until(
-          async () => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name && r.online),
-          `runner ${name} online`,
-          60_000,
-        );
-      const events = async (id: string): Promise<Json[]> =>
-        (await api('GET', `/api/conversations/${id}/events?limit=1000`)).body.data as Json[];
-      const turnEnd = (id: string, turnId: string) =>
-        until(
-          async () =>
-            (await events(id)).find(
-              (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
-            ),
-          `turn ${turnId} to end`,
-          120_000,
-        );
+      const { online, events, turnEnd: ended } = watchOver(api);
+      const turnEnd = (id: string, turnId: string) => ended(id, turnId, 120_000);
       const converse = async (agentId: string, prompt: string): Promise<string> => {
         const c = await api('POST', '/api/conversations', { agent_id: agentId, prompt });
         assert.equal(c.status, 201, JSON.stringify(c.body));

@@ -13,7 +13,7 @@ import { sql } from 'drizzle-orm';
 import { acceptRunnerSocket } from '../src/providers/runner/index.ts';
 import { type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
 import { type RunningServer, startServer } from '../src/server/start.ts';
-import { answerOf, call, type Json } from './helpers/http.ts';
+import { answerOf, call, type Json, watchOver } from './helpers/http.ts';
 
 describe('a conversation whose runner was deleted goes on from its checkpoint', () => {
   let tmp: string;
@@ -21,22 +21,7 @@ describe('a conversation whose runner was deleted goes on from its checkpoint', 
   let key: string;
   const runners: RunnerChild[] = [];
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
-  const online = async (name: string) =>
-    until(
-      async () => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name && r.online),
-      `runner ${name} online`,
-      60_000,
-    );
-  const events = async (id: string): Promise<Json[]> =>
-    (await api('GET', `/api/conversations/${id}/events?limit=1000`)).body.data as Json[];
-  const turnDone = async (id: string, turnId: string) =>
-    until(
-      async () =>
-        (await events(id)).find(
-          (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
-        ),
-      `turn ${turnId} to end`,
-    );
+  const { online, events, turnEnd: turnDone } = watchOver(api);
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-restore-')));
@@ -138,14 +123,7 @@ describe('terminate while a checkpoint waits for quiet', () => {
   let key: string;
   let runner: RunnerChild | undefined;
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
-  const turnDone = async (id: string, turnId: string) =>
-    until(
-      async () =>
-        ((await api('GET', `/api/conversations/${id}/events?limit=1000`)).body.data as Json[]).find(
-          (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
-        ),
-      `turn ${turnId} to end`,
-    );
+  const { online, turnEnd: turnDone } = watchOver(api);
 
   before(async () => {
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-terminate-checkpoint-')));
@@ -173,11 +151,7 @@ describe('terminate while a checkpoint waits for quiet', () => {
       apiKey: key,
       home: tmp,
     });
-    await until(
-      async () => ((await api('GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
-      'the runner online',
-      60_000,
-    );
+    await online('only');
     const agent = (await api('POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo' })).body
       .data;
     const conv = await api('POST', '/api/conversations', { agent_id: agent.id, prompt: 'remember: 1138' });

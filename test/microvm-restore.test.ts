@@ -22,7 +22,7 @@ import {
 } from '../src/runner/backends/firecracker/testing/guest-image.ts';
 import { type RunnerChild, startRunnerChild, until } from '../src/server/conversations/testing.ts';
 import { type RunningServer, startServer } from '../src/server/start.ts';
-import { answerOf, call, type Json } from './helpers/http.ts';
+import { answerOf, call, type Json, watchOver } from './helpers/http.ts';
 
 const skip = realVmSkip();
 // Hang guards only: a boot under TCG on a loaded 2-core machine can take minutes.
@@ -37,23 +37,8 @@ describe('the demo cycle in a QEMU microVM, restored after the VM and its runner
   let key: string;
   const runners: RunnerChild[] = [];
   const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
-  const online = (name: string) =>
-    until(
-      async () => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name && r.online),
-      `runner ${name} online`,
-      60_000,
-    );
-  const events = async (id: string): Promise<Json[]> =>
-    (await api('GET', `/api/conversations/${id}/events?limit=1000`)).body.data as Json[];
-  const turnEnd = (id: string, turnId: string) =>
-    until(
-      async () =>
-        (await events(id)).find(
-          (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
-        ),
-      `turn ${turnId} to end`,
-      LONG,
-    );
+  const { online, events, turnEnd: ended } = watchOver(api);
+  const turnEnd = (id: string, turnId: string) => ended(id, turnId, LONG);
   const stagesOf = (all: Json[]) => JSON.stringify(all.filter((e) => e.stage).map((e) => [e.stage, e.state, e.data]));
 
   before(async () => {

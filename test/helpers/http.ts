@@ -157,3 +157,40 @@ export const answer = (events: readonly SseEvent[], turnId: string): string =>
     events.map((e) => e.data),
     turnId,
   );
+
+/** A JSON call bound to one server and key, as the tests write `api(method, path, body)`. */
+export type Api = (method: string, path: string, body?: unknown) => Promise<Reply>;
+
+/**
+ * What the runner, checkpoint and restore tests poll for over the public API: a runner online by name,
+ * every stored event of a conversation (paged), and the event that ends a turn.
+ */
+export function watchOver(api: Api) {
+  const events = async (id: string): Promise<Json[]> => {
+    const all: Json[] = [];
+    for (let after = 0; ; ) {
+      const page = await api('GET', `/api/conversations/${id}/events?after=${after}&limit=1000`);
+      all.push(...(page.body.data as Json[]));
+      if (!page.body.meta.has_more) return all;
+      after = page.body.meta.next_cursor;
+    }
+  };
+  return {
+    events,
+    online: (name: string, timeoutMs = 60_000) =>
+      until(
+        async () => ((await api('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name && r.online),
+        `runner ${name} online`,
+        timeoutMs,
+      ),
+    turnEnd: (id: string, turnId: string, timeoutMs?: number) =>
+      until(
+        async () =>
+          (await events(id)).find(
+            (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
+          ),
+        `turn ${turnId} to end`,
+        timeoutMs,
+      ),
+  };
+}

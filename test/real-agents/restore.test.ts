@@ -14,7 +14,7 @@ import { sql } from 'drizzle-orm';
 import { acceptRunnerSocket } from '../../src/providers/runner/index.ts';
 import { type RunnerChild, startRunnerChild, until } from '../../src/server/conversations/testing.ts';
 import { type RunningServer, startServer } from '../../src/server/start.ts';
-import { answerOf, call, type Json } from '../helpers/http.ts';
+import { answerOf, call, type Json, watchOver } from '../helpers/http.ts';
 import { startAnthropicApi } from '../model-apis/anthropic.ts';
 import { startGeminiApi } from '../model-apis/gemini.ts';
 import { startOpenAiApi } from '../model-apis/openai.ts';
@@ -116,31 +116,8 @@ describe('a conversation whose runner was deleted goes on from its checkpoint', 
           runners.push(r);
           return r;
         };
-        const online = (name: string) =>
-          until(
-            async () =>
-              ((await http('GET', '/api/runners')).body.data as Json[]).find((r) => r.name === name && r.online),
-            `runner ${name} online`,
-            60_000,
-          );
-        const events = async (id: string): Promise<Json[]> => {
-          const all: Json[] = [];
-          for (let after = 0; ; ) {
-            const page = await http('GET', `/api/conversations/${id}/events?after=${after}&limit=1000`);
-            all.push(...(page.body.data as Json[]));
-            if (!page.body.meta.has_more) return all;
-            after = page.body.meta.next_cursor;
-          }
-        };
-        const turnEnd = (id: string, turnId: string) =>
-          until(
-            async () =>
-              (await events(id)).find(
-                (e) => e.stage === 'turn' && e.state !== 'started' && JSON.parse(e.data).turn_id === turnId,
-              ),
-            `turn ${turnId} to end`,
-            LONG,
-          );
+        const { online, events, turnEnd: ended } = watchOver(http);
+        const turnEnd = (id: string, turnId: string) => ended(id, turnId, LONG);
 
         const first = start('first');
         const runnerA = await online('first');
