@@ -13,11 +13,10 @@ import { request } from 'node:http';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { demoAgentArgv } from '../src/acp/index.ts';
 import { rowsOf } from '../src/server/store/engine-db.ts';
 import { answerOf, call, type Json } from './helpers/http.ts';
 import { FOUNTAIN_BIN, startStack, until, type Stack } from './web/harness.ts';
-import { GIF_1x1, JPEG_1x1, PNG_3x2, WEBP_1x1 } from './fixtures/images.ts';
+import { BLIND_DEMO_AGENT, GIF_1x1, JPEG_1x1, PNG_3x2, WEBP_1x1 } from './fixtures/images.ts';
 
 const T = 120_000;
 
@@ -66,15 +65,7 @@ describe('images in prompts', () => {
       });
       assert.equal(made.status, 201, JSON.stringify(made.body));
       agentId = made.body.data.id;
-      // The demo agent as a custom runtime told not to take images: its initialize says image: false.
-      const blind = await api('POST', '/api/agents', {
-        name: 'Blind',
-        runtime: 'custom',
-        model: 'fountain/demo',
-        system: '',
-        permission_policy: { default: 'auto_allow' },
-        custom_runtime: { command: demoAgentArgv(), env: { DEMO_AGENT_IMAGES: 'off' } },
-      });
+      const blind = await api('POST', '/api/agents', BLIND_DEMO_AGENT);
       assert.equal(blind.status, 201, JSON.stringify(blind.body));
       blindAgentId = blind.body.data.id;
     },

@@ -10,10 +10,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
-import { demoAgentArgv } from '../../src/acp/index.ts';
 import { mintSignInLink } from '../../src/server/web/session.ts';
 import { call } from '../helpers/http.ts';
-import { GIF_1x1, PNG_3x2, PNG_48x32 } from '../fixtures/images.ts';
+import { BLIND_DEMO_AGENT, GIF_1x1, PNG_3x2, PNG_48x32 } from '../fixtures/images.ts';
 import {
   launchChromium,
   screenshot,
@@ -90,15 +89,7 @@ describe('images in the message box', { skip: skipWithoutChromium }, () => {
     });
     assert.equal(made.status, 201, JSON.stringify(made.body));
     agentId = made.body.data.id;
-    // The demo agent told not to take images: its initialize says image: false.
-    const blind = await call(stack.url, stack.apiKey, 'POST', '/api/agents', {
-      name: 'Blind',
-      runtime: 'custom',
-      model: 'fountain/demo',
-      system: '',
-      permission_policy: { default: 'auto_allow' },
-      custom_runtime: { command: demoAgentArgv(), env: { DEMO_AGENT_IMAGES: 'off' } },
-    });
+    const blind = await call(stack.url, stack.apiKey, 'POST', '/api/agents', BLIND_DEMO_AGENT);
     assert.equal(blind.status, 201, JSON.stringify(blind.body));
     blindAgentId = blind.body.data.id;
     browser = await launchChromium(T);
