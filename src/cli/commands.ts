@@ -9,23 +9,12 @@ export interface SubcommandModule {
   /** The names and aliases the module registers; main loads the module when argv names one. */
   readonly commands: readonly string[];
   readonly load: () => Promise<{ register: (p: Command) => void }>;
-  /** Work main starts before loading the module, to overlap with it. */
-  readonly preload?: () => void;
 }
-
-/**
- * `server` and `up` on the embedded database: PGlite's WebAssembly compiles on background threads
- * while the server's modules load (start-up, docs/benchmarks.md).
- */
-const preloadEmbeddedDatabase = (): void => {
-  if (process.env.FOUNTAIN_DATABASE_URL) return;
-  void import('../server/store/pglite-artifacts.ts').then((m) => m.preloadPglite()).catch(() => undefined);
-};
 
 // Each subcommand module exports register(program); add new ones here.
 export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['auth'], load: () => import('./auth.ts') },
-  { commands: ['server'], load: () => import('./server.ts'), preload: preloadEmbeddedDatabase },
+  { commands: ['server'], load: () => import('./server.ts') },
   { commands: ['agents', 'agent'], load: () => import('./agents.ts') },
   { commands: ['environments', 'env'], load: () => import('./environments.ts') },
   { commands: ['credentials'], load: () => import('./model-credentials.ts') },
@@ -35,7 +24,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['runner'], load: () => import('./runner.ts') },
   { commands: ['runners'], load: () => import('./runners.ts') },
   { commands: ['webhooks'], load: () => import('./webhooks.ts') },
-  { commands: ['up'], load: () => import('./up.ts'), preload: preloadEmbeddedDatabase },
+  { commands: ['up'], load: () => import('./up.ts') },
   { commands: [DEMO_AGENT_SUBCOMMAND], load: () => import('./demo-agent.ts') },
   { commands: ['runner-guest'], load: () => import('./runner-guest.ts') },
 ];
