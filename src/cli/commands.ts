@@ -9,12 +9,23 @@ export interface SubcommandModule {
   /** The names and aliases the module registers; main loads the module when argv names one. */
   readonly commands: readonly string[];
   readonly load: () => Promise<{ register: (p: Command) => void }>;
+  /** Work main starts before loading the module, to overlap with it. */
+  readonly preload?: () => void;
 }
+
+/**
+ * `server` and `up` on the embedded database: its thread starts (and loads PGlite) while the command's
+ * modules load; the open itself waits for the data directory the flags name.
+ */
+const preloadEmbeddedDatabase = (): void => {
+  if (process.env.FOUNTAIN_DATABASE_URL) return;
+  void import('../server/store/pglite-thread.ts').then((m) => m.prestartPgliteThread()).catch(() => undefined);
+};
 
 // Each subcommand module exports register(program); add new ones here.
 export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['auth'], load: () => import('./auth.ts') },
-  { commands: ['server'], load: () => import('./server.ts') },
+  { commands: ['server'], load: () => import('./server.ts'), preload: preloadEmbeddedDatabase },
   { commands: ['agents', 'agent'], load: () => import('./agents.ts') },
   { commands: ['environments', 'env'], load: () => import('./environments.ts') },
   { commands: ['credentials'], load: () => import('./model-credentials.ts') },
@@ -24,7 +35,7 @@ export const SUBCOMMANDS: readonly SubcommandModule[] = [
   { commands: ['runner'], load: () => import('./runner.ts') },
   { commands: ['runners'], load: () => import('./runners.ts') },
   { commands: ['webhooks'], load: () => import('./webhooks.ts') },
-  { commands: ['up'], load: () => import('./up.ts') },
+  { commands: ['up'], load: () => import('./up.ts'), preload: preloadEmbeddedDatabase },
   { commands: [DEMO_AGENT_SUBCOMMAND], load: () => import('./demo-agent.ts') },
   { commands: ['runner-guest'], load: () => import('./runner-guest.ts') },
 ];

@@ -17,6 +17,8 @@ const program = new Command('fountain')
   .showHelpAfterError();
 
 const modules = modulesFor(process.argv.slice(2));
+// Only a command line naming one module preloads (help and unknown words load them all).
+if (modules.length === 1) modules[0]!.preload?.();
 for (const m of modules) (await m.load()).register(program);
 
 await program.parseAsync(process.argv);

@@ -167,11 +167,12 @@ export class Capacity {
     const now = Date.now();
     for (const e of pass.expired) {
       const waited = now - e.enqueuedAt.getTime();
-      if (e.turnId) await endQueuedTurn(this.c, e.conversationId, e.turnId, { type: 'expired', waitedMs: waited });
+      // A new conversation ends before its first turn: whoever sees the turn ended finds the conversation ended too.
       if (e.kind === 'conversation') {
         const reason = `the conversation waited ${Math.max(1, Math.round(waited / 60_000))} min in the queue for capacity and expired without starting`;
         await hooks.endConversation(e, 'expired', reason);
       }
+      if (e.turnId) await endQueuedTurn(this.c, e.conversationId, e.turnId, { type: 'expired', waitedMs: waited });
     }
     for (const t of pass.taken) {
       this.c.events.stage(t.conversationId, t.turnId, 'queue', 'done', t.turnId ? { turn_id: t.turnId } : {});
@@ -209,6 +210,9 @@ export class Capacity {
   async cancel(conversationId: string, how: 'interrupt' | 'terminate'): Promise<boolean> {
     const entry = await removeEntryOf(this.c.d.db, conversationId);
     if (!entry) return false;
+    // As at expiry: the conversation ends before its first turn.
+    if (entry.kind === 'conversation' && how === 'interrupt')
+      await this.#hooks?.endConversation(entry, 'cancelled', 'cancelled while queued; it never started');
     if (entry.turnId)
       await endQueuedTurn(
         this.c,
@@ -216,8 +220,6 @@ export class Capacity {
         entry.turnId,
         how === 'interrupt' ? { type: 'interrupt', hasProcess: false } : { type: 'terminate' },
       );
-    if (entry.kind === 'conversation' && how === 'interrupt')
-      await this.#hooks?.endConversation(entry, 'cancelled', 'cancelled while queued; it never started');
     this.c.changed(entry.accountId);
     void this.#announcePositions(entry.accountId);
     return true;

@@ -81,9 +81,9 @@ export class PgliteThread {
   #next = 1;
   #lost: EmbeddedDatabaseError | null = null;
 
-  /** Starts the thread; it begins compiling PGlite's WebAssembly at once, before `open`. */
+  /** Starts the thread (or takes the one prestartPgliteThread began); it compiles PGlite's WebAssembly before `open`. */
   constructor() {
-    this.#worker = startWorker();
+    this.#worker = takeSpare() ?? startWorker();
     // Referenced only while a request waits: an open database alone does not keep the process alive.
     this.#worker.unref();
     this.#worker.on('message', (reply: ThreadReply) => {
@@ -178,6 +178,32 @@ export class PgliteThread {
     for (const p of this.#pending.values()) p.reject(this.#lost);
     this.#pending.clear();
   }
+}
+
+let spare: { worker: Worker; failed: boolean } | null = null;
+
+/**
+ * Starts the next database's thread now, before the caller knows where the database is: `fountain
+ * server`/`up` call it before loading their modules, so the thread's own start and PGlite's load overlap them.
+ */
+export function prestartPgliteThread(): void {
+  if (spare) return;
+  const s = { worker: startWorker(), failed: false };
+  s.worker.unref();
+  // A spare that failed is replaced at take; its error must not go uncaught meanwhile.
+  s.worker.once('error', () => {
+    s.failed = true;
+  });
+  spare = s;
+}
+
+function takeSpare(): Worker | null {
+  const s = spare;
+  spare = null;
+  if (!s) return null;
+  if (!s.failed) return s.worker;
+  void s.worker.terminate();
+  return null;
 }
 
 /**
