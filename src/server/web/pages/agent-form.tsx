@@ -252,7 +252,8 @@ export function AgentWarnings(p: { warnings: readonly AgentWarning[] }) {
  * The notices' host asks the server again whenever the environment, provider or runner select changes,
  * before anything is saved. It stays in the page and only its content is swapped: when the element
  * holding the listeners was itself replaced, a change made while the swap settled was never heard
- * (two quick changes showed the first one's answer); a newer change replaces a request on its way.
+ * (two quick changes showed the first one's answer). A change made while a request is on its way waits
+ * for it and then asks again (only the latest waits): htmx logs an aborted request as a console error.
  */
 function AgentWarningsHost(p: {
   warnings: readonly AgentWarning[];
@@ -265,7 +266,7 @@ function AgentWarningsHost(p: {
     <div
       hx-post={url}
       hx-trigger={trigger}
-      hx-sync="this:replace"
+      hx-sync="this:queue last"
       hx-include="closest form"
       hx-target="this"
       hx-swap="innerHTML"

@@ -44,7 +44,10 @@ export const branchChoice = z
     return { repository: v.slice(0, at), branch };
   });
 
-/** A part of the new-conversation form that loads from `from` with the form and whenever another agent is picked. */
+/**
+ * A part of the new-conversation form that loads from `from` with the form and whenever another agent is
+ * picked; a pick made while it loads waits for that load, then asks again (htmx logs an abort as an error).
+ */
 export function LoadsWithAgent({ id, from }: { readonly id: string; readonly from: string }) {
   return (
     <div
@@ -52,7 +55,7 @@ export function LoadsWithAgent({ id, from }: { readonly id: string; readonly fro
       hx-get={from}
       hx-trigger="load, change from:#new-agent"
       hx-include="#new-agent"
-      hx-sync="this:replace"
+      hx-sync="this:queue last"
       hx-target="this"
       hx-swap="innerHTML"
     ></div>
