@@ -68,7 +68,7 @@ export class CutProxy {
       if (!this.#muted) up.write(chunk);
     });
     // The tail of the previous chunk is searched with the next, for a mark split between two reads.
-    let tail = Buffer.alloc(0);
+    let tail: Buffer = Buffer.alloc(0);
     up.on('data', (chunk: Buffer) => {
       const trap = this.#trap;
       if (trap && Buffer.concat([tail, chunk]).includes(STDIN_MARK)) {
