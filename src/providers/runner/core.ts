@@ -25,9 +25,16 @@ export interface RunnerCommandPrivate {
   readonly runnerId: string;
   readonly name: string;
   readonly sessionId: string;
+  /** The daemon that served the spawn or attach writes a repeated stdin write id once (stdin_write_id). */
+  readonly stdinOnce?: boolean;
 }
 
-export const commandPrivateSchema = z.object({ runnerId: z.string(), name: z.string(), sessionId: z.string() });
+export const commandPrivateSchema = z.object({
+  runnerId: z.string(),
+  name: z.string(),
+  sessionId: z.string(),
+  stdinOnce: z.boolean().optional(),
+});
 
 /** Placement: the most recently connected online runner of the account. */
 export function pickRunner(host: RunnerHost, accountId: string): Result<RunnerInfo, 'no_runner_online'> {
