@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { slowAnswer } from '../src/acp/demo/agent.ts';
 import {
   allEvents,
   answerText,
@@ -106,18 +107,46 @@ describe('a runner link cut during the prompt write', { timeout: 300_000 }, () =
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  for (const where of ['after', 'before'] as const satisfies readonly StdinCut[]) {
-    it(`cut ${where} the prompt's stdin frame reaches the daemon: the turn completes, the agent saw the prompt once`, async () => {
-      await until(runnerOnline, 'the runner online');
-      const created = await api('POST', '/api/conversations', { agent_id: agentId, prompt: 'hello' });
-      assert.equal(created.status, 201, JSON.stringify(created.body));
-      const convId = created.body.data.id as string;
-      await until(
-        async () => (await events(convId)).find((e) => e.stage === 'turn' && e.state === 'done'),
-        'the first turn to end',
+  /** Whether the agent's output, journaled by the daemon, holds `text` (what it wrote while the link was muted). */
+  function journaled(text: string): boolean {
+    const dir = join(tmp, 'sandboxes', '.fountain-journals');
+    const walk = (d: string): boolean =>
+      readdirSync(d, { withFileTypes: true }).some((e) =>
+        e.isDirectory() ? walk(join(d, e.name)) : readFileSync(join(d, e.name)).includes(text),
       );
-      await until(runnerOnline, 'the runner online');
+    return walk(dir);
+  }
 
+  async function conversation(): Promise<string> {
+    await until(runnerOnline, 'the runner online');
+    const created = await api('POST', '/api/conversations', { agent_id: agentId, prompt: 'hello' });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const convId = created.body.data.id as string;
+    await until(
+      async () => (await events(convId)).find((e) => e.stage === 'turn' && e.state === 'done'),
+      'the first turn to end',
+    );
+    return convId;
+  }
+
+  /** The turn ended done after waiting for its runner, every line of it stored once. */
+  async function completedAfterRecovery(convId: string, turnId: string): Promise<EventRow[]> {
+    const end = await ended(convId, turnId);
+    assert.equal(end.state, 'done', `the turn failed: ${end.data}`);
+    const all = await events(convId);
+    const lost = all.find((e) => e.stage === 'connection' && e.state === 'started' && data(e).turn_id === turnId);
+    assert.ok(lost, 'the turn waited for its runner');
+    assertStoredOnce(all, turnId);
+    return all;
+  }
+
+  const cases: readonly { where: StdinCut; what: string }[] = [
+    { where: 'before', what: 'the frame never reached the daemon: the prompt is written after the reconnect' },
+    { where: 'after', what: 'the agent answered while the link was down: the replay carries the reply' },
+  ];
+  for (const { where, what } of cases) {
+    it(`cut ${where} the prompt's stdin frame (${what}): the turn completes, the agent saw the prompt once`, async () => {
+      const convId = await conversation();
       const token = `cut-${where}-${Date.now()}`;
       const sprung = proxy.trapStdin(where);
       const turnId = await prompt(convId, `remember: ${token}`);
@@ -129,19 +158,13 @@ describe('a runner link cut during the prompt write', { timeout: 300_000 }, () =
       }
       proxy.restore();
 
-      const end = await ended(convId, turnId);
-      assert.equal(end.state, 'done', `the turn failed: ${end.data}`);
-      const all = await events(convId);
-      const lost = all.find((e) => e.stage === 'connection' && e.state === 'started' && data(e).turn_id === turnId);
-      assert.ok(lost, 'the turn waited for its runner');
+      const all = await completedAfterRecovery(convId, turnId);
       assert.equal(answerText(all, turnId), `I will remember that: ${token}`);
-      assertStoredOnce(all, turnId);
       assert.deepEqual(
         memories().filter((m) => m === token),
         [token],
         'the agent received the prompt exactly once',
       );
-
       // The same agent process goes on: its memory holds the prompt once.
       const next = await prompt(convId, 'recall');
       const recalled = await ended(convId, next);
@@ -150,4 +173,20 @@ describe('a runner link cut during the prompt write', { timeout: 300_000 }, () =
       assert.equal(text.split('\n').filter((l) => l === `- ${token}`).length, 1, text);
     });
   }
+
+  it('cut after the prompt reached the daemon, the agent still answering: the prompt written again is dropped as a repeat', async () => {
+    const convId = await conversation();
+    const sprung = proxy.trapStdin('after');
+    const turnId = await prompt(convId, 'slow: 20 100ms');
+    await sprung;
+    // The agent has the prompt and has begun its answer, which nobody hears until the reattach.
+    await until(() => journaled('slow chunk 1 of 20'), 'the agent to begin its answer');
+    proxy.sever();
+    proxy.restore();
+    const all = await completedAfterRecovery(convId, turnId);
+    // A second delivery would have started the answer again (or answered twice).
+    assert.equal(answerText(all, turnId), slowAnswer(20).join(''));
+    const replies = all.filter((e) => e.turnId === turnId && e.stream === 'acp' && /"stopReason"/.test(e.data));
+    assert.equal(replies.length, 1, 'one reply');
+  });
 });
