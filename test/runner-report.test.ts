@@ -108,7 +108,7 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
       30_000,
     );
     assert.equal(row.backend, 'process');
-    assert.deepEqual(row.capabilities, ['suspend', 'attach']);
+    assert.deepEqual(row.capabilities, ['suspend', 'attach', 'stdin_write_id']);
 
     const html = await (await web('/account/runners')).text();
     const tr = /<tr data-runner="reporter"[\s\S]*?<\/tr>/.exec(html)?.[0] ?? '';
@@ -121,7 +121,7 @@ describe('a runner reports its backend and capabilities; its own key is tied to 
     assert.equal(await listed.exited, 0, listed.log());
     const header = listed.log().split('\n')[0]!;
     assert.match(header, /NAME\s+STATUS\s+BACKEND\s+CAPABILITIES/);
-    assert.match(listed.log(), /reporter\s+online\s+process\s+suspend,attach\s/);
+    assert.match(listed.log(), /reporter\s+online\s+process\s+suspend,attach,stdin_write_id\s/);
 
     r.child.kill('SIGINT');
     assert.equal(await r.exited, 0);

@@ -72,8 +72,11 @@ export interface AcpClientHandler {
 }
 
 export interface AcpClientOptions {
-  /** Writes bytes to the agent's stdin (e.g. the sandbox adapter's writeStdin for the agent's command). */
-  readonly write: (bytes: Uint8Array) => Promise<Result<void, SandboxError>>;
+  /**
+   * Writes bytes to the agent's stdin (e.g. the sandbox adapter's writeStdin for the agent's command).
+   * A request's line comes with its write id (requestWriteId), under which it can be repeated after a reconnect.
+   */
+  readonly write: (bytes: Uint8Array, writeId?: string) => Promise<Result<void, SandboxError>>;
   readonly handler: AcpClientHandler;
   readonly logger: Logger;
   readonly clientInfo?: { readonly name: string; readonly version: string };
@@ -135,7 +138,14 @@ interface Held {
 }
 
 const encoder = new TextEncoder();
+
+/** The stdin write id of request `id`'s line: ids are consecutive per agent process, so unique within it. */
+export const requestWriteId = (id: number): string => `req-${id}`;
 const keyOf = (id: JsonRpcId): string => `${typeof id}:${String(id)}`;
+
+/** Text is sent as one text block. */
+const blocks = (content: string | ContentBlock[]): ContentBlock[] =>
+  typeof content === 'string' ? [{ type: 'text', text: content }] : content;
 
 export class AcpClient {
   private readonly splitter: LineSplitter;
@@ -162,6 +172,11 @@ export class AcpClient {
   /** The id the next request will carry; persist it to continue the numbering in a later client. */
   get nextRequestId(): number {
     return this.nextId;
+  }
+  /** The id of the prompt attachPrompt continues, while its reply is awaited; null otherwise. */
+  get attachedPromptId(): number | null {
+    const w = this.waiting;
+    return w !== null && w.method === 'session/prompt' ? w.id : null;
   }
   get sessionId(): string | null {
     return this.session;
@@ -283,10 +298,9 @@ export class AcpClient {
   prompt(content: string | ContentBlock[]): Result<PromptHandle, AcpError> {
     if (this.session === null)
       return err(acpError('acp_no_session', 'prompt needs a session: call newSession or loadSession first'));
-    const prompt: ContentBlock[] = typeof content === 'string' ? [{ type: 'text', text: content }] : content;
     return this.call<PromptReply>(
       'session/prompt',
-      { sessionId: this.session, prompt },
+      { sessionId: this.session, prompt: blocks(content) },
       zPromptResponse as Schema<PromptReply>,
     );
   }
@@ -312,6 +326,26 @@ export class AcpClient {
     const done = new Promise<Result<unknown, AcpError>>((r) => (resolve = r));
     this.waiting = { id: a.promptId, method: 'session/prompt', schema: zPromptResponse, nullAsEmpty: false, resolve };
     return ok({ id: a.promptId, done: done as Promise<Result<PromptReply, AcpError>> });
+  }
+
+  /**
+   * Recovery of a prompt whose write a dropped connection cut short: writes the attached prompt's request
+   * again, under its first write id, so a runner that took the first write does not deliver it twice
+   * (only where the provider says repeats are written once). `content` is what the first `prompt` sent.
+   */
+  repeatPrompt(content: string | ContentBlock[]): Promise<Result<void, AcpError>> {
+    const w = this.waiting;
+    if (this.session === null || w === null || w.method !== 'session/prompt')
+      return Promise.resolve(err(acpError('acp_invalid_state', 'repeatPrompt needs an attached prompt')));
+    const params = { sessionId: this.session, prompt: blocks(content) };
+    return this.send({ jsonrpc: '2.0', id: w.id, method: 'session/prompt', params }, requestWriteId(w.id)).then((r) => {
+      // As for a first write: a prompt that cannot be written will get no reply.
+      if (!r.ok && this.waiting === w) {
+        this.waiting = null;
+        w.resolve(r);
+      }
+      return r;
+    });
   }
 
   /** Answers a held permission request. The first answer wins; a second gets `acp_unknown_request`. */
@@ -413,7 +447,7 @@ export class AcpClient {
     const done = new Promise<Result<unknown, AcpError>>((r) => (resolve = r));
     const entry: Waiting = { id, method, schema: schema as Schema<unknown>, nullAsEmpty, resolve };
     this.waiting = entry;
-    const sent = this.send({ jsonrpc: '2.0', id, method, params }).then((r) => {
+    const sent = this.send({ jsonrpc: '2.0', id, method, params }, requestWriteId(id)).then((r) => {
       if (!r.ok && this.waiting === entry) {
         this.waiting = null;
         entry.resolve(r);
@@ -423,13 +457,13 @@ export class AcpClient {
     return ok({ id, sent, done: done as Promise<Result<T, AcpError>> });
   }
 
-  private send(message: object): Promise<Result<void, AcpError>> {
+  private send(message: object, writeId?: string): Promise<Result<void, AcpError>> {
     const bytes = encoder.encode(`${JSON.stringify(message)}\n`);
     const write = this.opts.write;
     // Chained so bytes reach stdin in call order even when the transport's writes overlap.
     const p = this.writeChain.then(async (): Promise<Result<void, AcpError>> => {
       try {
-        const r = await write(bytes);
+        const r = await (writeId === undefined ? write(bytes) : write(bytes, writeId));
         return r.ok
           ? ok(undefined)
           : err(

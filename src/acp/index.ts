@@ -2,7 +2,7 @@
  * ACP for the conversation engine: the journal-replayable client, the journal skipper, and their value types.
  * The demo agent lives in ./demo (launch it with `fountain demo-agent`; see demo/launch.ts).
  */
-export { AcpClient } from './client.ts';
+export { AcpClient, requestWriteId } from './client.ts';
 export type {
   AcpClientHandler,
   AcpClientOptions,

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ok } from '../sandbox/index.ts';
-import { AcpClient } from './client.ts';
+import { AcpClient, requestWriteId } from './client.ts';
 import { LineSplitter, MAX_LINE_BYTES, decodeLine } from './lines.ts';
 import { JournalSkipper } from './skipper.ts';
 import { recorder, silentLogger } from './testing/demo-process.ts';
@@ -232,6 +232,49 @@ describe('AcpClient input handling', () => {
     const r = await a.value.done;
     assert.equal(r.ok ? 'ok' : r.error.code, 'runner_replay_line_too_large');
     assert.equal(client.closed, true);
+  });
+
+  it('writes each request under its write id; an attached prompt is written again, same line, same id', async () => {
+    const writes: Array<[string, string | undefined]> = [];
+    const write = async (bytes: Uint8Array, writeId?: string) => {
+      writes.push([new TextDecoder().decode(bytes), writeId]);
+      return ok(undefined);
+    };
+    const first = new AcpClient({ write, handler: {}, logger: silentLogger, firstRequestId: 4 });
+    first.attachPrompt({ sessionId: 's', promptId: 3 });
+    const call = first.prompt('hi');
+    assert.equal(call.ok ? 'ok' : call.error.code, 'acp_busy', 'one request at a time');
+    assert.equal(first.attachedPromptId, 3);
+    assert.ok((await first.repeatPrompt('hi')).ok);
+    const again = new AcpClient({ write, handler: {}, logger: silentLogger });
+    again.attachPrompt({ sessionId: 's', promptId: 3 });
+    assert.ok((await again.repeatPrompt([{ type: 'text', text: 'hi' }])).ok);
+    assert.equal(writes.length, 2);
+    assert.deepEqual(writes[0], writes[1]);
+    assert.equal(writes[0]![1], requestWriteId(3));
+    assert.deepEqual(JSON.parse(writes[0]![0]), {
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'session/prompt',
+      params: { sessionId: 's', prompt: [{ type: 'text', text: 'hi' }] },
+    });
+    // Without an attached prompt there is nothing to write again.
+    const idle = new AcpClient({ write, handler: {}, logger: silentLogger });
+    const r = await idle.repeatPrompt('hi');
+    assert.equal(r.ok ? 'ok' : r.error.code, 'acp_invalid_state');
+  });
+
+  it('a prompt written again that cannot be written fails its reply', async () => {
+    const client = new AcpClient({
+      write: async () => ({ ok: false, error: { code: 'write_failed', detail: 'runner_disconnected' } }),
+      handler: {},
+      logger: silentLogger,
+    });
+    const a = client.attachPrompt({ sessionId: 's', promptId: 2 });
+    assert.ok(a.ok);
+    assert.equal((await client.repeatPrompt('hi')).ok, false);
+    const r = await a.value.done;
+    assert.equal(r.ok ? 'ok' : r.error.code, 'acp_write_failed');
   });
 
   it('answers a request from the agent with a permission outcome later, as the engine decides', async () => {

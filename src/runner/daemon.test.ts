@@ -98,7 +98,7 @@ describe('runner daemon over a loopback WebSocket', () => {
     const q = Object.fromEntries(up.url.searchParams);
     assert.deepEqual(Object.keys(q).sort(), ['arch', 'capabilities', 'hostname', 'name', 'os', 'root', 'version']);
     assert.equal(q.name, 'box');
-    assert.equal(q.capabilities, 'suspend,attach', 'the process backend advertises no network_policy');
+    assert.equal(q.capabilities, 'suspend,attach,stdin_write_id', 'the process backend advertises no network_policy');
     assert.equal(q.hostname, 'Box.local');
     assert.equal(q.root, root);
     assert.equal(q.version, '0.1.0-test');

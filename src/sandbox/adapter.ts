@@ -20,6 +20,7 @@ import type {
   SpawnOptions,
   TerminateOptions,
   WriteFileOptions,
+  WriteStdinOptions,
 } from './types.ts';
 
 /**
@@ -60,7 +61,13 @@ export interface SandboxProcesses {
 
   exec(handle: Handle, cmd: string, args: readonly string[], opts?: ExecOptions): Promise<SandboxResult<ExecResult>>;
   spawn(handle: Handle, cmd: string, args: readonly string[], opts: SpawnOptions): Promise<SandboxResult<Command>>;
-  writeStdin(command: Command, data: Uint8Array): Promise<SandboxResult<void>>;
+  writeStdin(command: Command, data: Uint8Array, opts?: WriteStdinOptions): Promise<SandboxResult<void>>;
+  /**
+   * True when a write repeated with the same `writeId`, through this command or any later one attached to
+   * its session, reaches the process once (the runner's daemon remembers the ids); absent or false, a repeat
+   * writes again. Known without I/O, so it can be asked after the connection dropped.
+   */
+  repeatsStdinOnce?(command: Command): boolean;
   closeStdin(command: Command): Promise<SandboxResult<void>>;
   /** Tears down only the local end; a detachable remote process keeps running. Always ok. */
   stopCommand(command: Command): Promise<SandboxResult<void>>;

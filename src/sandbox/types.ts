@@ -72,6 +72,14 @@ export interface AttachOptions {
   readonly stdin?: boolean;
 }
 
+export interface WriteStdinOptions {
+  /**
+   * Names the write, unique within the process, so it can be repeated after a dropped connection left
+   * its outcome unknown; a provider whose `repeatsStdinOnce` says so writes a repeated id only once.
+   */
+  readonly writeId?: string;
+}
+
 export interface Session {
   readonly id: string;
   readonly command: string | null;

@@ -48,7 +48,18 @@ export const requestSchemas = {
     tty: z.boolean().optional(),
     detachable: z.boolean().optional(),
   }),
-  stdin: z.object({ id, op: z.literal('stdin'), name: name.optional(), session_id: sessionId, data: base64 }),
+  /**
+   * `write_id` names the write for a retry after a lost reply: a daemon that advertises `stdin_write_id`
+   * acknowledges a repeated id without writing it again. Without it every frame is written.
+   */
+  stdin: z.object({
+    id,
+    op: z.literal('stdin'),
+    name: name.optional(),
+    session_id: sessionId,
+    data: base64,
+    write_id: z.string().min(1).max(128).optional(),
+  }),
   stdin_close: z.object({ id, op: z.literal('stdin_close'), name: name.optional(), session_id: sessionId }),
   detach: z.object({ id, op: z.literal('detach'), name: name.optional(), session_id: sessionId }),
   list_sessions: z.object({ ...withName, op: z.literal('list_sessions') }),

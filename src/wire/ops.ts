@@ -23,9 +23,10 @@ export type Op = (typeof OPS)[number];
 
 /**
  * What a daemon may advertise in the `capabilities` query parameter of its dial (comma-separated).
- * A daemon that sends none has the upstream set, `suspend` and `attach`.
+ * A daemon that sends none has the upstream set, `suspend` and `attach`. `stdin_write_id`: a `stdin`
+ * frame repeating a `write_id` the session already took is acknowledged without being written again.
  */
-export const RUNNER_CAPABILITIES = ['suspend', 'attach', 'network_policy'] as const;
+export const RUNNER_CAPABILITIES = ['suspend', 'attach', 'network_policy', 'stdin_write_id'] as const;
 export type RunnerCapability = (typeof RUNNER_CAPABILITIES)[number];
 export const DEFAULT_RUNNER_CAPABILITIES: readonly RunnerCapability[] = ['suspend', 'attach'];
 

@@ -6,11 +6,28 @@ import assert from 'node:assert/strict';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import type { EventRow } from '../../src/server/store/conversation-schema.ts';
 
+/**
+ * Where a trapped `stdin` request is cut: `before` it reaches the daemon (the frame is swallowed), or
+ * `after` it (the frame is passed on and nothing the daemon sends comes back, its reply included).
+ */
+export type StdinCut = 'before' | 'after';
+
+interface Trap {
+  readonly where: StdinCut;
+  readonly sprung: () => void;
+}
+
+/** The server's request frames are unmasked text on the wire: a stdin request shows this much of itself. */
+const STDIN_MARK = Buffer.from('"op":"stdin"');
+
 /** A loopback TCP proxy between the daemon and the server: sever drops every connection and refuses new ones. */
 export class CutProxy {
   readonly #server: Server;
   readonly #pairs = new Set<[Socket, Socket]>();
   #refusing = false;
+  #trap: Trap | null = null;
+  /** Set once an `after` trap sprang: the daemon's frames go nowhere until the connection is severed. */
+  #muted = false;
   upstreamPort: number;
   connections = 0;
 
@@ -47,13 +64,43 @@ export class CutProxy {
     };
     down.on('error', end).on('close', end);
     up.on('error', end).on('close', end);
-    down.pipe(up);
-    up.pipe(down);
+    down.on('data', (chunk: Buffer) => {
+      if (!this.#muted) up.write(chunk);
+    });
+    // The tail of the previous chunk is searched with the next, for a mark split between two reads.
+    let tail: Buffer = Buffer.alloc(0);
+    up.on('data', (chunk: Buffer) => {
+      const trap = this.#trap;
+      if (trap && Buffer.concat([tail, chunk]).includes(STDIN_MARK)) {
+        this.#trap = null;
+        if (trap.where === 'before') {
+          this.sever();
+        } else {
+          this.#muted = true;
+          down.write(chunk);
+        }
+        trap.sprung();
+        return;
+      }
+      tail = chunk.subarray(Math.max(0, chunk.length - STDIN_MARK.length));
+      down.write(chunk);
+    });
+  }
+
+  /**
+   * Springs on the next `stdin` request the server sends: `before` severs at once, the frame unsent;
+   * `after` passes it on and mutes the daemon (its reply never arrives) until the test severs. Resolves when sprung.
+   */
+  trapStdin(where: StdinCut): Promise<void> {
+    return new Promise((sprung) => {
+      this.#trap = { where, sprung };
+    });
   }
 
   /** Cuts every connection (both ends see a reset) and refuses new ones until restore(). */
   sever(): void {
     this.#refusing = true;
+    this.#muted = false;
     for (const [a, b] of this.#pairs) {
       a.destroy();
       b.destroy();

@@ -7,13 +7,16 @@ import { posix } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Capability, Command, Handle, Result, SandboxError, SandboxResult } from '../../sandbox/index.ts';
-import { Private, SANDBOX_HOME, err, fail, ok, parseRunnerName } from '../../sandbox/index.ts';
+import { Private, SANDBOX_HOME, err, fail, isCapability, ok, parseRunnerName } from '../../sandbox/index.ts';
 import { DEFAULT_RUNNER_CAPABILITIES, decodeBase64 } from '../../wire/index.ts';
 import { RUNNER_OFFLINE, providerError } from './errors.ts';
 import type { OutgoingRequest, RunnerConnection, RunnerHost, RunnerInfo, SessionListener } from './host.ts';
 
+/** The contract capabilities among what a runner advertises (its list also names wire features, stdin_write_id). */
+const contractOnes = (advertised: readonly string[]): Set<Capability> => new Set(advertised.filter(isCapability));
+
 /** What the adapter assumes of a runner it cannot see (offline, or no handle): the upstream set. */
-export const CAPS: ReadonlySet<Capability> = new Set<Capability>(DEFAULT_RUNNER_CAPABILITIES);
+export const CAPS: ReadonlySet<Capability> = contractOnes(DEFAULT_RUNNER_CAPABILITIES);
 /** The daemon gets the exec's own budget; the server waits this much longer for the reply. */
 export const EXEC_GRACE_MS = 10_000;
 
@@ -22,9 +25,16 @@ export interface RunnerCommandPrivate {
   readonly runnerId: string;
   readonly name: string;
   readonly sessionId: string;
+  /** The daemon that served the spawn or attach writes a repeated stdin write id once (stdin_write_id). */
+  readonly stdinOnce?: boolean;
 }
 
-export const commandPrivateSchema = z.object({ runnerId: z.string(), name: z.string(), sessionId: z.string() });
+export const commandPrivateSchema = z.object({
+  runnerId: z.string(),
+  name: z.string(),
+  sessionId: z.string(),
+  stdinOnce: z.boolean().optional(),
+});
 
 /** Placement: the most recently connected online runner of the account. */
 export function pickRunner(host: RunnerHost, accountId: string): Result<RunnerInfo, 'no_runner_online'> {
@@ -78,7 +88,7 @@ export class RunnerCore {
     if (handle === undefined) return CAPS;
     const id = parseRunnerName(handle.name);
     const info = id.ok ? this.host.whereis(id.value)?.info : undefined;
-    return info?.capabilities ? new Set<Capability>(info.capabilities) : CAPS;
+    return info?.capabilities ? contractOnes(info.capabilities) : CAPS;
   }
 
   buildHandle(name: string, priv?: Private<unknown>): Handle {

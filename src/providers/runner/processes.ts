@@ -14,6 +14,7 @@ import type {
   Session,
   SpawnOptions,
   StreamFrame,
+  WriteStdinOptions,
 } from '../../sandbox/index.ts';
 import { Private, err, fail, ok, sandboxError } from '../../sandbox/index.ts';
 import { encodeBase64, resultSchemas } from '../../wire/index.ts';
@@ -75,7 +76,7 @@ export class RunnerProcesses implements SandboxProcesses {
     });
   }
 
-  writeStdin(command: Command, data: Uint8Array): Promise<SandboxResult<void>> {
+  writeStdin(command: Command, data: Uint8Array, opts: WriteStdinOptions = {}): Promise<SandboxResult<void>> {
     return this.#c.total('write_stdin', async () => {
       const target = this.#c.target(command);
       if (!target.ok) return target;
@@ -83,9 +84,16 @@ export class RunnerProcesses implements SandboxProcesses {
       const conn = this.#c.host.whereis(runnerId);
       if (!conn) return fail('write_failed', RUNNER_OFFLINE);
       // A frame holds at most MAX_FRAME_BYTES: a larger write (a prompt's images) goes in pieces, in order.
-      for (let at = 0; at === 0 || at < data.length; at += STDIN_CHUNK_BYTES) {
+      // Each piece has an id of its own, so a repeated write skips exactly the pieces the daemon already took.
+      for (let at = 0, n = 0; at === 0 || at < data.length; at += STDIN_CHUNK_BYTES, n++) {
         const piece = data.subarray(at, at + STDIN_CHUNK_BYTES);
-        const r = await conn.call({ op: 'stdin', name, session_id: sessionId, data: encodeBase64(piece) });
+        const r = await conn.call({
+          op: 'stdin',
+          name,
+          session_id: sessionId,
+          data: encodeBase64(piece),
+          ...(opts.writeId === undefined ? {} : { write_id: `${opts.writeId}.${n}` }),
+        });
         if (r.ok) continue;
         if (r.error.code === 'not_found') return fail('command_exited');
         if (r.error.code === 'unavailable') return fail('write_failed', r.error.detail);
@@ -93,6 +101,11 @@ export class RunnerProcesses implements SandboxProcesses {
       }
       return ok(undefined);
     });
+  }
+
+  repeatsStdinOnce(command: Command): boolean {
+    const target = this.#c.target(command);
+    return target.ok && target.value.stdinOnce === true;
   }
 
   closeStdin(command: Command): Promise<SandboxResult<void>> {
@@ -188,7 +201,9 @@ export class RunnerProcesses implements SandboxProcesses {
     live.sessionId = sessionId;
     // Frames (even the exit) may already have reached the owner; only a still-open command is tracked.
     if (!live.ended) this.#c.live.set(ref, live);
-    const priv = new Private<RunnerCommandPrivate>({ runnerId, name, sessionId });
+    // The daemon that holds the session says it once, when it connects; it is the one a reattach finds again.
+    const stdinOnce = conn.info.capabilities?.includes('stdin_write_id') === true;
+    const priv = new Private<RunnerCommandPrivate>({ runnerId, name, sessionId, stdinOnce });
     return ok(
       replayFrom ? { provider: 'runner', ref, private: priv, replayFrom } : { provider: 'runner', ref, private: priv },
     );

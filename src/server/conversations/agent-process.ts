@@ -67,10 +67,10 @@ export class AgentProcess {
   ) {
     this.events = typeof events === 'function' ? events(this) : events;
     this.client = new AcpClient({
-      write: (bytes) => {
+      write: (bytes, writeId) => {
         const cmd = this.#command;
         if (!cmd) return Promise.resolve({ ok: false, error: { code: 'command_exited' } });
-        return this.adapter.processes.writeStdin(cmd, bytes);
+        return this.adapter.processes.writeStdin(cmd, bytes, writeId === undefined ? {} : { writeId });
       },
       handler: this.events.acp,
       logger: log,
@@ -85,6 +85,12 @@ export class AgentProcess {
 
   get command(): Command | null {
     return this.#command;
+  }
+
+  /** Whether a request written again under its write id reaches the agent once (even after the connection dropped). */
+  get repeatsWritesOnce(): boolean {
+    const cmd = this.#command;
+    return cmd !== null && this.adapter.processes.repeatsStdinOnce?.(cmd) === true;
   }
 
   /** The runner session id of the process (for list_sessions and re-attach), when the provider has one. */

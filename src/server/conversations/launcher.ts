@@ -384,7 +384,7 @@ export class Launcher {
     live.proc = null;
     const turn = live.turn;
     if (turn && error && this.p.recovery.recoverable(live, turn, proc, error)) {
-      this.p.recovery.enter(live, turn, error.detail ?? error.code);
+      this.p.recovery.enter(live, turn, error.detail ?? error.code, proc);
       return;
     }
     // The running prompt (if any) resolves `acp_closed` through the client and ends its turn.

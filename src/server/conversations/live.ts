@@ -5,6 +5,7 @@
 import type { ConversationCheckpoints } from '../checkpoints/service.ts';
 import type { BlobStore } from '../checkpoints/blobs.ts';
 import type { Logger } from 'pino';
+import type { ContentBlock } from '@agentclientprotocol/sdk';
 import { ToolFold } from '../../acp/tool-view.ts';
 import type { Handle, KnownProvider, ProviderRegistry, SandboxAdapter } from '../../sandbox/index.ts';
 import type { Conversation, PermissionPolicy, SessionOffered, Turn, TurnUsage } from '../store/conversation-schema.ts';
@@ -69,6 +70,11 @@ export interface ActiveTurn {
   stderrTail: string;
   /** Whether the model API refused the credential in this turn (agents that end such a turn as a success). */
   readonly refusal: RefusalWatch;
+  /**
+   * The prompt as built for the agent, once built, and its JSON-RPC id once its request was issued: a
+   * runner dropped before the write was confirmed gets it again, under the same id (turn/driver.ts resend).
+   */
+  prompt: { readonly content: string | ContentBlock[]; readonly id: number | null } | null;
 }
 
 /** A conversation whose agent process this node runs. */
@@ -151,6 +157,7 @@ export function newActiveTurn(
     reported: {},
     stderrTail: '',
     refusal: new RefusalWatch(),
+    prompt: null,
   };
 }
 

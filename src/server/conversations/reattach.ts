@@ -29,14 +29,17 @@ export class TurnRecovery {
    * → recovering. The turn stays busy while the runner is away: its prompt's process keeps running (and
    * journaling) on the daemon. Synchronous up to the first retry, so a reply the old client fails afterwards is ignored.
    */
-  enter(live: Live, turn: ActiveTurn, reason: string): void {
+  enter(live: Live, turn: ActiveTurn, reason: string, proc: AgentProcess | null = null): void {
     if (this.c.stopped) return;
+    // A prompt not yet issued when the link dropped is sent under the id it would have had.
+    const resendAs = proc?.repeatsWritesOnce ? (turn.prompt?.id ?? proc.client.nextRequestId) : null;
     void this.p.turns
       .dispatch(live, turn, {
         type: 'runner_lost',
         reason,
         now: Date.now(),
         windowMs: this.c.d.config.recoveryWindowMs,
+        resendAs,
       })
       .catch((e) => this.c.log.error({ err: e, conversation: live.conversationId }, 'entering recovery failed'));
   }
@@ -80,6 +83,9 @@ export class TurnRecovery {
     const list = await adapter.processes.listSessions(handle);
     if (!current()) return 'wait';
     if (!list.ok) return waitOr(list.error, 'list_sessions_failed');
+    // A prompt to resend is built by the turn's start; until it is, the attempt waits.
+    const resend = turn.state.kind === 'recovering' && turn.state.resend;
+    if (resend && !turn.prompt) return 'wait';
     const row = await getConversationById(this.c.d.db, live.conversationId);
     const turnRow = await getTurn(this.c.d.db, turn.id);
     if (!row || !turnRow) return { failure: 'no_active_session', detail: 'the turn is gone' };
@@ -143,6 +149,7 @@ export class TurnRecovery {
       outcome: 'session_attached',
     });
     this.p.turns.watchReply(live, turn, proc, prompt);
+    if (resend) await this.p.turns.resend(live, turn, proc);
     return 'attached';
   }
 

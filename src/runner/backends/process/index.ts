@@ -80,7 +80,7 @@ export function prepareRoot(root: string): Result<void, string> {
   return ok(undefined);
 }
 
-const BASE_CAPABILITIES = ['suspend', 'attach'] as const;
+const BASE_CAPABILITIES = ['suspend', 'attach', 'stdin_write_id'] as const;
 
 export class ProcessBackend implements Backend {
   readonly #root: string;
@@ -315,7 +315,9 @@ export class ProcessBackend implements Backend {
     if (data === null) return fail('invalid', 'data is not base64');
     if (!session.live) return fail('command_exited', `session ${session.id} exited with ${session.exitCode}`);
     if (!session.hasStdin) return fail('write_failed', 'command was spawned without stdin');
-    const e = await session.writeStdin(data);
+    const e = await (req.write_id === undefined
+      ? session.writeStdin(data)
+      : session.writeStdinOnce(req.write_id, data));
     if (e === null) return done({});
     return session.live ? fail('write_failed', e.message) : fail('command_exited', `session ${session.id} exited`);
   }

@@ -247,6 +247,32 @@ describe('process backend', () => {
     await until(() => !isAlive(pid), 'background child to die');
   });
 
+  it('a stdin write repeated with its write id (a retry after a lost reply) reaches the process once; the capability is advertised', async () => {
+    assert.ok(backend.capabilities().includes('stdin_write_id'));
+    await create('wid');
+    const out = new CollectingOut();
+    const sid = await spawn('wid', 'bash', ['-c', 'while read l; do echo "got:$l"; done'], out, true);
+    const write = (data: string, writeId?: string) =>
+      backend.stdin({
+        id: id(),
+        op: 'stdin',
+        session_id: sid,
+        data: b64(data),
+        ...(writeId === undefined ? {} : { write_id: writeId }),
+      });
+    // The repeat arrives while the first is still being written, then again after: both answer ok, neither writes.
+    const [first, concurrent] = await Promise.all([write('one\n', 'req-3.0'), write('one\n', 'req-3.0')]);
+    value(first);
+    value(concurrent);
+    value(await write('one\n', 'req-3.0'));
+    value(await write('two\n', 'req-4.0'));
+    // Without an id every write is written, as before.
+    value(await write('three\n'));
+    value(await write('three\n'));
+    await until(() => out.bytes(sid).toString().split('\n').length > 4, 'echoes');
+    assert.equal(out.bytes(sid).toString(), 'got:one\ngot:two\ngot:three\ngot:three\n');
+  });
+
   it('spawn streams output then exactly one exit; stdin round-trips; close_stdin is EOF; stdin after exit is command_exited', async () => {
     await create('sp');
     const out = new CollectingOut();

@@ -29,6 +29,9 @@ const FLUSH_EVERY = 1024 * 1024;
  */
 const REPLAY_FRAME_BYTES = 1024 * 1024;
 
+/** How many write ids a session remembers; a retry repeats only the pieces of the write cut short. */
+const REMEMBERED_WRITES = 256;
+
 export const SIGNAL_EXIT = 137;
 export const START_FAILURE_EXIT = 127;
 
@@ -48,6 +51,8 @@ export class Session {
   #generation = 0;
   #exited!: Promise<void>;
   #markExited!: () => void;
+  /** The outcomes of the latest writes that carried a write id, oldest first. */
+  readonly #writes = new Map<string, Promise<Error | null>>();
 
   constructor(id: string, sandbox: string, command: string, journal: Journal, logger: Logger) {
     this.id = id;
@@ -141,6 +146,23 @@ export class Session {
 
   #emit(frame: StreamFrame): void {
     if (this.#attached && this.#out?.open) this.#out.send(frame);
+  }
+
+  /**
+   * Writes to stdin once per write id: a repeat (the server retrying after its connection dropped before
+   * the reply) gets the first write's outcome, awaited if still under way, and writes nothing.
+   */
+  writeStdinOnce(writeId: string, data: Buffer): Promise<Error | null> {
+    const known = this.#writes.get(writeId);
+    if (known) return known;
+    const write = this.writeStdin(data);
+    this.#writes.set(writeId, write);
+    // Only the latest writes can be retried: the server retries one write at a time, in order.
+    if (this.#writes.size > REMEMBERED_WRITES) {
+      const oldest = this.#writes.keys().next().value;
+      if (oldest !== undefined) this.#writes.delete(oldest);
+    }
+    return write;
   }
 
   /** Writes to stdin; resolves with the write error, if any. */

@@ -22,6 +22,10 @@ import {
   type TurnEvent,
 } from './machine.ts';
 
+/** The turn still needs its prompt built: it is to be written, or a dropped runner's reattach is to write it. */
+const awaitsPrompt = (turn: ActiveTurn): boolean =>
+  turn.state.kind === 'sending' || (turn.state.kind === 'recovering' && turn.state.resend);
+
 /** Interrupt: how long the agent gets to answer the cancelled prompt before its process is stopped. */
 const INTERRUPT_GRACE_MS = 10_000;
 
@@ -201,7 +205,7 @@ export class TurnDriver {
     });
     // The prompt's POST is answered before this point: the turn may have been interrupted or ended meanwhile.
     await this.dispatch(live, turn, { type: 'marked' });
-    if (turn.state.kind !== 'sending') return;
+    if (!awaitsPrompt(turn)) return;
     if (!proc) {
       await this.dispatch(live, turn, { type: 'failed', error: 'the agent process is not running' });
       return;
@@ -218,22 +222,46 @@ export class TurnDriver {
         await this.dispatch(live, turn, { type: 'failed', error: blocks.message });
         return;
       }
-      if (turn.state.kind !== 'sending') return; // interrupted while the images were read
+      if (!awaitsPrompt(turn)) return; // interrupted while the images were read
       content = [
         ...(typeof content === 'string' ? [{ type: 'text' as const, text: content }] : content),
         ...blocks.value,
       ];
     }
+    turn.prompt = { content, id: null };
+    // The runner dropped before the write began: the reattach writes the prompt (TurnRecovery, resend below).
+    if (turn.state.kind !== 'sending' || turn.driver !== proc) return;
     const call = proc.client.prompt(content);
     if (!call.ok) {
       await this.dispatch(live, turn, { type: 'failed', error: call.error.message });
       return;
     }
+    turn.prompt = { content, id: call.value.id };
     const sent = await call.value.sent;
+    // A runner lost during the write handed the turn to recovery: the write's outcome is its business now.
+    if (turn.driver !== proc) return;
     // The state changes before any await: from here on a dropped runner socket means recovery, not failure.
     await this.dispatch(live, turn, { type: 'prompt_written', promptId: sent.ok ? call.value.id : null });
     if (sent.ok) await setTurnPromptId(this.c.d.db, row.id, call.value.id);
     this.watchReply(live, turn, proc, call.value.done);
+  }
+
+  /**
+   * After a reattach, writes again the prompt whose write the dropped runner left unconfirmed, under its
+   * first write id: a runner that took the first write acknowledges this one without delivering it twice.
+   * Its reply is already watched (the reattach's); a failed write fails that reply, which ends the turn.
+   */
+  async resend(live: Live, turn: ActiveTurn, proc: AgentProcess): Promise<void> {
+    const state = turn.state;
+    const prompt = turn.prompt;
+    if ((state.kind !== 'sending' && state.kind !== 'asking') || !prompt) return;
+    const id = proc.client.attachedPromptId;
+    if (id === null) return;
+    turn.prompt = { content: prompt.content, id };
+    const sent = await proc.client.repeatPrompt(prompt.content);
+    if (turn.driver !== proc) return;
+    await this.dispatch(live, turn, { type: 'prompt_written', promptId: sent.ok ? id : null });
+    if (sent.ok) await setTurnPromptId(this.c.d.db, turn.id, id);
   }
 
   /** Makes a turn a lost node left running (its prompt sent) this conversation's active turn. */

@@ -23,7 +23,7 @@ const STATES: Record<TurnKind, TurnState> = {
   sending: { kind: 'sending' },
   running: { kind: 'running', promptId: 3 },
   asking: { kind: 'asking', promptId: 3, ask },
-  recovering: { kind: 'recovering', promptId: 3, ask, deadline: 10_000, windowMs: 5_000 },
+  recovering: { kind: 'recovering', promptId: 3, resend: false, ask, deadline: 10_000, windowMs: 5_000 },
   interrupting: { kind: 'interrupting', promptId: 3, ask: null },
   ended: { kind: 'ended' },
   detached: { kind: 'detached' },
@@ -42,7 +42,7 @@ const EVENTS: Record<TurnEventType, TurnEvent> = {
   asked: { type: 'asked', ask: other, timeoutMs: 1_000 },
   answered: { type: 'answered', requestId: 'r1', optionId: 'allow' },
   ask_due: { type: 'ask_due', requestId: 'r1' },
-  runner_lost: { type: 'runner_lost', reason: 'socket closed', now: 1_000, windowMs: 5_000 },
+  runner_lost: { type: 'runner_lost', reason: 'socket closed', now: 1_000, windowMs: 5_000, resendAs: null },
   retry_due: { type: 'retry_due', now: 2_000 },
   reattach_waits: { type: 'reattach_waits' },
   reattached: { type: 'reattached', ask: null, askRemainingMs: 0 },
@@ -221,7 +221,14 @@ describe('the turn state machine', () => {
 
   it('a recovery waits for its runner until its deadline, and a reattach restores the held ask with what is left of it', () => {
     const lost = transition(STATES.asking, EVENTS.runner_lost);
-    assert.deepEqual(lost.state, { kind: 'recovering', promptId: 3, ask, deadline: 6_000, windowMs: 5_000 });
+    assert.deepEqual(lost.state, {
+      kind: 'recovering',
+      promptId: 3,
+      resend: false,
+      ask,
+      deadline: 6_000,
+      windowMs: 5_000,
+    });
     assert.deepEqual(types(lost.effects), ['disown', 'disarm:boundary', 'disarm:ask', 'recovery_started', 'arm:retry']);
     assert.deepEqual(transition(lost.state, { type: 'retry_due', now: 5_999 }).effects, [{ type: 'reattach' }]);
     const late = transition(lost.state, { type: 'retry_due', now: 6_000 });
@@ -235,6 +242,63 @@ describe('the turn state machine', () => {
       { type: 'arm', timer: 'ask', ms: 250 },
       { type: 'arm', timer: 'boundary' },
     ]);
+  });
+
+  it('a runner lost while the prompt is written: recovered to resend it where the runner writes a repeat once, else the turn is left to fail', () => {
+    const resendable = { ...EVENTS.runner_lost, resendAs: 5 } as const;
+    const lost = transition(STATES.sending, resendable);
+    assert.deepEqual(lost.state, {
+      kind: 'recovering',
+      promptId: 5,
+      resend: true,
+      ask: null,
+      deadline: 6_000,
+      windowMs: 5_000,
+    });
+    assert.deepEqual(types(lost.effects), ['disown', 'disarm:boundary', 'disarm:ask', 'recovery_started', 'arm:retry']);
+    // The old write's failure and its client's closed reply come after, and change nothing.
+    assert.ok(transition(lost.state, { type: 'prompt_written', promptId: null }).ignored);
+    assert.ok(transition(lost.state, EVENTS.replied).ignored);
+    assert.ok(transition(lost.state, EVENTS.marked).ignored);
+    // Reattached, the turn is back to its write (the reattached process writes the prompt again), then runs.
+    const back = transition(lost.state, EVENTS.reattached);
+    assert.deepEqual(back.state, { kind: 'sending' });
+    assert.deepEqual(types(back.effects), ['disarm:ask', 'arm:boundary']);
+    assert.deepEqual(transition(back.state, { type: 'prompt_written', promptId: 5 }).state, {
+      kind: 'running',
+      promptId: 5,
+    });
+    // Dropped again during that write, it recovers again, as often as the window allows.
+    assert.equal(transition(back.state, resendable).state.kind, 'recovering');
+    // The same window as a running turn's: past it the turn fails with the reason.
+    const late = transition(lost.state, { type: 'retry_due', now: 6_000 });
+    const end = late.effects.find((f) => f.type === 'end');
+    assert.ok(end && !end.outcome.ok && end.outcome.code === 'runner_reconnect_timeout', JSON.stringify(end));
+    assert.equal(late.state.kind, 'ended');
+
+    // An ask before the write was confirmed: the agent has the prompt; a resend is a repeat the runner drops.
+    const asked = transition(STATES.sending, EVENTS.asked).state;
+    const askLost = transition(asked, resendable);
+    assert.deepEqual(askLost.state, {
+      kind: 'recovering',
+      promptId: 5,
+      resend: true,
+      ask: other,
+      deadline: 6_000,
+      windowMs: 5_000,
+    });
+    assert.deepEqual(transition(askLost.state, { type: 'reattached', ask: other, askRemainingMs: 10 }).state, {
+      kind: 'asking',
+      promptId: null,
+      ask: other,
+    });
+
+    // A runner that would write a repeat again: the turn is not recovered, its failed reply ends it.
+    assert.ok(transition(STATES.sending, EVENTS.runner_lost).ignored);
+    assert.ok(transition(asked, EVENTS.runner_lost).ignored);
+    // A confirmed prompt is never resent.
+    assert.equal((transition(STATES.running, resendable).state as { resend: boolean }).resend, false);
+    assert.equal((transition(STATES.running, resendable).state as { promptId: number }).promptId, 3);
   });
 
   it('a replay that reached its boundary changes nothing; one that did not fails the turn', () => {
@@ -295,9 +359,13 @@ describe('the turn state machine', () => {
       boundary: () => ({ type: 'boundary_due', boundarySeen: rand(2) === 0, timeoutMs: 100 }),
       grace: () => ({ type: 'grace_due' }),
     };
-    const outside: TurnEvent[] = Object.values(EVENTS).filter(
-      (e) => !['silence_due', 'ask_due', 'retry_due', 'boundary_due', 'grace_due'].includes(e.type),
-    );
+    const outside: TurnEvent[] = [
+      ...Object.values(EVENTS).filter(
+        (e) => !['silence_due', 'ask_due', 'retry_due', 'boundary_due', 'grace_due'].includes(e.type),
+      ),
+      // A runner that writes a repeated write id once: a prompt still being written is recovered too.
+      { ...EVENTS.runner_lost, resendAs: 3 } as TurnEvent,
+    ];
     for (let walk = 0; walk < 2_000; walk++) {
       let state: TurnState = rand(3) === 0 ? STATES.running : STATES.sending;
       const armed = new Set<TimerName>();

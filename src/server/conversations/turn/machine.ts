@@ -48,6 +48,11 @@ export type TurnState =
   | {
       readonly kind: 'recovering';
       readonly promptId: number;
+      /**
+       * The prompt's write was not confirmed when the runner dropped (it may or may not have reached the
+       * agent): the reattach writes it again under its write id, which the runner delivers at most once.
+       */
+      readonly resend: boolean;
       /** The ask held when the runner dropped; it comes back from the stored row, with its first deadline. */
       readonly ask: Ask | null;
       readonly deadline: number;
@@ -98,7 +103,18 @@ export type TurnEvent =
   /** The held request's deadline passed. */
   | { readonly type: 'ask_due'; readonly requestId: string }
   /** The connection to the runner of the driving process dropped, recoverably (see TurnRecovery.recoverable). */
-  | { readonly type: 'runner_lost'; readonly reason: string; readonly now: number; readonly windowMs: number }
+  | {
+      readonly type: 'runner_lost';
+      readonly reason: string;
+      readonly now: number;
+      readonly windowMs: number;
+      /**
+       * The JSON-RPC id the turn's prompt is (or was to be) written under, when its write is unconfirmed and
+       * the runner writes a repeated write id once: the prompt can then be sent again after the reconnect.
+       * Null when it cannot (an older runner): an unconfirmed prompt's turn fails, as a repeat could deliver it twice.
+       */
+      readonly resendAs: number | null;
+    }
   /** The recovery's retry timer fired. */
   | { readonly type: 'retry_due'; readonly now: number }
   /** A reattach attempt found the runner still away: try again later. */
@@ -337,15 +353,22 @@ export function transition(s: TurnState, e: TurnEvent): Step {
     case 'ask_due':
       return settle(s, e.requestId, 'timeout');
 
-    case 'runner_lost':
+    case 'runner_lost': {
       if (s.kind === 'recovering') return ignore(s, 'the turn is already waiting for its runner');
       if (s.kind === 'interrupting') return ignore(s, 'an interrupted turn is not recovered: its failed reply ends it');
-      if (s.kind === 'sending' || s.promptId === null)
-        return ignore(s, 'the prompt never reached the agent: its failed reply ends the turn');
+      // Not yet confirmed written, the prompt is recovered only where writing it again cannot deliver it twice.
+      const resend = s.kind === 'sending' || s.promptId === null;
+      const promptId = s.kind === 'sending' || s.promptId === null ? e.resendAs : s.promptId;
+      if (promptId === null)
+        return ignore(
+          s,
+          'the prompt may not have reached the agent and cannot be resent: its failed reply ends the turn',
+        );
       return {
         state: {
           kind: 'recovering',
-          promptId: s.promptId,
+          promptId,
+          resend,
           ask: askOf(s),
           deadline: e.now + e.windowMs,
           windowMs: e.windowMs,
@@ -359,6 +382,7 @@ export function transition(s: TurnState, e: TurnEvent): Step {
           arm('retry'),
         ],
       };
+    }
 
     case 'retry_due':
       if (s.kind !== 'recovering') return ignore(s, 'no recovery is waiting');
@@ -374,12 +398,19 @@ export function transition(s: TurnState, e: TurnEvent): Step {
       if (s.kind !== 'recovering') return ignore(s, 'no recovery is waiting');
       return { state: s, effects: [arm('retry')] };
 
-    case 'reattached':
+    case 'reattached': {
       if (s.kind !== 'recovering') return ignore(s, 'no recovery is waiting');
+      // A prompt to resend is written again by the reattached process: the turn is back to its write.
+      const promptId = s.resend ? null : s.promptId;
       return {
-        state: e.ask ? { kind: 'asking', promptId: s.promptId, ask: e.ask } : { kind: 'running', promptId: s.promptId },
+        state: e.ask
+          ? { kind: 'asking', promptId, ask: e.ask }
+          : promptId === null
+            ? { kind: 'sending' }
+            : { kind: 'running', promptId },
         effects: [disarm('ask'), ...(e.ask ? [arm('ask', e.askRemainingMs)] : []), arm('boundary')],
       };
+    }
 
     case 'recovery_failed':
       return recoveryFails(s, e.failure, e.detail);

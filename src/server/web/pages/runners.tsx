@@ -40,6 +40,7 @@ const CAPABILITY_WORDS: Readonly<Record<RunnerCapability, string>> = {
   suspend: 'an idle computer is parked and wakes with the same disk',
   attach: 'a running agent survives a dropped connection and is re-attached',
   network_policy: "an environment's allowed hosts are enforced",
+  stdin_write_id: 'a prompt cut off by a dropped connection is sent again, and reaches the agent once',
 };
 
 export function RunnerRows(p: {
