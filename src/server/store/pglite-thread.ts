@@ -180,6 +180,12 @@ export class PgliteThread {
   }
 }
 
+/**
+ * The thread's JavaScript holds little beyond one statement's rows at a time (PGlite's memory is its
+ * WebAssembly's, outside these limits): a young generation of V8's default size only adds to RSS.
+ */
+const WORKER_LIMITS = { maxYoungGenerationSizeMb: 4 };
+
 let spare: { worker: Worker; failed: boolean } | null = null;
 
 /**
@@ -211,8 +217,12 @@ function takeSpare(): Worker | null {
  * TypeScript through tsx, whose `--import` hooks a Node 20 worker does not take for its entry module.
  */
 function startWorker(): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./pglite-worker.js', import.meta.url));
+  if (!import.meta.url.endsWith('.ts'))
+    return new Worker(new URL('./pglite-worker.js', import.meta.url), { resourceLimits: WORKER_LIMITS });
   const api = JSON.stringify(import.meta.resolve('tsx/esm/api'));
   const entry = JSON.stringify(new URL('./pglite-worker.ts', import.meta.url).href);
-  return new Worker(`import(${api}).then((tsx) => tsx.tsImport(${entry}, ${entry}))`, { eval: true });
+  return new Worker(`import(${api}).then((tsx) => tsx.tsImport(${entry}, ${entry}))`, {
+    eval: true,
+    resourceLimits: WORKER_LIMITS,
+  });
 }
