@@ -18,6 +18,7 @@ import {
 import type { EventRow } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
+import { call } from './helpers/http.ts';
 import { CutProxy, assertStoredOnce, type StdinCut } from './helpers/recovery.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -30,17 +31,7 @@ describe('a runner link cut during the prompt write', { timeout: 300_000 }, () =
   let proxy: CutProxy;
   let agentId: string;
 
-  async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-    const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(srv.url + path, {
-      method,
-      headers,
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : null };
-  }
+  const api = (method: string, path: string, body?: unknown) => call(srv.url, key, method, path, body);
 
   const events = (convId: string): Promise<EventRow[]> => allEvents(srv.database.db as unknown as EngineDb, convId);
   const data = (e: EventRow): Json => JSON.parse(e.data);

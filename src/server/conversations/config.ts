@@ -53,6 +53,11 @@ export interface EngineConfig {
   readonly queuePollMs: number;
   /** The demo runtime's argv (absolute paths on the runner's machine). */
   readonly demoAgentArgv: readonly string[];
+  /**
+   * The demo runtime's wait for quiet after a session/load, where a stand-in for it streams the load's
+   * history after its reply as gemini-cli does (tests); default the runtime's own (none).
+   */
+  readonly demoReplayQuietMs?: number;
   /** How often each node looks at the warm pools besides when an agent changes or a member is taken (pool.ts). */
   readonly poolIntervalMs: number;
 }

@@ -170,7 +170,11 @@ describe('ConversationEngine on a real runner with the demo agent', () => {
         '});',
       ].join('\n'),
     );
-    const late = rig.engineWith({ idleTimeoutMs: 100, demoAgentArgv: [process.execPath, script] }, false);
+    // The wait gemini-cli's runtime has: the replay's lines come 60 and 120 ms after the load's reply.
+    const late = rig.engineWith(
+      { idleTimeoutMs: 100, demoAgentArgv: [process.execPath, script], demoReplayQuietMs: 250 },
+      false,
+    );
     try {
       const agent = await rig.demoAgent('late-replay');
       const created = await late.create(accountId, { agentId: agent.id, prompt: 'first words' });

@@ -254,7 +254,9 @@ export class Launcher {
         timeout,
         timedOut('session/load'),
       );
-      await this.#continuity.replayDone(live, loaded.ok, spec.replayQuietMs);
+      const quietMs =
+        spec.id === 'demo' ? (this.c.d.config.demoReplayQuietMs ?? spec.replayQuietMs) : spec.replayQuietMs;
+      await this.#continuity.replayDone(live, loaded.ok, quietMs);
       if (loaded.ok) {
         sessionId = resumeSessionId;
         configOptions = loaded.value.configOptions;
