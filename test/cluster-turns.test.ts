@@ -12,13 +12,7 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
 import { ClusterRunnerHost } from '../src/server/runners/cluster-host.ts';
-import {
-  allEvents,
-  answerText,
-  startRunnerChild,
-  until,
-  type RunnerChild,
-} from '../src/server/conversations/testing.ts';
+import { allEvents, answerText, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { turns, type EventRow } from '../src/server/store/conversation-schema.ts';
 import { openDatabase, type Database } from '../src/server/store/db.ts';
@@ -26,7 +20,7 @@ import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { TEST_POSTGRES_URL, dropSchema, uniqueSchemaName } from '../src/server/store/testing.ts';
 import { call, type Json } from './helpers/http.ts';
 import { spawnClusterNode, stopClusterNode, type NodeProcess } from './fixtures/cluster-node-process.ts';
-import { CutProxy, assertStoredOnce } from './helpers/recovery.ts';
+import { type CutProxy, assertStoredOnce, runnerBehindProxy } from './helpers/recovery.ts';
 
 const KEY = `ftn_${randomBytes(32).toString('hex')}`;
 const SLOW = 120;
@@ -102,15 +96,7 @@ describe('turn ownership across two server processes', { timeout: 600_000 }, () 
     nodeA = await spawnClusterNode('A', schema, env);
     const url = nodeA.url;
     observer = await openDatabase({ url: TEST_POSTGRES_URL, schema });
-    proxy = await CutProxy.start(Number(new URL(url).port));
-    runner = startRunnerChild({
-      name: 'r',
-      root: join(tmp, 'sandboxes'),
-      baseUrl: `http://127.0.0.1:${proxy.port}`,
-      apiKey: KEY,
-      home: tmp,
-      extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
-    });
+    ({ proxy, runner } = await runnerBehindProxy(Number(new URL(url).port), KEY, tmp));
     await until(
       async () => ((await call(url, KEY, 'GET', '/api/runners')).body.data as Json[]).some((r) => r.online),
       'the runner on node A',

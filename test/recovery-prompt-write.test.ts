@@ -8,18 +8,12 @@ import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
-import {
-  allEvents,
-  answerText,
-  startRunnerChild,
-  until,
-  type RunnerChild,
-} from '../src/server/conversations/testing.ts';
+import { allEvents, answerText, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import type { EventRow } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
 import { call } from './helpers/http.ts';
-import { CutProxy, assertStoredOnce, type StdinCut } from './helpers/recovery.ts';
+import { type CutProxy, assertStoredOnce, type StdinCut, runnerBehindProxy } from './helpers/recovery.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -76,15 +70,7 @@ describe('a runner link cut during the prompt write', { timeout: 300_000 }, () =
       engine: { recoveryWindowMs: 60_000, recoveryRetryMs: 100, idleTimeoutMs: 0 },
     });
     key = srv.bootstrapKey!;
-    proxy = await CutProxy.start(srv.port);
-    runner = startRunnerChild({
-      name: 'r',
-      root: join(tmp, 'sandboxes'),
-      baseUrl: `http://127.0.0.1:${proxy.port}`,
-      apiKey: key,
-      home: tmp,
-      extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
-    });
+    ({ proxy, runner } = await runnerBehindProxy(srv.port, key, tmp));
     await until(runnerOnline, 'the runner to come online', 60_000);
     const agent = await api('POST', '/api/agents', { name: 'demo', runtime: 'demo', model: 'fountain/demo' });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));

@@ -8,18 +8,12 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { slowAnswer } from '../src/acp/demo/agent.ts';
-import {
-  allEvents,
-  answerText,
-  startRunnerChild,
-  until,
-  type RunnerChild,
-} from '../src/server/conversations/testing.ts';
+import { allEvents, answerText, until, type RunnerChild } from '../src/server/conversations/testing.ts';
 import type { EngineConfig } from '../src/server/conversations/config.ts';
 import type { EventRow } from '../src/server/store/conversation-schema.ts';
 import type { EngineDb } from '../src/server/store/engine-db.ts';
 import { startServer, type RunningServer } from '../src/server/start.ts';
-import { CutProxy, assertStoredOnce } from './helpers/recovery.ts';
+import { type CutProxy, assertStoredOnce, runnerBehindProxy } from './helpers/recovery.ts';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -106,15 +100,7 @@ describe('turn recovery across runner drops and a server restart', { timeout: 90
     tmp = realpathSync(mkdtempSync(join(tmpdir(), 'fountain-recovery-')));
     srv = await boot(LONG);
     key = srv.bootstrapKey!;
-    proxy = await CutProxy.start(srv.port);
-    runner = startRunnerChild({
-      name: 'r',
-      root: join(tmp, 'sandboxes'),
-      baseUrl: `http://127.0.0.1:${proxy.port}`,
-      apiKey: key,
-      home: tmp,
-      extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
-    });
+    ({ proxy, runner } = await runnerBehindProxy(srv.port, key, tmp));
     await until(runnerOnline, 'the runner to come online', 60_000);
     const agent = await api('POST', '/api/agents', {
       name: 'demo',

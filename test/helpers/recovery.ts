@@ -4,6 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { startRunnerChild, type RunnerChild } from '../../src/server/conversations/testing.ts';
 import type { EventRow } from '../../src/server/store/conversation-schema.ts';
 
 /**
@@ -129,4 +131,25 @@ export function assertStoredOnce(all: readonly EventRow[], turnId: string): void
     assert.equal(seqs[i], seqs[i - 1]! + 1, `acp seqs not consecutive at ${i}: ${seqs.join(',')}`);
   const reply = JSON.parse(acp.at(-1)!.data);
   assert.equal(reply.result?.stopReason, 'end_turn', 'the last stored line is the prompt reply');
+}
+
+/**
+ * A `fountain runner` child named `r` (sandboxes under `<tmp>/sandboxes`) dialing the server on
+ * `serverPort` through a new CutProxy, reconnecting every 100–200 ms so a restored link is back at once.
+ */
+export async function runnerBehindProxy(
+  serverPort: number,
+  apiKey: string,
+  tmp: string,
+): Promise<{ proxy: CutProxy; runner: RunnerChild }> {
+  const proxy = await CutProxy.start(serverPort);
+  const runner = startRunnerChild({
+    name: 'r',
+    root: join(tmp, 'sandboxes'),
+    baseUrl: `http://127.0.0.1:${proxy.port}`,
+    apiKey,
+    home: tmp,
+    extraArgs: ['--reconnect-base-ms', '100', '--reconnect-cap-ms', '200'],
+  });
+  return { proxy, runner };
 }
