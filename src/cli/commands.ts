@@ -14,12 +14,12 @@ export interface SubcommandModule {
 }
 
 /**
- * `server` and `up` on the embedded database: PGlite's WebAssembly compiles on background threads
- * while the server's modules load (start-up, docs/benchmarks.md).
+ * `server` and `up` on the embedded database: its thread starts (and loads PGlite) while the command's
+ * modules load; the open itself waits for the data directory the flags name.
  */
 const preloadEmbeddedDatabase = (): void => {
   if (process.env.FOUNTAIN_DATABASE_URL) return;
-  void import('../server/store/pglite-artifacts.ts').then((m) => m.preloadPglite()).catch(() => undefined);
+  void import('../server/store/pglite-thread.ts').then((m) => m.prestartPgliteThread()).catch(() => undefined);
 };
 
 // Each subcommand module exports register(program); add new ones here.

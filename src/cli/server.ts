@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { ConfigError } from '../server/config.ts';
-import { startServer } from '../server/start.ts';
+import { startServerWithEarlyDatabase } from '../server/database.ts';
 import { DataDirInUseError } from '../server/store/db.ts';
 import { fountainHome } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
@@ -52,7 +52,7 @@ export function register(program: Command): void {
 
       let server;
       try {
-        server = await startServer({
+        server = await startServerWithEarlyDatabase({
           dataDir,
           host: flags.host,
           port: flags.port,

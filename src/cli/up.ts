@@ -8,13 +8,10 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { runtimeStoreFlag, runtimeStoreOption } from './runtime-store-flag.ts';
 import { z } from 'zod';
-import { openProcessBackend } from '../runner/backends/process/index.ts';
-import { runDaemon } from '../runner/daemon.ts';
 import { ConfigError } from '../server/config.ts';
-import { startServer } from '../server/start.ts';
+import { startServerWithEarlyDatabase } from '../server/database.ts';
 import { DataDirInUseError } from '../server/store/db.ts';
-import { mintSignInLink } from '../server/web/session.ts';
-import { FountainApi } from './api.ts';
+import type { FountainApi } from './api.ts';
 import { credentialsPath, fountainHome, readCredentials, resolveCredentials, saveProfile } from './credentials.ts';
 import { LOG_LEVELS, createLogger } from './log.ts';
 import { agentSchema, data } from './schemas.ts';
@@ -87,9 +84,18 @@ export function register(program: Command): void {
       const runnerRoot = resolve(flags.runnerRoot ?? join(fountainHome(), 'runners', 'local', 'sandboxes'));
       const logger = createLogger(flags.logLevel, 'fountain');
 
+      // The runner and the client load while the database opens (the server's own modules too, below).
+      const parts = Promise.all([
+        import('../runner/backends/process/index.ts'),
+        import('../runner/daemon.ts'),
+        import('../server/web/session.ts'),
+        import('./api.ts'),
+      ]);
+      // Awaited once the server is up; a start that fails first must not leave it unhandled.
+      parts.catch(() => undefined);
       let server;
       try {
-        server = await startServer({
+        server = await startServerWithEarlyDatabase({
           dataDir,
           host: flags.host,
           port: flags.port,
@@ -117,6 +123,7 @@ export function register(program: Command): void {
         );
       }
 
+      const [{ openProcessBackend }, { runDaemon }, { mintSignInLink }, { FountainApi }] = await parts;
       const backend = openProcessBackend({
         root: runnerRoot,
         logger: logger.child({ part: 'runner' }),

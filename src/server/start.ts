@@ -20,7 +20,8 @@ import { ConfigError, parseServerConfig, type Env, type ServerConfig } from './c
 import { EventBus } from './cluster/bus.ts';
 import { createRunnerHost, createUpgradeHandler, type AcceptRunnerSocket } from './runners/hub.ts';
 import { checkDefaultProvider, defaultProviderOf, hostedAdapters, PROVIDER_WIRING } from './registry.ts';
-import { openDatabase, type Database } from './store/db.ts';
+import type { Database } from './store/db.ts';
+import { openServerDatabase } from './database.ts';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import { ProviderRegistry } from '../sandbox/registry.ts';
 import { ConversationEngine, engineConfigFromEnv, type EngineConfig } from './conversations/index.ts';
@@ -69,9 +70,9 @@ export interface StartServerOptions {
   readonly adapters?: readonly SandboxAdapter[];
   /** Engine overrides on top of the environment (tests shrink the idle timeout and sweep interval). */
   readonly engine?: Partial<EngineConfig>;
-  /** SSE heartbeat interval; default 15 s. */
   /** How long a conversation stays quiet after a turn before its checkpoint is taken (default 1 s; tests). */
   readonly checkpointQuietMs?: number;
+  /** SSE heartbeat interval; default 15 s. */
   readonly sseHeartbeatMs?: number;
   /** Scheduler overrides on top of the environment (tests shorten the tick and the snooze). */
   readonly scheduler?: Partial<SchedulerConfig>;
@@ -79,6 +80,12 @@ export interface StartServerOptions {
   readonly queryLogger?: QueryLogger | undefined;
   /** Webhook overrides (tests shorten the tick and the retry delays). */
   readonly webhooks?: Partial<WebhookConfig>;
+  /**
+   * The database's open, begun earlier with openServerDatabase (database.ts) for the same data directory
+   * and environment, so it ran while this module loaded; the server owns it from here (closes it on a
+   * failed start and at stop). Default: opened here.
+   */
+  readonly database?: Promise<Database>;
 }
 
 export interface RunningServer {
@@ -112,24 +119,37 @@ export interface RunningServer {
 
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
   const env = opts.env ?? process.env;
-  const config = parseServerConfig(env);
-  // Before the database opens, so a wrong default costs nothing.
-  checkDefaultProvider(config, env);
-  const engineEnv = engineConfigFromEnv(env);
-  if (!engineEnv.ok) throw new ConfigError('environment', engineEnv.message);
+  let config: ServerConfig;
+  let engineEnv: Omit<EngineConfig, 'demoAgentArgv'>;
+  let secretKey: ReturnType<typeof loadSecretKey>;
+  try {
+    config = parseServerConfig(env);
+    // Before the database opens (unless it was begun earlier), so a wrong default costs nothing.
+    checkDefaultProvider(config, env);
+    const parsed = engineConfigFromEnv(env);
+    if (!parsed.ok) throw new ConfigError('environment', parsed.message);
+    engineEnv = parsed.value;
+    mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+    // A malformed FOUNTAIN_SECRET_KEY stops the boot at once.
+    secretKey = loadSecretKey(env, opts.dataDir);
+  } catch (e) {
+    // The configuration's error is the one to report; a database begun early is only closed.
+    await opts.database?.then(
+      (d) => d.close(),
+      () => undefined,
+    );
+    throw e;
+  }
   const logger = opts.logger ?? pino({ enabled: false });
-  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  // Before the database opens: a malformed FOUNTAIN_SECRET_KEY stops the boot at once.
-  const secretKey = loadSecretKey(env, opts.dataDir);
 
   const stack = new StopStack(logger);
-  const database = await openDatabase({
-    url: config.databaseUrl,
-    dataDir: opts.dataDir,
-    schema: opts.databaseSchema,
-    queryLogger: opts.queryLogger,
-    templateDir: config.pgliteTemplateDir,
-  });
+  const database = await (opts.database ??
+    openServerDatabase({
+      dataDir: opts.dataDir,
+      env,
+      databaseSchema: opts.databaseSchema,
+      queryLogger: opts.queryLogger,
+    }));
   stack.push('database', () => database.close());
   try {
     if (database.templateError) logger.warn(database.templateError);
@@ -208,7 +228,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       env,
     );
     const engineConfig: EngineConfig = {
-      ...engineEnv.value,
+      ...engineEnv,
       demoAgentArgv: demoAgentArgv(),
       maxLifetimeMs: config.maxLifetimeMs,
       brokerAllowUnenforced: config.brokerAllowUnenforced,

@@ -4,14 +4,13 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
-import { takePreloadedPglite } from './pglite-artifacts.ts';
+import { PgliteThread } from './pglite-thread.ts';
 import { bundledTemplateRoot, defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
-import { schema, type Schema } from './schema.ts';
+import type { Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 
@@ -43,10 +42,8 @@ export interface OpenDatabaseOptions {
   bundledTemplateDir?: string | null | undefined;
 }
 
-const sqlClientOf = (client: PGlite): SqlClient => ({
-  exec: async (text) => {
-    await client.exec(text);
-  },
+const sqlClientOf = (client: PgliteThread): SqlClient => ({
+  exec: (text) => client.exec(text),
   query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
     (await client.query<T>(text, params)).rows,
 });
@@ -132,46 +129,51 @@ async function openPglite(
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  // A new data directory (no PG_VERSION yet) starts from the template; its migrations are read once for both.
-  const migrations = templateRoot !== null && !existsSync(join(dir, 'PG_VERSION')) ? loadMigrations() : undefined;
   const unlock = lockDataDir(dataDir);
-  let client: PGlite;
+  // Each thread holds one database: a template made on the way has its own.
+  const client = new PgliteThread();
+  // A new data directory (no PG_VERSION yet) starts from the template; its migrations are read once for both.
+  let migrations: ReturnType<typeof loadMigrations> | undefined;
+  // The query builder and the tables load on this thread while the database opens on its own.
+  const builder = Promise.all([import('drizzle-orm/pglite'), import('./schema.ts')]);
+  // Awaited below once the database is open; a failed open must not leave it unhandled meanwhile.
+  builder.catch(() => undefined);
   let fromTemplate: string[] | null = null;
   let templateError: string | undefined;
   try {
-    const preloaded = await takePreloadedPglite();
-    const create = (at: string) =>
-      PGlite.create(at, {
-        ...preloaded,
-        startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
-      });
+    if (templateRoot !== null && !existsSync(join(dir, 'PG_VERSION'))) migrations = loadMigrations();
     if (migrations && templateRoot !== null) {
       const seeded = await seedFromTemplate(
         dir,
         templateRoot,
         migrations,
         async (at) => {
-          const made = await create(at);
+          const made = new PgliteThread();
           try {
+            await made.open(at, PGLITE_SETTINGS);
             await migrate(sqlClientOf(made), { migrations });
           } finally {
             await made.close();
           }
         },
         bundledRoot,
+        (from, to) => client.copy(from, to),
       );
       if (seeded.ok) fromTemplate = migrations.map((m) => m.name);
       else templateError = seeded.error;
     }
-    client = await create(dir);
+    await client.open(dir, PGLITE_SETTINGS);
   } catch (e) {
+    await client.close();
     unlock();
     throw e;
   }
   const sqlClient = sqlClientOf(client);
   try {
     const migrated = await migrate(sqlClient, migrations ? { migrations } : {});
-    const db: Db = drizzlePglite({ client, schema, ...(logger ? { logger } : {}) });
+    const [{ drizzle: drizzlePglite }, { schema }] = await builder;
+    // The thread's client has the part of PGlite's interface the query builder calls (query, transaction).
+    const db: Db = drizzlePglite({ client: client as unknown as PGlite, schema, ...(logger ? { logger } : {}) });
     return {
       db,
       kind: 'pglite',
@@ -198,9 +200,10 @@ async function openPostgres(
     throw new Error(`openDatabase: schema ${JSON.stringify(searchSchema)} must match ${SCHEMA_NAME}`);
   }
   // Imported here, not at the top: the embedded default never needs node-postgres (~130 ms of CPU at start).
-  const [{ default: pg }, { drizzle: drizzlePg }] = await Promise.all([
+  const [{ default: pg }, { drizzle: drizzlePg }, { schema }] = await Promise.all([
     import('pg'),
     import('drizzle-orm/node-postgres'),
+    import('./schema.ts'),
   ]);
   const pool = new pg.Pool({
     connectionString: url,

@@ -1,6 +1,6 @@
 /**
- * The embedded database's WebAssembly module, read and compiled ahead of the open: started by
- * `fountain server`/`up` before the server's modules load, so the two overlap.
+ * The embedded database's WebAssembly module, read and compiled ahead of the open: started when the
+ * database's thread starts (pglite-worker.ts), so the compile overlaps the template's copy.
  */
 import { readFile } from 'node:fs/promises';
 

@@ -45,7 +45,8 @@ const complete = (dir: string): boolean => existsSync(join(dir, 'PG_VERSION'));
  * directory it is given) into the cache.
  * A template appears only whole: it is made beside the cache's entry and renamed into it, and when two
  * processes make one at once the first rename wins. A failure (an unwritable cache, a full disk) leaves
- * `pgdata` empty and says why, and the caller makes the database the slow way.
+ * `pgdata` empty and says why, and the caller makes the database the slow way. `copy` copies a tree (the
+ * server passes its database thread's, so the ~40 MB do not stall its event loop).
  */
 export async function seedFromTemplate(
   pgdata: string,
@@ -53,13 +54,14 @@ export async function seedFromTemplate(
   migrations: readonly Migration[],
   make: (dir: string) => Promise<void>,
   bundled: string | null = bundledTemplateRoot(),
+  copy: (from: string, to: string) => Promise<void> = async (from, to) => cpSync(from, to, { recursive: true }),
 ): Promise<{ ok: true } | { ok: false; error: string }> {
   const key = templateKey(migrations);
   const entry = join(root, key);
   try {
     const shipped = bundled === null ? null : join(bundled, key);
     if (shipped !== null && !complete(entry) && complete(shipped)) {
-      cpSync(shipped, pgdata, { recursive: true });
+      await copy(shipped, pgdata);
       return { ok: true };
     }
     if (!complete(entry)) {
@@ -80,7 +82,7 @@ export async function seedFromTemplate(
         rmSync(building, { recursive: true, force: true });
       }
     }
-    cpSync(entry, pgdata, { recursive: true });
+    await copy(entry, pgdata);
     return { ok: true };
   } catch (e) {
     for (const f of readdirSync(pgdata)) rmSync(join(pgdata, f), { recursive: true, force: true });

@@ -1,0 +1,55 @@
+/**
+ * The server's database as its configuration names it (PostgreSQL by URL, else the embedded one in the
+ * data directory): opened by startServer, or begun earlier by a command so it overlaps the server's load.
+ */
+import { mkdirSync } from 'node:fs';
+import type { Logger as QueryLogger } from 'drizzle-orm';
+import { parseServerConfig, type Env } from './config.ts';
+import type { RunningServer, StartServerOptions } from './start.ts';
+import { openDatabase, type Database } from './store/db.ts';
+
+export interface ServerDatabaseOptions {
+  readonly dataDir: string;
+  readonly env: Env;
+  readonly databaseSchema?: string | undefined;
+  readonly queryLogger?: QueryLogger | undefined;
+}
+
+/** Throws ConfigError at once for a bad configuration; the open itself is the promise. */
+export function openServerDatabase(opts: ServerDatabaseOptions): Promise<Database> {
+  const config = parseServerConfig(opts.env);
+  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  return openDatabase({
+    url: config.databaseUrl,
+    dataDir: opts.dataDir,
+    schema: opts.databaseSchema,
+    queryLogger: opts.queryLogger,
+    templateDir: config.pgliteTemplateDir,
+  });
+}
+
+/**
+ * startServer with the database's open begun first: it runs on its own thread (the embedded one) or on
+ * the network (PostgreSQL) while the server's modules load here, instead of after them.
+ */
+export async function startServerWithEarlyDatabase(opts: StartServerOptions): Promise<RunningServer> {
+  const database = openServerDatabase({
+    dataDir: opts.dataDir,
+    env: opts.env ?? process.env,
+    databaseSchema: opts.databaseSchema,
+    queryLogger: opts.queryLogger,
+  });
+  // Awaited by startServer; a failed open must not count as unhandled while the modules load.
+  database.catch(() => undefined);
+  let start: typeof import('./start.ts');
+  try {
+    start = await import('./start.ts');
+  } catch (e) {
+    await database.then(
+      (d) => d.close(),
+      () => undefined,
+    );
+    throw e;
+  }
+  return start.startServer({ ...opts, database });
+}
