@@ -13,6 +13,8 @@ export interface ServerDatabaseOptions {
   readonly env: Env;
   readonly databaseSchema?: string | undefined;
   readonly queryLogger?: QueryLogger | undefined;
+  /** The embedded database on a thread of its own (store/db.ts); PostgreSQL ignores it. */
+  readonly thread?: boolean;
 }
 
 /** Throws ConfigError at once for a bad configuration; the open itself is the promise. */
@@ -25,12 +27,13 @@ export function openServerDatabase(opts: ServerDatabaseOptions): Promise<Databas
     schema: opts.databaseSchema,
     queryLogger: opts.queryLogger,
     templateDir: config.pgliteTemplateDir,
+    thread: opts.thread,
   });
 }
 
 /**
- * startServer with the database's open begun first: it runs on its own thread (the embedded one) or on
- * the network (PostgreSQL) while the server's modules load here, instead of after them.
+ * startServer for `fountain server` and `up`, with the database's open begun first: the embedded one on
+ * a thread of its own, PostgreSQL on the network, while the server's modules load here instead of after them.
  */
 export async function startServerWithEarlyDatabase(opts: StartServerOptions): Promise<RunningServer> {
   const database = openServerDatabase({
@@ -38,6 +41,7 @@ export async function startServerWithEarlyDatabase(opts: StartServerOptions): Pr
     env: opts.env ?? process.env,
     databaseSchema: opts.databaseSchema,
     queryLogger: opts.queryLogger,
+    thread: true,
   });
   // Awaited by startServer; a failed open must not count as unhandled while the modules load.
   database.catch(() => undefined);

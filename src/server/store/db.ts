@@ -2,14 +2,15 @@
  * Opens the store: embedded PGlite under the data directory by default, a real PostgreSQL
  * server when a URL is given. Both yield the same Drizzle database type, so queries are shared.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
+import { takePreloadedPglite } from './pglite-artifacts.ts';
 import { PgliteThread } from './pglite-thread.ts';
-import { bundledTemplateRoot, defaultTemplateRoot, seedFromTemplate } from './pglite-template.ts';
+import { bundledTemplateRoot, defaultTemplateRoot, finishTemplate, seedFromTemplate } from './pglite-template.ts';
 import type { Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -40,10 +41,58 @@ export interface OpenDatabaseOptions {
   templateDir?: string | null | undefined;
   /** PGlite only: the template made at install time, tried before making one; null skips it (tests of the making). */
   bundledTemplateDir?: string | null | undefined;
+  /**
+   * PGlite only: run it on a thread of its own (pglite-thread.ts) instead of this one. `fountain server`
+   * and `up` do: the open overlaps their start-up and no statement stalls their event loop. A process that
+   * opens many databases (the tests) keeps them here, where PGlite compiles its WebAssembly once per
+   * process and a statement crosses no thread.
+   */
+  thread?: boolean | undefined;
 }
 
-const sqlClientOf = (client: PgliteThread): SqlClient => ({
-  exec: (text) => client.exec(text),
+/** What the migrations and the query builder need of PGlite, in this thread or on its own. */
+type EmbeddedClient = Pick<PgliteThread, 'query' | 'close'> & { exec(text: string): Promise<unknown> };
+
+/** Where an embedded database runs: it copies a template into a new data directory and opens one. */
+interface EmbeddedHost {
+  copy(from: string, to: string): Promise<void>;
+  open(dir: string): Promise<EmbeddedClient>;
+  /** Ends what open did not take over (the thread of a failed open). */
+  abandon(): Promise<void>;
+}
+
+/** PGlite in this thread, created with the preloaded WebAssembly when `fountain` began one. */
+function inProcessHost(): EmbeddedHost {
+  return {
+    copy: async (from, to) => cpSync(from, to, { recursive: true }),
+    open: async (dir) => {
+      const [{ PGlite }, preloaded] = await Promise.all([import('@electric-sql/pglite'), takePreloadedPglite()]);
+      return PGlite.create(dir, {
+        ...preloaded,
+        startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
+      });
+    },
+    abandon: async () => {},
+  };
+}
+
+/** PGlite on a thread started now, so its start and the template's copy run while the caller goes on. */
+function threadHost(): EmbeddedHost {
+  const thread = new PgliteThread();
+  return {
+    copy: (from, to) => thread.copy(from, to),
+    open: async (dir) => {
+      await thread.open(dir, PGLITE_SETTINGS);
+      return thread;
+    },
+    abandon: () => thread.close(),
+  };
+}
+
+const sqlClientOf = (client: EmbeddedClient): SqlClient => ({
+  exec: async (text) => {
+    await client.exec(text);
+  },
   query: async <T extends Record<string, unknown>>(text: string, params?: unknown[]) =>
     (await client.query<T>(text, params)).rows,
 });
@@ -58,6 +107,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database>
         opts.queryLogger,
         opts.templateDir === undefined ? defaultTemplateRoot() : opts.templateDir,
         opts.bundledTemplateDir === undefined ? bundledTemplateRoot() : opts.bundledTemplateDir,
+        opts.thread === true,
       );
 }
 
@@ -125,19 +175,21 @@ async function openPglite(
   logger: QueryLogger | undefined,
   templateRoot: string | null,
   bundledRoot: string | null,
+  thread: boolean,
 ): Promise<Database> {
   if (!dataDir) throw new Error('openDatabase: dataDir is required when no database URL is given');
   const dir = join(dataDir, 'pgdata');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const unlock = lockDataDir(dataDir);
-  // Each thread holds one database: a template made on the way has its own.
-  const client = new PgliteThread();
+  const hostOf = thread ? threadHost : inProcessHost;
+  const host = hostOf();
   // A new data directory (no PG_VERSION yet) starts from the template; its migrations are read once for both.
   let migrations: ReturnType<typeof loadMigrations> | undefined;
-  // The query builder and the tables load on this thread while the database opens on its own.
+  // The query builder and the tables load while the database opens (on its thread, or between PGlite's awaits).
   const builder = Promise.all([import('drizzle-orm/pglite'), import('./schema.ts')]);
   // Awaited below once the database is open; a failed open must not leave it unhandled meanwhile.
   builder.catch(() => undefined);
+  let client: EmbeddedClient;
   let fromTemplate: string[] | null = null;
   let templateError: string | undefined;
   try {
@@ -148,29 +200,31 @@ async function openPglite(
         templateRoot,
         migrations,
         async (at) => {
-          const made = new PgliteThread();
+          // A template made on the way is a database of its own, opened and closed before ours.
+          const maker = hostOf();
+          let made: EmbeddedClient | null = null;
           try {
-            await made.open(at, PGLITE_SETTINGS);
+            made = await maker.open(at);
             await migrate(sqlClientOf(made), { migrations });
+            await finishTemplate(sqlClientOf(made));
           } finally {
-            await made.close();
+            await (made ? made.close() : maker.abandon());
           }
         },
         bundledRoot,
-        (from, to) => client.copy(from, to),
+        (from, to) => host.copy(from, to),
       );
       if (seeded.ok) fromTemplate = migrations.map((m) => m.name);
       else templateError = seeded.error;
     }
-    await client.open(dir, PGLITE_SETTINGS);
+    client = await host.open(dir);
   } catch (e) {
-    await client.close();
+    await host.abandon();
     unlock();
     throw e;
   }
-  const sqlClient = sqlClientOf(client);
   try {
-    const migrated = await migrate(sqlClient, migrations ? { migrations } : {});
+    const migrated = await migrate(sqlClientOf(client), migrations ? { migrations } : {});
     const [{ drizzle: drizzlePglite }, { schema }] = await builder;
     // The thread's client has the part of PGlite's interface the query builder calls (query, transaction).
     const db: Db = drizzlePglite({ client: client as unknown as PGlite, schema, ...(logger ? { logger } : {}) });

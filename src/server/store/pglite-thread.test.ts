@@ -13,7 +13,7 @@ describe('embedded database thread (real PGlite)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fountain-thread-'));
   let d: Database;
   before(async () => {
-    d = await openDatabase({ dataDir: dir });
+    d = await openDatabase({ dataDir: dir, thread: true });
     await d.db.execute(sql`create table t (k text primary key, n int not null, at timestamptz default now())`);
   });
   after(async () => {
@@ -88,7 +88,7 @@ describe('embedded database thread (real PGlite)', () => {
   it('refuses every request after close with a clear error, and closes twice without one', async () => {
     const other = mkdtempSync(join(tmpdir(), 'fountain-thread-closed-'));
     try {
-      const closing = await openDatabase({ dataDir: other });
+      const closing = await openDatabase({ dataDir: other, thread: true });
       const t = thread(closing);
       assert.deepEqual((await t.query('select 1 as one')).rows, [{ one: 1 }]);
       await closing.close();
