@@ -36,6 +36,9 @@ describe('new embedded databases from a migrated template (real PGlite)', () => 
     const b = await openDatabase({ dataDir: join(tmp, 'b'), templateDir: root, bundledTemplateDir: null });
     assert.deepEqual(b.migrated, ALL);
     assert.equal(await one<number>(b, sql`SELECT count(*)::int AS v FROM fountain_migrations`), ALL.length);
+    // initdb's template0 and template1 are not kept: a copy holds only the database Fountain uses.
+    assert.equal(await one<string>(b, sql`SELECT string_agg(datname, ',') AS v FROM pg_database`), 'postgres');
+    assert.deepEqual(readdirSync(join(entry, 'base')).length, 1, 'one database directory in the template');
     assert.equal(
       await one<string | null>(b, sql`SELECT to_regclass('only_in_a')::text AS v`),
       null,
