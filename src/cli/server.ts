@@ -7,7 +7,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { ConfigError } from '../server/config.ts';
+import { ConfigError } from '../server/config-error.ts';
 import { startServerWithEarlyDatabase } from '../server/database.ts';
 import { DataDirInUseError } from '../server/store/db.ts';
 import { fountainHome } from './credentials.ts';

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { runtimeStoreFlag, runtimeStoreOption } from './runtime-store-flag.ts';
 import { z } from 'zod';
-import { ConfigError } from '../server/config.ts';
+import { ConfigError } from '../server/config-error.ts';
 import { startServerWithEarlyDatabase } from '../server/database.ts';
 import { DataDirInUseError } from '../server/store/db.ts';
 import type { FountainApi } from './api.ts';

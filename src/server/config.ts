@@ -10,6 +10,8 @@ import { spritesOptionsFromEnv, type SpritesOptions } from '../providers/sprites
 import { KNOWN_PROVIDERS, isKnownProvider, type KnownProvider } from '../sandbox/providers.ts';
 import { ENGINE_DEFAULTS, engineConfigFromEnv, type EngineConfig } from './conversations/config.ts';
 import { API_KEY_PATTERN } from './core/keys-store.ts';
+import { ConfigError } from './config-error.ts';
+import { DATABASE_ENV_SCHEMA, databaseEnv, type DatabaseEnv } from './database-env.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -56,10 +58,7 @@ const text = z.string().optional();
  */
 const envSchema = z.object({
   // Server
-  FOUNTAIN_DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a postgres:// or postgresql:// URL')
-    .optional(),
+  ...DATABASE_ENV_SCHEMA,
   FOUNTAIN_BOOTSTRAP_KEY: z
     .string()
     .regex(API_KEY_PATTERN, 'must be ftn_ followed by 64 lowercase hex digits')
@@ -73,10 +72,6 @@ const envSchema = z.object({
   FOUNTAIN_SKILLS_GIT_URL: z
     .string()
     .regex(/^https:\/\/\S+$/, 'must be an https:// URL')
-    .optional(),
-  FOUNTAIN_PGLITE_TEMPLATE_DIR: z
-    .string()
-    .refine((v) => v === 'off' || v.startsWith('/'), 'must be an absolute directory or off')
     .optional(),
   FOUNTAIN_MODEL_PRICES: text,
   // Sandboxes and conversations
@@ -182,13 +177,9 @@ export interface HostedProviderOptions {
   readonly sprites: SpritesOptions | null;
 }
 
-export interface ServerConfig {
+export interface ServerConfig extends DatabaseEnv {
   /** SANDBOX_RUNNERS_ENABLED: whether daemons may dial in at all. */
   readonly runnersEnabled: boolean;
-  /** FOUNTAIN_DATABASE_URL: a real PostgreSQL; embedded PGlite when unset. */
-  readonly databaseUrl: string | undefined;
-  /** FOUNTAIN_PGLITE_TEMPLATE_DIR: where new embedded databases are copied from; null = off, undefined = the user's cache. */
-  readonly pgliteTemplateDir: string | null | undefined;
   /** FOUNTAIN_BOOTSTRAP_KEY: used as the owner's first key on first start instead of a minted one. */
   readonly bootstrapKey: string | undefined;
   /** FOUNTAIN_RUNNER_HEARTBEAT_MS: interval of the runner heartbeat (stamps last_seen_at, then pings). */
@@ -221,15 +212,7 @@ export interface ServerConfig {
   readonly modelPrices: PriceTable;
 }
 
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    detail: string,
-  ) {
-    super(`${variable}: ${detail}`);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
 
 /** The environment with only our variables, trimmed, blanks removed: what every mapper below sees. */
 export function cleanEnv(env: Env): Record<ServerEnvVar, string | undefined> {
@@ -278,8 +261,7 @@ export function parseServerConfig(env: Env): ServerConfig {
 
   return {
     runnersEnabled: c.SANDBOX_RUNNERS_ENABLED,
-    databaseUrl: c.FOUNTAIN_DATABASE_URL,
-    pgliteTemplateDir: c.FOUNTAIN_PGLITE_TEMPLATE_DIR === 'off' ? null : c.FOUNTAIN_PGLITE_TEMPLATE_DIR,
+    ...databaseEnv(picked),
     bootstrapKey: c.FOUNTAIN_BOOTSTRAP_KEY,
     runnerHeartbeatMs: c.FOUNTAIN_RUNNER_HEARTBEAT_MS,
     runnerCallTimeoutMs: c.FOUNTAIN_RUNNER_CALL_TIMEOUT_MS,

@@ -4,7 +4,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { Logger as QueryLogger } from 'drizzle-orm';
-import { parseServerConfig, type Env } from './config.ts';
+import type { Env } from './config.ts';
+import { databaseEnv } from './database-env.ts';
 import type { RunningServer, StartServerOptions } from './start.ts';
 import { openDatabase, type Database } from './store/db.ts';
 
@@ -19,7 +20,7 @@ export interface ServerDatabaseOptions {
 
 /** Throws ConfigError at once for a bad configuration; the open itself is the promise. */
 export function openServerDatabase(opts: ServerDatabaseOptions): Promise<Database> {
-  const config = parseServerConfig(opts.env);
+  const config = databaseEnv(opts.env);
   mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
   return openDatabase({
     url: config.databaseUrl,
