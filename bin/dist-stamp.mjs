@@ -7,6 +7,28 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const DIST = join(ROOT, 'dist');
+/** Where in dist/ the build puts the bundled command (scripts/build.mjs) that bin/fountain.js runs. */
+export const BUNDLE_DIR = 'bundle';
+/**
+ * Packages the bundle loads from node_modules: those that find their own files beside them (PGlite's
+ * WebAssembly, pino's transports), node-postgres (optional native parts), the TypeScript loader and the
+ * builder, ws's optional native helpers, and zod: the ACP SDK's generated schemas are loaded from its
+ * package by path and must share one zod with the code that extends them.
+ */
+export const BUNDLE_EXTERNAL = [
+  '@electric-sql/pglite',
+  '@electric-sql/pglite/*',
+  'pino',
+  'pino-pretty',
+  'pg',
+  'tsx',
+  'tsx/*',
+  'esbuild',
+  'bufferutil',
+  'utf-8-validate',
+  'zod',
+  'zod/*',
+];
 
 /** Files whose change makes dist/ stale besides src/: the compiler's settings and the build itself. */
 const EXTRA_INPUTS = ['tsconfig.json', 'scripts/build.mjs', 'bin/dist-stamp.mjs', 'bin/runner-bundle.mjs'];

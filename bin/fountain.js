@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // Entry point of the `fountain` executable: runs the compiled dist/ (built by `npm install`'s prepare
 // step) while it matches the sources, else the TypeScript sources through tsx, so an edit never runs stale code.
-import { distIsFresh } from './dist-stamp.mjs';
+import { BUNDLE_DIR, distIsFresh } from './dist-stamp.mjs';
 
 if (process.env.FOUNTAIN_FROM_SOURCE !== '1' && distIsFresh()) {
-  await import('../dist/cli/main.js');
+  await import(`../dist/${BUNDLE_DIR}/main.js`);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

@@ -2,10 +2,10 @@
 // one JavaScript file per module with the same layout, so `fountain` starts without transpiling TypeScript.
 // Files that are not TypeScript (migrations, static assets) are copied beside the compiled modules, so
 // every path a module computes from import.meta.url means the same thing under dist/ as under src/.
-import { copyFileSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { build } from 'esbuild';
-import { ROOT, DIST, sourceStamp } from '../bin/dist-stamp.mjs';
+import { BUNDLE_DIR, BUNDLE_EXTERNAL, ROOT, DIST, sourceStamp } from '../bin/dist-stamp.mjs';
 import { buildRunnerBundle } from '../bin/runner-bundle.mjs';
 
 const SRC = join(ROOT, 'src');
@@ -62,6 +62,7 @@ try {
     mkdirSync(dirname(to), { recursive: true });
     copyFileSync(a, to);
   }
+  await buildCliBundle(out);
   // The runner the server hands out (GET /runner/artifact), built once here rather than at a first request.
   mkdirSync(join(out, 'runner-artifact'), { recursive: true });
   writeFileSync(join(out, 'runner-artifact', 'fountain-runner.mjs'), await buildRunnerBundle(), { mode: 0o755 });
@@ -75,3 +76,50 @@ try {
 process.stderr.write(
   `fountain: compiled ${entryPoints.length} modules into ${relative(process.cwd(), DIST) || DIST}\n`,
 );
+
+/**
+ * What `fountain` runs (bin/fountain.js): src/cli/main.ts and what it imports, the packages included, in
+ * one module per subcommand (each `import()` a chunk of its own). Node's loader costs about a third of a
+ * start's CPU across ~500 files (docs/benchmarks.md, startup); here it reads a few.
+ * Each source's `import.meta.url` is rewritten to its own compiled file's URL beside the bundle, so every
+ * path a module computes (migrations, static files, the worker, the package root) means what it means in
+ * the per-module build, which stays for workers, child processes and imports by path.
+ */
+async function buildCliBundle(outRoot) {
+  const bundleDir = join(outRoot, BUNDLE_DIR);
+  await build({
+    entryPoints: [join(SRC, 'cli', 'main.ts')],
+    outdir: bundleDir,
+    bundle: true,
+    splitting: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    sourcemap: 'linked',
+    logLevel: 'warning',
+    // Packages that find their own files beside them (PGlite's WebAssembly, pino's transports) or are
+    // only loaded by path (the TypeScript loader, the builder), and the optional native helpers of ws.
+    external: [...BUNDLE_EXTERNAL],
+    // Bundled CommonJS packages call require() for Node's modules.
+    banner: {
+      js: "import { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);",
+    },
+    plugins: [
+      {
+        name: 'module-url-of-the-compiled-file',
+        setup(b) {
+          b.onLoad({ filter: /\/src\/.*\.tsx?$/ }, (args) => {
+            const source = readFileSync(args.path, 'utf8');
+            if (!source.includes('import.meta.url')) return undefined;
+            const compiled = join(outRoot, relative(SRC, args.path)).replace(TS, '.js');
+            const rel = relative(bundleDir, compiled);
+            return {
+              contents: source.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`),
+              loader: args.path.endsWith('x') ? 'tsx' : 'ts',
+            };
+          });
+        },
+      },
+    ],
+  });
+}

@@ -1,6 +1,6 @@
 /**
  * The compiled dist/: `npm run build` compiles a copy of this repository, bin/fountain.js runs the
- * compiled modules while they match src/, and falls back to the TypeScript sources once they do not.
+ * bundled command while it matches src/, and falls back to the TypeScript sources once it does not.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -58,9 +58,14 @@ test('the build compiles src/ beside its assets and the executable runs it until
     'imports name the compiled .js files',
   );
 
+  // The command bin/fountain.js runs: one bundle, its subcommands in chunks beside it, whose module URLs
+  // are rewritten to their compiled files' (so the paths above mean the same to it).
+  const bundled = readFileSync(join(root, 'dist/bundle/main.js'), 'utf8');
+  assert.match(bundled, /new URL\("\.\.\/cli\/main\.js", import\.meta\.url\)/, "main's own URL is its compiled file's");
+
   // A marker only the compiled file prints shows which one ran.
   // (First in the module: `--version` exits inside the command parser.)
-  const dist = join(root, 'dist/cli/main.js');
+  const dist = join(root, 'dist/bundle/main.js');
   writeFileSync(dist, `process.stdout.write('ran dist\\n');\n${readFileSync(dist, 'utf8')}`);
   assert.match(fountain(root), /ran dist/);
   assert.doesNotMatch(fountain(root, '1'), /ran dist/, 'FOUNTAIN_FROM_SOURCE=1 runs the sources');
@@ -90,8 +95,10 @@ test('adding or renaming a source file makes dist/ stale; a rebuild makes it fre
   assert.equal(distIsFresh(root), false, 'a new folder');
   build();
   assert.equal(distIsFresh(root), true);
-  // A module outside the runner's code path: the runner artifact is a real bundle, which a dangling import breaks.
-  renameSync(join(root, 'src/server/web/words.ts'), join(root, 'src/server/web/words2.ts'));
+  // A module no command imports (a test helper): the runner artifact and the command are real bundles,
+  // which a dangling import breaks.
+  const helper = join(root, 'src/runner/backends/firecracker/testing/guest-image');
+  renameSync(`${helper}.ts`, `${helper}2.ts`);
   assert.equal(distIsFresh(root), false, 'a renamed file');
   build();
   writeFileSync(
