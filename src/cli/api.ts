@@ -24,15 +24,22 @@ const errorBody = z
 export interface ApiOptions {
   baseUrl: string;
   apiKey: string;
+  /**
+   * Sends a request; default: the global fetch. `fountain up` passes its own server's app, which
+   * answers in this process (the same routes, keys and checks) without a loopback connection.
+   */
+  fetch?: (request: Request) => Promise<Response>;
 }
 
 export class FountainApi {
   readonly #baseUrl: string;
   readonly #apiKey: string;
+  readonly #fetch: (request: Request) => Promise<Response>;
 
   constructor(opts: ApiOptions) {
     this.#baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.#apiKey = opts.apiKey;
+    this.#fetch = opts.fetch ?? ((request) => fetch(request));
   }
 
   get baseUrl(): string {
@@ -43,15 +50,17 @@ export class FountainApi {
   async request<S extends z.ZodType>(method: string, path: string, schema: S, body?: unknown): Promise<z.infer<S>> {
     let res: Response;
     try {
-      res = await fetch(this.#baseUrl + path, {
-        method,
-        headers: {
-          authorization: `Bearer ${this.#apiKey}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
+      res = await this.#fetch(
+        new Request(this.#baseUrl + path, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.#apiKey}`,
+            accept: 'application/json',
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        }),
+      );
     } catch (e) {
       throw new ApiError(
         0,
@@ -93,14 +102,16 @@ export class FountainApi {
   async openStream(path: string, lastEventId: string | null, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
     let res: Response;
     try {
-      res = await fetch(this.#baseUrl + path, {
-        headers: {
-          authorization: `Bearer ${this.#apiKey}`,
-          accept: 'text/event-stream',
-          ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
-        },
-        signal,
-      });
+      res = await this.#fetch(
+        new Request(this.#baseUrl + path, {
+          headers: {
+            authorization: `Bearer ${this.#apiKey}`,
+            accept: 'text/event-stream',
+            ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+          },
+          signal,
+        }),
+      );
     } catch (e) {
       throw new ApiError(0, 'unreachable', `cannot reach ${this.#baseUrl}: ${(e as Error).message}`);
     }

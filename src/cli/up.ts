@@ -147,7 +147,9 @@ export function register(program: Command): void {
         hostname: hostname(),
       });
 
-      const api = new FountainApi({ baseUrl: server.url, apiKey: key });
+      // Its own server's API, answered in this process: no loopback connection to make first (start-up).
+      const app = server.app;
+      const api = new FountainApi({ baseUrl: server.url, apiKey: key, fetch: async (request) => app.fetch(request) });
       // The demo agent's check and the sign-in link are independent requests: made at once (start-up).
       const demo = flags.demo
         ? ensureDemoAgent(api).catch((e: unknown) => {

@@ -2,7 +2,7 @@
  * Opens the store: embedded PGlite under the data directory by default, a real PostgreSQL
  * server when a URL is given. Both yield the same Drizzle database type, so queries are shared.
  */
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
@@ -10,7 +10,15 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
 import { takePreloadedPglite } from './pglite-artifacts.ts';
 import { PgliteThread } from './pglite-thread.ts';
-import { bundledTemplateRoot, defaultTemplateRoot, finishTemplate, seedFromTemplate } from './pglite-template.ts';
+import {
+  bundledTemplateRoot,
+  copyTemplate,
+  defaultTemplateRoot,
+  finishTemplate,
+  isTemplateCopyError,
+  templateFor,
+  templateUnusable,
+} from './pglite-template.ts';
 import type { Schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, Schema>;
@@ -53,10 +61,10 @@ export interface OpenDatabaseOptions {
 /** What the migrations and the query builder need of PGlite, in this thread or on its own. */
 type EmbeddedClient = Pick<PgliteThread, 'query' | 'close'> & { exec(text: string): Promise<unknown> };
 
-/** Where an embedded database runs: it copies a template into a new data directory and opens one. */
+/** Where an embedded database runs. */
 interface EmbeddedHost {
-  copy(from: string, to: string): Promise<void>;
-  open(dir: string): Promise<EmbeddedClient>;
+  /** Opens the database in `dir`, a new one copied from template `seed` first (a failed copy: TemplateCopyError). */
+  open(dir: string, seed?: string): Promise<EmbeddedClient>;
   /** Ends what open did not take over (the thread of a failed open). */
   abandon(): Promise<void>;
 }
@@ -64,8 +72,8 @@ interface EmbeddedHost {
 /** PGlite in this thread, created with the preloaded WebAssembly when `fountain` began one. */
 function inProcessHost(): EmbeddedHost {
   return {
-    copy: async (from, to) => cpSync(from, to, { recursive: true }),
-    open: async (dir) => {
+    open: async (dir, seed) => {
+      if (seed !== undefined) copyTemplate(seed, dir);
       const [{ PGlite }, preloaded] = await Promise.all([import('@electric-sql/pglite'), takePreloadedPglite()]);
       return PGlite.create(dir, {
         ...preloaded,
@@ -76,13 +84,15 @@ function inProcessHost(): EmbeddedHost {
   };
 }
 
-/** PGlite on a thread started now, so its start and the template's copy run while the caller goes on. */
+/**
+ * PGlite on a thread started now, so its start, the template's copy and the open run while the caller
+ * goes on; the copy and the open are one request, with no wait on the caller's event loop between them.
+ */
 function threadHost(): EmbeddedHost {
   const thread = new PgliteThread();
   return {
-    copy: (from, to) => thread.copy(from, to),
-    open: async (dir) => {
-      await thread.open(dir, PGLITE_SETTINGS);
+    open: async (dir, seed) => {
+      await thread.open(dir, PGLITE_SETTINGS, seed);
       return thread;
     },
     abandon: () => thread.close(),
@@ -194,30 +204,39 @@ async function openPglite(
   let templateError: string | undefined;
   try {
     if (templateRoot !== null && !existsSync(join(dir, 'PG_VERSION'))) migrations = loadMigrations();
+    let seed: string | undefined;
     if (migrations && templateRoot !== null) {
-      const seeded = await seedFromTemplate(
-        dir,
-        templateRoot,
-        migrations,
-        async (at) => {
-          // A template made on the way is a database of its own, opened and closed before ours.
-          const maker = hostOf();
-          let made: EmbeddedClient | null = null;
-          try {
-            made = await maker.open(at);
-            await migrate(sqlClientOf(made), { migrations });
-            await finishTemplate(sqlClientOf(made));
-          } finally {
-            await (made ? made.close() : maker.abandon());
-          }
-        },
-        bundledRoot,
-        (from, to) => host.copy(from, to),
-      );
-      if (seeded.ok) fromTemplate = migrations.map((m) => m.name);
-      else templateError = seeded.error;
+      try {
+        seed = await templateFor(
+          templateRoot,
+          migrations,
+          async (at) => {
+            // A template made on the way is a database of its own, opened and closed before ours.
+            const maker = hostOf();
+            let made: EmbeddedClient | null = null;
+            try {
+              made = await maker.open(at);
+              await migrate(sqlClientOf(made), { migrations });
+              await finishTemplate(sqlClientOf(made));
+            } finally {
+              await (made ? made.close() : maker.abandon());
+            }
+          },
+          bundledRoot,
+        );
+      } catch (e) {
+        templateError = templateUnusable(dir, templateRoot, e);
+      }
     }
-    client = await host.open(dir);
+    try {
+      client = await host.open(dir, seed);
+    } catch (e) {
+      if (seed === undefined || templateRoot === null || !isTemplateCopyError(e)) throw e;
+      templateError = templateUnusable(dir, templateRoot, e);
+      seed = undefined;
+      client = await host.open(dir);
+    }
+    if (seed !== undefined && migrations) fromTemplate = migrations.map((m) => m.name);
   } catch (e) {
     await host.abandon();
     unlock();

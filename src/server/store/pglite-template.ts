@@ -60,56 +60,66 @@ export function templateKey(migrations: readonly Migration[], version = pgliteVe
 
 const complete = (dir: string): boolean => existsSync(join(dir, 'PG_VERSION'));
 
+/** A template's copy into a new data directory failed (the caller makes the database from scratch then). */
+export class TemplateCopyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TemplateCopyError';
+  }
+}
+
+/** Also true of one that crossed the database's thread, which keeps an error's name but not its class. */
+export const isTemplateCopyError = (e: unknown): boolean => e instanceof Error && e.name === 'TemplateCopyError';
+
+/** Copies template `from` into the empty directory `to`; a failure is a TemplateCopyError. */
+export function copyTemplate(from: string, to: string): void {
+  try {
+    cpSync(from, to, { recursive: true });
+  } catch (e) {
+    throw new TemplateCopyError((e as Error).message);
+  }
+}
+
 /**
- * Fills the empty directory `pgdata` with a copy of the template for `migrations`: the cache's, else the
- * one in `bundled` (the package's), else one made first with `make` (initdb and migrations in the
- * directory it is given) into the cache.
- * A template appears only whole: it is made beside the cache's entry and renamed into it, and when two
- * processes make one at once the first rename wins. A failure (an unwritable cache, a full disk) leaves
- * `pgdata` empty and says why, and the caller makes the database the slow way. `copy` copies a tree (the
- * server passes its database thread's, so the ~40 MB do not stall its event loop).
+ * The directory of the template for `migrations`: the cache's, else the one in `bundled` (the
+ * package's), else one made first with `make` (initdb and migrations in the directory it is given) into
+ * the cache. A template appears only whole: it is made beside the cache's entry and renamed into it, and
+ * when two processes make one at once the first rename wins. Throws when there is none to be had (an
+ * unwritable cache, a full disk); the caller makes the database the slow way then.
  */
-export async function seedFromTemplate(
-  pgdata: string,
+export async function templateFor(
   root: string,
   migrations: readonly Migration[],
   make: (dir: string) => Promise<void>,
   bundled: string | null = bundledTemplateRoot(),
-  copy: (from: string, to: string) => Promise<void> = async (from, to) => cpSync(from, to, { recursive: true }),
-): Promise<{ ok: true } | { ok: false; error: string }> {
+): Promise<string> {
   const key = templateKey(migrations);
   const entry = join(root, key);
-  try {
-    const shipped = bundled === null ? null : join(bundled, key);
-    if (shipped !== null && !complete(entry) && complete(shipped)) {
-      await copy(shipped, pgdata);
-      return { ok: true };
-    }
-    if (!complete(entry)) {
-      mkdirSync(root, { recursive: true, mode: 0o700 });
-      const building = join(root, `.building-${process.pid}-${randomBytes(4).toString('hex')}`);
-      mkdirSync(building, { mode: 0o700 });
+  const shipped = bundled === null ? null : join(bundled, key);
+  if (shipped !== null && !complete(entry) && complete(shipped)) return shipped;
+  if (!complete(entry)) {
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+    const building = join(root, `.building-${process.pid}-${randomBytes(4).toString('hex')}`);
+    mkdirSync(building, { mode: 0o700 });
+    try {
+      await make(building);
+      // Only a tampered cache holds an entry without PG_VERSION; it is replaced.
+      if (existsSync(entry) && !complete(entry)) rmSync(entry, { recursive: true, force: true });
       try {
-        await make(building);
-        // Only a tampered cache holds an entry without PG_VERSION; it is replaced.
-        if (existsSync(entry) && !complete(entry)) rmSync(entry, { recursive: true, force: true });
-        try {
-          renameSync(building, entry);
-        } catch (e) {
-          const code = (e as NodeJS.ErrnoException).code;
-          if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || !complete(entry)) throw e;
-        }
-      } finally {
-        rmSync(building, { recursive: true, force: true });
+        renameSync(building, entry);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if ((code !== 'ENOTEMPTY' && code !== 'EEXIST') || !complete(entry)) throw e;
       }
+    } finally {
+      rmSync(building, { recursive: true, force: true });
     }
-    await copy(entry, pgdata);
-    return { ok: true };
-  } catch (e) {
-    for (const f of readdirSync(pgdata)) rmSync(join(pgdata, f), { recursive: true, force: true });
-    return {
-      ok: false,
-      error: `the embedded database template in ${root} could not be used (${(e as Error).message}); made the database from scratch`,
-    };
   }
+  return entry;
+}
+
+/** Empties `pgdata` after a template could not be had or copied, and says so for the server's log. */
+export function templateUnusable(pgdata: string, root: string, e: unknown): string {
+  for (const f of readdirSync(pgdata)) rmSync(join(pgdata, f), { recursive: true, force: true });
+  return `the embedded database template in ${root} could not be used (${(e as Error).message}); made the database from scratch`;
 }

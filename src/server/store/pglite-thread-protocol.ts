@@ -3,8 +3,14 @@
  * per message, answered by id; both ends are this package, so the shapes are types, not parsed.
  */
 export type ThreadRequest =
-  | { readonly id: number; readonly op: 'copy'; readonly from: string; readonly to: string }
-  | { readonly id: number; readonly op: 'open'; readonly dir: string; readonly settings: string[] }
+  | {
+      readonly id: number;
+      readonly op: 'open';
+      readonly dir: string;
+      readonly settings: string[];
+      /** A template to copy into `dir` first (a new database). */
+      readonly seed: string | undefined;
+    }
   | {
       readonly id: number;
       readonly op: 'query';

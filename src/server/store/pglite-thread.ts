@@ -98,14 +98,12 @@ export class PgliteThread {
     this.#worker.on('exit', (code) => this.#fail(`the embedded database's thread ended (exit code ${code})`));
   }
 
-  /** Copies a directory tree on the thread (a template into a new data directory), off the event loop. */
-  copy(from: string, to: string): Promise<void> {
-    return this.#call({ op: 'copy', from, to }) as Promise<void>;
-  }
-
-  /** Opens (boots) the database in `dir` with these server settings (`name=value`) on its command line. */
-  async open(dir: string, settings: readonly string[]): Promise<void> {
-    await this.#call({ op: 'open', dir, settings: [...settings] });
+  /**
+   * Opens (boots) the database in `dir` with these server settings (`name=value`) on its command line,
+   * a new one copied from template `seed` first (a failed copy rejects with a TemplateCopyError's name).
+   */
+  async open(dir: string, settings: readonly string[], seed?: string): Promise<void> {
+    await this.#call({ op: 'open', dir, settings: [...settings], seed });
   }
 
   query<T>(text: string, params?: unknown[], options?: QueryOptions): Promise<ThreadResults<T>> {

@@ -7,7 +7,9 @@ import { cp } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { parentPort } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { NodeFS } from '@electric-sql/pglite/nodefs';
 import { preloadPglite, takePreloadedPglite } from './pglite-artifacts.ts';
+import { TemplateCopyError } from './pglite-template.ts';
 import type { ThreadReply, ThreadRequest, ThreadError } from './pglite-thread-protocol.ts';
 
 const port = parentPort;
@@ -17,15 +19,38 @@ if (!port) throw new Error('pglite-worker.ts runs only as a worker thread');
 preloadPglite();
 
 /**
- * `cp -a` copies the template's ~1,200 files in about half the time of Node's recursive copy and leaves
+ * `cp -a` copies the template's ~550 files in about half the time of Node's recursive copy and leaves
  * this thread free meanwhile (the WebAssembly's read and compile go on); Node's copy where there is no `cp`.
  */
 async function copyTree(from: string, to: string): Promise<void> {
   try {
-    await promisify(execFile)('cp', ['-a', `${from}/.`, `${to}/`]);
+    try {
+      await promisify(execFile)('cp', ['-a', `${from}/.`, `${to}/`]);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      await cp(from, to, { recursive: true });
+    }
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    await cp(from, to, { recursive: true });
+    throw new TemplateCopyError((e as Error).message);
+  }
+}
+
+/**
+ * The data directory as PGlite's Node file system, once the template's copy into it is done: PGlite
+ * reads its file bundle and instantiates its WebAssembly (~0.2 s) first and looks into the directory
+ * only after initialSyncFs, so the copy runs meanwhile instead of before.
+ */
+class SeededNodeFS extends NodeFS {
+  readonly #seeded: Promise<void>;
+
+  constructor(dir: string, seeded: Promise<void>) {
+    super(dir);
+    this.#seeded = seeded;
+  }
+
+  override async initialSyncFs(): Promise<void> {
+    await this.#seeded;
+    await super.initialSyncFs();
   }
 }
 
@@ -47,14 +72,15 @@ const open = (): PGlite => {
 
 async function serve(req: ThreadRequest): Promise<unknown> {
   switch (req.op) {
-    case 'copy':
-      await copyTree(req.from, req.to);
-      return null;
     case 'open': {
       if (db) throw new Error('the embedded database is already open');
+      const seeded = req.seed === undefined ? Promise.resolve() : copyTree(req.seed, req.dir);
+      // Awaited by the file system below; a copy that fails first must not count as unhandled meanwhile.
+      seeded.catch(() => undefined);
       const preloaded = await takePreloadedPglite();
-      db = await PGlite.create(req.dir, {
+      db = await PGlite.create({
         ...preloaded,
+        fs: new SeededNodeFS(req.dir, seeded),
         startParams: [...PGlite.defaultStartParams, ...req.settings.flatMap((s) => ['-c', s])],
       });
       return null;
