@@ -8,7 +8,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
-import { takePreloadedPglite } from './pglite-artifacts.ts';
+import { takePreloadedPglite, tuneWebAssemblyTiering } from './pglite-artifacts.ts';
 import { PgliteThread } from './pglite-thread.ts';
 import {
   bundledTemplateRoot,
@@ -74,6 +74,7 @@ function inProcessHost(): EmbeddedHost {
   return {
     open: async (dir, seed) => {
       if (seed !== undefined) copyTemplate(seed, dir);
+      tuneWebAssemblyTiering();
       const [{ PGlite }, preloaded] = await Promise.all([import('@electric-sql/pglite'), takePreloadedPglite()]);
       return PGlite.create(dir, {
         ...preloaded,

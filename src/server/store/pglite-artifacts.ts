@@ -3,6 +3,27 @@
  * database's thread starts (pglite-worker.ts), so the compile overlaps the template's copy.
  */
 import { readFile } from 'node:fs/promises';
+import { setFlagsFromString } from 'node:v8';
+
+/**
+ * V8 tiers a WebAssembly function up to its optimizing compiler once it has run about this many bytes of
+ * code (V8's default: 1.8 million). Postgres's start runs much of its code once; at the default, V8
+ * optimized it on background threads for ~0.5–0.9 s of CPU during the first second, on a 2-core machine
+ * CPU the start itself needed. At 100 times the default only the functions that keep running (the
+ * query path) are optimized: a query loop is as fast after its warm-up (docs/benchmarks.md, startup).
+ */
+const WASM_TIERING_BUDGET = 180_000_000;
+let tuned = false;
+
+/**
+ * Sets the tiering budget for this process (V8's flags are per process), before PGlite's WebAssembly is
+ * compiled: by the preload here, and by a database opened without one (db.ts).
+ */
+export function tuneWebAssemblyTiering(): void {
+  if (tuned) return;
+  tuned = true;
+  setFlagsFromString(`--wasm-tiering-budget=${WASM_TIERING_BUDGET}`);
+}
 
 export interface PgliteArtifacts {
   readonly pgliteWasmModule: WebAssembly.Module;
@@ -16,6 +37,7 @@ async function load(): Promise<PgliteArtifacts> {
   // Only the Postgres module: initdb's is needed by a new data directory alone, and preloading it and
   // the file-system bundle too cost 45 MiB of idle RSS (docs/benchmarks.md, startup).
   const wasm = await readFile(new URL('pglite.wasm', dist));
+  tuneWebAssemblyTiering();
   // An asynchronous compile runs on V8's background threads while the main thread loads modules.
   return { pgliteWasmModule: await WebAssembly.compile(wasm) };
 }
