@@ -12,8 +12,7 @@ export const BUNDLE_DIR = 'bundle';
 /**
  * Packages the bundle loads from node_modules: those that find their own files beside them (PGlite's
  * WebAssembly, pino's transports), node-postgres (optional native parts), the TypeScript loader and the
- * builder, ws's optional native helpers, and zod: the ACP SDK's generated schemas are loaded from its
- * package by path and must share one zod with the code that extends them.
+ * builder, and ws's optional native helpers.
  */
 export const BUNDLE_EXTERNAL = [
   '@electric-sql/pglite',
@@ -26,8 +25,6 @@ export const BUNDLE_EXTERNAL = [
   'esbuild',
   'bufferutil',
   'utf-8-validate',
-  'zod',
-  'zod/*',
 ];
 
 /** Files whose change makes dist/ stale besides src/: the compiler's settings and the build itself. */

@@ -11,6 +11,8 @@ import { buildRunnerBundle } from '../bin/runner-bundle.mjs';
 const SRC = join(ROOT, 'src');
 const TS = /\.tsx?$/;
 const TEST = /\.test\.tsx?$/;
+/** How src/acp/schemas.ts loads the ACP SDK's generated schemas (a file the SDK's export map hides). */
+const ACP_GENERATED_IMPORT = "import(new URL('../schema/zod.gen.js', entry).href)";
 
 // Taken before reading any source: an edit made while this runs leaves the stamp behind, so the build counts as stale.
 const stamp = sourceStamp();
@@ -108,15 +110,26 @@ async function buildCliBundle(outRoot) {
       {
         name: 'module-url-of-the-compiled-file',
         setup(b) {
-          b.onLoad({ filter: /\/src\/.*\.tsx?$/ }, (args) => {
-            const source = readFileSync(args.path, 'utf8');
-            if (!source.includes('import.meta.url')) return undefined;
+          b.onLoad({ filter: /\/src\/.*\.tsx?$/ }, async (args) => {
+            let source = readFileSync(args.path, 'utf8');
+            const generated = args.path === join(SRC, 'acp', 'schemas.ts');
+            if (!source.includes('import.meta.url') && !generated) return undefined;
             const compiled = join(outRoot, relative(SRC, args.path)).replace(TS, '.js');
             const rel = relative(bundleDir, compiled);
-            return {
-              contents: source.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`),
-              loader: args.path.endsWith('x') ? 'tsx' : 'ts',
-            };
+            source = source.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`);
+            // The ACP SDK's generated schemas, imported by URL past its export map: bundled by their path,
+            // so they use the bundle's zod like the code that extends them.
+            if (generated) {
+              if (!source.includes(ACP_GENERATED_IMPORT))
+                throw new Error(`src/acp/schemas.ts no longer has \`${ACP_GENERATED_IMPORT}\` (scripts/build.mjs)`);
+              const sdk = await b.resolve('@agentclientprotocol/sdk', {
+                kind: 'import-statement',
+                resolveDir: dirname(args.path),
+              });
+              const file = join(dirname(sdk.path), '../schema/zod.gen.js');
+              source = source.replace(ACP_GENERATED_IMPORT, `import(${JSON.stringify(file)})`);
+            }
+            return { contents: source, loader: args.path.endsWith('x') ? 'tsx' : 'ts' };
           });
         },
       },
