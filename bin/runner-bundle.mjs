@@ -9,6 +9,10 @@ import { ROOT, distIsFresh } from './dist-stamp.mjs';
 export const RUNNER_ENTRY = join(ROOT, 'src', 'cli', 'runner-entry.ts');
 export const RUNNER_ARTIFACT = join(ROOT, 'dist', 'runner-artifact', 'fountain-runner.mjs');
 
+/** The first line of an ESM bundle with CommonJS packages inside: they call require() for Node's modules. */
+export const REQUIRE_BANNER =
+  "import { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);";
+
 const readPackageVersion = () => JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
 
 /**
@@ -30,9 +34,7 @@ export async function buildRunnerBundle(packageVersion = readPackageVersion()) {
     // ws's optional native helpers: absent, ws uses its JavaScript paths.
     external: ['bufferutil', 'utf-8-validate'],
     define: { FOUNTAIN_BUNDLED_VERSION: JSON.stringify(packageVersion) },
-    banner: {
-      js: "#!/usr/bin/env node\nimport { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);",
-    },
+    banner: { js: `#!/usr/bin/env node\n${REQUIRE_BANNER}` },
     logLevel: 'warning',
   });
   return out.outputFiles[0].contents;

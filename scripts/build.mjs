@@ -6,7 +6,7 @@ import { copyFileSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync,
 import { dirname, join, relative } from 'node:path';
 import { build } from 'esbuild';
 import { BUNDLE_DIR, BUNDLE_EXTERNAL, ROOT, DIST, sourceStamp } from '../bin/dist-stamp.mjs';
-import { buildRunnerBundle } from '../bin/runner-bundle.mjs';
+import { REQUIRE_BANNER, buildRunnerBundle } from '../bin/runner-bundle.mjs';
 
 const SRC = join(ROOT, 'src');
 const TS = /\.tsx?$/;
@@ -99,13 +99,8 @@ async function buildCliBundle(outRoot) {
     target: 'node20',
     sourcemap: 'linked',
     logLevel: 'warning',
-    // Packages that find their own files beside them (PGlite's WebAssembly, pino's transports) or are
-    // only loaded by path (the TypeScript loader, the builder), and the optional native helpers of ws.
     external: [...BUNDLE_EXTERNAL],
-    // Bundled CommonJS packages call require() for Node's modules.
-    banner: {
-      js: "import { createRequire as __fountainRequire } from 'node:module'; const require = __fountainRequire(import.meta.url);",
-    },
+    banner: { js: REQUIRE_BANNER },
     plugins: [
       {
         name: 'module-url-of-the-compiled-file',

@@ -8,7 +8,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { Logger as QueryLogger } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { loadMigrations, migrate, type SqlClient } from './migrate.ts';
-import { takePreloadedPglite, tuneWebAssemblyTiering } from './pglite-artifacts.ts';
+import { createPglite } from './pglite-artifacts.ts';
 import { PgliteThread } from './pglite-thread.ts';
 import {
   bundledTemplateRoot,
@@ -74,12 +74,7 @@ function inProcessHost(): EmbeddedHost {
   return {
     open: async (dir, seed) => {
       if (seed !== undefined) copyTemplate(seed, dir);
-      tuneWebAssemblyTiering();
-      const [{ PGlite }, preloaded] = await Promise.all([import('@electric-sql/pglite'), takePreloadedPglite()]);
-      return PGlite.create(dir, {
-        ...preloaded,
-        startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
-      });
+      return createPglite(dir, PGLITE_SETTINGS);
     },
     abandon: async () => {},
   };
@@ -217,8 +212,9 @@ async function openPglite(
             let made: EmbeddedClient | null = null;
             try {
               made = await maker.open(at);
-              await migrate(sqlClientOf(made), { migrations });
-              await finishTemplate(sqlClientOf(made));
+              const sql = sqlClientOf(made);
+              await migrate(sql, { migrations });
+              await finishTemplate(sql);
             } finally {
               await (made ? made.close() : maker.abandon());
             }

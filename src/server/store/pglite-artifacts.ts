@@ -1,9 +1,10 @@
 /**
- * The embedded database's WebAssembly module, read and compiled ahead of the open: started when the
- * database's thread starts (pglite-worker.ts), so the compile overlaps the template's copy.
+ * The embedded database's WebAssembly module, read and compiled ahead of the open (started when the
+ * database's thread starts, pglite-worker.ts, so the compile overlaps the template's copy), and PGlite created with it.
  */
 import { readFile } from 'node:fs/promises';
 import { setFlagsFromString } from 'node:v8';
+import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
 
 /**
  * V8 tiers a WebAssembly function up to its optimizing compiler once it has run about this many bytes of
@@ -17,9 +18,9 @@ let tuned = false;
 
 /**
  * Sets the tiering budget for this process (V8's flags are per process), before PGlite's WebAssembly is
- * compiled: by the preload here, and by a database opened without one (db.ts).
+ * compiled: by the preload, or by createPglite when there was none.
  */
-export function tuneWebAssemblyTiering(): void {
+function tuneWebAssemblyTiering(): void {
   if (tuned) return;
   tuned = true;
   setFlagsFromString(`--wasm-tiering-budget=${WASM_TIERING_BUDGET}`);
@@ -53,4 +54,20 @@ export async function takePreloadedPglite(): Promise<PgliteArtifacts | null> {
   const p = pending;
   pending = null;
   return p ? p.catch(() => null) : null;
+}
+
+/**
+ * PGlite over `target` (a data directory, or a file system over one) with these server settings
+ * (`name=value`) on its command line: the same in this thread and on the database's own.
+ */
+export async function createPglite(
+  target: string | NonNullable<PGliteOptions['fs']>,
+  settings: readonly string[],
+): Promise<PGlite> {
+  tuneWebAssemblyTiering();
+  const [{ PGlite }, preloaded] = await Promise.all([import('@electric-sql/pglite'), takePreloadedPglite()]);
+  const startParams = [...PGlite.defaultStartParams, ...settings.flatMap((s) => ['-c', s])];
+  return typeof target === 'string'
+    ? PGlite.create(target, { ...preloaded, startParams })
+    : PGlite.create({ ...preloaded, fs: target, startParams });
 }

@@ -6,9 +6,11 @@ import { execFile } from 'node:child_process';
 import { cp } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { parentPort } from 'node:worker_threads';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
+// Loaded as the thread starts, not when the open arrives (createPglite imports it then, from the cache).
+import '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
-import { preloadPglite, takePreloadedPglite } from './pglite-artifacts.ts';
+import { createPglite, preloadPglite } from './pglite-artifacts.ts';
 import { TemplateCopyError } from './pglite-template.ts';
 import type { ThreadReply, ThreadRequest, ThreadError } from './pglite-thread-protocol.ts';
 
@@ -77,12 +79,7 @@ async function serve(req: ThreadRequest): Promise<unknown> {
       const seeded = req.seed === undefined ? Promise.resolve() : copyTree(req.seed, req.dir);
       // Awaited by the file system below; a copy that fails first must not count as unhandled meanwhile.
       seeded.catch(() => undefined);
-      const preloaded = await takePreloadedPglite();
-      db = await PGlite.create({
-        ...preloaded,
-        fs: new SeededNodeFS(req.dir, seeded),
-        startParams: [...PGlite.defaultStartParams, ...req.settings.flatMap((s) => ['-c', s])],
-      });
+      db = await createPglite(new SeededNodeFS(req.dir, seeded), req.settings);
       return null;
     }
     case 'query': {
